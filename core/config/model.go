@@ -1,0 +1,212 @@
+package config
+
+// The desired-state model. JSON field names are part of the public contract
+// (DESIGN.md "Admin API contract"): snake_case, durations as integers with a
+// _ms suffix, sizes in bytes. A Config value handed to the data plane is
+// immutable: whoever wants to change it makes a deep copy with Clone.
+
+// Modes of frontends and backends.
+const (
+	ModeTCP  = "tcp"
+	ModeHTTP = "http"
+)
+
+// Splice policies of a frontend (seed 003).
+const (
+	SpliceOff  = "off"
+	SpliceAuto = "auto"
+	SpliceOn   = "on"
+)
+
+// Balance algorithms of a backend.
+const (
+	BalanceRoundRobin = "roundrobin"
+	BalanceLeastConn  = "leastconn"
+	BalanceSource     = "source"
+	BalanceRandom     = "random"
+)
+
+// Administrative states of a server.
+const (
+	AdminReady = "ready"
+	AdminDrain = "drain"
+	AdminMaint = "maint"
+)
+
+// Accept distribution algorithms (seed 001).
+const (
+	DistP2CRR      = "p2c-rr"
+	DistRoundRobin = "round-robin"
+	DistLeastConn  = "least-conn"
+	DistLocal      = "local"
+)
+
+// Health check types.
+const (
+	CheckTCP  = "tcp"
+	CheckHTTP = "http"
+)
+
+// CPU map modes and IRQ policies.
+const (
+	CPUMapNone   = "none"
+	CPUMapAuto   = "auto"
+	CPUMapManual = "manual"
+
+	IRQPolicyNone     = "none"
+	IRQPolicySeparate = "separate"
+)
+
+// Config is the whole desired state of the appliance.
+type Config struct {
+	// Generation increases by one on every accepted write. It is set by the
+	// store, never by clients (a client-supplied value is ignored).
+	Generation int64      `json:"generation"`
+	Frontends  []Frontend `json:"frontends" validate:"dive"`
+	Backends   []Backend  `json:"backends" validate:"dive"`
+	Tuning     Tuning     `json:"tuning"`
+	CPUMap     CPUMap     `json:"cpu_map"`
+	IRQ        IRQ        `json:"irq"`
+}
+
+// Frontend accepts client connections on its binds and hands them to a backend.
+type Frontend struct {
+	Name           string            `json:"name" validate:"required"`
+	Mode           string            `json:"mode" validate:"omitempty,oneof=tcp http"`
+	Binds          []Bind            `json:"binds" validate:"dive"`
+	Routes         []Route           `json:"routes" validate:"dive"`
+	DefaultBackend string            `json:"default_backend,omitempty"`
+	Maxconn        int               `json:"maxconn" validate:"gte=0,lte=10000000"`
+	Splice         string            `json:"splice" validate:"omitempty,oneof=off auto on"`
+	Timeouts       FrontendTimeouts  `json:"timeouts"`
+	HTTP           *FrontendHTTPOpts `json:"http,omitempty"`
+}
+
+// FrontendTimeouts are client-side timeouts in milliseconds (0 = default).
+type FrontendTimeouts struct {
+	ClientMs        int `json:"client_ms" validate:"gte=0,lte=86400000"`
+	HTTPRequestMs   int `json:"http_request_ms" validate:"gte=0,lte=86400000"`
+	HTTPKeepAliveMs int `json:"http_keep_alive_ms" validate:"gte=0,lte=86400000"`
+	TunnelMs        int `json:"tunnel_ms" validate:"gte=0,lte=86400000"`
+}
+
+// FrontendHTTPOpts are the http-mode options of a frontend.
+type FrontendHTTPOpts struct {
+	XForwardedFor   bool `json:"x_forwarded_for"`
+	XForwardedProto bool `json:"x_forwarded_proto"`
+	Via             bool `json:"via"`
+	// MaxBodySize bounds request bodies in bytes (413 beyond); 0 = unlimited.
+	MaxBodySize int64 `json:"max_body_size" validate:"gte=0"`
+}
+
+// Bind is one listening address of a frontend.
+type Bind struct {
+	Name    string `json:"name" validate:"required"`
+	Address string `json:"address" validate:"required"`
+	Port    int    `json:"port" validate:"gte=1,lte=65535"`
+	// Shards > 0 opens that many SO_REUSEPORT sockets, one per loop, and lets
+	// the kernel spread connections; 0 uses one socket and the accept
+	// distributor.
+	Shards  int   `json:"shards" validate:"gte=0,lte=1024"`
+	Backlog int   `json:"backlog" validate:"gte=0,lte=1000000"`
+	Threads []int `json:"threads,omitempty" validate:"dive,gte=0,lte=1023"`
+}
+
+// Route sends matching http requests to a backend; the first match wins.
+type Route struct {
+	Host       string `json:"host,omitempty"`
+	PathPrefix string `json:"path_prefix,omitempty"`
+	Method     string `json:"method,omitempty"`
+	Backend    string `json:"backend" validate:"required"`
+}
+
+// Backend is a pool of servers with a balance algorithm.
+type Backend struct {
+	Name        string          `json:"name" validate:"required"`
+	Mode        string          `json:"mode" validate:"omitempty,oneof=tcp http"`
+	Balance     string          `json:"balance" validate:"omitempty,oneof=roundrobin leastconn source random"`
+	Servers     []Server        `json:"servers" validate:"dive"`
+	HealthCheck *HealthCheck    `json:"health_check,omitempty"`
+	Timeouts    BackendTimeouts `json:"timeouts"`
+	Retries     *int            `json:"retries,omitempty" validate:"omitempty,gte=0,lte=100"`
+}
+
+// BackendTimeouts are server-side timeouts in milliseconds (0 = default).
+type BackendTimeouts struct {
+	ConnectMs int `json:"connect_ms" validate:"gte=0,lte=86400000"`
+	ServerMs  int `json:"server_ms" validate:"gte=0,lte=86400000"`
+	QueueMs   int `json:"queue_ms" validate:"gte=0,lte=86400000"`
+	TunnelMs  int `json:"tunnel_ms" validate:"gte=0,lte=86400000"`
+}
+
+// Server is one origin server of a backend. Address is an IP literal or a
+// host name resolved when the config is applied.
+type Server struct {
+	Name       string `json:"name" validate:"required"`
+	Address    string `json:"address" validate:"required"`
+	Port       int    `json:"port" validate:"gte=1,lte=65535"`
+	Weight     *int   `json:"weight,omitempty" validate:"omitempty,gte=0,lte=256"`
+	Maxconn    int    `json:"maxconn" validate:"gte=0,lte=10000000"`
+	AdminState string `json:"admin_state" validate:"omitempty,oneof=ready drain maint"`
+}
+
+// HealthCheck describes how a backend probes its servers.
+type HealthCheck struct {
+	Type       string `json:"type" validate:"required,oneof=tcp http"`
+	Method     string `json:"method,omitempty"`
+	Path       string `json:"path,omitempty"`
+	StatusMin  int    `json:"status_min,omitempty" validate:"omitempty,gte=100,lte=599"`
+	StatusMax  int    `json:"status_max,omitempty" validate:"omitempty,gte=100,lte=599"`
+	IntervalMs int    `json:"interval_ms" validate:"gte=0,lte=86400000"`
+	TimeoutMs  int    `json:"timeout_ms" validate:"gte=0,lte=86400000"`
+	Rise       int    `json:"rise" validate:"gte=0,lte=1000"`
+	Fall       int    `json:"fall" validate:"gte=0,lte=1000"`
+}
+
+// Tuning holds the global data-plane knobs. Nbthread and Maxconn use 0 for
+// "derive from the machine" (CPUs in the affinity mask, RLIMIT_NOFILE), so a
+// persisted config follows the machine it runs on.
+type Tuning struct {
+	Nbthread      int    `json:"nbthread" validate:"gte=0,lte=1024"`
+	RunqueueDepth int    `json:"runqueue_depth" validate:"gte=0,lte=100000"`
+	Maxpollevents int    `json:"maxpollevents" validate:"gte=0,lte=100000"`
+	Sched         Sched  `json:"sched"`
+	Distribution  string `json:"distribution" validate:"omitempty,oneof=p2c-rr round-robin least-conn local"`
+	Maxaccept     int    `json:"maxaccept" validate:"gte=0,lte=100000"`
+	Bufsize       int    `json:"bufsize" validate:"gte=0,lte=16777216"`
+	Pipesize      int    `json:"pipesize" validate:"gte=0,lte=67108864"`
+	Maxpipes      int    `json:"maxpipes" validate:"gte=0,lte=1000000"`
+	Maxconn       int    `json:"maxconn" validate:"gte=0,lte=100000000"`
+}
+
+// Sched is the CPU-budget split between tasklet classes, in percent (seed 000).
+type Sched struct {
+	Urgent int `json:"urgent" validate:"gte=0,lte=100"`
+	Normal int `json:"normal" validate:"gte=0,lte=100"`
+	Bulk   int `json:"bulk" validate:"gte=0,lte=100"`
+}
+
+// CPUMap pins loop threads to CPUs.
+type CPUMap struct {
+	Mode    string       `json:"mode" validate:"omitempty,oneof=none auto manual"`
+	Threads []ThreadCPUs `json:"threads,omitempty" validate:"dive"`
+}
+
+// ThreadCPUs is the CPU set of one loop thread.
+type ThreadCPUs struct {
+	Thread int   `json:"thread" validate:"gte=0,lte=1023"`
+	CPUs   []int `json:"cpus" validate:"required,dive,gte=0,lte=4095"`
+}
+
+// IRQ is the interrupt placement policy and explicit pins.
+type IRQ struct {
+	Policy string   `json:"policy" validate:"omitempty,oneof=none separate"`
+	NICs   []string `json:"nics,omitempty"`
+	Pins   []IRQPin `json:"pins,omitempty" validate:"dive"`
+}
+
+// IRQPin sets the affinity of one IRQ.
+type IRQPin struct {
+	IRQ  int   `json:"irq" validate:"gte=0"`
+	CPUs []int `json:"cpus" validate:"required,dive,gte=0,lte=4095"`
+}

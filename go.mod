@@ -1,0 +1,3 @@
+module github.com/spliced-proxy/spliced
+
+go 1.26.0
