@@ -1,0 +1,59 @@
+package loop
+
+import "sync/atomic"
+
+// Activity holds the per-loop counters shown by /api/v1/activity (HAProxy's
+// "show activity"). Every field is an atomic: the owning loop and the code it
+// runs (proxy, listen) write them, any goroutine reads them without locks.
+// The struct is padded to whole cache lines so that two loops' counters never
+// share one, and the counters the loop updates per event are accumulated in
+// the loop and published once per round (Loops, PollIO, WakeTasks, Tasklets,
+// Timers), so a reader sees values at most one round old.
+type Activity struct {
+	_ [64]byte
+
+	Loops     atomic.Uint64    // rounds of the event loop
+	PollIO    atomic.Uint64    // events returned by epoll_wait
+	WakeTasks atomic.Uint64    // Wake calls that queued a tasklet
+	Tasklets  [3]atomic.Uint64 // tasklets run, by Class
+	Timers    atomic.Uint64    // timers fired
+	AvgLoopUs atomic.Uint64    // EWMA (1/16) of a round's busy time, sleep excluded, µs
+
+	// Written by core/listen.
+	Accepted     atomic.Uint64 // connections handed to an AcceptFunc on this loop
+	AccqPushed   atomic.Uint64 // entries pushed into this loop's accept ring
+	AccqFull     atomic.Uint64 // pushes refused because this loop's ring was full
+	AcceptPauses atomic.Uint64 // accept back-offs on EMFILE/ENFILE/ENOBUFS/ENOMEM on this loop
+
+	// Written by core/proxy.
+	SpliceBytes atomic.Uint64 // bytes moved with splice(2)
+	PipesUsed   atomic.Int64  // pipes currently taken from the pool
+	Conns       atomic.Int64  // live connections owned by this loop (accept load)
+
+	_ [64]byte
+}
+
+// ActivitySnapshot is a plain copy of Activity, for the API.
+type ActivitySnapshot struct {
+	Loops, PollIO, WakeTasks uint64
+	Tasklets                 [3]uint64
+	Timers, AvgLoopUs        uint64
+	Accepted, AccqPushed     uint64
+	AccqFull, AcceptPauses   uint64
+	SpliceBytes              uint64
+	PipesUsed, Conns         int64
+}
+
+// Snapshot reads every counter once; fields are individually consistent.
+func (a *Activity) Snapshot() ActivitySnapshot {
+	return ActivitySnapshot{
+		Loops: a.Loops.Load(), PollIO: a.PollIO.Load(), WakeTasks: a.WakeTasks.Load(),
+		Tasklets:  [3]uint64{a.Tasklets[0].Load(), a.Tasklets[1].Load(), a.Tasklets[2].Load()},
+		Timers:    a.Timers.Load(),
+		AvgLoopUs: a.AvgLoopUs.Load(),
+		Accepted:  a.Accepted.Load(), AccqPushed: a.AccqPushed.Load(),
+		AccqFull: a.AccqFull.Load(), AcceptPauses: a.AcceptPauses.Load(),
+		SpliceBytes: a.SpliceBytes.Load(),
+		PipesUsed:   a.PipesUsed.Load(), Conns: a.Conns.Load(),
+	}
+}

@@ -1,0 +1,453 @@
+package loop
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+// FD is embedded in a connection side (or an acceptor). On readiness the loop
+// ORs the epoll event bits into Ready and wakes T in class Urgent. The owner
+// clears the bits it consumed (e.g. EPOLLIN after read returned EAGAIN).
+type FD struct {
+	Fd    int
+	T     *Tasklet
+	Ready uint32
+}
+
+// Events registered by Register: edge-triggered, both directions, peer
+// half-close reported.
+const DefaultEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+
+// Options configure a loop; zero values take the config defaults.
+type Options struct {
+	ID            int
+	RunqueueDepth int
+	Maxpollevents int
+	Sched         config.Sched
+}
+
+// Source is polled once per round, before tasklets run, with a budget of
+// entries it may handle; it returns how many it handled. A Source that
+// returns its whole budget is assumed to have more, and the loop then polls
+// without sleeping. Accept rings are Sources.
+type Source interface {
+	Poll(l *Loop, budget int) int
+}
+
+// base is the origin of Now(): read once at start-up, never written, so that
+// all loops share one time base (a timer value means the same on every loop).
+var base = time.Now()
+
+func monoNow() int64 { return int64(time.Since(base)) }
+
+// Loop is one event loop: one OS thread, one epoll fd, one eventfd, the
+// tasklets, timers and fds registered on it. See doc.go for thread rules.
+type Loop struct {
+	id   int
+	epfd int
+	evfd int
+
+	// Cross-thread state.
+	inbox    inbox
+	notified atomic.Bool // an eventfd write is pending; coalesces Notify
+	stopping atomic.Bool
+	state    atomic.Int32 // stateNew, stateRunning, stateStopped
+	act      *Activity
+
+	// Loop-thread state.
+	now     int64
+	depth   int
+	sched   config.Sched
+	events  []unix.EpollEvent
+	fds     []*FD
+	rq      [nClasses]runq
+	timers  timerHeap
+	sources []Source
+	evbuf   [8]byte
+	avgLoop float64 // ns, EWMA
+
+	// Counters accumulated on the loop thread, published once per round.
+	cLoops, cPollIO, cWake, cTimers uint64
+	cTasklets                       [nClasses]uint64
+}
+
+const (
+	stateNew int32 = iota
+	stateRunning
+	stateStopped
+)
+
+// New creates a loop's epoll fd and eventfd. It does not start the loop.
+func New(o Options) (*Loop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("epoll_create1", err)
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, os.NewSyscallError("eventfd", err)
+	}
+	// Level-triggered: the loop reads the counter back to zero on each event.
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(evfd)}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
+		unix.Close(evfd)
+		unix.Close(epfd)
+		return nil, os.NewSyscallError("epoll_ctl", err)
+	}
+	l := &Loop{id: o.ID, epfd: epfd, evfd: evfd, act: new(Activity), now: monoNow()}
+	l.SetTuning(o.RunqueueDepth, o.Maxpollevents, o.Sched)
+	return l, nil
+}
+
+// ID is the loop's index (thread number).
+func (l *Loop) ID() int { return l.id }
+
+// Activity returns the loop's counters; any goroutine may read them.
+func (l *Loop) Activity() *Activity { return l.act }
+
+// Now is the monotonic time in nanoseconds, refreshed at the start of each
+// round (loop thread) — cheap and identical for everything run in a round.
+func (l *Loop) Now() int64 { return l.now }
+
+// Running reports whether Run is executing (any goroutine).
+func (l *Loop) Running() bool { return l.state.Load() == stateRunning }
+
+// SetTuning changes the round budget, the events per poll and the class
+// shares. Loop thread (or before Run); reach it with Exec from elsewhere.
+func (l *Loop) SetTuning(depth, maxpollevents int, s config.Sched) {
+	if depth <= 0 {
+		depth = config.DefaultRunqueueDepth
+	}
+	if maxpollevents <= 0 {
+		maxpollevents = config.DefaultMaxpollevents
+	}
+	if s == (config.Sched{}) {
+		s = config.Sched{Urgent: config.DefaultSchedUrgent, Normal: config.DefaultSchedNormal, Bulk: config.DefaultSchedBulk}
+	}
+	l.depth, l.sched = depth, s
+	if cap(l.events) < maxpollevents {
+		l.events = make([]unix.EpollEvent, maxpollevents)
+	}
+	l.events = l.events[:maxpollevents]
+}
+
+// Tuning returns the values in force (loop thread).
+func (l *Loop) Tuning() (depth, maxpollevents int, s config.Sched) {
+	return l.depth, len(l.events), l.sched
+}
+
+// Exec queues fn to run on the loop thread at its next round (control path:
+// it allocates one node). Any goroutine, including the loop itself. It
+// returns false if the loop has stopped and fn will never run; true means fn
+// will run, at the latest in the final drain when Run returns.
+func (l *Loop) Exec(fn func(l *Loop)) bool {
+	if !l.inbox.push(fn) {
+		return false
+	}
+	l.Notify()
+	return true
+}
+
+// Notify interrupts epoll_wait. Any goroutine. Calls are coalesced: until the
+// loop has consumed the wake-up, further Notify calls cost one atomic swap.
+func (l *Loop) Notify() {
+	if l.notified.Load() || l.notified.Swap(true) {
+		return
+	}
+	if l.state.Load() == stateStopped {
+		return
+	}
+	var one = [8]byte{1}
+	for {
+		_, err := unix.Write(l.evfd, one[:])
+		if err != unix.EINTR {
+			// EAGAIN means the counter is saturated: a wake-up is pending anyway.
+			return
+		}
+	}
+}
+
+// Stop asks Run to return at the end of the current round. Any goroutine.
+func (l *Loop) Stop() {
+	l.stopping.Store(true)
+	l.notified.Store(false)
+	l.Notify()
+}
+
+// Close releases the epoll fd and the eventfd. Call it once, after Run has
+// returned (or if Run was never called), when no goroutine uses l any more.
+func (l *Loop) Close() error {
+	l.state.Store(stateStopped)
+	l.inbox.take(true)
+	return errors.Join(unix.Close(l.evfd), unix.Close(l.epfd))
+}
+
+// Wake queues t in class c unless it is already queued (then it keeps its
+// place and class). Loop thread only; no allocation.
+func (l *Loop) Wake(t *Tasklet, c Class) {
+	if t.queued != 0 {
+		return
+	}
+	if c >= nClasses {
+		c = Bulk
+	}
+	t.queued = uint8(c) + 1
+	l.rq[c].push(t)
+	l.cWake++
+}
+
+// Unqueue removes t from its run queue if it is queued (e.g. its owner is
+// being freed). Loop thread only.
+func (l *Loop) Unqueue(t *Tasklet) {
+	if t.queued != 0 {
+		l.rq[t.queued-1].remove(t)
+	}
+}
+
+// Queued returns the run-queue lengths per class (loop thread).
+func (l *Loop) Queued() (urgent, normal, bulk int) {
+	return l.rq[Urgent].n, l.rq[Normal].n, l.rq[Bulk].n
+}
+
+// Register adds f.Fd to the loop's epoll set with DefaultEvents. Loop thread.
+func (l *Loop) Register(f *FD) error { return l.RegisterEvents(f, DefaultEvents) }
+
+// RegisterEvents is Register with explicit epoll events, e.g. a level-
+// triggered EPOLLIN|EPOLLEXCLUSIVE for a listening socket shared by loops.
+// Loop thread.
+func (l *Loop) RegisterEvents(f *FD, events uint32) error {
+	if f.Fd < 0 {
+		return os.NewSyscallError("epoll_ctl", unix.EBADF)
+	}
+	if f.Fd >= len(l.fds) {
+		n := max(2*len(l.fds), 64, f.Fd+1)
+		fds := make([]*FD, n)
+		copy(fds, l.fds)
+		l.fds = fds
+	}
+	ev := unix.EpollEvent{Events: events, Fd: int32(f.Fd)}
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, f.Fd, &ev); err != nil {
+		return os.NewSyscallError("epoll_ctl", err)
+	}
+	l.fds[f.Fd] = f
+	return nil
+}
+
+// Unregister removes f.Fd from the epoll set; call it before close(fd).
+// Readiness already collected stays in f.Ready; a queued f.T stays queued
+// (use Unqueue). Loop thread.
+func (l *Loop) Unregister(f *FD) {
+	if f.Fd < 0 || f.Fd >= len(l.fds) || l.fds[f.Fd] != f {
+		return
+	}
+	l.fds[f.Fd] = nil
+	// ENOENT/EBADF: already gone (closed elsewhere); nothing to undo.
+	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, f.Fd, nil)
+}
+
+// Arm sets t to fire at `at` (Now() units), re-arming it if armed. Loop thread.
+func (l *Loop) Arm(t *Timer, at int64) { l.timers.arm(t, at) }
+
+// Disarm cancels t if armed. Loop thread.
+func (l *Loop) Disarm(t *Timer) { l.timers.disarm(t) }
+
+// AddSource adds s to the sources polled each round. Loop thread.
+func (l *Loop) AddSource(s Source) {
+	for _, x := range l.sources {
+		if x == s {
+			return
+		}
+	}
+	l.sources = append(l.sources, s)
+}
+
+// RemoveSource removes s. Loop thread.
+func (l *Loop) RemoveSource(s Source) {
+	for i, x := range l.sources {
+		if x == s {
+			l.sources = append(l.sources[:i], l.sources[i+1:]...)
+			return
+		}
+	}
+}
+
+// Run runs rounds on the calling goroutine, locked to its OS thread, until
+// Stop. It then runs the functions still in the inbox (so that Exec's
+// promise holds) and returns. Run may be called once.
+func (l *Loop) Run() {
+	if !l.state.CompareAndSwap(stateNew, stateRunning) {
+		panic(fmt.Sprintf("loop %d: Run called twice or after Close", l.id))
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for !l.stopping.Load() {
+		l.round()
+	}
+	l.state.Store(stateStopped)
+	for n := l.inbox.take(true); n != nil; n = n.next {
+		n.fn(l)
+	}
+	l.publish()
+}
+
+// round is one iteration:
+//
+//  1. refresh Now();
+//  2. run Exec'd functions (control path);
+//  3. run expired timers, at most depth of them: timers fire directly from
+//     the heap rather than through the normal run queue (a Timer is not a
+//     Tasklet); their Run usually Wakes a tasklet, which then runs in this
+//     same round within its class budget;
+//  4. drain the Sources (accept rings), each with a budget of depth;
+//  5. run tasklets within the Split budget;
+//  6. poll: without sleeping if work is left, else until the next timer;
+//  7. dispatch events: OR bits into FD.Ready, Wake(FD.T, Urgent).
+func (l *Loop) round() {
+	start := monoNow()
+	l.now = start
+	busy := false
+
+	if n := l.inbox.take(false); n != nil {
+		for ; n != nil; n = n.next {
+			n.fn(l)
+		}
+	}
+
+	for fired := 0; len(l.timers) > 0 && l.timers[0].when <= l.now; fired++ {
+		if fired == l.depth {
+			busy = true
+			break
+		}
+		t := l.timers[0]
+		l.timers.disarm(t)
+		l.cTimers++
+		t.Run(t)
+	}
+
+	for i := 0; i < len(l.sources); i++ {
+		if l.sources[i].Poll(l, l.depth) >= l.depth {
+			busy = true
+		}
+	}
+
+	l.runTasklets()
+
+	if l.rq[Urgent].n+l.rq[Normal].n+l.rq[Bulk].n > 0 || !l.inbox.empty() || l.stopping.Load() {
+		busy = true
+	}
+	timeout := 0
+	if !busy {
+		timeout = l.pollTimeout()
+	}
+	l.cLoops++
+	end := monoNow()
+	l.avgLoop += (float64(end-start) - l.avgLoop) / 16
+	l.publish()
+
+	l.poll(timeout)
+}
+
+// runTasklets runs up to the Split budget of each class, oldest first. A
+// tasklet woken while the round runs is queued at the tail and may run in
+// this round if its class budget is not used up, else in the next one.
+func (l *Loop) runTasklets() {
+	u, n, b := Split(l.depth, l.sched, l.rq[Urgent].n, l.rq[Normal].n, l.rq[Bulk].n)
+	budget := [nClasses]int{u, n, b}
+	for c := range nClasses {
+		q := &l.rq[c]
+		done := 0
+		for ; done < budget[c]; done++ {
+			t := q.pop()
+			if t == nil {
+				break
+			}
+			t.Run(t)
+		}
+		l.cTasklets[c] += uint64(done)
+	}
+}
+
+// pollTimeout is the epoll_wait timeout in ms: until the earliest timer,
+// rounded up so the loop does not wake before it, or -1 with no timer.
+func (l *Loop) pollTimeout() int {
+	if len(l.timers) == 0 {
+		return -1
+	}
+	d := l.timers[0].when - monoNow()
+	if d <= 0 {
+		return 0
+	}
+	ms := (d + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+	if ms > 1<<30 {
+		ms = 1 << 30
+	}
+	return int(ms)
+}
+
+func (l *Loop) poll(timeout int) {
+	var n int
+	var err error
+	for {
+		n, err = unix.EpollWait(l.epfd, l.events, timeout)
+		if err != unix.EINTR {
+			break
+		}
+		timeout = 0 // interrupted by a signal: do not sleep again, start a round
+	}
+	if err != nil || n <= 0 {
+		return
+	}
+	l.dispatch(l.events[:n])
+}
+
+// dispatch handles one batch of epoll events: a slice lookup by fd, no map.
+func (l *Loop) dispatch(evs []unix.EpollEvent) {
+	l.cPollIO += uint64(len(evs))
+	for i := range evs {
+		fd := int(evs[i].Fd)
+		if fd == l.evfd {
+			// Read the counter back to zero, then clear the flag. In this
+			// order a Notify racing with us either saw the flag still set
+			// (its work was queued before, and the next round, which starts
+			// after the clear, sees it) or writes again after the clear.
+			// Clearing first could let the read swallow a write whose
+			// Notify then left the flag set with no event pending: a lost
+			// wake-up.
+			_, _ = unix.Read(l.evfd, l.evbuf[:])
+			l.notified.Store(false)
+			continue
+		}
+		if fd >= len(l.fds) {
+			continue
+		}
+		f := l.fds[fd]
+		if f == nil {
+			continue // unregistered since the kernel queued the event
+		}
+		f.Ready |= evs[i].Events
+		if f.T != nil {
+			l.Wake(f.T, Urgent)
+		}
+	}
+}
+
+func (l *Loop) publish() {
+	a := l.act
+	a.Loops.Store(l.cLoops)
+	a.PollIO.Store(l.cPollIO)
+	a.WakeTasks.Store(l.cWake)
+	a.Timers.Store(l.cTimers)
+	for c := range nClasses {
+		a.Tasklets[c].Store(l.cTasklets[c])
+	}
+	a.AvgLoopUs.Store(uint64(l.avgLoop / 1e3))
+}

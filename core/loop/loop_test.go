@@ -1,0 +1,439 @@
+package loop
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+// startLoop runs a new loop on its own goroutine and stops it at cleanup.
+func startLoop(t testing.TB, o Options) *Loop {
+	t.Helper()
+	l, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { l.Run(); close(done) }()
+	t.Cleanup(func() {
+		l.Stop()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Error("loop did not stop")
+		}
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return l
+}
+
+// execWait runs fn on the loop thread and waits for it.
+func execWait(t testing.TB, l *Loop, fn func(l *Loop)) {
+	t.Helper()
+	done := make(chan struct{})
+	if !l.Exec(func(l *Loop) { fn(l); close(done) }) {
+		t.Fatal("Exec refused")
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Exec'd function did not run")
+	}
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestExecRunsOnLoopInOrderAndNotAfterStop(t *testing.T) {
+	l, err := New(Options{ID: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for i := range 5 { // queued before Run: run at the first round
+		if !l.Exec(func(*Loop) { got = append(got, i) }) {
+			t.Fatal("Exec before Run refused")
+		}
+	}
+	done := make(chan struct{})
+	go func() { l.Run(); close(done) }()
+	execWait(t, l, func(*Loop) {})
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("order %v", got)
+		}
+	}
+	if len(got) != 5 {
+		t.Fatalf("ran %d of 5", len(got))
+	}
+	l.Stop()
+	<-done
+	if l.Exec(func(*Loop) {}) {
+		t.Fatal("Exec after Stop accepted")
+	}
+	if l.ID() != 3 {
+		t.Fatalf("ID %d", l.ID())
+	}
+	l.Close()
+}
+
+func TestExecRacingStopRunsOrIsRefused(t *testing.T) {
+	for range 20 {
+		l, err := New(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { l.Run(); close(done) }()
+		var accepted, ran atomic.Int64
+		stopAt := make(chan struct{})
+		go func() { <-stopAt; l.Stop() }()
+		for i := range 200 {
+			if i == 100 {
+				close(stopAt)
+			}
+			if l.Exec(func(*Loop) { ran.Add(1) }) {
+				accepted.Add(1)
+			}
+		}
+		<-done
+		if accepted.Load() != ran.Load() {
+			t.Fatalf("accepted %d, ran %d", accepted.Load(), ran.Load())
+		}
+		l.Close()
+	}
+}
+
+func TestWakeRunsTaskletOnceWhenWokenTwice(t *testing.T) {
+	l := startLoop(t, Options{})
+	var runs int
+	tk := &Tasklet{Run: func(*Tasklet) { runs++ }}
+	execWait(t, l, func(l *Loop) {
+		l.Wake(tk, Normal)
+		l.Wake(tk, Urgent) // already queued: no-op
+		if u, n, _ := l.Queued(); u != 0 || n != 1 {
+			t.Errorf("queued %d urgent %d normal", u, n)
+		}
+	})
+	execWait(t, l, func(*Loop) {})
+	execWait(t, l, func(*Loop) {
+		if runs != 1 {
+			t.Errorf("ran %d times", runs)
+		}
+	})
+}
+
+func TestUnqueueRemovesAQueuedTasklet(t *testing.T) {
+	l := startLoop(t, Options{})
+	var ran []string
+	a := &Tasklet{Run: func(*Tasklet) { ran = append(ran, "a") }}
+	b := &Tasklet{Run: func(*Tasklet) { ran = append(ran, "b") }}
+	c := &Tasklet{Run: func(*Tasklet) { ran = append(ran, "c") }}
+	execWait(t, l, func(l *Loop) {
+		l.Wake(a, Bulk)
+		l.Wake(b, Bulk)
+		l.Wake(c, Bulk)
+		l.Unqueue(b)
+		if b.Queued() {
+			t.Error("b still queued")
+		}
+	})
+	execWait(t, l, func(*Loop) {})
+	execWait(t, l, func(*Loop) {
+		if len(ran) != 2 || ran[0] != "a" || ran[1] != "c" {
+			t.Errorf("ran %v, want [a c]", ran)
+		}
+	})
+}
+
+// A round runs exactly the Split budget per class: with 1000 tasklets queued
+// in each class and the defaults (200, 33/50/17), the first round runs
+// 66 urgent, 100 normal and 34 bulk.
+func TestRoundRunsTheSplitBudgetPerClass(t *testing.T) {
+	tests := []struct {
+		name       string
+		depth      int
+		s          config.Sched
+		nU, nN, nB int
+	}{
+		{"defaults", 200, config.Sched{Urgent: 33, Normal: 50, Bulk: 17}, 1000, 1000, 1000},
+		{"urgent short flows down", 200, config.Sched{Urgent: 33, Normal: 50, Bulk: 17}, 10, 1000, 1000},
+		{"bulk only", 50, config.Sched{Urgent: 33, Normal: 50, Bulk: 17}, 0, 0, 300},
+		{"custom shares", 100, config.Sched{Urgent: 10, Normal: 10, Bulk: 80}, 500, 500, 500},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := startLoop(t, Options{RunqueueDepth: tt.depth, Sched: tt.s})
+			var round uint64
+			var perRound [nClasses]int
+			mk := func(c Class, k int) {
+				for range k {
+					tk := &Tasklet{}
+					tk.Run = func(*Tasklet) {
+						if l.cLoops == round {
+							perRound[c]++
+						}
+					}
+					l.Wake(tk, c)
+				}
+			}
+			execWait(t, l, func(l *Loop) {
+				round = l.cLoops // tasklets woken here run in this round
+				mk(Urgent, tt.nU)
+				mk(Normal, tt.nN)
+				mk(Bulk, tt.nB)
+			})
+			execWait(t, l, func(*Loop) {})
+			u, n, b := Split(tt.depth, tt.s, tt.nU, tt.nN, tt.nB)
+			execWait(t, l, func(*Loop) {
+				if perRound != [nClasses]int{u, n, b} {
+					t.Errorf("first round ran %v, want [%d %d %d]", perRound, u, n, b)
+				}
+			})
+			// Everything runs eventually, without sleeping in between.
+			waitFor(t, "all tasklets to run", func() bool {
+				var total uint64
+				for c := range nClasses {
+					total += l.Activity().Tasklets[c].Load()
+				}
+				return total == uint64(tt.nU+tt.nN+tt.nB)
+			})
+		})
+	}
+}
+
+func TestTimersFireInOrderAndDisarmedOnesDoNot(t *testing.T) {
+	l := startLoop(t, Options{})
+	fired := make(chan int, 10)
+	mk := func(i int) *Timer { return &Timer{Run: func(*Timer) { fired <- i }} }
+	t1, t2, t3, t4 := mk(1), mk(2), mk(3), mk(4)
+	execWait(t, l, func(l *Loop) {
+		now := l.Now()
+		l.Arm(t3, now+int64(30*time.Millisecond))
+		l.Arm(t1, now+int64(10*time.Millisecond))
+		l.Arm(t2, now+int64(20*time.Millisecond))
+		l.Arm(t4, now+int64(15*time.Millisecond))
+		l.Disarm(t4)
+		l.Arm(t2, now+int64(5*time.Millisecond)) // re-arm earlier
+	})
+	var got []int
+	for len(got) < 3 {
+		select {
+		case i := <-fired:
+			got = append(got, i)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("timers fired %v", got)
+		}
+	}
+	if got[0] != 2 || got[1] != 1 || got[2] != 3 {
+		t.Fatalf("fired %v, want [2 1 3]", got)
+	}
+	execWait(t, l, func(l *Loop) {
+		if t4.Armed() || len(l.timers) != 0 {
+			t.Errorf("heap not empty: %d", len(l.timers))
+		}
+	})
+	select {
+	case i := <-fired:
+		t.Fatalf("timer %d fired after disarm", i)
+	default:
+	}
+}
+
+func TestTimerHeapKeepsOrderUnderRandomArmDisarm(t *testing.T) {
+	var h timerHeap
+	ts := make([]Timer, 200)
+	seed := uint64(12345)
+	rnd := func() int64 { seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17; return int64(seed % 1000) }
+	for i := range ts {
+		h.arm(&ts[i], rnd())
+	}
+	for i := 0; i < len(ts); i += 3 {
+		h.disarm(&ts[i])
+	}
+	for i := 1; i < len(ts); i += 5 {
+		h.arm(&ts[i], rnd())
+	}
+	prev := int64(-1)
+	n := 0
+	for len(h) > 0 {
+		for i, x := range h {
+			if x.idx != i+1 {
+				t.Fatalf("index %d stored %d", i, x.idx)
+			}
+		}
+		x := h[0]
+		if x.when < prev {
+			t.Fatalf("out of order: %d after %d", x.when, prev)
+		}
+		prev = x.when
+		h.disarm(x)
+		n++
+	}
+	want := 0
+	for i := range ts {
+		if i%3 != 0 || i%5 == 1 { // never disarmed, or re-armed after
+			want++
+		}
+	}
+	if n != want {
+		t.Fatalf("popped %d, want %d", n, want)
+	}
+}
+
+// A pipe's read end registered on the loop: a write makes the loop OR EPOLLIN
+// into Ready and run the tasklet as urgent.
+func TestReadinessWakesTaskletAsUrgent(t *testing.T) {
+	l := startLoop(t, Options{})
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[1])
+	got := make(chan uint32, 4)
+	f := &FD{Fd: p[0]}
+	f.T = &Tasklet{Run: func(*Tasklet) {
+		got <- f.Ready
+		var b [16]byte
+		for {
+			if _, err := unix.Read(f.Fd, b[:]); err == unix.EAGAIN {
+				f.Ready &^= unix.EPOLLIN
+				return
+			} else if err != nil {
+				return
+			}
+		}
+	}}
+	execWait(t, l, func(l *Loop) {
+		if err := l.Register(f); err != nil {
+			t.Error(err)
+		}
+	})
+	unix.Write(p[1], []byte("x"))
+	select {
+	case r := <-got:
+		if r&unix.EPOLLIN == 0 {
+			t.Fatalf("Ready %#x lacks EPOLLIN", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("tasklet not woken")
+	}
+	waitFor(t, "urgent count", func() bool { return l.Activity().Tasklets[Urgent].Load() >= 1 })
+	execWait(t, l, func(l *Loop) { l.Unregister(f) })
+	unix.Close(p[0])
+	if a := l.Activity(); a.PollIO.Load() == 0 || a.Loops.Load() == 0 {
+		t.Fatalf("activity not counted: %+v", a.Snapshot())
+	}
+}
+
+func TestRegisterRejectsBadFd(t *testing.T) {
+	l := startLoop(t, Options{})
+	execWait(t, l, func(l *Loop) {
+		var se interface{ Unwrap() error }
+		err := l.Register(&FD{Fd: -1})
+		if !errors.As(err, &se) || !errors.Is(err, unix.EBADF) {
+			t.Errorf("got %v, want EBADF syscall error", err)
+		}
+		if err := l.Register(&FD{Fd: 1 << 20}); !errors.Is(err, unix.EBADF) {
+			t.Errorf("got %v, want EBADF", err)
+		}
+	})
+}
+
+// An idle loop sleeps: over 100 ms without work it runs only a handful of
+// rounds (no busy polling), yet a timer wakes it on time.
+func TestIdleLoopSleepsUntilTimer(t *testing.T) {
+	l := startLoop(t, Options{})
+	execWait(t, l, func(*Loop) {})
+	before := l.Activity().Loops.Load()
+	fired := make(chan int64, 1)
+	tm := &Timer{}
+	tm.Run = func(*Timer) { fired <- monoNow() }
+	var armedAt int64
+	execWait(t, l, func(l *Loop) { armedAt = l.Now(); l.Arm(tm, l.Now()+int64(50*time.Millisecond)) })
+	select {
+	case at := <-fired:
+		if d := time.Duration(at - armedAt); d < 50*time.Millisecond {
+			t.Fatalf("timer fired early after %v", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("timer did not fire")
+	}
+	if n := l.Activity().Loops.Load() - before; n > 20 {
+		t.Fatalf("%d rounds for one timer: busy loop", n)
+	}
+}
+
+func TestNotifyCoalesces(t *testing.T) {
+	l, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for range 100 {
+		l.Notify()
+	}
+	var b [8]byte
+	if _, err := unix.Read(l.evfd, b[:]); err != nil {
+		t.Fatal(err)
+	}
+	if b[0] != 1 {
+		t.Fatalf("eventfd counter %d, want 1 write for 100 Notify", b[0])
+	}
+}
+
+func TestSetTuningDefaultsZeroValues(t *testing.T) {
+	l, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	d, m, s := l.Tuning()
+	if d != 200 || m != 200 || s != (config.Sched{Urgent: 33, Normal: 50, Bulk: 17}) {
+		t.Fatalf("defaults %d %d %+v", d, m, s)
+	}
+	l.SetTuning(10, 5, config.Sched{Urgent: 1, Normal: 2, Bulk: 3})
+	if d, m, s = l.Tuning(); d != 10 || m != 5 || s.Bulk != 3 {
+		t.Fatalf("after SetTuning %d %d %+v", d, m, s)
+	}
+}
+
+type countSource struct{ polls, budget int }
+
+func (s *countSource) Poll(l *Loop, budget int) int { s.polls++; s.budget = budget; return 0 }
+
+func TestSourcesArePolledEachRound(t *testing.T) {
+	l := startLoop(t, Options{RunqueueDepth: 17})
+	s := &countSource{}
+	execWait(t, l, func(l *Loop) { l.AddSource(s); l.AddSource(s) })
+	execWait(t, l, func(*Loop) {})
+	execWait(t, l, func(l *Loop) {
+		if s.polls < 1 || s.budget != 17 || len(l.sources) != 1 {
+			t.Errorf("polls %d budget %d sources %d", s.polls, s.budget, len(l.sources))
+		}
+		l.RemoveSource(s)
+	})
+	execWait(t, l, func(*Loop) {})
+	p := 0
+	execWait(t, l, func(*Loop) { p = s.polls })
+	execWait(t, l, func(*Loop) {
+		if s.polls != p {
+			t.Errorf("removed source polled")
+		}
+	})
+}

@@ -1,0 +1,84 @@
+package loop
+
+// Class is a tasklet's urgency class (seed 000). The loop runs classes in
+// this order, each within its share of the round's budget (see Split).
+type Class uint8
+
+const (
+	Urgent Class = iota // woken by I/O readiness from the poller
+	Normal              // regular work: fired timers' follow-ups, accepted connections
+	Bulk                // self-rewaking heavy work (a transfer that used its per-round cap)
+
+	nClasses = 3
+)
+
+// String returns the class name used in the API and logs.
+func (c Class) String() string {
+	switch c {
+	case Urgent:
+		return "urgent"
+	case Normal:
+		return "normal"
+	case Bulk:
+		return "bulk"
+	}
+	return "invalid"
+}
+
+// Tasklet is a unit of work a loop runs. It is embedded in its owner's struct
+// (a connection side, an acceptor); Run and Owner are set once, so waking it
+// allocates nothing. A tasklet belongs to one loop at a time and is only
+// touched from that loop's thread.
+type Tasklet struct {
+	Run   func(t *Tasklet)
+	Owner any
+
+	next, prev *Tasklet
+	queued     uint8 // 0 = idle, else Class+1 of the run queue holding it
+}
+
+// Queued reports whether t waits in a run queue.
+func (t *Tasklet) Queued() bool { return t.queued != 0 }
+
+// runq is an intrusive doubly-linked FIFO of tasklets of one class.
+type runq struct {
+	head, tail *Tasklet
+	n          int
+}
+
+func (q *runq) push(t *Tasklet) {
+	t.next = nil
+	t.prev = q.tail
+	if q.tail != nil {
+		q.tail.next = t
+	} else {
+		q.head = t
+	}
+	q.tail = t
+	q.n++
+}
+
+func (q *runq) pop() *Tasklet {
+	t := q.head
+	if t == nil {
+		return nil
+	}
+	q.remove(t)
+	return t
+}
+
+func (q *runq) remove(t *Tasklet) {
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else {
+		q.head = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	} else {
+		q.tail = t.prev
+	}
+	t.next, t.prev = nil, nil
+	t.queued = 0
+	q.n--
+}
