@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// cmdIdle measures the memory a proxy holds per idle keep-alive client
+// connection: RSS before, then N connections that each complete one request
+// (so every buffer the proxy allocates on the way has been touched and, if
+// the proxy releases buffers when empty, released) and then stay open and
+// silent; RSS after. (after-before)/N is the figure; the design target is
+// 1.5 KiB at 5 000 connections.
+func cmdIdle(args []string) error {
+	fs := flag.NewFlagSet("idle", flag.ContinueOnError)
+	var rf runFlags
+	rf.register(fs)
+	pid := fs.Int("pid", 0, "proxy PID (descendants included)")
+	addr := fs.String("addr", "", "proxy address host:port")
+	path := fs.String("path", "/64", "object requested once on each connection")
+	n := fs.Int("n", 5000, "idle connections to hold")
+	parallel := fs.Int("parallel", 64, "connections being set up at once")
+	timeout := fs.Duration("timeout", 60*time.Second, "bound on the whole measurement")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *pid <= 0 || *addr == "" || *n < 1 || *parallel < 1 {
+		return errors.New("need -pid, -addr, -n >= 1, -parallel >= 1")
+	}
+	r := rf.run()
+	r.IdleConns = *n
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+
+	if err := idleRun(ctx, &r, *pid, *addr, *path, *n, *parallel); err != nil {
+		r.Error = err.Error()
+		fmt.Fprintf(os.Stderr, "    %s %s/idle #%d: n/a: %s\n", r.Proxy, r.Mode, r.Rep, r.Error)
+	} else {
+		fmt.Fprintf(os.Stderr, "    %s %s/idle #%d: %d conns, RSS %d -> %d KiB, %.2f KiB/conn\n",
+			r.Proxy, r.Mode, r.Rep, r.IdleConns, r.RSSBeforeKiB, r.RSSAfterKiB,
+			float64(r.RSSAfterKiB-r.RSSBeforeKiB)/float64(r.IdleConns))
+	}
+	return appendRun(rf.out, r)
+}
+
+func idleRun(ctx context.Context, r *Run, pid int, addr, path string, n, parallel int) error {
+	// Warm-up: the first connections through a fresh proxy grow pools and
+	// tables once; that is not a per-connection cost.
+	warm, err := openIdle(ctx, addr, path, 16, 16)
+	closeAll(warm)
+	if err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if r.RSSBeforeKiB, err = stableRSS(ctx, pid); err != nil {
+		return err
+	}
+	conns, err := openIdle(ctx, addr, path, n, parallel)
+	defer closeAll(conns)
+	if err != nil {
+		return fmt.Errorf("opened %d of %d connections: %w", len(conns), n, err)
+	}
+	if r.RSSAfterKiB, err = stableRSS(ctx, pid); err != nil {
+		return err
+	}
+	r.IdleClosed = countClosed(conns)
+	if r.IdleClosed*100 > n {
+		return fmt.Errorf("proxy closed %d of %d idle connections", r.IdleClosed, n)
+	}
+	return nil
+}
+
+// openIdle opens n connections, parallel at a time, each completing one
+// GET of path; it returns those that succeeded and the first error.
+func openIdle(ctx context.Context, addr, path string, n, parallel int) ([]net.Conn, error) {
+	conns := make([]net.Conn, n)
+	var next atomic.Int64
+	var firstErr error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: bench\r\nUser-Agent: benchtool-idle\r\n\r\n", path)
+	for w := 0; w < parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				c, err := oneRequest(ctx, addr, req)
+				mu.Lock()
+				if err != nil {
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					next.Store(int64(n)) // stop the others
+					return
+				}
+				conns[i] = c
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	out := conns[:0]
+	for _, c := range conns {
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = ctx.Err()
+	}
+	return out, firstErr
+}
+
+func oneRequest(ctx context.Context, addr, req string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		c.Close()
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReaderSize(c, 4096), nil)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("reading response: %w", err)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("reading body: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Close {
+		c.Close()
+		return nil, fmt.Errorf("status %d, close=%v: not a keep-alive 200", resp.StatusCode, resp.Close)
+	}
+	_ = c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// stableRSS polls the RSS until two reads 200 ms apart agree within
+// 64 KiB (a proxy may free or fault in pages just after the last
+// connection), or 3 s have passed; it returns the last read.
+func stableRSS(ctx context.Context, pid int) (int64, error) {
+	prev, err := treeRSS("/proc", pid)
+	if err != nil {
+		return 0, fmt.Errorf("proxy RSS: %w", err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-tick.C:
+		}
+		cur, err := treeRSS("/proc", pid)
+		if err != nil {
+			return 0, fmt.Errorf("proxy RSS: %w", err)
+		}
+		d := cur - prev
+		prev = cur
+		if d > -64 && d < 64 {
+			break
+		}
+	}
+	return prev, nil
+}
+
+// countClosed returns how many connections the proxy has closed: a read
+// that times out means the connection is still open and silent.
+func countClosed(conns []net.Conn) int {
+	var closed atomic.Int64
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var b [1]byte
+			_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			_, err := c.Read(b[:])
+			var ne net.Error
+			if !(errors.As(err, &ne) && ne.Timeout()) {
+				closed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(closed.Load())
+}
+
+func closeAll(conns []net.Conn) {
+	for _, c := range conns {
+		c.Close()
+	}
+}

@@ -1,0 +1,370 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+const mib = 1 << 20
+
+// reference is the proxy every ratio is relative to.
+const reference = "haproxy"
+
+// rowOrder is the order in which workloads are printed.
+var rowOrder = []string{"ka", "close", "1m", "idle"}
+
+func rowTitle(row string) string {
+	switch row {
+	case "ka":
+		return "keep-alive, 64 B objects"
+	case "close":
+		return "new connection per request (Connection: close), 64 B objects"
+	case "1m":
+		return "1 MiB objects, keep-alive, splice on where the proxy has it"
+	case "idle":
+		return "memory per idle keep-alive client connection"
+	}
+	return row
+}
+
+// Metrics are the figures derived from one valid run.
+type Metrics struct {
+	ReqPerSec   float64 `json:"req_per_sec"`
+	MiBPerSec   float64 `json:"mib_per_sec"`
+	CPUusPerReq float64 `json:"cpu_us_per_req"`
+	CPUmsPerMiB float64 `json:"cpu_ms_per_mib"`
+	CPUPercent  float64 `json:"cpu_percent"`
+	KiBPerConn  float64 `json:"kib_per_conn"`
+}
+
+func derive(r Run) Metrics {
+	var m Metrics
+	if r.Row == "idle" {
+		if r.IdleConns > 0 {
+			m.KiBPerConn = float64(r.RSSAfterKiB-r.RSSBeforeKiB) / float64(r.IdleConns)
+		}
+		return m
+	}
+	if r.Seconds > 0 {
+		m.ReqPerSec = float64(r.Requests) / r.Seconds
+		m.MiBPerSec = float64(r.Bytes) / mib / r.Seconds
+		m.CPUPercent = 100 * r.CPUSeconds / r.Seconds
+	}
+	if r.Requests > 0 {
+		m.CPUusPerReq = r.CPUSeconds * 1e6 / float64(r.Requests)
+	}
+	if r.Bytes > 0 {
+		m.CPUmsPerMiB = r.CPUSeconds * 1e3 / (float64(r.Bytes) / mib)
+	}
+	return m
+}
+
+// Summary is one table line: the medians over the valid repetitions of a
+// (mode, row, proxy) and the ratios of those medians to HAProxy's.
+type Summary struct {
+	Mode  string `json:"mode"`
+	Row   string `json:"row"`
+	Proxy string `json:"proxy"`
+	Runs  int    `json:"runs"`
+	Valid int    `json:"valid"`
+	Conns int    `json:"conns"` // client connections (wrk -c, or idle connections)
+	Metrics
+	// CPUSpread is (max-min)/median of CPU per request (or KiB per
+	// connection) over the valid runs; 0 with one run.
+	CPUSpread float64 `json:"cpu_spread"`
+	// Ratios to HAProxy's medians in the same mode and row; 0 = unknown.
+	CPURatio float64 `json:"cpu_per_req_ratio_haproxy,omitempty"`
+	RPSRatio float64 `json:"req_per_sec_ratio_haproxy,omitempty"`
+	KiBRatio float64 `json:"kib_per_conn_ratio_haproxy,omitempty"`
+	Errors   Errors  `json:"errors"`
+	Error    string  `json:"error,omitempty"` // why no valid run, or first failure
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func spread(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	lo, hi := xs[0], xs[0]
+	for _, x := range xs {
+		lo, hi = math.Min(lo, x), math.Max(hi, x)
+	}
+	m := median(xs)
+	if m == 0 {
+		return 0
+	}
+	return (hi - lo) / m
+}
+
+// summarize groups runs by mode, row and proxy, keeping the order in which
+// modes and proxies first appear and rowOrder for rows.
+func summarize(runs []Run) []Summary {
+	type key struct{ mode, row, proxy string }
+	groups := map[key][]Run{}
+	var modes, proxies []string
+	seen := map[string]bool{}
+	for _, r := range runs {
+		k := key{r.Mode, r.Row, r.Proxy}
+		groups[k] = append(groups[k], r)
+		if !seen["m/"+r.Mode] {
+			seen["m/"+r.Mode] = true
+			modes = append(modes, r.Mode)
+		}
+		if !seen["p/"+r.Proxy] {
+			seen["p/"+r.Proxy] = true
+			proxies = append(proxies, r.Proxy)
+		}
+	}
+	rows := append([]string(nil), rowOrder...)
+	for _, r := range runs {
+		if !contains(rows, r.Row) {
+			rows = append(rows, r.Row)
+		}
+	}
+	var out []Summary
+	for _, mode := range modes {
+		for _, row := range rows {
+			first := len(out)
+			for _, proxy := range proxies {
+				rs, ok := groups[key{mode, row, proxy}]
+				if !ok {
+					continue
+				}
+				out = append(out, summarizeGroup(mode, row, proxy, rs))
+			}
+			addRatios(out[first:])
+		}
+	}
+	return out
+}
+
+func summarizeGroup(mode, row, proxy string, rs []Run) Summary {
+	s := Summary{Mode: mode, Row: row, Proxy: proxy, Runs: len(rs)}
+	var rps, mbps, cpuReq, cpuMiB, cpuPct, kib []float64
+	for _, r := range rs {
+		s.Errors.Connect += r.Errors.Connect
+		s.Errors.Read += r.Errors.Read
+		s.Errors.Write += r.Errors.Write
+		s.Errors.Status += r.Errors.Status
+		s.Errors.Timeout += r.Errors.Timeout
+		if r.Error != "" {
+			if s.Error == "" {
+				s.Error = r.Error
+			}
+			continue
+		}
+		s.Valid++
+		s.Conns = max(r.Conns, r.IdleConns)
+		m := derive(r)
+		rps = append(rps, m.ReqPerSec)
+		mbps = append(mbps, m.MiBPerSec)
+		cpuReq = append(cpuReq, m.CPUusPerReq)
+		cpuMiB = append(cpuMiB, m.CPUmsPerMiB)
+		cpuPct = append(cpuPct, m.CPUPercent)
+		kib = append(kib, m.KiBPerConn)
+	}
+	s.ReqPerSec, s.MiBPerSec = median(rps), median(mbps)
+	s.CPUusPerReq, s.CPUmsPerMiB, s.CPUPercent = median(cpuReq), median(cpuMiB), median(cpuPct)
+	s.KiBPerConn = median(kib)
+	if row == "idle" {
+		s.CPUSpread = spread(kib)
+	} else {
+		s.CPUSpread = spread(cpuReq)
+	}
+	return s
+}
+
+func addRatios(ss []Summary) {
+	var ref *Summary
+	for i := range ss {
+		if ss[i].Proxy == reference && ss[i].Valid > 0 {
+			ref = &ss[i]
+		}
+	}
+	if ref == nil {
+		return
+	}
+	for i := range ss {
+		s := &ss[i]
+		if s.Valid == 0 {
+			continue
+		}
+		if ref.CPUusPerReq > 0 {
+			s.CPURatio = s.CPUusPerReq / ref.CPUusPerReq
+		}
+		if ref.ReqPerSec > 0 {
+			s.RPSRatio = s.ReqPerSec / ref.ReqPerSec
+		}
+		if ref.KiBPerConn > 0 {
+			s.KiBRatio = s.KiBPerConn / ref.KiBPerConn
+		}
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func ratio(x float64) string {
+	if x == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
+
+func pct(x float64, valid int) string {
+	if valid < 2 {
+		return ""
+	}
+	return fmt.Sprintf("±%.0f%%", 50*x) // half the range, around the median
+}
+
+// printTables writes one table per mode and row.
+func printTables(w io.Writer, ss []Summary, reps int) {
+	medians := ""
+	if reps > 1 {
+		medians = fmt.Sprintf(" (medians of %d runs)", reps)
+	}
+	for i := 0; i < len(ss); {
+		j := i
+		for j < len(ss) && ss[j].Mode == ss[i].Mode && ss[j].Row == ss[i].Row {
+			j++
+		}
+		fmt.Fprintf(w, "\n== %s mode: %s%s\n", ss[i].Mode, rowTitle(ss[i].Row), medians)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		if ss[i].Row == "idle" {
+			fmt.Fprintln(tw, "proxy\tconns\tKiB/conn\tspread\tKiB/conn ×HAProxy\t")
+			for _, s := range ss[i:j] {
+				if s.Valid == 0 {
+					fmt.Fprintf(tw, "%s\tn/a\t\t\t\t  %s\n", s.Proxy, s.Error)
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%.2f\t%s\t%s\t\n", s.Proxy, s.Conns, s.KiBPerConn,
+					pct(s.CPUSpread, s.Valid), ratio(s.KiBRatio))
+			}
+		} else {
+			fmt.Fprintln(tw, "proxy\treq/s\tMiB/s\tCPU µs/req\tspread\tCPU ms/MiB\tproxy CPU\tCPU/req ×HAProxy\treq/s ×HAProxy\terrors\t")
+			for _, s := range ss[i:j] {
+				if s.Valid == 0 {
+					fmt.Fprintf(tw, "%s\tn/a\t\t\t\t\t\t\t\t\t  %s\n", s.Proxy, s.Error)
+					continue
+				}
+				note := ""
+				if s.Error != "" {
+					note = fmt.Sprintf("  (%d of %d runs failed: %s)", s.Runs-s.Valid, s.Runs, s.Error)
+				}
+				e := s.Errors
+				fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.2f\t%s\t%.3f\t%.0f%%\t%s\t%s\t%d\t%s\n",
+					s.Proxy, s.ReqPerSec, s.MiBPerSec, s.CPUusPerReq, pct(s.CPUSpread, s.Valid),
+					s.CPUmsPerMiB, s.CPUPercent, ratio(s.CPURatio), ratio(s.RPSRatio),
+					e.Connect+e.Read+e.Write+e.Status+e.Timeout, note)
+			}
+		}
+		tw.Flush()
+		i = j
+	}
+}
+
+func readRuns(path string) ([]Run, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var runs []Run
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var r Run
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		runs = append(runs, r)
+	}
+	return runs, sc.Err()
+}
+
+// readMeta reads key=value lines (versions, settings) written by run.sh.
+func readMeta(path string) (map[string]string, error) {
+	m := map[string]string{}
+	if path == "" {
+		return m, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			m[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return m, nil
+}
+
+// Document is what report writes to bench/out/<timestamp>.json.
+type Document struct {
+	Meta    map[string]string `json:"meta"`
+	Summary []Summary         `json:"summary"`
+	Runs    []Run             `json:"runs"`
+}
+
+func cmdReport(args []string) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	in := fs.String("in", "", "results file (JSON lines)")
+	out := fs.String("out", "", "JSON document to write (optional)")
+	metaPath := fs.String("meta", "", "key=value file of run metadata (optional)")
+	reps := fs.Int("repeat", 1, "repetitions per row, for the table title")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *in == "" {
+		return errors.New("-in is required")
+	}
+	runs, err := readRuns(*in)
+	if err != nil {
+		return err
+	}
+	meta, err := readMeta(*metaPath)
+	if err != nil {
+		return err
+	}
+	ss := summarize(runs)
+	printTables(os.Stdout, ss, *reps)
+	if *out == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(Document{Meta: meta, Summary: ss, Runs: runs}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(*out, append(b, '\n'), 0o644)
+}

@@ -1,0 +1,519 @@
+#!/usr/bin/env bash
+# bench/run.sh: spliced side by side with HAProxy, nginx, Caddy and a Go
+# baseline proxy, same CPU pinning, same origin, same load. `make bench` runs
+# it after building bin/spliced. What each row means and how to read the
+# ratios: bench/README.md.
+#
+# Environment:
+#   BENCH_SECONDS     seconds per load run (default 10)
+#   BENCH_REPEAT      repetitions of every run; medians printed when > 1 (default 1)
+#   BENCH_MODES       "tcp", "http" or "tcp http" (default tcp)
+#   BENCH_ROWS        workloads among "ka close 1m idle" (default all)
+#   BENCH_PROXIES     among "spliced haproxy nginx baseline caddy" (default all;
+#                     baseline is tcp only, caddy http only)
+#   BENCH_IDLE_CONNS  idle connections of the idle row (default 5000)
+#   BENCH_PROXY_CPU   CPU the proxy is pinned to (default 0)
+#   BENCH_LOAD_CPU    CPU of wrk and the origin (default 1)
+#   BENCH_OUT         directory of the JSON results (default bench/out)
+#   SPLICED_BIN       spliced binary (default bin/spliced)
+#   HAPROXY_SPLICE    HAProxy's splice for the 1m row: auto (option
+#                     splice-auto, default) or force (splice-request+response)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+BENCH_SECONDS=${BENCH_SECONDS:-10}
+BENCH_REPEAT=${BENCH_REPEAT:-1}
+BENCH_MODES=${BENCH_MODES:-tcp}
+BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle}
+BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
+BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
+BENCH_PROXY_CPU=${BENCH_PROXY_CPU:-0}
+BENCH_LOAD_CPU=${BENCH_LOAD_CPU:-1}
+BENCH_OUT=${BENCH_OUT:-$ROOT/bench/out}
+SPLICED_BIN=${SPLICED_BIN:-$ROOT/bin/spliced}
+HAPROXY_SPLICE=${HAPROXY_SPLICE:-auto}
+
+# Proxies that can run in each mode, in table order.
+TCP_PROXIES="spliced haproxy nginx baseline"
+HTTP_PROXIES="spliced haproxy nginx caddy"
+
+log() { printf '%s\n' "$*" >&2; }
+die() { log "bench: $*"; exit 1; }
+
+# ---------------------------------------------------------------- processes
+# Every process this script starts is recorded in PIDS; the EXIT trap stops
+# exactly those (and the children they forked, e.g. nginx workers) and
+# removes the temporary directory. Nothing is killed by name.
+PIDS=()
+TMP=""
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do
+		stop_pid "$p"
+	done
+	if [[ -n $TMP && -d $TMP ]]; then
+		rm -rf "$TMP"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start NAME CMD...: run CMD in the background, output to $TMP/NAME.log;
+# sets STARTED_PID.
+start() {
+	local name=$1
+	shift
+	"$@" >"$TMP/$name.log" 2>&1 &
+	STARTED_PID=$!
+	PIDS+=("$STARTED_PID")
+}
+
+# stop_pid PID: TERM, wait up to 5 s, then KILL; children that outlive their
+# parent (nginx workers if the master was killed) are stopped too.
+stop_pid() {
+	local pid=$1 kids i
+	kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; forget_pid "$pid"; return 0; }
+	kids=$(pgrep -P "$pid" || true)
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 50; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		# A zombie child of ours still answers kill -0; wait reaps it.
+		if [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == Z ]]; then break; fi
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	for i in $kids; do kill -KILL "$i" 2>/dev/null || true; done
+	forget_pid "$pid"
+}
+
+forget_pid() {
+	local keep=() p
+	for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
+	PIDS=("${keep[@]+"${keep[@]}"}")
+}
+
+# ------------------------------------------------------------ prerequisites
+need_pkgs=()
+command -v haproxy >/dev/null || need_pkgs+=(haproxy)
+command -v nginx >/dev/null || need_pkgs+=(nginx)
+command -v wrk >/dev/null || need_pkgs+=(wrk)
+command -v curl >/dev/null || need_pkgs+=(curl)
+command -v taskset >/dev/null || need_pkgs+=(util-linux)
+[[ -e /usr/lib/nginx/modules/ngx_stream_module.so ]] || nginx -V 2>&1 | grep -q -- '--with-stream ' || need_pkgs+=(libnginx-mod-stream)
+if ((${#need_pkgs[@]})); then
+	log "bench: installing ${need_pkgs[*]}"
+	SUDO=""
+	[[ $(id -u) == 0 ]] || SUDO=sudo
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}"
+fi
+command -v go >/dev/null || [[ -x /usr/local/go/bin/go ]] || die "go not found"
+GO=$(command -v go || echo /usr/local/go/bin/go)
+
+[[ $(getconf CLK_TCK) == 100 ]] || die "CLK_TCK is $(getconf CLK_TCK), benchtool assumes 100"
+ncpu=$(nproc)
+if ((ncpu < 2)); then
+	log "bench: WARNING: $ncpu CPU: proxy and load share it; figures are not comparable"
+	BENCH_PROXY_CPU=0 BENCH_LOAD_CPU=0
+fi
+
+# Idle connections cost the proxy two fds each (client and server side).
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+nofile=$(ulimit -n)
+if ((2 * BENCH_IDLE_CONNS + 200 > nofile)); then
+	BENCH_IDLE_CONNS=$(((nofile - 200) / 2))
+	log "bench: fd limit $nofile: idle row lowered to $BENCH_IDLE_CONNS connections"
+fi
+MAXCONN=$((BENCH_IDLE_CONNS + 1000))
+
+TMP=$(mktemp -d /tmp/spliced-bench.XXXXXX)
+chmod 755 "$TMP" # nginx workers may run as another user
+mkdir -p "$TMP/bin" "$BENCH_OUT"
+
+log "bench: building benchtool and baseline"
+"$GO" build -o "$TMP/bin/benchtool" ./bench/benchtool
+"$GO" build -o "$TMP/bin/baseline" ./bench/baseline
+BT=$TMP/bin/benchtool
+
+RESULTS=$TMP/results.jsonl
+: >"$RESULTS"
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+
+# Ports: origin, one per proxy start (fresh each time avoids TIME_WAIT
+# collisions between runs), spliced admin.
+PORTS=()
+next_port() {
+	if ((${#PORTS[@]} == 0)); then
+		mapfile -t PORTS < <("$BT" ports 20)
+	fi
+	PORT=${PORTS[0]}
+	PORTS=("${PORTS[@]:1}")
+}
+
+NGINX_USER=""
+[[ $(id -u) == 0 ]] && NGINX_USER="user root;"
+NGINX_STREAM_MODULE=""
+[[ -e /usr/lib/nginx/modules/ngx_stream_module.so ]] &&
+	NGINX_STREAM_MODULE="load_module /usr/lib/nginx/modules/ngx_stream_module.so;"
+
+# nginx_temp DIR: http-module temp paths inside DIR, never the system ones.
+nginx_temp() {
+	local d=$1
+	mkdir -p "$d/tmp"
+	printf '  client_body_temp_path %s/tmp/body;\n  proxy_temp_path %s/tmp/proxy;\n  fastcgi_temp_path %s/tmp/fastcgi;\n  uwsgi_temp_path %s/tmp/uwsgi;\n  scgi_temp_path %s/tmp/scgi;\n' "$d" "$d" "$d" "$d" "$d"
+}
+
+# cpu_mask N: nginx worker_cpu_affinity bit mask for CPU N.
+cpu_mask() {
+	local m=1 i
+	for ((i = 0; i < $1; i++)); do m+=0; done
+	echo "$m"
+}
+
+# ------------------------------------------------------------------ origin
+# nginx, one worker pinned with the load generator, serving a 64-byte and a
+# 1 MiB object with keep-alive and sendfile.
+ORIGIN_DIR=$TMP/origin
+mkdir -p "$ORIGIN_DIR/www"
+head -c 64 /dev/zero | tr '\0' 'a' >"$ORIGIN_DIR/www/64"
+head -c $((1 << 20)) /dev/urandom >"$ORIGIN_DIR/www/1m"
+next_port
+ORIGIN_PORT=$PORT
+cat >"$ORIGIN_DIR/nginx.conf" <<EOF
+daemon off;
+master_process on;
+worker_processes 1;
+worker_rlimit_nofile $nofile;
+pid $ORIGIN_DIR/nginx.pid;
+error_log $ORIGIN_DIR/error.log warn;
+$NGINX_USER
+events { worker_connections $((nofile - 100)); }
+http {
+  access_log off;
+$(nginx_temp "$ORIGIN_DIR")
+  default_type application/octet-stream;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 100000000;
+  keepalive_timeout 300s;
+  server {
+    listen 127.0.0.1:$ORIGIN_PORT backlog=4096;
+    root $ORIGIN_DIR/www;
+    location / { }
+  }
+}
+EOF
+
+# check PORT PATH SIZE: one GET through the proxy returns 200 and SIZE bytes.
+check() {
+	local got
+	got=$(curl -s -o /dev/null --max-time 3 -w '%{http_code} %{size_download}' "http://127.0.0.1:$1$2" || true)
+	[[ $got == "200 $3" ]]
+}
+
+# wait_check PORT PATH SIZE: poll check for up to 10 s (the proxy starting).
+wait_check() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		check "$@" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+log "bench: origin nginx on 127.0.0.1:$ORIGIN_PORT, CPU $BENCH_LOAD_CPU"
+start origin taskset -c "$BENCH_LOAD_CPU" nginx -p "$ORIGIN_DIR/" -c "$ORIGIN_DIR/nginx.conf" -e "$ORIGIN_DIR/error.log"
+ORIGIN_PID=$STARTED_PID
+wait_check "$ORIGIN_PORT" /64 64 || { cat "$TMP/origin.log" "$ORIGIN_DIR/error.log" >&2 || true; die "origin did not start"; }
+check "$ORIGIN_PORT" /1m $((1 << 20)) || die "origin does not serve /1m"
+
+# ------------------------------------------------------------------ proxies
+# start_PROXY MODE ROW PORT: start the proxy pinned to BENCH_PROXY_CPU with
+# one thread, listening on PORT, forwarding to the origin; set PROXY_PID.
+# Return non-zero with FAIL_REASON set when it cannot.
+# splice_for ROW: the 1m row runs with splice, the others without.
+splice_for() { [[ $1 == 1m ]] && echo on || echo off; }
+
+start_haproxy() {
+	local mode=$1 row=$2 port=$3 d=$TMP/haproxy-$2-$1 opts=""
+	mkdir -p "$d"
+	if [[ $(splice_for "$row") == on ]]; then
+		case $HAPROXY_SPLICE in
+		force) opts="option splice-request
+    option splice-response" ;;
+		*) opts="option splice-auto" ;;
+		esac
+	fi
+	if [[ $mode == http ]]; then
+		opts+="
+    option http-keep-alive
+    option forwardfor
+    http-reuse safe
+    timeout http-request 10s
+    timeout http-keep-alive 60s"
+	fi
+	cat >"$d/haproxy.cfg" <<EOF
+global
+    nbthread 1
+    cpu-map 1/1 $BENCH_PROXY_CPU
+    maxconn $MAXCONN
+    pidfile $d/haproxy.pid
+
+defaults
+    mode $mode
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    $opts
+
+frontend fe
+    bind 127.0.0.1:$port
+    default_backend be
+
+backend be
+    server o1 127.0.0.1:$ORIGIN_PORT
+EOF
+	start "haproxy-$row-$mode" taskset -c "$BENCH_PROXY_CPU" haproxy -db -f "$d/haproxy.cfg"
+	PROXY_PID=$STARTED_PID
+}
+
+start_nginx() {
+	local mode=$1 row=$2 port=$3 d=$TMP/nginx-$2-$1 body
+	mkdir -p "$d"
+	if [[ $mode == tcp ]]; then
+		[[ -n $NGINX_STREAM_MODULE ]] || nginx -V 2>&1 | grep -q -- '--with-stream ' ||
+			{ FAIL_REASON="nginx stream module not installed"; return 1; }
+		body="stream {
+  upstream origin { server 127.0.0.1:$ORIGIN_PORT; }
+  server {
+    listen 127.0.0.1:$port backlog=4096;
+    proxy_pass origin;
+    proxy_timeout 60s;
+  }
+}"
+	else
+		body="http {
+  access_log off;
+$(nginx_temp "$d")
+  keepalive_requests 100000000;
+  keepalive_timeout 300s;
+  upstream origin {
+    server 127.0.0.1:$ORIGIN_PORT;
+    keepalive 64;
+    keepalive_requests 100000000;
+  }
+  server {
+    listen 127.0.0.1:$port backlog=4096;
+    location / {
+      proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection \"\";
+      proxy_set_header X-Forwarded-For \$remote_addr;
+      proxy_buffer_size 16k;
+      proxy_buffers 8 16k;
+      proxy_max_temp_file_size 0;
+    }
+  }
+}"
+	fi
+	cat >"$d/nginx.conf" <<EOF
+$([[ $mode == tcp ]] && echo "$NGINX_STREAM_MODULE")
+daemon off;
+master_process on;
+worker_processes 1;
+worker_cpu_affinity $(cpu_mask "$BENCH_PROXY_CPU");
+worker_rlimit_nofile $nofile;
+pid $d/nginx.pid;
+error_log $d/error.log warn;
+$NGINX_USER
+events { worker_connections $((nofile - 100)); }
+$body
+EOF
+	start "nginx-$row-$mode" taskset -c "$BENCH_PROXY_CPU" nginx -p "$d/" -c "$d/nginx.conf" -e "$d/error.log"
+	PROXY_PID=$STARTED_PID
+}
+
+start_baseline() {
+	local mode=$1 row=$2 port=$3
+	start "baseline-$row-$mode" env GOMAXPROCS=1 taskset -c "$BENCH_PROXY_CPU" \
+		"$TMP/bin/baseline" -listen "127.0.0.1:$port" -server "127.0.0.1:$ORIGIN_PORT"
+	PROXY_PID=$STARTED_PID
+}
+
+CADDY=""
+CADDY_REASON=""
+find_caddy() {
+	[[ -n $CADDY || -n $CADDY_REASON ]] && return 0
+	if command -v caddy >/dev/null; then
+		CADDY=$(command -v caddy)
+		return 0
+	fi
+	# The Debian package's binary, extracted into bench/out/cache: installing
+	# the package would also enable a caddy service on port 80.
+	local cache=$BENCH_OUT/cache/caddy
+	if [[ ! -x $cache/usr/bin/caddy ]]; then
+		if ! apt-cache policy caddy 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+			CADDY_REASON="no Debian package 'caddy' in the apt sources (apt-cache policy caddy)"
+			return 0
+		fi
+		mkdir -p "$cache"
+		log "bench: fetching the Debian caddy package into $cache"
+		if ! (cd "$cache" && apt-get download caddy >/dev/null 2>&1 && dpkg-deb -x caddy_*.deb .); then
+			CADDY_REASON="apt-get download caddy failed"
+			return 0
+		fi
+	fi
+	CADDY=$cache/usr/bin/caddy
+}
+
+start_caddy() {
+	local mode=$1 row=$2 port=$3 d=$TMP/caddy-$2-$1
+	find_caddy
+	[[ -n $CADDY ]] || { FAIL_REASON="skipped: $CADDY_REASON"; return 1; }
+	mkdir -p "$d"
+	cat >"$d/Caddyfile" <<EOF
+{
+	admin off
+	auto_https off
+	servers {
+		protocols h1
+	}
+}
+http://127.0.0.1:$port {
+	reverse_proxy 127.0.0.1:$ORIGIN_PORT
+}
+EOF
+	start "caddy-$row-$mode" env GOMAXPROCS=1 HOME="$d" XDG_DATA_HOME="$d/data" XDG_CONFIG_HOME="$d/config" \
+		taskset -c "$BENCH_PROXY_CPU" "$CADDY" run --adapter caddyfile --config "$d/Caddyfile"
+	PROXY_PID=$STARTED_PID
+}
+
+# api ADMIN_PORT METHOD PATH JSON: one admin API call; fails with the answer.
+api() {
+	local out code
+	out=$(curl -sS --max-time 10 -X "$2" -H 'Content-Type: application/json' \
+		-d "$4" -w '\n%{http_code}' "http://127.0.0.1:$1$3" 2>&1) || { FAIL_REASON="curl $2 $3: $out"; return 1; }
+	code=${out##*$'\n'}
+	if [[ $code != 2?? ]]; then
+		FAIL_REASON="$2 $3 answered $code: $(printf '%s' "${out%$'\n'*}" | tr '\n' ' ' | cut -c1-300)"
+		return 1
+	fi
+}
+
+start_spliced() {
+	local mode=$1 row=$2 port=$3 d=$TMP/spliced-$2-$1 i
+	[[ -x $SPLICED_BIN ]] || { FAIL_REASON="$SPLICED_BIN not built"; return 1; }
+	mkdir -p "$d/state"
+	next_port
+	local admin=$PORT
+	start "spliced-$row-$mode" taskset -c "$BENCH_PROXY_CPU" "$SPLICED_BIN" \
+		--admin-addr "127.0.0.1:$admin" --state-dir "$d/state"
+	PROXY_PID=$STARTED_PID
+	for ((i = 0; i < 100; i++)); do
+		curl -sf -o /dev/null --max-time 1 "http://127.0.0.1:$admin/api/v1/info" && break
+		kill -0 "$PROXY_PID" 2>/dev/null || { FAIL_REASON="spliced exited: $(tail -c 300 "$TMP/spliced-$row-$mode.log" | tr '\n' ' ')"; return 1; }
+		sleep 0.1
+	done
+	((i < 100)) || { FAIL_REASON="admin API did not answer on 127.0.0.1:$admin"; return 1; }
+	# Configured only through the REST API, as a user would.
+	api "$admin" PATCH /api/v1/tuning '{"nbthread":1}' || return 1
+	api "$admin" POST /api/v1/backends "{\"name\":\"origin\",\"mode\":\"$mode\",\"balance\":\"roundrobin\",
+		\"servers\":[{\"name\":\"o1\",\"address\":\"127.0.0.1\",\"port\":$ORIGIN_PORT}]}" || return 1
+	api "$admin" POST /api/v1/frontends "{\"name\":\"bench\",\"mode\":\"$mode\",\"default_backend\":\"origin\",
+		\"splice\":\"$(splice_for "$row")\",\"maxconn\":$MAXCONN,
+		\"binds\":[{\"name\":\"b1\",\"address\":\"127.0.0.1\",\"port\":$port}]}" || return 1
+}
+
+# ------------------------------------------------------------------ runs
+# wrk arguments per row: connections, extra arguments, object.
+row_conns() { case $1 in ka | close) echo 50 ;; 1m) echo 10 ;; esac; }
+row_path() { [[ $1 == 1m ]] && echo /1m || echo /64; }
+row_size() { [[ $1 == 1m ]] && echo $((1 << 20)) || echo 64; }
+
+# run_one MODE ROW PROXY REP: fresh proxy, check, measure, stop.
+run_one() {
+	local mode=$1 row=$2 proxy=$3 rep=$4 port
+	local id=(-out "$RESULTS" -mode "$mode" -row "$row" -proxy "$proxy" -rep "$rep")
+	next_port
+	port=$PORT
+	FAIL_REASON=""
+	PROXY_PID=""
+	if ! "start_$proxy" "$mode" "$row" "$port"; then
+		"$BT" fail "${id[@]}" -reason "${FAIL_REASON:-start failed}"
+		log "    $proxy $mode/$row #$rep: n/a: ${FAIL_REASON:-start failed}"
+		[[ -n $PROXY_PID ]] && stop_pid "$PROXY_PID"
+		return 0
+	fi
+	if ! wait_check "$port" "$(row_path "$row")" "$(row_size "$row")"; then
+		local why="no traffic passed (GET $(row_path "$row") through 127.0.0.1:$port did not return 200 with $(row_size "$row") bytes)"
+		kill -0 "$PROXY_PID" 2>/dev/null || why="proxy exited at start: $(tail -c 400 "$TMP/$proxy-$row-$mode.log" | tr '\n' ' ')"
+		"$BT" fail "${id[@]}" -reason "$why"
+		log "    $proxy $mode/$row #$rep: n/a: $why"
+		stop_pid "$PROXY_PID"
+		return 0
+	fi
+	if [[ $row == idle ]]; then
+		"$BT" idle "${id[@]}" -pid "$PROXY_PID" -addr "127.0.0.1:$port" -n "$BENCH_IDLE_CONNS" -timeout 90s ||
+			"$BT" fail "${id[@]}" -reason "benchtool idle failed"
+	else
+		local extra=()
+		[[ $row == close ]] && extra=(-H "Connection: close")
+		"$BT" measure "${id[@]}" -pid "$PROXY_PID" -conns "$(row_conns "$row")" -- \
+			taskset -c "$BENCH_LOAD_CPU" wrk -t1 -c "$(row_conns "$row")" -d "${BENCH_SECONDS}s" \
+			--timeout 5s -s "$ROOT/bench/wrk-report.lua" "${extra[@]}" \
+			"http://127.0.0.1:$port$(row_path "$row")" ||
+			"$BT" fail "${id[@]}" -reason "benchtool measure failed"
+	fi
+	stop_pid "$PROXY_PID"
+}
+
+# ------------------------------------------------------------------ main
+{
+	echo "started=$STAMP"
+	echo "host=$(uname -srm)"
+	echo "cpus=$ncpu"
+	echo "cpu_model=$(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)"
+	echo "proxy_cpu=$BENCH_PROXY_CPU"
+	echo "load_cpu=$BENCH_LOAD_CPU"
+	echo "seconds=$BENCH_SECONDS"
+	echo "repeat=$BENCH_REPEAT"
+	echo "modes=$BENCH_MODES"
+	echo "rows=$BENCH_ROWS"
+	echo "idle_conns=$BENCH_IDLE_CONNS"
+	echo "haproxy_splice=$HAPROXY_SPLICE"
+	echo "haproxy=$(haproxy -v | head -1)"
+	echo "nginx=$(nginx -v 2>&1)"
+	echo "wrk=$(wrk -v 2>&1 | head -1)"
+	echo "go=$("$GO" version)"
+	echo "spliced_commit=$(git describe --always --dirty 2>/dev/null || echo unknown)"
+	echo "spliced=$("$SPLICED_BIN" version 2>/dev/null | head -1 || echo missing)"
+} >"$TMP/meta.txt"
+
+log "bench: ${BENCH_SECONDS}s per run, ${BENCH_REPEAT} repeat(s), modes: $BENCH_MODES, rows: $BENCH_ROWS"
+log "bench: proxies on CPU $BENCH_PROXY_CPU (one thread), wrk -t1 and origin on CPU $BENCH_LOAD_CPU"
+for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+	for mode in $BENCH_MODES; do
+		case $mode in
+		tcp) candidates=$TCP_PROXIES ;;
+		http) candidates=$HTTP_PROXIES ;;
+		*) die "unknown mode $mode" ;;
+		esac
+		for row in $BENCH_ROWS; do
+			case $row in ka | close | 1m | idle) ;; *) die "unknown row $row" ;; esac
+			log "bench: [$rep/$BENCH_REPEAT] $mode/$row"
+			for proxy in $candidates; do
+				[[ " $BENCH_PROXIES " == *" $proxy "* ]] || continue
+				kill -0 "$ORIGIN_PID" 2>/dev/null || die "origin nginx died"
+				run_one "$mode" "$row" "$proxy" "$rep"
+			done
+		done
+	done
+done
+
+OUT_JSON=$BENCH_OUT/$STAMP.json
+"$BT" report -in "$RESULTS" -meta "$TMP/meta.txt" -repeat "$BENCH_REPEAT" -out "$OUT_JSON"
+log ""
+log "bench: raw numbers in ${OUT_JSON#"$ROOT"/}"
