@@ -1,14 +1,90 @@
 // Package config owns the desired-state model of spliced: the Config document
 // with its frontends, binds, routes, backends, servers, health checks,
 // timeouts, tuning, CPU map and IRQ policy; its defaults (Normalize), its
-// validation (field rules through go-playground/validator plus semantic rules),
-// the diff between two documents as a plan, and the store that persists
-// revisions atomically in the state directory.
+// strict decoding (Decode), its validation (field rules through
+// go-playground/validator plus semantic rules), the diff between two
+// documents as a plan, and the store that persists revisions atomically in
+// the state directory.
 //
 // It imports no other spliced package; every other package imports it.
 // Config values handed to the data plane are immutable snapshots: nobody
-// mutates a *Config after it was passed to Control.Apply.
+// mutates a *Config after it was passed to Control.Apply. It must not touch
+// the network or the data plane; it only describes them.
 //
 // Callers: the API (any goroutine, writes serialised by the store's lock) and
-// the data plane (reads snapshots only).
+// the data plane (reads snapshots only). Validate, Diff and Decode are pure
+// and safe from any goroutine.
+//
+// # Decoding
+//
+// Decode accepts exactly one JSON value of valid UTF-8, nested at most
+// MaxDepth (32) levels, whose object members match the target's JSON field
+// names exactly (case-sensitive, unknown members refused) and whose numbers
+// fit their fields. Failures are *DecodeError with a JSON pointer and a code
+// (empty, syntax, utf8, depth, trailing_data: not JSON, 400; unknown_field,
+// type: JSON of the wrong shape).
+//
+// # Validation
+//
+// Validate reports every problem at once as a *ValidationError of FieldErrors
+// {field: JSON pointer into the whole document, code, message}, in document
+// order. Codes: required, one_of, out_of_range, format, duplicate,
+// unknown_reference, mode_mismatch, sum, cpu_unknown, address_conflict,
+// invalid. When every problem is a duplicate or an address_conflict the
+// error unwraps to ErrConflict (409: the document clashes with what exists),
+// otherwise to ErrInvalid (422). The rules:
+//
+//   - Names of frontends, binds, backends and servers are DNS-label-like:
+//     1 to 63 characters of [a-z0-9_-], starting and ending with a letter or
+//     digit (lower case only, so a name is also a valid URL path segment and
+//     there is one spelling per object). Frontend and backend names are
+//     unique in the document, bind names within their frontend, server names
+//     within their backend.
+//   - default_backend and route backends name an existing backend of the
+//     same mode as the frontend. Routes exist only in http mode; a route host
+//     is a host name, an IP literal or "*.suffix"; path_prefix starts with
+//     "/"; method is an HTTP token. A frontend without default_backend and
+//     routes is valid (built up step by step); it refuses connections.
+//   - A bind address is an IP literal or "*" (all IPv4 addresses, 0.0.0.0);
+//     no two binds anywhere share address:port, and the unspecified address
+//     of a family overlaps every address of that family on the same port.
+//     Bind threads are unique and below the effective nbthread.
+//   - A server address is an IP literal or an RFC 1123 host name (resolved at
+//     apply time); ports are 1-65535, weights 0-256.
+//   - sched shares add up to 100; bufsize ≥ 1024; pipesize 0 or ≥ 4096.
+//   - Health checks: timeout_ms ≤ interval_ms, status_min ≤ status_max, http
+//     checks have a path starting with "/" and a token method.
+//   - cpu_map: mode manual needs threads, other modes take none; thread ids
+//     are unique and below the effective nbthread (tuning.nbthread, or the
+//     number of online CPUs when it is 0 and the Env is known). Every CPU in
+//     cpu_map and in IRQ pins is online (skipped with an empty Env). IRQ
+//     numbers in pins are unique; irq.nics are interface names.
+//
+// # Plans
+//
+// Diff compares two normalized configs object by object (matched by name)
+// and lists create, update and delete items with how the data plane applies
+// each: in_place, rebind (listening sockets change) or restart_loops
+// (nbthread changes). See Diff for the order.
+//
+// # Store
+//
+// The state directory holds config.json, the current config as indented
+// JSON with its generation, and revisions/, one file per accepted
+// generation named by the zero-padded generation (00000000000000000042.json,
+// so lexical order is generation order) holding
+// {"generation", "time" (UTC), "summary" (the plan on one line), "config"};
+// the newest 100 are kept. Every file is written atomically (temporary file
+// in the same directory, fsync, rename, fsync of the directory).
+// config.json is the commit point: at Open, temporary files and revisions
+// newer than config.json are leftovers of an interrupted write and are
+// removed. A config.json that does not decode or validate stops the start
+// with ErrCorrupt, naming the file and the newest readable revision; it is
+// never reset silently.
+//
+// Each accepted Update that changes something creates exactly one
+// generation. An Update whose plan is empty (a PUT of the same document, a
+// PATCH that sets a value to what it already is) creates no generation: it
+// returns the current generation and the empty plan, writes nothing and
+// applies nothing. A dry run returns the current generation and the plan.
 package config

@@ -195,7 +195,7 @@ type CPUMap struct {
 // ThreadCPUs is the CPU set of one loop thread.
 type ThreadCPUs struct {
 	Thread int   `json:"thread" validate:"gte=0,lte=1023"`
-	CPUs   []int `json:"cpus" validate:"required,dive,gte=0,lte=4095"`
+	CPUs   []int `json:"cpus" validate:"required,min=1,dive,gte=0,lte=4095"`
 }
 
 // IRQ is the interrupt placement policy and explicit pins.
@@ -208,5 +208,5 @@ type IRQ struct {
 // IRQPin sets the affinity of one IRQ.
 type IRQPin struct {
 	IRQ  int   `json:"irq" validate:"gte=0"`
-	CPUs []int `json:"cpus" validate:"required,dive,gte=0,lte=4095"`
+	CPUs []int `json:"cpus" validate:"required,min=1,dive,gte=0,lte=4095"`
 }

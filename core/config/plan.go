@@ -1,0 +1,313 @@
+package config
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// Operations of a plan item.
+const (
+	OpCreate = "create"
+	OpUpdate = "update"
+	OpDelete = "delete"
+)
+
+// How the data plane applies a plan item, least disruptive first.
+const (
+	// ApplyInPlace swaps the snapshot; existing connections are untouched.
+	ApplyInPlace = "in_place"
+	// ApplyRebind opens or closes listening sockets; connections already
+	// accepted live on.
+	ApplyRebind = "rebind"
+	// ApplyRestartLoops changes the number of loop threads: loops are
+	// started or stopped and listeners redistributed.
+	ApplyRestartLoops = "restart_loops"
+)
+
+// PlanItem is one change between two configs.
+type PlanItem struct {
+	// Object names what changes: "frontend/public",
+	// "frontend/public/bind/b1", "backend/web", "backend/web/server/s1",
+	// "tuning", "cpu_map", "irq".
+	Object string   `json:"object"`
+	Op     string   `json:"op"`               // create | update | delete
+	Apply  string   `json:"apply"`            // in_place | rebind | restart_loops
+	Fields []string `json:"fields,omitempty"` // changed JSON field names, for update
+}
+
+// Plan is the list of changes from one config to the next. Items is never
+// nil; an empty plan means the two configs are equivalent.
+type Plan struct {
+	Items []PlanItem `json:"items"`
+}
+
+// Empty reports whether the plan changes nothing.
+func (p Plan) Empty() bool { return len(p.Items) == 0 }
+
+// maxSummaryItems bounds Summary so a revision listing stays one line.
+const maxSummaryItems = 6
+
+// Summary renders the plan on one line: "create backend/web; update
+// frontend/public" (at most six items, then "and N more"), or "no change".
+func (p Plan) Summary() string {
+	if len(p.Items) == 0 {
+		return "no change"
+	}
+	var b strings.Builder
+	for i, it := range p.Items {
+		if i == maxSummaryItems {
+			b.WriteString("; and ")
+			b.WriteString(strconv.Itoa(len(p.Items) - i))
+			b.WriteString(" more")
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(it.Op)
+		b.WriteByte(' ')
+		b.WriteString(it.Object)
+	}
+	return b.String()
+}
+
+// Diff computes the plan that turns old into new (both Normalize()d; nil is
+// an empty config). The order is deterministic:
+//
+//  1. frontends, then backends, then tuning, cpu_map, irq;
+//  2. within frontends and backends, creates and updates in the order of new
+//     (each object's update item before the items of its binds or servers),
+//     then deletes in the order of old;
+//  3. the binds of a created or deleted frontend and the servers of a created
+//     or deleted backend are not listed: the parent's item covers them, and
+//     its Apply is the most disruptive action among them (a frontend with
+//     binds is created or deleted with "rebind").
+//
+// Objects are matched by name; a change of name is a delete and a create.
+// The generation is not compared. Route changes are a frontend update
+// (field "routes"). Every bind change is "rebind" (address, port, shards,
+// backlog and threads all need new sockets); a tuning change is
+// "restart_loops" when nbthread changes, else "in_place"; cpu_map and irq
+// changes are "in_place" (the loops re-pin themselves).
+func Diff(old, new *Config) Plan {
+	if old == nil {
+		old = &Config{}
+	}
+	if new == nil {
+		new = &Config{}
+	}
+	d := differ{items: []PlanItem{}}
+	d.frontends(old.Frontends, new.Frontends)
+	d.backends(old.Backends, new.Backends)
+	if f := changedFields(old.Tuning, new.Tuning); len(f) > 0 {
+		apply := ApplyInPlace
+		if old.Tuning.Nbthread != new.Tuning.Nbthread {
+			apply = ApplyRestartLoops
+		}
+		d.add("tuning", OpUpdate, apply, f)
+	}
+	if f := changedFields(old.CPUMap, new.CPUMap); len(f) > 0 {
+		d.add("cpu_map", OpUpdate, ApplyInPlace, f)
+	}
+	if f := changedFields(old.IRQ, new.IRQ); len(f) > 0 {
+		d.add("irq", OpUpdate, ApplyInPlace, f)
+	}
+	return Plan{Items: d.items}
+}
+
+type differ struct {
+	items []PlanItem
+}
+
+func (d *differ) add(object, op, apply string, fields []string) {
+	d.items = append(d.items, PlanItem{Object: object, Op: op, Apply: apply, Fields: fields})
+}
+
+// index maps names to positions; the first of duplicate names wins (Diff
+// must not fail on a config that did not validate).
+func index[T any](s []T, name func(*T) string) map[string]int {
+	m := make(map[string]int, len(s))
+	for i := range s {
+		if _, dup := m[name(&s[i])]; !dup {
+			m[name(&s[i])] = i
+		}
+	}
+	return m
+}
+
+func frontendName(f *Frontend) string { return f.Name }
+func bindName(b *Bind) string         { return b.Name }
+func backendName(b *Backend) string   { return b.Name }
+func serverName(s *Server) string     { return s.Name }
+
+func (d *differ) frontends(old, new []Frontend) {
+	oldIdx, newIdx := index(old, frontendName), index(new, frontendName)
+	for i := range new {
+		f := &new[i]
+		if newIdx[f.Name] != i {
+			continue // duplicate name in an invalid config
+		}
+		obj := "frontend/" + f.Name
+		j, ok := oldIdx[f.Name]
+		if !ok {
+			d.add(obj, OpCreate, frontendApply(f), nil)
+			continue
+		}
+		o := &old[j]
+		if fields := changedFields(*o, *f, "name", "binds"); len(fields) > 0 {
+			d.add(obj, OpUpdate, ApplyInPlace, fields)
+		}
+		d.binds(obj, o.Binds, f.Binds)
+	}
+	for i := range old {
+		f := &old[i]
+		if _, ok := newIdx[f.Name]; !ok && oldIdx[f.Name] == i {
+			d.add("frontend/"+f.Name, OpDelete, frontendApply(f), nil)
+		}
+	}
+}
+
+func frontendApply(f *Frontend) string {
+	if len(f.Binds) > 0 {
+		return ApplyRebind
+	}
+	return ApplyInPlace
+}
+
+func (d *differ) binds(parent string, old, new []Bind) {
+	oldIdx, newIdx := index(old, bindName), index(new, bindName)
+	for i := range new {
+		b := &new[i]
+		if newIdx[b.Name] != i {
+			continue
+		}
+		obj := parent + "/bind/" + b.Name
+		j, ok := oldIdx[b.Name]
+		if !ok {
+			d.add(obj, OpCreate, ApplyRebind, nil)
+			continue
+		}
+		if fields := changedFields(old[j], *b, "name"); len(fields) > 0 {
+			d.add(obj, OpUpdate, ApplyRebind, fields)
+		}
+	}
+	for i := range old {
+		b := &old[i]
+		if _, ok := newIdx[b.Name]; !ok && oldIdx[b.Name] == i {
+			d.add(parent+"/bind/"+b.Name, OpDelete, ApplyRebind, nil)
+		}
+	}
+}
+
+func (d *differ) backends(old, new []Backend) {
+	oldIdx, newIdx := index(old, backendName), index(new, backendName)
+	for i := range new {
+		b := &new[i]
+		if newIdx[b.Name] != i {
+			continue
+		}
+		obj := "backend/" + b.Name
+		j, ok := oldIdx[b.Name]
+		if !ok {
+			d.add(obj, OpCreate, ApplyInPlace, nil)
+			continue
+		}
+		o := &old[j]
+		if fields := changedFields(*o, *b, "name", "servers"); len(fields) > 0 {
+			d.add(obj, OpUpdate, ApplyInPlace, fields)
+		}
+		d.servers(obj, o.Servers, b.Servers)
+	}
+	for i := range old {
+		b := &old[i]
+		if _, ok := newIdx[b.Name]; !ok && oldIdx[b.Name] == i {
+			d.add("backend/"+b.Name, OpDelete, ApplyInPlace, nil)
+		}
+	}
+}
+
+func (d *differ) servers(parent string, old, new []Server) {
+	oldIdx, newIdx := index(old, serverName), index(new, serverName)
+	for i := range new {
+		s := &new[i]
+		if newIdx[s.Name] != i {
+			continue
+		}
+		obj := parent + "/server/" + s.Name
+		j, ok := oldIdx[s.Name]
+		if !ok {
+			d.add(obj, OpCreate, ApplyInPlace, nil)
+			continue
+		}
+		if fields := changedFields(old[j], *s, "name"); len(fields) > 0 {
+			d.add(obj, OpUpdate, ApplyInPlace, fields)
+		}
+	}
+	for i := range old {
+		s := &old[i]
+		if _, ok := newIdx[s.Name]; !ok && oldIdx[s.Name] == i {
+			d.add(parent+"/server/"+s.Name, OpDelete, ApplyInPlace, nil)
+		}
+	}
+}
+
+// changedFields lists the JSON names of the top-level fields of two values
+// of the same struct type that differ, skipping the names in skip.
+func changedFields[T any](a, b T, skip ...string) []string {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	t := va.Type()
+	var out []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "-" || contains(skip, name) {
+			continue
+		}
+		if !equalValues(va.Field(i), vb.Field(i)) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func contains(s []string, x string) bool {
+	for _, e := range s {
+		if e == x {
+			return true
+		}
+	}
+	return false
+}
+
+// equalValues is reflect.DeepEqual for the model's JSON-shaped values,
+// except that a nil slice equals an empty one (both encode the same way
+// once omitempty or Normalize has run).
+func equalValues(a, b reflect.Value) bool {
+	switch a.Kind() {
+	case reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		return equalValues(a.Elem(), b.Elem())
+	case reflect.Struct:
+		for i := range a.NumField() {
+			if !equalValues(a.Field(i), b.Field(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Slice:
+		if a.Len() != b.Len() {
+			return false
+		}
+		for i := range a.Len() {
+			if !equalValues(a.Index(i), b.Index(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Map:
+		return reflect.DeepEqual(a.Interface(), b.Interface())
+	}
+	return a.Equal(b)
+}

@@ -1,0 +1,609 @@
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-playground/validator/v10"
+)
+
+// Codes of FieldError. They are stable: scripts and the UI match on them.
+const (
+	CodeRequired         = "required"
+	CodeOneOf            = "one_of"
+	CodeOutOfRange       = "out_of_range"
+	CodeFormat           = "format"
+	CodeDuplicate        = "duplicate"
+	CodeUnknownReference = "unknown_reference"
+	CodeModeMismatch     = "mode_mismatch"
+	CodeSum              = "sum"
+	CodeCPUUnknown       = "cpu_unknown"
+	CodeAddressConflict  = "address_conflict"
+	CodeInvalid          = "invalid" // a field rule without a more precise code
+)
+
+// Limits enforced by the semantic rules.
+const (
+	MinBufsize  = 1024
+	MinPipesize = 4096
+	MaxNameLen  = 63
+)
+
+// fieldValidator is built once: validator.Validate caches the parsed struct
+// tags per type and is safe for concurrent use, so this is a lazily built,
+// effectively immutable value, not mutable package state.
+var fieldValidator = sync.OnceValue(func() *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(func(f reflect.StructField) string {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			return ""
+		}
+		return name
+	})
+	return v
+})
+
+// Validate checks a Normalize()d config against the field rules (struct
+// tags, go-playground/validator) and the semantic rules of the package doc.
+// It returns nil or a *ValidationError listing every problem, each with a
+// JSON pointer into the whole document, sorted in document order.
+//
+// env describes the machine; an empty Env skips the checks that need it
+// (CPU ids exist, thread ids below the machine's CPU count when nbthread is
+// 0).
+func Validate(c *Config, env Env) error {
+	var p problems
+	if c == nil {
+		p.add("", CodeRequired, "a config document is required")
+		return p.err()
+	}
+	p.fieldRules(c)
+	vc := validation{c: c, env: env, p: &p}
+	vc.frontends()
+	vc.backends()
+	vc.tuning()
+	vc.cpuMap()
+	vc.irq()
+	return p.err()
+}
+
+// ValidName reports whether s is a valid object name: 1 to 63 characters of
+// [a-z0-9_-], starting and ending with a letter or digit.
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > MaxNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && c != '-' && c != '_' {
+			return false
+		}
+		if !alnum && (i == 0 || i == len(s)-1) {
+			return false
+		}
+	}
+	return true
+}
+
+type problems struct {
+	list []FieldError
+}
+
+func (p *problems) add(field, code, msg string) {
+	p.list = append(p.list, FieldError{Field: field, Code: code, Message: msg})
+}
+
+func (p *problems) addf(field, code, format string, args ...any) {
+	p.add(field, code, fmt.Sprintf(format, args...))
+}
+
+// err sorts the problems in document order, drops exact repeats, and
+// decides the kind: a document whose only problems are clashes between
+// names or addresses conflicts with the current state (409); anything else
+// is invalid (422).
+func (p *problems) err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(p.list, func(a, b FieldError) int {
+		if c := comparePointers(a.Field, b.Field); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Code, b.Code)
+	})
+	p.list = slices.CompactFunc(p.list, func(a, b FieldError) bool {
+		return a.Field == b.Field && a.Code == b.Code
+	})
+	conflict := true
+	for _, fe := range p.list {
+		if fe.Code != CodeDuplicate && fe.Code != CodeAddressConflict {
+			conflict = false
+			break
+		}
+	}
+	return &ValidationError{Errors: p.list, Conflict: conflict}
+}
+
+// topLevelRank orders the members of a Config as they appear in the
+// document.
+var topLevelRank = map[string]int{"generation": 0, "frontends": 1, "backends": 2, "tuning": 3, "cpu_map": 4, "irq": 5}
+
+// comparePointers orders JSON pointers segment by segment: the top-level
+// members in document order, numeric segments numerically (so
+// "/backends/2" sorts before "/backends/10"), other members by name.
+func comparePointers(a, b string) int {
+	for depth := 0; a != "" || b != ""; depth++ {
+		var sa, sb string
+		sa, a = nextSegment(a)
+		sb, b = nextSegment(b)
+		if sa == sb {
+			continue
+		}
+		if depth == 0 {
+			ra, oka := topLevelRank[sa]
+			rb, okb := topLevelRank[sb]
+			if oka && okb {
+				return cmp.Compare(ra, rb)
+			}
+		}
+		na, ea := strconv.Atoi(sa)
+		nb, eb := strconv.Atoi(sb)
+		if ea == nil && eb == nil {
+			return cmp.Compare(na, nb)
+		}
+		return cmp.Compare(sa, sb)
+	}
+	return 0
+}
+
+func nextSegment(p string) (seg, rest string) {
+	p = strings.TrimPrefix(p, "/")
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i:]
+	}
+	return p, ""
+}
+
+// fieldRules runs the struct-tag rules and turns each failure into a
+// FieldError with a JSON pointer and one of our codes.
+func (p *problems) fieldRules(c *Config) {
+	err := fieldValidator().Struct(c)
+	if err == nil {
+		return
+	}
+	var verrs validator.ValidationErrors
+	if !errors.As(err, &verrs) {
+		p.add("", CodeInvalid, err.Error())
+		return
+	}
+	for _, fe := range verrs {
+		ptr := namespaceToPointer(fe.Namespace())
+		switch fe.Tag() {
+		case "required":
+			p.add(ptr, CodeRequired, "is required")
+		case "oneof":
+			p.addf(ptr, CodeOneOf, "must be one of: %s", strings.ReplaceAll(fe.Param(), " ", ", "))
+		case "gte", "min":
+			if fe.Kind() == reflect.Slice && fe.Param() == "1" {
+				p.add(ptr, CodeRequired, "must not be empty")
+			} else {
+				p.addf(ptr, CodeOutOfRange, "must be at least %s", fe.Param())
+			}
+		case "lte", "max":
+			p.addf(ptr, CodeOutOfRange, "must be at most %s", fe.Param())
+		default:
+			p.addf(ptr, CodeInvalid, "fails rule %q", fe.Tag())
+		}
+	}
+}
+
+// namespaceToPointer turns validator's "Config.frontends[0].binds[1].port"
+// (json tag names registered above) into "/frontends/0/binds/1/port".
+func namespaceToPointer(ns string) string {
+	_, rest, ok := strings.Cut(ns, ".")
+	if !ok {
+		return ""
+	}
+	var b strings.Builder
+	for seg := range strings.SplitSeq(rest, ".") {
+		name, idx, _ := strings.Cut(seg, "[")
+		b.WriteByte('/')
+		b.WriteString(escapePointer(name))
+		for idx != "" {
+			var i string
+			i, idx, _ = strings.Cut(idx, "]")
+			b.WriteByte('/')
+			b.WriteString(escapePointer(i))
+			idx = strings.TrimPrefix(idx, "[")
+		}
+	}
+	return b.String()
+}
+
+// validation holds the state of one run of the semantic rules.
+type validation struct {
+	c   *Config
+	env Env
+	p   *problems
+}
+
+// nbthread is the number of loop threads the config will run with, or 0
+// when it depends on a machine that env does not describe.
+func (v *validation) nbthread() int {
+	if v.c.Tuning.Nbthread > 0 {
+		return v.c.Tuning.Nbthread
+	}
+	return len(v.env.CPUs)
+}
+
+func (v *validation) name(ptr, kind, name string) {
+	if name != "" && !ValidName(name) {
+		v.p.addf(ptr, CodeFormat, "%s name %q must be 1-%d characters of a-z, 0-9, '-' and '_', "+
+			"starting and ending with a letter or digit", kind, name, MaxNameLen)
+	}
+}
+
+// unique reports the second and later uses of a name within one collection.
+type uniqueNames map[string]string
+
+func (u uniqueNames) check(p *problems, ptr, kind, name string) {
+	if name == "" {
+		return
+	}
+	if first, dup := u[name]; dup {
+		p.addf(ptr, CodeDuplicate, "%s name %q is already used by %s", kind, name, first)
+		return
+	}
+	u[name] = strings.TrimSuffix(ptr, "/name")
+}
+
+type bindRef struct {
+	ptr  string
+	addr netip.Addr
+	port int
+}
+
+func (v *validation) frontends() {
+	names := uniqueNames{}
+	var binds []bindRef
+	nb := v.nbthread()
+	for i := range v.c.Frontends {
+		f := &v.c.Frontends[i]
+		fp := "/frontends/" + strconv.Itoa(i)
+		v.name(fp+"/name", "frontend", f.Name)
+		names.check(v.p, fp+"/name", "frontend", f.Name)
+
+		if f.DefaultBackend != "" {
+			v.backendRef(fp+"/default_backend", f.Mode, f.DefaultBackend)
+		}
+		if len(f.Routes) > 0 && f.Mode == ModeTCP {
+			v.p.addf(fp+"/routes", CodeModeMismatch, "routes need mode http; frontend mode is %q", f.Mode)
+		}
+		for j := range f.Routes {
+			v.route(fp+"/routes/"+strconv.Itoa(j), f.Mode, &f.Routes[j])
+		}
+
+		bnames := uniqueNames{}
+		for j := range f.Binds {
+			b := &f.Binds[j]
+			bp := fp + "/binds/" + strconv.Itoa(j)
+			v.name(bp+"/name", "bind", b.Name)
+			bnames.check(v.p, bp+"/name", "bind", b.Name)
+			v.threadList(bp+"/threads", b.Threads, nb)
+			if b.Address == "" {
+				continue // required, reported by the field rules
+			}
+			addr, ok := ParseBindAddress(b.Address)
+			if !ok {
+				v.p.addf(bp+"/address", CodeFormat, "bind address %q must be an IPv4 or IPv6 literal or \"*\"", b.Address)
+				continue
+			}
+			if b.Port < 1 || b.Port > 65535 {
+				continue // reported by the field rules
+			}
+			me := bindRef{ptr: bp, addr: addr, port: b.Port}
+			for _, o := range binds {
+				if o.port == me.port && addrsOverlap(o.addr, me.addr) {
+					v.p.addf(bp, CodeAddressConflict, "%s overlaps %s (%s)",
+						netip.AddrPortFrom(me.addr, uint16(me.port)), o.ptr, netip.AddrPortFrom(o.addr, uint16(o.port)))
+					break
+				}
+			}
+			binds = append(binds, me)
+		}
+	}
+}
+
+// ParseBindAddress parses a bind address: an IP literal, or "*" meaning all
+// IPv4 addresses (0.0.0.0).
+func ParseBindAddress(s string) (netip.Addr, bool) {
+	if s == "*" {
+		return netip.IPv4Unspecified(), true
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+// addrsOverlap reports whether two listening addresses on the same port
+// collide: equal, or one is the unspecified address of the other's family.
+// [::] and 0.0.0.0 do not collide with each other: the listener opens IPv6
+// sockets with IPV6_V6ONLY semantics left to the kernel default, and if the
+// kernel refuses, the apply fails with EADDRINUSE and is rolled back.
+func addrsOverlap(a, b netip.Addr) bool {
+	if a == b {
+		return true
+	}
+	if a.Is4() != b.Is4() {
+		return false
+	}
+	return a.IsUnspecified() || b.IsUnspecified()
+}
+
+func (v *validation) backendRef(ptr, mode, name string) {
+	i := v.c.FindBackend(name)
+	if i < 0 {
+		v.p.addf(ptr, CodeUnknownReference, "backend %q does not exist", name)
+		return
+	}
+	// A mode that is not tcp or http is reported by the field rules.
+	if bm := v.c.Backends[i].Mode; bm != mode && validMode(bm) && validMode(mode) {
+		v.p.addf(ptr, CodeModeMismatch, "backend %q has mode %q; this frontend has mode %q", name, bm, mode)
+	}
+}
+
+func validMode(m string) bool { return m == ModeTCP || m == ModeHTTP }
+
+func (v *validation) route(rp, mode string, r *Route) {
+	if r.Host != "" && !validRouteHost(r.Host) {
+		v.p.addf(rp+"/host", CodeFormat, "route host %q must be a host name, an IP literal or \"*.suffix\"", r.Host)
+	}
+	if r.PathPrefix != "" {
+		if !strings.HasPrefix(r.PathPrefix, "/") {
+			v.p.addf(rp+"/path_prefix", CodeFormat, "path_prefix %q must start with \"/\"", r.PathPrefix)
+		} else if !validRequestTarget(r.PathPrefix) {
+			v.p.addf(rp+"/path_prefix", CodeFormat, "path_prefix %q contains characters not allowed in a request target", r.PathPrefix)
+		}
+	}
+	if r.Method != "" && !ValidMethod(r.Method) {
+		v.p.addf(rp+"/method", CodeFormat, "method %q is not an HTTP token", r.Method)
+	}
+	if r.Backend != "" {
+		v.backendRef(rp+"/backend", mode, r.Backend)
+	}
+}
+
+func (v *validation) threadList(ptr string, threads []int, nb int) {
+	seen := map[int]int{}
+	for k, t := range threads {
+		tp := ptr + "/" + strconv.Itoa(k)
+		if first, dup := seen[t]; dup {
+			v.p.addf(tp, CodeDuplicate, "thread %d is already listed at %s/%d", t, ptr, first)
+			continue
+		}
+		seen[t] = k
+		if nb > 0 && t >= nb {
+			v.p.addf(tp, CodeOutOfRange, "thread %d does not exist: nbthread is %d", t, nb)
+		}
+	}
+}
+
+func (v *validation) backends() {
+	names := uniqueNames{}
+	for i := range v.c.Backends {
+		b := &v.c.Backends[i]
+		bp := "/backends/" + strconv.Itoa(i)
+		v.name(bp+"/name", "backend", b.Name)
+		names.check(v.p, bp+"/name", "backend", b.Name)
+		snames := uniqueNames{}
+		for j := range b.Servers {
+			s := &b.Servers[j]
+			sp := bp + "/servers/" + strconv.Itoa(j)
+			v.name(sp+"/name", "server", s.Name)
+			snames.check(v.p, sp+"/name", "server", s.Name)
+			if s.Address != "" && !ValidServerAddress(s.Address) {
+				v.p.addf(sp+"/address", CodeFormat, "server address %q must be an IP literal or an RFC 1123 host name", s.Address)
+			}
+		}
+		if hc := b.HealthCheck; hc != nil {
+			hp := bp + "/health_check"
+			if hc.TimeoutMs > hc.IntervalMs {
+				v.p.addf(hp+"/timeout_ms", CodeOutOfRange, "timeout_ms (%d) must not exceed interval_ms (%d)", hc.TimeoutMs, hc.IntervalMs)
+			}
+			if hc.StatusMin != 0 && hc.StatusMax != 0 && hc.StatusMin > hc.StatusMax {
+				v.p.addf(hp+"/status_max", CodeOutOfRange, "status_max (%d) must not be below status_min (%d)", hc.StatusMax, hc.StatusMin)
+			}
+			if hc.Type == CheckHTTP {
+				if !strings.HasPrefix(hc.Path, "/") {
+					v.p.addf(hp+"/path", CodeFormat, "an http check path must start with \"/\", not %q", hc.Path)
+				} else if !validRequestTarget(hc.Path) {
+					v.p.addf(hp+"/path", CodeFormat, "path %q contains characters not allowed in a request target", hc.Path)
+				}
+				if !ValidMethod(hc.Method) {
+					v.p.addf(hp+"/method", CodeFormat, "method %q is not an HTTP token", hc.Method)
+				}
+			}
+		}
+	}
+}
+
+func (v *validation) tuning() {
+	t := &v.c.Tuning
+	if s := t.Sched; s.Urgent+s.Normal+s.Bulk != 100 {
+		v.p.addf("/tuning/sched", CodeSum, "urgent + normal + bulk must be 100, not %d", s.Urgent+s.Normal+s.Bulk)
+	}
+	if t.Bufsize != 0 && t.Bufsize < MinBufsize {
+		v.p.addf("/tuning/bufsize", CodeOutOfRange, "bufsize must be at least %d bytes", MinBufsize)
+	}
+	if t.Pipesize != 0 && t.Pipesize < MinPipesize {
+		v.p.addf("/tuning/pipesize", CodeOutOfRange, "pipesize must be 0 (kernel default) or at least %d bytes", MinPipesize)
+	}
+}
+
+func (v *validation) cpus(ptr string, ids []int) {
+	if len(v.env.CPUs) == 0 {
+		return
+	}
+	for k, id := range ids {
+		if !slices.Contains(v.env.CPUs, id) {
+			v.p.addf(ptr+"/"+strconv.Itoa(k), CodeCPUUnknown, "CPU %d is not online on this machine (online: %s)", id, FormatCPUList(v.env.CPUs))
+		}
+	}
+}
+
+func (v *validation) cpuMap() {
+	m := &v.c.CPUMap
+	switch {
+	case m.Mode == CPUMapManual && len(m.Threads) == 0:
+		v.p.add("/cpu_map/threads", CodeRequired, "mode manual needs the thread → CPU list")
+	case m.Mode != CPUMapManual && len(m.Threads) > 0:
+		v.p.addf("/cpu_map/threads", CodeModeMismatch, "threads are only used with mode manual, not %q", m.Mode)
+	}
+	nb := v.nbthread()
+	seen := map[int]int{}
+	for i := range m.Threads {
+		tp := "/cpu_map/threads/" + strconv.Itoa(i)
+		t := m.Threads[i].Thread
+		if first, dup := seen[t]; dup {
+			v.p.addf(tp+"/thread", CodeDuplicate, "thread %d is already mapped at /cpu_map/threads/%d", t, first)
+		} else {
+			seen[t] = i
+			if nb > 0 && t >= nb {
+				v.p.addf(tp+"/thread", CodeOutOfRange, "thread %d does not exist: nbthread is %d", t, nb)
+			}
+		}
+		v.cpus(tp+"/cpus", m.Threads[i].CPUs)
+	}
+}
+
+func (v *validation) irq() {
+	q := &v.c.IRQ
+	for i, nic := range q.NICs {
+		if !ValidInterfaceName(nic) {
+			v.p.addf("/irq/nics/"+strconv.Itoa(i), CodeFormat, "%q is not a network interface name", nic)
+		}
+	}
+	seen := map[int]int{}
+	for i := range q.Pins {
+		pp := "/irq/pins/" + strconv.Itoa(i)
+		if first, dup := seen[q.Pins[i].IRQ]; dup {
+			v.p.addf(pp+"/irq", CodeDuplicate, "IRQ %d is already pinned at /irq/pins/%d", q.Pins[i].IRQ, first)
+		} else {
+			seen[q.Pins[i].IRQ] = i
+		}
+		v.cpus(pp+"/cpus", q.Pins[i].CPUs)
+	}
+}
+
+// ValidInterfaceName reports whether s can name a Linux network interface:
+// 1-15 bytes (IFNAMSIZ-1), printable ASCII without white space, '/' or ':',
+// and not "." or "..".
+func ValidInterfaceName(s string) bool {
+	if len(s) == 0 || len(s) > 15 || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == '/' || c == ':' {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidServerAddress reports whether s is an IP literal or an RFC 1123 host
+// name.
+func ValidServerAddress(s string) bool {
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	return ValidHostName(s)
+}
+
+// ValidHostName reports whether s is an RFC 1123 host name: dot-separated
+// labels of 1-63 letters, digits and '-', not starting or ending with '-',
+// at most 253 characters, and a last label that is not all digits (so that
+// "10.0.0.300" is refused instead of looked up).
+func ValidHostName(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	allDigits := false
+	for label := range strings.SplitSeq(s, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		allDigits = true
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			switch {
+			case c >= '0' && c <= '9':
+			case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '-':
+				allDigits = false
+			default:
+				return false
+			}
+		}
+	}
+	return !allDigits
+}
+
+// ValidMethod reports whether s is an HTTP method: a token (RFC 9110 5.6.2).
+func ValidMethod(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTchar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTchar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// validRequestTarget reports whether a path has only characters allowed in
+// an origin-form request target (visible ASCII, no '#').
+func validRequestTarget(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] <= ' ' || p[i] >= 0x7f || p[i] == '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// validRouteHost reports whether a route host is an exact host name, an IP
+// literal (IPv6 in brackets, as in a Host header), or "*.suffix".
+func validRouteHost(h string) bool {
+	if suffix, ok := strings.CutPrefix(h, "*."); ok {
+		return ValidHostName(suffix)
+	}
+	if inner, ok := strings.CutPrefix(h, "["); ok {
+		inner, ok = strings.CutSuffix(inner, "]")
+		a, err := netip.ParseAddr(inner)
+		return ok && err == nil && a.Is6()
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Is4()
+	}
+	return ValidHostName(h)
+}
