@@ -1,0 +1,317 @@
+package balance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+// ResolveTimeout bounds the default resolver's lookup of one host name.
+const ResolveTimeout = 2 * time.Second
+
+// Backend is the runtime form of one config.Backend. It is immutable once
+// Build returned it; its Servers are shared with the previous and next
+// generations when they did not change (see Build).
+type Backend struct {
+	Name, Mode, Algo string
+	// Servers in configuration order.
+	Servers []*Server
+	Retries int
+	// ConnectTimeout, ServerTimeout, QueueTimeout, TunnelTimeout come from
+	// the backend's timeouts (config defaults when zero).
+	ConnectTimeout, ServerTimeout, QueueTimeout, TunnelTimeout time.Duration
+	// Check is a copy of the health check configuration, nil when the
+	// backend has none.
+	Check *config.HealthCheck
+
+	// changes is bumped whenever a server's state word changes or a Build
+	// derived from this backend touched its servers. Shared by every
+	// generation of a backend lineage (Build passes prev's counter on), so a
+	// reused Server bumps the counter that current pickers watch.
+	changes *atomic.Uint64
+	// slots is the stable server list the source hash runs over: a server
+	// keeps its slot across generations (by name), a removed server leaves a
+	// hole (nil) that the next added server fills. See Picker.pickSource.
+	slots  []*Server
+	byName map[string]*Server
+}
+
+// Server returns the named server or nil.
+func (b *Backend) Server(name string) *Server { return b.byName[name] }
+
+// Changes returns the change counter (for tests and stats).
+func (b *Backend) Changes() uint64 { return b.changes.Load() }
+
+// Retire marks the servers of b that next does not carry over as retired:
+// pickers of b that still run (a loop that has not switched to next yet) stop
+// choosing them at once, and their live connections finish. Call it after
+// next was committed; a next of nil retires every server of b.
+func (b *Backend) Retire(next *Backend) {
+	for _, s := range b.Servers {
+		if next == nil || next.byName[s.Name] != s {
+			s.retire()
+		}
+	}
+}
+
+// Build makes the runtime backend for cfg. Servers of prev with the same name
+// and the same resolved address:port are reused, so their live connection
+// counts, counters and health carry over; their weight, maxconn and admin
+// state are updated in place atomically. A server whose address changed is a
+// new Server (the old one keeps its live connections and is retired by
+// prev.Retire). resolve turns a host name into an address; nil uses the
+// system resolver with a ResolveTimeout deadline, preferring the first IPv4
+// address.
+//
+// Health: every new server starts up, whether or not the backend has a
+// health check. This is HAProxy's choice: a server is assumed up and the
+// checks take it down (a first failed check is enough, see NewHealth), so
+// a freshly configured backend serves at once instead of waiting rise
+// intervals. When the backend has no health check, every server is set up
+// (a check that was removed must not leave servers down for ever).
+//
+// Build changes nothing when it returns an error: resolution and checks come
+// first, updates of reused servers last.
+func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.Addr, error)) (*Backend, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("build backend: nil config: %w", config.ErrInvalid)
+	}
+	if resolve == nil {
+		resolve = defaultResolve
+	}
+	algo := cfg.Balance
+	if algo == "" {
+		algo = config.BalanceRoundRobin
+	}
+	switch algo {
+	case config.BalanceRoundRobin, config.BalanceLeastConn, config.BalanceSource, config.BalanceRandom:
+	default:
+		return nil, fmt.Errorf("backend %q: balance %q: %w", cfg.Name, algo, config.ErrInvalid)
+	}
+	mode := cfg.Mode
+	if mode == "" {
+		mode = config.ModeTCP
+	}
+	b := &Backend{
+		Name:           cfg.Name,
+		Mode:           mode,
+		Algo:           algo,
+		Servers:        make([]*Server, len(cfg.Servers)),
+		Retries:        config.DefaultRetries,
+		ConnectTimeout: msOr(cfg.Timeouts.ConnectMs, config.DefaultConnectMs),
+		ServerTimeout:  msOr(cfg.Timeouts.ServerMs, config.DefaultServerMs),
+		QueueTimeout:   msOr(cfg.Timeouts.QueueMs, config.DefaultQueueMs),
+		TunnelTimeout:  msOr(cfg.Timeouts.TunnelMs, config.DefaultTunnelMs),
+		byName:         make(map[string]*Server, len(cfg.Servers)),
+	}
+	if cfg.Retries != nil {
+		b.Retries = *cfg.Retries
+	}
+	if cfg.HealthCheck != nil {
+		hc := *cfg.HealthCheck
+		b.Check = &hc
+	}
+	if prev != nil && prev.changes != nil {
+		b.changes = prev.changes
+	} else {
+		b.changes = new(atomic.Uint64)
+	}
+
+	// Pass 1: resolve and decide reuse; nothing shared is touched yet.
+	reused := make([]bool, len(cfg.Servers))
+	for i := range cfg.Servers {
+		cs := &cfg.Servers[i]
+		if _, dup := b.byName[cs.Name]; dup {
+			return nil, fmt.Errorf("backend %q server %q: duplicate name: %w", cfg.Name, cs.Name, config.ErrInvalid)
+		}
+		if cs.Port < 1 || cs.Port > 65535 {
+			return nil, fmt.Errorf("backend %q server %q: port %d: %w", cfg.Name, cs.Name, cs.Port, config.ErrInvalid)
+		}
+		addr, err := resolveAddr(cs.Address, resolve)
+		if err != nil {
+			return nil, fmt.Errorf("backend %q server %q: resolve %q: %w", cfg.Name, cs.Name, cs.Address, err)
+		}
+		ap := netip.AddrPortFrom(addr, uint16(cs.Port))
+		var s *Server
+		if prev != nil {
+			if old := prev.byName[cs.Name]; old != nil && old.Addr == ap && !old.Retired() {
+				s = old
+				reused[i] = true
+			}
+		}
+		if s == nil {
+			sa, err := sockaddrOf(ap)
+			if err != nil {
+				return nil, fmt.Errorf("backend %q server %q: address %s: %w", cfg.Name, cs.Name, ap, err)
+			}
+			s = newServer(cs.Name, cs.Address, ap, sa, b.changes)
+			// Not published yet: plain initialisation through the setters
+			// (which bump the counter, harmless).
+			s.SetWeight(cs.EffectiveWeight())
+			s.SetMaxconn(cs.Maxconn)
+			if err := s.SetAdminState(cs.AdminState); err != nil {
+				return nil, fmt.Errorf("backend %q: %w", cfg.Name, err)
+			}
+		} else if err := validAdmin(cs.AdminState); err != nil {
+			return nil, fmt.Errorf("backend %q server %q: %w", cfg.Name, cs.Name, err)
+		}
+		b.Servers[i] = s
+		b.byName[cs.Name] = s
+	}
+
+	// Pass 2: update the reused servers in place.
+	for i, s := range b.Servers {
+		if !reused[i] {
+			continue
+		}
+		cs := &cfg.Servers[i]
+		s.SetWeight(cs.EffectiveWeight())
+		s.SetMaxconn(cs.Maxconn)
+		_ = s.SetAdminState(cs.AdminState) // validated in pass 1
+	}
+	if b.Check == nil {
+		now := time.Now()
+		for _, s := range b.Servers {
+			s.SetUp(true, now)
+		}
+	}
+	b.slots = buildSlots(b, prev)
+	// Membership changed for the pickers of prev even if no state word did.
+	b.changes.Add(1)
+	return b, nil
+}
+
+// buildSlots keeps every server of prev's slot list in its slot when a server
+// of the same name exists in b, leaves holes for removed ones, fills holes
+// with new names in configuration order, then appends. When holes make up
+// more than half of the list it is compacted (a one-off larger reshuffle of
+// source-hash keys, in exchange for a bounded number of rejected probes).
+func buildSlots(b *Backend, prev *Backend) []*Server {
+	if prev == nil || len(prev.slots) == 0 {
+		return append([]*Server(nil), b.Servers...)
+	}
+	slots := make([]*Server, len(prev.slots), max(len(prev.slots), len(b.Servers)))
+	placed := make(map[string]bool, len(b.Servers))
+	for i, old := range prev.slots {
+		if old == nil {
+			continue
+		}
+		if s := b.byName[old.Name]; s != nil {
+			slots[i] = s
+			placed[old.Name] = true
+		}
+	}
+	hole := 0
+	for _, s := range b.Servers {
+		if placed[s.Name] {
+			continue
+		}
+		for hole < len(slots) && slots[hole] != nil {
+			hole++
+		}
+		if hole < len(slots) {
+			slots[hole] = s
+		} else {
+			slots = append(slots, s)
+		}
+	}
+	// Trailing holes cost nothing to drop: jump hash over n slots maps the
+	// same keys to slots below n as over n+1 slots, except those moved to n.
+	for len(slots) > 0 && slots[len(slots)-1] == nil {
+		slots = slots[:len(slots)-1]
+	}
+	if holes := len(slots) - len(b.Servers); holes > 0 && holes*2 > len(slots) {
+		return append([]*Server(nil), b.Servers...)
+	}
+	return slots
+}
+
+func validAdmin(s string) error {
+	switch s {
+	case "", config.AdminReady, config.AdminDrain, config.AdminMaint:
+		return nil
+	}
+	return fmt.Errorf("admin state %q: %w", s, config.ErrInvalid)
+}
+
+func msOr(ms, def int) time.Duration {
+	if ms <= 0 {
+		ms = def
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// resolveAddr parses an IP literal (with an optional zone) or resolves a
+// host name. IPv4-mapped IPv6 addresses are unmapped so that connect uses
+// AF_INET.
+func resolveAddr(host string, resolve func(string) (netip.Addr, error)) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap(), nil
+	}
+	if host == "" {
+		return netip.Addr{}, errors.New("empty address")
+	}
+	a, err := resolve(host)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if !a.IsValid() {
+		return netip.Addr{}, errors.New("resolver returned no address")
+	}
+	return a.Unmap(), nil
+}
+
+// defaultResolve asks the system resolver, bounded by ResolveTimeout, and
+// prefers the first IPv4 address (servers are far more often reachable over
+// IPv4 than over a global IPv6 address the host name also has).
+func defaultResolve(host string) (netip.Addr, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	return pickAddr(addrs)
+}
+
+func pickAddr(addrs []netip.Addr) (netip.Addr, error) {
+	for _, a := range addrs {
+		if a.Unmap().Is4() {
+			return a.Unmap(), nil
+		}
+	}
+	if len(addrs) == 0 {
+		return netip.Addr{}, errors.New("no address")
+	}
+	return addrs[0], nil
+}
+
+// sockaddrOf builds the connect(2) address once, at Build time.
+func sockaddrOf(ap netip.AddrPort) (unix.Sockaddr, error) {
+	a := ap.Addr()
+	if a.Is4() {
+		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.As4()}, nil
+	}
+	sa := &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
+	if z := a.Zone(); z != "" {
+		if n, err := strconv.ParseUint(z, 10, 32); err == nil {
+			sa.ZoneId = uint32(n)
+		} else {
+			ifi, err := net.InterfaceByName(z)
+			if err != nil {
+				return nil, fmt.Errorf("zone %q: %w", z, err)
+			}
+			sa.ZoneId = uint32(ifi.Index)
+		}
+	}
+	return sa, nil
+}

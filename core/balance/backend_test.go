@@ -1,0 +1,282 @@
+package balance
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+func TestBuildReusesServersAndCarriesStateOver(t *testing.T) {
+	cfg := cfgBackend(config.BalanceRoundRobin, 1, 1, 1)
+	b1 := mustBuild(t, cfg, nil)
+	s0, s1 := b1.Servers[0], b1.Servers[1]
+	s0.Acquire()
+	s0.Acquire()
+	s0.ConnectFailed()
+	s1.SetUp(false, time.Now())
+
+	cfg2 := cfgBackend(config.BalanceLeastConn, 7, 1, 1)
+	cfg2.Servers[0].Maxconn = 5
+	cfg2.Servers[0].AdminState = config.AdminDrain
+	cfg2.Servers[2].Port = 9090 // address:port changed: a new server
+	cfg2.HealthCheck = &config.HealthCheck{Type: config.CheckTCP}
+	before := b1.Changes()
+	b2 := mustBuild(t, cfg2, b1)
+
+	if b2.Servers[0] != s0 || b2.Servers[1] != s1 {
+		t.Fatalf("servers with the same name and address were not reused")
+	}
+	if b2.Servers[2] == b1.Servers[2] {
+		t.Fatalf("server with a new port was reused")
+	}
+	st := s0.Stats()
+	if st.Cur != 2 || st.Total != 2 || st.ConnFails != 1 {
+		t.Errorf("counters not carried over: %+v", st)
+	}
+	if st.Weight != 7 || st.Maxconn != 5 || st.AdminState != config.AdminDrain {
+		t.Errorf("reused server not updated: %+v", st)
+	}
+	if s1.Up() {
+		t.Errorf("observed health not carried over: s1 is up again")
+	}
+	if b2.Changes() <= before {
+		t.Errorf("change counter did not move: %d -> %d", before, b2.Changes())
+	}
+	if b2.Algo != config.BalanceLeastConn || b2.Server("s2") != b2.Servers[2] {
+		t.Errorf("backend fields: algo %q, Server(s2) %p", b2.Algo, b2.Server("s2"))
+	}
+
+	// The old generation's picker sees the reused server's new state.
+	p1 := b1.NewPicker(0)
+	if got := counts(p1, 100); got["s0"] != 0 {
+		t.Errorf("old picker picks drained s0: %v", got)
+	}
+	// Retire: the replaced s2 stops being picked by the old generation.
+	b1.Retire(b2)
+	if !b1.Servers[2].Retired() || s0.Retired() {
+		t.Errorf("retire: old s2 retired %v, kept s0 retired %v", b1.Servers[2].Retired(), s0.Retired())
+	}
+	if got := counts(p1, 100); got["<nil>"] != 100 {
+		t.Errorf("old picker after retire: %v, want nothing usable", got)
+	}
+}
+
+func TestBuildRemovesServersAndRejectsBadInput(t *testing.T) {
+	b1 := mustBuild(t, cfgBackend(config.BalanceRoundRobin, 1, 1, 1), nil)
+	cfg := cfgBackend(config.BalanceRoundRobin, 1, 1, 1)
+	cfg.Servers = cfg.Servers[:2]
+	b2 := mustBuild(t, cfg, b1)
+	if len(b2.Servers) != 2 || b2.Server("s2") != nil {
+		t.Errorf("removed server still present")
+	}
+
+	tests := []struct {
+		name string
+		mut  func(c *config.Backend)
+		want string
+	}{
+		{"duplicate name", func(c *config.Backend) { c.Servers[1].Name = "s0" }, `server "s0": duplicate`},
+		{"bad port", func(c *config.Backend) { c.Servers[1].Port = 0 }, `server "s1": port 0`},
+		{"bad admin state", func(c *config.Backend) { c.Servers[0].AdminState = "sleepy" }, `admin state "sleepy"`},
+		{"bad balance", func(c *config.Backend) { c.Balance = "fastest" }, `balance "fastest"`},
+		{"unresolvable", func(c *config.Backend) { c.Servers[1].Address = "db.invalid" }, `server "s1": resolve "db.invalid"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cfgBackend(config.BalanceRoundRobin, 1, 1)
+			c.Servers[0].Maxconn = 99 // must not reach b1's s0 on failure
+			tt.mut(c)
+			_, err := Build(c, b1, noResolve)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want it to contain %q", err, tt.want)
+			}
+			if b1.Servers[0].Maxconn() != 0 {
+				t.Errorf("failed Build changed a server of prev")
+			}
+		})
+	}
+}
+
+func TestBuildResolvesHostNames(t *testing.T) {
+	t.Run("localhost with the system resolver", func(t *testing.T) {
+		cfg := cfgBackend(config.BalanceRoundRobin, 1)
+		cfg.Servers[0].Address = "localhost"
+		b, err := Build(cfg, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := b.Servers[0]
+		if !s.Addr.Addr().IsLoopback() || s.Addr.Port() != 8080 || s.Host != "localhost" {
+			t.Errorf("localhost resolved to %s (host %q)", s.Addr, s.Host)
+		}
+		if s.Addr.Addr().Is4() {
+			sa, ok := s.Sockaddr.(*unix.SockaddrInet4)
+			if !ok || sa.Port != 8080 || sa.Addr != [4]byte{127, 0, 0, 1} {
+				t.Errorf("sockaddr %#v", s.Sockaddr)
+			}
+		}
+	})
+	t.Run("custom resolver, IPv6 literal and mapped IPv4", func(t *testing.T) {
+		cfg := cfgBackend(config.BalanceRoundRobin, 1, 1, 1)
+		cfg.Servers[0].Address = "api.internal"
+		cfg.Servers[1].Address = "2001:db8::7"
+		cfg.Servers[2].Address = "::ffff:192.0.2.1"
+		var asked []string
+		b, err := Build(cfg, nil, func(h string) (netip.Addr, error) {
+			asked = append(asked, h)
+			return netip.MustParseAddr("192.0.2.10"), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(asked) != "[api.internal]" {
+			t.Errorf("resolver asked for %v, want only the host name", asked)
+		}
+		want := []string{"192.0.2.10:8080", "[2001:db8::7]:8080", "192.0.2.1:8080"}
+		for i, w := range want {
+			if got := b.Servers[i].Addr.String(); got != w {
+				t.Errorf("server %d: %s, want %s", i, got, w)
+			}
+		}
+		if _, ok := b.Servers[1].Sockaddr.(*unix.SockaddrInet6); !ok {
+			t.Errorf("IPv6 server sockaddr %T", b.Servers[1].Sockaddr)
+		}
+		if _, ok := b.Servers[2].Sockaddr.(*unix.SockaddrInet4); !ok {
+			t.Errorf("mapped IPv4 server sockaddr %T, want AF_INET", b.Servers[2].Sockaddr)
+		}
+	})
+	t.Run("first IPv4 preferred", func(t *testing.T) {
+		a, err := pickAddr([]netip.Addr{netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("192.0.2.3"), netip.MustParseAddr("192.0.2.4")})
+		if err != nil || a.String() != "192.0.2.3" {
+			t.Errorf("pickAddr: %v %v", a, err)
+		}
+	})
+}
+
+func TestBuildHealthStartsUpAndFollowsCheckRemoval(t *testing.T) {
+	cfg := cfgBackend(config.BalanceRoundRobin, 1, 1)
+	cfg.HealthCheck = &config.HealthCheck{Type: config.CheckTCP}
+	cfg.Normalize()
+	b1 := mustBuild(t, cfg, nil)
+	if !b1.Servers[0].Up() || b1.Check == nil || b1.Check.Rise != config.DefaultCheckRise {
+		t.Fatalf("new servers with a check: up %v, check %+v", b1.Servers[0].Up(), b1.Check)
+	}
+	b1.Servers[0].SetUp(false, time.Now())
+	b2 := mustBuild(t, cfg, b1)
+	if b2.Servers[0].Up() {
+		t.Errorf("down server came up on a rebuild that keeps the check")
+	}
+	cfg.HealthCheck = nil
+	b3 := mustBuild(t, cfg, b2)
+	if !b3.Servers[0].Up() {
+		t.Errorf("check removed but server stays down")
+	}
+}
+
+func TestSockaddrIntoCopiesWithoutAllocating(t *testing.T) {
+	b := mustBuild(t, cfgBackend(config.BalanceRoundRobin, 1), nil)
+	s := b.Servers[0]
+	var buf SockaddrBuf
+	sa := s.SockaddrInto(&buf).(*unix.SockaddrInet4)
+	if sa == s.Sockaddr || sa.Port != 8080 || sa.Addr != [4]byte{10, 0, 0, 0} {
+		t.Errorf("copy %#v of %#v", sa, s.Sockaddr)
+	}
+	if n := testing.AllocsPerRun(100, func() { s.SockaddrInto(&buf) }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}
+
+func TestAcquireNeverExceedsMaxconnUnderConcurrency(t *testing.T) {
+	for _, maxconn := range []int{0, 1, 7} {
+		t.Run(fmt.Sprint("maxconn=", maxconn), func(t *testing.T) {
+			cfg := cfgBackend(config.BalanceRoundRobin, 1)
+			cfg.Servers[0].Maxconn = maxconn
+			s := mustBuild(t, cfg, nil).Servers[0]
+			var peak, got atomic.Int64
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					for range 2000 {
+						if !s.Acquire() {
+							continue
+						}
+						got.Add(1)
+						c := s.Cur.Load()
+						for p := peak.Load(); c > p && !peak.CompareAndSwap(p, c); p = peak.Load() {
+						}
+						s.Release()
+					}
+				})
+			}
+			wg.Wait()
+			if maxconn > 0 && peak.Load() > int64(maxconn) {
+				t.Errorf("peak Cur %d above maxconn %d", peak.Load(), maxconn)
+			}
+			if s.Cur.Load() != 0 {
+				t.Errorf("Cur %d after all releases", s.Cur.Load())
+			}
+			if st := s.Stats(); st.Total != uint64(got.Load()) || got.Load() == 0 {
+				t.Errorf("total %d, acquired %d", st.Total, got.Load())
+			}
+		})
+	}
+}
+
+func TestAcquireRefusesAtMaxconn(t *testing.T) {
+	cfg := cfgBackend(config.BalanceRoundRobin, 1)
+	cfg.Servers[0].Maxconn = 2
+	s := mustBuild(t, cfg, nil).Servers[0]
+	if !s.Acquire() || !s.Acquire() || s.Acquire() || !s.Full() {
+		t.Fatalf("third Acquire with maxconn 2 succeeded (Cur %d)", s.Cur.Load())
+	}
+	s.Release()
+	if s.Full() || !s.Acquire() {
+		t.Errorf("slot not given back by Release")
+	}
+}
+
+func TestSetAdminStateRejectsUnknown(t *testing.T) {
+	s := mustBuild(t, cfgBackend(config.BalanceRoundRobin, 1), nil).Servers[0]
+	if err := s.SetAdminState("paused"); !errors.Is(err, config.ErrInvalid) {
+		t.Errorf("err %v, want ErrInvalid", err)
+	}
+}
+
+func BenchmarkBuild(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		weights := make([]int, n)
+		for i := range weights {
+			weights[i] = 100
+		}
+		cfg := cfgBackend(config.BalanceSource, weights...)
+		b.Run(fmt.Sprintf("fresh/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Build(cfg, nil, noResolve); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		// The runtime-change case: one server removed, everything else reused.
+		b.Run(fmt.Sprintf("reuse-one-removed/n=%d", n), func(b *testing.B) {
+			prev := mustBuild(b, cfg, nil)
+			cfg2 := *cfg
+			cfg2.Servers = cfg.Servers[1:]
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Build(&cfg2, prev, noResolve); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
