@@ -1,0 +1,81 @@
+package proxy
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+// SpliceMode is a frontend's splice policy (seed 003).
+type SpliceMode uint8
+
+const (
+	SpliceOff  SpliceMode = iota // always copy through a buffer
+	SpliceAuto                   // splice a direction once it behaves as a streamer
+	SpliceOn                     // splice from the first byte when a pipe is available
+)
+
+// ParseSplice maps the config value; unknown values mean auto, the default.
+func ParseSplice(s string) SpliceMode {
+	switch s {
+	case config.SpliceOff:
+		return SpliceOff
+	case config.SpliceOn:
+		return SpliceOn
+	}
+	return SpliceAuto
+}
+
+// Counters are the totals kept per frontend, backend and server. They are
+// shared by all loops, so a tunnel adds its byte counts once, when it
+// closes, rather than per chunk (one cache line bouncing between loops per
+// connection, not per read).
+type Counters struct {
+	ConnTotal     atomic.Int64 // connections started
+	ConnCur       atomic.Int64 // connections alive
+	BytesIn       atomic.Int64 // client -> server bytes of closed connections
+	BytesOut      atomic.Int64 // server -> client bytes of closed connections
+	ConnectErrors atomic.Int64 // failed connect attempts (refused, unreachable, timed out)
+	Retries       atomic.Int64 // connect attempts after the first
+	NoServer      atomic.Int64 // connections closed because no server was usable
+	Timeouts      atomic.Int64 // connections closed by a timeout
+	Aborts        atomic.Int64 // connections closed by a reset or I/O error
+}
+
+// Frontend is what a tunnel needs of its frontend. It is immutable once
+// published: a config change builds a new one, and connections keep the
+// one they started with.
+type Frontend struct {
+	Name          string
+	Splice        SpliceMode
+	TunnelTimeout time.Duration // idle timeout once both sides are connected
+	Backend       *Backend      // nil: connections are closed at once
+	Stats         *Counters     // carried over across snapshots (same name)
+	// OnClose, when set, runs on the loop thread each time a connection of
+	// this frontend ends (the engine's maxconn accounting).
+	OnClose func()
+}
+
+// Backend pairs a balance.Backend with one Picker per loop (pickers are not
+// safe for concurrent use) and its counters. Immutable once published.
+// Per-server totals (connections, connect failures) are kept by
+// balance.Server itself.
+type Backend struct {
+	Name    string
+	B       *balance.Backend
+	Stats   *Counters
+	pickers []*balance.Picker
+	source  bool
+}
+
+// NewBackend builds the per-loop pickers for nloops loops (any goroutine,
+// before the Backend is published).
+func NewBackend(b *balance.Backend, nloops int, stats *Counters) *Backend {
+	be := &Backend{Name: b.Name, B: b, Stats: stats, source: b.Algo == config.BalanceSource}
+	for i := 0; i < nloops; i++ {
+		be.pickers = append(be.pickers, b.NewPicker(uint64(i)*0x9E3779B97F4A7C15+1))
+	}
+	return be
+}

@@ -1,0 +1,102 @@
+package proxy
+
+import (
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestBufPoolReusesEmptyBuffersOfCurrentSize(t *testing.T) {
+	p := NewBufPool(1024)
+	b := p.Get()
+	if b.Cap() != 1024 || b.Len() != 0 || b.Room() != 1024 {
+		t.Fatalf("new buffer cap=%d len=%d room=%d", b.Cap(), b.Len(), b.Room())
+	}
+	copy(b.Free(), "hello")
+	b.Produced(5)
+	if string(b.Data()) != "hello" {
+		t.Fatalf("data %q", b.Data())
+	}
+	b.Consumed(5)
+	if b.Len() != 0 || b.Room() != 1024 {
+		t.Fatalf("emptied buffer did not rewind: len=%d room=%d", b.Len(), b.Room())
+	}
+	p.Put(b)
+	if p.InUse() != 0 || p.Idle() != 1 {
+		t.Fatalf("inUse=%d idle=%d", p.InUse(), p.Idle())
+	}
+	if p.Get() != b {
+		t.Fatal("idle buffer not reused")
+	}
+	p.SetSize(2048)
+	p.Put(b) // old size: dropped
+	if p.Idle() != 0 {
+		t.Fatalf("buffer of the old size was pooled")
+	}
+	if got := p.Get().Cap(); got != 2048 {
+		t.Fatalf("cap after SetSize = %d", got)
+	}
+}
+
+func TestPipePoolBoundedAndDirtyPipesClosed(t *testing.T) {
+	var used atomic.Int64
+	pp := NewPipePool(2, 0, &used)
+	a, b := pp.Get(), pp.Get()
+	if a == nil || b == nil {
+		t.Fatal("could not get two pipes")
+	}
+	if pp.Get() != nil {
+		t.Fatal("pool handed out more than max pipes")
+	}
+	if used.Load() != 2 {
+		t.Fatalf("used = %d", used.Load())
+	}
+	if a.Size() < 4096 {
+		t.Fatalf("pipe size %d", a.Size())
+	}
+	// A pipe with data in it is closed on release.
+	if _, err := unix.Write(b.w, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	b.Data = 1
+	bw := b.w
+	pp.Put(b)
+	if pp.Idle() != 0 {
+		t.Fatal("pipe holding data was pooled")
+	}
+	if _, err := unix.FcntlInt(uintptr(bw), unix.F_GETFD, 0); err != unix.EBADF {
+		t.Fatalf("dirty pipe fd still open: %v", err)
+	}
+	pp.Put(a)
+	if pp.Idle() != 1 || pp.InUse() != 0 || used.Load() != 0 {
+		t.Fatalf("idle=%d inUse=%d used=%d", pp.Idle(), pp.InUse(), used.Load())
+	}
+	if pp.Get() != a {
+		t.Fatal("clean pipe not reused")
+	}
+	pp.Put(a)
+	pp.Close()
+	if pp.Idle() != 0 {
+		t.Fatal("Close left idle pipes")
+	}
+}
+
+func TestPipePoolAppliesPipesize(t *testing.T) {
+	pp := NewPipePool(4, 256*1024, nil)
+	p := pp.Get()
+	if p == nil {
+		t.Fatal("no pipe")
+	}
+	// Unprivileged processes are limited by /proc/sys/fs/pipe-max-size
+	// (1 MiB by default), so 256 KiB must be granted.
+	if p.Size() != 256*1024 {
+		t.Fatalf("pipe size = %d, want 262144", p.Size())
+	}
+	pp.SetLimits(4, 0)
+	pp.Put(p) // made for the old size: closed
+	if pp.Idle() != 0 {
+		t.Fatal("pipe of the old size was pooled")
+	}
+	pp.Close()
+}

@@ -1,0 +1,647 @@
+package proxy
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/loop"
+)
+
+// Readiness bits as the loop ORs them into loop.FD.Ready (edge-triggered).
+// The tunnel clears evIn when a read reports the socket drained and evOut
+// when a write would block; the next edge sets them again.
+const (
+	evIn    = unix.EPOLLIN
+	evOut   = unix.EPOLLOUT
+	evRdHup = unix.EPOLLRDHUP
+	evErr   = unix.EPOLLERR
+	evHup   = unix.EPOLLHUP
+)
+
+// runCap is how many bytes one direction may read per run of its tasklet.
+// A direction that used it rewakes itself in the bulk class (seed 000) so a
+// fat transfer yields to connection setup and short exchanges: at 256 KiB a
+// run lasts some tens of microseconds, and the loop interleaves others.
+const runCap = 256 << 10
+
+// autoSpliceAfter is the number of consecutive reads that filled the buffer
+// after which splice=auto moves a direction to splice (HAProxy marks such a
+// channel a "streamer" after two); autoSpliceSmall consecutive spliced
+// reads shorter than a buffer move it back to buffers.
+const (
+	autoSpliceAfter = 2
+	autoSpliceSmall = 2
+)
+
+// Side is one connection of a tunnel: its fd as the loop sees it and the
+// tasklet the loop wakes (class Urgent) when the fd becomes ready.
+type Side struct {
+	FD        loop.FD
+	Task      loop.Tasklet
+	Connected bool // the fd may carry data (client: from accept; server: connect done)
+	reg       bool // registered with the loop's epoll
+}
+
+// canRecv: a read would not block, or would report EOF or an error.
+func (s *Side) canRecv() bool { return s.FD.Ready&(evIn|evRdHup|evErr|evHup) != 0 }
+
+// canSend: a write would not block, or would report an error.
+func (s *Side) canSend() bool { return s.FD.Ready&(evOut|evErr|evHup) != 0 }
+
+// dir is one direction of a tunnel: bytes read from src, written to dst.
+// At most one of buf and pipe holds data at any time, and only one of each
+// exists, which bounds a direction's memory to one buffer or one pipe.
+type dir struct {
+	src, dst *Side
+	buf      *Buffer // nil unless bytes are pending in it
+	pipe     *Pipe   // nil unless bytes are pending in it (or during a run)
+	mode     SpliceMode
+	noSplice bool  // splice(2) refused this fd pair (EINVAL...): buffers only
+	streak   uint8 // consecutive reads that filled the buffer (auto)
+	small    uint8 // consecutive short spliced reads (auto)
+	eof      bool  // src reported end of stream
+	shut     bool  // dst got shutdown(SHUT_WR)
+	bytes    int64 // bytes written to dst
+	spliced  int64 // of which through a pipe
+}
+
+func (d *dir) pending() int {
+	n := 0
+	if d.buf != nil {
+		n += d.buf.Len()
+	}
+	if d.pipe != nil {
+		n += d.pipe.Data
+	}
+	return n
+}
+
+// done: nothing more will ever move in this direction.
+func (d *dir) done() bool { return d.eof && d.shut }
+
+func (d *dir) wantSplice() bool {
+	if d.noSplice {
+		return false
+	}
+	switch d.mode {
+	case SpliceOn:
+		return true
+	case SpliceAuto:
+		return d.streak >= autoSpliceAfter
+	}
+	return false
+}
+
+// Tunnel states.
+const (
+	stConnecting uint8 = iota
+	stEstablished
+	stClosed
+)
+
+// Reasons a tunnel closes, for the counters.
+const (
+	closeNormal uint8 = iota
+	closeAbort
+	closeTimeout
+	closeNoServer
+	closeConnect
+)
+
+// Tunnel is a tcp-mode connection: a client fd and a server fd with a
+// direction each way. It is owned by one loop and touched only from its
+// thread. A Tunnel is never reused after it closes, so a tasklet still
+// queued for it finds it closed and does nothing.
+type Tunnel struct {
+	w        *Worker
+	fe       *Frontend
+	be       *Backend
+	server   *balance.Server
+	cli, srv Side
+	c2s, s2c dir
+	timer    loop.Timer
+	state    uint8
+	attempts int   // connect attempts so far
+	deadline int64 // connect deadline (loop.Now units)
+	idle     int64 // tunnel idle timeout, ns
+	lastIO   int64
+	moved    bool // bytes moved during the current run
+	hash     uint64
+	prev     *Tunnel
+	next     *Tunnel
+}
+
+func runTunnelTask(tk *loop.Tasklet) { tk.Owner.(*Tunnel).process() }
+func runTunnelTimer(tm *loop.Timer)  { tm.Owner.(*Tunnel).onTimer() }
+
+// StartTCP takes ownership of the accepted client fd (non-blocking) and
+// starts a tcp tunnel to fe's backend. Loop thread only.
+func (w *Worker) StartTCP(fd int, fe *Frontend) {
+	t := &Tunnel{w: w, fe: fe, be: fe.Backend}
+	t.cli.FD = loop.FD{Fd: fd, T: &t.cli.Task}
+	t.cli.Connected = true
+	t.srv.FD.Fd = -1
+	t.cli.Task.Run, t.cli.Task.Owner = runTunnelTask, t
+	t.srv.Task.Run, t.srv.Task.Owner = runTunnelTask, t
+	t.timer.Run, t.timer.Owner = runTunnelTimer, t
+	t.c2s = dir{src: &t.cli, dst: &t.srv, mode: fe.Splice}
+	t.s2c = dir{src: &t.srv, dst: &t.cli, mode: fe.Splice}
+	t.idle = int64(fe.TunnelTimeout)
+	w.link(t)
+	fe.Stats.ConnTotal.Add(1)
+	fe.Stats.ConnCur.Add(1)
+	setNoDelay(fd)
+	if t.be == nil {
+		t.close(closeNoServer)
+		return
+	}
+	if bt := int64(t.be.B.TunnelTimeout); bt > 0 && (t.idle <= 0 || bt < t.idle) {
+		t.idle = bt
+	}
+	t.be.Stats.ConnTotal.Add(1)
+	t.be.Stats.ConnCur.Add(1)
+	if err := w.L.Register(&t.cli.FD); err != nil {
+		t.close(closeAbort)
+		return
+	}
+	t.cli.reg = true
+	if t.be.source {
+		t.hash = peerHash(fd)
+	}
+	t.connect(nil)
+}
+
+// peerHash hashes the client's IP address for balance=source (FNV-1a over
+// the address bytes; the port is left out so a client sticks to a server).
+// getpeername into a stack buffer: no allocation.
+func peerHash(fd int) uint64 {
+	var rsa unix.RawSockaddrAny
+	l := uint32(unsafe.Sizeof(rsa))
+	_, _, e := unix.RawSyscall(unix.SYS_GETPEERNAME, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&l)))
+	if e != 0 {
+		return 0
+	}
+	var b []byte
+	switch rsa.Addr.Family {
+	case unix.AF_INET:
+		p := (*unix.RawSockaddrInet4)(unsafe.Pointer(&rsa))
+		b = p.Addr[:]
+	case unix.AF_INET6:
+		p := (*unix.RawSockaddrInet6)(unsafe.Pointer(&rsa))
+		b = p.Addr[:]
+	}
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+// connect picks a server (never exclude when another is usable) and starts
+// a non-blocking connect to it. Failures that happen at once (no fd, the
+// kernel refusing) go through connectFailed like asynchronous ones.
+func (t *Tunnel) connect(exclude *balance.Server) {
+	w := t.w
+	picker := t.be.pickers[w.id]
+	var s *balance.Server
+	// A server at its maxconn is skipped; bounded by the server count so a
+	// full backend cannot spin.
+	for i := 0; i <= len(t.be.B.Servers); i++ {
+		c := picker.Pick(t.hash, exclude)
+		if c == nil {
+			break
+		}
+		if c.Acquire() {
+			s = c
+			break
+		}
+		exclude = c
+	}
+	if s == nil {
+		t.be.Stats.NoServer.Add(1)
+		t.close(closeNoServer)
+		return
+	}
+	t.server = s
+	t.attempts++
+	if t.attempts > 1 {
+		t.be.Stats.Retries.Add(1)
+	}
+	family := unix.AF_INET
+	if _, ok := s.Sockaddr.(*unix.SockaddrInet6); ok {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		// EMFILE/ENFILE/ENOBUFS: no other server would do better.
+		t.attempts = 1 << 30
+		t.connectFailed()
+		return
+	}
+	setNoDelay(fd)
+	t.srv.FD = loop.FD{Fd: fd, T: &t.srv.Task}
+	t.srv.Connected = false
+	err = unix.Connect(fd, s.SockaddrInto(&w.sa))
+	switch err {
+	case nil:
+		// Loopback may complete at once; the registration below still
+		// reports EPOLLOUT, and process() then sees it connected.
+	case unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
+		// EINTR: the connect goes on asynchronously (POSIX), same as
+		// EINPROGRESS.
+	default:
+		t.connectFailed()
+		return
+	}
+	if err := w.L.Register(&t.srv.FD); err != nil {
+		t.connectFailed()
+		return
+	}
+	t.srv.reg = true
+	t.state = stConnecting
+	t.deadline = w.L.Now() + int64(t.be.B.ConnectTimeout)
+	w.L.Arm(&t.timer, t.deadline)
+}
+
+// connectFailed drops the current server attempt and retries on another
+// server, up to the backend's Retries, then closes the client.
+func (t *Tunnel) connectFailed() {
+	s := t.server
+	t.closeSide(&t.srv)
+	t.be.Stats.ConnectErrors.Add(1)
+	if s != nil {
+		s.ConnectFailed()
+		s.Release()
+		t.server = nil
+	}
+	if t.attempts > t.be.B.Retries {
+		t.close(closeConnect)
+		return
+	}
+	t.connect(s)
+}
+
+// checkConnect looks at the outcome of a pending connect.
+func (t *Tunnel) checkConnect() {
+	r := t.srv.FD.Ready
+	if r&(evOut|evErr|evHup) == 0 {
+		return
+	}
+	if e := sockError(t.srv.FD.Fd); e != 0 || r&evOut == 0 {
+		t.connectFailed()
+		return
+	}
+	t.srv.Connected = true
+	t.state = stEstablished
+	t.lastIO = t.w.L.Now()
+	if t.idle > 0 {
+		t.w.L.Arm(&t.timer, t.lastIO+t.idle)
+	} else {
+		t.w.L.Disarm(&t.timer)
+	}
+}
+
+// process runs whenever either side's tasklet runs: it moves what can be
+// moved in both directions without blocking and closes the tunnel when
+// both directions are finished.
+func (t *Tunnel) process() {
+	if t.state == stClosed {
+		return
+	}
+	if t.state == stConnecting {
+		t.checkConnect()
+		if t.state == stClosed {
+			return
+		}
+	}
+	t.moved = false
+	if !t.pump(&t.c2s) || !t.pump(&t.s2c) {
+		t.close(closeAbort)
+		return
+	}
+	if t.c2s.done() && t.s2c.done() {
+		t.close(closeNormal)
+		return
+	}
+	if t.moved && t.state == stEstablished {
+		t.lastIO = t.w.L.Now()
+	}
+}
+
+// onTimer: connect timeout while connecting, idle timeout afterwards. The
+// idle timer is not re-armed on every chunk: it fires at lastArm+idle and
+// re-arms itself at lastIO+idle if bytes moved meanwhile.
+func (t *Tunnel) onTimer() {
+	now := t.w.L.Now()
+	switch t.state {
+	case stConnecting:
+		if now >= t.deadline {
+			t.fe.Stats.Timeouts.Add(1)
+			t.connectFailed()
+		} else {
+			t.w.L.Arm(&t.timer, t.deadline)
+		}
+	case stEstablished:
+		if t.idle <= 0 {
+			return
+		}
+		if now-t.lastIO >= t.idle {
+			t.fe.Stats.Timeouts.Add(1)
+			t.close(closeTimeout)
+			return
+		}
+		t.w.L.Arm(&t.timer, t.lastIO+t.idle)
+	}
+}
+
+// fill results.
+const (
+	rNone  uint8 = iota // nothing attempted
+	rMoved              // bytes read
+	rEmpty              // source drained (evIn cleared)
+	rFull               // no room: buffer full, or pipe full (EAGAIN with data)
+	rEOF                // source reported end of stream
+	rErr                // I/O error: abort the tunnel
+)
+
+// pump moves bytes from d.src to d.dst until the source is drained, the
+// destination blocks with no room left to read into (backpressure: the
+// source is then not read, its kernel buffer fills, TCP flow control slows
+// the peer), the direction's per-run cap is used (rewake in Bulk), or the
+// direction is finished. It returns false when the tunnel must be aborted.
+func (t *Tunnel) pump(d *dir) bool {
+	if !d.src.Connected || d.done() {
+		return true
+	}
+	budget := runCap
+	for {
+		r := rNone
+		if !d.eof && budget > 0 && d.src.canRecv() {
+			var n int
+			n, r = t.fill(d)
+			if r == rErr {
+				return false
+			}
+			budget -= n
+		}
+		if d.pending() > 0 && d.dst.Connected && d.dst.canSend() {
+			if !t.flush(d) {
+				return false
+			}
+		}
+		if d.pending() == 0 {
+			if d.eof {
+				if !d.shut && d.dst.Connected {
+					// Best effort: ENOTCONN or a reset peer end the
+					// direction all the same.
+					shutWrite(d.dst.FD.Fd)
+					d.shut = true
+				}
+				break
+			}
+			if r == rMoved || r == rFull {
+				continue // room again: read on
+			}
+		} else if r == rMoved && d.dst.Connected && d.dst.canSend() {
+			continue // partially flushed and room may remain
+		}
+		break
+	}
+	if budget <= 0 && !d.eof && d.src.canRecv() {
+		t.w.L.Wake(&d.src.Task, loop.Bulk)
+	}
+	// Buffers and pipes are held only while data is pending.
+	if d.buf != nil && d.buf.Len() == 0 {
+		t.w.Bufs.Put(d.buf)
+		d.buf = nil
+	}
+	if d.pipe != nil && d.pipe.Data == 0 {
+		t.w.Pipes.Put(d.pipe)
+		d.pipe = nil
+	}
+	return true
+}
+
+// fill reads once from d.src into the direction's pipe or buffer.
+func (t *Tunnel) fill(d *dir) (int, uint8) {
+	// Buffer -> splice only with an empty buffer, splice -> buffer only
+	// with an empty pipe: bytes leave in the order they came.
+	if d.wantSplice() && (d.buf == nil || d.buf.Len() == 0) {
+		if d.pipe == nil {
+			d.pipe = t.w.Pipes.Get() // nil: none left, buffered copy below
+		}
+		if d.pipe != nil {
+			n, r := t.fillPipe(d)
+			if r != rNone {
+				return n, r
+			}
+		}
+	}
+	if d.pipe != nil && d.pipe.Data > 0 {
+		return 0, rFull
+	}
+	return t.fillBuf(d)
+}
+
+// fillPipe splices socket -> pipe. It follows HAProxy's raw_sock_to_pipe:
+// EAGAIN means either "socket empty" or "pipe full", and the kernel does not
+// say which; a pipe that holds data is taken as full (stop reading, flush),
+// an empty one as a drained socket. rNone asks for a buffered read instead.
+func (t *Tunnel) fillPipe(d *dir) (int, uint8) {
+	p := d.pipe
+	room := p.size - p.Data
+	if room <= 0 {
+		return 0, rFull
+	}
+	n, e := splice(d.src.FD.Fd, p.w, room)
+	switch {
+	case e == 0 && n > 0:
+		p.Data += n
+		t.w.act.SpliceBytes.Add(uint64(n))
+		if d.mode == SpliceAuto {
+			if n < t.w.Bufs.Size() {
+				if d.small++; d.small >= autoSpliceSmall {
+					d.streak, d.small = 0, 0 // no longer a streamer
+				}
+			} else {
+				d.small = 0
+			}
+		}
+		return n, rMoved
+	case e == 0:
+		d.eof = true
+		return 0, rEOF
+	case e == unix.EAGAIN:
+		if p.Data > 0 {
+			return 0, rFull
+		}
+		d.src.FD.Ready &^= evIn | evRdHup
+		return 0, rEmpty
+	case e == unix.EINVAL || e == unix.ENOSYS || e == unix.EOPNOTSUPP:
+		// This fd pair cannot splice (not a TCP socket...): buffers
+		// from now on. Nothing was moved, so order is kept.
+		d.noSplice = true
+		return 0, rNone
+	}
+	return 0, t.ioError(e)
+}
+
+// fillBuf reads socket -> buffer.
+func (t *Tunnel) fillBuf(d *dir) (int, uint8) {
+	if d.buf == nil {
+		d.buf = t.w.Bufs.Get()
+	}
+	b := d.buf
+	room := b.Room()
+	if room == 0 {
+		return 0, rFull
+	}
+	n, e := recv(d.src.FD.Fd, b.Free())
+	switch {
+	case e == 0 && n > 0:
+		b.Produced(n)
+		if n == room {
+			if d.streak < 255 {
+				d.streak++
+			}
+		} else {
+			d.streak = 0
+			// A short read emptied the socket: with edge-triggered epoll a
+			// new arrival raises a new edge, so no EAGAIN round trip is
+			// needed to re-arm (HAProxy's fd_done_recv). Not when the peer
+			// already closed: read on to see the EOF now.
+			if d.src.FD.Ready&(evRdHup|evHup|evErr) == 0 {
+				d.src.FD.Ready &^= evIn
+			}
+		}
+		return n, rMoved
+	case e == 0:
+		d.eof = true
+		return 0, rEOF
+	case e == unix.EAGAIN:
+		d.src.FD.Ready &^= evIn | evRdHup
+		return 0, rEmpty
+	}
+	return 0, t.ioError(e)
+}
+
+// flush writes pending bytes to d.dst until none is left or it would block.
+func (t *Tunnel) flush(d *dir) bool {
+	fd := d.dst.FD.Fd
+	if p := d.pipe; p != nil {
+		for p.Data > 0 {
+			n, e := splice(p.r, fd, p.Data)
+			if e == unix.EAGAIN || (e == 0 && n == 0) {
+				d.dst.FD.Ready &^= evOut
+				return true
+			}
+			if e != 0 {
+				t.ioError(e)
+				return false
+			}
+			p.Data -= n
+			d.bytes += int64(n)
+			d.spliced += int64(n)
+			t.moved = true
+		}
+	}
+	if b := d.buf; b != nil {
+		for b.Len() > 0 {
+			n, e := send(fd, b.Data())
+			if e == unix.EAGAIN || (e == 0 && n == 0) {
+				d.dst.FD.Ready &^= evOut
+				return true
+			}
+			if e != 0 {
+				t.ioError(e)
+				return false
+			}
+			b.Consumed(n)
+			d.bytes += int64(n)
+			t.moved = true
+		}
+	}
+	return true
+}
+
+// ioError classifies an errno from a data transfer. ECONNRESET (peer
+// reset), EPIPE (peer closed its read side while we still send), ETIMEDOUT
+// and EHOSTUNREACH (the kernel gave up on the peer) all end the tunnel: a
+// byte stream with a hole in it is worth nothing to either end.
+func (t *Tunnel) ioError(e unix.Errno) uint8 {
+	_ = e
+	return rErr
+}
+
+func (t *Tunnel) closeSide(s *Side) {
+	if s.FD.Fd < 0 {
+		return
+	}
+	if s.reg {
+		t.w.L.Unregister(&s.FD)
+		s.reg = false
+	}
+	unix.Close(s.FD.Fd)
+	s.FD.Fd = -1
+	s.FD.Ready = 0
+	s.Connected = false
+}
+
+func (t *Tunnel) releaseDir(d *dir) {
+	if d.buf != nil {
+		t.w.Bufs.Put(d.buf)
+		d.buf = nil
+	}
+	if d.pipe != nil {
+		t.w.Pipes.Put(d.pipe) // closed, not pooled, if it still holds data
+		d.pipe = nil
+	}
+}
+
+// close ends the tunnel: both fds closed, pools refilled, counters updated.
+func (t *Tunnel) close(why uint8) {
+	if t.state == stClosed {
+		return
+	}
+	t.state = stClosed
+	w := t.w
+	w.L.Disarm(&t.timer)
+	w.L.Unqueue(&t.cli.Task)
+	w.L.Unqueue(&t.srv.Task)
+	t.closeSide(&t.cli)
+	t.closeSide(&t.srv)
+	t.releaseDir(&t.c2s)
+	t.releaseDir(&t.s2c)
+	fs := t.fe.Stats
+	fs.ConnCur.Add(-1)
+	fs.BytesIn.Add(t.c2s.bytes)
+	fs.BytesOut.Add(t.s2c.bytes)
+	switch why {
+	case closeAbort:
+		fs.Aborts.Add(1)
+	case closeNoServer:
+		fs.NoServer.Add(1)
+	case closeConnect:
+		fs.ConnectErrors.Add(1)
+	}
+	if t.be != nil {
+		bs := t.be.Stats
+		bs.ConnCur.Add(-1)
+		bs.BytesIn.Add(t.c2s.bytes)
+		bs.BytesOut.Add(t.s2c.bytes)
+		if why == closeAbort {
+			bs.Aborts.Add(1)
+		}
+		if s := t.server; s != nil {
+			s.Release()
+			t.server = nil
+		}
+	}
+	w.unlink(t)
+	if t.fe.OnClose != nil {
+		t.fe.OnClose()
+	}
+}

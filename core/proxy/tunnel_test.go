@@ -1,0 +1,516 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pattern is a deterministic pseudo-random stream. Its period (1 MiB + 13)
+// is not a multiple of any buffer, pipe or socket size, so reordered,
+// dropped or duplicated chunks change the hash.
+type pattern struct {
+	block []byte
+	off   int
+}
+
+func newPattern(seed uint64) *pattern {
+	b := make([]byte, 1<<20+13)
+	r := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return &pattern{block: b}
+}
+
+func (p *pattern) Read(b []byte) (int, error) {
+	n := copy(b, p.block[p.off:])
+	p.off = (p.off + n) % len(p.block)
+	return n, nil
+}
+
+// stream writes n bytes of a pattern to w and returns their sha256.
+func stream(w io.Writer, seed uint64, n int64) ([32]byte, error) {
+	h := sha256.New()
+	_, err := io.CopyBuffer(io.MultiWriter(w, h), io.LimitReader(newPattern(seed), n), make([]byte, 64<<10))
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum, err
+}
+
+// drain reads r to EOF and returns the sha256 and byte count.
+func drain(r io.Reader) ([32]byte, int64, error) {
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, r, make([]byte, 64<<10))
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum, n, err
+}
+
+// TestTunnelPassesBytesUnchanged sends 100 MiB each way at the same time
+// through one tunnel, in each splice mode, and compares sha256 of what each
+// end sent with what the other received. It also checks that splice was
+// used exactly when the mode asks for it, and that pipes and buffers all
+// went back to the pools.
+func TestTunnelPassesBytesUnchanged(t *testing.T) {
+	size := int64(100 << 20)
+	if testing.Short() {
+		size = 8 << 20
+	}
+	for _, tc := range []struct {
+		name       string
+		mode       SpliceMode
+		wantSplice bool
+	}{
+		{"off", SpliceOff, false},
+		{"auto", SpliceAuto, true},
+		{"on", SpliceOn, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, defaultTuning())
+			type result struct {
+				sent, got [32]byte
+				n         int64
+				err       error
+			}
+			srvRes := make(chan result, 1)
+			addr := origin(t, func(c *net.TCPConn) {
+				defer c.Close()
+				var r result
+				var wg sync.WaitGroup
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r.got, r.n, _ = drain(c)
+				}()
+				r.sent, r.err = stream(c, 2, size)
+				c.CloseWrite()
+				wg.Wait()
+				srvRes <- r
+			})
+			fe := frontend(t, tc.mode, addr)
+			c := e.dial(fe)
+			var cliGot [32]byte
+			var cliN int64
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cliGot, cliN, _ = drain(c)
+			}()
+			cliSent, err := stream(c, 1, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.CloseWrite()
+			wg.Wait()
+			var sr result
+			select {
+			case sr = <-srvRes:
+			case <-time.After(30 * time.Second):
+				t.Fatal("origin did not finish")
+			}
+			if sr.err != nil {
+				t.Fatalf("origin send: %v", sr.err)
+			}
+			if sr.n != size || sr.got != cliSent {
+				t.Errorf("client->server: got %d bytes, hash match %v", sr.n, sr.got == cliSent)
+			}
+			if cliN != size || cliGot != sr.sent {
+				t.Errorf("server->client: got %d bytes, hash match %v", cliN, cliGot == sr.sent)
+			}
+			e.waitIdle()
+			spliced := e.l.Activity().SpliceBytes.Load()
+			if tc.wantSplice && spliced < uint64(size) {
+				t.Errorf("splice=%s moved only %d bytes with splice", tc.name, spliced)
+			}
+			if !tc.wantSplice && spliced != 0 {
+				t.Errorf("splice=off moved %d bytes with splice", spliced)
+			}
+			if got := e.l.Activity().PipesUsed.Load(); got != 0 {
+				t.Errorf("Activity.PipesUsed = %d after close", got)
+			}
+			if fe.Stats.BytesIn.Load() != size || fe.Stats.BytesOut.Load() != size {
+				t.Errorf("frontend bytes in/out = %d/%d", fe.Stats.BytesIn.Load(), fe.Stats.BytesOut.Load())
+			}
+		})
+	}
+}
+
+// TestPipesReturnToPool runs several spliced tunnels at once and checks
+// the pool is back to zero pipes in use, with the idle pipes bounded by
+// maxpipes, once they closed.
+func TestPipesReturnToPool(t *testing.T) {
+	e := newEnv(t, Tuning{Bufsize: 16 << 10, Maxpipes: 4})
+	addr := origin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		stream(c, 3, 4<<20)
+		c.CloseWrite()
+		io.Copy(io.Discard, c)
+	})
+	fe := frontend(t, SpliceOn, addr)
+	before := e.state()
+	const n = 8 // more tunnels than pipes: some directions copy instead
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		c := e.dial(fe)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, got, _ := drain(c)
+			if got != 4<<20 {
+				t.Errorf("client got %d bytes", got)
+			}
+			c.Close()
+		}()
+	}
+	wg.Wait()
+	e.waitIdle()
+	after := e.state()
+	if after.pipes != before.pipes || after.idlePipes > 4 {
+		t.Fatalf("pipes in use %d -> %d, idle %d (max 4)", before.pipes, after.pipes, after.idlePipes)
+	}
+}
+
+// TestHalfClose checks that EOF from one side is passed on as a FIN
+// (shutdown SHUT_WR) only after its data, while the other direction keeps
+// flowing, in both orders, and that the tunnel closes when both are done.
+func TestHalfClose(t *testing.T) {
+	for _, mode := range []SpliceMode{SpliceOff, SpliceOn} {
+		t.Run("client_first/"+modeName(mode), func(t *testing.T) {
+			e := newEnv(t, defaultTuning())
+			addr := origin(t, func(c *net.TCPConn) {
+				defer c.Close()
+				req, _ := io.ReadAll(c) // until the client's FIN
+				c.Write([]byte("got:"))
+				c.Write(req)
+			})
+			c := e.dial(frontend(t, mode, addr))
+			c.Write([]byte("hello"))
+			c.CloseWrite()
+			resp, err := io.ReadAll(c)
+			if err != nil || string(resp) != "got:hello" {
+				t.Fatalf("response %q, %v", resp, err)
+			}
+			e.waitIdle()
+		})
+		t.Run("server_first/"+modeName(mode), func(t *testing.T) {
+			e := newEnv(t, defaultTuning())
+			got := make(chan string, 1)
+			addr := origin(t, func(c *net.TCPConn) {
+				defer c.Close()
+				c.Write([]byte("banner"))
+				c.CloseWrite()
+				b, _ := io.ReadAll(c)
+				got <- string(b)
+			})
+			c := e.dial(frontend(t, mode, addr))
+			banner, err := io.ReadAll(c) // the server's FIN reaches us
+			if err != nil || string(banner) != "banner" {
+				t.Fatalf("banner %q, %v", banner, err)
+			}
+			c.Write([]byte("still talking"))
+			c.CloseWrite()
+			select {
+			case s := <-got:
+				if s != "still talking" {
+					t.Fatalf("server got %q", s)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("server did not get the client's data after its own FIN")
+			}
+			e.waitIdle()
+		})
+	}
+}
+
+func modeName(m SpliceMode) string {
+	return [...]string{"off", "auto", "on"}[m]
+}
+
+// TestSlowReaderBoundsMemory: a client that does not read makes the tunnel
+// stop reading the server once one buffer or one pipe is full; the server's
+// writes then block. When the client reads again, everything arrives.
+func TestSlowReaderBoundsMemory(t *testing.T) {
+	for _, mode := range []SpliceMode{SpliceOff, SpliceOn} {
+		t.Run(modeName(mode), func(t *testing.T) {
+			e := newEnv(t, defaultTuning())
+			var written atomic.Int64
+			const total = 64 << 20
+			addr := origin(t, func(c *net.TCPConn) {
+				defer c.Close()
+				c.SetWriteBuffer(64 << 10)
+				buf := make([]byte, 16<<10)
+				for written.Load() < total {
+					n, err := c.Write(buf)
+					written.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+				c.CloseWrite()
+			})
+			c := e.dial(frontend(t, mode, addr))
+			c.SetReadBuffer(64 << 10)
+			// Wait until the server is stuck: no progress for 300 ms.
+			last := int64(-1)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				time.Sleep(100 * time.Millisecond)
+				w := written.Load()
+				if w == last {
+					break
+				}
+				last = w
+				if time.Now().After(deadline) {
+					t.Fatalf("server kept writing (%d bytes) to a client that does not read", w)
+				}
+			}
+			stuck := written.Load()
+			if stuck >= total {
+				t.Fatalf("all %d bytes were accepted with no reader", stuck)
+			}
+			s := e.state()
+			if s.bufs+s.pipes > 1 {
+				t.Fatalf("tunnel holds %d buffers and %d pipes for one stalled direction", s.bufs, s.pipes)
+			}
+			// Kernel socket buffers aside, the proxy holds at most one
+			// buffer or one pipe: the server got far less than 64 MiB out.
+			if stuck > 16<<20 {
+				t.Fatalf("server wrote %d bytes before stalling", stuck)
+			}
+			t.Logf("server stalled after %d bytes; proxy holds %d buffer(s), %d pipe(s)", stuck, s.bufs, s.pipes)
+			_, n, err := drain(c)
+			if err != nil || n != total {
+				t.Fatalf("client read %d bytes after resuming, %v", n, err)
+			}
+			c.Close()
+			e.waitIdle()
+		})
+	}
+}
+
+// TestConnectFailureRetriesAnotherServer: the first server refuses, the
+// tunnel connects to the second; with all refusing, the client is closed
+// and counted, and no fd is left behind.
+func TestConnectFailureRetriesAnotherServer(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	refused := closedPort(t)
+	good := origin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		c.Write([]byte("ok"))
+	})
+	fe := frontend(t, SpliceOff, refused, good)
+	for i := 0; i < 4; i++ {
+		c := e.dial(fe)
+		b, _ := io.ReadAll(c)
+		if string(b) != "ok" {
+			t.Fatalf("connection %d got %q", i, b)
+		}
+		c.Close()
+	}
+	if fe.Backend.Stats.ConnectErrors.Load() == 0 {
+		t.Fatal("no connect error counted although a server refuses")
+	}
+	e.waitIdle()
+
+	fds := countFDs(t)
+	bad := frontend(t, SpliceOff, refused, closedPort(t))
+	c := e.dial(bad)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("client not closed after all servers refused: %v", err)
+	}
+	e.waitIdle()
+	if got := bad.Stats.ConnectErrors.Load(); got != 1 {
+		t.Fatalf("frontend connect errors = %d, want 1", got)
+	}
+	if got := bad.Backend.Stats.ConnectErrors.Load(); got != int64(1+3) {
+		t.Fatalf("backend connect attempts failed = %d, want 4 (1 + 3 retries)", got)
+	}
+	c.Close()
+	waitUntil(t, 5*time.Second, "fd count back", func() bool { return countFDs(t) <= fds })
+}
+
+// TestTunnelIdleTimeout closes a tunnel on which nothing moves.
+func TestTunnelIdleTimeout(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	addr := origin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		io.Copy(io.Discard, c)
+	})
+	fe := frontend(t, SpliceOff, addr)
+	fe.TunnelTimeout = 200 * time.Millisecond
+	c := e.dial(fe)
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := c.Read(make([]byte, 1))
+	if err != io.EOF {
+		t.Fatalf("read: %v, want EOF from the idle timeout", err)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Fatalf("closed after %v, before the 200ms timeout", d)
+	}
+	if fe.Stats.Timeouts.Load() != 1 {
+		t.Fatalf("timeouts = %d", fe.Stats.Timeouts.Load())
+	}
+	e.waitIdle()
+}
+
+func closedPort(t *testing.T) *net.TCPAddr {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ln.Addr().(*net.TCPAddr)
+	ln.Close()
+	return a
+}
+
+func countFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// rawPair returns a tunnel whose two ends are raw blocking fds held by the
+// test (no Go netpoller on the path), for allocation counting.
+func rawPair(t testing.TB, e *env, mode SpliceMode) (cli, srv int) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan *net.TCPConn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			acc <- c.(*net.TCPConn)
+		}
+		close(acc)
+	}()
+	cfgAddr := ln.Addr().(*net.TCPAddr)
+	fe := frontend(e.t, mode, cfgAddr)
+	c := e.dial(fe)
+	sc := <-acc
+	if sc == nil {
+		t.Fatal("no server connection")
+	}
+	cli, srv = rawFD(t, c), rawFD(t, sc)
+	c.Close()
+	sc.Close()
+	for _, fd := range []int{cli, srv} {
+		unix.SetNonblock(fd, false)
+	}
+	t.Cleanup(func() { unix.Close(cli); unix.Close(srv) })
+	return cli, srv
+}
+
+func readFull(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Read(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+func writeFull(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// TestForwardingDoesNotAllocate pins zero heap allocations per forwarded
+// chunk in steady state, for buffered and spliced forwarding, both ways.
+// AllocsPerRun counts every allocation of the process, the loop thread's
+// included.
+func TestForwardingDoesNotAllocate(t *testing.T) {
+	for _, mode := range []SpliceMode{SpliceOff, SpliceOn} {
+		t.Run(modeName(mode), func(t *testing.T) {
+			e := newEnv(t, defaultTuning())
+			cli, srv := rawPair(t, e, mode)
+			out := bytes.Repeat([]byte("x"), 16<<10)
+			in := make([]byte, len(out))
+			var ferr error
+			allocs := testing.AllocsPerRun(200, func() {
+				if err := writeFull(cli, out); err != nil {
+					ferr = err
+				}
+				if err := readFull(srv, in); err != nil {
+					ferr = err
+				}
+				if err := writeFull(srv, out); err != nil {
+					ferr = err
+				}
+				if err := readFull(cli, in); err != nil {
+					ferr = err
+				}
+			})
+			if ferr != nil {
+				t.Fatal(ferr)
+			}
+			if allocs != 0 {
+				t.Fatalf("%v allocations per 16 KiB round trip, want 0", allocs)
+			}
+		})
+	}
+}
+
+// BenchmarkForward measures one 16 KiB chunk each way through a tunnel
+// (4 syscalls in the benchmark itself, plus the proxy's work).
+func BenchmarkForward(b *testing.B) {
+	for _, mode := range []SpliceMode{SpliceOff, SpliceOn} {
+		b.Run(modeName(mode), func(b *testing.B) {
+			e := newEnv(b, defaultTuning())
+			cli, srv := rawPair(b, e, mode)
+			out := bytes.Repeat([]byte("x"), 16<<10)
+			in := make([]byte, len(out))
+			b.SetBytes(int64(2 * len(out)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := writeFull(cli, out); err != nil {
+					b.Fatal(err)
+				}
+				if err := readFull(srv, in); err != nil {
+					b.Fatal(err)
+				}
+				if err := writeFull(srv, out); err != nil {
+					b.Fatal(err)
+				}
+				if err := readFull(cli, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/loop"
+)
+
+// Tuning is the part of the tuning section a worker applies.
+type Tuning struct {
+	Bufsize  int // bytes per buffer, for buffers taken from now on
+	Maxpipes int // pipes this loop may hold at once (its share of tuning.maxpipes)
+	Pipesize int // F_SETPIPE_SZ, 0 = kernel default
+}
+
+// Worker is the proxy state of one loop: its buffer and pipe pools and the
+// list of the connections it owns. Everything in it is used from that
+// loop's thread only.
+type Worker struct {
+	L     *loop.Loop
+	Bufs  *BufPool
+	Pipes *PipePool
+	act   *loop.Activity
+	id    int
+	live  *Tunnel // intrusive list of live tunnels
+	nlive int
+	sa    balance.SockaddrBuf // connect(2) address storage owned by this loop
+}
+
+// NewWorker returns the worker of l. It may be called from any goroutine
+// before the worker is used; afterwards only l's thread touches it.
+func NewWorker(l *loop.Loop, t Tuning) *Worker {
+	act := l.Activity()
+	return &Worker{
+		L:     l,
+		id:    l.ID(),
+		act:   act,
+		Bufs:  NewBufPool(t.Bufsize),
+		Pipes: NewPipePool(t.Maxpipes, t.Pipesize, &act.PipesUsed),
+	}
+}
+
+// SetTuning applies new pool limits (loop thread).
+func (w *Worker) SetTuning(t Tuning) {
+	w.Bufs.SetSize(t.Bufsize)
+	w.Pipes.SetLimits(t.Maxpipes, t.Pipesize)
+}
+
+// Live is the number of tunnels this worker owns (loop thread).
+func (w *Worker) Live() int { return w.nlive }
+
+// CloseAll closes every connection of this worker at once (loop thread);
+// used when a shutdown's grace period is over.
+func (w *Worker) CloseAll() {
+	for w.live != nil {
+		w.live.close(closeAbort)
+	}
+	w.Pipes.Close()
+}
+
+func (w *Worker) link(t *Tunnel) {
+	t.next = w.live
+	if w.live != nil {
+		w.live.prev = t
+	}
+	w.live = t
+	w.nlive++
+	w.act.Conns.Add(1)
+}
+
+func (w *Worker) unlink(t *Tunnel) {
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else {
+		w.live = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	}
+	t.prev, t.next = nil, nil
+	w.nlive--
+	w.act.Conns.Add(-1)
+}
