@@ -1,11 +1,14 @@
 package pin
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/spliced-proxy/spliced/core/config"
 )
 
 // tree is a fake procfs + sysfs under t.TempDir().
@@ -121,3 +124,5 @@ func uniform(n int) []cpuSpec {
 	}
 	return out
 }
+
+func isNotFound(err error) bool { return errors.Is(err, config.ErrNotFound) }
