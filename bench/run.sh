@@ -16,12 +16,16 @@
 #   BENCH_LOAD_CPU    CPU of wrk and the origin (default 1)
 #   BENCH_OUT         directory of the JSON results (default bench/out)
 #   SPLICED_BIN       spliced binary (default bin/spliced)
-#   HAPROXY_SPLICE    HAProxy's splice for the 1m row: auto (option
-#                     splice-auto, default) or force (splice-request+response)
+#   HAPROXY_SPLICE    HAProxy's splice for the 1m row: force (default:
+#                     option splice-request + splice-response, the match of
+#                     spliced's splice "on") or auto (option splice-auto)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+
+log() { printf '%s\n' "$*" >&2; }
+die() { log "bench: $*"; exit 1; }
 
 BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_REPEAT=${BENCH_REPEAT:-1}
@@ -33,14 +37,16 @@ BENCH_PROXY_CPU=${BENCH_PROXY_CPU:-0}
 BENCH_LOAD_CPU=${BENCH_LOAD_CPU:-1}
 BENCH_OUT=${BENCH_OUT:-$ROOT/bench/out}
 SPLICED_BIN=${SPLICED_BIN:-$ROOT/bin/spliced}
-HAPROXY_SPLICE=${HAPROXY_SPLICE:-auto}
+HAPROXY_SPLICE=${HAPROXY_SPLICE:-force}
+
+[[ $HAPROXY_SPLICE == force || $HAPROXY_SPLICE == auto ]] || die "HAPROXY_SPLICE must be force or auto"
+[[ $BENCH_SECONDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_SECONDS must be a positive integer"
+[[ $BENCH_REPEAT =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT must be a positive integer"
+[[ $BENCH_IDLE_CONNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_IDLE_CONNS must be a positive integer"
 
 # Proxies that can run in each mode, in table order.
 TCP_PROXIES="spliced haproxy nginx baseline"
 HTTP_PROXIES="spliced haproxy nginx caddy"
-
-log() { printf '%s\n' "$*" >&2; }
-die() { log "bench: $*"; exit 1; }
 
 # ---------------------------------------------------------------- processes
 # Every process this script starts is recorded in PIDS; the EXIT trap stops
@@ -68,6 +74,18 @@ start() {
 	"$@" >"$TMP/$name.log" 2>&1 &
 	STARTED_PID=$!
 	PIDS+=("$STARTED_PID")
+}
+
+# wait_fg CMD...: run CMD in the background and wait for it, so that a
+# TERM or INT to this script runs the cleanup at once instead of after CMD.
+wait_fg() {
+	local pid rc=0
+	"$@" &
+	pid=$!
+	PIDS+=("$pid")
+	wait "$pid" || rc=$?
+	forget_pid "$pid"
+	return "$rc"
 }
 
 # stop_pid PID: TERM, wait up to 5 s, then KILL; children that outlive their
@@ -355,7 +373,9 @@ find_caddy() {
 	# the package would also enable a caddy service on port 80.
 	local cache=$BENCH_OUT/cache/caddy
 	if [[ ! -x $cache/usr/bin/caddy ]]; then
-		if ! apt-cache policy caddy 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+		local policy
+		policy=$(apt-cache policy caddy 2>/dev/null || true)
+		if [[ $policy != *"Candidate: "[0-9]* ]]; then
 			CADDY_REASON="no Debian package 'caddy' in the apt sources (apt-cache policy caddy)"
 			return 0
 		fi
@@ -456,12 +476,12 @@ run_one() {
 		return 0
 	fi
 	if [[ $row == idle ]]; then
-		"$BT" idle "${id[@]}" -pid "$PROXY_PID" -addr "127.0.0.1:$port" -n "$BENCH_IDLE_CONNS" -timeout 90s ||
+		wait_fg "$BT" idle "${id[@]}" -pid "$PROXY_PID" -addr "127.0.0.1:$port" -n "$BENCH_IDLE_CONNS" -timeout 90s ||
 			"$BT" fail "${id[@]}" -reason "benchtool idle failed"
 	else
 		local extra=()
 		[[ $row == close ]] && extra=(-H "Connection: close")
-		"$BT" measure "${id[@]}" -pid "$PROXY_PID" -conns "$(row_conns "$row")" -- \
+		wait_fg "$BT" measure "${id[@]}" -pid "$PROXY_PID" -conns "$(row_conns "$row")" -- \
 			taskset -c "$BENCH_LOAD_CPU" wrk -t1 -c "$(row_conns "$row")" -d "${BENCH_SECONDS}s" \
 			--timeout 5s -s "$ROOT/bench/wrk-report.lua" "${extra[@]}" \
 			"http://127.0.0.1:$port$(row_path "$row")" ||

@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -39,7 +41,9 @@ func cmdIdle(args []string) error {
 	}
 	r := rf.run()
 	r.IdleConns = *n
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	sigctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sigctx, *timeout)
 	defer cancel()
 
 	if err := idleRun(ctx, &r, *pid, *addr, *path, *n, *parallel); err != nil {

@@ -2,14 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -167,8 +170,12 @@ func cmdMeasure(args []string) error {
 	if err != nil {
 		return fmt.Errorf("proxy CPU before: %w", err)
 	}
+	// run.sh stops benchtool with TERM when it is interrupted; the load
+	// generator goes with it.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
 	var out bytes.Buffer
-	cmd := exec.Command(cmdArgs[0], cmdArgs[1:]...)
+	cmd := exec.CommandContext(ctx, cmdArgs[0], cmdArgs[1:]...)
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	start := time.Now()
@@ -177,6 +184,8 @@ func cmdMeasure(args []string) error {
 	after, cpuErr := treeCPUTicks("/proc", *pid)
 
 	switch {
+	case ctx.Err() != nil:
+		r.Error = "interrupted"
 	case cpuErr != nil:
 		r.Error = fmt.Sprintf("proxy died during the run: %v", cpuErr)
 	case runErr != nil:

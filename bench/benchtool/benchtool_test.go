@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestStatTimesSplitsAtTheLastParenthesis(t *testing.T) {
+	tests := []struct {
+		name      string
+		line      string
+		ppid      int
+		ticks     int64
+		wantError bool
+	}{
+		{
+			name:  "plain name",
+			line:  "1234 (haproxy) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 1 0 100 1000 200",
+			ppid:  1,
+			ticks: 325,
+		},
+		{
+			name:  "name with spaces and parentheses",
+			line:  "77 (nginx: worker (x) ) R 76 76 76 0 -1 0 0 0 0 0 9 1 0 0 20 0 1 0",
+			ppid:  76,
+			ticks: 10,
+		},
+		{name: "no parenthesis", line: "1 init S 0", wantError: true},
+		{name: "truncated", line: "1 (a) S 0 1 1", wantError: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ppid, ticks, err := statTimes(tt.line)
+			if tt.wantError {
+				if err == nil {
+					t.Fatalf("statTimes(%q) = %d, %d, nil; want an error", tt.line, ppid, ticks)
+				}
+				return
+			}
+			if err != nil || ppid != tt.ppid || ticks != tt.ticks {
+				t.Fatalf("statTimes = %d, %d, %v; want %d, %d", ppid, ticks, err, tt.ppid, tt.ticks)
+			}
+		})
+	}
+}
+
+// fakeProc writes a /proc-like tree: pid -> (ppid, ticks, rss KiB).
+func fakeProc(t *testing.T, procs map[string][3]int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for pid, p := range procs {
+		d := filepath.Join(dir, pid)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stat := pid + " (x) S " + strconv.Itoa(p[0]) + " 0 0 0 -1 0 0 0 0 0 " + strconv.Itoa(p[1]) + " 0 0 0 20 0 1 0\n"
+		status := "Name:\tx\nVmPeak:\t  999 kB\nVmRSS:\t  " + strconv.Itoa(p[2]) + " kB\nThreads:\t1\n"
+		if err := os.WriteFile(filepath.Join(d, "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "status"), []byte(status), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "self"), 0o755); err != nil { // non-numeric: skipped
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestTreeSumsCountTheProcessAndItsDescendantsOnly(t *testing.T) {
+	// 10 is an nginx master with workers 11 and 12; 12 has a child 13;
+	// 20 is unrelated.
+	proc := fakeProc(t, map[string][3]int{
+		"10": {1, 5, 1000},
+		"11": {10, 300, 2000},
+		"12": {10, 200, 3000},
+		"13": {12, 7, 400},
+		"20": {1, 9999, 99999},
+	})
+	ticks, err := treeCPUTicks(proc, 10)
+	if err != nil || ticks != 512 {
+		t.Fatalf("treeCPUTicks = %d, %v; want 512", ticks, err)
+	}
+	rss, err := treeRSS(proc, 10)
+	if err != nil || rss != 6400 {
+		t.Fatalf("treeRSS = %d, %v; want 6400", rss, err)
+	}
+	if _, err := treeCPUTicks(proc, 99); err == nil {
+		t.Fatal("treeCPUTicks of a missing process: want an error")
+	}
+}
+
+func TestParseWrkResultReadsTheDoneLine(t *testing.T) {
+	out := "Running 3s test @ http://127.0.0.1:1/64\n  1 threads and 50 connections\n" +
+		"BENCHRESULT requests=1200 bytes=314572800 duration_us=3000000 connect=1 read=2 write=3 status=4 timeout=5 p50_us=900 p99_us=4000\n"
+	var r Run
+	if err := parseWrkResult(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	want := Run{Requests: 1200, Bytes: 314572800, Seconds: 3, LatP50us: 900, LatP99us: 4000,
+		Errors: Errors{Connect: 1, Read: 2, Write: 3, Status: 4, Timeout: 5}}
+	if r != want {
+		t.Fatalf("parsed %+v, want %+v", r, want)
+	}
+	for _, bad := range []string{
+		"Running 3s test\n", // wrk died before done()
+		"BENCHRESULT requests=1 bytes=x duration_us=1\n",
+		"BENCHRESULT bytes=1 duration_us=1\n",
+	} {
+		if err := parseWrkResult(bad, &r); err == nil {
+			t.Errorf("parseWrkResult(%q): want an error", bad)
+		}
+	}
+}
+
+func TestValidateRejectsRunsThatMeasureNothingOrErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		run  Run
+		ok   bool
+	}{
+		{"clean", Run{Requests: 10000}, true},
+		{"a few read errors", Run{Requests: 10000, Errors: Errors{Read: 50}}, true},
+		{"nothing passed", Run{}, false},
+		{"proxy answered errors", Run{Requests: 10000, Errors: Errors{Status: 11}}, false},
+		{"connects failing", Run{Requests: 10000, Errors: Errors{Connect: 101}}, false},
+		{"reads failing", Run{Requests: 10000, Errors: Errors{Read: 101}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := validate(&tt.run); (got == "") != tt.ok {
+				t.Fatalf("validate = %q, want ok=%v", got, tt.ok)
+			}
+		})
+	}
+}
+
+func TestSummarizeTakesMediansAndRatiosToHAProxy(t *testing.T) {
+	run := func(proxy string, rep int, reqs int64, cpu float64) Run {
+		return Run{Mode: "tcp", Row: "ka", Proxy: proxy, Rep: rep, Conns: 50,
+			Seconds: 10, Requests: reqs, Bytes: reqs * 300, CPUSeconds: cpu}
+	}
+	runs := []Run{
+		run("spliced", 1, 200000, 2), run("haproxy", 1, 100000, 2), run("baseline", 1, 100000, 3),
+		run("spliced", 2, 200000, 2.2), run("haproxy", 2, 100000, 1.8), run("baseline", 2, 100000, 3),
+		run("spliced", 3, 200000, 1.8), run("haproxy", 3, 100000, 9), // outlier: median ignores it
+		{Mode: "tcp", Row: "ka", Proxy: "baseline", Rep: 3, Error: "proxy exited"},
+		{Mode: "tcp", Row: "idle", Proxy: "haproxy", Rep: 1, IdleConns: 1000, RSSBeforeKiB: 1000, RSSAfterKiB: 2500},
+		{Mode: "tcp", Row: "idle", Proxy: "spliced", Rep: 1, IdleConns: 1000, RSSBeforeKiB: 1000, RSSAfterKiB: 1750},
+		{Mode: "tcp", Row: "1m", Proxy: "spliced", Rep: 1, Error: "admin API did not answer"},
+	}
+	ss := summarize(runs)
+	type line struct {
+		row, proxy      string
+		valid           int
+		cpuUs, cpuRatio float64
+		rpsRatio        float64
+		kibRatio        float64
+		err             string
+	}
+	want := []line{
+		{"ka", "spliced", 3, 10, 0.5, 2, 0, ""},
+		{"ka", "haproxy", 3, 20, 1, 1, 0, ""},
+		{"ka", "baseline", 2, 30, 1.5, 1, 0, "proxy exited"},
+		{"1m", "spliced", 0, 0, 0, 0, 0, "admin API did not answer"},
+		{"idle", "spliced", 1, 0, 0, 0, 0.5, ""}, // proxies in order of first appearance
+		{"idle", "haproxy", 1, 0, 0, 0, 1, ""},
+	}
+	if len(ss) != len(want) {
+		t.Fatalf("got %d summary lines, want %d: %+v", len(ss), len(want), ss)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	for i, w := range want {
+		s := ss[i]
+		if s.Row != w.row || s.Proxy != w.proxy || s.Valid != w.valid || !near(s.CPUusPerReq, w.cpuUs) ||
+			!near(s.CPURatio, w.cpuRatio) || !near(s.RPSRatio, w.rpsRatio) || !near(s.KiBRatio, w.kibRatio) || s.Error != w.err {
+			t.Errorf("line %d = %+v, want %+v", i, s, w)
+		}
+	}
+	var buf bytes.Buffer
+	printTables(&buf, ss, 3)
+	for _, frag := range []string{"medians of 3 runs", "0.50×", "n/a", "admin API did not answer", "1.50"} {
+		if !strings.Contains(buf.String(), frag) {
+			t.Errorf("tables lack %q:\n%s", frag, buf.String())
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	}
+	for _, tt := range tests {
+		if got := median(tt.in); got != tt.want {
+			t.Errorf("median(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
