@@ -1,0 +1,580 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/listen"
+	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/proxy"
+)
+
+// EngineOptions configure NewEngine.
+type EngineOptions struct {
+	Logger *slog.Logger
+	// Resolve turns a server host name into an address; nil = system resolver.
+	Resolve func(host string) (netip.Addr, error)
+}
+
+// fdMargin is what the global maxconn leaves of RLIMIT_NOFILE for the
+// listening sockets, the loops' epoll and event fds, the admin API and the
+// state files.
+const fdMargin = 256
+
+// Engine is the data plane: nbthread loops, their proxy workers, the accept
+// group and the runtime objects built from the applied snapshot. It
+// implements Control. Apply and Close are serialised by mu; the loops only
+// read what Apply publishes through atomics and Exec.
+type Engine struct {
+	log     *slog.Logger
+	resolve func(string) (netip.Addr, error)
+
+	mu       sync.Mutex // serialises Apply and Close
+	loops    []*loop.Loop
+	workers  []*proxy.Worker
+	group    *listen.Group
+	loopsWG  sync.WaitGroup
+	closed   bool
+	cur      *config.Config
+	binds    map[string]*bindRT // by frontend + "\x00" + bind name
+	fronts   map[string]*feRT   // by frontend name
+	backends map[string]*beRT   // by backend name
+
+	gen      atomic.Int64
+	nbthread atomic.Int64
+
+	// Connection limits. conns counts live client connections of every
+	// frontend; maxconn is the global limit in force.
+	conns     atomic.Int64
+	maxconn   atomic.Int64
+	pmu       sync.Mutex // guards pauseSet; held only at limit crossings
+	pauseSet  []*bindRT  // binds subject to the limits
+	anyPaused atomic.Bool
+}
+
+// feRT is a frontend's state that survives snapshots (same name): counters
+// and its connection limit.
+type feRT struct {
+	name  string
+	stats *proxy.Counters
+	cur   atomic.Int64
+	max   atomic.Int64 // 0 = unlimited
+}
+
+func (f *feRT) over() bool {
+	m := f.max.Load()
+	return m > 0 && f.cur.Load() >= m
+}
+
+// bindRT is one open bind. front is the frontend connections accepted on it
+// start with; Apply swaps it, connections keep the one they started with.
+type bindRT struct {
+	key   string
+	f     *feRT
+	spec  listen.BindSpec
+	ln    *listen.Listener
+	front atomic.Pointer[proxy.Frontend]
+}
+
+// beRT is a backend's state across snapshots: the balance lineage and
+// counters.
+type beRT struct {
+	bb    *balance.Backend
+	pb    *proxy.Backend
+	stats *proxy.Counters
+}
+
+// NewEngine returns an engine that runs nothing until the first Apply.
+func NewEngine(o EngineOptions) (*Engine, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{
+		log:      log,
+		resolve:  o.Resolve,
+		binds:    map[string]*bindRT{},
+		fronts:   map[string]*feRT{},
+		backends: map[string]*beRT{},
+	}, nil
+}
+
+// Runtime reports what runs (any goroutine).
+func (e *Engine) Runtime() Runtime {
+	return Runtime{
+		Nbthread:   int(e.nbthread.Load()),
+		Maxconn:    int(e.maxconn.Load()),
+		Generation: e.gen.Load(),
+	}
+}
+
+// Activity returns every loop's counters, by loop index (any goroutine).
+func (e *Engine) Activity() []*loop.Activity {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*loop.Activity, len(e.loops))
+	for i, l := range e.loops {
+		out[i] = l.Activity()
+	}
+	return out
+}
+
+// affinityCPUs is the number of CPUs the process may run on.
+func affinityCPUs() int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return runtime.NumCPU()
+	}
+	if n := set.Count(); n > 0 {
+		return n
+	}
+	return 1
+}
+
+// start creates and runs the loops (first Apply).
+func (e *Engine) start(t *config.Tuning) error {
+	n := t.Nbthread
+	if n <= 0 {
+		n = affinityCPUs()
+	}
+	// One P per loop thread (they never park in Go) plus one for the admin
+	// API, health checks and the GC.
+	if runtime.GOMAXPROCS(0) < n+1 {
+		runtime.GOMAXPROCS(n + 1)
+	}
+	loops := make([]*loop.Loop, 0, n)
+	for i := range n {
+		l, err := loop.New(loop.Options{ID: i, RunqueueDepth: t.RunqueueDepth, Maxpollevents: t.Maxpollevents, Sched: t.Sched})
+		if err != nil {
+			for _, l := range loops {
+				l.Close()
+			}
+			return fmt.Errorf("start loop %d: %w", i, err)
+		}
+		loops = append(loops, l)
+	}
+	e.loops = loops
+	pt := proxyTuning(t, n)
+	for _, l := range loops {
+		e.workers = append(e.workers, proxy.NewWorker(l, pt))
+	}
+	e.group = listen.NewGroup(loops, 0)
+	e.group.SetDistribution(t.Distribution, t.Maxaccept)
+	for _, l := range loops {
+		e.loopsWG.Add(1)
+		go func() {
+			defer e.loopsWG.Done()
+			l.Run()
+		}()
+	}
+	e.nbthread.Store(int64(n))
+	e.log.Info("data plane started", "nbthread", n, "gomaxprocs", runtime.GOMAXPROCS(0))
+	return nil
+}
+
+func proxyTuning(t *config.Tuning, nloops int) proxy.Tuning {
+	bufsize := t.Bufsize
+	if bufsize <= 0 {
+		bufsize = config.DefaultBufsize
+	}
+	maxpipes := t.Maxpipes
+	if maxpipes <= 0 {
+		maxpipes = config.DefaultMaxpipes
+	}
+	// tuning.maxpipes is process-wide as in HAProxy; each loop gets its share.
+	return proxy.Tuning{Bufsize: bufsize, Maxpipes: (maxpipes + nloops - 1) / nloops, Pipesize: t.Pipesize}
+}
+
+// globalMaxconn is tuning.maxconn, or what RLIMIT_NOFILE allows: each
+// connection holds two sockets, and the pipes take two fds each.
+func globalMaxconn(t *config.Tuning) int64 {
+	if t.Maxconn > 0 {
+		return int64(t.Maxconn)
+	}
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return 1024
+	}
+	maxpipes := t.Maxpipes
+	if maxpipes <= 0 {
+		maxpipes = config.DefaultMaxpipes
+	}
+	avail := int64(rl.Cur) - fdMargin - 2*int64(maxpipes)
+	if avail < 2 {
+		return 1
+	}
+	return avail / 2
+}
+
+func bindKey(fe, bind string) string { return fe + "\x00" + bind }
+
+func bindSpec(b *config.Bind) listen.BindSpec {
+	return listen.BindSpec{Address: b.Address, Port: b.Port, Backlog: b.Backlog, Shards: b.Shards, Threads: b.Threads}
+}
+
+func sameSpec(a, b listen.BindSpec) bool {
+	return a.Address == b.Address && a.Port == b.Port && a.Backlog == b.Backlog &&
+		a.Shards == b.Shards && slices.Equal(a.Threads, b.Threads)
+}
+
+// osErr extracts the errno of an OS refusal, for ApplyError.
+func osErr(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
+}
+
+// Apply makes the data plane run snap; see Control. The order keeps a
+// failure side-effect free: backends are built (on error rebuilt from the
+// running config, which restores weights and states of shared servers),
+// new and changed binds are opened (on error the ones opened here are
+// closed and changed ones reopened as they were), and only then is
+// anything published. Removed binds are closed last; their established
+// connections live on.
+func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errors.New("engine closed")
+	}
+	if e.loops == nil {
+		if err := e.start(&snap.Tuning); err != nil {
+			return err
+		}
+	} else if n := snap.Tuning.Nbthread; n > 0 && n != len(e.loops) {
+		// Changing the number of loops needs connections to migrate or
+		// loops to drain: not supported at runtime yet (issue 6).
+		e.log.Warn("tuning.nbthread changed at runtime: not supported yet, keeping the running loops",
+			"running", len(e.loops), "requested", n)
+	}
+	nloops := len(e.loops)
+
+	// 1. Backends.
+	newBE := make(map[string]*beRT, len(snap.Backends))
+	for i := range snap.Backends {
+		cb := &snap.Backends[i]
+		prev := e.backends[cb.Name]
+		var prevBB *balance.Backend
+		if prev != nil {
+			prevBB = prev.bb
+		}
+		bb, err := balance.Build(cb, prevBB, e.resolveFn())
+		if err != nil {
+			e.restoreBackends(newBE)
+			return &config.ApplyError{Field: "/backends/" + strconv.Itoa(i), Object: "backend " + cb.Name, Err: err}
+		}
+		stats := new(proxy.Counters)
+		if prev != nil {
+			stats = prev.stats
+		}
+		newBE[cb.Name] = &beRT{bb: bb, pb: proxy.NewBackend(bb, nloops, stats), stats: stats}
+		if cb.Mode == config.ModeHTTP {
+			e.log.Warn("http mode is not implemented yet: backend used as tcp", "backend", cb.Name)
+		}
+	}
+
+	// 2. Frontends (new runtime objects; feRT carried over by name).
+	newFE := make(map[string]*feRT, len(snap.Frontends))
+	fronts := make(map[string]*proxy.Frontend, len(snap.Frontends))
+	for i := range snap.Frontends {
+		cf := &snap.Frontends[i]
+		f := e.fronts[cf.Name]
+		if f == nil {
+			f = &feRT{name: cf.Name, stats: new(proxy.Counters)}
+		}
+		newFE[cf.Name] = f
+		pf := &proxy.Frontend{
+			Name:          cf.Name,
+			Splice:        proxy.ParseSplice(cf.Splice),
+			TunnelTimeout: time.Duration(cf.Timeouts.TunnelMs) * time.Millisecond,
+			Stats:         f.stats,
+			OnClose:       func() { e.release(f) },
+		}
+		if be := newBE[cf.DefaultBackend]; be != nil {
+			pf.Backend = be.pb
+		}
+		if cf.Mode == config.ModeHTTP {
+			e.log.Warn("http mode is not implemented yet: frontend forwards as tcp", "frontend", cf.Name)
+		}
+		fronts[cf.Name] = pf
+	}
+
+	// 3. Binds: open new ones, rebind changed ones.
+	type reopen struct {
+		old  *bindRT
+		spec listen.BindSpec
+	}
+	var opened []*bindRT  // opened by this Apply
+	var replaced []reopen // old binds closed for a rebind, to restore on failure
+	newBinds := make(map[string]*bindRT, len(e.binds))
+	fail := func(err error) error {
+		for _, b := range opened {
+			b.ln.Close()
+		}
+		for _, r := range replaced {
+			ln, oerr := e.group.Open(r.spec, r.old, e.accept)
+			if oerr != nil {
+				e.log.Error("could not restore a bind after a failed apply", "bind", r.old.key, "err", oerr)
+				delete(e.binds, r.old.key)
+				continue
+			}
+			r.old.ln = ln
+		}
+		e.restoreBackends(newBE)
+		return err
+	}
+	for i := range snap.Frontends {
+		cf := &snap.Frontends[i]
+		for j := range cf.Binds {
+			cb := &cf.Binds[j]
+			key := bindKey(cf.Name, cb.Name)
+			spec := bindSpec(cb)
+			old := e.binds[key]
+			if old != nil && sameSpec(old.spec, spec) {
+				newBinds[key] = old
+				continue
+			}
+			if old != nil {
+				old.ln.Close() // rebind: the port must be free for the new socket
+				replaced = append(replaced, reopen{old, old.spec})
+			}
+			b := &bindRT{key: key, f: newFE[cf.Name], spec: spec}
+			b.front.Store(fronts[cf.Name])
+			ln, err := e.group.Open(spec, b, e.accept)
+			if err != nil {
+				return fail(&config.ApplyError{
+					Field:  "/frontends/" + strconv.Itoa(i) + "/binds/" + strconv.Itoa(j),
+					Object: "frontend " + cf.Name + " bind " + cb.Name,
+					Err:    osErr(err),
+				})
+			}
+			b.ln = ln
+			opened = append(opened, b)
+			newBinds[key] = b
+			e.log.Info("bind opened", "frontend", cf.Name, "bind", cb.Name, "address", ln.Addr().String())
+		}
+	}
+
+	// 4. Publish. From here on nothing fails.
+	for key, b := range newBinds {
+		fe, _, _ := cutKey(key)
+		b.f = newFE[fe]
+		b.front.Store(fronts[fe])
+	}
+	for i := range snap.Frontends {
+		cf := &snap.Frontends[i]
+		newFE[cf.Name].max.Store(int64(cf.Maxconn))
+	}
+	for key, b := range e.binds {
+		if nb := newBinds[key]; nb == nil {
+			b.ln.Close() // removed: stop accepting, connections live on
+			e.log.Info("bind closed", "bind", keyString(key))
+		}
+	}
+	for name, prev := range e.backends {
+		if nb := newBE[name]; nb != nil {
+			prev.bb.Retire(nb.bb)
+		} else {
+			prev.bb.Retire(nil)
+		}
+	}
+	e.binds, e.fronts, e.backends = newBinds, newFE, newBE
+	e.maxconn.Store(globalMaxconn(&snap.Tuning))
+	e.pmu.Lock()
+	e.pauseSet = e.pauseSet[:0]
+	for _, b := range newBinds {
+		e.pauseSet = append(e.pauseSet, b)
+	}
+	e.pmu.Unlock()
+	e.syncPause()
+	e.group.SetDistribution(snap.Tuning.Distribution, snap.Tuning.Maxaccept)
+
+	// 5. Every loop picks the snapshot up: tuning applied on its thread;
+	// Apply returns once all of them ran it.
+	t := snap.Tuning
+	pt := proxyTuning(&t, nloops)
+	if err := e.onEveryLoop(ctx, func(l *loop.Loop, w *proxy.Worker) {
+		l.SetTuning(t.RunqueueDepth, t.Maxpollevents, t.Sched)
+		w.SetTuning(pt)
+	}); err != nil {
+		// The snapshot is published; only the wait was cut short.
+		e.log.Warn("apply: not every loop confirmed the snapshot", "err", err)
+	}
+	e.cur = snap
+	e.gen.Store(snap.Generation)
+	return nil
+}
+
+func (e *Engine) resolveFn() func(string) (netip.Addr, error) { return e.resolve }
+
+func cutKey(key string) (fe, bind string, ok bool) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == 0 {
+			return key[:i], key[i+1:], true
+		}
+	}
+	return key, "", false
+}
+
+func keyString(key string) string {
+	fe, b, _ := cutKey(key)
+	return "frontend " + fe + " bind " + b
+}
+
+// restoreBackends undoes the in-place server updates of a failed Apply by
+// rebuilding the running configuration's backends over the ones built.
+func (e *Engine) restoreBackends(built map[string]*beRT) {
+	if e.cur == nil {
+		return
+	}
+	for i := range e.cur.Backends {
+		cb := &e.cur.Backends[i]
+		if nb := built[cb.Name]; nb != nil {
+			if _, err := balance.Build(cb, nb.bb, e.resolveFn()); err != nil {
+				e.log.Error("could not restore backend after a failed apply", "backend", cb.Name, "err", err)
+			}
+		}
+	}
+}
+
+// onEveryLoop runs fn on every loop thread and waits for all of them.
+func (e *Engine) onEveryLoop(ctx context.Context, fn func(l *loop.Loop, w *proxy.Worker)) error {
+	var wg sync.WaitGroup
+	for i, l := range e.loops {
+		w := e.workers[i]
+		wg.Add(1)
+		if !l.Exec(func(l *loop.Loop) { fn(l, w); wg.Done() }) {
+			wg.Done()
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// accept runs on the loop thread that owns the new connection.
+func (e *Engine) accept(l *loop.Loop, fd int, ln *listen.Listener) {
+	b := ln.Owner.(*bindRT)
+	fe := b.front.Load()
+	f := b.f
+	if fe == nil || f == nil {
+		unix.Close(fd)
+		return
+	}
+	e.admit(f)
+	e.workers[l.ID()].StartTCP(fd, fe)
+}
+
+// admit counts a new connection; reaching a limit pauses the listeners
+// (new connections then wait in the kernel backlog).
+func (e *Engine) admit(f *feRT) {
+	n := f.cur.Add(1)
+	g := e.conns.Add(1)
+	if fm := f.max.Load(); fm > 0 && n >= fm {
+		e.syncPause()
+	} else if gm := e.maxconn.Load(); gm > 0 && g >= gm {
+		e.syncPause()
+	}
+}
+
+// release is a frontend's OnClose: below the limit again, resume.
+func (e *Engine) release(f *feRT) {
+	f.cur.Add(-1)
+	e.conns.Add(-1)
+	if e.anyPaused.Load() {
+		e.syncPause()
+	}
+}
+
+// syncPause pauses every bind whose frontend, or the process, is at its
+// limit and resumes the others. It runs only when a limit is crossed (or
+// while something is paused), never per chunk. anyPaused is raised before
+// the counts are read, so a release racing with a pause either sees it and
+// resyncs, or happened before the read and is counted.
+func (e *Engine) syncPause() {
+	e.pmu.Lock()
+	defer e.pmu.Unlock()
+	e.anyPaused.Store(true)
+	gm := e.maxconn.Load()
+	global := gm > 0 && e.conns.Load() >= gm
+	any := false
+	for _, b := range e.pauseSet {
+		if global || (b.f != nil && b.f.over()) {
+			b.ln.Pause()
+			any = true
+		} else {
+			b.ln.Resume()
+		}
+	}
+	e.anyPaused.Store(any)
+}
+
+// Close stops accepting, lets connections finish until ctx ends, then
+// closes what is left and stops the loops.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	if e.loops == nil {
+		return nil
+	}
+	for _, b := range e.binds {
+		b.ln.Close()
+	}
+	e.pmu.Lock()
+	e.pauseSet = nil
+	e.pmu.Unlock()
+	e.group.Close()
+	live := e.conns.Load()
+	if live > 0 {
+		e.log.Info("waiting for connections to finish", "connections", live)
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for e.conns.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			e.log.Warn("grace period over, closing connections", "connections", e.conns.Load())
+			break wait
+		case <-tick.C:
+		}
+	}
+	// Close what is left; bounded so a wedged loop cannot hang shutdown.
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = e.onEveryLoop(cctx, func(_ *loop.Loop, w *proxy.Worker) { w.CloseAll() })
+	for _, l := range e.loops {
+		l.Stop()
+	}
+	e.loopsWG.Wait()
+	for _, l := range e.loops {
+		l.Close()
+	}
+	e.log.Info("data plane stopped")
+	return nil
+}

@@ -1,0 +1,270 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// greeter is an origin that writes its name on every connection, then
+// echoes what it reads.
+func greeter(t *testing.T, name string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.Write([]byte(name))
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func newTestEngine(t *testing.T) *Engine {
+	t.Helper()
+	e, err := NewEngine(EngineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		e.Close(ctx)
+	})
+	return e
+}
+
+func tcpConfig(gen int64, serverPort int, binds ...int) *config.Config {
+	c := &config.Config{
+		Generation: gen,
+		Tuning:     config.Tuning{Nbthread: 2},
+		Backends: []config.Backend{{Name: "be", Servers: []config.Server{
+			{Name: "s1", Address: "127.0.0.1", Port: serverPort},
+		}}},
+		Frontends: []config.Frontend{{Name: "fe", DefaultBackend: "be"}},
+	}
+	for i, p := range binds {
+		c.Frontends[0].Binds = append(c.Frontends[0].Binds, config.Bind{Name: "b" + strconv.Itoa(i+1), Address: "127.0.0.1", Port: p})
+	}
+	c.Normalize()
+	return c
+}
+
+func apply(t *testing.T, e *Engine, c *config.Config) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Apply(ctx, c); err != nil {
+		t.Fatalf("apply generation %d: %v", c.Generation, err)
+	}
+}
+
+// hello connects to port and returns the connection after reading the
+// origin's greeting of len(want) bytes.
+func hello(t *testing.T, port int, want string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 2*time.Second)
+	if err != nil {
+		t.Fatalf("dial %d: %v", port, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b := make([]byte, len(want))
+	if _, err := io.ReadFull(c, b); err != nil || string(b) != want {
+		t.Fatalf("greeting via %d: %q, %v (want %q)", port, b, err, want)
+	}
+	c.SetReadDeadline(time.Time{})
+	return c
+}
+
+func echo(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	if _, err := c.Write([]byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, b); err != nil || string(b) != msg {
+		t.Fatalf("echo %q: got %q, %v", msg, b, err)
+	}
+}
+
+func TestEngineRunsSnapshotAndReportsRuntime(t *testing.T) {
+	e := newTestEngine(t)
+	p := freePort(t)
+	apply(t, e, tcpConfig(1, greeter(t, "A"), p))
+	c := hello(t, p, "A")
+	echo(t, c, "ping")
+	rt := e.Runtime()
+	if rt.Nbthread != 2 || rt.Generation != 1 || rt.Maxconn <= 0 {
+		t.Fatalf("runtime %+v", rt)
+	}
+}
+
+// TestEngineBindConflictChangesNothing: a bind on a taken port fails with an
+// ApplyError naming it, and the running binds and generation are untouched.
+func TestEngineBindConflictChangesNothing(t *testing.T) {
+	e := newTestEngine(t)
+	p1 := freePort(t)
+	origin := greeter(t, "A")
+	apply(t, e, tcpConfig(1, origin, p1))
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	p3 := freePort(t)
+	bad := tcpConfig(2, origin, p1, p3, taken.Addr().(*net.TCPAddr).Port)
+	err = e.Apply(context.Background(), bad)
+	var ae *config.ApplyError
+	if !errors.As(err, &ae) {
+		t.Fatalf("apply with a taken port: %v, want *config.ApplyError", err)
+	}
+	if ae.Field != "/frontends/0/binds/2" || ae.Object != "frontend fe bind b3" {
+		t.Fatalf("ApplyError field %q object %q", ae.Field, ae.Object)
+	}
+	if !errors.Is(err, config.ErrConflict) || !errors.Is(err, unix.EADDRINUSE) {
+		t.Fatalf("error %v does not unwrap to ErrConflict and EADDRINUSE", err)
+	}
+	if g := e.Runtime().Generation; g != 1 {
+		t.Fatalf("generation %d after a failed apply", g)
+	}
+	// b2, opened by the failed apply, was closed again.
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p3), time.Second); err == nil {
+		c.Close()
+		t.Fatal("bind opened by a failed apply is still listening")
+	}
+	hello(t, p1, "A")
+}
+
+// TestEngineBindAddRemoveKeepsConnections: adding a bind accepts at once;
+// removing one closes its port while a connection made through it goes on.
+func TestEngineBindAddRemoveKeepsConnections(t *testing.T) {
+	e := newTestEngine(t)
+	p1, p2 := freePort(t), freePort(t)
+	origin := greeter(t, "A")
+	apply(t, e, tcpConfig(1, origin, p1))
+	apply(t, e, tcpConfig(2, origin, p1, p2))
+	c2 := hello(t, p2, "A")
+	apply(t, e, tcpConfig(3, origin, p1))
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p2), time.Second); err == nil {
+		c.Close()
+		t.Fatal("removed bind still accepts")
+	}
+	echo(t, c2, "still here")
+	hello(t, p1, "A")
+}
+
+// TestEngineServerChangeKeepsLiveConnections: a server replaced by another
+// gets no new connection, its live connection finishes normally.
+func TestEngineServerChangeKeepsLiveConnections(t *testing.T) {
+	e := newTestEngine(t)
+	p := freePort(t)
+	a, b := greeter(t, "A"), greeter(t, "B")
+	apply(t, e, tcpConfig(1, a, p))
+	ca := hello(t, p, "A")
+	apply(t, e, tcpConfig(2, b, p))
+	hello(t, p, "B")
+	echo(t, ca, "old server still serves")
+}
+
+// TestEngineFrontendMaxconnPausesAccept: at maxconn the listener pauses
+// (the next client waits in the backlog) and resumes when one closes.
+func TestEngineFrontendMaxconnPausesAccept(t *testing.T) {
+	e := newTestEngine(t)
+	p := freePort(t)
+	cfg := tcpConfig(1, greeter(t, "A"), p)
+	cfg.Frontends[0].Maxconn = 1
+	apply(t, e, cfg)
+	c1 := hello(t, p, "A")
+	c2, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	c2.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := c2.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("second connection served past maxconn: %v", err)
+	}
+	c1.Close()
+	c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(c2, b); err != nil || string(b) != "A" {
+		t.Fatalf("waiting connection after a slot freed: %q, %v", b, err)
+	}
+}
+
+// TestEngineCloseLetsConnectionsFinish: Close stops accepting at once and
+// returns when the last connection ended, within the grace period.
+func TestEngineCloseLetsConnectionsFinish(t *testing.T) {
+	e, err := NewEngine(EngineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := freePort(t)
+	apply(t, e, tcpConfig(1, greeter(t, "A"), p))
+	c := hello(t, p, "A")
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- e.Close(ctx)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		cc, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), time.Second)
+		if err != nil {
+			break
+		}
+		cc.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("still accepting after Close")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	echo(t, c, "finishing")
+	select {
+	case <-done:
+		t.Fatal("Close returned while a connection was live")
+	case <-time.After(100 * time.Millisecond):
+	}
+	c.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return after the last connection ended")
+	}
+}
