@@ -1,0 +1,405 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/spliced-proxy/spliced/core"
+	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/openapi"
+	"github.com/spliced-proxy/spliced/web"
+)
+
+// Options wires the API to the store and the core.
+type Options struct {
+	Store     *config.Store
+	Core      core.Control
+	Env       config.Env
+	Version   string
+	StateDir  string
+	AdminAddr string
+	Logger    *slog.Logger // nil: discard
+	Started   time.Time    // zero: time of New
+}
+
+// MaxBodyBytes bounds every request body (413 beyond).
+const MaxBodyBytes = 1 << 20
+
+// applyTimeout bounds one write, apply included. A write runs to its end
+// even when the client goes away (context.WithoutCancel), so the store and
+// the data plane never see a half-done change because a curl was killed.
+const applyTimeout = 60 * time.Second
+
+// Media types accepted for request bodies.
+const (
+	mediaJSON  = "application/json"
+	mediaMerge = "application/merge-patch+json"
+)
+
+// Base path of the REST resources.
+const base = "/api/v1"
+
+// server holds what the handlers need. It has no mutable state of its own:
+// all state lives in the store and the core.
+type server struct {
+	store   *config.Store
+	core    core.Control
+	env     config.Env
+	version string
+	dir     string
+	addr    string
+	log     *slog.Logger
+	started time.Time
+	spec    []byte
+	mux     *chi.Mux
+	c       collections
+}
+
+// New returns the admin HTTP handler: the REST API under /api/v1, /healthz,
+// /readyz, /metrics, /openapi.json, /docs/ and the web page under /ui/.
+func New(o Options) http.Handler {
+	s := &server{
+		store: o.Store, core: o.Core, env: o.Env, version: o.Version,
+		dir: o.StateDir, addr: o.AdminAddr, log: o.Logger, started: o.Started,
+		spec: openapi.JSON(), c: newCollections(),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.started.IsZero() {
+		s.started = time.Now()
+	}
+	if s.dir == "" && s.store != nil {
+		s.dir = s.store.Dir()
+	}
+	r := chi.NewRouter()
+	s.mux = r
+	// Order matters: the id first (everything logs it), the access log
+	// around the recoverer (so a recovered panic is logged as its 500).
+	// Issue 7's host/origin checks and bearer-token auth go right after
+	// the recoverer, before any body is read.
+	r.Use(requestIDs, accessLog(s.log), recoverer(s.log), maxBody(MaxBodyBytes),
+		mediaTypes(map[string][]string{
+			http.MethodPost:  {mediaJSON},
+			http.MethodPut:   {mediaJSON},
+			http.MethodPatch: {mediaMerge, mediaJSON},
+		}))
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed)
+	s.routes(r)
+	return r
+}
+
+func (s *server) routes(r chi.Router) {
+	r.Get("/", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Get("/openapi.json", s.openapiJSON)
+	r.Get("/docs", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/docs/", http.StatusMovedPermanently)
+	})
+	r.Get("/docs/*", http.StripPrefix("/docs/", http.FileServerFS(openapi.Docs())).ServeHTTP)
+	r.Get("/ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
+	r.Get("/ui/*", http.StripPrefix("/ui/", http.FileServerFS(web.FS())).ServeHTTP)
+	r.Get("/metrics", s.metrics)
+
+	r.Get(base+"/info", s.info)
+	r.Get(base+"/config", s.getConfig)
+	r.Put(base+"/config", s.putConfig)
+	r.Get(base+"/config/revisions", s.listRevisions)
+	r.Get(base+"/config/revisions/{rev}", s.getRevision)
+	r.Post(base+"/config/revisions/{rev}/restore", s.restoreRevision)
+
+	r.Get(base+"/frontends", s.listFrontends)
+	r.Post(base+"/frontends", s.createFrontend)
+	r.Get(base+"/frontends/{name}", s.getFrontend)
+	r.Put(base+"/frontends/{name}", s.putFrontend)
+	r.Patch(base+"/frontends/{name}", s.patchFrontend)
+	r.Delete(base+"/frontends/{name}", s.deleteFrontend)
+	r.Get(base+"/frontends/{name}/binds", s.listBinds)
+	r.Post(base+"/frontends/{name}/binds", s.createBind)
+	r.Get(base+"/frontends/{name}/binds/{bind}", s.getBind)
+	r.Put(base+"/frontends/{name}/binds/{bind}", s.putBind)
+	r.Delete(base+"/frontends/{name}/binds/{bind}", s.deleteBind)
+
+	r.Get(base+"/backends", s.listBackends)
+	r.Post(base+"/backends", s.createBackend)
+	r.Get(base+"/backends/{name}", s.getBackend)
+	r.Put(base+"/backends/{name}", s.putBackend)
+	r.Patch(base+"/backends/{name}", s.patchBackend)
+	r.Delete(base+"/backends/{name}", s.deleteBackend)
+	r.Get(base+"/backends/{name}/servers", s.listServers)
+	r.Post(base+"/backends/{name}/servers", s.createServer)
+	r.Get(base+"/backends/{name}/servers/{server}", s.getServer)
+	r.Put(base+"/backends/{name}/servers/{server}", s.putServer)
+	r.Patch(base+"/backends/{name}/servers/{server}", s.patchServer)
+	r.Delete(base+"/backends/{name}/servers/{server}", s.deleteServer)
+
+	r.Get(base+"/tuning", s.getTuning)
+	r.Put(base+"/tuning", s.putTuning)
+	r.Patch(base+"/tuning", s.patchTuning)
+
+	// Later issues: routed now so clients get a clear 501, not a 404.
+	r.Get(base+"/stats", s.stats)
+	r.Get(base+"/activity", s.activity)
+	r.Get(base+"/events", s.events)
+	r.Get(base+"/audit", s.audit)
+	r.Get(base+"/cpu-map", s.getCPUMap)
+	r.Put(base+"/cpu-map", s.putCPUMap)
+	r.Get(base+"/irqs", s.listIRQs)
+	r.Get(base+"/irqs/{irq}", s.getIRQ)
+	r.Put(base+"/irqs/{irq}", s.putIRQ)
+}
+
+// notFound answers unknown paths with a 404 problem.
+func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, r, problemFor(&apiError{Status: http.StatusNotFound, Code: "not-found",
+		Detail: "no such resource: " + truncate(r.URL.Path, 200)}, ""))
+}
+
+// methodNotAllowed answers a known path with a method it does not take: 405
+// with Allow listing the methods it does take.
+func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if s.mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
+			allow = append(allow, m)
+		}
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeProblem(w, r, problemFor(&apiError{Status: http.StatusMethodNotAllowed, Code: "method-not-allowed",
+		Detail: fmt.Sprintf("%s is not allowed here; allowed: %s", r.Method, strings.Join(allow, ", "))}, ""))
+}
+
+// ---- reading ----
+
+// get answers the JSON of view(current config) with its ETag and the
+// generation it was read from; If-None-Match gives 304.
+func (s *server) get(w http.ResponseWriter, r *http.Request, view func(c *config.Config) (any, error)) {
+	c := s.store.Current()
+	v, err := view(c)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	body, tag, err := represent(v)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	h := w.Header()
+	h.Set("ETag", tag)
+	h.Set("X-Spliced-Generation", strconv.FormatInt(c.Generation, 10))
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, tag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// represent marshals v canonically (encoding/json: struct fields in
+// declaration order, map keys sorted) and derives its strong ETag.
+func represent(v any) ([]byte, string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, "", fmt.Errorf("api: marshal: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return b, `"` + hex.EncodeToString(sum[:16]) + `"`, nil
+}
+
+func etagOf(v any) (string, error) {
+	_, tag, err := represent(v)
+	return tag, err
+}
+
+// etagMatches implements the strong comparison of If-Match / If-None-Match
+// lists (RFC 9110 13.1.1); "*" matches any existing representation.
+func etagMatches(header, tag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || t == tag {
+			return true
+		}
+	}
+	return false
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+func (s *server) writeValue(w http.ResponseWriter, r *http.Request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("api: marshal: %w", err), "")
+		return
+	}
+	writeJSON(w, status, b)
+}
+
+// ---- writing ----
+
+// WriteResult is the answer to every accepted write (except DELETE, which
+// answers 204 with the generation in X-Spliced-Generation).
+type WriteResult struct {
+	// DryRun is true when nothing was changed (?dry_run=true).
+	DryRun bool `json:"dry_run,omitempty"`
+	// Generation is the new generation, or for a dry run the current one.
+	Generation int64 `json:"generation" example:"8"`
+	// Plan says what the data plane does (or would do) for the change.
+	Plan config.Plan `json:"plan"`
+	// Result is the written object as GET now returns it (defaults filled).
+	Result any `json:"result,omitempty" swaggertype:"object"`
+}
+
+// writeOp describes one write for server.write.
+type writeOp struct {
+	// target returns the current representation of what If-Match is about
+	// (the resource, or the collection a POST adds to), or ErrNotFound.
+	target func(c *config.Config) (any, error)
+	// mutate changes c and returns the JSON pointer of the written object
+	// in the config document (to rebase field pointers of problems).
+	mutate func(c *config.Config) (string, error)
+	// result returns what to answer with from the new config; nil: 204.
+	result   func(c *config.Config) any
+	status   int
+	location string
+}
+
+// write runs op through the store: one atomic Update under the store's lock
+// (If-Match checked there too), validated, persisted, applied by the core
+// before the answer.
+func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) {
+	dry, err := dryRun(r)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	ifMatch := r.Header.Get("If-Match")
+	var prefix string
+	mutate := func(c *config.Config) error {
+		cur, err := op.target(c)
+		if err != nil {
+			return err
+		}
+		if ifMatch != "" {
+			tag, err := etagOf(cur)
+			if err != nil {
+				return err
+			}
+			if !etagMatches(ifMatch, tag) {
+				return fmt.Errorf("If-Match %s does not match the current ETag %s: %w", truncate(ifMatch, 80), tag, config.ErrStale)
+			}
+		}
+		prefix, err = op.mutate(c)
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), applyTimeout)
+	defer cancel()
+	res, err := s.store.Update(ctx, mutate, config.UpdateOptions{DryRun: dry, Env: s.env, Apply: s.core.Apply})
+	if err != nil {
+		s.fail(w, r, err, prefix)
+		return
+	}
+	out := WriteResult{DryRun: dry, Generation: res.Generation, Plan: res.Plan}
+	if out.Plan.Items == nil {
+		out.Plan.Items = []config.PlanItem{}
+	}
+	if op.result != nil && res.Config != nil {
+		out.Result = op.result(res.Config)
+	}
+	h := w.Header()
+	h.Set("X-Spliced-Generation", strconv.FormatInt(res.Generation, 10))
+	if dry {
+		s.writeValue(w, r, http.StatusOK, out)
+		return
+	}
+	if op.result == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if out.Result != nil {
+		if tag, err := etagOf(out.Result); err == nil {
+			h.Set("ETag", tag)
+		}
+	}
+	if op.location != "" {
+		h.Set("Location", op.location)
+	}
+	s.writeValue(w, r, op.status, out)
+}
+
+func dryRun(r *http.Request) (bool, error) {
+	v := r.URL.Query().Get("dry_run")
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, &apiError{Status: http.StatusBadRequest, Code: "bad-query",
+			Detail: fmt.Sprintf("dry_run must be true or false, not %q", truncate(v, 40))}
+	}
+	return b, nil
+}
+
+// readBody reads the (size-limited) body.
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	return b, nil
+}
+
+// decodeBody reads and strictly decodes the body into dst.
+func decodeBody(r *http.Request, dst any) error {
+	b, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(b, dst)
+}
+
+// readPatch reads a merge patch; it must be a JSON object (a patch that is
+// not an object would replace the resource with a non-object).
+func readPatch(r *http.Request) (map[string]any, error) {
+	b, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	v, err := decodeAny(b)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, &config.DecodeError{Code: config.DecodeType, Message: "a merge patch must be a JSON object"}
+	}
+	return m, nil
+}
+
+// param returns the decoded path parameter key.
+func param(r *http.Request, key string) string {
+	v := chi.URLParam(r, key)
+	if r.URL.RawPath != "" {
+		if u, err := url.PathUnescape(v); err == nil {
+			return u
+		}
+	}
+	return v
+}

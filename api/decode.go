@@ -1,0 +1,91 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+// Request bodies are decoded by config.DecodeBytes, the project's one strict
+// decoder (also used by `spliced validate`): UTF-8, nesting at most
+// config.MaxDepth, one document, members named exactly as the json tags,
+// values of the right JSON type that fit the Go field. Its *config.DecodeError
+// carries the JSON pointer of the offending member.
+
+// decodeStrict decodes body into dst with config.DecodeBytes.
+func decodeStrict(body []byte, dst any) error {
+	return config.DecodeBytes(body, dst)
+}
+
+// decodeAny checks body like decodeStrict and decodes it as generic JSON,
+// numbers kept as json.Number so a merge patch never rounds one.
+func decodeAny(body []byte) (any, error) {
+	var raw json.RawMessage
+	if err := config.DecodeBytes(body, &raw); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, &config.DecodeError{Code: config.DecodeSyntax, Message: err.Error()}
+	}
+	return v, nil
+}
+
+// mergePatch applies an RFC 7386 JSON merge patch to target (both generic
+// JSON values) and returns the result. target may be modified.
+func mergePatch(target, patch any) any {
+	pm, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	tm, ok := target.(map[string]any)
+	if !ok {
+		tm = make(map[string]any, len(pm))
+	}
+	for k, v := range pm {
+		if v == nil {
+			delete(tm, k)
+		} else {
+			tm[k] = mergePatch(tm[k], v)
+		}
+	}
+	return tm
+}
+
+// patchInto applies the merge patch to cur (a model value) and strictly
+// decodes the result into dst. A member of the patch has the same JSON
+// pointer in the merged document, so problems point into the patch.
+func patchInto(cur any, patch any, dst any) error {
+	b, err := json.Marshal(cur)
+	if err != nil {
+		return fmt.Errorf("api: marshal current object: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return fmt.Errorf("api: decode current object: %w", err)
+	}
+	merged, err := json.Marshal(mergePatch(doc, patch))
+	if err != nil {
+		return fmt.Errorf("api: marshal merged object: %w", err)
+	}
+	return decodeStrict(merged, dst)
+}
+
+// truncate shortens client-supplied text quoted in problems, on a rune
+// boundary so the message stays valid UTF-8.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}

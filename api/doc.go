@@ -1,0 +1,62 @@
+// Package api is the REST admin API of spliced: a chi router under /api/v1
+// over the configuration document (config, revisions, frontends and their
+// binds, backends and their servers, tuning), plus /healthz, /readyz,
+// /openapi.json, the API reference at /docs/ and the web page at /ui/.
+//
+// It owns HTTP only: routing, strict body decoding, ETags and If-Match,
+// merge patches, problem answers, request ids and the access log. It talks
+// to the core only through config.Store (every write is one store.Update
+// whose Apply is core.Control.Apply, so the answer comes after the data
+// plane runs the change, and a refused change is rolled back) and
+// core.Control.Runtime. It never touches the data plane otherwise and holds
+// no state of its own. Handlers run on net/http's goroutines, any number at
+// once; the store serialises writes.
+//
+// # Conventions
+//
+//   - GET of a resource or a list answers its JSON with a strong ETag (hash
+//     of the canonical JSON) and X-Spliced-Generation; If-None-Match gives 304.
+//     Lists are JSON arrays.
+//   - Writes (POST, PUT, PATCH, DELETE, restore) accept ?dry_run=true, which
+//     answers 200 {"dry_run":true,"generation":current,"plan":...,"result":...}
+//     and changes nothing. If-Match is compared, inside the store's lock, with
+//     the current ETag of the target (the resource; for POST the list it adds
+//     to; for restore the whole document): mismatch 412, "*" matches.
+//   - Accepted writes answer WriteResult {"generation","plan","result"}
+//     (201 + Location for POST, 200 otherwise) or 204 for DELETE; the new
+//     generation is also in X-Spliced-Generation. The result is the object as
+//     GET now returns it, defaults filled.
+//   - PUT replaces the object; the name in the path wins, a different name in
+//     the body is 422 (renaming is delete + create). PUT of an unknown name is
+//     404: POST creates. PATCH is an RFC 7386 merge patch (application/
+//     merge-patch+json or application/json) applied to the object's current
+//     JSON, the result decoded as strictly as a PUT body.
+//   - Bodies: application/json (charset utf-8 if any) else 415, at most 1 MiB
+//     else 413, UTF-8, nesting at most 32 levels, no unknown or duplicate key
+//     (exact case). These are 400 with the field's JSON pointer. A value of
+//     the wrong JSON type, or a number that does not fit, is 422 (code
+//     "type"): the document is well formed, one value is invalid, as with
+//     validation errors.
+//
+// # Problems
+//
+// Every error is RFC 9457 application/problem+json: type
+// (urn:spliced:problem:...), title, status, detail, instance (the path),
+// request_id and errors [{field, code, message}], field being a JSON pointer
+// into the request body; a problem outside the submitted object (a frontend
+// referring to a backend being deleted) points into the whole document as
+// GET /api/v1/config shows it. problemFor is the only place errors become
+// statuses: config.ErrNotFound 404, ErrConflict and ErrInUse 409 (an
+// *config.ApplyError, the OS refusing a bind or pin, is 409 with the OS error
+// in detail: nothing changed), ErrStale 412, *config.ValidationError 422 (409
+// when it says Conflict), *DecodeError 400/422, unknown path 404, wrong
+// method 405 with Allow. Client input never yields a 5xx; a panic is
+// recovered into a logged 500.
+//
+// # Room for the security issue
+//
+// Middlewares run in this order: request id, access log, recoverer, body
+// limit, media type. Host/Origin checks and bearer-token roles slot in after
+// the recoverer; every route is registered in routes() in one place, where a
+// role per route can be attached.
+package api

@@ -1,0 +1,28 @@
+package api
+
+// General information of the OpenAPI document. `make openapi` (scripts/
+// openapi.sh) runs swag over this package; the lines below and the
+// annotations on each handler are the source of openapi/openapi.json.
+//
+//	@title						spliced admin API
+//	@version					1
+//	@description				REST admin API of spliced, a TCP/HTTP reverse-proxy appliance. Every write is validated, persisted as a new generation and applied to the data plane before the answer; every write accepts ?dry_run=true (answer: the plan). GETs return strong ETags; writes honour If-Match (412). PATCH is a JSON merge patch (RFC 7386). Errors are RFC 9457 problem documents (application/problem+json) whose errors[].field are JSON pointers into the request body. stats, activity, events, audit, cpu-map, irqs and /metrics answer 501 until implemented.
+//	@license.name				see the project repository
+//	@BasePath					/
+//	@schemes					http https
+//	@tag.name					config
+//	@tag.description			The whole document and its revisions.
+//	@tag.name					frontends
+//	@tag.description			Listeners' owners: mode, binds, routes, default_backend, maxconn, timeouts, splice.
+//	@tag.name					binds
+//	@tag.description			Listening addresses of a frontend.
+//	@tag.name					backends
+//	@tag.description			Server pools: mode, balance, timeouts, health check.
+//	@tag.name					servers
+//	@tag.description			Origin servers of a backend: address, weight, maxconn, admin_state.
+//	@tag.name					tuning
+//	@tag.description			Global data-plane knobs.
+//	@tag.name					info
+//	@tag.name					health
+//	@tag.name					later
+//	@tag.description			Part of the API contract, answering 501 Not Implemented until their release.
