@@ -181,6 +181,17 @@ func (e *Engine) start(t *config.Tuning) error {
 			l.Run()
 		}()
 	}
+	// Wait until every loop runs: listen.Open waits for running loops only,
+	// and a bind must accept when Apply returns.
+	deadline := time.Now().Add(5 * time.Second)
+	for _, l := range loops {
+		for !l.Running() {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("loop %d did not start", l.ID())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	e.nbthread.Store(int64(n))
 	e.log.Info("data plane started", "nbthread", n, "gomaxprocs", runtime.GOMAXPROCS(0))
 	return nil
@@ -373,8 +384,8 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 
 	// 4. Publish. From here on nothing fails.
 	for key, b := range newBinds {
+		// b.f is fixed at bind creation: the same frontend name keeps its feRT.
 		fe, _, _ := cutKey(key)
-		b.f = newFE[fe]
 		b.front.Store(fronts[fe])
 	}
 	for i := range snap.Frontends {
