@@ -13,12 +13,16 @@
 // Privilege:
 //   - reading everything (Topology, IRQs, IRQAffinity, ThreadAffinity):
 //     none.
-//   - SetIRQAffinity / ApplyIRQPins on the real /proc: root or
-//     CAP_SYS_ADMIN, and a writable /proc (unprivileged containers mount
-//     /proc/irq read-only: EROFS). Kernel-managed IRQs (multi-queue block
-//     and many NIC drivers that spread their queues themselves) and per-CPU
-//     interrupts refuse every write with EIO. All of it comes back as a
-//     *PinError with the errno and a hint; nothing is left half-applied.
+//   - SetIRQAffinity / ApplyIRQPins on the real /proc: root (write access
+//     to the root-owned /proc/irq/N files, i.e. uid 0 or CAP_DAC_OVERRIDE;
+//     otherwise EACCES at open) and a writable /proc (unprivileged
+//     containers mount /proc/irq read-only: EROFS). Kernel-managed IRQs
+//     (multi-queue block and NIC drivers that spread their vectors
+//     themselves) and IRQs whose controller cannot steer them refuse every
+//     write, even root's: EPERM at write(2) on current kernels (measured on
+//     6.18), EIO on older ones; PinError.Managed tells that apart from a
+//     missing privilege. Everything comes back as a *PinError with the errno
+//     and a hint, and nothing is left half-applied.
 //   - SetThreadAffinity: none, within the process's cpuset.
 //
 // Threads: SetThreadAffinity and ThreadAffinity act on the calling OS thread

@@ -26,6 +26,8 @@ type PinError struct {
 	Errno syscall.Errno // 0 when the failure is not an OS error
 	Hint  string        // what it means and what to do; "" when nothing useful to say
 	Err   error
+
+	managed bool // the kernel refused to move the IRQ at write time
 }
 
 func (e *PinError) Error() string {
@@ -47,10 +49,15 @@ func (e *PinError) Unwrap() []error {
 	}
 }
 
-// Managed reports whether the kernel refused the write because it manages
-// the IRQ's affinity itself (EIO from /proc/irq/N/smp_affinity_list, also
-// returned for per-CPU interrupts that cannot move at all).
-func (e *PinError) Managed() bool { return e.Errno == syscall.EIO }
+// Managed reports whether the kernel refused the write because it will not
+// let user space move this IRQ: a kernel-managed IRQ (multi-queue devices
+// whose driver spreads the vectors itself), or one whose controller cannot
+// steer it. Older kernels answer EIO, current ones (measured on 6.18 with a
+// virtio-blk queue) EPERM at write(2) even for root; EPERM or EACCES at
+// open(2) is the missing privilege instead.
+func (e *PinError) Managed() bool { return e.managed }
+
+const managedHint = "kernel-managed IRQ: affinity is fixed by the driver"
 
 // classify turns an OS error into a *PinError with a hint for its errno.
 func classify(what, op string, err error) *PinError {
@@ -68,9 +75,11 @@ func hintFor(what string, errno syscall.Errno) string {
 		if thread {
 			return "the thread belongs to another user: needs CAP_SYS_NICE"
 		}
-		return "needs root or CAP_SYS_ADMIN"
+		return "needs root (write access to /proc/irq: uid 0 or CAP_DAC_OVERRIDE)"
 	case syscall.EIO:
-		return "kernel-managed IRQ: affinity is fixed by the driver"
+		return managedHint
+	case syscall.ERANGE:
+		return "CPU id beyond the CPUs this kernel can have (nr_cpu_ids)"
 	case syscall.EINVAL:
 		if thread {
 			return "no CPU of the list is online and allowed by the cpuset of this process"
@@ -89,7 +98,7 @@ func hintFor(what string, errno syscall.Errno) string {
 }
 
 // SetIRQAffinity writes cpus to /proc/irq/N/smp_affinity_list. Needs root
-// (or CAP_SYS_ADMIN) on a real procfs. Every failure is a *PinError; nothing
+// on a real procfs (see doc.go). Every failure is a *PinError; nothing
 // is written when the list is malformed or names a CPU that is not online
 // (the kernel would silently keep only the online ones, or choose a default
 // mask when none is, which is not what was asked for).
@@ -120,7 +129,13 @@ func (fs FS) SetIRQAffinity(irq int, cpus []int) error {
 	_, werr := f.Write([]byte(FormatCPUList(cpus) + "\n"))
 	cerr := f.Close()
 	if werr != nil {
-		return classify(what, op, werr)
+		pe := classify(what, op, werr)
+		// The file opened for writing, so privilege is not the problem:
+		// EPERM/EIO here is the kernel refusing to move this IRQ.
+		if pe.Errno == syscall.EPERM || pe.Errno == syscall.EIO {
+			pe.Hint, pe.managed = managedHint, true
+		}
+		return pe
 	}
 	if cerr != nil {
 		return classify(what, op, cerr)

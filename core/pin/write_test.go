@@ -76,9 +76,10 @@ func TestOSRefusalsMapToPinErrors(t *testing.T) {
 		sentinel error
 		managed  bool
 	}{
-		{syscall.EACCES, "irq 50", "needs root or CAP_SYS_ADMIN", config.ErrConflict, false},
-		{syscall.EPERM, "irq 50", "needs root or CAP_SYS_ADMIN", config.ErrConflict, false},
-		{syscall.EIO, "irq 50", "kernel-managed IRQ: affinity is fixed by the driver", config.ErrConflict, true},
+		{syscall.EACCES, "irq 50", "needs root", config.ErrConflict, false},
+		{syscall.EPERM, "irq 50", "needs root", config.ErrConflict, false},
+		{syscall.EIO, "irq 50", "kernel-managed IRQ: affinity is fixed by the driver", config.ErrConflict, false},
+		{syscall.ERANGE, "irq 50", "nr_cpu_ids", config.ErrConflict, false},
 		{syscall.EINVAL, "irq 50", "no CPU of the list is online", config.ErrConflict, false},
 		{syscall.ENOENT, "irq 50", "no such IRQ", config.ErrNotFound, false},
 		{syscall.EROFS, "irq 50", "read-only", config.ErrConflict, false},
@@ -104,7 +105,7 @@ func TestOSRefusalsMapToPinErrors(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), tt.what+": set affinity 2: write /proc/irq/50") {
 				t.Errorf("message %q does not say what and how", err)
 			}
-			if pe.Managed() != tt.managed {
+			if pe.Managed() != tt.managed { // only SetIRQAffinity knows the stage
 				t.Errorf("Managed() = %v", pe.Managed())
 			}
 			// Wrapped by the engine as an ApplyError, it still answers 409/404.
