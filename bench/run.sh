@@ -476,7 +476,16 @@ run_one() {
 		return 0
 	fi
 	if [[ $row == idle ]]; then
-		wait_fg "$BT" idle "${id[@]}" -pid "$PROXY_PID" -addr "127.0.0.1:$port" -n "$BENCH_IDLE_CONNS" -timeout 90s ||
+		# fds the proxy needs per idle connection: client and server
+		# sockets; the baseline's io.Copy also holds a splice pipe (two
+		# fds) per direction for as long as the connection lives.
+		local per=2 n=$BENCH_IDLE_CONNS
+		[[ $proxy == baseline ]] && per=6
+		if ((per * n + 200 > nofile)); then
+			n=$(((nofile - 200) / per))
+			log "    $proxy: $per fds per connection, fd limit $nofile: $n idle connections"
+		fi
+		wait_fg "$BT" idle "${id[@]}" -pid "$PROXY_PID" -addr "127.0.0.1:$port" -n "$n" -timeout 90s ||
 			"$BT" fail "${id[@]}" -reason "benchtool idle failed"
 	else
 		local extra=()
