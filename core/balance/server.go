@@ -47,6 +47,16 @@ func usableState(st uint32) bool {
 // loops (read-mostly, atomics only) and carried over from one Backend
 // generation to the next as long as its name and address:port stay the same.
 type Server struct {
+	// The fields a pick reads come first: leastconn touches Cur, st and
+	// maxconn of every usable server, so they share the object's first
+	// cache line (objects of this size class never straddle it there).
+
+	// Cur counts live connections; the proxy maintains it through Acquire
+	// and Release.
+	Cur     atomic.Int64
+	maxconn atomic.Int64 // 0 = unlimited
+	st      atomic.Uint32
+
 	Name string
 	// Host is the configured address: an IP literal or a host name.
 	Host string
@@ -56,12 +66,6 @@ type Server struct {
 	// SockaddrInto before passing it to unix.Connect (see the package doc).
 	Sockaddr unix.Sockaddr
 
-	// Cur counts live connections; the proxy maintains it through Acquire
-	// and Release. Next to st so that leastconn reads both from one line.
-	Cur atomic.Int64
-	st  atomic.Uint32
-
-	maxconn    atomic.Int64 // 0 = unlimited
 	lastChange atomic.Int64 // unix ns of the last up/down transition
 	total      atomic.Uint64
 	connFails  atomic.Uint64
