@@ -126,8 +126,24 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		b.changes = new(atomic.Uint64)
 	}
 
-	// Pass 1: resolve and decide reuse; nothing shared is touched yet.
+	// Pass 1: resolve and decide reuse; nothing shared is touched yet. A
+	// host name shared by several servers (one host, many ports) is looked
+	// up once per Build.
 	reused := make([]bool, len(cfg.Servers))
+	var resolved map[string]netip.Addr
+	cached := func(host string) (netip.Addr, error) {
+		if a, ok := resolved[host]; ok {
+			return a, nil
+		}
+		a, err := resolve(host)
+		if err == nil {
+			if resolved == nil {
+				resolved = make(map[string]netip.Addr)
+			}
+			resolved[host] = a
+		}
+		return a, err
+	}
 	for i := range cfg.Servers {
 		cs := &cfg.Servers[i]
 		if _, dup := b.byName[cs.Name]; dup {
@@ -136,7 +152,7 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		if cs.Port < 1 || cs.Port > 65535 {
 			return nil, fmt.Errorf("backend %q server %q: port %d: %w", cfg.Name, cs.Name, cs.Port, config.ErrInvalid)
 		}
-		addr, err := resolveAddr(cs.Address, resolve)
+		addr, err := resolveAddr(cs.Address, cached)
 		if err != nil {
 			return nil, fmt.Errorf("backend %q server %q: resolve %q: %w", cfg.Name, cs.Name, cs.Address, err)
 		}

@@ -126,8 +126,10 @@ func TestBuildResolvesHostNames(t *testing.T) {
 		}
 	})
 	t.Run("custom resolver, IPv6 literal and mapped IPv4", func(t *testing.T) {
-		cfg := cfgBackend(config.BalanceRoundRobin, 1, 1, 1)
+		cfg := cfgBackend(config.BalanceRoundRobin, 1, 1, 1, 1)
 		cfg.Servers[0].Address = "api.internal"
+		cfg.Servers[3].Address = "api.internal" // same host, looked up once
+		cfg.Servers[3].Port = 8081
 		cfg.Servers[1].Address = "2001:db8::7"
 		cfg.Servers[2].Address = "::ffff:192.0.2.1"
 		var asked []string
@@ -141,7 +143,7 @@ func TestBuildResolvesHostNames(t *testing.T) {
 		if fmt.Sprint(asked) != "[api.internal]" {
 			t.Errorf("resolver asked for %v, want only the host name", asked)
 		}
-		want := []string{"192.0.2.10:8080", "[2001:db8::7]:8080", "192.0.2.1:8080"}
+		want := []string{"192.0.2.10:8080", "[2001:db8::7]:8080", "192.0.2.1:8080", "192.0.2.10:8081"}
 		for i, w := range want {
 			if got := b.Servers[i].Addr.String(); got != w {
 				t.Errorf("server %d: %s, want %s", i, got, w)
@@ -277,6 +279,59 @@ func BenchmarkBuild(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// TestPickersRaceWithRuntimeChanges runs pickers on several goroutines (as
+// loops would) while the control path flips states and rebuilds: under -race
+// it proves the shared objects are only touched through atomics, and a pick
+// never fails while one server stays usable throughout.
+func TestPickersRaceWithRuntimeChanges(t *testing.T) {
+	for _, algo := range allAlgos {
+		t.Run(algo, func(t *testing.T) {
+			cfg := cfgBackend(algo, 1, 2, 3, 4)
+			cfg.Servers[1].Maxconn = 3
+			b := mustBuild(t, cfg, nil)
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			for g := range 3 {
+				wg.Go(func() {
+					p := b.NewPicker(uint64(g))
+					var prev *Server
+					for i := 0; !stop.Load(); i++ {
+						s := p.Pick(uint64(i), prev)
+						if s == nil {
+							t.Errorf("nil pick while s0 is always usable")
+							return
+						}
+						if s.Acquire() {
+							s.Release()
+						}
+						prev = s
+					}
+				})
+			}
+			now := time.Now()
+			for i := range 300 {
+				s := b.Servers[1+i%3]
+				switch i % 4 {
+				case 0:
+					_ = s.SetAdminState(config.AdminMaint)
+				case 1:
+					s.SetUp(i%8 == 1, now)
+				case 2:
+					s.SetWeight(i % 5)
+				default:
+					_ = s.SetAdminState(config.AdminReady)
+					s.SetUp(true, now)
+				}
+				if i%50 == 0 {
+					mustBuild(t, cfg, b) // reuses and updates the same objects
+				}
+			}
+			stop.Store(true)
+			wg.Wait()
 		})
 	}
 }
