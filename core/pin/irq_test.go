@@ -378,3 +378,30 @@ func TestIRQsOfThisMachine(t *testing.T) {
 		t.Logf("irq %d %q %q nic=%q aff=%v eff=%v total=%d", q.IRQ, q.Chip, q.Name, q.NIC, q.Affinity, q.Effective, q.Total)
 	}
 }
+
+func FuzzParseInterrupts(f *testing.F) {
+	for _, s := range []string{seed003Interrupts, virtioInterrupts, offlineInterrupts, armInterrupts, mlx5Interrupts(4, 2), "CPU0\n 1:\n", "CPU0\n:\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		irqs, err := ParseInterrupts(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		for _, q := range irqs {
+			if q.IRQ < 0 {
+				t.Fatalf("negative IRQ %d", q.IRQ)
+			}
+			var sum uint64
+			for c, n := range q.Counts {
+				if c < 0 || c > MaxCPU {
+					t.Fatalf("count for CPU %d", c)
+				}
+				sum += n
+			}
+			if sum != q.Total {
+				t.Fatalf("irq %d: total %d != %d", q.IRQ, q.Total, sum)
+			}
+		}
+	})
+}

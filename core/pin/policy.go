@@ -54,6 +54,11 @@ func PlanSeparate(topo Topology, loopCPUs []int, irqs []IRQ, nics []string) (map
 // taking all of it. Freeing one CPU of the group in cpu_map removes the
 // fallback.
 //
+// IRQs known to be kernel-managed (IRQ.Managed true) are skipped with a
+// warning: writing them can only fail. Managed state is often unknown
+// before a write; when ApplyIRQPins then fails with PinError.Managed, the
+// caller may drop that IRQ from the plan and apply again.
+//
 // Errors (nothing planned): no loop CPU (the policy needs pinned loops:
 // cpu_map auto or manual) or a loop CPU that is not online, wrapping
 // config.ErrInvalid; a named NIC that owns no IRQ (unknown, or virtual such
@@ -70,29 +75,44 @@ func PlanSeparateDetail(topo Topology, loopCPUs []int, irqs []IRQ, nics []string
 		return plan, fmt.Errorf("irq policy separate: loop CPU %s not online: %w", FormatCPUList(off), config.ErrInvalid)
 	}
 
-	byNIC := map[string][]int{}
+	byNIC := map[string][]int{}     // IRQs to place
+	managedOf := map[string][]int{} // IRQs known to be managed
 	for _, q := range irqs {
-		if q.NIC != "" {
+		switch {
+		case q.NIC == "":
+		case q.Managed != nil && *q.Managed:
+			managedOf[q.NIC] = append(managedOf[q.NIC], q.IRQ)
+		default:
 			byNIC[q.NIC] = append(byNIC[q.NIC], q.IRQ)
 		}
 	}
-	names := slices.Clone(nics)
-	if len(names) == 0 {
+	var names []string
+	if len(nics) == 0 {
 		for n := range byNIC {
 			names = append(names, n)
 		}
 		slices.Sort(names)
 	}
-	names = slices.Compact(names)
+	for _, n := range nics { // in the given order, first occurrence
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
 	var absent []string
+	var managed []int
 	for _, n := range names {
-		if len(byNIC[n]) == 0 {
+		if len(byNIC[n]) == 0 && len(managedOf[n]) == 0 {
 			absent = append(absent, n)
 		}
+		managed = append(managed, managedOf[n]...)
 	}
 	if len(absent) > 0 {
 		return plan, fmt.Errorf("irq policy separate: no IRQ belongs to nic %s (unknown interface, or one without interrupts such as lo, a bridge or veth): %w",
 			strings.Join(absent, ", "), config.ErrInvalid)
+	}
+	if len(managed) > 0 {
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf(
+			"IRQs %s are kernel-managed (their driver fixes the affinity): left where they are", FormatCPUList(managed)))
 	}
 	if len(names) == 0 {
 		plan.Warnings = append(plan.Warnings, "no network interface owns an IRQ: nothing to place")
@@ -177,6 +197,19 @@ func interleave(topo Topology, cpus []int) []int {
 	out := make([]int, len(rs))
 	for i, r := range rs {
 		out[i] = r.cpu
+	}
+	return out
+}
+
+// MergePins combines a policy's placement with the explicit pins of the
+// config; an explicit pin wins for its IRQ. Neither input is modified.
+func MergePins(policy map[int][]int, explicit []config.IRQPin) map[int][]int {
+	out := make(map[int][]int, len(policy)+len(explicit))
+	for irq, cpus := range policy {
+		out[irq] = slices.Clone(cpus)
+	}
+	for _, p := range explicit {
+		out[p.IRQ] = slices.Clone(p.CPUs)
 	}
 	return out
 }

@@ -53,6 +53,7 @@ func TestPlanSeparatePlacesNICQueuesBesideTheLoops(t *testing.T) {
 		want     map[int][]int
 		order    []int // plan.CPUs
 		fallback bool
+		warn     bool // a warning without fallback
 	}{
 		{
 			name: "seed 003: 4 CPUs one L3, loops on 0-1: queues on 2 and 3", online: "0-3", cpus: uniform(4),
@@ -111,13 +112,25 @@ func TestPlanSeparatePlacesNICQueuesBesideTheLoops(t *testing.T) {
 		},
 		{
 			name: "loop CPUs given unsorted with duplicates", online: "0-3", cpus: uniform(4),
-			loops: []int{1, 0, 1}, irqs: queues("eth0", 30, 2), nics: []string{"eth0", "eth0"},
-			want:  map[int][]int{30: {2}, 31: {3}},
+			loops: []int{1, 0, 1}, irqs: append(queues("eth0", 30, 2), queues("eth1", 40, 1)...), nics: []string{"eth0", "eth1", "eth0"},
+			want:  map[int][]int{30: {2}, 31: {3}, 40: {2}},
 			order: []int{2, 3},
+		},
+		{
+			name: "known kernel-managed queues are left alone with a warning", online: "0-3", cpus: uniform(4),
+			loops: []int{0, 1}, nics: []string{"eth0", "eth1"},
+			irqs: []IRQ{
+				{IRQ: 30, NIC: "eth0", Managed: new(true)}, {IRQ: 31, NIC: "eth0", Managed: new(false)}, {IRQ: 32, NIC: "eth0"},
+				{IRQ: 40, NIC: "eth1", Managed: new(true)}, // only managed IRQs: the NIC exists, nothing to do
+				{IRQ: 50, NIC: "eth2", Managed: new(true)}, // not named: not warned about
+			},
+			want:  map[int][]int{31: {2}, 32: {3}},
+			order: []int{2, 3}, warn: true,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			tr := newTree(t)
 			tr.machine(tt.online, tt.cpus, nil)
 			topo, err := tr.fs.Topology()
@@ -138,7 +151,7 @@ func TestPlanSeparatePlacesNICQueuesBesideTheLoops(t *testing.T) {
 			if !slices.Equal(plan.CPUs, tt.order) {
 				t.Errorf("CPUs %v, want %v", plan.CPUs, tt.order)
 			}
-			if plan.Fallback != tt.fallback || (len(plan.Warnings) > 0) != tt.fallback {
+			if plan.Fallback != tt.fallback || (len(plan.Warnings) > 0) != (tt.fallback || tt.warn) {
 				t.Errorf("fallback %v warnings %q, want fallback %v", plan.Fallback, plan.Warnings, tt.fallback)
 			}
 			if !tt.fallback {
@@ -231,5 +244,36 @@ func TestSeparateEndToEndOnSeed003Tree(t *testing.T) {
 		if got := FormatCPUList(q.Affinity); got != want[q.IRQ] {
 			t.Errorf("irq %d (%s, %s) on %q, want %q", q.IRQ, q.Name, q.NIC, got, want[q.IRQ])
 		}
+	}
+}
+
+func TestPlanSeparateWarnsOnlyAboutNamedManagedIRQs(t *testing.T) {
+	tr := newTree(t)
+	tr.machine("0-3", uniform(4), nil)
+	topo, err := tr.fs.Topology()
+	if err != nil {
+		t.Fatal(err)
+	}
+	irqs := []IRQ{{IRQ: 30, NIC: "eth0", Managed: new(true)}, {IRQ: 31, NIC: "eth0"}, {IRQ: 50, NIC: "eth2", Managed: new(true)}}
+	plan, err := PlanSeparateDetail(topo, []int{0}, irqs, []string{"eth0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Warnings) != 1 || !strings.Contains(plan.Warnings[0], "IRQs 30 are kernel-managed") {
+		t.Errorf("warnings %q", plan.Warnings)
+	}
+}
+
+func TestMergePinsExplicitWins(t *testing.T) {
+	policy := map[int][]int{50: {2}, 51: {3}}
+	explicit := []config.IRQPin{{IRQ: 51, CPUs: []int{0, 1}}, {IRQ: 60, CPUs: []int{1}}}
+	got := MergePins(policy, explicit)
+	want := map[int][]int{50: {2}, 51: {0, 1}, 60: {1}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("MergePins = %v, want %v", got, want)
+	}
+	got[50][0] = 9
+	if policy[50][0] != 2 {
+		t.Error("MergePins shares slices with its input")
 	}
 }

@@ -84,6 +84,7 @@ func TestTopologyReadsCachesCoresAndNodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			tr := newTree(t)
 			tr.machine(tt.online, tt.cpus, tt.nodes)
 			tr.fs.Mask = tt.mask

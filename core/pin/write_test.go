@@ -43,6 +43,7 @@ func TestSetIRQAffinityRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			tr := igbTree(t)
 			err := tr.fs.SetIRQAffinity(tt.irq, tt.cpus)
 			var pe *PinError
@@ -173,6 +174,7 @@ func TestApplyIRQPins(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			tr := igbTree(t)
 			if tt.breakIt != nil {
 				tt.breakIt(tr)
