@@ -1,0 +1,270 @@
+package main
+
+// The end-to-end harness: every test in this package that needs the real
+// binary builds it once (buildBinary) and starts it with startSpliced, which
+// gives a free admin port and a temporary state directory, and stops it at
+// the end of the test.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// buildBinary compiles cmd/spliced once per test run (with -race when the
+// tests run with it, so the data plane is checked under load too).
+func buildBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "spliced-e2e-bin-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(buildDir, "spliced")
+		args := []string{"build", "-o", binPath}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		args = append(args, ".")
+		cmd := exec.Command("go", args...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// instance is one running spliced process.
+type instance struct {
+	t        testing.TB
+	cmd      *exec.Cmd
+	Admin    string // host:port
+	StateDir string
+	logs     *syncBuffer
+	exited   chan struct{}
+	exitErr  error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startSpliced starts the binary on a free admin port with stateDir (a new
+// temporary directory when empty) and waits for /healthz.
+func startSpliced(t testing.TB, stateDir string, extra ...string) *instance {
+	t.Helper()
+	bin := buildBinary(t)
+	if stateDir == "" {
+		stateDir = t.TempDir()
+	}
+	in := &instance{
+		t:        t,
+		Admin:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		StateDir: stateDir,
+		logs:     &syncBuffer{},
+		exited:   make(chan struct{}),
+	}
+	args := append([]string{"--admin-addr", in.Admin, "--state-dir", stateDir}, extra...)
+	in.cmd = exec.Command(bin, args...)
+	in.cmd.Stdout = in.logs
+	in.cmd.Stderr = in.logs
+	if err := in.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { in.exitErr = in.cmd.Wait(); close(in.exited) }()
+	t.Cleanup(func() {
+		in.Kill()
+		if t.Failed() {
+			t.Logf("spliced logs:\n%s", in.logs.String())
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case <-in.exited:
+			t.Fatalf("spliced exited at start: %v\n%s", in.exitErr, in.logs.String())
+		default:
+		}
+		resp, err := http.Get("http://" + in.Admin + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return in
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spliced did not answer /healthz within 20s\n%s", in.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Kill stops the process with SIGKILL (a crash) and waits for it.
+func (in *instance) Kill() {
+	if in.cmd.Process != nil {
+		_ = in.cmd.Process.Kill()
+	}
+	<-in.exited
+}
+
+// Stop sends SIGTERM and waits up to d for the process to exit; it returns
+// the exit error (nil for status 0).
+func (in *instance) Stop(d time.Duration) error {
+	in.t.Helper()
+	_ = in.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-in.exited:
+		return in.exitErr
+	case <-time.After(d):
+		in.t.Fatalf("spliced did not exit within %v after SIGTERM", d)
+		return nil
+	}
+}
+
+// Pid is the process id of the running binary.
+func (in *instance) Pid() int { return in.cmd.Process.Pid }
+
+// Logs returns what the process printed so far.
+func (in *instance) Logs() string { return in.logs.String() }
+
+// apiResponse is a decoded admin API answer.
+type apiResponse struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v or fails the test.
+func (r apiResponse) JSON(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decoding %s: %v", r.Body, err)
+	}
+}
+
+// Do sends a request to the admin API. body may be nil, a string, []byte or
+// any value marshalled as JSON. hdr are "Name: value" pairs.
+func (in *instance) Do(method, path string, body any, hdr ...string) apiResponse {
+	in.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			in.t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, "http://"+in.Admin+path, rd)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for _, h := range hdr {
+		k, v, _ := strings.Cut(h, ":")
+		req.Header.Set(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		in.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	return apiResponse{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// MustDo is Do that fails the test unless the status is want.
+func (in *instance) MustDo(want int, method, path string, body any, hdr ...string) apiResponse {
+	in.t.Helper()
+	r := in.Do(method, path, body, hdr...)
+	if r.Status != want {
+		in.t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.Status, want, r.Body)
+	}
+	return r
+}
+
+// waitFor polls cond every 10 ms until it holds or d passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// openFDs counts the open file descriptors of a process.
+func openFDs(t testing.TB, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}

@@ -1,0 +1,267 @@
+// Command spliced is the reverse-proxy appliance: it loads its state
+// directory, starts the data plane, and serves the admin API until SIGTERM.
+//
+// Usage:
+//
+//	spliced [--admin-addr ADDR] [--state-dir DIR] [--config FILE] [--log-format text|json]
+//	spliced version
+//	spliced validate FILE
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spliced-proxy/spliced/api"
+	"github.com/spliced-proxy/spliced/cmd/spliced/internal/version"
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+// shutdownGrace is how long established connections may take to finish
+// after SIGTERM before the process closes them.
+const shutdownGrace = 10 * time.Second
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "version":
+			fmt.Fprintln(stdout, "spliced", version.Version)
+			return 0
+		case "validate":
+			return cmdValidate(args[1:], stdout, stderr)
+		case "help":
+			usage(stderr, nil)
+			return 0
+		default:
+			fmt.Fprintf(stderr, "spliced: unknown command %q (commands: version, validate)\n", args[0])
+			return 2
+		}
+	}
+	fs := flag.NewFlagSet("spliced", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	adminAddr := fs.String("admin-addr", "127.0.0.1:9900", "admin API address: host:port or unix:/path")
+	stateDir := fs.String("state-dir", "/var/lib/spliced", "state directory (config.json, revisions/, audit.log, tokens.json)")
+	bootstrap := fs.String("config", "", "bootstrap config document, used only when the state directory holds none")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	fs.Usage = func() { usage(stderr, fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "spliced: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	log, err := newLogger(*logFormat, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "spliced:", err)
+		return 2
+	}
+	if err := serve(log, *adminAddr, *stateDir, *bootstrap); err != nil {
+		log.Error("spliced stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, `spliced %s — TCP/HTTP reverse-proxy appliance managed through a REST API.
+
+Usage:
+  spliced [flags]            run the appliance
+  spliced version            print the version
+  spliced validate FILE      check a config document (exit 0 when valid)
+
+Flags:
+`, version.Version)
+	if fs == nil {
+		fs = flag.NewFlagSet("spliced", flag.ContinueOnError)
+		fs.String("admin-addr", "127.0.0.1:9900", "admin API address: host:port or unix:/path")
+		fs.String("state-dir", "/var/lib/spliced", "state directory")
+		fs.String("config", "", "bootstrap config document, used only when the state directory holds none")
+		fs.String("log-format", "text", "log format: text or json")
+	}
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+func newLogger(format string, w io.Writer) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
+}
+
+// cmdValidate checks a document as a write of the whole config would.
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: spliced validate FILE")
+		return 2
+	}
+	f, err := os.Open(args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "spliced:", err)
+		return 1
+	}
+	defer f.Close()
+	var c config.Config
+	if err := config.Decode(f, &c); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", args[0], err)
+		return 1
+	}
+	c.Normalize()
+	if err := config.Validate(&c, config.HostEnv()); err != nil {
+		var ve *config.ValidationError
+		if errors.As(err, &ve) {
+			for _, fe := range ve.Errors {
+				fmt.Fprintf(stderr, "%s: %s: %s (%s)\n", args[0], fe.Field, fe.Message, fe.Code)
+			}
+		} else {
+			fmt.Fprintf(stderr, "%s: %v\n", args[0], err)
+		}
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d frontends, %d backends)\n", args[0], len(c.Frontends), len(c.Backends))
+	return 0
+}
+
+func serve(log *slog.Logger, adminAddr, stateDir, bootstrap string) error {
+	started := time.Now()
+	ln, err := listenAdmin(adminAddr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+
+	store, err := config.Open(stateDir, bootstrap, log)
+	if err != nil {
+		return err
+	}
+	ctl, err := newCore(log)
+	if err != nil {
+		return fmt.Errorf("starting data plane: %w", err)
+	}
+	cur := store.Current()
+	if err := ctl.Apply(context.Background(), cur); err != nil {
+		// The persisted config could not be applied (a port taken since the
+		// last run, say). Keep serving the admin API so the operator can see
+		// and fix it; /readyz reports not ready until the core runs it.
+		log.Error("applying persisted config failed", "generation", cur.Generation, "err", err)
+	}
+	log.Info("spliced started", "version", version.Version, "admin_addr", adminAddr,
+		"state_dir", store.Dir(), "generation", cur.Generation, "nbthread", ctl.Runtime().Nbthread)
+
+	h := api.New(api.Options{
+		Store:     store,
+		Core:      ctl,
+		Env:       config.HostEnv(),
+		Version:   version.Version,
+		StateDir:  store.Dir(),
+		AdminAddr: adminAddr,
+		Logger:    log,
+		Started:   started,
+	})
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      0, // /api/v1/events streams
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigc)
+	select {
+	case sig := <-sigc:
+		log.Info("stopping", "signal", sig.String(), "grace", shutdownGrace.String())
+	case err := <-errc:
+		return fmt.Errorf("admin server: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	// The data plane first: it stops accepting at once and lets established
+	// connections finish; the admin API stays up meanwhile for /healthz.
+	cerr := ctl.Close(ctx)
+	sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+	defer scancel()
+	_ = srv.Shutdown(sctx)
+	if cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
+		return cerr
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// listenAdmin opens the admin listener. The admin API can reconfigure every
+// listener on the box, so it only listens where nobody else can reach it
+// until tokens exist: loopback or a unix socket (mode 0600).
+func listenAdmin(addr string) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if path == "" {
+			return nil, errors.New("--admin-addr unix: needs a path")
+		}
+		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			_ = os.Remove(path) // a stale socket from a previous run
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, fmt.Errorf("admin listener: %w", err)
+		}
+		if err := os.Chmod(path, 0o600); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("admin listener: %w", err)
+		}
+		return ln, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--admin-addr %q: %w (want host:port or unix:/path)", addr, err)
+	}
+	if !isLoopback(host) {
+		return nil, fmt.Errorf("--admin-addr %q is not a loopback address and no admin token exists: "+
+			"keep the admin API on 127.0.0.1 or a unix socket", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listener: %w", err)
+	}
+	return ln, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what `make test` needs when it is missing: Debian packages for the
+# browser test (chromium), the package tests (rpm, lintian) and the peers the
+# integration tests may start (nginx). Runs apt-get update first, as root.
+set -euo pipefail
+
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v rpm      >/dev/null 2>&1 || need+=(rpm)
+command -v lintian  >/dev/null 2>&1 || need+=(lintian)
+command -v nginx    >/dev/null 2>&1 || need+=(nginx)
+command -v curl     >/dev/null 2>&1 || need+=(curl)
+
+if [ ${#need[@]} -eq 0 ]; then
+	echo "test-deps: all present"
+	exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "test-deps: missing ${need[*]} and not root: install them with apt-get, or run make test as root" >&2
+	exit 1
+fi
+echo "test-deps: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
