@@ -2,6 +2,7 @@ package balance
 
 import (
 	"math/bits"
+	"net/netip"
 
 	"github.com/spliced-proxy/spliced/core/config"
 )
@@ -538,4 +539,16 @@ func mix64(x uint64) uint64 {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
 	return x
+}
+
+// HashAddr is the source hash of a client address for Pick: IPv4 and
+// IPv4-mapped IPv6 forms of one address hash alike, the port and zone are
+// ignored. No allocation.
+func HashAddr(a netip.Addr) uint64 {
+	b := a.Unmap().As16()
+	hi := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+	lo := uint64(b[8])<<56 | uint64(b[9])<<48 | uint64(b[10])<<40 | uint64(b[11])<<32 |
+		uint64(b[12])<<24 | uint64(b[13])<<16 | uint64(b[14])<<8 | uint64(b[15])
+	return mix64(hi ^ mix64(lo))
 }

@@ -3,6 +3,7 @@ package balance
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -461,5 +462,30 @@ func BenchmarkPickAfterChange(b *testing.B) {
 				p.Pick(1, nil)
 			}
 		})
+	}
+}
+
+func TestHashAddrIgnoresMappingAndSpreads(t *testing.T) {
+	v4 := netip.MustParseAddr("192.0.2.1")
+	mapped := netip.MustParseAddr("::ffff:192.0.2.1")
+	if HashAddr(v4) != HashAddr(mapped) {
+		t.Errorf("IPv4 and its mapped form hash differently")
+	}
+	if HashAddr(v4) == HashAddr(netip.MustParseAddr("192.0.2.2")) {
+		t.Errorf("neighbour addresses collide")
+	}
+	// Consecutive client addresses spread over the servers of a source backend.
+	p := mustBuild(t, cfgBackend(config.BalanceSource, 1, 1, 1, 1), nil).NewPicker(0)
+	got := map[string]int{}
+	for i := range 4000 {
+		got[p.Pick(HashAddr(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})), nil).Name]++
+	}
+	for name, n := range got {
+		if n < 800 || n > 1200 {
+			t.Errorf("%s: %d of 4000 clients (%v)", name, n, got)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { HashAddr(mapped) }); n != 0 {
+		t.Errorf("%v allocations", n)
 	}
 }
