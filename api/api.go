@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/config"
@@ -95,7 +96,8 @@ func New(o Options) http.Handler {
 			http.MethodPost:  {mediaJSON},
 			http.MethodPut:   {mediaJSON},
 			http.MethodPatch: {mediaMerge, mediaJSON},
-		}))
+		}),
+		middleware.GetHead) // HEAD answers like GET, without the body
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 	s.routes(r)
@@ -176,6 +178,9 @@ func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		if s.mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
 			allow = append(allow, m)
+			if m == http.MethodGet {
+				allow = append(allow, http.MethodHead)
+			}
 		}
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))

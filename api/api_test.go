@@ -2,7 +2,9 @@ package api
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"syscall"
@@ -418,6 +420,8 @@ func TestErrorStatuses(t *testing.T) {
 		{"invalid UTF-8", "POST", "/api/v1/backends", "{\"name\":\"\xff\xfe\"}", nil, 400, "", config.DecodeUTF8},
 		{"deep nesting", "POST", "/api/v1/backends", deep, nil, 400, "", config.DecodeDepth},
 		{"deep nesting patch", "PATCH", "/api/v1/tuning", deep, nil, 400, "", config.DecodeDepth},
+		{"top-level null", "PUT", "/api/v1/tuning", `null`, nil, 422, "", config.DecodeType},
+		{"top-level array", "POST", "/api/v1/backends", `[]`, nil, 422, "", config.DecodeType},
 		{"wrong type", "POST", "/api/v1/backends/web/servers", `{"name":"s5","address":"a","port":"80"}`, nil, 422, "/port", config.DecodeType},
 		{"number too big", "PATCH", "/api/v1/tuning", `{"maxconn":1e99}`, nil, 422, "/maxconn", config.DecodeType},
 		{"unknown frontend", "GET", "/api/v1/frontends/nope", "", nil, 404, "", ""},
@@ -476,15 +480,49 @@ func TestErrorStatuses(t *testing.T) {
 func TestMethodNotAllowedListsTheAllowedMethods(t *testing.T) {
 	f := newFixture(t)
 	for path, want := range map[string]string{
-		"/api/v1/backends/web":              "GET, PUT, PATCH, DELETE",
-		"/api/v1/frontends/public/binds/b1": "GET, PUT, DELETE",
-		"/api/v1/tuning":                    "GET, PUT, PATCH",
-		"/api/v1/config/revisions":          "GET",
+		"/api/v1/backends/web":              "GET, HEAD, PUT, PATCH, DELETE",
+		"/api/v1/frontends/public/binds/b1": "GET, HEAD, PUT, DELETE",
+		"/api/v1/tuning":                    "GET, HEAD, PUT, PATCH",
+		"/api/v1/config/revisions":          "GET, HEAD",
 	} {
 		w := f.must(t, 405, "POST", path, "")
 		if got := w.Header().Get("Allow"); got != want {
 			t.Errorf("%s: Allow %q, want %q", path, got, want)
 		}
+	}
+}
+
+func TestBodyOverTheLimitWithoutContentLengthIs413(t *testing.T) {
+	f := newFixture(t)
+	before := f.snapshot(t)
+	req := httptest.NewRequest("PUT", "/api/v1/config", strings.NewReader(`{"backends":[`+strings.Repeat(`{"name":"x"},`, MaxBodyBytes/12)+`]}`))
+	req.ContentLength = -1 // chunked: only reading finds out
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, req)
+	if w.Code != 413 {
+		t.Fatalf("status %d: %.200s", w.Code, w.Body.String())
+	}
+	problemOf(t, w)
+	if f.snapshot(t) != before {
+		t.Fatal("config changed")
+	}
+}
+
+func TestHeadAnswersLikeGetWithoutBody(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t)
+	srv := httptest.NewServer(f.h)
+	defer srv.Close()
+	get := f.must(t, 200, "GET", "/api/v1/backends/web", "")
+	resp, err := http.Head(srv.URL + "/api/v1/backends/web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("ETag") != get.Header().Get("ETag") || len(body) != 0 {
+		t.Fatalf("HEAD: %d ETag %q body %d bytes", resp.StatusCode, resp.Header.Get("ETag"), len(body))
 	}
 }
 

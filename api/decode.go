@@ -15,9 +15,17 @@ import (
 // values of the right JSON type that fit the Go field. Its *config.DecodeError
 // carries the JSON pointer of the offending member.
 
-// decodeStrict decodes body into dst with config.DecodeBytes.
+// decodeStrict decodes body into dst with config.DecodeBytes. Every body
+// the API takes is an object: a top-level null (which encoding/json accepts
+// as "leave dst alone") would turn a PUT into "reset to defaults".
 func decodeStrict(body []byte, dst any) error {
-	return config.DecodeBytes(body, dst)
+	if err := config.DecodeBytes(body, dst); err != nil {
+		return err
+	}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return &config.DecodeError{Code: config.DecodeType, Message: "expected a JSON object"}
+	}
+	return nil
 }
 
 // decodeAny checks body like decodeStrict and decodes it as generic JSON,

@@ -22,8 +22,15 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
+	return newFixtureIn(t, t.TempDir())
+}
+
+// newFixtureIn keeps the store in dir (fuzz targets need a directory that
+// outlives one input).
+func newFixtureIn(t testing.TB, dir string) *fixture {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	st, err := config.Open(t.TempDir(), "", log)
+	st, err := config.Open(dir, "", log)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -63,7 +70,7 @@ func (f *fixture) do(method, path, body string, h ...hdr) *httptest.ResponseReco
 }
 
 // must sends a request and fails the test unless the status is want.
-func (f *fixture) must(t *testing.T, want int, method, path, body string, h ...hdr) *httptest.ResponseRecorder {
+func (f *fixture) must(t testing.TB, want int, method, path, body string, h ...hdr) *httptest.ResponseRecorder {
 	t.Helper()
 	w := f.do(method, path, body, h...)
 	if w.Code != want {
@@ -72,7 +79,7 @@ func (f *fixture) must(t *testing.T, want int, method, path, body string, h ...h
 	return w
 }
 
-func decodeJSON[T any](t *testing.T, w *httptest.ResponseRecorder) T {
+func decodeJSON[T any](t testing.TB, w *httptest.ResponseRecorder) T {
 	t.Helper()
 	var v T
 	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {
@@ -81,7 +88,7 @@ func decodeJSON[T any](t *testing.T, w *httptest.ResponseRecorder) T {
 	return v
 }
 
-func problemOf(t *testing.T, w *httptest.ResponseRecorder) Problem {
+func problemOf(t testing.TB, w *httptest.ResponseRecorder) Problem {
 	t.Helper()
 	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
 		t.Fatalf("Content-Type %q, want application/problem+json; body %s", ct, w.Body.String())
@@ -109,14 +116,14 @@ const (
 )
 
 // seed creates backend web (server s1) and frontend public (bind b1).
-func (f *fixture) seed(t *testing.T) {
+func (f *fixture) seed(t testing.TB) {
 	t.Helper()
 	f.must(t, http.StatusCreated, "POST", "/api/v1/backends", backendWeb)
 	f.must(t, http.StatusCreated, "POST", "/api/v1/frontends", frontendPublic)
 }
 
 // snapshot is the current document as GET /api/v1/config answers it.
-func (f *fixture) snapshot(t *testing.T) string {
+func (f *fixture) snapshot(t testing.TB) string {
 	t.Helper()
 	return f.must(t, http.StatusOK, "GET", "/api/v1/config", "").Body.String()
 }
