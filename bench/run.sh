@@ -490,7 +490,7 @@ run_one() {
 	else
 		local extra=()
 		[[ $row == close ]] && extra=(-H "Connection: close")
-		wait_fg "$BT" measure "${id[@]}" -pid "$PROXY_PID" -conns "$(row_conns "$row")" -- \
+		wait_fg "$BT" measure "${id[@]}" -pid "$PROXY_PID" -cpu "$BENCH_PROXY_CPU" -conns "$(row_conns "$row")" -- \
 			taskset -c "$BENCH_LOAD_CPU" wrk -t1 -c "$(row_conns "$row")" -d "${BENCH_SECONDS}s" \
 			--timeout 5s -s "$ROOT/bench/wrk-report.lua" "${extra[@]}" \
 			"http://127.0.0.1:$port$(row_path "$row")" ||
@@ -521,6 +521,12 @@ run_one() {
 	echo "spliced=$("$SPLICED_BIN" version 2>/dev/null | head -1 || echo missing)"
 } >"$TMP/meta.txt"
 
+read -r load1 _ </proc/loadavg
+echo "loadavg_at_start=$load1" >>"$TMP/meta.txt"
+if awk -v l="$load1" 'BEGIN { exit !(l > 1.0) }'; then
+	log "bench: WARNING: load average $load1 before starting: other work is running;"
+	log "bench: figures are only good for checking the script (see 'others' on the proxy's CPU)"
+fi
 log "bench: ${BENCH_SECONDS}s per run, ${BENCH_REPEAT} repeat(s), modes: $BENCH_MODES, rows: $BENCH_ROWS"
 log "bench: proxies on CPU $BENCH_PROXY_CPU (one thread), wrk -t1 and origin on CPU $BENCH_LOAD_CPU"
 for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do

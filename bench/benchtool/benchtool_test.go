@@ -208,3 +208,25 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+func TestCPUBusyTicksSkipsIdleAndIOWait(t *testing.T) {
+	stat := "cpu  77912 0 29268 106575 993 0 4147 151 0 0\n" +
+		"cpu0 100 1 20 5000 300 2 30 4 0 0\n" +
+		"cpu1 38863 0 15933 51605 706 0 2339 74 0 0\n" +
+		"intr 1 2 3\n"
+	tests := []struct {
+		cpu     int
+		want    int64
+		wantErr bool
+	}{
+		{cpu: 0, want: 100 + 1 + 20 + 2 + 30 + 4},
+		{cpu: 1, want: 38863 + 15933 + 2339 + 74},
+		{cpu: 2, wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := cpuBusyTicks(stat, tt.cpu)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("cpuBusyTicks(cpu%d) = %d, %v; want %d, error %v", tt.cpu, got, err, tt.want, tt.wantErr)
+		}
+	}
+}

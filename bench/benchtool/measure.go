@@ -33,9 +33,13 @@ type Run struct {
 	Requests   int64   `json:"requests,omitempty"`
 	Bytes      int64   `json:"bytes,omitempty"` // response bytes read by wrk
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
-	LatP50us   int64   `json:"lat_p50_us,omitempty"`
-	LatP99us   int64   `json:"lat_p99_us,omitempty"`
-	Errors     Errors  `json:"errors"`
+	// OtherSeconds is the busy time of the proxy's CPU not charged to the
+	// proxy: other processes, and interrupt work charged to no process.
+	// Large values mean the proxy shared its core and the run is suspect.
+	OtherSeconds float64 `json:"other_seconds_on_proxy_cpu"`
+	LatP50us     int64   `json:"lat_p50_us,omitempty"`
+	LatP99us     int64   `json:"lat_p99_us,omitempty"`
+	Errors       Errors  `json:"errors"`
 
 	// Idle row.
 	IdleConns    int   `json:"idle_conns,omitempty"`
@@ -156,6 +160,7 @@ func cmdMeasure(args []string) error {
 	rf.register(fs)
 	pid := fs.Int("pid", 0, "proxy PID (descendants included)")
 	conns := fs.Int("conns", 0, "client connections (recorded only)")
+	proxyCPU := fs.Int("cpu", -1, "CPU the proxy is pinned to (to see who else used it), -1 = none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -170,6 +175,12 @@ func cmdMeasure(args []string) error {
 	if err != nil {
 		return fmt.Errorf("proxy CPU before: %w", err)
 	}
+	var busyBefore, busyAfter int64
+	if *proxyCPU >= 0 {
+		if busyBefore, err = readCPUBusy(*proxyCPU); err != nil {
+			return err
+		}
+	}
 	// run.sh stops benchtool with TERM when it is interrupted; the load
 	// generator goes with it.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -182,6 +193,11 @@ func cmdMeasure(args []string) error {
 	runErr := cmd.Run()
 	wall := time.Since(start)
 	after, cpuErr := treeCPUTicks("/proc", *pid)
+	if *proxyCPU >= 0 {
+		if busyAfter, err = readCPUBusy(*proxyCPU); err != nil {
+			return err
+		}
+	}
 
 	switch {
 	case ctx.Err() != nil:
@@ -196,6 +212,9 @@ func cmdMeasure(args []string) error {
 			break
 		}
 		r.CPUSeconds = float64(after-before) / userHZ
+		if *proxyCPU >= 0 {
+			r.OtherSeconds = max(0, float64(busyAfter-busyBefore-(after-before))/userHZ)
+		}
 		r.Error = validate(&r)
 	}
 	if r.Seconds == 0 {
@@ -206,8 +225,8 @@ func cmdMeasure(args []string) error {
 			r.Proxy, r.Mode, r.Row, r.Rep, r.Error, tail(out.String(), 2000))
 	} else {
 		m := derive(r)
-		fmt.Fprintf(os.Stderr, "    %s %s/%s #%d: %.0f req/s, %.1f MiB/s, %.1f µs CPU/req, proxy CPU %.0f%%\n",
-			r.Proxy, r.Mode, r.Row, r.Rep, m.ReqPerSec, m.MiBPerSec, m.CPUusPerReq, m.CPUPercent)
+		fmt.Fprintf(os.Stderr, "    %s %s/%s #%d: %.0f req/s, %.1f MiB/s, %.1f µs CPU/req, proxy CPU %.0f%%, others on its CPU %.0f%%\n",
+			r.Proxy, r.Mode, r.Row, r.Rep, m.ReqPerSec, m.MiBPerSec, m.CPUusPerReq, m.CPUPercent, m.OtherPercent)
 	}
 	return appendRun(rf.out, r)
 }

@@ -212,3 +212,42 @@ func cmdPorts(args []string) error {
 	}
 	return nil
 }
+
+// cpuBusyTicks returns the ticks CPU cpu spent not idle (user, nice,
+// system, irq, softirq, steal; not idle or iowait) from a /proc/stat
+// document. Subtracting the proxy's own ticks tells how much of the
+// proxy's core other processes took during a run.
+func cpuBusyTicks(stat string, cpu int) (int64, error) {
+	prefix := "cpu" + strconv.Itoa(cpu) + " "
+	for _, line := range strings.Split(stat, "\n") {
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 8 {
+			return 0, fmt.Errorf("malformed %q", line)
+		}
+		var busy int64
+		for i, v := range f[:8] {
+			if i == 3 || i == 4 { // idle, iowait
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%q: %w", line, err)
+			}
+			busy += n
+		}
+		return busy, nil
+	}
+	return 0, fmt.Errorf("no cpu%d line in /proc/stat", cpu)
+}
+
+func readCPUBusy(cpu int) (int64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	return cpuBusyTicks(string(b), cpu)
+}

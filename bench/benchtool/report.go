@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +19,12 @@ const mib = 1 << 20
 
 // reference is the proxy every ratio is relative to.
 const reference = "haproxy"
+
+// sharedWarn is the share of the proxy's CPU, in percent, that other work
+// may take in a run before the table flags the figures as suspect. Loopback
+// softirq work that the kernel charges to no process counts as other, so
+// it is rarely zero.
+const sharedWarn = 15
 
 // rowOrder is the order in which workloads are printed.
 var rowOrder = []string{"ka", "close", "1m", "idle"}
@@ -43,7 +50,9 @@ type Metrics struct {
 	CPUusPerReq float64 `json:"cpu_us_per_req"`
 	CPUmsPerMiB float64 `json:"cpu_ms_per_mib"`
 	CPUPercent  float64 `json:"cpu_percent"`
-	KiBPerConn  float64 `json:"kib_per_conn"`
+	// OtherPercent is the share of the proxy's CPU used by anything else.
+	OtherPercent float64 `json:"other_percent_on_proxy_cpu"`
+	KiBPerConn   float64 `json:"kib_per_conn"`
 }
 
 func derive(r Run) Metrics {
@@ -58,6 +67,7 @@ func derive(r Run) Metrics {
 		m.ReqPerSec = float64(r.Requests) / r.Seconds
 		m.MiBPerSec = float64(r.Bytes) / mib / r.Seconds
 		m.CPUPercent = 100 * r.CPUSeconds / r.Seconds
+		m.OtherPercent = 100 * r.OtherSeconds / r.Seconds
 	}
 	if r.Requests > 0 {
 		m.CPUusPerReq = r.CPUSeconds * 1e6 / float64(r.Requests)
@@ -160,7 +170,7 @@ func summarize(runs []Run) []Summary {
 
 func summarizeGroup(mode, row, proxy string, rs []Run) Summary {
 	s := Summary{Mode: mode, Row: row, Proxy: proxy, Runs: len(rs)}
-	var rps, mbps, cpuReq, cpuMiB, cpuPct, kib []float64
+	var rps, mbps, cpuReq, cpuMiB, cpuPct, other, kib []float64
 	for _, r := range rs {
 		s.Errors.Connect += r.Errors.Connect
 		s.Errors.Read += r.Errors.Read
@@ -181,11 +191,13 @@ func summarizeGroup(mode, row, proxy string, rs []Run) Summary {
 		cpuReq = append(cpuReq, m.CPUusPerReq)
 		cpuMiB = append(cpuMiB, m.CPUmsPerMiB)
 		cpuPct = append(cpuPct, m.CPUPercent)
+		other = append(other, m.OtherPercent)
 		kib = append(kib, m.KiBPerConn)
 	}
 	s.ReqPerSec, s.MiBPerSec = median(rps), median(mbps)
 	s.CPUusPerReq, s.CPUmsPerMiB, s.CPUPercent = median(cpuReq), median(cpuMiB), median(cpuPct)
 	s.KiBPerConn = median(kib)
+	s.OtherPercent = slices.Max(append(other, 0))
 	if row == "idle" {
 		s.CPUSpread = spread(kib)
 	} else {
@@ -277,6 +289,9 @@ func printTables(w io.Writer, ss []Summary, reps int) {
 				note := ""
 				if s.Error != "" {
 					note = fmt.Sprintf("  (%d of %d runs failed: %s)", s.Runs-s.Valid, s.Runs, s.Error)
+				}
+				if s.OtherPercent >= sharedWarn {
+					note += fmt.Sprintf("  (others used %.0f%% of the proxy's CPU)", s.OtherPercent)
 				}
 				e := s.Errors
 				fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.2f\t%s\t%.3f\t%.0f%%\t%s\t%s\t%d\t%s\n",
