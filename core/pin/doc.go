@@ -11,8 +11,8 @@
 // decide when to pin (the engine does, from the config snapshot), log.
 //
 // Privilege:
-//   - reading everything (Topology, IRQs, IRQAffinity, ThreadAffinity):
-//     none.
+//   - reading everything (Topology, IRQs, IRQAffinity, ThreadAffinity,
+//     ThreadAffinityOf): none.
 //   - SetIRQAffinity / ApplyIRQPins on the real /proc: root (write access
 //     to the root-owned /proc/irq/N files, i.e. uid 0 or CAP_DAC_OVERRIDE;
 //     otherwise EACCES at open) and a writable /proc (unprivileged
@@ -34,6 +34,8 @@
 // UnlockOSThread; otherwise unrelated goroutines later run confined to that
 // CPU. (Threads the runtime creates while a goroutine is locked come from its
 // template thread, so a pin does not leak into new threads.)
+// ThreadAffinityOf(tid) reads any thread's mask from any goroutine: the API
+// uses it with the tid each loop records after locking.
 // FS.AffinityMask and Topology ask sched_getaffinity of the calling thread
 // for the process mask; call them from ordinary goroutines (the API, the
 // engine at start), never from a pinned loop.

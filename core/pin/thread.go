@@ -44,3 +44,20 @@ func ThreadAffinity() ([]int, error) {
 	}
 	return fromCPUSet(&set), nil
 }
+
+// ThreadAffinityOf reads the CPU mask of any thread of any process by its
+// kernel thread id (what a loop records with unix.Gettid after locking its
+// goroutine), so the API can show what each loop was granted without running
+// code on the loop. Errors are *PinError (ESRCH: no such thread, wrapping
+// config.ErrNotFound).
+func ThreadAffinityOf(tid int) ([]int, error) {
+	what := "thread " + strconv.Itoa(tid)
+	if tid <= 0 {
+		return nil, &PinError{What: what, Op: "read affinity", Err: fmt.Errorf("%w: thread id must be positive", config.ErrInvalid)}
+	}
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(tid, &set); err != nil {
+		return nil, classify(what, "read affinity", fmt.Errorf("sched_getaffinity: %w", err))
+	}
+	return fromCPUSet(&set), nil
+}

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/spliced-proxy/spliced/core/config"
 )
 
@@ -45,6 +47,12 @@ func TestThreadAffinityRoundTripOnThisMachine(t *testing.T) {
 		got, err := ThreadAffinity()
 		if err != nil || !slices.Equal(got, []int{target}) {
 			t.Errorf("after pinning to %d the kernel reports %v, %v", target, got, err)
+		}
+		tid := unix.Gettid()
+		seen := make(chan []int)
+		go func() { m, _ := ThreadAffinityOf(tid); seen <- m }() // from another thread
+		if m := <-seen; !slices.Equal(m, []int{target}) {
+			t.Errorf("ThreadAffinityOf(%d) from another goroutine = %v, want [%d]", tid, m, target)
 		}
 		// Only this thread moved: another thread keeps the process mask.
 		other := make(chan []int)
@@ -107,5 +115,17 @@ func TestSetThreadAffinityRefusals(t *testing.T) {
 				return true
 			})
 		})
+	}
+}
+
+func TestThreadAffinityOfUnknownThreadIsNotFound(t *testing.T) {
+	// pid_max is at most 2^22: this id cannot exist.
+	_, err := ThreadAffinityOf(1 << 30)
+	var pe *PinError
+	if !errors.As(err, &pe) || pe.Errno != syscall.ESRCH || !errors.Is(err, config.ErrNotFound) {
+		t.Fatalf("err %v, want ESRCH wrapping ErrNotFound", err)
+	}
+	if _, err := ThreadAffinityOf(0); !errors.Is(err, config.ErrInvalid) {
+		t.Fatalf("tid 0: %v, want ErrInvalid (0 would mean the calling thread)", err)
 	}
 }
