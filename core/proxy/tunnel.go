@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/netip"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -173,9 +174,8 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	t.connect(nil)
 }
 
-// peerHash hashes the client's IP address for balance=source (FNV-1a over
-// the address bytes; the port is left out so a client sticks to a server).
-// getpeername into a stack buffer: no allocation.
+// peerHash is balance.HashAddr of the client's IP address, for
+// balance=source. getpeername into a stack buffer: no allocation.
 func peerHash(fd int) uint64 {
 	var rsa unix.RawSockaddrAny
 	l := uint32(unsafe.Sizeof(rsa))
@@ -183,21 +183,15 @@ func peerHash(fd int) uint64 {
 	if e != 0 {
 		return 0
 	}
-	var b []byte
 	switch rsa.Addr.Family {
 	case unix.AF_INET:
 		p := (*unix.RawSockaddrInet4)(unsafe.Pointer(&rsa))
-		b = p.Addr[:]
+		return balance.HashAddr(netip.AddrFrom4(p.Addr))
 	case unix.AF_INET6:
 		p := (*unix.RawSockaddrInet6)(unsafe.Pointer(&rsa))
-		b = p.Addr[:]
+		return balance.HashAddr(netip.AddrFrom16(p.Addr))
 	}
-	h := uint64(14695981039346656037)
-	for _, c := range b {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	return h
+	return 0
 }
 
 // connect picks a server (never exclude when another is usable) and starts

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/config"
 )
 
 // pattern is a deterministic pseudo-random stream. Its period (1 MiB + 13)
@@ -513,4 +516,37 @@ func BenchmarkForward(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestSourceBalanceKeepsClientOnOneServer: with balance=source every
+// connection from one client address reaches the same server.
+func TestSourceBalanceKeepsClientOnOneServer(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	named := func(name string) *net.TCPAddr {
+		return origin(t, func(c *net.TCPConn) { defer c.Close(); c.Write([]byte(name)) })
+	}
+	fe := frontend(t, SpliceOff, named("A"), named("B"), named("C"))
+	cfg := config.Backend{Name: "be", Balance: config.BalanceSource}
+	for _, s := range fe.Backend.B.Servers {
+		cfg.Servers = append(cfg.Servers, config.Server{Name: s.Name, Address: "127.0.0.1", Port: int(s.Addr.Port())})
+	}
+	cfg.Normalize()
+	b, err := balance.Build(&cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fe.Backend = NewBackend(b, 1, new(Counters))
+	first := ""
+	for i := 0; i < 6; i++ {
+		c := e.dial(fe)
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if first == "" {
+			first = string(got)
+		}
+		if string(got) != first || first == "" {
+			t.Fatalf("connection %d reached %q, first reached %q", i, got, first)
+		}
+	}
+	e.waitIdle()
 }
