@@ -328,40 +328,51 @@ func (p *Picker) scan(exclude, full *Server) *Server {
 // with room before full ones), comparing Cur_a*w_b < Cur_b*w_a to avoid
 // divisions. The scan starts one position further at each pick so that ties
 // (an idle backend) rotate instead of piling on the first server. O(usable
-// servers) per pick: each costs two atomic loads from one cache line.
+// servers) per pick, like nginx's least_conn (HAProxy keeps a tree under a
+// lock, updated on every connection instead): each server costs three
+// atomic loads from one cache line. For pools of thousands of servers,
+// random (two choices) is the cheap approximation.
 func (p *Picker) pickLeastConn(exclude *Server) *Server {
 	n := len(p.use)
 	start := int(p.rot % uint32(n))
 	p.rot++
-	var best *Server
-	var bc, bw int64
-	bestFull, sawExclude := false, false
-	for j := range n {
-		k := start + j
-		if k >= n {
-			k -= n
-		}
-		s := p.use[k]
+	var lc lcScan
+	lc.exclude = exclude
+	lc.scan(p.use[start:])
+	lc.scan(p.use[:start])
+	if lc.best == nil && lc.sawExclude {
+		return exclude
+	}
+	return lc.best
+}
+
+// lcScan is leastconn's running minimum; scanning two plain sub-slices
+// (from the rotating start to the end, then the beginning) keeps the inner
+// loop free of index arithmetic.
+type lcScan struct {
+	best, exclude        *Server
+	bc, bw               int64
+	bestFull, sawExclude bool
+}
+
+func (lc *lcScan) scan(servers []*Server) {
+	for _, s := range servers {
 		st := s.st.Load()
 		if !usableState(st) {
 			continue
 		}
-		if s == exclude {
-			sawExclude = true
+		if s == lc.exclude {
+			lc.sawExclude = true
 			continue
 		}
 		w := int64(st & stWeightMask)
 		c := s.Cur.Load()
 		m := s.maxconn.Load()
 		full := m > 0 && c >= m
-		if best == nil || (bestFull && !full) || (full == bestFull && c*bw < bc*w) {
-			best, bc, bw, bestFull = s, c, w, full
+		if lc.best == nil || (lc.bestFull && !full) || (full == lc.bestFull && c*lc.bw < lc.bc*w) {
+			lc.best, lc.bc, lc.bw, lc.bestFull = s, c, w, full
 		}
 	}
-	if best == nil && sawExclude {
-		return exclude
-	}
-	return best
 }
 
 // next is splitmix64: fast, good enough for load balancing, no allocation.
