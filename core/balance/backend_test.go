@@ -335,3 +335,21 @@ func TestPickersRaceWithRuntimeChanges(t *testing.T) {
 		})
 	}
 }
+
+func BenchmarkAcquireRelease(b *testing.B) {
+	for _, maxconn := range []int{0, 1 << 30} {
+		b.Run(fmt.Sprint("maxconn=", maxconn), func(b *testing.B) {
+			cfg := cfgBackend(config.BalanceRoundRobin, 1)
+			cfg.Servers[0].Maxconn = maxconn
+			s := mustBuild(b, cfg, nil).Servers[0]
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if s.Acquire() {
+						s.Release()
+					}
+				}
+			})
+		})
+	}
+}
