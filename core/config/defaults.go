@@ -1,7 +1,5 @@
 package config
 
-import "encoding/json"
-
 // Defaults applied by Normalize. They follow HAProxy's where HAProxy has one
 // (runqueue-depth 200, maxpollevents 200, bufsize 16 KiB, maxaccept 64) so
 // that side-by-side comparisons start from the same place.
@@ -162,18 +160,91 @@ func def(p *int, v int) {
 	}
 }
 
-// Clone returns a deep copy. Config holds only JSON-representable values, so
-// a JSON round trip is a correct deep copy; it runs on the API path only.
+// Clone returns a deep copy: no slice, pointer or nested struct is shared
+// with c. It is written out by hand (not a JSON round trip) because the
+// store clones the whole config on every write, and a config may hold 10 000
+// servers. A test checks it against the model with reflection, so a field
+// added to the model without a line here fails the build's tests.
 func (c *Config) Clone() *Config {
-	b, err := json.Marshal(c)
-	if err != nil {
-		panic("config: marshal of a valid config failed: " + err.Error())
+	out := *c
+	out.Frontends = cloneSlice(c.Frontends, (*Frontend).clone)
+	out.Backends = cloneSlice(c.Backends, (*Backend).clone)
+	out.CPUMap.Threads = cloneSlice(c.CPUMap.Threads, func(t *ThreadCPUs) ThreadCPUs {
+		return ThreadCPUs{Thread: t.Thread, CPUs: cloneInts(t.CPUs)}
+	})
+	if c.IRQ.NICs != nil {
+		out.IRQ.NICs = append([]string{}, c.IRQ.NICs...)
 	}
-	var out Config
-	if err := json.Unmarshal(b, &out); err != nil {
-		panic("config: unmarshal of own output failed: " + err.Error())
-	}
+	out.IRQ.Pins = cloneSlice(c.IRQ.Pins, func(p *IRQPin) IRQPin {
+		return IRQPin{IRQ: p.IRQ, CPUs: cloneInts(p.CPUs)}
+	})
 	return &out
+}
+
+func (f *Frontend) clone() Frontend {
+	out := *f
+	out.Binds = cloneSlice(f.Binds, func(b *Bind) Bind {
+		nb := *b
+		nb.Threads = cloneInts(b.Threads)
+		return nb
+	})
+	if f.Routes != nil {
+		out.Routes = append([]Route{}, f.Routes...)
+	}
+	if f.HTTP != nil {
+		h := *f.HTTP
+		out.HTTP = &h
+	}
+	return out
+}
+
+func (b *Backend) clone() Backend {
+	out := *b
+	out.Servers = cloneSlice(b.Servers, func(s *Server) Server {
+		ns := *s
+		if s.Weight != nil {
+			w := *s.Weight
+			ns.Weight = &w
+		}
+		return ns
+	})
+	if b.HealthCheck != nil {
+		hc := *b.HealthCheck
+		out.HealthCheck = &hc
+	}
+	if b.Retries != nil {
+		r := *b.Retries
+		out.Retries = &r
+	}
+	return out
+}
+
+// cloneSlice deep-copies s element by element, keeping nil as nil.
+func cloneSlice[T any](s []T, clone func(*T) T) []T {
+	if s == nil {
+		return nil
+	}
+	out := make([]T, len(s))
+	for i := range s {
+		out[i] = clone(&s[i])
+	}
+	return out
+}
+
+func cloneInts(s []int) []int {
+	if s == nil {
+		return nil
+	}
+	return append([]int{}, s...)
+}
+
+// equal reports whether two servers have the same settings.
+func (s *Server) equal(o *Server) bool {
+	if (s.Weight == nil) != (o.Weight == nil) || s.Weight != nil && *s.Weight != *o.Weight {
+		return false
+	}
+	return s.Name == o.Name && s.Address == o.Address && s.Port == o.Port &&
+		s.Maxconn == o.Maxconn && s.AdminState == o.AdminState
 }
 
 // FindFrontend returns the index of the named frontend or -1.

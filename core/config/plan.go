@@ -240,6 +240,9 @@ func (d *differ) servers(parent string, old, new []Server) {
 			d.add(obj, OpCreate, ApplyInPlace, nil)
 			continue
 		}
+		if old[j].equal(s) {
+			continue // the common case with many servers: skip reflection
+		}
 		if fields := changedFields(old[j], *s, "name"); len(fields) > 0 {
 			d.add(obj, OpUpdate, ApplyInPlace, fields)
 		}

@@ -60,12 +60,18 @@ var fieldValidator = sync.OnceValue(func() *validator.Validate {
 // (CPU ids exist, thread ids below the machine's CPU count when nbthread is
 // 0).
 func Validate(c *Config, env Env) error {
+	return validate(c, env, nil)
+}
+
+// validate is Validate; prev (may be nil) is a config known to be valid,
+// whose unchanged servers need not pass the field rules again.
+func validate(c *Config, env Env, prev *Config) error {
 	var p problems
 	if c == nil {
 		p.add("", CodeRequired, "a config document is required")
 		return p.err()
 	}
-	p.fieldRules(c)
+	p.fieldRules(c, prev)
 	vc := validation{c: c, env: env, p: &p}
 	vc.frontends()
 	vc.backends()
@@ -173,20 +179,60 @@ func nextSegment(p string) (seg, rest string) {
 	return p, ""
 }
 
-// fieldRules runs the struct-tag rules and turns each failure into a
-// FieldError with a JSON pointer and one of our codes.
-func (p *problems) fieldRules(c *Config) {
-	err := fieldValidator().Struct(c)
+// fieldRules runs the struct-tag rules object by object and turns each
+// failure into a FieldError with a JSON pointer and one of our codes.
+//
+// prev, when not nil, is a config that already passed Validate: a server
+// equal to the server of the same name in the backend of the same name in
+// prev is not checked again (the field rules of a server depend on nothing
+// else). This keeps a one-server change in a config of 10 000 servers from
+// re-running the reflective validator 10 000 times.
+func (p *problems) fieldRules(c *Config, prev *Config) {
+	for i := range c.Frontends {
+		p.structRules("/frontends/"+strconv.Itoa(i), &c.Frontends[i])
+	}
+	for i := range c.Backends {
+		b := &c.Backends[i]
+		bp := "/backends/" + strconv.Itoa(i)
+		shallow := *b
+		shallow.Servers = nil
+		p.structRules(bp, &shallow)
+		var known map[string]*Server
+		if prev != nil {
+			if j := prev.FindBackend(b.Name); j >= 0 {
+				pb := prev.Backends[j].Servers
+				known = make(map[string]*Server, len(pb))
+				for k := range pb {
+					known[pb[k].Name] = &pb[k]
+				}
+			}
+		}
+		for j := range b.Servers {
+			s := &b.Servers[j]
+			if o, ok := known[s.Name]; ok && s.equal(o) {
+				continue
+			}
+			p.structRules(bp+"/servers/"+strconv.Itoa(j), s)
+		}
+	}
+	p.structRules("/tuning", &c.Tuning)
+	p.structRules("/cpu_map", &c.CPUMap)
+	p.structRules("/irq", &c.IRQ)
+}
+
+// structRules validates one struct (a pointer) whose JSON pointer is prefix.
+func (p *problems) structRules(prefix string, v any) {
+	err := fieldValidator().Struct(v)
 	if err == nil {
 		return
 	}
 	var verrs validator.ValidationErrors
 	if !errors.As(err, &verrs) {
-		p.add("", CodeInvalid, err.Error())
+		p.add(prefix, CodeInvalid, err.Error())
 		return
 	}
 	for _, fe := range verrs {
-		ptr := namespaceToPointer(fe.Namespace())
+		ptr := prefix + namespaceToPointer(fe.Namespace())
 		switch fe.Tag() {
 		case "required":
 			p.add(ptr, CodeRequired, "is required")

@@ -1,0 +1,106 @@
+package config
+
+import (
+	"reflect"
+	"testing"
+)
+
+// fill sets every field reachable from v to a non-zero value, with one
+// element in every slice, so tests notice fields added to the model.
+func fill(v reflect.Value, n int) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem(), n)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fill(v.Field(i), n)
+		}
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0), n)
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Int, reflect.Int64:
+		v.SetInt(int64(n))
+	case reflect.Bool:
+		v.SetBool(true)
+	default:
+		panic("fill: unhandled kind " + v.Kind().String())
+	}
+}
+
+// assertNoSharing fails if a and b share any pointer or slice backing array.
+func assertNoSharing(t *testing.T, path string, a, b reflect.Value) {
+	t.Helper()
+	switch a.Kind() {
+	case reflect.Pointer:
+		if a.IsNil() {
+			return
+		}
+		if a.Pointer() == b.Pointer() {
+			t.Errorf("%s: pointer shared", path)
+		}
+		assertNoSharing(t, path, a.Elem(), b.Elem())
+	case reflect.Struct:
+		for i := range a.NumField() {
+			assertNoSharing(t, path+"."+a.Type().Field(i).Name, a.Field(i), b.Field(i))
+		}
+	case reflect.Slice:
+		if a.Len() > 0 && a.Pointer() == b.Pointer() {
+			t.Errorf("%s: slice shared", path)
+		}
+		for i := range a.Len() {
+			assertNoSharing(t, path+"[]", a.Index(i), b.Index(i))
+		}
+	}
+}
+
+func TestCloneIsDeepAndComplete(t *testing.T) {
+	var c Config
+	fill(reflect.ValueOf(&c).Elem(), 1)
+	cl := c.Clone()
+	if !reflect.DeepEqual(&c, cl) {
+		t.Fatalf("clone differs:\n%+v\n%+v", c, *cl)
+	}
+	assertNoSharing(t, "Config", reflect.ValueOf(c), reflect.ValueOf(*cl))
+
+	// nil stays nil, empty stays empty.
+	e := &Config{Frontends: []Frontend{{Binds: []Bind{}}}}
+	ce := e.Clone()
+	if ce.Backends != nil || ce.Frontends[0].Binds == nil || ce.Frontends[0].Routes != nil {
+		t.Fatalf("nil/empty not preserved: %+v", ce)
+	}
+}
+
+func TestServerEqualSeesEveryField(t *testing.T) {
+	var base Server
+	fill(reflect.ValueOf(&base).Elem(), 1)
+	same := cloneServer(&base)
+	if !base.equal(&same) {
+		t.Fatal("a copy is not equal")
+	}
+	for i := range reflect.TypeFor[Server]().NumField() {
+		var other Server
+		fill(reflect.ValueOf(&other).Elem(), 1)
+		f := reflect.ValueOf(&other).Elem().Field(i)
+		fill(f, 2)
+		if f.Kind() == reflect.String {
+			f.SetString("y")
+		}
+		if base.equal(&other) {
+			t.Errorf("equal ignores field %s", reflect.TypeFor[Server]().Field(i).Name)
+		}
+	}
+	var nilWeight Server
+	fill(reflect.ValueOf(&nilWeight).Elem(), 1)
+	nilWeight.Weight = nil
+	if base.equal(&nilWeight) || nilWeight.equal(&base) {
+		t.Error("equal ignores a nil weight")
+	}
+}
+
+func cloneServer(s *Server) Server {
+	b := Backend{Servers: []Server{*s}}
+	return b.clone().Servers[0]
+}

@@ -1,0 +1,65 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+// FuzzDecodeConfig feeds arbitrary bytes through what the API and the store
+// do with a body: strict decode, Normalize, Validate, Diff in both
+// directions, Clone. None of it may panic; a document that decodes must
+// re-encode and decode again to the same value.
+func FuzzDecodeConfig(f *testing.F) {
+	good, _ := json.Marshal(goodConfig())
+	f.Add(good)
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"frontends":[{"name":"a","binds":[{"name":"b","address":"*","port":80}],"routes":[{"backend":"x"}]}]}`))
+	f.Add([]byte(`{"cpu_map":{"mode":"manual","threads":[{"thread":0,"cpus":[0,4095]}]},"irq":{"pins":[{"irq":1,"cpus":[]}]}}`))
+	f.Add([]byte(`{"backends":[{"name":"w","health_check":{"type":"http","status_min":500,"status_max":100}}]}`))
+	env := Env{CPUs: []int{0, 1, 2, 3}}
+	base := goodConfig()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c Config
+		err := DecodeBytes(data, &c)
+		if err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("decode error %v is not a *DecodeError", err)
+			}
+			return
+		}
+		c.Normalize()
+		verr := Validate(&c, env)
+		if verr != nil {
+			var ve *ValidationError
+			if !errors.As(verr, &ve) || len(ve.Errors) == 0 {
+				t.Fatalf("validate error %v is not a non-empty *ValidationError", verr)
+			}
+		}
+		_ = Validate(&c, Env{})
+		p1 := Diff(base, &c)
+		p2 := Diff(&c, base)
+		if p1.Items == nil || p2.Items == nil {
+			t.Fatal("nil plan items")
+		}
+		_ = p1.Summary()
+		cl := c.Clone()
+		if p := Diff(&c, cl); !p.Empty() {
+			t.Fatalf("a clone differs from its original: %v", p.Items)
+		}
+		enc, err := json.Marshal(&c)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		var again Config
+		if err := DecodeBytes(enc, &again); err != nil {
+			t.Fatalf("own encoding refused: %v\n%s", err, enc)
+		}
+		enc2, _ := json.Marshal(&again)
+		if !bytes.Equal(enc, enc2) {
+			t.Fatalf("round trip changed the document\n%s\n%s", enc, enc2)
+		}
+	})
+}
