@@ -11,11 +11,17 @@ import (
 // switch on it without boxing, and they retry EINTR themselves: a signal
 // landing on a loop thread (the Go runtime preempts with SIGURG) must never
 // look like an I/O event to the state machine.
+//
+// read, sendto and splice go through RawSyscall: every fd here is
+// non-blocking (splice with SPLICE_F_NONBLOCK), so the call never sleeps and
+// telling the Go scheduler about it (entersyscall/exitsyscall, P hand-off by
+// sysmon) is pure overhead. The loop's epoll_wait, which does sleep, uses
+// the ordinary Syscall.
 
 // recv reads into p. n == 0 with errno 0 is end of stream.
 func recv(fd int, p []byte) (int, unix.Errno) {
 	for {
-		n, _, e := unix.Syscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 		if e == unix.EINTR {
 			continue
 		}
@@ -30,7 +36,7 @@ func recv(fd int, p []byte) (int, unix.Errno) {
 // a SIGPIPE delivered to the loop thread.
 func send(fd int, p []byte) (int, unix.Errno) {
 	for {
-		n, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)),
+		n, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)),
 			unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT, 0, 0)
 		if e == unix.EINTR {
 			continue
@@ -48,7 +54,7 @@ func send(fd int, p []byte) (int, unix.Errno) {
 // whatever the pipe's own flags (the socket end is non-blocking already).
 func splice(rfd, wfd, n int) (int, unix.Errno) {
 	for {
-		r, _, e := unix.Syscall6(unix.SYS_SPLICE, uintptr(rfd), 0, uintptr(wfd), 0, uintptr(n),
+		r, _, e := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(rfd), 0, uintptr(wfd), 0, uintptr(n),
 			unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 		if e == unix.EINTR {
 			continue

@@ -550,3 +550,28 @@ func TestSourceBalanceKeepsClientOnOneServer(t *testing.T) {
 	}
 	e.waitIdle()
 }
+
+// BenchmarkPingPong64 is the keep-alive small-object pattern: 64 bytes one
+// way, 64 bytes back, through one tunnel.
+func BenchmarkPingPong64(b *testing.B) {
+	e := newEnv(b, defaultTuning())
+	cli, srv := rawPair(b, e, SpliceOff)
+	msg := make([]byte, 64)
+	in := make([]byte, 64)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := writeFull(cli, msg); err != nil {
+			b.Fatal(err)
+		}
+		if err := readFull(srv, in); err != nil {
+			b.Fatal(err)
+		}
+		if err := writeFull(srv, msg); err != nil {
+			b.Fatal(err)
+		}
+		if err := readFull(cli, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
