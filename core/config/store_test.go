@@ -241,6 +241,17 @@ func TestStoreUpdateReturnsMutateAndValidationErrors(t *testing.T) {
 	if !errors.As(err, &ve) || ve.Errors[0].Field != "/backends/0/name" {
 		t.Fatalf("invalid update: %v", err)
 	}
+	// Field rules still run on a changed server of an existing backend
+	// (unchanged servers are skipped, having passed before).
+	mustUpdate(t, s, addBackend("web"))
+	_, err = s.Update(context.Background(), func(c *Config) error {
+		c.Backends[0].Servers = append(c.Backends[0].Servers, Server{Name: "s2", Address: "::1", Port: 2})
+		c.Backends[0].Servers[0].Port = 0
+		return nil
+	}, UpdateOptions{})
+	if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Field != "/backends/0/servers/0/port" {
+		t.Fatalf("changed server with port 0: %v", err)
+	}
 	// Env from the options is used.
 	_, err = s.Update(context.Background(), func(c *Config) error {
 		c.CPUMap = CPUMap{Mode: CPUMapManual, Threads: []ThreadCPUs{{Thread: 0, CPUs: []int{9}}}}
@@ -249,7 +260,7 @@ func TestStoreUpdateReturnsMutateAndValidationErrors(t *testing.T) {
 	if !errors.As(err, &ve) || ve.Errors[0].Code != CodeCPUUnknown {
 		t.Fatalf("unknown CPU accepted: %v", err)
 	}
-	if s.Current().Generation != 0 {
+	if s.Current().Generation != 1 {
 		t.Fatal("a refused update created a generation")
 	}
 }

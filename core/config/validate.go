@@ -356,7 +356,8 @@ func (v *validation) frontends() {
 			if b.Port < 1 || b.Port > 65535 {
 				continue // reported by the field rules
 			}
-			me := bindRef{ptr: bp, addr: addr, port: b.Port}
+			// An IPv4-mapped IPv6 address binds the IPv4 address.
+			me := bindRef{ptr: bp, addr: addr.Unmap(), port: b.Port}
 			for _, o := range binds {
 				if o.port == me.port && addrsOverlap(o.addr, me.addr) {
 					v.p.addf(bp, CodeAddressConflict, "%s overlaps %s (%s)",

@@ -122,6 +122,13 @@ func TestValidate(t *testing.T) {
 		{name: "one_of on admin_state", mutate: func(c *Config) { c.Backends[0].Servers[1].AdminState = "down" },
 			want: []want{{"/backends/0/servers/1/admin_state", CodeOneOf}}},
 
+		{name: "http options are checked", mutate: func(c *Config) { c.Frontends[0].HTTP.MaxBodySize = -1 },
+			want: []want{{"/frontends/0/http/max_body_size", CodeOutOfRange}}},
+		{name: "retries over 100", mutate: func(c *Config) { r := 101; c.Backends[1].Retries = &r },
+			want: []want{{"/backends/1/retries", CodeOutOfRange}}},
+		{name: "frontend timeout over a day", mutate: func(c *Config) { c.Frontends[1].Timeouts.ClientMs = 86400001 },
+			want: []want{{"/frontends/1/timeouts/client_ms", CodeOutOfRange}}},
+
 		// binds
 		{name: "bind address host name refused", mutate: func(c *Config) { c.Frontends[0].Binds[0].Address = "localhost" },
 			want: []want{{"/frontends/0/binds/0/address", CodeFormat}}},
@@ -139,6 +146,10 @@ func TestValidate(t *testing.T) {
 			want: []want{{"/frontends/1/binds/0", CodeAddressConflict}}},
 		{name: "v6 unspecified overlaps ::1 on the same port", mutate: func(c *Config) {
 			c.Frontends[1].Binds[0].Address = "::"
+			c.Frontends[1].Binds[0].Port = 8080
+		}, want: []want{{"/frontends/1/binds/0", CodeAddressConflict}}},
+		{name: "v4-mapped address overlaps its v4 address", mutate: func(c *Config) {
+			c.Frontends[1].Binds[0].Address = "::ffff:127.0.0.1"
 			c.Frontends[1].Binds[0].Port = 8080
 		}, want: []want{{"/frontends/1/binds/0", CodeAddressConflict}}},
 		{name: "v4 wildcard and v6 loopback on the same port pass", mutate: func(c *Config) {
