@@ -2,11 +2,13 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -417,6 +419,9 @@ func TestErrorStatuses(t *testing.T) {
 		{"unknown field", "POST", "/api/v1/backends", `{"name":"x","servers":[{"name":"s","address":"a","port":1,"wieght":1}]}`, nil, 400, "/servers/0/wieght", config.DecodeUnknownField},
 		{"unknown field by case", "POST", "/api/v1/backends", `{"Name":"x"}`, nil, 400, "/Name", config.DecodeUnknownField},
 		{"unknown field in patch", "PATCH", "/api/v1/backends/web/servers/s1", `{"colour":"red"}`, nil, 400, "/colour", config.DecodeUnknownField},
+		{"duplicate key", "POST", "/api/v1/backends/web/servers", `{"name":"s7","address":"a","port":1,"port":2}`, nil, 400, "/port", CodeDuplicateField},
+		{"duplicate nested key", "PUT", "/api/v1/config", `{"backends":[{"name":"a"},{"name":"b","servers":[{"name":"x","name":"y"}]}]}`, nil, 400, "/backends/1/servers/0/name", CodeDuplicateField},
+		{"duplicate key in patch", "PATCH", "/api/v1/tuning", `{"sched":{"a/b":1,"a/b":2}}`, nil, 400, "/sched/a~1b", CodeDuplicateField},
 		{"invalid UTF-8", "POST", "/api/v1/backends", "{\"name\":\"\xff\xfe\"}", nil, 400, "", config.DecodeUTF8},
 		{"deep nesting", "POST", "/api/v1/backends", deep, nil, 400, "", config.DecodeDepth},
 		{"deep nesting patch", "PATCH", "/api/v1/tuning", deep, nil, 400, "", config.DecodeDepth},
@@ -631,5 +636,37 @@ func TestValidationErrorsOutsideTheBodyPointIntoTheDocument(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("errors %+v", p.Errors)
+	}
+}
+
+func TestIfMatchLetsExactlyOneConcurrentWriterWin(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t)
+	tag := f.must(t, 200, "GET", "/api/v1/backends/web/servers/s1", "").Header().Get("ETag")
+	const n = 20
+	codes := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := f.do("PATCH", "/api/v1/backends/web/servers/s1", fmt.Sprintf(`{"weight":%d}`, i+1), hdr{"If-Match": tag})
+			codes <- w.Code
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	won := 0
+	for c := range codes {
+		switch c {
+		case 200:
+			won++
+		case 412:
+		default:
+			t.Fatalf("status %d", c)
+		}
+	}
+	if won != 1 || f.store.Current().Generation != 3 {
+		t.Fatalf("%d writers won, generation %d; want exactly one, generation 3", won, f.store.Current().Generation)
 	}
 }

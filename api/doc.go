@@ -25,18 +25,21 @@
 //   - Accepted writes answer WriteResult {"generation","plan","result"}
 //     (201 + Location for POST, 200 otherwise) or 204 for DELETE; the new
 //     generation is also in X-Spliced-Generation. The result is the object as
-//     GET now returns it, defaults filled.
+//     GET now returns it, defaults filled. A write whose plan is empty (PUT of
+//     what is already there) creates no generation and answers the current.
+//     Writes run to their end even if the client disconnects.
 //   - PUT replaces the object; the name in the path wins, a different name in
 //     the body is 422 (renaming is delete + create). PUT of an unknown name is
 //     404: POST creates. PATCH is an RFC 7386 merge patch (application/
 //     merge-patch+json or application/json) applied to the object's current
 //     JSON, the result decoded as strictly as a PUT body.
-//   - Bodies: application/json (charset utf-8 if any) else 415, at most 1 MiB
-//     else 413, UTF-8, nesting at most 32 levels, no unknown or duplicate key
-//     (exact case). These are 400 with the field's JSON pointer. A value of
-//     the wrong JSON type, or a number that does not fit, is 422 (code
-//     "type"): the document is well formed, one value is invalid, as with
-//     validation errors.
+//   - Bodies are decoded by config.DecodeBytes: application/json (charset
+//     utf-8 if any) else 415, at most 1 MiB else 413, UTF-8, nesting at most
+//     32 levels, members named exactly as the model's json tags, plus (here)
+//     no member twice and a JSON object at the top. Violations are 400 with
+//     the member's JSON pointer. A value of the wrong JSON type, or a number
+//     that does not fit, is 422 (code "type"): the document is well formed,
+//     one value is invalid, as with validation errors.
 //
 // # Problems
 //

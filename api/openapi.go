@@ -7,7 +7,6 @@ package api
 //	@title						spliced admin API
 //	@version					1
 //	@description				REST admin API of spliced, a TCP/HTTP reverse-proxy appliance. Every write is validated, persisted as a new generation and applied to the data plane before the answer; every write accepts ?dry_run=true (answer: the plan). GETs return strong ETags; writes honour If-Match (412). PATCH is a JSON merge patch (RFC 7386). Errors are RFC 9457 problem documents (application/problem+json) whose errors[].field are JSON pointers into the request body. stats, activity, events, audit, cpu-map, irqs and /metrics answer 501 until implemented.
-//	@license.name				see the project repository
 //	@BasePath					/
 //	@schemes					http https
 //	@tag.name					config
