@@ -73,7 +73,7 @@ func (p Plan) Summary() string {
 }
 
 // Diff computes the plan that turns old into new (both Normalize()d; nil is
-// an empty config). The order is deterministic:
+// the empty normalized config). The order is deterministic:
 //
 //  1. frontends, then backends, then tuning, cpu_map, irq;
 //  2. within frontends and backends, creates and updates in the order of new
@@ -93,9 +93,11 @@ func (p Plan) Summary() string {
 func Diff(old, new *Config) Plan {
 	if old == nil {
 		old = &Config{}
+		old.Normalize()
 	}
 	if new == nil {
 		new = &Config{}
+		new.Normalize()
 	}
 	d := differ{items: []PlanItem{}}
 	d.frontends(old.Frontends, new.Frontends)

@@ -404,7 +404,7 @@ func TestStoreBootstrapUsedOnlyWithoutConfig(t *testing.T) {
 		t.Fatalf("bootstrapped config %+v", c)
 	}
 	revs, _ := s.Revisions()
-	if len(revs) != 1 || revs[0].Generation != 1 || !strings.Contains(revs[0].Summary, "create backend/web") {
+	if len(revs) != 1 || revs[0].Generation != 1 || revs[0].Summary != "bootstrap from "+boot+": create frontend/public; create backend/web" {
 		t.Fatalf("revisions %+v", revs)
 	}
 	mustUpdate(t, s, addBackend("api"))
@@ -591,5 +591,27 @@ func TestIndentDocMatchesJSONIndent(t *testing.T) {
 		if got := indentDoc(doc); string(got) != want.String() {
 			t.Fatalf("indentDoc(%s) =\n%s\nwant\n%s", doc, got, want.String())
 		}
+	}
+}
+
+func TestWriteFileAtomicReplacesAndLeavesNoTemp(t *testing.T) {
+	dir := t.TempDir()
+	for _, content := range []string{"first", "second"} {
+		if err := writeFileAtomic(dir, "f.json", []byte(content)); err != nil {
+			t.Fatal(err)
+		}
+		if got := readFile(t, filepath.Join(dir, "f.json")); got != content {
+			t.Fatalf("content %q, want %q", got, content)
+		}
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("directory holds %d entries, want only f.json", len(ents))
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "f.json")); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, want 0600", fi.Mode().Perm())
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "missing"), "f.json", nil); err == nil {
+		t.Fatal("write into a missing directory succeeded")
 	}
 }

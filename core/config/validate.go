@@ -298,7 +298,7 @@ func (v *validation) name(ptr, kind, name string) {
 	}
 }
 
-// unique reports the second and later uses of a name within one collection.
+// uniqueNames reports the second and later uses of a name in one collection.
 type uniqueNames map[string]string
 
 func (u uniqueNames) check(p *problems, ptr, kind, name string) {
