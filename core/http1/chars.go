@@ -1,0 +1,172 @@
+package http1
+
+import "bytes"
+
+// Character classes of RFC 9110 §5.6.2 (token), §5.5 (field-value) and
+// RFC 3986 (request-target, authority), as 256-entry lookup tables built at
+// compile time by the functions below (the tables are never written after
+// package initialisation).
+
+const (
+	cToken  = 1 << iota // tchar
+	cValue              // field-vchar / SP / HTAB (obs-text included)
+	cTarget             // visible ASCII allowed in a request-target (no '#')
+	cHost               // reg-name / IP-literal / port characters of an authority
+	cHex                // HEXDIG
+	cReason             // reason-phrase: HTAB / SP / VCHAR / obs-text
+)
+
+var charClass = buildClasses()
+
+func buildClasses() [256]uint8 {
+	var t [256]uint8
+	for c := 0; c < 256; c++ {
+		b := byte(c)
+		var k uint8
+		if isAlnum(b) {
+			k |= cToken
+		}
+		switch b {
+		case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+			k |= cToken
+		}
+		if b == '\t' || (b >= 0x20 && b != 0x7f) {
+			k |= cValue | cReason
+		}
+		if b > 0x20 && b < 0x7f && b != '#' {
+			k |= cTarget
+		}
+		if isAlnum(b) {
+			k |= cHost
+		}
+		switch b {
+		case '-', '.', '_', '~', '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=', '%', ':', '[', ']':
+			k |= cHost
+		}
+		if (b >= '0' && b <= '9') || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F') {
+			k |= cHex
+		}
+		t[c] = k
+	}
+	return t
+}
+
+func isAlnum(b byte) bool {
+	return (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z')
+}
+
+func isToken(b byte) bool { return charClass[b]&cToken != 0 }
+
+// IsToken reports whether s is a non-empty RFC 9110 token.
+func IsToken(s []byte) bool {
+	if len(s) == 0 {
+		return false
+	}
+	for _, c := range s {
+		if charClass[c]&cToken == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func allClass(s []byte, class uint8) bool {
+	for _, c := range s {
+		if charClass[c]&class == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(b byte) byte {
+	if b >= 'A' && b <= 'Z' {
+		return b + ('a' - 'A')
+	}
+	return b
+}
+
+// EqualFold reports whether a equals the ASCII string s, ignoring ASCII case.
+// s is expected in lower case only when comparing against a constant; both
+// sides are folded, so either case works. It does not allocate.
+func EqualFold(a []byte, s string) bool {
+	if len(a) != len(s) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if lower(a[i]) != lower(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// EqualFoldBytes is EqualFold for two byte slices.
+func EqualFoldBytes(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if lower(a[i]) != lower(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isOWS(b byte) bool { return b == ' ' || b == '\t' }
+
+// trimOWS removes leading and trailing SP/HTAB.
+func trimOWS(s []byte) []byte {
+	for len(s) > 0 && isOWS(s[0]) {
+		s = s[1:]
+	}
+	for len(s) > 0 && isOWS(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// list walks a comma-separated list (RFC 9110 §5.6.1): each element is
+// returned OWS-trimmed; empty elements are returned as empty slices, so "a,"
+// yields "a" then "". An empty value yields one empty element.
+type list struct {
+	s    []byte
+	done bool
+}
+
+func (l *list) next() ([]byte, bool) {
+	if l.done {
+		return nil, false
+	}
+	i := bytes.IndexByte(l.s, ',')
+	if i < 0 {
+		l.done = true
+		return trimOWS(l.s), true
+	}
+	e := trimOWS(l.s[:i])
+	l.s = l.s[i+1:]
+	return e, true
+}
+
+// HasToken reports whether the comma-separated list value contains token
+// (ASCII case-insensitive), e.g. HasToken("keep-alive, Upgrade", "upgrade").
+func HasToken(value []byte, token string) bool {
+	l := list{s: value}
+	for e, ok := l.next(); ok; e, ok = l.next() {
+		if EqualFold(e, token) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasTokenBytes(value, token []byte) bool {
+	l := list{s: value}
+	for e, ok := l.next(); ok; e, ok = l.next() {
+		if EqualFoldBytes(e, token) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,280 @@
+package http1
+
+// Chunked validates a chunked body (RFC 9112 §7.1) incrementally, so the
+// proxy can forward it: each Decode call tells how many input bytes were
+// checked and which trailing part of them is payload. Forwarding the
+// checked bytes unchanged (framing included) is the intended use; a caller
+// that re-frames takes only the payload runs.
+//
+// It never allocates and never looks at a byte twice. The zero value is
+// ready for a body with no MaxBody; Reset before each new body.
+type Chunked struct {
+	// MaxBody bounds the sum of chunk sizes (0 = no bound): a chunk-size
+	// line that would exceed it fails with 413 before any of its data.
+	MaxBody int64
+	// MaxLine bounds a chunk-size line with its extensions (0 = 4096).
+	MaxLine int
+	// MaxTrailer bounds the trailer section (0 = 16384).
+	MaxTrailer int
+
+	state  uint8
+	size   uint64 // chunk-size being read, then data bytes left in the chunk
+	line   int    // bytes of the current size line, or of the trailer section
+	total  int64  // payload bytes so far
+	chunks int64
+}
+
+// Chunk decoder states.
+const (
+	csSize0        uint8 = iota // first hex digit of a chunk-size
+	csSize                      // more hex digits, ';', BWS or CR
+	csSizeBWS                   // SP/HTAB after the size: only more BWS or ';'
+	csExt                       // chunk extension bytes up to CR
+	csSizeLF                    // LF ending the size line
+	csData                      // size bytes of data
+	csDataCR                    // CR after data
+	csDataLF                    // LF after data
+	csTrailer                   // start of a trailer line (or the final CRLF)
+	csTrailerName               // field name
+	csTrailerValue              // field value up to CR
+	csTrailerLF                 // LF ending a trailer line
+	csEndLF                     // LF of the final empty line
+	csDone
+	csError
+)
+
+// maxChunkSize bounds one chunk: 2^62 leaves room to add sizes in int64.
+const maxChunkSize = 1 << 62
+
+// Chunked body errors (status 400 unless said otherwise).
+var (
+	ErrChunkSize      = &Error{400, "invalid chunk size"}
+	ErrChunkTooLarge  = &Error{400, "chunk size too large"}
+	ErrChunkExt       = &Error{400, "invalid chunk extension"}
+	ErrChunkLine      = &Error{400, "chunk size line too long"}
+	ErrChunkCRLF      = &Error{400, "chunk data not followed by CRLF"}
+	ErrChunkBareCR    = &Error{400, "bare CR in chunked framing"}
+	ErrTrailer        = &Error{400, "invalid trailer field"}
+	ErrTrailerLarge   = &Error{431, "trailer section too large"}
+	ErrTrailerObsFold = &Error{400, "obsolete line folding in trailer"}
+	ErrTrailerColon   = &Error{400, "whitespace between trailer name and colon"}
+	errChunkFailed    = &Error{400, "chunked body already failed"}
+)
+
+// Reset prepares c for a new body; the limits are kept.
+func (c *Chunked) Reset() {
+	c.state, c.size, c.line, c.total, c.chunks = csSize0, 0, 0, 0, 0
+}
+
+// Done reports whether the last chunk and the trailer section were read.
+func (c *Chunked) Done() bool { return c.state == csDone }
+
+// Total is the number of payload bytes decoded so far.
+func (c *Chunked) Total() int64 { return c.total }
+
+// InData reports whether the decoder is inside chunk data, and how many data
+// bytes of the current chunk are still expected: a caller may move that
+// many bytes by other means (splice) and then call Skip.
+func (c *Chunked) InData() (bool, uint64) { return c.state == csData, c.size }
+
+// Skip records n data bytes consumed outside Decode; n must not exceed the
+// remaining size reported by InData.
+func (c *Chunked) Skip(n int) {
+	if c.state != csData || uint64(n) > c.size {
+		c.state = csError
+		return
+	}
+	c.size -= uint64(n)
+	if c.size == 0 {
+		c.state = csDataCR
+	}
+}
+
+func (c *Chunked) maxLine() int {
+	if c.MaxLine > 0 {
+		return c.MaxLine
+	}
+	return 4096
+}
+
+func (c *Chunked) maxTrailer() int {
+	if c.MaxTrailer > 0 {
+		return c.MaxTrailer
+	}
+	return 16384
+}
+
+// Decode checks the body bytes in. It returns n, the number of bytes of in
+// that were validated (the caller consumes them), of which the last data
+// bytes, in[n-data:n], are chunk payload; the bytes before are framing. A
+// call stops at the end of one data run, at the end of in, or at the end of
+// the body (Done): call it again with in[n:] while n > 0 and !Done(). Bytes
+// after the body are never consumed. After an error the decoder stays failed.
+func (c *Chunked) Decode(in []byte) (n, data int, err error) {
+	if c.state == csError {
+		return 0, 0, errChunkFailed
+	}
+	i := 0
+	for i < len(in) {
+		b := in[i]
+		switch c.state {
+		case csData:
+			avail := uint64(len(in) - i)
+			if avail > c.size {
+				avail = c.size
+			}
+			c.size -= avail
+			c.total += int64(avail)
+			if c.size == 0 {
+				c.state = csDataCR
+			}
+			return i + int(avail), int(avail), nil
+		case csSize0, csSize:
+			c.line++
+			if charClass[b]&cHex != 0 {
+				if c.size >= maxChunkSize>>4 {
+					return c.fail(i, ErrChunkTooLarge)
+				}
+				c.size = c.size<<4 | uint64(unhex(b))
+				c.state = csSize
+			} else if c.state == csSize0 {
+				return c.fail(i, ErrChunkSize)
+			} else {
+				switch b {
+				case '\r':
+					c.state = csSizeLF
+				case ';':
+					c.state = csExt
+				case ' ', '\t':
+					c.state = csSizeBWS
+				default:
+					return c.fail(i, ErrChunkSize)
+				}
+			}
+		case csSizeBWS:
+			c.line++
+			switch b {
+			case ' ', '\t':
+			case ';':
+				c.state = csExt
+			default:
+				return c.fail(i, ErrChunkSize)
+			}
+		case csExt:
+			c.line++
+			if b == '\r' {
+				c.state = csSizeLF
+			} else if charClass[b]&cValue == 0 {
+				return c.fail(i, ErrChunkExt)
+			}
+		case csSizeLF:
+			c.line++
+			if b != '\n' {
+				return c.fail(i, ErrChunkBareCR)
+			}
+			if c.MaxBody > 0 && int64(c.size) > c.MaxBody-c.total {
+				return c.fail(i, ErrBodyTooLarge)
+			}
+			c.line = 0
+			c.chunks++
+			if c.size == 0 {
+				c.state = csTrailer
+			} else {
+				c.state = csData
+				// the data run starts at i+1: report the framing now
+				// unless data follows in this very input.
+				if i+1 < len(in) {
+					i++
+					avail := uint64(len(in) - i)
+					if avail > c.size {
+						avail = c.size
+					}
+					c.size -= avail
+					c.total += int64(avail)
+					if c.size == 0 {
+						c.state = csDataCR
+					}
+					return i + int(avail), int(avail), nil
+				}
+			}
+		case csDataCR:
+			if b != '\r' {
+				return c.fail(i, ErrChunkCRLF)
+			}
+			c.state = csDataLF
+		case csDataLF:
+			if b != '\n' {
+				return c.fail(i, ErrChunkCRLF)
+			}
+			c.state = csSize0
+			c.size = 0
+		case csTrailer:
+			c.line++
+			switch {
+			case b == '\r':
+				c.state = csEndLF
+			case b == ' ' || b == '\t':
+				return c.fail(i, ErrTrailerObsFold)
+			case isToken(b):
+				c.state = csTrailerName
+			default:
+				return c.fail(i, ErrTrailer)
+			}
+		case csTrailerName:
+			c.line++
+			switch {
+			case b == ':':
+				c.state = csTrailerValue
+			case isToken(b):
+			case b == ' ' || b == '\t':
+				return c.fail(i, ErrTrailerColon)
+			default:
+				return c.fail(i, ErrTrailer)
+			}
+		case csTrailerValue:
+			c.line++
+			if b == '\r' {
+				c.state = csTrailerLF
+			} else if charClass[b]&cValue == 0 {
+				return c.fail(i, ErrTrailer)
+			}
+		case csTrailerLF:
+			c.line++
+			if b != '\n' {
+				return c.fail(i, ErrChunkBareCR)
+			}
+			c.state = csTrailer
+		case csEndLF:
+			if b != '\n' {
+				return c.fail(i, ErrChunkBareCR)
+			}
+			c.state = csDone
+			return i + 1, 0, nil
+		case csDone:
+			return i, 0, nil
+		}
+		if c.state <= csSizeLF && c.line > c.maxLine() {
+			return c.fail(i, ErrChunkLine)
+		}
+		if c.state >= csTrailer && c.line > c.maxTrailer() {
+			return c.fail(i, ErrTrailerLarge)
+		}
+		i++
+	}
+	return i, 0, nil
+}
+
+func (c *Chunked) fail(_ int, e *Error) (int, int, error) {
+	c.state = csError
+	return 0, 0, e
+}
+
+func unhex(b byte) byte {
+	switch {
+	case b <= '9':
+		return b - '0'
+	case b >= 'a':
+		return b - 'a' + 10
+	}
+	return b - 'A' + 10
+}

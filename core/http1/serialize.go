@@ -1,0 +1,249 @@
+package http1
+
+import (
+	"net/netip"
+	"strconv"
+)
+
+// Continue100 is the interim response the proxy sends itself when it
+// accepts an "Expect: 100-continue" request body.
+const Continue100 = "HTTP/1.1 100 Continue\r\n\r\n"
+
+// LastChunk ends a chunked body without trailers.
+const LastChunk = "0\r\n\r\n"
+
+// StatusText returns the reason phrase of the statuses the proxy produces
+// or commonly relays, "" for others.
+func StatusText(status int) string {
+	switch status {
+	case 100:
+		return "Continue"
+	case 101:
+		return "Switching Protocols"
+	case 200:
+		return "OK"
+	case 204:
+		return "No Content"
+	case 301:
+		return "Moved Permanently"
+	case 302:
+		return "Found"
+	case 304:
+		return "Not Modified"
+	case 400:
+		return "Bad Request"
+	case 403:
+		return "Forbidden"
+	case 404:
+		return "Not Found"
+	case 405:
+		return "Method Not Allowed"
+	case 408:
+		return "Request Timeout"
+	case 413:
+		return "Content Too Large"
+	case 414:
+		return "URI Too Long"
+	case 417:
+		return "Expectation Failed"
+	case 431:
+		return "Request Header Fields Too Large"
+	case 500:
+		return "Internal Server Error"
+	case 501:
+		return "Not Implemented"
+	case 502:
+		return "Bad Gateway"
+	case 503:
+		return "Service Unavailable"
+	case 504:
+		return "Gateway Timeout"
+	case 505:
+		return "HTTP Version Not Supported"
+	}
+	return ""
+}
+
+// errorResponse returns the complete response the proxy sends for status:
+// a constant string (so appending it costs no allocation), with
+// Connection: close, since after any of these errors the request framing
+// can no longer be trusted or the exchange is over.
+func errorResponse(status int) string {
+	switch status {
+	case 400:
+		return "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 16\r\nConnection: close\r\n\r\n400 Bad Request\n"
+	case 403:
+		return "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 14\r\nConnection: close\r\n\r\n403 Forbidden\n"
+	case 404:
+		return "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 14\r\nConnection: close\r\n\r\n404 Not Found\n"
+	case 405:
+		return "HTTP/1.1 405 Method Not Allowed\r\nContent-Type: text/plain\r\nContent-Length: 23\r\nConnection: close\r\n\r\n405 Method Not Allowed\n"
+	case 408:
+		return "HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain\r\nContent-Length: 20\r\nConnection: close\r\n\r\n408 Request Timeout\n"
+	case 413:
+		return "HTTP/1.1 413 Content Too Large\r\nContent-Type: text/plain\r\nContent-Length: 22\r\nConnection: close\r\n\r\n413 Content Too Large\n"
+	case 414:
+		return "HTTP/1.1 414 URI Too Long\r\nContent-Type: text/plain\r\nContent-Length: 17\r\nConnection: close\r\n\r\n414 URI Too Long\n"
+	case 417:
+		return "HTTP/1.1 417 Expectation Failed\r\nContent-Type: text/plain\r\nContent-Length: 23\r\nConnection: close\r\n\r\n417 Expectation Failed\n"
+	case 431:
+		return "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain\r\nContent-Length: 36\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large\n"
+	case 501:
+		return "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain\r\nContent-Length: 20\r\nConnection: close\r\n\r\n501 Not Implemented\n"
+	case 502:
+		return "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: 16\r\nConnection: close\r\n\r\n502 Bad Gateway\n"
+	case 503:
+		return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 24\r\nConnection: close\r\n\r\n503 Service Unavailable\n"
+	case 504:
+		return "HTTP/1.1 504 Gateway Timeout\r\nContent-Type: text/plain\r\nContent-Length: 20\r\nConnection: close\r\n\r\n504 Gateway Timeout\n"
+	case 505:
+		return "HTTP/1.1 505 HTTP Version Not Supported\r\nContent-Type: text/plain\r\nContent-Length: 31\r\nConnection: close\r\n\r\n505 HTTP Version Not Supported\n"
+	}
+	return "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\nContent-Length: 26\r\nConnection: close\r\n\r\n500 Internal Server Error\n"
+}
+
+// AppendError appends the complete proxy-generated response for status
+// (400, 403, 404, 405, 408, 413, 414, 417, 431, 501, 502, 503, 504, 505;
+// any other status gives a 500) with a short text body and
+// "Connection: close".
+func AppendError(dst []byte, status int) []byte {
+	return append(dst, errorResponse(status)...)
+}
+
+// AppendRequestLine appends "method SP target SP HTTP/1.1 CRLF": the proxy
+// speaks HTTP/1.1 to servers whatever the client spoke.
+func AppendRequestLine(dst, method, target []byte) []byte {
+	dst = append(dst, method...)
+	dst = append(dst, ' ')
+	dst = append(dst, target...)
+	return append(dst, " HTTP/1.1\r\n"...)
+}
+
+// AppendStatusLine appends "HTTP/1.1 status reason CRLF"; an empty reason
+// is replaced by StatusText(status).
+func AppendStatusLine(dst []byte, status int, reason []byte) []byte {
+	dst = append(dst, "HTTP/1.1 "...)
+	dst = strconv.AppendInt(dst, int64(status), 10)
+	dst = append(dst, ' ')
+	if len(reason) == 0 {
+		return append(append(dst, StatusText(status)...), "\r\n"...)
+	}
+	dst = append(dst, reason...)
+	return append(dst, "\r\n"...)
+}
+
+// AppendHeader appends "name: value CRLF". The caller guarantees both are
+// valid (constants, or spans of a parsed head).
+func AppendHeader(dst []byte, name string, value []byte) []byte {
+	dst = append(dst, name...)
+	dst = append(dst, ": "...)
+	dst = append(dst, value...)
+	return append(dst, "\r\n"...)
+}
+
+// AppendHeaderString is AppendHeader with a string value.
+func AppendHeaderString(dst []byte, name, value string) []byte {
+	dst = append(dst, name...)
+	dst = append(dst, ": "...)
+	dst = append(dst, value...)
+	return append(dst, "\r\n"...)
+}
+
+// AppendContentLength appends "Content-Length: n CRLF".
+func AppendContentLength(dst []byte, n int64) []byte {
+	dst = append(dst, "Content-Length: "...)
+	dst = strconv.AppendInt(dst, n, 10)
+	return append(dst, "\r\n"...)
+}
+
+// AppendChunkSize appends a chunk-size line "hex CRLF" for n > 0 payload
+// bytes (re-framing); end the body with LastChunk.
+func AppendChunkSize(dst []byte, n int) []byte {
+	dst = strconv.AppendUint(dst, uint64(n), 16)
+	return append(dst, "\r\n"...)
+}
+
+// AppendXForwardedFor appends "X-Forwarded-For: client CRLF". A value the
+// client sent is kept as its own field line before this one, which RFC 9110
+// §5.3 makes equivalent to one comma-joined list (HAProxy's behaviour).
+func AppendXForwardedFor(dst []byte, client netip.Addr) []byte {
+	dst = append(dst, "X-Forwarded-For: "...)
+	dst = client.Unmap().AppendTo(dst)
+	return append(dst, "\r\n"...)
+}
+
+// AppendXForwardedProto appends "X-Forwarded-Proto: http|https CRLF".
+func AppendXForwardedProto(dst []byte, tls bool) []byte {
+	if tls {
+		return append(dst, "X-Forwarded-Proto: https\r\n"...)
+	}
+	return append(dst, "X-Forwarded-Proto: http\r\n"...)
+}
+
+// AppendVia appends "Via: 1.minor by CRLF" (RFC 9110 §7.6.3), minor being
+// the version the message was received with; by is the proxy's pseudonym.
+func AppendVia(dst []byte, minor int, by string) []byte {
+	if minor == 0 {
+		dst = append(dst, "Via: 1.0 "...)
+	} else {
+		dst = append(dst, "Via: 1.1 "...)
+	}
+	dst = append(dst, by...)
+	return append(dst, "\r\n"...)
+}
+
+// Keep selects hop-by-hop fields that HopByHop and AppendEndToEnd keep.
+type Keep uint8
+
+const (
+	// KeepTransferEncoding keeps Transfer-Encoding: when the chunked body
+	// is forwarded as it arrived (framing validated, not re-framed).
+	KeepTransferEncoding Keep = 1 << iota
+	// KeepUpgrade keeps Upgrade when the exchange is being upgraded; the
+	// caller then appends "Connection: upgrade" itself.
+	KeepUpgrade
+)
+
+// HopByHop reports whether header i of h must not be forwarded (RFC 9110
+// §7.6.1): Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
+// Transfer-Encoding and Upgrade unless kept, and any field named in a
+// Connection field. Framing and routing fields (Host, Content-Length,
+// Transfer-Encoding) are never dropped because a Connection field names
+// them: "Connection: content-length" would otherwise let a client strip
+// the length the server needs to frame the body (a smuggling trick).
+func (h *Head) HopByHop(buf []byte, i int, keep Keep) bool {
+	switch h.Headers[i].Kind {
+	case KindConnection, KindKeepAlive, KindProxyConnection, KindTE, KindTrailer:
+		return true
+	case KindTransferEncoding:
+		return keep&KeepTransferEncoding == 0
+	case KindUpgrade:
+		return keep&KeepUpgrade == 0
+	case KindOther, KindExpect:
+		if !h.connTokens {
+			return false
+		}
+		name := h.Headers[i].Name.Bytes(buf)
+		for j := 0; j < h.N; j++ {
+			if h.Headers[j].Kind == KindConnection && hasTokenBytes(h.Headers[j].Value.Bytes(buf), name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// AppendEndToEnd appends every header line of h that is not hop-by-hop,
+// as "Name: value CRLF" with the name and value as received.
+func (h *Head) AppendEndToEnd(dst, buf []byte, keep Keep) []byte {
+	for i := 0; i < h.N; i++ {
+		if h.HopByHop(buf, i, keep) {
+			continue
+		}
+		dst = append(dst, h.Headers[i].Name.Bytes(buf)...)
+		dst = append(dst, ": "...)
+		dst = append(dst, h.Headers[i].Value.Bytes(buf)...)
+		dst = append(dst, "\r\n"...)
+	}
+	return dst
+}
