@@ -1,0 +1,39 @@
+// Package listen owns the listening sockets of the data plane and the accept
+// distributor (seed 001).
+//
+// A Group holds one accept ring per loop: a bounded lock-free MPSC queue of
+// accepted fds, polled by its loop as a loop.Source. Group.Open creates,
+// binds and listens synchronously (the OS error comes back to the caller,
+// nothing stays open on failure) and registers the socket on loops:
+//   - Shards == 0: one socket on every loop of BindSpec.Threads (default
+//     all), level-triggered with EPOLLEXCLUSIVE so a connection wakes one
+//     loop. The woken loop accepts up to maxaccept connections per wake-up
+//     with accept4(SOCK_NONBLOCK|SOCK_CLOEXEC) and picks, per connection, the
+//     loop that will own it: p2c-rr (default: rotating index + random other,
+//     lower load wins), round-robin, least-conn or local. Load = ring length
+//   - Activity.Conns. A different target gets the fd through its ring and
+//     a Notify; a full ring makes the accepting loop keep it (AccqFull on the
+//     target).
+//   - Shards > 0: that many SO_REUSEPORT sockets, socket i on loop
+//     Threads[i % len(Threads)], which keeps what it accepts (the kernel
+//     spreads connections by hashing).
+//
+// AcceptFunc runs on the owning loop's thread and owns the fd from then on:
+// TCP_NODELAY and everything else about the connection belong to core/proxy,
+// which also keeps Activity.Conns up to date (the load seen here).
+//
+// Out of fds (EMFILE, ENFILE) or memory on accept4: that loop unregisters the
+// socket and re-registers it FdLimitBackoff later from a loop timer (no busy
+// loop), counting Activity.AcceptPauses.
+//
+// Must not: allocate per accepted connection, block a loop, log on the accept
+// path, own connections after the hand-off, or touch other packages'
+// counters than the accept ones (Accepted, AccqPushed, AccqFull,
+// AcceptPauses).
+//
+// Threads:
+//   - control goroutine only (never a loop thread; they wait for the loops):
+//     NewGroup, Group.Open, Listener.Close, Group.Close;
+//   - any goroutine: SetDistribution, Pause, Resume, Paused, Addr, Ring.Len;
+//   - loop threads: everything the acceptors and rings do internally.
+package listen

@@ -1,0 +1,502 @@
+package listen
+
+import (
+	"errors"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/loop"
+)
+
+// startGroup runs n loops and a Group over them; everything is stopped and
+// closed at cleanup.
+func startGroup(t testing.TB, n, ringSize int) *Group {
+	t.Helper()
+	loops := make([]*loop.Loop, n)
+	done := make([]chan struct{}, n)
+	for i := range loops {
+		l, err := loop.New(loop.Options{ID: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loops[i] = l
+		done[i] = make(chan struct{})
+		go func() { l.Run(); close(done[i]) }()
+	}
+	for _, l := range loops { // running, so that Open waits for registration
+		ran := make(chan struct{})
+		l.Exec(func(*loop.Loop) { close(ran) })
+		<-ran
+	}
+	g := NewGroup(loops, ringSize)
+	t.Cleanup(func() {
+		g.Close()
+		for i, l := range loops {
+			l.Stop()
+			select {
+			case <-done[i]:
+			case <-time.After(5 * time.Second):
+				t.Error("loop did not stop")
+			}
+			l.Close()
+		}
+	})
+	return g
+}
+
+// sink is an AcceptFunc that keeps the connections, counts them per loop and
+// maintains Activity.Conns like the proxy does.
+type sink struct {
+	mu    sync.Mutex
+	fds   map[int][]int // loop ID -> fds
+	total atomic.Int64
+	g     *Group
+}
+
+func newSink(t testing.TB, g *Group) *sink {
+	s := &sink{fds: map[int][]int{}, g: g}
+	t.Cleanup(s.release)
+	return s
+}
+
+func (s *sink) accept(l *loop.Loop, fd int, ln *Listener) {
+	l.Activity().Conns.Add(1)
+	s.mu.Lock()
+	s.fds[l.ID()] = append(s.fds[l.ID()], fd)
+	s.mu.Unlock()
+	s.total.Add(1)
+}
+
+func (s *sink) counts(n int) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int, n)
+	for id, fds := range s.fds {
+		out[id] = len(fds)
+	}
+	return out
+}
+
+func (s *sink) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, fds := range s.fds {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		s.g.loops[id].Activity().Conns.Add(-int64(len(fds)))
+	}
+	s.fds = map[int][]int{}
+	s.total.Store(0)
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// dialN opens n client connections and closes them at cleanup.
+func dialN(t testing.TB, addr string, n int) []net.Conn {
+	t.Helper()
+	cs := make([]net.Conn, 0, n)
+	for range n {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	t.Cleanup(func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	})
+	return cs
+}
+
+func countFds(t testing.TB) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+func TestOpenCloseReopenSamePort(t *testing.T) {
+	g := startGroup(t, 2, 0)
+	s := newSink(t, g)
+	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, "fe", s.accept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr()
+	if ln.Owner != "fe" || addr.Port() == 0 {
+		t.Fatalf("owner %v addr %v", ln.Owner, addr)
+	}
+	for round := range 3 {
+		dialN(t, addr.String(), 2)
+		want := int64(2 * (round + 1))
+		waitFor(t, "accepts", func() bool { return s.total.Load() == want })
+		ln.Close()
+		ln.Close() // idempotent
+		if c, err := net.Dial("tcp", addr.String()); err == nil {
+			c.Close()
+			t.Fatal("connected to a closed listener")
+		}
+		ln, err = g.Open(BindSpec{Address: "127.0.0.1", Port: int(addr.Port())}, "fe", s.accept)
+		if err != nil {
+			t.Fatalf("reopen %d: %v", round, err)
+		}
+	}
+	ln.Close()
+	// Accepted connections live on after Close.
+	if s.total.Load() != 6 {
+		t.Fatalf("total %d", s.total.Load())
+	}
+}
+
+func TestOpenErrorsAreSyscallErrorsAndLeaveNothingOpen(t *testing.T) {
+	g := startGroup(t, 2, 0)
+	s := newSink(t, g)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyPort := busy.Addr().(*net.TCPAddr).Port
+
+	tests := []struct {
+		name string
+		spec BindSpec
+		want error
+	}{
+		{"port in use", BindSpec{Address: "127.0.0.1", Port: busyPort}, syscall.EADDRINUSE},
+		{"port in use, reuseport shards", BindSpec{Address: "127.0.0.1", Port: busyPort, Shards: 2}, syscall.EADDRINUSE},
+		{"address not local", BindSpec{Address: "192.0.2.1", Port: 0}, syscall.EADDRNOTAVAIL},
+		{"not an IP literal", BindSpec{Address: "localhost"}, config.ErrInvalid},
+		{"thread out of range", BindSpec{Address: "127.0.0.1", Threads: []int{2}}, config.ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := countFds(t)
+			ln, err := g.Open(tt.spec, nil, s.accept)
+			if err == nil {
+				ln.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+			var se *os.SyscallError
+			if _, isErrno := tt.want.(syscall.Errno); isErrno && !errors.As(err, &se) {
+				t.Fatalf("%v (%T) is not an *os.SyscallError", err, err)
+			}
+			if after := countFds(t); after != before {
+				t.Fatalf("fds %d before, %d after", before, after)
+			}
+		})
+	}
+}
+
+func TestOpenAndCloseReturnFdCountToStart(t *testing.T) {
+	g := startGroup(t, 2, 0)
+	s := newSink(t, g)
+	before := countFds(t)
+	for _, shards := range []int{0, 3} {
+		ln, err := g.Open(BindSpec{Address: "127.0.0.1", Shards: shards}, nil, s.accept)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.Close()
+	}
+	if after := countFds(t); after != before {
+		t.Fatalf("fds %d before, %d after", before, after)
+	}
+}
+
+func TestOpenIPv6AndWildcard(t *testing.T) {
+	g := startGroup(t, 1, 0)
+	s := newSink(t, g)
+	for _, a := range []string{"::1", "*"} {
+		ln, err := g.Open(BindSpec{Address: a}, nil, s.accept)
+		if err != nil {
+			if a == "::1" && errors.Is(err, syscall.EADDRNOTAVAIL) {
+				t.Log("no IPv6 loopback here")
+				continue
+			}
+			t.Fatal(err)
+		}
+		target := ln.Addr().String()
+		if a == "*" {
+			target = net.JoinHostPort("127.0.0.1", fmtInt(int(ln.Addr().Port())))
+		}
+		n := s.total.Load()
+		dialN(t, target, 1)
+		waitFor(t, "accept on "+a, func() bool { return s.total.Load() == n+1 })
+		ln.Close()
+	}
+}
+
+func fmtInt(n int) string { return strconv.Itoa(n) }
+
+// For bursts of N x loops connections, each algorithm's spread over 2 and 4
+// loops. The connections stay open for the burst (they count as load).
+// p2c-rr, round-robin and least-conn must not leave a loop with twice the
+// connections of another; round-robin is exact.
+func TestDistributionSpreadsBursts(t *testing.T) {
+	const perLoop = 16
+	for _, alg := range []string{config.DistP2CRR, config.DistRoundRobin, config.DistLeastConn, config.DistLocal} {
+		for _, n := range []int{2, 4} {
+			t.Run(alg+"/"+fmtInt(n), func(t *testing.T) {
+				g := startGroup(t, n, 0)
+				g.SetDistribution(alg, 0)
+				s := newSink(t, g)
+				ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, s.accept)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ln.Close()
+				total := perLoop * n
+				dialN(t, ln.Addr().String(), total)
+				waitFor(t, "all accepted", func() bool { return s.total.Load() == int64(total) })
+				c := s.counts(n)
+				t.Logf("%s over %d loops, %d connections: %v", alg, n, total, c)
+				var accepted uint64
+				for i, l := range g.loops {
+					a := l.Activity().Accepted.Load()
+					if a != uint64(c[i]) {
+						t.Errorf("loop %d: Accepted %d, OnAccept ran %d times", i, a, c[i])
+					}
+					accepted += a
+				}
+				if accepted != uint64(total) {
+					t.Errorf("Accepted %d, want %d", accepted, total)
+				}
+				lo, hi := slices.Min(c), slices.Max(c)
+				switch alg {
+				case config.DistRoundRobin:
+					if lo != perLoop || hi != perLoop {
+						t.Errorf("round-robin spread %v, want %d each", c, perLoop)
+					}
+				case config.DistP2CRR, config.DistLeastConn:
+					if lo == 0 || hi >= 2*lo {
+						t.Errorf("%s spread %v: a loop has twice the connections of another", alg, c)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestReuseportShardsKeepConnectionsOnTheirLoop(t *testing.T) {
+	g := startGroup(t, 2, 0)
+	s := newSink(t, g)
+	ln, err := g.Open(BindSpec{Address: "127.0.0.1", Shards: 2}, nil, s.accept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if len(ln.socks) != 2 || len(ln.acc) != 2 || ln.acc[0].li != 0 || ln.acc[1].li != 1 {
+		t.Fatalf("sockets %d acceptors %d", len(ln.socks), len(ln.acc))
+	}
+	const total = 64
+	dialN(t, ln.Addr().String(), total)
+	waitFor(t, "all accepted", func() bool { return s.total.Load() == total })
+	c := s.counts(2)
+	t.Logf("reuseport spread over 2 shards: %v", c)
+	// The kernel hashes the 4-tuple: with 64 source ports both shards get
+	// some (all on one has probability 2^-63).
+	if c[0] == 0 || c[1] == 0 {
+		t.Fatalf("spread %v", c)
+	}
+	for i, l := range g.loops {
+		if p := l.Activity().AccqPushed.Load(); p != 0 {
+			t.Fatalf("loop %d: %d ring pushes with reuseport", i, p)
+		}
+	}
+}
+
+// maxaccept bounds the accepts of one wake-up: with a backlog of 10 and
+// maxaccept 3, no round hands more than 3 connections to OnAccept.
+func TestMaxacceptBoundsAcceptsPerWakeup(t *testing.T) {
+	g := startGroup(t, 1, 0)
+	g.SetDistribution(config.DistLocal, 3)
+	perRound := map[uint64]int{}
+	var total atomic.Int64
+	var fds []int
+	t.Cleanup(func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	})
+	fn := func(l *loop.Loop, fd int, _ *Listener) {
+		perRound[l.Activity().Loops.Load()]++ // published at each round's end: constant within a round
+		fds = append(fds, fd)
+		total.Add(1)
+	}
+	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ln.Pause()
+	waitPaused(t, ln)
+	dialN(t, ln.Addr().String(), 10) // handshakes complete in the backlog
+	ln.Resume()
+	waitFor(t, "10 accepts", func() bool { return total.Load() == 10 })
+	done := make(chan struct{})
+	g.loops[0].Exec(func(*loop.Loop) {
+		for r, n := range perRound {
+			if n > 3 {
+				t.Errorf("round %d accepted %d > maxaccept 3", r, n)
+			}
+		}
+		if len(perRound) < 4 {
+			t.Errorf("10 accepts in %d rounds with maxaccept 3", len(perRound))
+		}
+		close(done)
+	})
+	<-done
+}
+
+// waitPaused waits until every acceptor has unregistered.
+func waitPaused(t testing.TB, ln *Listener) {
+	t.Helper()
+	for _, a := range ln.acc {
+		done := make(chan bool)
+		a.l.Exec(func(*loop.Loop) { done <- a.registered })
+		if <-done {
+			t.Fatal("acceptor still registered after Pause")
+		}
+	}
+}
+
+func TestPauseStopsAcceptingAndResumeRestarts(t *testing.T) {
+	g := startGroup(t, 2, 0)
+	s := newSink(t, g)
+	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, s.accept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ln.Pause()
+	ln.Pause()
+	waitPaused(t, ln)
+	dialN(t, ln.Addr().String(), 5)
+	// A negative check needs some time; 50 ms is ample for two idle loops.
+	time.Sleep(50 * time.Millisecond)
+	if n := s.total.Load(); n != 0 {
+		t.Fatalf("%d accepted while paused", n)
+	}
+	ln.Resume()
+	waitFor(t, "accepts after Resume", func() bool { return s.total.Load() == 5 })
+}
+
+// A full ring makes the accepting loop keep the connection and counts
+// AccqFull on the target. Loop 1 is held busy so its ring (2 entries) fills;
+// round-robin alternates targets 0,1,0,1... so of 8 connections accepted by
+// loop 0, 4 target loop 1: 2 fit in its ring, 2 are kept by loop 0.
+func TestFullRingFallsBackToLocal(t *testing.T) {
+	g := startGroup(t, 2, 2)
+	g.SetDistribution(config.DistRoundRobin, 0)
+	s := newSink(t, g)
+	ln, err := g.Open(BindSpec{Address: "127.0.0.1", Threads: []int{0, 1}}, nil, s.accept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	hold := make(chan struct{})
+	held := make(chan struct{})
+	g.loops[1].Exec(func(*loop.Loop) { close(held); <-hold })
+	<-held
+	released := false
+	defer func() {
+		if !released {
+			close(hold)
+		}
+	}()
+	dialN(t, ln.Addr().String(), 8)
+	waitFor(t, "6 accepts on loop 0", func() bool { return s.counts(2)[0] == 6 })
+	if f := g.loops[1].Activity().AccqFull.Load(); f != 2 {
+		t.Fatalf("AccqFull %d, want 2", f)
+	}
+	if p := g.loops[1].Activity().AccqPushed.Load(); p != 2 {
+		t.Fatalf("AccqPushed %d, want 2", p)
+	}
+	if n := g.Ring(1).Len(); n != 2 {
+		t.Fatalf("ring length %d, want 2", n)
+	}
+	close(hold)
+	released = true
+	waitFor(t, "the ring entries on loop 1", func() bool { return s.counts(2)[1] == 2 })
+}
+
+// Out of fds, a loop backs off for FdLimitBackoff instead of spinning, counts
+// it, and accepts again once fds are available.
+func TestFdExhaustionPausesAcceptWithoutBusyLoop(t *testing.T) {
+	g := startGroup(t, 1, 0)
+	s := newSink(t, g)
+	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, s.accept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ln.Pause()
+	waitPaused(t, ln)
+	dialN(t, ln.Addr().String(), 3)
+
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	lowest, err := unix.Dup(0) // the next fd number the process would get
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(lowest)
+	lim := old
+	lim.Cur = uint64(lowest)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skip("cannot lower RLIMIT_NOFILE:", err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer restore()
+	act := g.loops[0].Activity()
+	ln.Resume()
+	waitFor(t, "an accept pause", func() bool { return act.AcceptPauses.Load() >= 1 })
+	rounds := act.Loops.Load()
+	time.Sleep(FdLimitBackoff / 2) // inside the back-off window
+	if n := act.Loops.Load() - rounds; n > 10 {
+		t.Fatalf("%d rounds in %v of back-off: busy loop", n, FdLimitBackoff/2)
+	}
+	if s.total.Load() != 0 {
+		t.Fatalf("accepted %d without fds", s.total.Load())
+	}
+	restore()
+	waitFor(t, "accepts after the back-off", func() bool { return s.total.Load() == 3 })
+}

@@ -1,0 +1,502 @@
+package listen
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/loop"
+)
+
+// DefaultBacklog is the listen(2) backlog when BindSpec.Backlog is 0. The
+// kernel caps it at net.core.somaxconn.
+const DefaultBacklog = 1024
+
+// FdLimitBackoff is how long a loop stops accepting on a listener after
+// accept4 failed for lack of fds or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM):
+// retrying at once would spin on a backlog it cannot drain.
+const FdLimitBackoff = 100 * time.Millisecond
+
+// BindSpec is one bind of a frontend as the data plane needs it.
+type BindSpec struct {
+	Address string // IP literal, "*" or "" = 0.0.0.0; IPv6 with optional %zone
+	Port    int    // 0 = kernel-chosen (tests), see Listener.Addr
+	Backlog int    // 0 = DefaultBacklog
+	Shards  int    // > 0: that many SO_REUSEPORT sockets, one per loop in turn
+	Threads []int  // loop indexes allowed to accept; empty = all
+}
+
+// AcceptFunc runs on the loop thread that was picked for the connection; it
+// owns fd from then on (non-blocking, close-on-exec; TCP_NODELAY and other
+// socket options are the callee's business). It should add 1 to
+// l.Activity().Conns for as long as it keeps the connection, so that the
+// distribution sees the loop's load.
+type AcceptFunc func(l *loop.Loop, fd int, ln *Listener)
+
+// Listener is one bind: its socket(s) and the acceptors that serve them on
+// the loops.
+type Listener struct {
+	Owner any // set by the caller (e.g. the frontend); read by AcceptFunc
+
+	g       *Group
+	fn      AcceptFunc
+	addr    netip.AddrPort
+	socks   []int
+	acc     []*acceptor
+	targets []int // loop indexes the distribution may pick (shards == 0)
+
+	idx       atomic.Uint32 // rotating index for p2c-rr and round-robin (seed 001)
+	paused    atomic.Bool
+	closed    atomic.Bool
+	closeOnce sync.Once
+}
+
+// acceptor serves one listening socket on one loop. All its fields but the
+// immutable ones are owned by that loop.
+type acceptor struct {
+	ln     *Listener
+	l      *loop.Loop
+	li     int // loop index in the group
+	sock   int
+	events uint32
+	keep   bool // reuseport shard: connections stay on this loop
+
+	fd         loop.FD
+	task       loop.Tasklet
+	backoff    loop.Timer
+	registered bool
+	backingOff bool
+	rng        uint64
+	syncFn     func(*loop.Loop)
+}
+
+// Open creates, binds and listens synchronously, so that EADDRINUSE, EACCES
+// or EADDRNOTAVAIL come back here as *os.SyscallError wrapping the errno,
+// with every socket already closed. It then registers the socket(s) on their
+// loops; for loops that are running it waits until they did, so that a
+// returned Listener accepts. Control goroutine only (never a loop thread).
+func (g *Group) Open(spec BindSpec, owner any, fn AcceptFunc) (*Listener, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("listen: nil AcceptFunc: %w", config.ErrInvalid)
+	}
+	threads, err := g.checkThreads(spec.Threads)
+	if err != nil {
+		return nil, err
+	}
+	sa, family, err := sockaddr(spec.Address, spec.Port)
+	if err != nil {
+		return nil, err
+	}
+	backlog := spec.Backlog
+	if backlog <= 0 {
+		backlog = DefaultBacklog
+	}
+	ln := &Listener{Owner: owner, g: g, fn: fn, targets: threads}
+	nsock := max(spec.Shards, 1)
+	for i := range nsock {
+		fd, err := openSocket(sa, family, backlog, spec.Shards > 0)
+		if err != nil {
+			ln.closeSockets()
+			return nil, err
+		}
+		ln.socks = append(ln.socks, fd)
+		if i == 0 {
+			ln.addr, err = boundAddr(fd)
+			if err != nil {
+				ln.closeSockets()
+				return nil, err
+			}
+			sa = withPort(sa, int(ln.addr.Port())) // port 0: later shards share the chosen one
+		}
+	}
+	if spec.Shards > 0 {
+		for i, s := range ln.socks {
+			ln.addAcceptor(threads[i%len(threads)], s, unix.EPOLLIN, true)
+		}
+	} else {
+		ev := uint32(unix.EPOLLIN)
+		if len(threads) > 1 {
+			// One loop woken per connection instead of all (thundering herd).
+			ev |= unix.EPOLLEXCLUSIVE
+		}
+		for _, t := range threads {
+			ln.addAcceptor(t, ln.socks[0], ev, len(threads) == 1)
+		}
+	}
+	if err := ln.start(); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+func (ln *Listener) addAcceptor(li, sock int, events uint32, keep bool) {
+	a := &acceptor{ln: ln, l: ln.g.loops[li], li: li, sock: sock, events: events, keep: keep}
+	a.fd = loop.FD{Fd: sock, T: &a.task}
+	a.task = loop.Tasklet{Run: a.run, Owner: a}
+	a.backoff = loop.Timer{Run: a.endBackoff, Owner: a}
+	a.rng = uint64(time.Now().UnixNano()) ^ uint64(li+1)*0x9E3779B97F4A7C15 ^ uint64(sock)<<32
+	if a.rng == 0 {
+		a.rng = 1
+	}
+	a.syncFn = a.sync
+	ln.acc = append(ln.acc, a)
+}
+
+// start registers every acceptor on its loop and waits for the loops that run.
+func (ln *Listener) start() error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(ln.acc))
+	for i, a := range ln.acc {
+		running := a.l.Running()
+		if running {
+			wg.Add(1)
+		}
+		ok := a.l.Exec(func(l *loop.Loop) {
+			err := a.syncErr(l)
+			if running { // else nobody waits, nor reads errs
+				errs[i] = err
+				wg.Done()
+			}
+		})
+		if !ok && running {
+			wg.Done()
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Addr is the address the listener is bound to (the kernel's port if
+// BindSpec.Port was 0). Any goroutine.
+func (ln *Listener) Addr() netip.AddrPort { return ln.addr }
+
+// Close stops accepting on every loop, then closes the socket(s). It returns
+// when no loop uses them any more, so the port can be bound again at once.
+// Connections already accepted, including those still in accept rings, live
+// on. Idempotent. Control goroutine only: it waits for the loops (a loop
+// that has not started yet delays it until it starts).
+func (ln *Listener) Close() {
+	ln.closeOnce.Do(func() {
+		ln.closed.Store(true)
+		var wg sync.WaitGroup
+		for _, a := range ln.acc {
+			wg.Add(1)
+			if !a.l.Exec(func(l *loop.Loop) {
+				a.sync(l)
+				l.Disarm(&a.backoff)
+				wg.Done()
+			}) {
+				wg.Done() // loop stopped: it polls nothing any more
+			}
+		}
+		wg.Wait()
+		ln.closeSockets()
+	})
+}
+
+// Pause stops accepting (maxconn reached): each loop unregisters the socket
+// at its next round; connections stay in the kernel backlog. Resume undoes
+// it. Both are idempotent and callable from any goroutine, loop threads
+// included (they do not wait).
+func (ln *Listener) Pause() {
+	if ln.paused.CompareAndSwap(false, true) {
+		ln.resync()
+	}
+}
+
+// Resume restarts accepting after Pause.
+func (ln *Listener) Resume() {
+	if ln.paused.CompareAndSwap(true, false) {
+		ln.resync()
+	}
+}
+
+// Paused reports whether Pause is in force.
+func (ln *Listener) Paused() bool { return ln.paused.Load() }
+
+func (ln *Listener) resync() {
+	for _, a := range ln.acc {
+		a.l.Exec(a.syncFn)
+	}
+}
+
+func (ln *Listener) closeSockets() {
+	for _, s := range ln.socks {
+		closeFd(s)
+	}
+	ln.socks = nil
+}
+
+// handOff gives fd to the AcceptFunc on loop l (l's thread).
+func (ln *Listener) handOff(l *loop.Loop, fd int) {
+	l.Activity().Accepted.Add(1)
+	ln.fn(l, fd, ln)
+}
+
+// next advances the rotating index (seed 001) and returns its old value, in
+// 0..n-1.
+func (ln *Listener) next(n int) int {
+	t1 := ln.idx.Load()
+	for {
+		t2 := t1 + 1
+		if t2 >= uint32(n) {
+			t2 = 0
+		}
+		if ln.idx.CompareAndSwap(t1, t2) {
+			break
+		}
+		t1 = ln.idx.Load()
+	}
+	if t1 >= uint32(n) {
+		t1 %= uint32(n)
+	}
+	return int(t1)
+}
+
+// sync makes the registration match the wanted state: registered unless the
+// listener is closed or paused or this acceptor backs off. Loop thread.
+func (a *acceptor) sync(l *loop.Loop) { _ = a.syncErr(l) }
+
+func (a *acceptor) syncErr(l *loop.Loop) error {
+	want := !a.ln.closed.Load() && !a.ln.paused.Load() && !a.backingOff
+	switch {
+	case want && !a.registered:
+		if err := l.RegisterEvents(&a.fd, a.events); err != nil {
+			return fmt.Errorf("listen %s on loop %d: %w", a.ln.addr, a.li, err)
+		}
+		a.registered = true
+		// Level-triggered: connections already in the backlog are reported
+		// by the next epoll_wait, nothing to wake here.
+	case !want && a.registered:
+		l.Unregister(&a.fd)
+		a.registered = false
+		a.fd.Ready = 0
+		l.Unqueue(&a.task)
+	}
+	return nil
+}
+
+func (a *acceptor) endBackoff(*loop.Timer) {
+	a.backingOff = false
+	a.sync(a.l)
+}
+
+// run is the acceptor's tasklet (class Urgent, woken by EPOLLIN): accept up
+// to maxaccept connections and dispatch each. The socket is level-triggered,
+// so connections left in the backlog after maxaccept are reported again by
+// the next poll; nothing to remember here.
+func (a *acceptor) run(*loop.Tasklet) {
+	ln := a.ln
+	l := a.l
+	maxaccept := int(ln.g.maxaccept.Load())
+	for range maxaccept {
+		if ln.paused.Load() || ln.closed.Load() {
+			a.sync(l)
+			return
+		}
+		fd, errno := accept4(a.sock)
+		switch errno {
+		case 0:
+			a.dispatch(fd)
+		case unix.EAGAIN:
+			a.fd.Ready = 0
+			return
+		case unix.EINTR, unix.ECONNABORTED, unix.EPROTO, unix.EPERM:
+			// The connection died in the backlog or a firewall refused it:
+			// the next one may be fine.
+		case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
+			// Out of fds or memory: stop accepting here for a while instead
+			// of spinning on a backlog we cannot drain.
+			l.Activity().AcceptPauses.Add(1)
+			a.backingOff = true
+			a.sync(l)
+			l.Arm(&a.backoff, l.Now()+int64(FdLimitBackoff))
+			return
+		default:
+			// EBADF, EINVAL (socket shut down): nothing to accept any more
+			// on this loop until Close.
+			a.backingOff = true
+			a.sync(l)
+			return
+		}
+	}
+}
+
+// dispatch hands a freshly accepted fd to the loop chosen by the
+// distribution: directly when that is this loop, else through the target's
+// accept ring (and its eventfd); a full ring makes this loop keep it.
+func (a *acceptor) dispatch(fd int) {
+	ln, g := a.ln, a.ln.g
+	t := a.li
+	if !a.keep {
+		t = a.pick()
+	}
+	if t != a.li {
+		if g.rings[t].push(fd, ln) {
+			tl := g.loops[t]
+			tl.Activity().AccqPushed.Add(1)
+			tl.Notify()
+			return
+		}
+		g.loops[t].Activity().AccqFull.Add(1)
+	}
+	ln.handOff(a.l, fd)
+}
+
+// pick chooses the target loop index for one connection. Allocation-free.
+func (a *acceptor) pick() int {
+	ln, g := a.ln, a.ln.g
+	n := len(ln.targets)
+	if n < 2 {
+		return a.li
+	}
+	switch g.alg.Load() {
+	case distLocal:
+		return a.li
+	case distRoundRobin:
+		return ln.targets[ln.next(n)]
+	case distLeastConn:
+		best, bl := a.li, g.load(a.li) // ties stay local: no ring hop
+		for _, t := range ln.targets {
+			if q := g.load(t); q < bl {
+				best, bl = t, q
+			}
+		}
+		return best
+	default: // p2c-rr, seed 001
+		// First candidate from the rotating index, so every loop is
+		// consulted in turn; second a random other one; the lower load wins,
+		// ties go to the first. Round robin gives fairness on bursts of
+		// short connections, the load comparison on long ones.
+		i1 := ln.next(n)
+		i2 := i1 + 1 + int(a.rand()%uint64(n-1))
+		if i2 >= n {
+			i2 -= n
+		}
+		t1, t2 := ln.targets[i1], ln.targets[i2]
+		if g.load(t2) < g.load(t1) {
+			return t2
+		}
+		return t1
+	}
+}
+
+// rand is xorshift64*, private to the acceptor (its loop thread).
+func (a *acceptor) rand() uint64 {
+	x := a.rng
+	x ^= x >> 12
+	x ^= x << 25
+	x ^= x >> 27
+	a.rng = x
+	return x * 2685821657736338717
+}
+
+func accept4(sock int) (int, unix.Errno) {
+	// Raw: accept4 on a non-blocking socket never blocks, and passing no
+	// address avoids building a Sockaddr per connection.
+	r, _, e := unix.RawSyscall6(unix.SYS_ACCEPT4, uintptr(sock), 0, 0,
+		unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), 0
+}
+
+func closeFd(fd int) {
+	// EINTR on close: the fd is released anyway on Linux; never retry.
+	_ = unix.Close(fd)
+}
+
+func openSocket(sa unix.Sockaddr, family, backlog int, reuseport bool) (int, error) {
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, os.NewSyscallError("socket", err)
+	}
+	fail := func(op string, err error) (int, error) {
+		closeFd(fd)
+		return -1, os.NewSyscallError(op, err)
+	}
+	// SO_REUSEADDR: rebind at once after Close despite TIME_WAIT connections.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return fail("setsockopt", err)
+	}
+	if reuseport {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			return fail("setsockopt", err)
+		}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return fail("bind", err)
+	}
+	if err := unix.Listen(fd, backlog); err != nil {
+		return fail("listen", err)
+	}
+	return fd, nil
+}
+
+// sockaddr parses a bind address: "*" or "" is 0.0.0.0, otherwise an IP
+// literal (IPv6 with an optional %zone, by interface name or index).
+func sockaddr(address string, port int) (unix.Sockaddr, int, error) {
+	if port < 0 || port > 65535 {
+		return nil, 0, fmt.Errorf("listen: port %d: %w", port, config.ErrInvalid)
+	}
+	if address == "" || address == "*" {
+		return &unix.SockaddrInet4{Port: port}, unix.AF_INET, nil
+	}
+	ip, err := netip.ParseAddr(address)
+	if err != nil {
+		return nil, 0, fmt.Errorf("listen: address %q is not an IP literal: %w", address, config.ErrInvalid)
+	}
+	if ip.Is4() {
+		return &unix.SockaddrInet4{Port: port, Addr: ip.As4()}, unix.AF_INET, nil
+	}
+	sa := &unix.SockaddrInet6{Port: port, Addr: ip.As16()}
+	if z := ip.Zone(); z != "" {
+		if n, err := strconv.Atoi(z); err == nil {
+			sa.ZoneId = uint32(n)
+		} else if ifi, err := net.InterfaceByName(z); err == nil {
+			sa.ZoneId = uint32(ifi.Index)
+		} else {
+			return nil, 0, fmt.Errorf("listen: address %q: zone: %w", address, err)
+		}
+	}
+	return sa, unix.AF_INET6, nil
+}
+
+func withPort(sa unix.Sockaddr, port int) unix.Sockaddr {
+	switch s := sa.(type) {
+	case *unix.SockaddrInet4:
+		c := *s
+		c.Port = port
+		return &c
+	case *unix.SockaddrInet6:
+		c := *s
+		c.Port = port
+		return &c
+	}
+	return sa
+}
+
+func boundAddr(fd int) (netip.AddrPort, error) {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return netip.AddrPort{}, os.NewSyscallError("getsockname", err)
+	}
+	switch s := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(s.Addr), uint16(s.Port)), nil
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(s.Addr), uint16(s.Port)), nil
+	}
+	return netip.AddrPort{}, fmt.Errorf("listen: unexpected socket address %T", sa)
+}
