@@ -93,7 +93,9 @@ wait_fg() {
 stop_pid() {
 	local pid=$1 kids i
 	kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; forget_pid "$pid"; return 0; }
-	kids=$(pgrep -P "$pid" || true)
+	# Children as "PID:start-time", so that a PID reused later is never hit.
+	kids=""
+	for i in $(pgrep -P "$pid" || true); do kids+=" $i:$(proc_start "$i")"; done
 	kill -TERM "$pid" 2>/dev/null || true
 	for ((i = 0; i < 50; i++)); do
 		kill -0 "$pid" 2>/dev/null || break
@@ -103,8 +105,22 @@ stop_pid() {
 	done
 	kill -KILL "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
-	for i in $kids; do kill -KILL "$i" 2>/dev/null || true; done
+	for i in $kids; do
+		if [[ $(proc_start "${i%%:*}") == "${i#*:}" ]]; then
+			kill -KILL "${i%%:*}" 2>/dev/null || true
+		fi
+	done
 	forget_pid "$pid"
+}
+
+# proc_start PID: the process's start time in ticks since boot (stat field
+# 22; the command name in field 2 may hold spaces, so count from its end).
+proc_start() {
+	local st
+	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+	st=${st##*) }
+	set -- $st
+	echo "${20}"
 }
 
 forget_pid() {
@@ -120,7 +136,9 @@ command -v nginx >/dev/null || need_pkgs+=(nginx)
 command -v wrk >/dev/null || need_pkgs+=(wrk)
 command -v curl >/dev/null || need_pkgs+=(curl)
 command -v taskset >/dev/null || need_pkgs+=(util-linux)
-[[ -e /usr/lib/nginx/modules/ngx_stream_module.so ]] || nginx -V 2>&1 | grep -q -- '--with-stream ' || need_pkgs+=(libnginx-mod-stream)
+# The stream module: a dynamic module (Debian) or built in.
+nginx_static_stream() { [[ $(nginx -V 2>&1) == *"--with-stream "* ]]; }
+[[ -e /usr/lib/nginx/modules/ngx_stream_module.so ]] || nginx_static_stream || need_pkgs+=(libnginx-mod-stream)
 if ((${#need_pkgs[@]})); then
 	log "bench: installing ${need_pkgs[*]}"
 	SUDO=""
@@ -302,7 +320,7 @@ start_nginx() {
 	local mode=$1 row=$2 port=$3 d=$TMP/nginx-$2-$1 body
 	mkdir -p "$d"
 	if [[ $mode == tcp ]]; then
-		[[ -n $NGINX_STREAM_MODULE ]] || nginx -V 2>&1 | grep -q -- '--with-stream ' ||
+		[[ -n $NGINX_STREAM_MODULE ]] || nginx_static_stream ||
 			{ FAIL_REASON="nginx stream module not installed"; return 1; }
 		body="stream {
   upstream origin { server 127.0.0.1:$ORIGIN_PORT; }

@@ -37,9 +37,12 @@ type Run struct {
 	// proxy: other processes, and interrupt work charged to no process.
 	// Large values mean the proxy shared its core and the run is suspect.
 	OtherSeconds float64 `json:"other_seconds_on_proxy_cpu"`
-	LatP50us     int64   `json:"lat_p50_us,omitempty"`
-	LatP99us     int64   `json:"lat_p99_us,omitempty"`
-	Errors       Errors  `json:"errors"`
+	// WallSeconds is the window over which CPU times were taken: wrk's
+	// run plus its start and exit.
+	WallSeconds float64 `json:"wall_seconds,omitempty"`
+	LatP50us    int64   `json:"lat_p50_us,omitempty"`
+	LatP99us    int64   `json:"lat_p99_us,omitempty"`
+	Errors      Errors  `json:"errors"`
 
 	// Idle row.
 	IdleConns    int   `json:"idle_conns,omitempty"`
@@ -217,8 +220,9 @@ func cmdMeasure(args []string) error {
 		}
 		r.Error = validate(&r)
 	}
+	r.WallSeconds = wall.Seconds()
 	if r.Seconds == 0 {
-		r.Seconds = wall.Seconds()
+		r.Seconds = r.WallSeconds
 	}
 	if r.Error != "" {
 		fmt.Fprintf(os.Stderr, "    %s %s/%s #%d: n/a: %s\n--- load generator output ---\n%s---\n",

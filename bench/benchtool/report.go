@@ -67,7 +67,9 @@ func derive(r Run) Metrics {
 		m.ReqPerSec = float64(r.Requests) / r.Seconds
 		m.MiBPerSec = float64(r.Bytes) / mib / r.Seconds
 		m.CPUPercent = 100 * r.CPUSeconds / r.Seconds
-		m.OtherPercent = 100 * r.OtherSeconds / r.Seconds
+	}
+	if r.WallSeconds > 0 {
+		m.OtherPercent = 100 * r.OtherSeconds / r.WallSeconds
 	}
 	if r.Requests > 0 {
 		m.CPUusPerReq = r.CPUSeconds * 1e6 / float64(r.Requests)
