@@ -164,6 +164,7 @@ if ((2 * BENCH_IDLE_CONNS + 200 > nofile)); then
 	log "bench: fd limit $nofile: idle row lowered to $BENCH_IDLE_CONNS connections"
 fi
 MAXCONN=$((BENCH_IDLE_CONNS + 1000))
+((2 * MAXCONN + 200 <= nofile)) || MAXCONN=$(((nofile - 200) / 2))
 
 TMP=$(mktemp -d /tmp/spliced-bench.XXXXXX)
 chmod 755 "$TMP" # nginx workers may run as another user
@@ -178,15 +179,11 @@ RESULTS=$TMP/results.jsonl
 : >"$RESULTS"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 
-# Ports: origin, one per proxy start (fresh each time avoids TIME_WAIT
-# collisions between runs), spliced admin.
-PORTS=()
+# next_port: a free loopback port in PORT, picked just before use; each
+# proxy start gets a new one, so no run meets the TIME_WAIT sockets of the
+# previous one.
 next_port() {
-	if ((${#PORTS[@]} == 0)); then
-		mapfile -t PORTS < <("$BT" ports 20)
-	fi
-	PORT=${PORTS[0]}
-	PORTS=("${PORTS[@]:1}")
+	PORT=$("$BT" ports 1)
 }
 
 NGINX_USER=""
