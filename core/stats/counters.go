@@ -1,0 +1,197 @@
+package stats
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// StatusClasses is the number of HTTP status classes counted: index 0 is
+// "other" (below 100 or above 599), 1..5 are 1xx..5xx.
+const StatusClasses = 6
+
+// slotFields are the counters of one object on one loop.
+type slotFields struct {
+	ConnTotal     atomic.Int64 // connections started
+	ConnCur       atomic.Int64 // connections alive (incremented and decremented by the same loop)
+	BytesIn       atomic.Int64 // client -> server bytes of closed connections / finished requests
+	BytesOut      atomic.Int64 // server -> client bytes
+	ConnectErrors atomic.Int64 // failed connect attempts (refused, unreachable, timed out)
+	Retries       atomic.Int64 // connect attempts after the first
+	NoServer      atomic.Int64 // connections closed because no server was usable
+	Timeouts      atomic.Int64 // connections closed by a timeout
+	Aborts        atomic.Int64 // connections closed by a reset or I/O error
+	Requests      atomic.Int64 // HTTP requests (http mode)
+	Denied        atomic.Int64 // connections or requests refused by a rule or a limit
+	Errors        atomic.Int64 // malformed requests (http mode)
+	Queue         atomic.Int64 // connections waiting for a server slot (gauge)
+	// Status counts HTTP responses by class: [0] other, [1] 1xx .. [5] 5xx.
+	Status [StatusClasses]atomic.Int64
+	// ConnectNs / ConnectCount: time from connect(2) to the established
+	// connection, summed, and the number of connects measured.
+	ConnectNs    atomic.Int64
+	ConnectCount atomic.Int64
+	// RespNs / RespCount: time from the request sent to the response
+	// headers received (http mode), summed, and the number measured.
+	RespNs    atomic.Int64
+	RespCount atomic.Int64
+	ConnRate  Rate // connections per second
+	ReqRate   Rate // requests per second
+}
+
+// cacheLine is the unit of false sharing on the machines we run on.
+const cacheLine = 64
+
+// slotPad makes a Slot a whole number of cache lines with at least one
+// spare line after the fields, so two slots' counters never share a line
+// whatever the alignment of the slice that holds them.
+const slotPad = (cacheLine-unsafe.Sizeof(slotFields{})%cacheLine)%cacheLine + cacheLine
+
+// Slot is one loop's share of an object's counters. Only the owning loop
+// writes it.
+type Slot struct {
+	slotFields
+	_ [slotPad]byte
+}
+
+// Status counts one response with HTTP status code code (owning loop).
+func (s *Slot) CountStatus(code int) {
+	c := code / 100
+	if c < 1 || c > 5 {
+		c = 0
+	}
+	s.Status[c].Add(1)
+}
+
+// Counters is the counter set of one object: one Slot per loop.
+type Counters struct {
+	slots []Slot
+	// shared is the fallback slot of a zero Counters and of loops beyond
+	// len(slots): correct (atomics), contended.
+	shared Slot
+}
+
+// New returns counters with one slot per loop.
+func New(nloops int) *Counters {
+	return &Counters{slots: make([]Slot, max(nloops, 0))}
+}
+
+// Loop returns the slot of loop id. The caller must be that loop's thread
+// (or hold the only reference, in tests).
+func (c *Counters) Loop(id int) *Slot {
+	if uint(id) < uint(len(c.slots)) {
+		return &c.slots[id]
+	}
+	return &c.shared
+}
+
+// Totals is the sum of an object's slots at one instant (each field read
+// once; fields are individually, not mutually, consistent).
+type Totals struct {
+	ConnTotal     int64                `json:"conn_total"`
+	ConnCur       int64                `json:"conn_cur"`
+	ConnRate      float64              `json:"conn_rate"`
+	Requests      int64                `json:"requests"`
+	ReqRate       float64              `json:"req_rate"`
+	BytesIn       int64                `json:"bytes_in"`
+	BytesOut      int64                `json:"bytes_out"`
+	Denied        int64                `json:"denied"`
+	Errors        int64                `json:"errors"`
+	ConnectErrors int64                `json:"connect_errors"`
+	Retries       int64                `json:"retries"`
+	NoServer      int64                `json:"no_server"`
+	Timeouts      int64                `json:"timeouts"`
+	Aborts        int64                `json:"aborts"`
+	Queue         int64                `json:"queue"`
+	Status        [StatusClasses]int64 `json:"-"`
+	ConnectNs     int64                `json:"-"`
+	ConnectCount  int64                `json:"-"`
+	RespNs        int64                `json:"-"`
+	RespCount     int64                `json:"-"`
+}
+
+// Total sums the slots. nowNs is the reader's clock in the loops' time base
+// (loop.Mono()), for the rates.
+func (c *Counters) Total(nowNs int64) Totals {
+	var t Totals
+	sec, frac := clock(nowNs)
+	add := func(s *Slot) {
+		t.ConnTotal += s.ConnTotal.Load()
+		t.ConnCur += s.ConnCur.Load()
+		t.BytesIn += s.BytesIn.Load()
+		t.BytesOut += s.BytesOut.Load()
+		t.ConnectErrors += s.ConnectErrors.Load()
+		t.Retries += s.Retries.Load()
+		t.NoServer += s.NoServer.Load()
+		t.Timeouts += s.Timeouts.Load()
+		t.Aborts += s.Aborts.Load()
+		t.Requests += s.Requests.Load()
+		t.Denied += s.Denied.Load()
+		t.Errors += s.Errors.Load()
+		t.Queue += s.Queue.Load()
+		for i := range s.Status {
+			t.Status[i] += s.Status[i].Load()
+		}
+		t.ConnectNs += s.ConnectNs.Load()
+		t.ConnectCount += s.ConnectCount.Load()
+		t.RespNs += s.RespNs.Load()
+		t.RespCount += s.RespCount.Load()
+		t.ConnRate += s.ConnRate.read(sec, frac)
+		t.ReqRate += s.ReqRate.read(sec, frac)
+	}
+	for i := range c.slots {
+		add(&c.slots[i])
+	}
+	add(&c.shared)
+	return t
+}
+
+// Rate counts events per second (HAProxy's freq_ctr). cur packs the second
+// (high 32 bits) and the count of that second (low 32 bits) in one word so
+// the owning loop updates both with one store; prev is the count of the
+// second before.
+type Rate struct {
+	cur  atomic.Uint64
+	prev atomic.Uint64
+}
+
+// Sec converts a loop clock value (ns) to the second Rate.Add takes.
+func Sec(nowNs int64) uint32 { return uint32(nowNs / 1e9) }
+
+func clock(nowNs int64) (sec uint32, frac float64) {
+	return Sec(nowNs), float64(nowNs%1e9) / 1e9
+}
+
+// Add counts one event in second sec (owning loop only).
+func (r *Rate) Add(sec uint32) {
+	v := r.cur.Load()
+	if s := uint32(v >> 32); s != sec {
+		// Publish prev before cur: a reader that sees the new second in
+		// cur also sees the matching prev.
+		if s+1 == sec {
+			r.prev.Store(v & 0xffffffff)
+		} else {
+			r.prev.Store(0)
+		}
+		v = uint64(sec) << 32
+	}
+	r.cur.Store(v + 1)
+}
+
+// read is the rate over the last second as seen at second sec plus frac.
+func (r *Rate) read(sec uint32, frac float64) float64 {
+	v := r.cur.Load()
+	s, n := uint32(v>>32), float64(v&0xffffffff)
+	switch {
+	case s == sec:
+		return n + float64(r.prev.Load())*(1-frac)
+	case s+1 == sec:
+		return n * (1 - frac)
+	}
+	return 0
+}
+
+// Read is the rate over the last second at clock nowNs (any goroutine).
+func (r *Rate) Read(nowNs int64) float64 {
+	sec, frac := clock(nowNs)
+	return r.read(sec, frac)
+}

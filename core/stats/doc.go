@@ -1,0 +1,43 @@
+// Package stats owns the traffic counters of the data plane and the plain
+// snapshot types the admin API, the Prometheus collector and the event
+// stream read.
+//
+// # Counters
+//
+// Counters is the counter set of one frontend, backend or server. It holds
+// one Slot per loop, each padded to whole cache lines: a loop adds only to
+// its own slot (Counters.Loop(id)), so the cache line it writes is never
+// written by another thread and stays in its core's cache; a reader sums
+// the slots (Counters.Total) when it reads. Every field is an atomic so a
+// reader on another goroutine sees whole values (-race clean), but the
+// atomics are uncontended: the cost per increment is that of an
+// uncontended locked add, with no line bouncing between cores (measured in
+// BenchmarkSlotAdd / BenchmarkSharedAdd).
+//
+// Counters survive configuration changes: the engine keeps one Counters
+// per frontend and backend name, and one per server object (which balance
+// carries over from one generation to the next), and hands the same
+// pointer to the objects of each new generation.
+//
+// A zero Counters (new(Counters)) is usable: every loop then shares one
+// fallback slot, which is correct but contended. Loops beyond the number
+// of slots (nbthread raised at run time) share that fallback slot too.
+//
+// # Rates
+//
+// Rate is HAProxy's freq_ctr: the events of the current second and those
+// of the previous one, the rate over the last second being
+// cur + prev*(1 - elapsed fraction of the current second). The loop passes
+// its cached clock (loop.Now, in whole seconds), the reader loop.Mono():
+// the same monotonic clock, no system call on the hot path.
+//
+// # What it must not do
+//
+// Allocate, lock or log on the increment path; know about connections,
+// configuration documents or HTTP.
+//
+// # Threads
+//
+// Slot fields and Rate.Add: the loop that owns the slot only. Total,
+// Snapshot types and everything else: any goroutine.
+package stats

@@ -1,0 +1,147 @@
+package stats
+
+import "time"
+
+// StatusCounts are HTTP responses by status class.
+type StatusCounts struct {
+	S1xx  int64 `json:"1xx"`
+	S2xx  int64 `json:"2xx"`
+	S3xx  int64 `json:"3xx"`
+	S4xx  int64 `json:"4xx"`
+	S5xx  int64 `json:"5xx"`
+	Other int64 `json:"other"`
+}
+
+// Classes returns the counts as the index layout of Slot.Status.
+func (s StatusCounts) Classes() [StatusClasses]int64 {
+	return [StatusClasses]int64{s.Other, s.S1xx, s.S2xx, s.S3xx, s.S4xx, s.S5xx}
+}
+
+// Counts is what the API shows of an object's Totals.
+type Counts struct {
+	ConnTotal int64   `json:"conn_total" example:"1200"`
+	ConnCur   int64   `json:"conn_cur" example:"3"`
+	ConnRate  float64 `json:"conn_rate" example:"12.5"` // connections over the last second
+	Requests  int64   `json:"requests" example:"0"`     // http mode
+	ReqRate   float64 `json:"req_rate" example:"0"`     // requests over the last second
+	BytesIn   int64   `json:"bytes_in" example:"640000"`
+	BytesOut  int64   `json:"bytes_out" example:"1280000"`
+	Denied    int64   `json:"denied"`
+	Errors    int64   `json:"errors"` // malformed requests
+	// ConnectErrors, Retries, NoServer, Timeouts, Aborts explain why
+	// connections ended badly.
+	ConnectErrors int64        `json:"connect_errors"`
+	Retries       int64        `json:"retries"`
+	NoServer      int64        `json:"no_server"`
+	Timeouts      int64        `json:"timeouts"`
+	Aborts        int64        `json:"aborts"`
+	Status        StatusCounts `json:"status"`
+	// ConnectTimeAvgUs is the mean time from connect(2) to an established
+	// server connection since start; ResponseTimeAvgUs the mean time from
+	// a request sent to its response headers (http mode).
+	ConnectTimeAvgUs  float64 `json:"connect_time_avg_us"`
+	ResponseTimeAvgUs float64 `json:"response_time_avg_us"`
+	// Raw sums behind the averages, for exporters (rate(sum)/rate(count)).
+	ConnectNs    int64 `json:"-"`
+	ConnectCount int64 `json:"-"`
+	RespNs       int64 `json:"-"`
+	RespCount    int64 `json:"-"`
+}
+
+// Counts converts Totals into the API view.
+func (t Totals) Counts() Counts {
+	c := Counts{
+		ConnTotal: t.ConnTotal, ConnCur: t.ConnCur, ConnRate: round2(t.ConnRate),
+		Requests: t.Requests, ReqRate: round2(t.ReqRate),
+		BytesIn: t.BytesIn, BytesOut: t.BytesOut, Denied: t.Denied, Errors: t.Errors,
+		ConnectErrors: t.ConnectErrors, Retries: t.Retries, NoServer: t.NoServer,
+		Timeouts: t.Timeouts, Aborts: t.Aborts,
+		Status: StatusCounts{
+			Other: t.Status[0], S1xx: t.Status[1], S2xx: t.Status[2],
+			S3xx: t.Status[3], S4xx: t.Status[4], S5xx: t.Status[5],
+		},
+		ConnectNs: t.ConnectNs, ConnectCount: t.ConnectCount, RespNs: t.RespNs, RespCount: t.RespCount,
+	}
+	if t.ConnectCount > 0 {
+		c.ConnectTimeAvgUs = round2(float64(t.ConnectNs) / float64(t.ConnectCount) / 1e3)
+	}
+	if t.RespCount > 0 {
+		c.ResponseTimeAvgUs = round2(float64(t.RespNs) / float64(t.RespCount) / 1e3)
+	}
+	return c
+}
+
+func round2(f float64) float64 {
+	if f < 0 {
+		return 0
+	}
+	return float64(int64(f*100+0.5)) / 100
+}
+
+// Frontend is one frontend's statistics.
+type Frontend struct {
+	Name string `json:"name" example:"public"`
+	Mode string `json:"mode" example:"tcp"`
+	// Maxconn is the frontend's limit (0 = none); ConnCur counts against it.
+	Maxconn int `json:"maxconn"`
+	Counts
+}
+
+// Server is one server's statistics. ConnTotal counts connection slots
+// taken on it (each connect attempt), ConnCur its live connections,
+// ConnectErrors its failed connects.
+type Server struct {
+	Name    string `json:"name" example:"s1"`
+	Address string `json:"address" example:"10.0.0.1:8080"`
+	// State is "up", "down" (health check), "drain" or "maint" (admin).
+	State      string    `json:"state" example:"up"`
+	Up         bool      `json:"up"`
+	AdminState string    `json:"admin_state" example:"ready"`
+	Weight     int       `json:"weight" example:"100"`
+	Maxconn    int       `json:"maxconn"`
+	LastChange time.Time `json:"last_change"`
+	Counts
+}
+
+// Backend is one backend's statistics and its servers'.
+type Backend struct {
+	Name string `json:"name" example:"web"`
+	Mode string `json:"mode" example:"tcp"`
+	Algo string `json:"balance" example:"roundrobin"`
+	// State is "up" when at least one server is usable, else "down".
+	State string `json:"state" example:"up"`
+	// ServersUp is the number of usable servers.
+	ServersUp int `json:"servers_up" example:"2"`
+	Counts
+	Servers []Server `json:"servers"`
+}
+
+// Snapshot is every object's statistics at one instant.
+type Snapshot struct {
+	Time time.Time `json:"time"`
+	// Generation is the configuration generation the data plane runs.
+	Generation int64      `json:"generation" example:"7"`
+	Frontends  []Frontend `json:"frontends"`
+	Backends   []Backend  `json:"backends"`
+}
+
+// LoopActivity is one loop's activity (HAProxy's "show activity").
+type LoopActivity struct {
+	Loop        int    `json:"loop" example:"0"`
+	Loops       uint64 `json:"loops"`      // rounds of the event loop
+	PollIO      uint64 `json:"poll_io"`    // events returned by epoll_wait
+	WakeTasks   uint64 `json:"wake_tasks"` // Wake calls that queued a tasklet
+	TaskletsUrg uint64 `json:"tasklets_urgent"`
+	TaskletsNrm uint64 `json:"tasklets_normal"`
+	TaskletsBlk uint64 `json:"tasklets_bulk"`
+	Timers      uint64 `json:"timers"`      // timers fired
+	AvgLoopUs   uint64 `json:"avg_loop_us"` // EWMA of a round's busy time, µs
+	Accepted    uint64 `json:"accepted"`
+	AccqPushed  uint64 `json:"accq_pushed"`
+	AccqFull    uint64 `json:"accq_full"`
+	AcceptPause uint64 `json:"accept_pauses"`
+	SpliceBytes uint64 `json:"splice_bytes"`
+	PipesUsed   int64  `json:"pipes_used"`
+	BuffersUsed int64  `json:"buffers_used"`
+	Conns       int64  `json:"conns"` // live connections owned by the loop
+}
