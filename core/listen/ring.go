@@ -58,6 +58,11 @@ func (r *Ring) Len() int {
 	return int(t - h)
 }
 
+// Pending reports whether entries are queued (or being queued): the loop
+// checks it before it sleeps (loop.Pender), so a push that raced with the
+// loop going to sleep is not left waiting.
+func (r *Ring) Pending() bool { return r.tail.Load() != r.head.Load() }
+
 // push adds an entry; false when the ring is full. Any goroutine.
 func (r *Ring) push(fd int, ln *Listener) bool {
 	pos := r.tail.Load()

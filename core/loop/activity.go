@@ -28,6 +28,7 @@ type Activity struct {
 	// Written by core/proxy.
 	SpliceBytes atomic.Uint64 // bytes moved with splice(2)
 	PipesUsed   atomic.Int64  // pipes currently taken from the pool
+	BufsUsed    atomic.Int64  // buffers currently taken from the pool
 	Conns       atomic.Int64  // live connections owned by this loop (accept load)
 
 	_ [64]byte
@@ -42,6 +43,7 @@ type ActivitySnapshot struct {
 	AccqFull, AcceptPauses   uint64
 	SpliceBytes              uint64
 	PipesUsed, Conns         int64
+	BufsUsed                 int64
 }
 
 // Snapshot reads every counter once; fields are individually consistent.
@@ -55,5 +57,6 @@ func (a *Activity) Snapshot() ActivitySnapshot {
 		AccqFull: a.AccqFull.Load(), AcceptPauses: a.AcceptPauses.Load(),
 		SpliceBytes: a.SpliceBytes.Load(),
 		PipesUsed:   a.PipesUsed.Load(), Conns: a.Conns.Load(),
+		BufsUsed: a.BufsUsed.Load(),
 	}
 }

@@ -36,7 +36,10 @@
 // otherwise it sleeps until the earliest timer, or indefinitely. Readiness
 // ORs the epoll bits into FD.Ready and Wakes FD.T as Urgent.
 //
-// Wake-ups from other threads (Exec, accept-ring pushes) Notify the loop: an
-// atomic flag coalesces them so that a burst of Notify costs one eventfd
-// write per round of the target loop.
+// Wake-ups from other threads (Exec, accept-ring pushes) Notify the loop.
+// The eventfd is written only when the loop sleeps (or is about to: it
+// announces the sleep, then looks at its inbox and pending Sources once more,
+// so no wake-up is lost), and an atomic flag coalesces concurrent Notify
+// calls into one write. A busy loop thus costs its producers no syscall.
+// Sources fed from other threads implement Pender for that last look.
 package loop

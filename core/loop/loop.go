@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -58,6 +59,7 @@ type Loop struct {
 	// Cross-thread state.
 	inbox    inbox
 	notified atomic.Bool // an eventfd write is pending; coalesces Notify
+	sleeping atomic.Bool // the loop is in (or about to enter) a blocking epoll_wait
 	stopping atomic.Bool
 	state    atomic.Int32 // stateNew, stateRunning, stateStopped
 	act      *Activity
@@ -157,10 +159,12 @@ func (l *Loop) Exec(fn func(l *Loop)) bool {
 	return true
 }
 
-// Notify interrupts epoll_wait. Any goroutine. Calls are coalesced: until the
-// loop has consumed the wake-up, further Notify calls cost one atomic swap.
+// Notify interrupts epoll_wait. Any goroutine. It writes the eventfd only
+// when the loop sleeps (or is about to): an awake loop checks its inbox and
+// Sources before it sleeps again (see round). Calls are coalesced: until the
+// loop has consumed a wake-up, further Notify calls cost atomic loads.
 func (l *Loop) Notify() {
-	if l.notified.Load() || l.notified.Swap(true) {
+	if !l.sleeping.Load() || l.notified.Load() || l.notified.Swap(true) {
 		return
 	}
 	if l.state.Load() == stateStopped {
@@ -179,7 +183,6 @@ func (l *Loop) Notify() {
 // Stop asks Run to return at the end of the current round. Any goroutine.
 func (l *Loop) Stop() {
 	l.stopping.Store(true)
-	l.notified.Store(false)
 	l.Notify()
 }
 
@@ -353,7 +356,36 @@ func (l *Loop) round() {
 	l.avgLoop += (float64(end-start) - l.avgLoop) / 16
 	l.publish()
 
+	if timeout != 0 {
+		// Announce the sleep, then look again for work queued by other
+		// threads. A producer queues, then reads sleeping: either it sees
+		// true and writes the eventfd, or we see its work here (both sides
+		// use sequentially consistent atomics). Notify skips the write
+		// for a loop that is awake, so a busy loop costs producers nothing.
+		l.sleeping.Store(true)
+		if !l.inbox.empty() || l.stopping.Load() || l.sourcesPending() {
+			timeout = 0
+		}
+	}
 	l.poll(timeout)
+	l.sleeping.Store(false)
+}
+
+// Pender is optionally implemented by a Source that can tell, from any
+// state, whether it holds work (an accept ring that is not empty). A Source
+// fed from other threads must implement it, or entries queued while the
+// loop goes to sleep wait for the next wake-up.
+type Pender interface {
+	Pending() bool
+}
+
+func (l *Loop) sourcesPending() bool {
+	for _, s := range l.sources {
+		if p, ok := s.(Pender); ok && p.Pending() {
+			return true
+		}
+	}
+	return false
 }
 
 // runTasklets runs up to the Split budget of each class, oldest first. A
@@ -397,7 +429,7 @@ func (l *Loop) poll(timeout int) {
 	var n int
 	var err error
 	for {
-		n, err = unix.EpollWait(l.epfd, l.events, timeout)
+		n, err = epollWait(l.epfd, l.events, timeout)
 		if err != unix.EINTR {
 			break
 		}
@@ -407,6 +439,25 @@ func (l *Loop) poll(timeout int) {
 		return
 	}
 	l.dispatch(l.events[:n])
+}
+
+// epollWait is epoll_pwait without a signal mask. A poll that cannot block
+// (timeout 0, the busy case) is a raw syscall: no scheduler hand-off for a
+// call that returns at once. A blocking one goes through Syscall6 so the Go
+// scheduler can give the P to another goroutine while this thread sleeps.
+func epollWait(epfd int, evs []unix.EpollEvent, timeout int) (int, error) {
+	p := unsafe.Pointer(&evs[0])
+	var r uintptr
+	var e unix.Errno
+	if timeout == 0 {
+		r, _, e = unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(p), uintptr(len(evs)), 0, 0, 0)
+	} else {
+		r, _, e = unix.Syscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(p), uintptr(len(evs)), uintptr(timeout), 0, 0)
+	}
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
 }
 
 // dispatch handles one batch of epoll events: a slice lookup by fd, no map.

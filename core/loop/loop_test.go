@@ -385,6 +385,8 @@ func TestNotifyCoalesces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	l.Notify() // awake loop: no write at all
+	l.sleeping.Store(true)
 	for range 100 {
 		l.Notify()
 	}
@@ -436,4 +438,64 @@ func TestSourcesArePolledEachRound(t *testing.T) {
 			t.Errorf("removed source polled")
 		}
 	})
+}
+
+// Round trips from several goroutines to a mostly idle loop: a lost wake-up
+// (the loop asleep with work in its inbox) shows up as a timeout.
+func TestExecRoundTripsNeverLoseAWakeup(t *testing.T) {
+	l := startLoop(t, Options{})
+	const producers, each = 4, 500
+	errc := make(chan error, producers)
+	for range producers {
+		go func() {
+			done := make(chan struct{}, 1)
+			fn := func(*Loop) { done <- struct{}{} }
+			for range each {
+				l.Exec(fn)
+				select {
+				case <-done:
+				case <-time.After(5 * time.Second):
+					errc <- errors.New("Exec'd function did not run: lost wake-up")
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range producers {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type flagSource struct {
+	pending atomic.Bool
+	ran     chan struct{}
+}
+
+func (s *flagSource) Poll(l *Loop, budget int) int {
+	if s.pending.CompareAndSwap(true, false) {
+		s.ran <- struct{}{}
+		return 1
+	}
+	return 0
+}
+func (s *flagSource) Pending() bool { return s.pending.Load() }
+
+// A Source fed from another thread, as an accept ring: set + Notify must
+// always get it polled.
+func TestPendingSourceIsPolledAfterNotify(t *testing.T) {
+	l := startLoop(t, Options{})
+	s := &flagSource{ran: make(chan struct{}, 1)}
+	execWait(t, l, func(l *Loop) { l.AddSource(s) })
+	for range 2000 {
+		s.pending.Store(true)
+		l.Notify()
+		select {
+		case <-s.ran:
+		case <-time.After(5 * time.Second):
+			t.Fatal("source not polled: lost wake-up")
+		}
+	}
 }
