@@ -500,3 +500,53 @@ func TestFdExhaustionPausesAcceptWithoutBusyLoop(t *testing.T) {
 	restore()
 	waitFor(t, "accepts after the back-off", func() bool { return s.total.Load() == 3 })
 }
+
+// Connections waiting in an accept ring when their listener closes are still
+// handed to the AcceptFunc: Close stops accepting, it drops nothing accepted.
+func TestCloseKeepsConnectionsAlreadyInRings(t *testing.T) {
+	g := startGroup(t, 2, 0)
+	g.SetDistribution(config.DistRoundRobin, 0)
+	s := newSink(t, g)
+	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, s.accept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	held := make(chan struct{})
+	g.loops[1].Exec(func(*loop.Loop) { close(held); <-hold })
+	<-held
+	dialN(t, ln.Addr().String(), 4) // loop 0 keeps 2, pushes 2 to loop 1's ring
+	waitFor(t, "2 pushes", func() bool { return g.loops[1].Activity().AccqPushed.Load() == 2 })
+	closed := make(chan struct{})
+	go func() { ln.Close(); close(closed) }() // waits for loop 1
+	close(hold)
+	<-closed
+	waitFor(t, "4 hand-offs", func() bool { return s.total.Load() == 4 })
+	if c := s.counts(2); c[0] != 2 || c[1] != 2 {
+		t.Fatalf("spread %v, want [2 2]", c)
+	}
+}
+
+func TestPickAndDispatchAllocateNothing(t *testing.T) {
+	g := startGroup(t, 4, 0)
+	ln := &Listener{g: g, targets: []int{0, 1, 2, 3}, fn: func(*loop.Loop, int, *Listener) {}}
+	ln.addAcceptor(0, -1, 0, false)
+	a := ln.acc[0]
+	for _, alg := range []string{config.DistP2CRR, config.DistRoundRobin, config.DistLeastConn, config.DistLocal} {
+		g.SetDistribution(alg, 0)
+		if n := testing.AllocsPerRun(1000, func() { _ = a.pick() }); n != 0 {
+			t.Errorf("%s: %v allocations per pick", alg, n)
+		}
+	}
+}
+
+func BenchmarkPickP2CRR(b *testing.B) {
+	g := startGroup(b, 4, 0)
+	ln := &Listener{g: g, targets: []int{0, 1, 2, 3}}
+	ln.addAcceptor(0, -1, 0, false)
+	a := ln.acc[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = a.pick()
+	}
+}
