@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/stats"
 )
 
 // MaxWeight is the largest server weight (config allows 0..256).
@@ -65,6 +66,11 @@ type Server struct {
 	// Sockaddr is prebuilt for connect(2). It is a template: copy it with
 	// SockaddrInto before passing it to unix.Connect (see the package doc).
 	Sockaddr unix.Sockaddr
+	// Counters are the server's per-loop traffic counters (bytes, aborts,
+	// timings). The engine sets them once, before the server is published,
+	// when they are nil; a server carried over to a new generation keeps
+	// them. Nil in tests that build backends directly.
+	Counters *stats.Counters
 
 	lastChange atomic.Int64 // unix ns of the last up/down transition
 	total      atomic.Uint64

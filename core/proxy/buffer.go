@@ -1,5 +1,7 @@
 package proxy
 
+import "sync/atomic"
+
 // Buffer is a fixed-size linear byte buffer: data sits in b[head:tail].
 // It is never wrapped: the tunnel always flushes a buffer completely before
 // it reads into it again, so a ring would only add arithmetic.
@@ -45,6 +47,7 @@ type BufPool struct {
 	free  []*Buffer
 	size  int
 	inUse int
+	used  *atomic.Int64 // the loop's Activity.BufsUsed, may be nil
 }
 
 // NewBufPool returns a pool of size-byte buffers.
@@ -75,6 +78,9 @@ func (p *BufPool) Idle() int { return len(p.free) }
 // Get returns an empty buffer.
 func (p *BufPool) Get() *Buffer {
 	p.inUse++
+	if p.used != nil {
+		p.used.Add(1)
+	}
 	if n := len(p.free); n > 0 {
 		b := p.free[n-1]
 		p.free[n-1] = nil
@@ -87,6 +93,9 @@ func (p *BufPool) Get() *Buffer {
 // Put releases b. A buffer with pending bytes must not be released.
 func (p *BufPool) Put(b *Buffer) {
 	p.inUse--
+	if p.used != nil {
+		p.used.Add(-1)
+	}
 	if len(b.b) != p.size || len(p.free) >= maxIdleBuffers {
 		return
 	}

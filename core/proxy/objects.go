@@ -1,11 +1,11 @@
 package proxy
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/stats"
 )
 
 // SpliceMode is a frontend's splice policy (seed 003).
@@ -28,21 +28,11 @@ func ParseSplice(s string) SpliceMode {
 	return SpliceAuto
 }
 
-// Counters are the totals kept per frontend, backend and server. They are
-// shared by all loops, so a tunnel adds its byte counts once, when it
-// closes, rather than per chunk (one cache line bouncing between loops per
-// connection, not per read).
-type Counters struct {
-	ConnTotal     atomic.Int64 // connections started
-	ConnCur       atomic.Int64 // connections alive
-	BytesIn       atomic.Int64 // client -> server bytes of closed connections
-	BytesOut      atomic.Int64 // server -> client bytes of closed connections
-	ConnectErrors atomic.Int64 // failed connect attempts (refused, unreachable, timed out)
-	Retries       atomic.Int64 // connect attempts after the first
-	NoServer      atomic.Int64 // connections closed because no server was usable
-	Timeouts      atomic.Int64 // connections closed by a timeout
-	Aborts        atomic.Int64 // connections closed by a reset or I/O error
-}
+// Counters are the totals kept per frontend, backend and server: one
+// cache-line padded slot per loop (stats.Counters). A tunnel adds to its
+// own loop's slot only (Counters.Loop(worker id)), so no counter line is
+// written by two loops; readers sum the slots.
+type Counters = stats.Counters
 
 // Frontend is what a tunnel needs of its frontend. It is immutable once
 // published: a config change builds a new one, and connections keep the
@@ -56,6 +46,9 @@ type Frontend struct {
 	// OnClose, when set, runs on the loop thread each time a connection of
 	// this frontend ends (the engine's maxconn accounting).
 	OnClose func()
+	// AccessLog: each connection that ends is pushed to the worker's
+	// access-log ring (one compact line, formatted off the loop).
+	AccessLog bool
 }
 
 // Backend pairs a balance.Backend with one Picker per loop (pickers are not

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/stats"
 )
 
 // Readiness bits as the loop ORs them into loop.FD.Ready (edge-triggered).
@@ -131,8 +132,14 @@ type Tunnel struct {
 	lastIO   int64
 	moved    bool // bytes moved during the current run
 	hash     uint64
-	prev     *Tunnel
-	next     *Tunnel
+	// This loop's counter slots of the frontend, the backend and the
+	// current server (nil until a server is acquired).
+	fs, bs, ss *stats.Slot
+	// Access log only (frontend access_log on): start time and client.
+	start  int64
+	client netip.AddrPort
+	prev   *Tunnel
+	next   *Tunnel
 }
 
 func runTunnelTask(tk *loop.Tasklet) { tk.Owner.(*Tunnel).process() }
@@ -152,8 +159,15 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mode: fe.Splice}
 	t.idle = int64(fe.TunnelTimeout)
 	w.link(t)
-	fe.Stats.ConnTotal.Add(1)
-	fe.Stats.ConnCur.Add(1)
+	sec := stats.Sec(w.L.Now())
+	t.fs = fe.Stats.Loop(w.id)
+	t.fs.ConnTotal.Add(1)
+	t.fs.ConnCur.Add(1)
+	t.fs.ConnRate.Add(sec)
+	if fe.AccessLog {
+		t.start = w.L.Now()
+		t.client = peerAddr(fd)
+	}
 	setNoDelay(fd)
 	if t.be == nil {
 		t.close(closeNoServer)
@@ -162,8 +176,10 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	if bt := int64(t.be.B.TunnelTimeout); bt > 0 && (t.idle <= 0 || bt < t.idle) {
 		t.idle = bt
 	}
-	t.be.Stats.ConnTotal.Add(1)
-	t.be.Stats.ConnCur.Add(1)
+	t.bs = t.be.Stats.Loop(w.id)
+	t.bs.ConnTotal.Add(1)
+	t.bs.ConnCur.Add(1)
+	t.bs.ConnRate.Add(sec)
 	if err := w.L.Register(&t.cli.FD); err != nil {
 		t.close(closeAbort)
 		return
@@ -216,14 +232,16 @@ func (t *Tunnel) connect(exclude *balance.Server) {
 		exclude = c
 	}
 	if s == nil {
-		t.be.Stats.NoServer.Add(1)
+		t.bs.NoServer.Add(1)
 		t.close(closeNoServer)
 		return
 	}
 	t.server = s
+	t.ss = w.ServerSlot(s)
+	t.ss.ConnRate.Add(stats.Sec(w.L.Now()))
 	t.attempts++
 	if t.attempts > 1 {
-		t.be.Stats.Retries.Add(1)
+		t.bs.Retries.Add(1)
 	}
 	family := unix.AF_INET
 	if _, ok := s.Sockaddr.(*unix.SockaddrInet6); ok {
@@ -266,7 +284,7 @@ func (t *Tunnel) connect(exclude *balance.Server) {
 func (t *Tunnel) connectFailed() {
 	s := t.server
 	t.closeSide(&t.srv)
-	t.be.Stats.ConnectErrors.Add(1)
+	t.bs.ConnectErrors.Add(1)
 	if s != nil {
 		s.ConnectFailed()
 		s.Release()
@@ -292,6 +310,12 @@ func (t *Tunnel) checkConnect() {
 	t.srv.Connected = true
 	t.state = stEstablished
 	t.lastIO = t.w.L.Now()
+	// The connect started at deadline - ConnectTimeout.
+	ct := t.lastIO - (t.deadline - int64(t.be.B.ConnectTimeout))
+	t.bs.ConnectNs.Add(ct)
+	t.bs.ConnectCount.Add(1)
+	t.ss.ConnectNs.Add(ct)
+	t.ss.ConnectCount.Add(1)
 	if t.idle > 0 {
 		t.w.L.Arm(&t.timer, t.lastIO+t.idle)
 	} else {
@@ -334,7 +358,7 @@ func (t *Tunnel) onTimer() {
 	switch t.state {
 	case stConnecting:
 		if now >= t.deadline {
-			t.fe.Stats.Timeouts.Add(1)
+			t.fs.Timeouts.Add(1)
 			t.connectFailed()
 		} else {
 			t.w.L.Arm(&t.timer, t.deadline)
@@ -344,7 +368,9 @@ func (t *Tunnel) onTimer() {
 			return
 		}
 		if now-t.lastIO >= t.idle {
-			t.fe.Stats.Timeouts.Add(1)
+			t.fs.Timeouts.Add(1)
+			t.bs.Timeouts.Add(1)
+			t.ss.Timeouts.Add(1)
 			t.close(closeTimeout)
 			return
 		}
@@ -615,7 +641,7 @@ func (t *Tunnel) close(why uint8) {
 	t.closeSide(&t.srv)
 	t.releaseDir(&t.c2s)
 	t.releaseDir(&t.s2c)
-	fs := t.fe.Stats
+	fs := t.fs
 	fs.ConnCur.Add(-1)
 	fs.BytesIn.Add(t.c2s.bytes)
 	fs.BytesOut.Add(t.s2c.bytes)
@@ -627,8 +653,8 @@ func (t *Tunnel) close(why uint8) {
 	case closeConnect:
 		fs.ConnectErrors.Add(1)
 	}
-	if t.be != nil {
-		bs := t.be.Stats
+	var srvName string
+	if bs := t.bs; bs != nil {
 		bs.ConnCur.Add(-1)
 		bs.BytesIn.Add(t.c2s.bytes)
 		bs.BytesOut.Add(t.s2c.bytes)
@@ -636,12 +662,70 @@ func (t *Tunnel) close(why uint8) {
 			bs.Aborts.Add(1)
 		}
 		if s := t.server; s != nil {
+			ss := t.ss
+			ss.BytesIn.Add(t.c2s.bytes)
+			ss.BytesOut.Add(t.s2c.bytes)
+			if why == closeAbort {
+				ss.Aborts.Add(1)
+			}
+			srvName = s.Name
 			s.Release()
 			t.server = nil
 		}
+	}
+	if t.fe.AccessLog && w.AccessLog != nil {
+		t.logAccess(why, srvName)
 	}
 	w.unlink(t)
 	if t.fe.OnClose != nil {
 		t.fe.OnClose()
 	}
 }
+
+var termOf = [...]stats.Termination{
+	closeNormal:   stats.TermNormal,
+	closeAbort:    stats.TermAbort,
+	closeTimeout:  stats.TermTimeout,
+	closeNoServer: stats.TermNoServer,
+	closeConnect:  stats.TermConnect,
+}
+
+// logAccess pushes the tunnel's access-log entry to the worker's ring (only
+// for frontends with access_log on). A full ring drops the entry (counted
+// by the ring).
+func (t *Tunnel) logAccess(why uint8, server string) {
+	e := stats.LogEntry{
+		Frontend: t.fe.Name,
+		Client:   t.client,
+		Server:   server,
+		BytesIn:  t.c2s.bytes,
+		BytesOut: t.s2c.bytes,
+		Term:     termOf[why],
+	}
+	if t.be != nil {
+		e.Backend = t.be.Name
+	}
+	e.DurationNs = t.w.L.Now() - t.start
+	t.w.AccessLog.Push(&e)
+}
+
+// peerAddr is the client's address and port (access log only).
+func peerAddr(fd int) netip.AddrPort {
+	var rsa unix.RawSockaddrAny
+	l := uint32(unsafe.Sizeof(rsa))
+	_, _, e := unix.RawSyscall(unix.SYS_GETPEERNAME, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&l)))
+	if e != 0 {
+		return netip.AddrPort{}
+	}
+	switch rsa.Addr.Family {
+	case unix.AF_INET:
+		p := (*unix.RawSockaddrInet4)(unsafe.Pointer(&rsa))
+		return netip.AddrPortFrom(netip.AddrFrom4(p.Addr), ntohs(p.Port))
+	case unix.AF_INET6:
+		p := (*unix.RawSockaddrInet6)(unsafe.Pointer(&rsa))
+		return netip.AddrPortFrom(netip.AddrFrom16(p.Addr).Unmap(), ntohs(p.Port))
+	}
+	return netip.AddrPort{}
+}
+
+func ntohs(p uint16) uint16 { return p>>8 | p<<8 }

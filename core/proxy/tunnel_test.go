@@ -143,8 +143,8 @@ func TestTunnelPassesBytesUnchanged(t *testing.T) {
 			if got := e.l.Activity().PipesUsed.Load(); got != 0 {
 				t.Errorf("Activity.PipesUsed = %d after close", got)
 			}
-			if fe.Stats.BytesIn.Load() != size || fe.Stats.BytesOut.Load() != size {
-				t.Errorf("frontend bytes in/out = %d/%d", fe.Stats.BytesIn.Load(), fe.Stats.BytesOut.Load())
+			if fe.Stats.Total(0).BytesIn != size || fe.Stats.Total(0).BytesOut != size {
+				t.Errorf("frontend bytes in/out = %d/%d", fe.Stats.Total(0).BytesIn, fe.Stats.Total(0).BytesOut)
 			}
 		})
 	}
@@ -322,7 +322,7 @@ func TestConnectFailureRetriesAnotherServer(t *testing.T) {
 		}
 		c.Close()
 	}
-	if fe.Backend.Stats.ConnectErrors.Load() == 0 {
+	if fe.Backend.Stats.Total(0).ConnectErrors == 0 {
 		t.Fatal("no connect error counted although a server refuses")
 	}
 	e.waitIdle()
@@ -335,10 +335,10 @@ func TestConnectFailureRetriesAnotherServer(t *testing.T) {
 		t.Fatalf("client not closed after all servers refused: %v", err)
 	}
 	e.waitIdle()
-	if got := bad.Stats.ConnectErrors.Load(); got != 1 {
+	if got := bad.Stats.Total(0).ConnectErrors; got != 1 {
 		t.Fatalf("frontend connect errors = %d, want 1", got)
 	}
-	if got := bad.Backend.Stats.ConnectErrors.Load(); got != int64(1+3) {
+	if got := bad.Backend.Stats.Total(0).ConnectErrors; got != int64(1+3) {
 		t.Fatalf("backend connect attempts failed = %d, want 4 (1 + 3 retries)", got)
 	}
 	c.Close()
@@ -364,8 +364,8 @@ func TestTunnelIdleTimeout(t *testing.T) {
 	if d := time.Since(start); d < 150*time.Millisecond {
 		t.Fatalf("closed after %v, before the 200ms timeout", d)
 	}
-	if fe.Stats.Timeouts.Load() != 1 {
-		t.Fatalf("timeouts = %d", fe.Stats.Timeouts.Load())
+	if fe.Stats.Total(0).Timeouts != 1 {
+		t.Fatalf("timeouts = %d", fe.Stats.Total(0).Timeouts)
 	}
 	e.waitIdle()
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/stats"
 )
 
 // Tuning is the part of the tuning section a worker applies.
@@ -24,19 +25,27 @@ type Worker struct {
 	live  *Tunnel // intrusive list of live tunnels
 	nlive int
 	sa    balance.SockaddrBuf // connect(2) address storage owned by this loop
+	// AccessLog receives one entry per connection of a frontend with
+	// access_log on; set by the engine before the loop runs (nil: none).
+	AccessLog *stats.LogRing
+	// noCounters stands in for the counters of a server that has none
+	// (backends built without the engine, in tests).
+	noCounters stats.Slot
 }
 
 // NewWorker returns the worker of l. It may be called from any goroutine
 // before the worker is used; afterwards only l's thread touches it.
 func NewWorker(l *loop.Loop, t Tuning) *Worker {
 	act := l.Activity()
-	return &Worker{
+	w := &Worker{
 		L:     l,
 		id:    l.ID(),
 		act:   act,
 		Bufs:  NewBufPool(t.Bufsize),
 		Pipes: NewPipePool(t.Maxpipes, t.Pipesize, &act.PipesUsed),
 	}
+	w.Bufs.used = &act.BufsUsed
+	return w
 }
 
 // SetTuning applies new pool limits (loop thread).
@@ -79,4 +88,15 @@ func (w *Worker) unlink(t *Tunnel) {
 	t.prev, t.next = nil, nil
 	w.nlive--
 	w.act.Conns.Add(-1)
+}
+
+// ID is the index of the worker's loop, the slot its counters add to.
+func (w *Worker) ID() int { return w.id }
+
+// ServerSlot is this loop's counter slot of server s (loop thread).
+func (w *Worker) ServerSlot(s *balance.Server) *stats.Slot {
+	if s.Counters == nil {
+		return &w.noCounters
+	}
+	return s.Counters.Loop(w.id)
 }
