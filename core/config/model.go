@@ -80,6 +80,10 @@ type Frontend struct {
 	Splice         string            `json:"splice" validate:"omitempty,oneof=off auto on"`
 	Timeouts       FrontendTimeouts  `json:"timeouts"`
 	HTTP           *FrontendHTTPOpts `json:"http,omitempty"`
+	// AccessLog writes one compact log line per connection (tcp) or
+	// request (http), formatted off the loop threads; lines that cannot
+	// be queued fast enough are dropped and counted.
+	AccessLog bool `json:"access_log" validate:"boolean"`
 }
 
 // FrontendTimeouts are client-side timeouts in milliseconds (0 = default).
