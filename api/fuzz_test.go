@@ -1,9 +1,11 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"testing"
+	"time"
 )
 
 // fuzzWrites are the write endpoints FuzzAPIWrite sends bodies to, over the
@@ -71,6 +73,10 @@ func FuzzAPIWrite(f *testing.F) {
 			path += "?dry_run=true"
 		}
 		before := fx.store.Current()
+		// A request stuck for 10 s crashes the worker, so the fuzzer saves
+		// the input instead of reporting a bare hang.
+		wd := time.AfterFunc(10*time.Second, func() { panic(fmt.Sprintf("request hung: %s %s %q", wr.method, path, body)) })
+		defer wd.Stop()
 		w := fx.do(wr.method, path, string(body), hdr{"Content-Type": fuzzTypes[int(ctype)%len(fuzzTypes)]})
 		after := fx.store.Current()
 		switch {
