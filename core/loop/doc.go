@@ -17,13 +17,14 @@
 //
 // Threads:
 //   - any goroutine: Exec, Notify, Stop, Activity (and its fields), ID,
-//     Running;
+//     Running, Mono (the clock of Now, for readers on other threads);
 //   - the loop thread only (from a tasklet, timer, Source or Exec'd
 //     function), or before Run starts: Wake, Unqueue, Queued, Register,
 //     RegisterEvents, Unregister, Arm, Disarm, Now, AddSource, RemoveSource,
 //     SetTuning, Tuning;
 //   - the goroutine that owns the loop: Run (once; it locks the OS thread),
-//     then Close after Run returned.
+//     then Close after Run returned (Close also runs what was Exec'd to a
+//     loop that never ran, so Exec's "true means it runs" always holds).
 //
 // Scheduling. A round refreshes Now, runs the Exec'd functions, fires the
 // expired timers (at most runqueue_depth per round; a Timer's Run is called

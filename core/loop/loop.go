@@ -188,9 +188,14 @@ func (l *Loop) Stop() {
 
 // Close releases the epoll fd and the eventfd. Call it once, after Run has
 // returned (or if Run was never called), when no goroutine uses l any more.
+// Functions Exec'd to a loop that never ran are run here, on the caller's
+// goroutine, before the fds close: Exec's promise holds and nobody waiting
+// for them hangs.
 func (l *Loop) Close() error {
 	l.state.Store(stateStopped)
-	l.inbox.take(true)
+	for n := l.inbox.take(true); n != nil; n = n.next {
+		n.fn(l)
+	}
 	return errors.Join(unix.Close(l.evfd), unix.Close(l.epfd))
 }
 

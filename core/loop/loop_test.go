@@ -499,3 +499,23 @@ func TestPendingSourceIsPolledAfterNotify(t *testing.T) {
 		}
 	}
 }
+
+func TestCloseRunsWhatWasExecdToALoopThatNeverRan(t *testing.T) {
+	l, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	if !l.Exec(func(*Loop) { ran = true }) {
+		t.Fatal("Exec refused")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !ran {
+		t.Fatal("Exec'd function dropped by Close")
+	}
+	if l.Exec(func(*Loop) {}) {
+		t.Fatal("Exec after Close accepted")
+	}
+}
