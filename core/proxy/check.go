@@ -1,0 +1,548 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/loop"
+)
+
+// Health check probes (see "Health checks" in doc.go).
+
+// statusLineLen is what a probe reads of an http check's answer:
+// "HTTP/1.1 200" and the byte after the status code (SP, or CR when the
+// reason phrase is omitted). The rest of the response is never read.
+const statusLineLen = 13
+
+// stopWait bounds how long Stop waits for the loops to confirm.
+const stopWait = 5 * time.Second
+
+// Probe states.
+const (
+	prIdle uint8 = iota
+	prConnecting
+	prSending
+	prReading
+)
+
+// Outcome kinds of a probe, for the reason logged with a state change.
+const (
+	resNone      uint8 = iota
+	resOK              // tcp: connected
+	resStatus          // http: a status line was read (val = status)
+	resSocket          // socket(2) failed (val = errno)
+	resConnect         // connect failed (val = errno)
+	resTimeout         // no answer within timeout_ms (val = state it was in)
+	resIO              // send/recv error (val = errno)
+	resClosed          // end of stream before a whole status line
+	resBadStatus       // bytes that are not an HTTP/1.x status line
+)
+
+// Checker runs the health checks of one backend generation on the loops:
+// server i of the backend is probed by loop i % len(loops), each loop's
+// share through its own balance.Prober (which spreads that share's first
+// checks over one interval and applies rise/fall). Probes are non-blocking
+// sockets registered with the loop, with one loop.Timer per server for
+// both the next check and the probe's timeout.
+//
+// NewChecker, Start, Stop, Matches and States may be called from any
+// goroutine but not concurrently with each other (the engine calls them
+// under its Apply lock); the probes run on the loop threads only.
+type Checker struct {
+	backend string
+	cfg     config.HealthCheck
+	servers []*balance.Server
+	nloops  int
+	log     *slog.Logger
+	parts   []*checkPart
+	started bool
+	stopped bool
+}
+
+// checkPart is the share of a Checker that one loop runs.
+type checkPart struct {
+	l      *loop.Loop
+	p      *balance.Prober
+	probes []*probe
+}
+
+// probe is the state of one server's check: everything a probe cycle
+// touches is here, prebuilt, so a cycle allocates nothing.
+type probe struct {
+	ck    *Checker
+	l     *loop.Loop
+	c     *balance.Check
+	side  Side
+	timer loop.Timer
+	sa    balance.SockaddrBuf
+	req   []byte // the http request, prebuilt; nil for tcp checks
+	sent  int
+	buf   [statusLineLen]byte
+	got   int
+	state uint8
+	// Outcome of the last finished probe.
+	res    uint8
+	resVal int
+	linger unix.Linger
+	// Counters for States (any goroutine).
+	runs, fails atomic.Uint64
+	last        atomic.Uint64 // res<<32 | resVal of the last probe
+}
+
+// CheckState is what States reports of one server's check.
+type CheckState struct {
+	Server string `json:"server"`
+	// Runs and Fails count finished probes and the failed ones.
+	Runs  uint64 `json:"runs"`
+	Fails uint64 `json:"fails"`
+	// Last is the outcome of the last probe ("" before the first one),
+	// e.g. "connected", "status 200", "timeout", "connection refused".
+	Last string `json:"last"`
+	Up   bool   `json:"up"`
+}
+
+func runProbeTask(t *loop.Tasklet) { t.Owner.(*probe).process() }
+func runProbeTimer(t *loop.Timer)  { t.Owner.(*probe).onTimer() }
+
+// NewChecker prepares the checks of b on loops (server i on loop
+// i % len(loops)). It returns nil when b has no health check or there
+// are no loops. Nothing runs until Start.
+func NewChecker(b *balance.Backend, loops []*loop.Loop, log *slog.Logger) *Checker {
+	if b == nil || b.Check == nil || len(loops) == 0 {
+		return nil
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ck := &Checker{
+		backend: b.Name,
+		cfg:     checkDefaults(b.Check),
+		servers: slices.Clone(b.Servers),
+		nloops:  len(loops),
+		log:     log,
+	}
+	for k, l := range loops {
+		var share []*balance.Server
+		for i := k; i < len(b.Servers); i += len(loops) {
+			share = append(share, b.Servers[i])
+		}
+		if len(share) == 0 {
+			continue
+		}
+		// NewProber reads only Check and Servers: a Backend value holding
+		// this loop's share is all it needs.
+		pr := balance.NewProber(&balance.Backend{Name: b.Name, Check: b.Check, Servers: share})
+		if pr.Timeout <= 0 {
+			pr.Timeout = pr.Interval
+		}
+		part := &checkPart{l: l, p: pr}
+		pr.Schedule = scheduleProbe
+		pr.Probe = startProbe
+		pr.OnChange = ck.changed
+		for _, c := range pr.Checks() {
+			p := &probe{ck: ck, l: l, c: c, linger: unix.Linger{Onoff: 1, Linger: 0}}
+			p.side.FD = loop.FD{Fd: -1, T: &p.side.Task}
+			p.side.Task.Run, p.side.Task.Owner = runProbeTask, p
+			p.timer.Run, p.timer.Owner = runProbeTimer, p
+			if ck.cfg.Type == config.CheckHTTP {
+				p.req = checkRequest(ck.cfg.Method, ck.cfg.Path, c.Server)
+			}
+			c.Owner = p
+			part.probes = append(part.probes, p)
+		}
+		ck.parts = append(ck.parts, part)
+	}
+	return ck
+}
+
+// checkDefaults fills what Normalize would for an http check, so a
+// Checker built from an unnormalized backend still has a method, a path and
+// a status range.
+func checkDefaults(hc *config.HealthCheck) config.HealthCheck {
+	cfg := *hc
+	if cfg.Type == config.CheckHTTP {
+		if cfg.Method == "" {
+			cfg.Method = "GET"
+		}
+		if cfg.Path == "" {
+			cfg.Path = "/"
+		}
+		if cfg.StatusMin == 0 {
+			cfg.StatusMin = 200
+		}
+		if cfg.StatusMax == 0 {
+			cfg.StatusMax = 399
+		}
+	}
+	return cfg
+}
+
+// checkRequest is the http check request for s, built once.
+func checkRequest(method, path string, s *balance.Server) []byte {
+	host := s.Host
+	if host == "" {
+		host = s.Addr.Addr().String()
+	}
+	if a, err := netip.ParseAddr(host); err == nil && a.Is6() {
+		host = "[" + host + "]"
+	}
+	if p := s.Addr.Port(); p != 80 {
+		host += ":" + strconv.Itoa(int(p))
+	}
+	return []byte(method + " " + path + " HTTP/1.1\r\nHost: " + host +
+		"\r\nConnection: close\r\nUser-Agent: spliced-check\r\n\r\n")
+}
+
+// Matches reports whether c already runs exactly the checks b asks for
+// (same settings, same Server objects in the same order, same loops), so
+// the engine can keep it across a generation instead of restarting it.
+func (c *Checker) Matches(b *balance.Backend, nloops int) bool {
+	if c == nil || b == nil || b.Check == nil || c.stopped || nloops != c.nloops || b.Name != c.backend {
+		return false
+	}
+	return checkDefaults(b.Check) == c.cfg && slices.Equal(b.Servers, c.servers)
+}
+
+// Start stops prev (when not nil) and starts c's checks on the loops. A
+// server that prev checked keeps its rise/fall counter when rise and fall
+// did not change, so a configuration change elsewhere does not turn an up
+// server into one that a single failure takes down. Returns at once; the
+// loops start the checks at their next round.
+func (c *Checker) Start(prev *Checker) {
+	if c == nil || c.started {
+		return
+	}
+	c.started = true
+	var inherit map[*balance.Server]*balance.Health
+	if prev != nil {
+		// Once Stop confirmed, no loop touches prev's Health objects any
+		// more: reading them here is ordered after their last use.
+		if prev.Stop() && prev.started && prev.cfg.Rise == c.cfg.Rise && prev.cfg.Fall == c.cfg.Fall {
+			inherit = make(map[*balance.Server]*balance.Health)
+			for _, part := range prev.parts {
+				for _, ch := range part.p.Checks() {
+					if ch.Health != nil {
+						inherit[ch.Server] = ch.Health
+					}
+				}
+			}
+		}
+	}
+	for _, part := range c.parts {
+		part.l.Exec(func(*loop.Loop) {
+			part.p.Start()
+			for _, ch := range part.p.Checks() {
+				if h := inherit[ch.Server]; h != nil && h.Up() == ch.Server.Up() {
+					ch.Health = h
+				}
+			}
+		})
+	}
+}
+
+// Stop stops every check and closes the probes in flight, and waits for
+// the loops to have done it (bounded by stopWait). It reports whether all
+// loops confirmed. Stopping twice is a no-op.
+func (c *Checker) Stop() bool {
+	if c == nil || c.stopped {
+		return true
+	}
+	c.stopped = true
+	var wg sync.WaitGroup
+	for _, part := range c.parts {
+		wg.Add(1)
+		if !part.l.Exec(func(*loop.Loop) { part.stop(); wg.Done() }) {
+			// The loop no longer runs: nothing else touches the probes.
+			part.stop()
+			wg.Done()
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(stopWait):
+		c.log.Warn("health checks: a loop did not confirm the stop", "backend", c.backend)
+		return false
+	}
+}
+
+func (part *checkPart) stop() {
+	part.p.Stop()
+	for _, p := range part.probes {
+		p.closeFD()
+		p.l.Disarm(&p.timer)
+		p.state = prIdle
+	}
+}
+
+// States reports every server's check (any goroutine).
+func (c *Checker) States() []CheckState {
+	if c == nil {
+		return nil
+	}
+	var out []CheckState
+	for _, part := range c.parts {
+		for _, p := range part.probes {
+			last := p.last.Load()
+			out = append(out, CheckState{
+				Server: p.c.Server.Name,
+				Runs:   p.runs.Load(),
+				Fails:  p.fails.Load(),
+				Last:   reason(uint8(last>>32), int(int32(uint32(last)))),
+				Up:     p.c.Server.Up(),
+			})
+		}
+	}
+	return out
+}
+
+// changed logs an up/down transition (loop thread, rare: allocation ok).
+func (c *Checker) changed(ch *balance.Check, up bool) {
+	p := ch.Owner.(*probe)
+	from, to, lvl := "up", "down", slog.LevelWarn
+	if up {
+		from, to, lvl = "down", "up", slog.LevelInfo
+	}
+	c.log.Log(context.Background(), lvl, "server health changed",
+		"backend", c.backend, "server", ch.Server.Name, "from", from, "to", to,
+		"reason", reason(p.res, p.resVal), "check", c.cfg.Type, "thread", p.l.ID())
+}
+
+// scheduleProbe is the Prober's Schedule: arm the server's timer.
+func scheduleProbe(c *balance.Check, d time.Duration) {
+	p := c.Owner.(*probe)
+	p.l.Arm(&p.timer, p.l.Now()+int64(d))
+}
+
+// startProbe is the Prober's Probe.
+func startProbe(c *balance.Check) { c.Owner.(*probe).start() }
+
+// onTimer: time for the next check when idle, the probe's timeout
+// otherwise.
+func (p *probe) onTimer() {
+	if p.state != prIdle {
+		p.finish(false, resTimeout, int(p.state))
+		return
+	}
+	p.c.Fire()
+}
+
+// start opens a non-blocking connection to the server (loop thread).
+func (p *probe) start() {
+	s := p.c.Server
+	p.sent, p.got = 0, 0
+	family := unix.AF_INET
+	if _, ok := s.Sockaddr.(*unix.SockaddrInet6); ok {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		// EMFILE and the like: counted as a failed check, as HAProxy's
+		// "socket error" is.
+		p.finish(false, resSocket, errnoOf(err))
+		return
+	}
+	p.side.FD = loop.FD{Fd: fd, T: &p.side.Task}
+	switch err := unix.Connect(fd, s.SockaddrInto(&p.sa)); err {
+	case nil, unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
+		// Completion (or failure) is reported by EPOLLOUT/EPOLLERR.
+	default:
+		p.finish(false, resConnect, errnoOf(err))
+		return
+	}
+	if err := p.l.Register(&p.side.FD); err != nil {
+		p.finish(false, resSocket, errnoOf(err))
+		return
+	}
+	p.side.reg = true
+	p.state = prConnecting
+	p.l.Arm(&p.timer, p.l.Now()+int64(p.c.Timeout))
+}
+
+// process advances the probe on readiness (loop thread).
+func (p *probe) process() {
+	switch p.state {
+	case prIdle:
+		return // a wakeup left over from a closed probe
+	case prConnecting:
+		r := p.side.FD.Ready
+		if r&(evOut|evErr|evHup) == 0 {
+			return
+		}
+		if e := sockError(p.side.FD.Fd); e != 0 {
+			p.finish(false, resConnect, int(e))
+			return
+		}
+		if r&evOut == 0 {
+			p.finish(false, resClosed, 0)
+			return
+		}
+		if p.req == nil {
+			p.finish(true, resOK, 0)
+			return
+		}
+		p.state = prSending
+		fallthrough
+	case prSending:
+		for p.sent < len(p.req) {
+			n, e := send(p.side.FD.Fd, p.req[p.sent:])
+			if e == unix.EAGAIN {
+				p.side.FD.Ready &^= evOut
+				return
+			}
+			if e != 0 {
+				p.finish(false, resIO, int(e))
+				return
+			}
+			p.sent += n
+		}
+		p.state = prReading
+		fallthrough
+	case prReading:
+		for {
+			n, e := recv(p.side.FD.Fd, p.buf[p.got:])
+			if e == unix.EAGAIN {
+				p.side.FD.Ready &^= evIn
+				return
+			}
+			if e != 0 {
+				p.finish(false, resIO, int(e))
+				return
+			}
+			if n == 0 {
+				p.finish(false, resClosed, 0)
+				return
+			}
+			p.got += n
+			status, ok := parseStatusLine(p.buf[:p.got])
+			if !ok {
+				p.finish(false, resBadStatus, 0)
+				return
+			}
+			if status >= 0 {
+				in := status >= p.ck.cfg.StatusMin && status <= p.ck.cfg.StatusMax
+				p.finish(in, resStatus, status)
+				return
+			}
+		}
+	}
+}
+
+// parseStatusLine checks the start of an HTTP/1.x status line: "HTTP/1."
+// then 0 or 1, SP, three digits, then SP or CR. It returns the status
+// once statusLineLen bytes are there (-1 before), and ok=false as soon as
+// a byte does not fit.
+func parseStatusLine(b []byte) (status int, ok bool) {
+	const prefix = "HTTP/1."
+	for i, c := range b {
+		switch {
+		case i < len(prefix):
+			if c != prefix[i] {
+				return -1, false
+			}
+		case i == 7:
+			if c != '0' && c != '1' {
+				return -1, false
+			}
+		case i == 8:
+			if c != ' ' {
+				return -1, false
+			}
+		case i <= 11:
+			if c < '0' || c > '9' || (i == 9 && c == '0') {
+				return -1, false
+			}
+		case i == 12:
+			if c != ' ' && c != '\r' {
+				return -1, false
+			}
+		}
+	}
+	if len(b) < statusLineLen {
+		return -1, true
+	}
+	return int(b[9]-'0')*100 + int(b[10]-'0')*10 + int(b[11]-'0'), true
+}
+
+// finish closes the probe's socket and hands the outcome to the Prober,
+// which applies rise/fall and schedules the next check.
+func (p *probe) finish(ok bool, res uint8, val int) {
+	p.closeFD()
+	p.l.Disarm(&p.timer)
+	p.state = prIdle
+	p.res, p.resVal = res, val
+	p.last.Store(uint64(res)<<32 | uint64(uint32(int32(val))))
+	p.runs.Add(1)
+	if !ok {
+		p.fails.Add(1)
+	}
+	p.c.Done(ok)
+}
+
+// closeFD closes the probe's socket with an RST (SO_LINGER 0): a check
+// connection has nothing left to say, and this leaves no TIME_WAIT behind
+// on either side at one connection per server per interval.
+func (p *probe) closeFD() {
+	s := &p.side
+	if s.FD.Fd < 0 {
+		return
+	}
+	if s.reg {
+		p.l.Unregister(&s.FD)
+		s.reg = false
+	}
+	p.l.Unqueue(&s.Task)
+	_ = unix.SetsockoptLinger(s.FD.Fd, unix.SOL_SOCKET, unix.SO_LINGER, &p.linger)
+	unix.Close(s.FD.Fd)
+	s.FD.Fd = -1
+	s.FD.Ready = 0
+}
+
+// errnoOf extracts the errno of a syscall error (EIO when there is none).
+func errnoOf(err error) int {
+	var e unix.Errno
+	if errors.As(err, &e) {
+		return int(e)
+	}
+	return int(unix.EIO)
+}
+
+// reason is the human form of a probe outcome (logs, States).
+func reason(res uint8, val int) string {
+	switch res {
+	case resOK:
+		return "connected"
+	case resStatus:
+		return "status " + strconv.Itoa(val)
+	case resSocket:
+		return "socket: " + unix.Errno(val).Error()
+	case resConnect, resIO:
+		return unix.Errno(val).Error()
+	case resTimeout:
+		switch uint8(val) {
+		case prConnecting:
+			return "timeout (connect)"
+		case prSending, prReading:
+			return "timeout (response)"
+		}
+		return "timeout"
+	case resClosed:
+		return "connection closed before a status line"
+	case resBadStatus:
+		return "not an HTTP/1.x status line"
+	}
+	return ""
+}

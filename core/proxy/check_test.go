@@ -1,0 +1,638 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/loop"
+)
+
+// chkLoops runs n loops in the background for a test.
+func chkLoops(t testing.TB, n int) []*loop.Loop {
+	t.Helper()
+	var loops []*loop.Loop
+	var wg sync.WaitGroup
+	for i := range n {
+		l, err := loop.New(loop.Options{ID: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loops = append(loops, l)
+		wg.Add(1)
+		go func() { defer wg.Done(); l.Run() }()
+	}
+	t.Cleanup(func() {
+		for _, l := range loops {
+			l.Stop()
+		}
+		wg.Wait()
+		for _, l := range loops {
+			l.Close()
+		}
+	})
+	return loops
+}
+
+// chkBackend builds backend "web" with one server per port on 127.0.0.1.
+func chkBackend(t testing.TB, hc config.HealthCheck, prev *balance.Backend, ports ...int) *balance.Backend {
+	t.Helper()
+	cb := &config.Backend{Name: "web", Mode: config.ModeTCP, HealthCheck: &hc}
+	for i, p := range ports {
+		cb.Servers = append(cb.Servers, config.Server{Name: "s" + strconv.Itoa(i+1), Address: "127.0.0.1", Port: p})
+	}
+	cb.Normalize()
+	b, err := balance.Build(cb, prev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// chkWait polls cond until it holds or d passes.
+func chkWait(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func chkState(ck *Checker, server string) CheckState {
+	for _, s := range ck.States() {
+		if s.Server == server {
+			return s
+		}
+	}
+	return CheckState{}
+}
+
+// chkOrigin is a test server on 127.0.0.1 that runs handle for each
+// connection and records the first request it read.
+type chkOrigin struct {
+	port int
+	mu   sync.Mutex
+	req  string
+}
+
+func chkNewOrigin(t testing.TB, handle func(c net.Conn, o *chkOrigin)) *chkOrigin {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &chkOrigin{port: ln.Addr().(*net.TCPAddr).Port}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() { defer wg.Done(); defer c.Close(); handle(c, o) }()
+		}
+	}()
+	return o
+}
+
+// readHead reads a request head and records the first one.
+func (o *chkOrigin) readHead(c net.Conn) bool {
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	var sb strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		sb.WriteString(line)
+		if err != nil {
+			return false
+		}
+		if line == "\r\n" {
+			break
+		}
+	}
+	o.mu.Lock()
+	if o.req == "" {
+		o.req = sb.String()
+	}
+	o.mu.Unlock()
+	return true
+}
+
+func chkAnswer(resp string) func(c net.Conn, o *chkOrigin) {
+	return func(c net.Conn, o *chkOrigin) {
+		if o.readHead(c) {
+			io.WriteString(c, resp)
+		}
+	}
+}
+
+// closedPort is a port nothing listens on (refused).
+func chkClosedPort(t testing.TB) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return p
+}
+
+// blackholePort is a listener whose accept queue is full and never
+// accepted: the kernel drops further SYNs, so a connect never completes.
+func chkBlackholePort(t testing.TB) int {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(fd)
+	port := sa.(*unix.SockaddrInet4).Port
+	// Fill the queue: connects that complete at once while there is room.
+	for i := 0; i < 8; i++ {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 100*time.Millisecond)
+		if err != nil {
+			return port
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	t.Fatal("accept queue of a backlog-0 listener never filled")
+	return 0
+}
+
+func TestCheckProbeOutcomes(t *testing.T) {
+	loops := chkLoops(t, 1)
+	ok := chkNewOrigin(t, chkAnswer("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+	unavailable := chkNewOrigin(t, chkAnswer("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"))
+	bare := chkNewOrigin(t, chkAnswer("HTTP/1.0 204\r\n\r\n"))
+	silent := chkNewOrigin(t, func(c net.Conn, o *chkOrigin) { o.readHead(c); io.Copy(io.Discard, c) })
+	closes := chkNewOrigin(t, func(c net.Conn, o *chkOrigin) { o.readHead(c) })
+	notHTTP := chkNewOrigin(t, chkAnswer("SSH-2.0-OpenSSH_9.6\r\n"))
+	accepts := chkNewOrigin(t, func(c net.Conn, o *chkOrigin) { io.Copy(io.Discard, c) })
+	hole := chkBlackholePort(t)
+	refused := chkClosedPort(t)
+
+	tcp := config.HealthCheck{Type: config.CheckTCP, IntervalMs: 100, TimeoutMs: 100, Rise: 1, Fall: 1}
+	http := config.HealthCheck{Type: config.CheckHTTP, IntervalMs: 100, TimeoutMs: 100, Rise: 1, Fall: 1}
+	only503 := http
+	only503.StatusMin, only503.StatusMax = 500, 503
+	for _, tc := range []struct {
+		name string
+		hc   config.HealthCheck
+		port int
+		up   bool
+		last string
+	}{
+		{"tcp connect succeeds", tcp, accepts.port, true, "connected"},
+		{"tcp connection refused", tcp, refused, false, "connection refused"},
+		{"tcp connect times out", tcp, hole, false, "timeout (connect)"},
+		{"http status in range", http, ok.port, true, "status 200"},
+		{"http status out of range", http, unavailable.port, false, "status 503"},
+		{"http custom range accepts 503", only503, unavailable.port, true, "status 503"},
+		{"http custom range refuses 200", only503, ok.port, false, "status 200"},
+		{"http status line without reason", http, bare.port, true, "status 204"},
+		{"http accepted but never answered", http, silent.port, false, "timeout (response)"},
+		{"http closed before answering", http, closes.port, false, "connection closed before a status line"},
+		{"http answer is not http", http, notHTTP.port, false, "not an HTTP/1.x status line"},
+		{"http connection refused", http, refused, false, "connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := chkBackend(t, tc.hc, nil, tc.port)
+			ck := NewChecker(b, loops, nil)
+			ck.Start(nil)
+			defer ck.Stop()
+			chkWait(t, 5*time.Second, "two probes", func() bool { return chkState(ck, "s1").Runs >= 2 })
+			st := chkState(ck, "s1")
+			if b.Servers[0].Up() != tc.up || st.Last != tc.last {
+				t.Errorf("up=%v last=%q, want up=%v last=%q", b.Servers[0].Up(), st.Last, tc.up, tc.last)
+			}
+			if tc.up && st.Fails != 0 || !tc.up && st.Fails != st.Runs {
+				t.Errorf("runs %d fails %d", st.Runs, st.Fails)
+			}
+		})
+	}
+}
+
+func TestCheckHTTPRequestIsPrebuiltPerServer(t *testing.T) {
+	loops := chkLoops(t, 1)
+	o := chkNewOrigin(t, chkAnswer("HTTP/1.1 200 OK\r\n\r\n"))
+	hc := config.HealthCheck{Type: config.CheckHTTP, Method: "HEAD", Path: "/healthz?full=1", IntervalMs: 100, TimeoutMs: 100}
+	b := chkBackend(t, hc, nil, o.port)
+	ck := NewChecker(b, loops, nil)
+	ck.Start(nil)
+	defer ck.Stop()
+	chkWait(t, 5*time.Second, "a probe", func() bool { return chkState(ck, "s1").Runs >= 1 })
+	o.mu.Lock()
+	got := o.req
+	o.mu.Unlock()
+	want := "HEAD /healthz?full=1 HTTP/1.1\r\nHost: 127.0.0.1:" + strconv.Itoa(o.port) +
+		"\r\nConnection: close\r\nUser-Agent: spliced-check\r\n\r\n"
+	if got != want {
+		t.Errorf("request %q, want %q", got, want)
+	}
+}
+
+func TestParseStatusLine(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		status int
+		ok     bool
+	}{
+		{"HTTP/1.1 200 OK", 200, true},
+		{"HTTP/1.0 404\r\n", 404, true},
+		{"HTTP/1.1 20", -1, true}, // incomplete
+		{"", -1, true},
+		{"HTTP/2.0 200 OK", -1, false},
+		{"HTTP/1.2 200 OK", -1, false},
+		{"http/1.1 200 OK", -1, false},
+		{"HTTP/1.1  200 OK", -1, false},
+		{"HTTP/1.1 2x0 OK", -1, false},
+		{"HTTP/1.1 099 OK", -1, false},
+		{"HTTP/1.1 2000 OK", -1, false},
+		{"HTTP/1.1 200\n", -1, false},
+		{"SSH-2.0", -1, false},
+	} {
+		st, ok := parseStatusLine([]byte(tc.in))
+		if st != tc.status || ok != tc.ok {
+			t.Errorf("parseStatusLine(%q) = %d, %v; want %d, %v", tc.in, st, ok, tc.status, tc.ok)
+		}
+	}
+}
+
+// changeLog records "server health changed" lines with the check counters
+// at the moment of the change (the handler runs on the loop thread, inside
+// the probe's Done).
+type chkChangeLog struct {
+	ck     atomic.Pointer[Checker]
+	mu     sync.Mutex
+	events []chkChangeEvent
+}
+
+type chkChangeEvent struct {
+	server, to, reason string
+	runs, fails        uint64
+}
+
+func (h *chkChangeLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *chkChangeLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *chkChangeLog) WithGroup(string) slog.Handler            { return h }
+func (h *chkChangeLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "server health changed" {
+		return nil
+	}
+	var ev chkChangeEvent
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "server":
+			ev.server = a.Value.String()
+		case "to":
+			ev.to = a.Value.String()
+		case "reason":
+			ev.reason = a.Value.String()
+		}
+		return true
+	})
+	if ck := h.ck.Load(); ck != nil {
+		st := chkState(ck, ev.server)
+		ev.runs, ev.fails = st.Runs, st.Fails
+	}
+	h.mu.Lock()
+	h.events = append(h.events, ev)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *chkChangeLog) list() []chkChangeEvent {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]chkChangeEvent(nil), h.events...)
+}
+
+// flipServer answers 200 while healthy, else 503; failNext forces that
+// many 503s while healthy.
+type chkFlipServer struct {
+	healthy  atomic.Bool
+	failNext atomic.Int64
+	port     int
+}
+
+func chkNewFlipServer(t *testing.T) *chkFlipServer {
+	f := &chkFlipServer{}
+	f.healthy.Store(true)
+	o := chkNewOrigin(t, func(c net.Conn, o *chkOrigin) {
+		if !o.readHead(c) {
+			return
+		}
+		if f.healthy.Load() && f.failNext.Add(-1) < 0 {
+			f.failNext.Store(0)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		} else {
+			io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+		}
+	})
+	f.port = o.port
+	return f
+}
+
+func TestCheckRiseFallThroughRealProbes(t *testing.T) {
+	const rise, fall = 2, 3
+	loops := chkLoops(t, 2)
+	f := chkNewFlipServer(t)
+	other := chkNewFlipServer(t)
+	hc := config.HealthCheck{Type: config.CheckHTTP, IntervalMs: 20, TimeoutMs: 20, Rise: rise, Fall: fall}
+	b := chkBackend(t, hc, nil, f.port, other.port)
+	logs := &chkChangeLog{}
+	ck := NewChecker(b, loops, slog.New(logs))
+	logs.ck.Store(ck)
+	ck.Start(nil)
+	defer ck.Stop()
+	s1 := b.Servers[0]
+
+	// A success first: from then on the server needs fall failures.
+	chkWait(t, 5*time.Second, "a successful check", func() bool { st := chkState(ck, "s1"); return st.Runs-st.Fails >= 1 })
+
+	// One failed check (fall=3) does not take it down.
+	before := chkState(ck, "s1")
+	f.failNext.Store(1)
+	chkWait(t, 5*time.Second, "a failed then a successful check", func() bool {
+		st := chkState(ck, "s1")
+		return st.Fails > before.Fails && st.Runs >= before.Runs+2
+	})
+	if !s1.Up() || len(logs.list()) != 0 {
+		t.Fatalf("one failed check changed the state: up=%v events %+v", s1.Up(), logs.list())
+	}
+
+	// Failing: down after exactly fall consecutive failures.
+	base := chkState(ck, "s1")
+	f.healthy.Store(false)
+	chkWait(t, 5*time.Second, "s1 down", func() bool { return !s1.Up() })
+	ev := logs.list()
+	if len(ev) != 1 || ev[0].server != "s1" || ev[0].to != "down" || ev[0].reason != "status 503" {
+		t.Fatalf("events %+v, want one s1 down with status 503", ev)
+	}
+	if n := ev[0].fails - base.Fails; n != fall {
+		t.Errorf("went down after %d failed checks, want %d", n, fall)
+	}
+	if ev[0].runs-base.Runs != fall {
+		t.Errorf("%d checks between healthy and down, want %d (all failed)", ev[0].runs-base.Runs, fall)
+	}
+	picker := b.NewPicker(1)
+	for range 10 {
+		if s := picker.Pick(0, nil); s == s1 {
+			t.Fatal("down server picked")
+		}
+	}
+
+	// Healthy again: up after exactly rise successes.
+	f.healthy.Store(true)
+	chkWait(t, 5*time.Second, "s1 up", func() bool { return s1.Up() })
+	ev = logs.list()
+	if len(ev) != 2 || ev[1].to != "up" || ev[1].reason != "status 200" {
+		t.Fatalf("events %+v, want s1 down then up", ev)
+	}
+	if ok := (ev[1].runs - ev[1].fails) - (ev[0].runs - ev[0].fails); ok != rise {
+		t.Errorf("came up after %d successful checks, want %d", ok, rise)
+	}
+	if !b.Servers[1].Up() || chkState(ck, "s2").Fails != 0 {
+		t.Errorf("the healthy server s2 was affected: %+v", chkState(ck, "s2"))
+	}
+}
+
+func TestCheckerRestartKeepsRiseFallCounters(t *testing.T) {
+	loops := chkLoops(t, 2)
+	f := chkNewFlipServer(t)
+	hc := config.HealthCheck{Type: config.CheckHTTP, IntervalMs: 20, TimeoutMs: 20, Rise: 2, Fall: 3}
+	b1 := chkBackend(t, hc, nil, f.port)
+	ck1 := NewChecker(b1, loops, nil)
+	ck1.Start(nil)
+	chkWait(t, 5*time.Second, "a successful check", func() bool { st := chkState(ck1, "s1"); return st.Runs-st.Fails >= 1 })
+
+	// Same settings and servers: the engine keeps the running checker.
+	b2 := chkBackend(t, hc, b1, f.port)
+	if b2.Servers[0] != b1.Servers[0] {
+		t.Fatal("server not carried over")
+	}
+	if !ck1.Matches(b2, len(loops)) {
+		t.Fatal("identical check does not match")
+	}
+	hc3 := hc
+	hc3.IntervalMs = 30
+	b3 := chkBackend(t, hc3, b2, f.port)
+	if ck1.Matches(b3, len(loops)) || ck1.Matches(b2, 1) {
+		t.Fatal("a changed interval or loop count matches")
+	}
+
+	// A changed interval restarts the checks; the server that was up with
+	// a full counter still needs fall failures, not one.
+	ck3 := NewChecker(b3, loops, nil)
+	ck3.Start(ck1)
+	defer ck3.Stop()
+	f.failNext.Store(1)
+	chkWait(t, 5*time.Second, "a failed then a successful check", func() bool {
+		st := chkState(ck3, "s1")
+		return st.Fails >= 1 && st.Runs >= st.Fails+1 && f.failNext.Load() == 0
+	})
+	if !b3.Servers[0].Up() {
+		t.Fatal("one failed check after a restart took the server down")
+	}
+	runs := chkState(ck1, "s1").Runs
+	time.Sleep(60 * time.Millisecond) // three intervals: the stopped checker must stay silent
+	if chkState(ck1, "s1").Runs != runs {
+		t.Error("stopped checker still probes")
+	}
+}
+
+func chkFDCount(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+func TestCheckerStopLeavesNoFDs(t *testing.T) {
+	loops := chkLoops(t, 2)
+	ok := chkNewOrigin(t, chkAnswer("HTTP/1.1 200 OK\r\n\r\n"))
+	silent := chkNewOrigin(t, func(c net.Conn, o *chkOrigin) { io.Copy(io.Discard, c) })
+	hole := chkBlackholePort(t)
+	refused := chkClosedPort(t)
+	var ports []int
+	for range 5 {
+		ports = append(ports, ok.port, silent.port, hole, refused)
+	}
+	hc := config.HealthCheck{Type: config.CheckHTTP, IntervalMs: 50, TimeoutMs: 40, Rise: 1, Fall: 1}
+	before := chkFDCount(t)
+	for round := range 3 {
+		b := chkBackend(t, hc, nil, ports...)
+		ck := NewChecker(b, loops, nil)
+		ck.Start(nil)
+		chkWait(t, 5*time.Second, "every server probed twice", func() bool {
+			for _, st := range ck.States() {
+				if st.Runs < 2 {
+					return false
+				}
+			}
+			return true
+		})
+		if !ck.Stop() {
+			t.Fatalf("round %d: stop not confirmed", round)
+		}
+	}
+	// The origins close their side of the reset connections on their own
+	// goroutines: poll.
+	deadline := time.Now().Add(5 * time.Second)
+	for chkFDCount(t) != before && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if after := chkFDCount(t); after != before {
+		t.Errorf("%d fds open before, %d after stopping the checks", before, after)
+	}
+}
+
+// rawHTTPServer answers every connection with a fixed response using
+// blocking raw syscalls only, so that it allocates nothing while a test
+// counts allocations. stop shuts it down.
+func chkRawHTTPServer(t testing.TB) (port int, stop func()) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 128); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(fd)
+	resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	var buf [512]byte
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, _, e := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(fd), 0, 0, unix.SOCK_CLOEXEC, 0, 0)
+			if e == unix.EINTR || e == unix.ECONNABORTED {
+				continue
+			}
+			if e != 0 {
+				return
+			}
+			unix.Syscall(unix.SYS_READ, c, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+			unix.Syscall(unix.SYS_WRITE, c, uintptr(unsafe.Pointer(&resp[0])), uintptr(len(resp)))
+			unix.Syscall(unix.SYS_CLOSE, c, 0, 0)
+		}
+	}()
+	return sa.(*unix.SockaddrInet4).Port, func() {
+		unix.Shutdown(fd, unix.SHUT_RDWR) // wakes the blocked accept
+		<-done
+		unix.Close(fd)
+	}
+}
+
+func TestCheckProbeCycleDoesNotAllocate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation count needs real probe cycles")
+	}
+	for _, typ := range []string{config.CheckTCP, config.CheckHTTP} {
+		t.Run(typ, func(t *testing.T) {
+			loops := chkLoops(t, 1)
+			port, stop := chkRawHTTPServer(t)
+			defer stop()
+			hc := config.HealthCheck{Type: typ, IntervalMs: 1, TimeoutMs: 1000, Rise: 1, Fall: 1}
+			b := chkBackend(t, hc, nil, port)
+			ck := NewChecker(b, loops, nil)
+			ck.Start(nil)
+			defer ck.Stop()
+			p := ck.parts[0].probes[0]
+			// Warm up: fd table, timer heap and epoll set at their size.
+			chkWait(t, 5*time.Second, "warm-up probes", func() bool { return p.runs.Load() >= 20 })
+			var stuck atomic.Bool
+			allocs := testing.AllocsPerRun(200, func() {
+				n := p.runs.Load()
+				deadline := time.Now().Add(2 * time.Second)
+				for p.runs.Load() == n {
+					if time.Now().After(deadline) {
+						stuck.Store(true)
+						return
+					}
+					runtime.Gosched()
+				}
+			})
+			if stuck.Load() {
+				t.Fatal("probes stopped completing")
+			}
+			if st := chkState(ck, "s1"); st.Fails != 0 {
+				t.Fatalf("failed probes: %+v", st)
+			}
+			if allocs != 0 {
+				t.Errorf("%v allocations per probe cycle, want 0", allocs)
+			}
+		})
+	}
+}
+
+// TestCheckSpreadsServersOverLoops: server i is probed by loop i % n.
+func TestCheckSpreadsServersOverLoops(t *testing.T) {
+	loops := chkLoops(t, 3)
+	hc := config.HealthCheck{Type: config.CheckTCP, IntervalMs: 1000, TimeoutMs: 100}
+	ports := make([]int, 7)
+	for i := range ports {
+		ports[i] = 1000 + i
+	}
+	b := chkBackend(t, hc, nil, ports...)
+	ck := NewChecker(b, loops, nil)
+	if len(ck.parts) != 3 {
+		t.Fatalf("%d loop shares, want 3", len(ck.parts))
+	}
+	for k, part := range ck.parts {
+		for j, p := range part.probes {
+			if want := b.Servers[k+3*j]; p.c.Server != want || p.l != loops[k] {
+				t.Errorf("loop %d probe %d checks %s on loop %d, want %s", k, j, p.c.Server.Name, p.l.ID(), want.Name)
+			}
+		}
+	}
+}
