@@ -265,13 +265,14 @@ check "$ORIGIN_PORT" /1m $((1 << 20)) || die "origin does not serve /1m"
 
 # ------------------------------------------------------------------ proxies
 # start_PROXY MODE ROW PORT: start the proxy pinned to BENCH_PROXY_CPU with
-# one thread, listening on PORT, forwarding to the origin; set PROXY_PID.
+# one thread, listening on PORT, forwarding to the origin, its files in
+# $TMP/$RUN_NAME; set PROXY_PID.
 # Return non-zero with FAIL_REASON set when it cannot.
 # splice_for ROW: the 1m row runs with splice, the others without.
 splice_for() { [[ $1 == 1m ]] && echo on || echo off; }
 
 start_haproxy() {
-	local mode=$1 row=$2 port=$3 d=$TMP/haproxy-$2-$1 opts=""
+	local mode=$1 row=$2 port=$3 d=$TMP/$RUN_NAME opts=""
 	mkdir -p "$d"
 	if [[ $(splice_for "$row") == on ]]; then
 		case $HAPROXY_SPLICE in
@@ -309,12 +310,12 @@ frontend fe
 backend be
     server o1 127.0.0.1:$ORIGIN_PORT
 EOF
-	start "haproxy-$row-$mode" taskset -c "$BENCH_PROXY_CPU" haproxy -db -f "$d/haproxy.cfg"
+	start "$RUN_NAME" taskset -c "$BENCH_PROXY_CPU" haproxy -db -f "$d/haproxy.cfg"
 	PROXY_PID=$STARTED_PID
 }
 
 start_nginx() {
-	local mode=$1 row=$2 port=$3 d=$TMP/nginx-$2-$1 body
+	local mode=$1 row=$2 port=$3 d=$TMP/$RUN_NAME body
 	mkdir -p "$d"
 	if [[ $mode == tcp ]]; then
 		[[ -n $NGINX_STREAM_MODULE ]] || nginx_static_stream ||
@@ -365,13 +366,13 @@ $NGINX_USER
 events { worker_connections $((nofile - 100)); }
 $body
 EOF
-	start "nginx-$row-$mode" taskset -c "$BENCH_PROXY_CPU" nginx -p "$d/" -c "$d/nginx.conf" -e "$d/error.log"
+	start "$RUN_NAME" taskset -c "$BENCH_PROXY_CPU" nginx -p "$d/" -c "$d/nginx.conf" -e "$d/error.log"
 	PROXY_PID=$STARTED_PID
 }
 
 start_baseline() {
 	local mode=$1 row=$2 port=$3
-	start "baseline-$row-$mode" env GOMAXPROCS=1 taskset -c "$BENCH_PROXY_CPU" \
+	start "$RUN_NAME" env GOMAXPROCS=1 taskset -c "$BENCH_PROXY_CPU" \
 		"$TMP/bin/baseline" -listen "127.0.0.1:$port" -server "127.0.0.1:$ORIGIN_PORT"
 	PROXY_PID=$STARTED_PID
 }
@@ -405,7 +406,7 @@ find_caddy() {
 }
 
 start_caddy() {
-	local mode=$1 row=$2 port=$3 d=$TMP/caddy-$2-$1
+	local mode=$1 row=$2 port=$3 d=$TMP/$RUN_NAME
 	find_caddy
 	[[ -n $CADDY ]] || { FAIL_REASON="skipped: $CADDY_REASON"; return 1; }
 	mkdir -p "$d"
@@ -421,7 +422,7 @@ http://127.0.0.1:$port {
 	reverse_proxy 127.0.0.1:$ORIGIN_PORT
 }
 EOF
-	start "caddy-$row-$mode" env GOMAXPROCS=1 HOME="$d" XDG_DATA_HOME="$d/data" XDG_CONFIG_HOME="$d/config" \
+	start "$RUN_NAME" env GOMAXPROCS=1 HOME="$d" XDG_DATA_HOME="$d/data" XDG_CONFIG_HOME="$d/config" \
 		taskset -c "$BENCH_PROXY_CPU" "$CADDY" run --adapter caddyfile --config "$d/Caddyfile"
 	PROXY_PID=$STARTED_PID
 }
@@ -439,17 +440,17 @@ api() {
 }
 
 start_spliced() {
-	local mode=$1 row=$2 port=$3 d=$TMP/spliced-$2-$1 i
-	[[ -x $SPLICED_BIN ]] || { FAIL_REASON="$SPLICED_BIN not built"; return 1; }
+	local mode=$1 row=$2 port=$3 d=$TMP/$RUN_NAME i
+	[[ -x $SPLICED_BIN ]] || { FAIL_REASON="$SPLICED_BIN not built (make build)"; return 1; }
 	mkdir -p "$d/state"
 	next_port
 	local admin=$PORT
-	start "spliced-$row-$mode" taskset -c "$BENCH_PROXY_CPU" "$SPLICED_BIN" \
+	start "$RUN_NAME" taskset -c "$BENCH_PROXY_CPU" "$SPLICED_BIN" \
 		--admin-addr "127.0.0.1:$admin" --state-dir "$d/state"
 	PROXY_PID=$STARTED_PID
 	for ((i = 0; i < 100; i++)); do
 		curl -sf -o /dev/null --max-time 1 "http://127.0.0.1:$admin/api/v1/info" && break
-		kill -0 "$PROXY_PID" 2>/dev/null || { FAIL_REASON="spliced exited: $(tail -c 300 "$TMP/spliced-$row-$mode.log" | tr '\n' ' ')"; return 1; }
+		kill -0 "$PROXY_PID" 2>/dev/null || { FAIL_REASON="spliced exited: $(tail -c 300 "$TMP/$RUN_NAME.log" | tr '\n' ' ')"; return 1; }
 		sleep 0.1
 	done
 	((i < 100)) || { FAIL_REASON="admin API did not answer on 127.0.0.1:$admin"; return 1; }
@@ -472,6 +473,8 @@ row_size() { [[ $1 == 1m ]] && echo $((1 << 20)) || echo 64; }
 run_one() {
 	local mode=$1 row=$2 proxy=$3 rep=$4 port
 	local id=(-out "$RESULTS" -mode "$mode" -row "$row" -proxy "$proxy" -rep "$rep")
+	# Every start gets its own directory (configuration, state, logs).
+	RUN_NAME=$proxy-$mode-$row-$rep
 	next_port
 	port=$PORT
 	FAIL_REASON=""
@@ -484,7 +487,7 @@ run_one() {
 	fi
 	if ! wait_check "$port" "$(row_path "$row")" "$(row_size "$row")"; then
 		local why="no traffic passed (GET $(row_path "$row") through 127.0.0.1:$port did not return 200 with $(row_size "$row") bytes)"
-		kill -0 "$PROXY_PID" 2>/dev/null || why="proxy exited at start: $(tail -c 400 "$TMP/$proxy-$row-$mode.log" | tr '\n' ' ')"
+		kill -0 "$PROXY_PID" 2>/dev/null || why="proxy exited at start: $(tail -c 400 "$TMP/$RUN_NAME.log" | tr '\n' ' ')"
 		"$BT" fail "${id[@]}" -reason "$why"
 		log "    $proxy $mode/$row #$rep: n/a: $why"
 		stop_pid "$PROXY_PID"

@@ -275,7 +275,7 @@ func printTables(w io.Writer, ss []Summary, reps int) {
 			fmt.Fprintln(tw, "proxy\tconns\tKiB/conn\tspread\tKiB/conn ×HAProxy\t")
 			for _, s := range ss[i:j] {
 				if s.Valid == 0 {
-					fmt.Fprintf(tw, "%s\tn/a\t\t\t\t  %s\n", s.Proxy, s.Error)
+					fmt.Fprintf(tw, "%s\tn/a\t\t\t\t  %s\n", s.Proxy, short(s.Error))
 					continue
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%.2f\t%s\t%s\t\n", s.Proxy, s.Conns, s.KiBPerConn,
@@ -285,12 +285,12 @@ func printTables(w io.Writer, ss []Summary, reps int) {
 			fmt.Fprintln(tw, "proxy\treq/s\tMiB/s\tCPU µs/req\tspread\tCPU ms/MiB\tproxy CPU\tCPU/req ×HAProxy\treq/s ×HAProxy\terrors\t")
 			for _, s := range ss[i:j] {
 				if s.Valid == 0 {
-					fmt.Fprintf(tw, "%s\tn/a\t\t\t\t\t\t\t\t\t  %s\n", s.Proxy, s.Error)
+					fmt.Fprintf(tw, "%s\tn/a\t\t\t\t\t\t\t\t\t  %s\n", s.Proxy, short(s.Error))
 					continue
 				}
 				note := ""
 				if s.Error != "" {
-					note = fmt.Sprintf("  (%d of %d runs failed: %s)", s.Runs-s.Valid, s.Runs, s.Error)
+					note = fmt.Sprintf("  (%d of %d runs failed: %s)", s.Runs-s.Valid, s.Runs, short(s.Error))
 				}
 				if s.OtherPercent >= sharedWarn {
 					note += fmt.Sprintf("  (others used %.0f%% of the proxy's CPU)", s.OtherPercent)
@@ -384,4 +384,13 @@ func cmdReport(args []string) error {
 		return err
 	}
 	return os.WriteFile(*out, append(b, '\n'), 0o644)
+}
+
+// short keeps table notes on one readable line; the JSON has the whole text.
+func short(s string) string {
+	const n = 110
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
 }
