@@ -2,8 +2,12 @@ package core
 
 import (
 	"context"
+	"net"
+	"strconv"
+	"time"
 
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/stats"
 )
 
 // Control is the whole surface the admin API uses to drive the data plane.
@@ -20,6 +24,15 @@ type Control interface {
 
 	// Runtime reports what the data plane actually runs, for /api/v1/info.
 	Runtime() Runtime
+
+	// Stats returns the counters of every frontend, backend and server of
+	// the running generation. It reads atomics only: it never waits for the
+	// loops or for an Apply in progress.
+	Stats() stats.Snapshot
+
+	// LoopActivity returns each loop's activity counters (HAProxy's "show
+	// activity"), by loop index; empty before the first Apply.
+	LoopActivity() []stats.LoopActivity
 
 	// Close stops accepting, lets connections finish until ctx ends, and
 	// releases every resource.
@@ -60,6 +73,35 @@ func (n *Nop) Runtime() Runtime {
 	}
 	return Runtime{Nbthread: 0, Generation: g}
 }
+
+// Stats reports the frontends and backends of the last snapshot with zero
+// counters (nothing runs).
+func (n *Nop) Stats() stats.Snapshot {
+	s := stats.Snapshot{Time: time.Now(), Frontends: []stats.Frontend{}, Backends: []stats.Backend{}}
+	if n.last == nil {
+		return s
+	}
+	s.Generation = n.last.Generation
+	for _, f := range n.last.Frontends {
+		s.Frontends = append(s.Frontends, stats.Frontend{Name: f.Name, Mode: f.Mode, Maxconn: f.Maxconn})
+	}
+	for _, b := range n.last.Backends {
+		sb := stats.Backend{Name: b.Name, Mode: b.Mode, Algo: b.Balance, State: "down", Servers: []stats.Server{}}
+		for _, sv := range b.Servers {
+			w := 0
+			if sv.Weight != nil {
+				w = *sv.Weight
+			}
+			sb.Servers = append(sb.Servers, stats.Server{Name: sv.Name, Address: net.JoinHostPort(sv.Address, strconv.Itoa(sv.Port)),
+				State: "up", Up: true, AdminState: sv.AdminState, Weight: w, Maxconn: sv.Maxconn})
+		}
+		s.Backends = append(s.Backends, sb)
+	}
+	return s
+}
+
+// LoopActivity reports no loops.
+func (n *Nop) LoopActivity() []stats.LoopActivity { return []stats.LoopActivity{} }
 
 // Close does nothing.
 func (n *Nop) Close(context.Context) error { return nil }

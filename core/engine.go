@@ -57,6 +57,9 @@ type Engine struct {
 	gen      atomic.Int64
 	nbthread atomic.Int64
 
+	view       atomic.Pointer[statsView] // what Stats reads (engine_stats.go)
+	stopAccess func()                    // stops the access-log writer
+
 	// Connection limits. conns counts live client connections of every
 	// frontend; maxconn is the global limit in force.
 	conns     atomic.Int64
@@ -172,6 +175,7 @@ func (e *Engine) start(t *config.Tuning) error {
 	for _, l := range loops {
 		e.workers = append(e.workers, proxy.NewWorker(l, pt))
 	}
+	e.stopAccess = e.startAccessLog()
 	e.group = listen.NewGroup(loops, 0)
 	e.group.SetDistribution(t.Distribution, t.Maxaccept)
 	for _, l := range loops {
@@ -290,7 +294,8 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			e.restoreBackends(newBE)
 			return &config.ApplyError{Field: "/backends/" + strconv.Itoa(i), Object: "backend " + cb.Name, Err: err}
 		}
-		stats := new(proxy.Counters)
+		e.serverCounters(bb)
+		stats := e.newCounters()
 		if prev != nil {
 			stats = prev.stats
 		}
@@ -307,7 +312,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		cf := &snap.Frontends[i]
 		f := e.fronts[cf.Name]
 		if f == nil {
-			f = &feRT{name: cf.Name, stats: new(proxy.Counters)}
+			f = &feRT{name: cf.Name, stats: e.newCounters()}
 		}
 		newFE[cf.Name] = f
 		pf := &proxy.Frontend{
@@ -316,6 +321,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			TunnelTimeout: time.Duration(cf.Timeouts.TunnelMs) * time.Millisecond,
 			Stats:         f.stats,
 			OnClose:       func() { e.release(f) },
+			AccessLog:     cf.AccessLog,
 		}
 		if be := newBE[cf.DefaultBackend]; be != nil {
 			pf.Backend = be.pb
@@ -429,6 +435,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	}
 	e.cur = snap
 	e.gen.Store(snap.Generation)
+	e.publishStats(snap)
 	return nil
 }
 
@@ -585,6 +592,9 @@ wait:
 	e.loopsWG.Wait()
 	for _, l := range e.loops {
 		l.Close()
+	}
+	if e.stopAccess != nil {
+		e.stopAccess()
 	}
 	e.log.Info("data plane stopped")
 	return nil

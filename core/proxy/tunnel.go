@@ -166,7 +166,7 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	t.fs.ConnRate.Add(sec)
 	if fe.AccessLog {
 		t.start = w.L.Now()
-		t.client = peerAddr(fd)
+		t.client = clientAddrPort(fd)
 	}
 	setNoDelay(fd)
 	if t.be == nil {
@@ -709,8 +709,8 @@ func (t *Tunnel) logAccess(why uint8, server string) {
 	t.w.AccessLog.Push(&e)
 }
 
-// peerAddr is the client's address and port (access log only).
-func peerAddr(fd int) netip.AddrPort {
+// clientAddrPort is the client's address and port (access log only).
+func clientAddrPort(fd int) netip.AddrPort {
 	var rsa unix.RawSockaddrAny
 	l := uint32(unsafe.Sizeof(rsa))
 	_, _, e := unix.RawSyscall(unix.SYS_GETPEERNAME, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&l)))

@@ -1,0 +1,213 @@
+package core
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/proxy"
+	"github.com/spliced-proxy/spliced/core/stats"
+)
+
+// statsView is what Stats reads: the objects of the running generation and
+// their counters, published by Apply as one immutable value so a reader
+// never waits for an Apply in progress (nor for e.mu).
+type statsView struct {
+	gen      int64
+	loops    []*loop.Loop
+	workers  []*proxy.Worker
+	fronts   []feView
+	backends []beView
+}
+
+type feView struct {
+	name, mode string
+	maxconn    int
+	c          *stats.Counters
+}
+
+type beView struct {
+	name, mode, algo string
+	bb               *balance.Backend
+	c                *stats.Counters
+}
+
+// accessLogRing is the size of each loop's access-log ring: at 100k
+// connections per second per loop the drain goroutine, every
+// accessLogEvery, sees at most 10k entries.
+const (
+	accessLogRing  = 16384
+	accessLogEvery = 100 * time.Millisecond
+)
+
+// newCounters is the counters of a new object: one slot per loop.
+func (e *Engine) newCounters() *stats.Counters { return stats.New(len(e.loops)) }
+
+// serverCounters gives the servers of bb that have none (new in this
+// generation) their counters, before bb is published; carried-over servers
+// keep theirs.
+func (e *Engine) serverCounters(bb *balance.Backend) {
+	for _, s := range bb.Servers {
+		if s.Counters == nil {
+			s.Counters = e.newCounters()
+		}
+	}
+}
+
+// publishStats records the objects of snap for Stats (end of Apply, e.mu held).
+func (e *Engine) publishStats(snap *config.Config) {
+	v := &statsView{gen: snap.Generation, loops: e.loops, workers: e.workers}
+	for i := range snap.Frontends {
+		cf := &snap.Frontends[i]
+		if f := e.fronts[cf.Name]; f != nil {
+			v.fronts = append(v.fronts, feView{name: cf.Name, mode: cf.Mode, maxconn: cf.Maxconn, c: f.stats})
+		}
+	}
+	for i := range snap.Backends {
+		cb := &snap.Backends[i]
+		if b := e.backends[cb.Name]; b != nil {
+			v.backends = append(v.backends, beView{name: cb.Name, mode: cb.Mode, algo: b.bb.Algo, bb: b.bb, c: b.stats})
+		}
+	}
+	e.view.Store(v)
+}
+
+// Stats returns every frontend's, backend's and server's counters of the
+// running generation (any goroutine; never blocks on the loops or Apply).
+func (e *Engine) Stats() stats.Snapshot {
+	snap := stats.Snapshot{Time: time.Now(), Frontends: []stats.Frontend{}, Backends: []stats.Backend{}}
+	v := e.view.Load()
+	if v == nil {
+		return snap
+	}
+	now := loop.Mono()
+	snap.Generation = v.gen
+	for _, f := range v.fronts {
+		snap.Frontends = append(snap.Frontends, stats.Frontend{
+			Name: f.name, Mode: f.mode, Maxconn: f.maxconn, Counts: f.c.Total(now).Counts(),
+		})
+	}
+	for _, b := range v.backends {
+		sb := stats.Backend{Name: b.name, Mode: b.mode, Algo: b.algo, Counts: b.c.Total(now).Counts(),
+			Servers: make([]stats.Server, 0, len(b.bb.Servers))}
+		for _, s := range b.bb.Servers {
+			ss := serverStats(s, now)
+			if s.Usable() {
+				sb.ServersUp++
+			}
+			sb.Servers = append(sb.Servers, ss)
+		}
+		sb.State = "down"
+		if sb.ServersUp > 0 {
+			sb.State = "up"
+		}
+		snap.Backends = append(snap.Backends, sb)
+	}
+	return snap
+}
+
+func serverStats(s *balance.Server, now int64) stats.Server {
+	st := s.Stats()
+	var c stats.Counts
+	if s.Counters != nil {
+		c = s.Counters.Total(now).Counts()
+	}
+	// Slots taken, live connections and failed connects are kept by
+	// balance (Acquire/Release/ConnectFailed) for the pickers already.
+	c.ConnTotal, c.ConnCur, c.ConnectErrors = int64(st.Total), st.Cur, int64(st.ConnFails)
+	state := "up"
+	switch {
+	case st.AdminState != config.AdminReady:
+		state = st.AdminState
+	case !st.Up:
+		state = "down"
+	}
+	return stats.Server{
+		Name: s.Name, Address: s.Addr.String(), State: state, Up: st.Up,
+		AdminState: st.AdminState, Weight: st.Weight, Maxconn: st.Maxconn,
+		LastChange: st.LastChange, Counts: c,
+	}
+}
+
+// LoopActivity returns each loop's activity (any goroutine).
+func (e *Engine) LoopActivity() []stats.LoopActivity {
+	v := e.view.Load()
+	if v == nil {
+		return []stats.LoopActivity{}
+	}
+	out := make([]stats.LoopActivity, len(v.loops))
+	for i, l := range v.loops {
+		a := l.Activity().Snapshot()
+		out[i] = stats.LoopActivity{
+			Loop: l.ID(), Loops: a.Loops, PollIO: a.PollIO, WakeTasks: a.WakeTasks,
+			TaskletsUrg: a.Tasklets[loop.Urgent], TaskletsNrm: a.Tasklets[loop.Normal], TaskletsBlk: a.Tasklets[loop.Bulk],
+			Timers: a.Timers, AvgLoopUs: a.AvgLoopUs, Accepted: a.Accepted, AccqPushed: a.AccqPushed,
+			AccqFull: a.AccqFull, AcceptPause: a.AcceptPauses, SpliceBytes: a.SpliceBytes,
+			PipesUsed: a.PipesUsed, BuffersUsed: a.BufsUsed, Conns: a.Conns,
+		}
+	}
+	return out
+}
+
+// startAccessLog gives every worker an access-log ring and starts the
+// goroutine that drains them into the log (first Apply, before the loops
+// run). It returns the function that stops it after a last drain.
+func (e *Engine) startAccessLog() func() {
+	rings := make([]*stats.LogRing, len(e.workers))
+	for i, w := range e.workers {
+		rings[i] = stats.NewLogRing(accessLogRing)
+		w.AccessLog = rings[i]
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var dropped atomic.Uint64
+	drain := func() {
+		var lost uint64
+		for _, r := range rings {
+			r.Drain(e.writeAccess)
+			lost += r.Dropped()
+		}
+		if d := lost - dropped.Load(); d > 0 {
+			dropped.Store(lost)
+			e.log.Warn("access log lines dropped: the log writer is slower than the traffic", "dropped", d, "dropped_total", lost)
+		}
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(accessLogEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				drain()
+				return
+			case <-t.C:
+				drain()
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (e *Engine) writeAccess(l *stats.LogEntry) {
+	attrs := [...]slog.Attr{
+		slog.String("frontend", l.Frontend),
+		slog.String("backend", l.Backend),
+		slog.String("server", l.Server),
+		slog.String("client", l.Client.String()),
+		slog.Float64("duration_ms", float64(l.DurationNs/1e3)/1e3),
+		slog.Int64("bytes_in", l.BytesIn),
+		slog.Int64("bytes_out", l.BytesOut),
+		slog.String("termination", l.Term.String()),
+		slog.Int("status", l.Status),
+	}
+	n := len(attrs)
+	if l.Status == 0 {
+		n-- // tcp mode
+	}
+	e.log.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs[:n]...)
+}

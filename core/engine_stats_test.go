@@ -1,0 +1,184 @@
+package core
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/stats"
+)
+
+func waitStats(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func findBackend(s stats.Snapshot, name string) *stats.Backend {
+	for i := range s.Backends {
+		if s.Backends[i].Name == name {
+			return &s.Backends[i]
+		}
+	}
+	return nil
+}
+
+// N connections through a frontend are counted exactly, on the frontend,
+// the backend and the server, with their bytes, whatever loop took them;
+// and the counters survive a new generation of the same objects.
+func TestStatsCountTrafficExactlyAndSurviveApply(t *testing.T) {
+	e := newTestEngine(t)
+	origin := greeter(t, "hi")
+	port := freePort(t)
+	apply(t, e, tcpConfig(1, origin, port))
+
+	const n = 10
+	const msg = "hello, world" // 12 bytes echoed back
+	for range n {
+		c := hello(t, port, "hi")
+		echo(t, c, msg)
+		c.Close()
+	}
+	fe := func() stats.Frontend { return e.Stats().Frontends[0] }
+	waitStats(t, "every connection closed", func() bool { return fe().ConnTotal == n && fe().ConnCur == 0 })
+	check := func(gen int64, conns int64) {
+		t.Helper()
+		s := e.Stats()
+		if s.Generation != gen {
+			t.Errorf("generation = %d, want %d", s.Generation, gen)
+		}
+		f := s.Frontends[0]
+		if f.ConnTotal != conns || f.BytesIn != conns*int64(len(msg)) || f.BytesOut != conns*int64(2+len(msg)) {
+			t.Errorf("frontend conns %d in %d out %d, want %d, %d, %d", f.ConnTotal, f.BytesIn, f.BytesOut,
+				conns, conns*int64(len(msg)), conns*int64(2+len(msg)))
+		}
+		b := findBackend(s, "be")
+		if b == nil || b.ConnTotal != conns || b.BytesIn != f.BytesIn || b.BytesOut != f.BytesOut || b.State != "up" || b.ServersUp != 1 {
+			t.Fatalf("backend = %+v, want the frontend's counts, up", b)
+		}
+		sv := b.Servers[0]
+		if sv.ConnTotal != conns || sv.ConnCur != 0 || sv.BytesIn != f.BytesIn || sv.BytesOut != f.BytesOut || sv.State != "up" {
+			t.Errorf("server = %+v, want %d connections and the frontend's bytes", sv, conns)
+		}
+		if sv.ConnectTimeAvgUs <= 0 {
+			t.Errorf("server connect time average = %v, want > 0", sv.ConnectTimeAvgUs)
+		}
+	}
+	check(1, n)
+	if r := fe().ConnRate; r <= 0 || r > n {
+		t.Errorf("connection rate = %v, want in (0, %d]", r, n)
+	}
+
+	// A new generation that keeps the objects keeps their counters.
+	c2 := tcpConfig(2, origin, port)
+	c2.Frontends[0].Maxconn = 1000
+	apply(t, e, c2)
+	check(2, n)
+	c := hello(t, port, "hi")
+	echo(t, c, msg)
+	c.Close()
+	waitStats(t, "the next connection closed", func() bool { return fe().ConnTotal == n+1 && fe().ConnCur == 0 })
+	check(2, n+1)
+}
+
+func TestLoopActivityReportsEveryLoop(t *testing.T) {
+	e := newTestEngine(t)
+	if got := e.LoopActivity(); len(got) != 0 {
+		t.Fatalf("activity before the first Apply: %d loops", len(got))
+	}
+	origin := greeter(t, "hi")
+	port := freePort(t)
+	apply(t, e, tcpConfig(1, origin, port))
+	c := hello(t, port, "hi")
+	c.Close()
+	waitStats(t, "an accepted connection counted", func() bool {
+		var acc uint64
+		for _, a := range e.LoopActivity() {
+			acc += a.Accepted
+		}
+		return acc == 1
+	})
+	act := e.LoopActivity()
+	if len(act) != 2 {
+		t.Fatalf("%d loops, want 2", len(act))
+	}
+	for i, a := range act {
+		if a.Loop != i || a.Loops == 0 {
+			t.Errorf("loop %d: %+v", i, a)
+		}
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// With access_log on, each connection yields one line, written off the
+// loop; with it off, none.
+func TestAccessLogOneLinePerConnectionOnlyWhenOn(t *testing.T) {
+	var buf syncBuf
+	e, err := NewEngine(EngineOptions{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(t.Context())
+	origin := greeter(t, "hi")
+	port := freePort(t)
+	apply(t, e, tcpConfig(1, origin, port))
+	c := hello(t, port, "hi")
+	c.Close()
+	waitStats(t, "connection closed", func() bool { return e.Stats().Frontends[0].ConnCur == 0 && e.Stats().Frontends[0].ConnTotal == 1 })
+	time.Sleep(2 * accessLogEvery) // the writer would have drained by now
+	if strings.Contains(buf.String(), `"msg":"access"`) {
+		t.Fatalf("access line with access_log off:\n%s", buf.String())
+	}
+
+	c2 := tcpConfig(2, origin, port)
+	c2.Frontends[0].AccessLog = true
+	apply(t, e, c2)
+	const n = 3
+	for range n {
+		c := hello(t, port, "hi")
+		echo(t, c, "abc")
+		c.Close()
+	}
+	var lines []map[string]any
+	waitStats(t, "3 access lines", func() bool {
+		lines = lines[:0]
+		for _, l := range strings.Split(buf.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "access" {
+				lines = append(lines, m)
+			}
+		}
+		return len(lines) == n
+	})
+	for _, m := range lines {
+		if m["frontend"] != "fe" || m["backend"] != "be" || m["server"] != "s1" || m["bytes_in"] != 3.0 ||
+			m["bytes_out"] != 5.0 || !strings.HasPrefix(m["client"].(string), "127.0.0.1:") {
+			t.Errorf("access line %v", m)
+		}
+	}
+}
