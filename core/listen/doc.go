@@ -10,10 +10,11 @@
 //     loop. The woken loop accepts up to maxaccept connections per wake-up
 //     with accept4(SOCK_NONBLOCK|SOCK_CLOEXEC) and picks, per connection, the
 //     loop that will own it: p2c-rr (default: rotating index + random other,
-//     lower load wins), round-robin, least-conn or local. Load = ring length
-//   - Activity.Conns. A different target gets the fd through its ring and
-//     a Notify; a full ring makes the accepting loop keep it (AccqFull on the
-//     target).
+//     lower load wins), round-robin, least-conn or local. The load of a
+//     loop is its ring length plus its Activity.Conns. A different target
+//     gets the fd through its ring and a Notify (a syscall only if the
+//     target sleeps: rings implement loop.Pender); a full ring makes the
+//     accepting loop keep it. AccqPushed and AccqFull count on the target.
 //   - Shards > 0: that many SO_REUSEPORT sockets, socket i on loop
 //     Threads[i % len(Threads)], which keeps what it accepts (the kernel
 //     spreads connections by hashing).
