@@ -235,6 +235,8 @@ $(nginx_temp "$ORIGIN_DIR")
   server {
     listen 127.0.0.1:$ORIGIN_PORT backlog=4096;
     root $ORIGIN_DIR/www;
+    # Tells the bench that an http-mode proxy parsed and rewrote the request.
+    add_header X-Bench-XFF \$http_x_forwarded_for;
     location / { }
   }
 }
@@ -454,12 +456,15 @@ start_spliced() {
 		sleep 0.1
 	done
 	((i < 100)) || { FAIL_REASON="admin API did not answer on 127.0.0.1:$admin"; return 1; }
-	# Configured only through the REST API, as a user would.
+	# Configured only through the REST API, as a user would. In http mode
+	# it adds X-Forwarded-For like the other proxies here.
+	local http_opts=""
+	[[ $mode == http ]] && http_opts='"http":{"x_forwarded_for":true},'
 	api "$admin" PATCH /api/v1/tuning '{"nbthread":1}' || return 1
 	api "$admin" POST /api/v1/backends "{\"name\":\"origin\",\"mode\":\"$mode\",\"balance\":\"roundrobin\",
 		\"servers\":[{\"name\":\"o1\",\"address\":\"127.0.0.1\",\"port\":$ORIGIN_PORT}]}" || return 1
 	api "$admin" POST /api/v1/frontends "{\"name\":\"bench\",\"mode\":\"$mode\",\"default_backend\":\"origin\",
-		\"splice\":\"$(splice_for "$row")\",\"maxconn\":$MAXCONN,
+		\"splice\":\"$(splice_for "$row")\",\"maxconn\":$MAXCONN,$http_opts
 		\"binds\":[{\"name\":\"b1\",\"address\":\"127.0.0.1\",\"port\":$port}]}" || return 1
 }
 
@@ -488,6 +493,14 @@ run_one() {
 	if ! wait_check "$port" "$(row_path "$row")" "$(row_size "$row")"; then
 		local why="no traffic passed (GET $(row_path "$row") through 127.0.0.1:$port did not return 200 with $(row_size "$row") bytes)"
 		kill -0 "$PROXY_PID" 2>/dev/null || why="proxy exited at start: $(tail -c 400 "$TMP/$RUN_NAME.log" | tr '\n' ' ')"
+		"$BT" fail "${id[@]}" -reason "$why"
+		log "    $proxy $mode/$row #$rep: n/a: $why"
+		stop_pid "$PROXY_PID"
+		return 0
+	fi
+	if [[ $mode == http ]] && ! curl -s -D - -o /dev/null --max-time 3 "http://127.0.0.1:$port/64" |
+		tr -d '\r' | grep -qi '^X-Bench-XFF: 127\.0\.0\.1'; then
+		local why="http mode: no X-Forwarded-For reached the origin (tunnelling instead of proxying HTTP?)"
 		"$BT" fail "${id[@]}" -reason "$why"
 		log "    $proxy $mode/$row #$rep: n/a: $why"
 		stop_pid "$PROXY_PID"
