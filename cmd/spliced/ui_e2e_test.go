@@ -1,0 +1,533 @@
+package main
+
+// The browser test of the admin page: Debian's chromium, headless, driven
+// with chromedp against the built binary. It does what an operator does
+// (create a backend and a frontend through the forms, watch traffic, drain
+// a server, restore a revision, sign in as a viewer) and fails on any
+// console error or uncaught exception of the page.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath finds Debian's chromium; the test fails (never skips)
+// without it, and says how to get it.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	t.Fatal("chromium is not installed: `make test` installs it (scripts/test-deps.sh runs apt-get install chromium)")
+	return ""
+}
+
+// pageErrors collects console errors and uncaught exceptions of the page.
+type pageErrors struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (p *pageErrors) add(s string) {
+	p.mu.Lock()
+	p.errs = append(p.errs, s)
+	p.mu.Unlock()
+}
+
+// String lists the errors seen so far, for failure messages.
+func (p *pageErrors) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.errs) == 0 {
+		return ""
+	}
+	return "\nbrowser console errors:\n  " + strings.Join(p.errs, "\n  ")
+}
+
+func (p *pageErrors) check(t *testing.T, when string) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.errs) > 0 {
+		t.Fatalf("browser console errors (%s):\n  %s", when, strings.Join(p.errs, "\n  "))
+	}
+}
+
+// watch reads the console of a tab: console.error calls, uncaught
+// exceptions and unhandled rejections, and browser log entries at level
+// error. API answers such as 401, 422 or 501 are data for the page, not
+// errors of the page: the network log lines Chromium prints for them are
+// ignored when the URL is under /api/v1/; everything else counts.
+func (p *pageErrors) watch(ctx context.Context) {
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			switch {
+			case m.IsException():
+				p.add(fmt.Sprintf("uncaught exception: %s (%s:%d)", m.Text, m.URL, m.Line+1))
+			case m.Type == chromedp.ConsoleError:
+				if m.Source == "network" && strings.Contains(m.URL, "/api/v1/") {
+					continue
+				}
+				src := m.Source
+				if src == "" {
+					src = "console.error"
+				}
+				p.add(fmt.Sprintf("%s: %s (%s:%d)", src, m.Text, m.URL, m.Line+1))
+			}
+		}
+	}()
+}
+
+// uiTest bundles the browser tab and the running spliced.
+type uiTest struct {
+	t     *testing.T
+	ctx   context.Context
+	in    *instance
+	base  string
+	shots string
+	errs  *pageErrors
+}
+
+func (u *uiTest) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	u.t.Helper()
+	ctx, cancel := context.WithTimeout(u.ctx, 15*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		u.shot("failure")
+		u.t.Fatalf("%s: %v%s", what, err, u.errs.String())
+	}
+}
+
+// page navigates by the nav bar (as a user does) and waits for the page.
+func (u *uiTest) page(name string) {
+	u.t.Helper()
+	u.run("open "+name,
+		chromedp.Click(chromedp.CSS(`#nav a[data-route="`+name+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#page-`+name+`[data-ready="1"]`)))
+}
+
+// fill sets an input or select the way typing does: value, then input and
+// change events.
+func (u *uiTest) fill(sel, value string) {
+	u.t.Helper()
+	js := fmt.Sprintf(`(() => {
+		const el = document.querySelector(%q);
+		if (!el) return false;
+		el.focus(); el.value = %q;
+		el.dispatchEvent(new Event('input', {bubbles: true}));
+		el.dispatchEvent(new Event('change', {bubbles: true}));
+		return true;
+	})()`, sel, value)
+	if !evalJS[bool](u, js) {
+		u.t.Fatalf("fill %s: no such element", sel)
+	}
+}
+
+// evalJS evaluates a JavaScript expression in the page.
+func evalJS[T any](u *uiTest, js string) T {
+	u.t.Helper()
+	ctx, cancel := context.WithTimeout(u.ctx, 15*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		u.shot("failure")
+		u.t.Fatalf("evaluate %s: %v%s", js, err, u.errs.String())
+	}
+	return v
+}
+
+func (u *uiTest) text(sel string) string {
+	u.t.Helper()
+	return evalJS[string](u, fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.textContent : ''; })()`, sel))
+}
+
+// waitJS polls a JavaScript condition until it is true.
+func (u *uiTest) waitJS(d time.Duration, what, js string) {
+	u.t.Helper()
+	waitFor(u.t, d, what, func() bool { return evalJS[bool](u, js) })
+}
+
+func (u *uiTest) shot(name string) {
+	u.t.Helper()
+	ctx, cancel := context.WithTimeout(u.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		u.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	p := filepath.Join(u.shots, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		u.t.Fatal(err)
+	}
+	u.t.Logf("screenshot %s", p)
+}
+
+func (u *uiTest) apiJSON(path string, v any, hdr ...string) {
+	u.t.Helper()
+	u.in.MustDo(200, "GET", path, nil, hdr...).JSON(u.t, v)
+}
+
+func newBrowser(t *testing.T) (context.Context, context.CancelFunc) {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true), // root in CI containers needs it
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	return ctx, func() { cancelCtx(); cancelAlloc() }
+}
+
+// TestUIAdminPageInBrowser walks the admin page as an operator would.
+func TestUIAdminPageInBrowser(t *testing.T) {
+	start := time.Now()
+	chromiumPath(t)
+	in := startSpliced(t, "")
+
+	// The origin: a Go HTTP server; the frontend is a tcp tunnel to it.
+	var served atomic.Int64
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		io.WriteString(w, strings.Repeat("spliced ", 64))
+	}))
+	t.Cleanup(origin.Close)
+	oport := origin.URL[strings.LastIndex(origin.URL, ":")+1:]
+
+	shots := t.TempDir()
+	if d := os.Getenv("SPLICED_UI_SHOTS"); d != "" {
+		shots = d
+		os.MkdirAll(shots, 0o755)
+	}
+	bctx, cancel := newBrowser(t)
+	defer cancel()
+	// The first action on a chromedp context starts the browser and must
+	// not carry a timeout (the timeout would end the browser).
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	ctx, cancelT := context.WithTimeout(bctx, 90*time.Second)
+	defer cancelT()
+	errs := &pageErrors{}
+	errs.watch(ctx)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(errs.String())
+		}
+	})
+	u := &uiTest{t: t, ctx: ctx, in: in, base: "http://" + in.Admin + "/ui/", shots: shots, errs: errs}
+
+	// 1. The overview loads (the browser starts here).
+	u.run("load overview",
+		chromedp.EmulateViewport(1280, 800),
+		chromedp.Navigate(u.base),
+		chromedp.WaitVisible(chromedp.CSS(`#page-overview[data-ready="1"]`)))
+	errs.check(t, "overview")
+
+	// 2. A backend through its form: first with a port the API refuses, to
+	// see the error next to the field, then corrected.
+	u.page("backends")
+	u.run("open new backend form",
+		chromedp.Click(chromedp.CSS(`#new-backend`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] form`)),
+		chromedp.SendKeys(chromedp.CSS(`dialog[open] [data-ptr="/name"] input`), "web"),
+		chromedp.SendKeys(chromedp.CSS(`dialog[open] [data-ptr="/servers/0/address"] input`), "127.0.0.1"),
+		chromedp.SendKeys(chromedp.CSS(`dialog[open] [data-ptr="/servers/0/port"] input`), "99999"),
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/servers/0/port"].invalid .err`)))
+	if msg := u.text(`dialog[open] [data-ptr="/servers/0/port"] .err`); !strings.Contains(msg, "65535") {
+		t.Fatalf("error next to the port field = %q, want the API's message about 65535", msg)
+	}
+	if sum := u.text(`dialog[open] .summary`); !strings.Contains(sum, "/servers/0/port") {
+		t.Fatalf("error summary = %q, want it to name /servers/0/port", sum)
+	}
+	u.shot("backend-form-error")
+	u.fill(`dialog[open] [data-ptr="/servers/0/port"] input`, oport)
+	u.run("create backend",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-server="web/s1"]`)))
+	var be struct {
+		Mode    string `json:"mode"`
+		Servers []struct {
+			Address string `json:"address"`
+			Port    int    `json:"port"`
+		} `json:"servers"`
+	}
+	u.apiJSON("/api/v1/backends/web", &be)
+	if len(be.Servers) != 1 || be.Servers[0].Address != "127.0.0.1" || strconv.Itoa(be.Servers[0].Port) != oport || be.Mode != "tcp" {
+		t.Fatalf("backend created through the form = %+v", be)
+	}
+
+	// 3. A tcp frontend through its form.
+	port := freePort(t)
+	u.page("frontends")
+	u.run("open new frontend form",
+		chromedp.Click(chromedp.CSS(`#new-frontend`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] form`)),
+		chromedp.SendKeys(chromedp.CSS(`dialog[open] [data-ptr="/name"] input`), "pub"))
+	u.fill(`dialog[open] [data-ptr="/mode"] select`, "tcp")
+	u.fill(`dialog[open] [data-ptr="/default_backend"] select`, "web")
+	u.fill(`dialog[open] [data-ptr="/binds/0/address"] input`, "127.0.0.1")
+	u.fill(`dialog[open] [data-ptr="/binds/0/port"] input`, strconv.Itoa(port))
+	u.run("create frontend",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)),
+		chromedp.WaitVisible(chromedp.CSS(`section[data-frontend="pub"] tr[data-bind="pub/b1"]`)))
+	var fe struct {
+		Mode           string `json:"mode"`
+		DefaultBackend string `json:"default_backend"`
+		Binds          []struct {
+			Port int `json:"port"`
+		} `json:"binds"`
+	}
+	u.apiJSON("/api/v1/frontends/pub", &fe)
+	if fe.Mode != "tcp" || fe.DefaultBackend != "web" || len(fe.Binds) != 1 || fe.Binds[0].Port != port {
+		t.Fatalf("frontend created through the form = %+v", fe)
+	}
+	errs.check(t, "forms")
+
+	// 4. Traffic through the frontend while the overview is open.
+	stop := make(chan struct{})
+	var clientWG sync.WaitGroup
+	clientWG.Add(1)
+	go func() {
+		defer clientWG.Done()
+		c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		deadline := time.Now().Add(40 * time.Second)
+		for i := 0; i < 4000 && time.Now().Before(deadline); i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(15 * time.Millisecond): // a steady client, not a flood
+			}
+			if resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/", port)); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+	}()
+	stopClient := func() { close(stop); clientWG.Wait() }
+	waitFor(t, 10*time.Second, "the origin to serve requests through the frontend", func() bool { return served.Load() > 0 })
+	u.page("overview")
+	statsStatus := in.Do("GET", "/api/v1/stats", nil).Status
+	if statsStatus == http.StatusNotImplemented {
+		// CONDITIONAL: issue 5 has not landed /api/v1/stats in this build.
+		// The page must then say so instead of showing numbers.
+		t.Logf("CONDITIONAL STEP: GET /api/v1/stats answers 501, traffic counters cannot move; checking the page says \"not available yet\" instead")
+		u.waitJS(10*time.Second, "the overview to say stats are not available",
+			`!!document.querySelector('#traffic [data-na="/api/v1/stats"]')`)
+	} else {
+		if statsStatus != 200 {
+			t.Fatalf("GET /api/v1/stats: status %d", statsStatus)
+		}
+		read := func() int64 {
+			s := strings.ReplaceAll(u.text(`#fe-stats [data-stat="fe/pub/connTotal"]`), ",", "")
+			n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+		var first int64
+		waitFor(t, 15*time.Second, "the overview's connection counter of pub to count traffic", func() bool { first = read(); return first > 0 })
+		waitFor(t, 15*time.Second, "the overview's connection counter of pub to move", func() bool { return read() > first })
+		u.waitJS(10*time.Second, "the traffic chart to draw", `!!document.querySelector('#chart-req .uplot')`)
+		u.waitJS(5*time.Second, "the live indicator to say live", `document.getElementById('live').classList.contains('on')`)
+	}
+	u.shot("overview-1280")
+	errs.check(t, "overview with traffic")
+
+	// 5. Drain a server with its button; the API state changes.
+	u.page("backends")
+	u.run("drain web/s1",
+		chromedp.Click(chromedp.CSS(`button[data-action="drain"][data-server="web/s1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-action="drain"][data-server="web/s1"][aria-pressed="true"]`)))
+	var srv struct {
+		AdminState string `json:"admin_state"`
+	}
+	waitFor(t, 5*time.Second, "web/s1 to be drained in the API", func() bool {
+		u.apiJSON("/api/v1/backends/web/servers/s1", &srv)
+		return srv.AdminState == "drain"
+	})
+	u.shot("backends-1280")
+	stopClient()
+
+	// 6. Tuning: a refused value shows the API's message next to the
+	// fields it names, and nothing changes.
+	u.page("tuning")
+	u.shot("tuning-1280")
+	u.fill(`#tuning-form [data-ptr="/sched/urgent"] input`, "90")
+	u.run("apply refused tuning",
+		chromedp.Click(chromedp.CSS(`#tuning-form button[data-action="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#tuning-form fieldset[data-ptr="/sched"].invalid > .err`)))
+	if msg := u.text(`#tuning-form fieldset[data-ptr="/sched"] > .err`); !strings.Contains(msg, "100") {
+		t.Fatalf("tuning error next to sched = %q", msg)
+	}
+	u.shot("tuning-error-1280")
+	var tun struct {
+		Sched struct{ Urgent int } `json:"sched"`
+	}
+	u.apiJSON("/api/v1/tuning", &tun)
+	if tun.Sched.Urgent == 90 {
+		t.Fatal("a refused tuning changed the API state")
+	}
+
+	// 7. Revisions: the diff between the last two, then restore #2 (before
+	// the drain) with its confirmation.
+	var revs []struct {
+		Generation int64 `json:"generation"`
+	}
+	u.apiJSON("/api/v1/config/revisions", &revs)
+	if len(revs) != 3 {
+		t.Fatalf("revisions = %+v, want 3 (backend, frontend, drain)", revs)
+	}
+	u.page("revisions")
+	u.waitJS(10*time.Second, "the diff of the last two revisions", `(document.querySelector('#diff-out table.diff')||{}).textContent?.includes('admin_state') || false`)
+	u.shot("revisions-1280")
+	u.run("restore #2",
+		chromedp.Click(chromedp.CSS(`button[data-action="restore"][data-generation="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)))
+	u.shot("restore-confirm-1280")
+	u.run("confirm restore",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
+	waitFor(t, 5*time.Second, "the restore of #2 in the API", func() bool {
+		u.apiJSON("/api/v1/backends/web/servers/s1", &srv)
+		return srv.AdminState == "ready"
+	})
+	var info struct {
+		Generation int64 `json:"generation"`
+	}
+	u.apiJSON("/api/v1/info", &info)
+	if info.Generation != 4 {
+		t.Fatalf("generation after restore = %d, want 4", info.Generation)
+	}
+	u.waitJS(5*time.Second, "the revisions page to show #4 as current", `!!document.querySelector('#revisions tr[data-generation="4"] .badge.ok')`)
+
+	// 8. The other pages load without errors.
+	u.page("cpu")
+	u.page("audit")
+	u.page("frontends")
+
+	// 9. Phone width: no horizontal scrolling, nav reachable.
+	u.run("phone viewport", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
+	u.page("overview")
+	u.shot("overview-375")
+	u.page("backends")
+	u.shot("backends-375")
+	if evalJS[bool](u, `document.documentElement.scrollWidth > window.innerWidth + 1`) {
+		t.Fatal("the backends page scrolls sideways at 375 px")
+	}
+	u.run("desktop viewport", chromedp.EmulateViewport(1280, 800))
+	errs.check(t, "all pages as admin")
+
+	// 10. A viewer signs in with a token and finds no write button.
+	viewerToken := addToken(t, in, "viewer", "ui-viewer")
+	if viewerToken == "" {
+		return // addToken logged why (tokens not implemented yet)
+	}
+	u.run("leave the page", chromedp.Navigate("about:blank"))
+	in.Stop(10 * time.Second)
+	in2 := startSpliced(t, in.StateDir)
+	tab, cancelTab := chromedp.NewContext(bctx) // a new tab: its own sessionStorage
+	defer cancelTab()
+	tab, cancelTab2 := context.WithTimeout(tab, 40*time.Second)
+	defer cancelTab2()
+	errs2 := &pageErrors{}
+	errs2.watch(tab)
+	v := &uiTest{t: t, ctx: tab, in: in2, base: "http://" + in2.Admin + "/ui/", shots: shots, errs: errs2}
+	v.run("viewer opens the page",
+		chromedp.EmulateViewport(1280, 800),
+		chromedp.Navigate(v.base),
+		chromedp.WaitVisible(chromedp.CSS(`dialog#login[open] #login-token`)))
+	v.shot("login-1280")
+	v.run("viewer signs in",
+		chromedp.SendKeys(chromedp.CSS(`#login-token`), viewerToken),
+		chromedp.Click(chromedp.CSS(`#login-submit`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog#login[open]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#page-overview[data-ready="1"]`)))
+	stored := evalJS[string](v, `sessionStorage.getItem('spliced.token') + '|' + localStorage.length + '|' + document.cookie`)
+	if stored != viewerToken+"|0|" {
+		t.Fatalf("token storage = %q, want it in sessionStorage only", stored)
+	}
+	for _, p := range []string{"overview", "frontends", "backends", "tuning", "revisions", "cpu"} {
+		v.page(p)
+		n := evalJS[int](v, `document.querySelectorAll('[data-write], #new-backend, #new-frontend, button[data-action="drain"], button[data-action="restore"]').length`)
+		if n != 0 {
+			v.shot("viewer-" + p)
+			t.Fatalf("viewer sees %d write buttons on %s", n, p)
+		}
+	}
+	v.page("backends")
+	v.shot("backends-viewer-1280")
+	errs2.check(t, "viewer")
+	t.Logf("browser test took %v", time.Since(start).Round(time.Millisecond))
+}
+
+var tokenRE = regexp.MustCompile(`[A-Za-z0-9_\-\.~+/=]{20,}`)
+
+// addToken creates a token with the spliced CLI (issue 7). When this build
+// has no token command yet it logs a CONDITIONAL STEP and returns "".
+func addToken(t *testing.T, in *instance, role, name string) string {
+	t.Helper()
+	cmd := exec.Command(buildBinary(t), "token", "add", "--state-dir", in.StateDir, "--role", role, "--name", name)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), "unknown command") {
+			t.Logf("CONDITIONAL STEP: `spliced token add` does not exist in this build (issue 7 not landed): the viewer sign-in step did not run:\n%s", out)
+			return ""
+		}
+		t.Fatalf("spliced token add: %v\n%s", err, out)
+	}
+	var m map[string]any
+	if json.Unmarshal(out, &m) == nil {
+		if tok, ok := m["token"].(string); ok {
+			return tok
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if tok := tokenRE.FindString(lines[i]); tok != "" {
+			return tok
+		}
+	}
+	t.Fatalf("no token in the output of spliced token add:\n%s", out)
+	return ""
+}

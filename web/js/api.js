@@ -1,0 +1,93 @@
+// The admin API client: the same REST API curl uses. The token lives in
+// sessionStorage (this tab only; never localStorage, never a cookie) and is
+// sent as Authorization: Bearer on every request. A 401 opens the login box;
+// requests waiting for it resume once a token is accepted.
+
+const TOKEN_KEY = 'spliced.token';
+
+export class ApiError extends Error {
+  constructor(status, problem, method, path) {
+    const p = problem && typeof problem === 'object' ? problem : {};
+    super(p.detail || p.title || `${method} ${path}: HTTP ${status}`);
+    this.status = status;
+    this.problem = p;
+    this.errors = Array.isArray(p.errors) ? p.errors : [];
+  }
+  get notImplemented() { return this.status === 501; }
+}
+
+export function token() {
+  try { return sessionStorage.getItem(TOKEN_KEY) || ''; } catch { return ''; }
+}
+export function setToken(t) {
+  if (t) sessionStorage.setItem(TOKEN_KEY, t); else sessionStorage.removeItem(TOKEN_KEY);
+  tokenListeners.forEach((fn) => fn(t));
+}
+const tokenListeners = new Set();
+export function onToken(fn) { tokenListeners.add(fn); }
+
+let loginWait = null; // promise of the open login box
+let loginUI = null;   // function(): Promise<void>, set by the app
+
+export function setLoginUI(fn) { loginUI = fn; }
+
+// needLogin opens the login box once, however many requests got a 401.
+export function needLogin() {
+  if (!loginWait) {
+    loginWait = (loginUI ? loginUI() : Promise.reject(new Error('no login UI'))).finally(() => { loginWait = null; });
+  }
+  return loginWait;
+}
+
+export function authHeaders(extra = {}) {
+  const hd = { Accept: 'application/json', ...extra };
+  const t = token();
+  if (t) hd.Authorization = 'Bearer ' + t;
+  return hd;
+}
+
+// request sends one API request. body undefined: none. PATCH bodies are
+// JSON merge patches. It resolves {status, data, headers}; a non-2xx answer
+// rejects with ApiError carrying the problem document.
+export async function request(method, path, body, opts = {}) {
+  for (let attempt = 0; ; attempt++) {
+    const headers = authHeaders();
+    const init = { method, headers, signal: opts.signal, cache: 'no-store' };
+    if (body !== undefined) {
+      headers['Content-Type'] = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    const res = await fetch(path, init);
+    if (res.status === 401 && !opts.noLogin && attempt < 5) {
+      await needLogin();
+      continue;
+    }
+    let data = null;
+    const ct = res.headers.get('Content-Type') || '';
+    if (res.status !== 204 && res.status !== 304) {
+      const text = await res.text();
+      if (text && ct.includes('json')) {
+        try { data = JSON.parse(text); } catch { data = { detail: text }; }
+      } else if (text) {
+        data = { detail: text };
+      }
+    }
+    if (!res.ok) throw new ApiError(res.status, data, method, path);
+    return { status: res.status, data, headers: res.headers };
+  }
+}
+
+export async function get(path, opts) { return (await request('GET', path, undefined, opts)).data; }
+
+// tryGet answers null instead of failing when the endpoint is not
+// implemented yet (501) or absent (404), so pages can say so.
+export async function tryGet(path, opts) {
+  try {
+    return { ok: true, data: await get(path, opts) };
+  } catch (e) {
+    if (e instanceof ApiError && (e.status === 501 || e.status === 404)) return { ok: false, status: e.status, error: e };
+    throw e;
+  }
+}
+
+export const enc = encodeURIComponent;

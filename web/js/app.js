@@ -1,0 +1,185 @@
+// The admin page: hash routing, the header (live indicator, role, login),
+// and the pages in ./pages/. Every page reads and writes through the REST
+// API only (api.js); live counters come from live.js.
+
+import { h, clear, toast } from './dom.js';
+import { get, setToken, token, setLoginUI, ApiError } from './api.js';
+import { Live } from './live.js';
+import overview from './pages/overview.js';
+import frontends from './pages/frontends.js';
+import backends from './pages/backends.js';
+import tuning from './pages/tuning.js';
+import cpu from './pages/cpu.js';
+import revisions from './pages/revisions.js';
+import audit from './pages/audit.js';
+
+const pages = {
+  overview: { title: 'Overview', render: overview },
+  frontends: { title: 'Frontends', render: frontends },
+  backends: { title: 'Backends', render: backends },
+  tuning: { title: 'Tuning', render: tuning },
+  cpu: { title: 'CPU & IRQs', render: cpu },
+  revisions: { title: 'Revisions', render: revisions },
+  audit: { title: 'Audit log', render: audit },
+};
+
+const main = document.getElementById('main');
+const liveEl = document.getElementById('live');
+const whoEl = document.getElementById('who');
+const logoutBtn = document.getElementById('logout');
+
+const ctx = {
+  live: new Live(),
+  info: null,
+  role: 'admin',
+  // can says whether the signed-in role may do a kind of write: "admin"
+  // writes (objects, tuning, revisions) or "server" writes (admin state,
+  // weight, drain: operators too).
+  can(kind) {
+    if (this.role === 'admin') return true;
+    if (this.role === 'operator') return kind === 'server';
+    return false;
+  },
+  refresh() { route(true); },
+  dialogOpen() { return !!document.querySelector('dialog[open]'); },
+};
+
+// ---- login ----
+setLoginUI(() => new Promise((resolve) => {
+  const dlg = document.getElementById('login');
+  const form = document.getElementById('login-form');
+  const inp = document.getElementById('login-token');
+  const err = document.getElementById('login-error');
+  err.textContent = token() ? 'The token was refused. Enter another one.' : '';
+  inp.value = '';
+  const onCancel = (e) => e.preventDefault(); // no way around the login
+  const onSubmit = async (e) => {
+    e.preventDefault();
+    const t = inp.value.trim();
+    if (!t) { err.textContent = 'Enter a token.'; return; }
+    err.textContent = '';
+    try {
+      const res = await fetch('/api/v1/info', { headers: { Accept: 'application/json', Authorization: 'Bearer ' + t }, cache: 'no-store' });
+      if (res.status === 401 || res.status === 403) { await res.text(); err.textContent = 'This token was refused.'; inp.select(); return; }
+      if (res.status === 429) { await res.text(); err.textContent = `Too many failed attempts; retry in ${res.headers.get('Retry-After') || 'a few'} s.`; return; }
+      await res.text();
+    } catch (x) {
+      err.textContent = 'The admin API cannot be reached.';
+      return;
+    }
+    setToken(t);
+    form.removeEventListener('submit', onSubmit);
+    dlg.removeEventListener('cancel', onCancel);
+    dlg.close();
+    resolve();
+    loadInfo().then(() => route(true));
+  };
+  form.addEventListener('submit', onSubmit);
+  dlg.addEventListener('cancel', onCancel);
+  if (!dlg.open) dlg.showModal();
+  inp.focus();
+}));
+
+logoutBtn.addEventListener('click', () => {
+  setToken('');
+  location.reload();
+});
+
+async function loadInfo() {
+  try {
+    const info = await get('/api/v1/info');
+    ctx.info = info;
+    const r = info.role ?? (info.token && info.token.role) ?? (info.auth && info.auth.role);
+    ctx.role = typeof r === 'string' && r ? r.toLowerCase() : 'admin';
+    document.getElementById('version').textContent = info.version ? 'v' + String(info.version).replace(/^v/, '') : '';
+    const name = info.token_name ?? (info.token && info.token.name) ?? (info.auth && info.auth.name) ?? info.actor;
+    whoEl.textContent = token() ? `${name ? name + ' · ' : ''}${ctx.role}` : (r ? ctx.role : '');
+    document.body.dataset.role = ctx.role;
+  } catch (e) {
+    if (!(e instanceof ApiError)) toast('The admin API cannot be reached.', 'bad');
+  }
+  logoutBtn.hidden = !token();
+}
+
+// ---- live indicator ----
+function paintLive() {
+  const lv = ctx.live;
+  let cls = 'off'; let text = 'no live data';
+  if (lv.statsMissing && !lv.statsAt) {
+    text = 'stats not available yet';
+  } else if (lv.statsAt) {
+    const age = Math.round(lv.age() / 1000);
+    if (lv.isStale()) { cls = 'stale'; text = `stale · ${age} s old`; }
+    else { cls = 'on'; text = lv.mode === 'sse' ? 'live' : 'live (polling)'; }
+  } else {
+    text = 'connecting…';
+  }
+  liveEl.className = 'live ' + cls;
+  if (liveEl.textContent !== text) liveEl.textContent = text;
+  liveEl.title = lv.mode === 'sse' ? 'Live data from /api/v1/events' : 'Polling /api/v1/stats every 2 s';
+  main.classList.toggle('is-stale', cls === 'stale');
+}
+['stats', 'mode', 'clock'].forEach((ev) => ctx.live.addEventListener(ev, paintLive));
+
+// A configuration change seen on the events stream (someone else's write)
+// refreshes the page, unless the operator is in the middle of a form.
+ctx.live.addEventListener('change', () => {
+  if (!ctx.dialogOpen() && !busyWriting) route(true);
+});
+
+// ---- routing ----
+let cleanup = null;
+let current = '';
+let seqNo = 0;
+let busyWriting = false;
+ctx.writing = async (fn) => { busyWriting = true; try { return await fn(); } finally { busyWriting = false; } };
+
+async function route(force = false) {
+  const hash = location.hash.replace(/^#\/?/, '');
+  const [name, ...rest] = hash.split('/');
+  const key = pages[name] ? name : 'overview';
+  if (!force && key === current && rest.join('/') === ctx.sub) return;
+  current = key;
+  ctx.sub = rest.map(decodeURIComponent).join('/');
+  const my = ++seqNo;
+  document.querySelectorAll('#nav a').forEach((a) => {
+    if (a.dataset.route === key) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+  });
+  document.title = `${pages[key].title} · spliced`;
+  if (cleanup) { try { cleanup(); } catch { /* page already gone */ } cleanup = null; }
+  ctx.live.wantActivity(key === 'overview' || key === 'cpu');
+  const root = h('div', { id: 'page-' + key, class: 'page', 'aria-busy': 'true' });
+  clear(main).appendChild(root);
+  try {
+    const c = await pages[key].render(ctx, root);
+    if (my !== seqNo) { if (typeof c === 'function') c(); return; }
+    cleanup = typeof c === 'function' ? c : null;
+    root.setAttribute('aria-busy', 'false');
+    root.dataset.ready = '1';
+  } catch (e) {
+    if (my !== seqNo) return;
+    clear(root);
+    root.appendChild(h('div', { class: 'panel' }, h('h2', null, pages[key].title),
+      h('p', { class: 'notice warn', role: 'alert' }, e instanceof ApiError ? `${e.status}: ${e.message}` : `Could not load: ${e.message}`),
+      h('button', { type: 'button', class: 'btn', onclick: () => route(true) }, 'Retry')));
+    root.dataset.ready = 'error';
+  }
+  paintLive();
+}
+
+window.addEventListener('hashchange', () => { route(); main.focus({ preventScroll: true }); });
+window.addEventListener('unhandledrejection', (e) => {
+  // Every promise the pages start is handled; this is the last net so an
+  // unexpected failure shows up as a message too (and still in the console).
+  toast('Unexpected error: ' + (e.reason && e.reason.message ? e.reason.message : String(e.reason)), 'bad');
+});
+
+async function boot() {
+  if (!location.hash) history.replaceState(null, '', '#/overview');
+  await loadInfo();
+  ctx.live.start();
+  await route(true);
+  paintLive();
+}
+
+boot();

@@ -1,0 +1,96 @@
+// Helpers shared by the pages: writes with feedback, live cells.
+
+import { request, ApiError } from './api.js';
+import { h, toast, planSummary, num, bytes, rate, badge, ago } from './dom.js';
+
+// write performs one API write and says what happened. Errors propagate to
+// the caller (forms map them to fields); quick actions use act().
+export async function write(ctx, method, path, body, what) {
+  const r = await ctx.writing(() => request(method, path, body));
+  const gen = (r.data && r.data.generation) ?? r.headers.get('X-Spliced-Generation');
+  toast(`${what} · generation ${gen}${r.data && r.data.plan ? ' · ' + planSummary(r.data.plan) : ''}`);
+  return r;
+}
+
+// act runs a button's write, disabling the button meanwhile; a refusal is
+// shown as a toast with the problem's detail.
+export async function act(ctx, button, fn) {
+  if (button) button.disabled = true;
+  try {
+    await fn();
+    return true;
+  } catch (e) {
+    const msg = e instanceof ApiError ? `${e.problem.title || 'Refused'}: ${e.message}` : e.message;
+    toast(msg, 'bad');
+    return false;
+  } finally {
+    if (button && button.isConnected) button.disabled = false;
+  }
+}
+
+// statKey names a live value: fe/NAME/field, be/NAME/field, srv/BE/SRV/field.
+export function statKey(...parts) { return parts.map(String).join('/'); }
+
+function lookup(st, key) {
+  if (!st) return undefined;
+  const p = key.split('/');
+  if (p[0] === 'fe') { const f = st.frontends.get(p[1]); return f ? f[p[2]] : undefined; }
+  if (p[0] === 'be') { const b = st.backends.get(p[1]); return b ? b[p[2]] : undefined; }
+  if (p[0] === 'srv') {
+    const b = st.backends.get(p[1]);
+    const s = b && b.servers.get(p[2]);
+    return s ? s[p[3]] : undefined;
+  }
+  return undefined;
+}
+
+// cell makes a live cell; paint() fills it from the latest stats.
+export function cell(tag, key, fmt = 'num', attrs = {}) {
+  return h(tag, { ...attrs, data: { stat: key, fmt } }, '—');
+}
+
+export function healthBadge(s) {
+  if (!s || (s.health === null && s.up === null)) return badge('unknown');
+  const st = s.health || (s.up ? 'up' : 'down');
+  const kind = s.up === true ? 'ok' : s.up === false ? 'bad' : '';
+  return badge(st, kind);
+}
+
+export function paint(root, live) {
+  const st = live.stats;
+  root.querySelectorAll('[data-stat]').forEach((el) => {
+    const key = el.dataset.stat;
+    const fmt = el.dataset.fmt;
+    if (fmt === 'rate-req' || fmt === 'rate-bytes') {
+      const r = live.rates.get(key.split('/')[1]);
+      const v = r ? (fmt === 'rate-req' ? r.req : r.bytes) : null;
+      const text = fmt === 'rate-req' ? rate(v) : (v === null ? '—' : bytes(v) + '/s');
+      if (el.textContent !== text) el.textContent = text;
+      return;
+    }
+    if (fmt === 'health') {
+      const p = key.split('/');
+      const b = st && st.backends.get(p[1]);
+      const s = b && b.servers.get(p[2]);
+      el.replaceChildren(healthBadge(s));
+      return;
+    }
+    const v = lookup(st, key);
+    let text;
+    if (fmt === 'bytes') text = bytes(v ?? null);
+    else if (fmt === 'ago') text = v === undefined || v === null ? '—' : (typeof v === 'number' ? ago(Date.now() - v * 1000) : ago(v));
+    else text = num(v ?? null);
+    if (el.textContent !== text) el.textContent = text;
+  });
+}
+
+// notAvailable is the page's word for an endpoint answering 501.
+export function notAvailable(what, path) {
+  return h('p', { class: 'notice', 'data-na': path }, `${what} not available yet (`, h('code', null, 'GET ' + path), ' answers 501 Not Implemented).');
+}
+
+// subscribe adds live listeners and returns the function removing them.
+export function subscribe(live, map) {
+  for (const [ev, fn] of Object.entries(map)) live.addEventListener(ev, fn);
+  return () => { for (const [ev, fn] of Object.entries(map)) live.removeEventListener(ev, fn); };
+}

@@ -1,0 +1,199 @@
+// Live data. The preferred source is /api/v1/events, read with fetch and a
+// ReadableStream (EventSource cannot send the Authorization header); it
+// reconnects by itself with backoff. While the stream carries no stats (or
+// the endpoint answers 501), /api/v1/stats is polled every 2 s. Samples are
+// kept for HISTORY_S seconds to draw rates; data older than STALE_MS is
+// marked stale on the page.
+
+import { authHeaders, needLogin, get, ApiError } from './api.js';
+import { normStats, normActivity } from './stats.js';
+
+export const STALE_MS = 5000;
+const HISTORY_S = 300;
+const POLL_MS = 2000;
+
+export class Live extends EventTarget {
+  constructor() {
+    super();
+    this.mode = 'connecting';   // sse | poll | off
+    this.stats = null;          // latest normStats
+    this.statsAt = 0;           // ms of the latest stats sample
+    this.statsMissing = false;  // /stats answered 501
+    this.activity = null;       // latest normActivity
+    this.activityAt = 0;
+    this.activityMissing = false;
+    this.eventsMissing = false;
+    this.history = [];          // [{t (s), fe: Map name -> {req, bytes}}]
+    this.prev = null;           // previous sample, for rates
+    this.rates = new Map();     // frontend -> {req, bytes} per second
+    this.generation = null;
+    this._abort = null;
+    this._timers = [];
+    this._backoff = 1000;
+    this._wantActivity = false;
+  }
+
+  start() {
+    this.stop();
+    this._stopped = false;
+    this._stream();
+    this._timers.push(setInterval(() => this._tick(), POLL_MS));
+    this._timers.push(setInterval(() => this.dispatchEvent(new Event('clock')), 1000));
+    this._tick();
+  }
+
+  stop() {
+    this._stopped = true;
+    if (this._abort) this._abort.abort();
+    this._abort = null;
+    this._timers.forEach(clearInterval);
+    this._timers = [];
+  }
+
+  wantActivity(on) { this._wantActivity = on; if (on) this._pollActivity(); }
+
+  isStale() { return !this.statsAt || Date.now() - this.statsAt > STALE_MS; }
+  age() { return this.statsAt ? Date.now() - this.statsAt : null; }
+
+  // ---- events stream ----
+  async _stream() {
+    if (this._stopped || this.eventsMissing) return;
+    const ctl = new AbortController();
+    this._abort = ctl;
+    try {
+      const res = await fetch('/api/v1/events', { headers: authHeaders({ Accept: 'text/event-stream' }), signal: ctl.signal, cache: 'no-store' });
+      if (res.status === 401) {
+        await needLogin();
+        return this._again(0);
+      }
+      if (res.status === 501 || res.status === 404) {
+        this.eventsMissing = true;
+        this._setMode('poll');
+        return;
+      }
+      if (!res.ok || !res.body) throw new Error('events: HTTP ' + res.status);
+      this._setMode('sse');
+      this._backoff = 1000;
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value;
+        let i;
+        while ((i = buf.search(/\r?\n\r?\n/)) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + (buf[i] === '\r' ? 4 : 2));
+          this._event(block);
+        }
+      }
+      throw new Error('events: stream ended');
+    } catch (e) {
+      if (this._stopped || ctl.signal.aborted) return;
+      this._setMode('poll');
+      this._again(this._backoff);
+      this._backoff = Math.min(this._backoff * 2, 15000);
+    }
+  }
+
+  _again(ms) { setTimeout(() => this._stream(), ms); }
+
+  _event(block) {
+    let type = 'message'; const data = [];
+    for (const line of block.split(/\r?\n/)) {
+      if (!line || line.startsWith(':')) continue;
+      const c = line.indexOf(':');
+      const field = c < 0 ? line : line.slice(0, c);
+      let v = c < 0 ? '' : line.slice(c + 1);
+      if (v.startsWith(' ')) v = v.slice(1);
+      if (field === 'event') type = v;
+      else if (field === 'data') data.push(v);
+    }
+    if (!data.length) return;
+    let payload;
+    try { payload = JSON.parse(data.join('\n')); } catch { return; }
+    const t = type.toLowerCase();
+    const inner = payload && typeof payload === 'object' && payload.data && typeof payload.data === 'object' ? payload.data : payload;
+    const kind = (payload && typeof payload.type === 'string' ? payload.type : t).toLowerCase();
+    if (/stat|tick/.test(kind) || (inner && (inner.frontends || inner.backends) && !/config|change/.test(kind))) {
+      this._stats(inner.stats || inner);
+      const act = inner.activity || inner.loops;
+      if (act) this._activity(act);
+    } else if (/activ/.test(kind)) {
+      this._activity(inner);
+    } else {
+      const gen = inner && typeof inner.generation === 'number' ? inner.generation : null;
+      if (gen !== null) this.generation = gen;
+      this.dispatchEvent(new CustomEvent('change', { detail: inner }));
+    }
+  }
+
+  // ---- polling ----
+  async _tick() {
+    if (this._stopped) return;
+    if (!this.statsMissing && Date.now() - this.statsAt > POLL_MS + 500) {
+      try {
+        this._stats(await get('/api/v1/stats', { noLogin: false }));
+      } catch (e) {
+        if (e instanceof ApiError && (e.status === 501 || e.status === 404)) {
+          this.statsMissing = true;
+          this.dispatchEvent(new Event('stats'));
+        }
+      }
+    }
+    if (this._wantActivity) this._pollActivity();
+    this._updateMode();
+  }
+
+  async _pollActivity() {
+    if (this.activityMissing || Date.now() - this.activityAt < POLL_MS - 200) return;
+    try {
+      this._activity(await get('/api/v1/activity'));
+    } catch (e) {
+      if (e instanceof ApiError && (e.status === 501 || e.status === 404)) {
+        this.activityMissing = true;
+        this.dispatchEvent(new Event('activity'));
+      }
+    }
+  }
+
+  _activity(raw) {
+    this.activity = normActivity(raw);
+    this.activityAt = Date.now();
+    this.dispatchEvent(new Event('activity'));
+  }
+
+  _stats(raw) {
+    const st = normStats(raw);
+    const now = Date.now();
+    const t = now / 1000;
+    const sample = { t, fe: new Map() };
+    for (const [name, f] of st.frontends) {
+      const req = f.requests !== null && f.requests > 0 ? f.requests : f.connTotal;
+      const by = (f.bytesIn ?? 0) + (f.bytesOut ?? 0);
+      sample.fe.set(name, { req, bytes: by, reqRate: f.reqRate });
+    }
+    const rates = new Map();
+    if (this.prev && t > this.prev.t) {
+      const dt = t - this.prev.t;
+      for (const [name, cur] of sample.fe) {
+        const p = this.prev.fe.get(name);
+        if (!p) continue;
+        const dr = cur.req !== null && p.req !== null ? Math.max(0, (cur.req - p.req) / dt) : null;
+        rates.set(name, { req: dr, bytes: Math.max(0, (cur.bytes - p.bytes) / dt) });
+      }
+    }
+    this.prev = sample;
+    this.rates = rates;
+    this.history.push({ t, rates });
+    while (this.history.length && this.history[0].t < t - HISTORY_S) this.history.shift();
+    this.stats = st;
+    this.statsAt = now;
+    this.statsMissing = false;
+    this._updateMode();
+    this.dispatchEvent(new Event('stats'));
+  }
+
+  _setMode(m) { this.mode = m; this._updateMode(); }
+  _updateMode() { this.dispatchEvent(new Event('mode')); }
+}

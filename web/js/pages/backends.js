@@ -1,0 +1,210 @@
+// Backends and their servers: health, connections, weight, admin state.
+
+import { h, clear, badge, modal, confirmBox, num, planList } from '../dom.js';
+import { get, request, enc } from '../api.js';
+import { input, group, rows, formShell } from '../forms.js';
+import { write, act, cell, statKey, paint, subscribe } from '../common.js';
+
+const STATES = [['ready', 'Ready'], ['drain', 'Drain'], ['maint', 'Maint']];
+const stateKind = { ready: 'ok', drain: 'warn', maint: 'bad' };
+
+export default async function backends(ctx, root) {
+  const list = await get('/api/v1/backends');
+  const canAdmin = ctx.can('admin');
+  const canServer = ctx.can('server');
+
+  root.append(h('div', { class: 'page-head' },
+    h('h1', null, 'Backends'),
+    h('div', { class: 'actions' },
+      canAdmin ? h('button', { type: 'button', class: 'btn primary', 'data-write': '', id: 'new-backend', onclick: () => backendForm(ctx, null) }, 'New backend') : null)));
+
+  if (!list.length) {
+    root.append(h('div', { class: 'panel' }, h('p', { class: 'empty' }, 'No backend yet.',
+      canAdmin ? ' A backend is a pool of servers; frontends send their connections to one.' : '')));
+  }
+
+  for (const b of list) {
+    const hc = b.health_check;
+    const panel = h('section', { class: 'panel', data: { backend: b.name }, 'aria-label': `Backend ${b.name}` },
+      h('div', { class: 'obj-head' },
+        h('h2', null, b.name), badge(b.mode), badge(b.balance, 'accent'),
+        hc ? badge(`check ${hc.type}${hc.path ? ' ' + hc.path : ''}`) : badge('no health check'),
+        h('span', { class: 'badge warn stale-note' }, 'stale'),
+        canAdmin ? h('div', { class: 'actions' },
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-server', onclick: () => serverForm(ctx, b, null) }, 'Add server'),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-backend', onclick: () => backendForm(ctx, b) }, 'Edit'),
+          h('button', {
+            type: 'button', class: 'btn small danger', 'data-write': '', 'data-action': 'delete-backend',
+            onclick: async (e) => {
+              if (!await confirmBox(`Delete backend ${b.name}?`, h('p', null, 'Frontends that use it must be changed first; the API refuses otherwise.'), { ok: 'Delete', danger: true })) return;
+              if (await act(ctx, e.target, () => write(ctx, 'DELETE', `/api/v1/backends/${enc(b.name)}`, undefined, `Deleted backend ${b.name}`))) ctx.refresh();
+            },
+          }, 'Delete')) : null),
+      h('div', { class: 'kv' },
+        h('span', null, 'connect ', h('b', null, `${num(b.timeouts.connect_ms)} ms`)),
+        h('span', null, 'server ', h('b', null, `${num(b.timeouts.server_ms)} ms`)),
+        h('span', null, 'queue ', h('b', null, `${num(b.timeouts.queue_ms)} ms`)),
+        h('span', null, 'retries ', h('b', null, num(b.retries))),
+        h('span', null, 'conns now ', cell('b', statKey('be', b.name, 'connCur'))),
+        h('span', null, 'queue ', cell('b', statKey('be', b.name, 'queue')))),
+      serverTable(ctx, b, canAdmin, canServer));
+    root.append(panel);
+  }
+  paint(root, ctx.live);
+  return subscribe(ctx.live, { stats: () => paint(root, ctx.live) });
+}
+
+function serverTable(ctx, b, canAdmin, canServer) {
+  if (!b.servers.length) return h('p', { class: 'empty' }, 'No server.');
+  const head = ['Server', 'Address', 'Health', 'State', 'Conns now', 'Total', 'Weight', 'Maxconn'];
+  if (canServer) head.push('');
+  return h('div', { class: 'tablewrap' }, h('table', null,
+    h('thead', null, h('tr', null, head.map((t, i) => h('th', { class: i >= 4 && i <= 7 ? 'num' : '' }, t)))),
+    h('tbody', null, b.servers.map((s) => {
+      const id = `${b.name}/${s.name}`;
+      const path = `/api/v1/backends/${enc(b.name)}/servers/${enc(s.name)}`;
+      let weightCell;
+      if (canServer) {
+        const w = h('input', { type: 'number', min: '0', max: '256', step: '1', value: String(s.weight ?? ''), 'aria-label': `Weight of ${id}`, 'data-weight': id });
+        const set = h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'weight', 'data-server': id }, 'Set');
+        const go = (e) => act(ctx, set, async () => {
+          const v = w.value.trim();
+          await write(ctx, 'PATCH', path, { weight: /^\d+$/.test(v) ? Number(v) : v }, `Weight of ${id} set to ${v}`);
+          ctx.refresh();
+        });
+        set.addEventListener('click', go);
+        w.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); go(); } });
+        weightCell = h('td', { class: 'num' }, h('form', { class: 'inline', onsubmit: (e) => e.preventDefault() }, w, set));
+      } else {
+        weightCell = h('td', { class: 'num' }, num(s.weight));
+      }
+      return h('tr', { data: { server: id } },
+        h('td', null, h('b', null, s.name)),
+        h('td', { class: 'mono' }, `${s.address}:${s.port}`),
+        cell('td', statKey('srv', b.name, s.name, 'health'), 'health'),
+        h('td', null, badge(s.admin_state, stateKind[s.admin_state] || ''), ' '),
+        cell('td', statKey('srv', b.name, s.name, 'connCur'), 'num', { class: 'num' }),
+        cell('td', statKey('srv', b.name, s.name, 'connTotal'), 'num', { class: 'num' }),
+        weightCell,
+        h('td', { class: 'num' }, s.maxconn ? num(s.maxconn) : '∞'),
+        canServer ? h('td', null, h('div', { class: 'inline' },
+          h('div', { class: 'btngroup', role: 'group', 'aria-label': `Admin state of ${id}` }, STATES.map(([st, label]) => h('button', {
+            type: 'button', class: 'btn small' + (s.admin_state === st ? ' on' : ''), 'aria-pressed': String(s.admin_state === st),
+            'data-write': '', 'data-action': st, 'data-server': id,
+            onclick: (e) => act(ctx, e.target, async () => {
+              await write(ctx, 'PATCH', path, { admin_state: st }, `${id} is now ${st}`);
+              ctx.refresh();
+            }),
+          }, label))),
+          canAdmin ? h('button', { type: 'button', class: 'btn small ghost', 'data-write': '', 'data-action': 'edit-server', 'data-server': id, onclick: () => serverForm(ctx, b, s) }, 'Edit') : null,
+          canAdmin ? h('button', {
+            type: 'button', class: 'btn small ghost danger', 'data-write': '', 'data-action': 'remove-server', 'data-server': id,
+            onclick: async (e) => {
+              if (!await confirmBox(`Remove server ${id}?`, h('p', null, 'Its live connections continue; it gets no new one.'), { ok: 'Remove', danger: true })) return;
+              if (await act(ctx, e.target, () => write(ctx, 'DELETE', path, undefined, `Removed server ${id}`))) ctx.refresh();
+            },
+          }, 'Remove') : null)) : null);
+    }))));
+}
+
+function serverFields(model, base) {
+  return [
+    input(model, [...base, 'name'], 'Name', 'text', { required: true, placeholder: 's1' }),
+    input(model, [...base, 'address'], 'Address', 'text', { required: true, placeholder: '10.0.0.1' }),
+    input(model, [...base, 'port'], 'Port', 'int', { min: 1, max: 65535, placeholder: '8080' }),
+    input(model, [...base, 'weight'], 'Weight', 'int', { min: 0, max: 256, placeholder: '100' }),
+    input(model, [...base, 'maxconn'], 'Maxconn', 'int', { min: 0, placeholder: '0 = no limit' }),
+    input(model, [...base, 'admin_state'], 'State', 'select', { options: STATES.map(([v]) => v), default: 'ready' }),
+  ];
+}
+
+function healthFields(model) {
+  const box = h('div');
+  const render = () => {
+    clear(box);
+    const hc = model.health_check;
+    box.append(h('div', { class: 'fields' },
+      input({ t: hc ? hc.type : '' }, ['t'], 'Health check', 'select', {
+        options: [['', 'none'], ['tcp', 'tcp connect'], ['http', 'http request']],
+        onchange: (v) => {
+          if (!v) delete model.health_check;
+          else model.health_check = { ...(model.health_check || { interval_ms: 2000, timeout_ms: 1000, rise: 2, fall: 3 }), type: v };
+          render();
+        },
+      }),
+      hc ? [
+        hc.type === 'http' ? input(model, ['health_check', 'path'], 'Path', 'text', { optional: true, placeholder: '/healthz' }) : null,
+        input(model, ['health_check', 'interval_ms'], 'Interval (ms)', 'int', { min: 0 }),
+        input(model, ['health_check', 'timeout_ms'], 'Timeout (ms)', 'int', { min: 0 }),
+        input(model, ['health_check', 'rise'], 'Rise', 'int', { min: 0 }),
+        input(model, ['health_check', 'fall'], 'Fall', 'int', { min: 0 }),
+      ] : null));
+  };
+  render();
+  return group(['health_check'], 'Health check', box);
+}
+
+export function backendForm(ctx, b) {
+  const editing = !!b;
+  const model = editing ? structuredClone(b) : { name: '', mode: 'tcp', balance: 'roundrobin', servers: [{ name: 's1', address: '', port: undefined }], timeouts: {} };
+  return modal((close) => {
+    const body = h('div', { data: { ptr: '/' } },
+      h('div', { class: 'fields' },
+        editing ? h('div', { class: 'field', data: { ptr: '/name' } }, h('label', null, 'Name'), h('input', { value: b.name, disabled: true }), h('div', { class: 'err' }))
+          : input(model, ['name'], 'Name', 'text', { required: true, placeholder: 'web' }),
+        input(model, ['mode'], 'Mode', 'select', { options: ['tcp', 'http'] }),
+        input(model, ['balance'], 'Balance', 'select', { options: ['roundrobin', 'leastconn', 'source', 'random'] }),
+        input(model, ['retries'], 'Retries', 'int', { min: 0, max: 100, placeholder: '3' })),
+      group(['timeouts'], 'Timeouts (ms; empty = default)', h('div', { class: 'fields' },
+        input(model, ['timeouts', 'connect_ms'], 'Connect', 'int', { min: 0, placeholder: '5000' }),
+        input(model, ['timeouts', 'server_ms'], 'Server', 'int', { min: 0, placeholder: '30000' }),
+        input(model, ['timeouts', 'queue_ms'], 'Queue', 'int', { min: 0, placeholder: '5000' }),
+        input(model, ['timeouts', 'tunnel_ms'], 'Tunnel', 'int', { min: 0, placeholder: '3600000' }))),
+      healthFields(model),
+      rows(model, ['servers'], {
+        title: 'Servers', add: 'Add server row',
+        blank: (i) => ({ name: `s${i + 1}`, address: '', admin_state: 'ready' }),
+        rowFn: (p) => serverFields(model, p),
+      }));
+    return formShell(editing ? `Edit backend ${b.name}` : 'New backend', body, {
+      submitLabel: editing ? 'Save' : 'Create', preview: true, onCancel: () => close(),
+      onSubmit: async (form, dry) => {
+        const path = editing ? `/api/v1/backends/${enc(b.name)}` : '/api/v1/backends';
+        const method = editing ? 'PUT' : 'POST';
+        if (dry) return previewPlan(form, method, path, model);
+        await write(ctx, method, path, model, `${editing ? 'Saved' : 'Created'} backend ${model.name}`);
+        close(true);
+        ctx.refresh();
+      },
+    });
+  }, { label: editing ? `Edit backend ${b.name}` : 'New backend', wide: true });
+}
+
+export async function previewPlan(form, method, path, body) {
+  const r = await request(method, path + (path.includes('?') ? '&' : '?') + 'dry_run=true', body);
+  const box = form.querySelector('.plan-preview');
+  clear(box).append(h('div', { class: 'notice' }, h('b', null, 'Plan (dry run, nothing changed yet)'), planList(r.data && r.data.plan)));
+}
+
+function serverForm(ctx, b, s) {
+  const editing = !!s;
+  const model = editing ? structuredClone(s) : { name: `s${b.servers.length + 1}`, address: '', admin_state: 'ready' };
+  return modal((close) => {
+    const body = h('div', { data: { ptr: '/' } }, h('div', { class: 'fields' }, serverFields(model, [])));
+    if (editing) {
+      const nameField = body.querySelector('[data-ptr="/name"] input');
+      nameField.disabled = true;
+    }
+    return formShell(editing ? `Edit server ${b.name}/${s.name}` : `Add a server to ${b.name}`, body, {
+      submitLabel: editing ? 'Save' : 'Add', preview: true, onCancel: () => close(),
+      onSubmit: async (form, dry) => {
+        const path = editing ? `/api/v1/backends/${enc(b.name)}/servers/${enc(s.name)}` : `/api/v1/backends/${enc(b.name)}/servers`;
+        const method = editing ? 'PUT' : 'POST';
+        if (dry) return previewPlan(form, method, path, model);
+        await write(ctx, method, path, model, `${editing ? 'Saved' : 'Added'} server ${b.name}/${model.name}`);
+        close(true);
+        ctx.refresh();
+      },
+    });
+  }, { label: 'Server' });
+}

@@ -1,0 +1,153 @@
+// Frontends with their binds and routes.
+
+import { h, clear, badge, modal, confirmBox, num } from '../dom.js';
+import { get, enc } from '../api.js';
+import { input, group, rows, formShell } from '../forms.js';
+import { write, act, cell, statKey, paint, subscribe } from '../common.js';
+import { previewPlan } from './backends.js';
+
+export default async function frontends(ctx, root) {
+  const [list, bks] = await Promise.all([get('/api/v1/frontends'), get('/api/v1/backends')]);
+  const backendNames = bks.map((b) => b.name);
+  const canAdmin = ctx.can('admin');
+
+  root.append(h('div', { class: 'page-head' },
+    h('h1', null, 'Frontends'),
+    h('div', { class: 'actions' },
+      canAdmin ? h('button', { type: 'button', class: 'btn primary', id: 'new-frontend', 'data-write': '', onclick: () => frontendForm(ctx, null, backendNames) }, 'New frontend') : null)));
+
+  if (!list.length) {
+    root.append(h('div', { class: 'panel' }, h('p', { class: 'empty' }, 'No frontend yet.',
+      canAdmin && !backendNames.length ? ' Create a backend first, then a frontend that sends to it.' : '')));
+  }
+
+  for (const f of list) {
+    const del = async (e) => {
+      if (!await confirmBox(`Delete frontend ${f.name}?`, h('p', null, 'Its binds close at once; live connections continue.'), { ok: 'Delete', danger: true })) return;
+      if (await act(ctx, e.target, () => write(ctx, 'DELETE', `/api/v1/frontends/${enc(f.name)}`, undefined, `Deleted frontend ${f.name}`))) ctx.refresh();
+    };
+    root.append(h('section', { class: 'panel', data: { frontend: f.name }, 'aria-label': `Frontend ${f.name}` },
+      h('div', { class: 'obj-head' },
+        h('h2', null, f.name), badge(f.mode), badge(`splice ${f.splice}`, f.splice === 'off' ? '' : 'accent'),
+        h('span', { class: 'muted' }, '→ ', f.default_backend ? h('a', { href: '#/backends' }, f.default_backend) : 'no default backend'),
+        canAdmin ? h('div', { class: 'actions' },
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-bind', onclick: () => bindForm(ctx, f) }, 'Add bind'),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-frontend', onclick: () => frontendForm(ctx, f, backendNames) }, 'Edit'),
+          h('button', { type: 'button', class: 'btn small danger', 'data-write': '', 'data-action': 'delete-frontend', onclick: del }, 'Delete')) : null),
+      h('div', { class: 'kv' },
+        h('span', null, 'maxconn ', h('b', null, f.maxconn ? num(f.maxconn) : 'global')),
+        h('span', null, 'client timeout ', h('b', null, `${num(f.timeouts.client_ms)} ms`)),
+        h('span', null, 'conns now ', cell('b', statKey('fe', f.name, 'connCur'))),
+        h('span', null, 'total ', cell('b', statKey('fe', f.name, 'connTotal'))),
+        h('span', null, 'in ', cell('b', statKey('fe', f.name, 'bytesIn'), 'bytes')),
+        h('span', null, 'out ', cell('b', statKey('fe', f.name, 'bytesOut'), 'bytes'))),
+      h('h3', null, 'Binds'),
+      f.binds.length ? h('div', { class: 'tablewrap' }, h('table', null,
+        h('thead', null, h('tr', null, ['Bind', 'Address', 'Port', 'Shards', 'Backlog', 'Threads', ''].map((t, i) => h('th', { class: i >= 2 && i <= 4 ? 'num' : '' }, t)))),
+        h('tbody', null, f.binds.map((b) => h('tr', { data: { bind: `${f.name}/${b.name}` } },
+          h('td', null, h('b', null, b.name)),
+          h('td', { class: 'mono' }, b.address),
+          h('td', { class: 'num mono' }, String(b.port)),
+          h('td', { class: 'num' }, b.shards ? String(b.shards) : 'distributor'),
+          h('td', { class: 'num' }, b.backlog ? String(b.backlog) : 'default'),
+          h('td', { class: 'mono' }, b.threads && b.threads.length ? b.threads.join(',') : 'all'),
+          h('td', null, canAdmin ? h('button', {
+            type: 'button', class: 'btn small ghost danger', 'data-write': '', 'data-action': 'remove-bind', 'data-bind': `${f.name}/${b.name}`,
+            onclick: async (e) => {
+              if (!await confirmBox(`Remove bind ${f.name}/${b.name}?`, h('p', null, `Stops listening on ${b.address}:${b.port}.`), { ok: 'Remove', danger: true })) return;
+              if (await act(ctx, e.target, () => write(ctx, 'DELETE', `/api/v1/frontends/${enc(f.name)}/binds/${enc(b.name)}`, undefined, `Removed bind ${f.name}/${b.name}`))) ctx.refresh();
+            },
+          }, 'Remove') : null)))))) : h('p', { class: 'empty' }, 'No bind: this frontend listens nowhere.'),
+      f.mode === 'http' || (f.routes && f.routes.length) ? [
+        h('h3', null, 'Routes ', h('span', { class: 'muted' }, '(first match wins)')),
+        f.routes.length ? h('div', { class: 'tablewrap' }, h('table', null,
+          h('thead', null, h('tr', null, ['#', 'Host', 'Path prefix', 'Method', 'Backend'].map((t) => h('th', null, t)))),
+          h('tbody', null, f.routes.map((r, i) => h('tr', null,
+            h('td', null, String(i + 1)), h('td', { class: 'mono' }, r.host || '*'), h('td', { class: 'mono' }, r.path_prefix || '*'),
+            h('td', { class: 'mono' }, r.method || '*'), h('td', null, r.backend)))))) : h('p', { class: 'empty' }, 'No route: everything goes to the default backend.'),
+      ] : null));
+  }
+  paint(root, ctx.live);
+  return subscribe(ctx.live, { stats: () => paint(root, ctx.live) });
+}
+
+function bindFields(model, base) {
+  return [
+    input(model, [...base, 'name'], 'Name', 'text', { required: true, placeholder: 'b1' }),
+    input(model, [...base, 'address'], 'Address', 'text', { required: true, placeholder: '0.0.0.0' }),
+    input(model, [...base, 'port'], 'Port', 'int', { min: 1, max: 65535, placeholder: '80' }),
+    input(model, [...base, 'shards'], 'Shards', 'int', { min: 0, placeholder: '0' }),
+    input(model, [...base, 'backlog'], 'Backlog', 'int', { min: 0, placeholder: 'default' }),
+  ];
+}
+
+function frontendForm(ctx, f, backendNames) {
+  const editing = !!f;
+  const model = editing ? structuredClone(f) : {
+    name: '', mode: 'tcp', default_backend: backendNames[0] || '', splice: 'auto',
+    binds: [{ name: 'b1', address: '0.0.0.0', port: undefined }], routes: [],
+  };
+  return modal((close) => {
+    const routesBox = h('div');
+    const renderRoutes = () => {
+      clear(routesBox);
+      if (model.mode === 'http' || (model.routes && model.routes.length)) {
+        routesBox.append(rows(model, ['routes'], {
+          title: 'Routes (http; first match wins)', add: 'Add route',
+          blank: { backend: backendNames[0] || '' },
+          rowFn: (p) => [
+            input(model, [...p, 'host'], 'Host', 'text', { optional: true, placeholder: 'any' }),
+            input(model, [...p, 'path_prefix'], 'Path prefix', 'text', { optional: true, placeholder: '/' }),
+            input(model, [...p, 'method'], 'Method', 'text', { optional: true, placeholder: 'any' }),
+            input(model, [...p, 'backend'], 'Backend', 'select', { options: backendNames }),
+          ],
+        }));
+      }
+    };
+    renderRoutes();
+    const body = h('div', { data: { ptr: '/' } },
+      h('div', { class: 'fields' },
+        editing ? h('div', { class: 'field', data: { ptr: '/name' } }, h('label', null, 'Name'), h('input', { value: f.name, disabled: true }), h('div', { class: 'err' }))
+          : input(model, ['name'], 'Name', 'text', { required: true, placeholder: 'public' }),
+        input(model, ['mode'], 'Mode', 'select', { options: ['tcp', 'http'], onchange: renderRoutes }),
+        input(model, ['default_backend'], 'Default backend', 'select', { options: [['', '(none)'], ...backendNames], optional: true }),
+        input(model, ['splice'], 'Splice', 'select', { options: ['auto', 'on', 'off'] }),
+        input(model, ['maxconn'], 'Maxconn', 'int', { min: 0, placeholder: '0 = global' })),
+      group(['timeouts'], 'Timeouts (ms; empty = default)', h('div', { class: 'fields' },
+        input(model, ['timeouts', 'client_ms'], 'Client', 'int', { min: 0, placeholder: '30000' }),
+        input(model, ['timeouts', 'tunnel_ms'], 'Tunnel', 'int', { min: 0, placeholder: '3600000' }),
+        input(model, ['timeouts', 'http_request_ms'], 'HTTP request', 'int', { min: 0 }),
+        input(model, ['timeouts', 'http_keep_alive_ms'], 'HTTP keep-alive', 'int', { min: 0 }))),
+      rows(model, ['binds'], {
+        title: 'Binds', add: 'Add bind row',
+        blank: (i) => ({ name: `b${i + 1}`, address: '0.0.0.0' }),
+        rowFn: (p) => bindFields(model, p),
+      }),
+      routesBox);
+    return formShell(editing ? `Edit frontend ${f.name}` : 'New frontend', body, {
+      submitLabel: editing ? 'Save' : 'Create', preview: true, onCancel: () => close(),
+      onSubmit: async (form, dry) => {
+        const path = editing ? `/api/v1/frontends/${enc(f.name)}` : '/api/v1/frontends';
+        const method = editing ? 'PUT' : 'POST';
+        if (dry) return previewPlan(form, method, path, model);
+        await write(ctx, method, path, model, `${editing ? 'Saved' : 'Created'} frontend ${model.name}`);
+        close(true);
+        ctx.refresh();
+      },
+    });
+  }, { label: editing ? `Edit frontend ${f.name}` : 'New frontend', wide: true });
+}
+
+function bindForm(ctx, f) {
+  const model = { name: `b${f.binds.length + 1}`, address: f.binds[0] ? f.binds[0].address : '0.0.0.0' };
+  return modal((close) => formShell(`Add a bind to ${f.name}`, h('div', { data: { ptr: '/' } }, h('div', { class: 'fields' }, bindFields(model, []))), {
+    submitLabel: 'Add', preview: true, onCancel: () => close(),
+    onSubmit: async (form, dry) => {
+      const path = `/api/v1/frontends/${enc(f.name)}/binds`;
+      if (dry) return previewPlan(form, 'POST', path, model);
+      await write(ctx, 'POST', path, model, `Added bind ${f.name}/${model.name}`);
+      close(true);
+      ctx.refresh();
+    },
+  }), { label: 'Bind' });
+}

@@ -1,0 +1,84 @@
+// Revisions: the kept generations, a readable diff between two, and
+// restore with a confirmation that shows the plan first.
+
+import { h, clear, ago, planList, confirmBox, badge } from '../dom.js';
+import { get, enc, ApiError } from '../api.js';
+import { write, act } from '../common.js';
+import { jsonDiff, show } from '../diff.js';
+
+export default async function revisions(ctx, root) {
+  const [revs, info] = await Promise.all([get('/api/v1/config/revisions'), get('/api/v1/info')]);
+  const current = info.generation;
+  const canAdmin = ctx.can('admin');
+  root.append(h('div', { class: 'page-head' }, h('h1', null, 'Revisions'),
+    h('span', { class: 'muted' }, `current generation ${current}; the last 100 are kept`)));
+  if (!revs.length) {
+    root.append(h('div', { class: 'panel' }, h('p', { class: 'empty' }, 'No revision yet: every accepted write makes one.')));
+    return;
+  }
+
+  const gens = revs.map((r) => r.generation);
+  const opt = (sel) => gens.map((g) => h('option', { value: String(g), selected: g === sel }, `#${g}`));
+  const fromSel = h('select', { id: 'diff-from', 'aria-label': 'From generation' }, opt(gens[1] ?? gens[0]));
+  const toSel = h('select', { id: 'diff-to', 'aria-label': 'To generation' }, opt(gens[0]));
+  const out = h('div', { id: 'diff-out', 'aria-live': 'polite' });
+
+  const compare = async () => {
+    const a = Number(fromSel.value); const b = Number(toSel.value);
+    clear(out).append(h('p', { class: 'muted' }, 'Loading…'));
+    try {
+      const [ra, rb] = await Promise.all([get(`/api/v1/config/revisions/${a}`), get(`/api/v1/config/revisions/${b}?against=${a}`)]);
+      const ca = ra.config || ra; const cb = rb.config || rb;
+      const strip = (c) => { const x = structuredClone(c); delete x.generation; return x; };
+      const d = jsonDiff(strip(ca), strip(cb));
+      clear(out).append(
+        h('h3', null, `Plan from #${a} to #${b}`), planList(rb.plan),
+        h('h3', null, `Changes in the document (${d.length})`),
+        d.length ? h('div', { class: 'tablewrap' }, h('table', { class: 'diff' },
+          h('thead', null, h('tr', null, h('th', null, ''), h('th', null, 'Where'), h('th', null, `#${a}`), h('th', null, `#${b}`))),
+          h('tbody', null, d.map((x) => h('tr', { class: x.op },
+            h('td', { class: 'op' }, x.op === 'add' ? '+' : x.op === 'del' ? '−' : '~'),
+            h('td', { class: 'path' }, x.path.replace(/^\./, '')),
+            h('td', { class: 'old' }, show(x.old)),
+            h('td', { class: 'new' }, show(x.new)))))))
+          : h('p', { class: 'muted' }, 'The two documents are the same.'));
+    } catch (e) {
+      clear(out).append(h('p', { class: 'notice warn', role: 'alert' }, e instanceof ApiError ? `${e.status}: ${e.message}` : e.message));
+    }
+  };
+
+  const restore = async (rev, button) => {
+    let plan = null;
+    try {
+      plan = (await get(`/api/v1/config/revisions/${rev}?against=${current}`)).plan;
+    } catch { /* the plan is a courtesy; the restore answer carries it too */ }
+    const ok = await confirmBox(`Restore generation ${rev}?`, h('div', null,
+      h('p', null, `The configuration of generation ${rev} becomes generation ${current + 1}. Nothing is lost: the current one stays in the list.`),
+      plan ? [h('h3', null, 'What changes'), planList(plan)] : null), { ok: `Restore #${rev}` });
+    if (!ok) return;
+    if (await act(ctx, button, () => write(ctx, 'POST', `/api/v1/config/revisions/${enc(rev)}/restore`, undefined, `Restored generation ${rev}`))) ctx.refresh();
+  };
+
+  root.append(h('div', { class: 'grid two' },
+    h('section', { class: 'panel' }, h('h2', null, 'History'), h('div', { class: 'tablewrap' }, h('table', { id: 'revisions' },
+      h('thead', null, h('tr', null, h('th', null, 'Gen'), h('th', null, 'When'), h('th', null, 'Change'), h('th', null, ''))),
+      h('tbody', null, revs.map((r) => h('tr', { data: { generation: String(r.generation) } },
+        h('td', null, h('b', null, `#${r.generation}`)),
+        h('td', { title: new Date(r.time).toLocaleString() }, ago(r.time)),
+        h('td', null, r.summary || '—', r.generation === current ? [' ', badge('current', 'ok')] : null),
+        h('td', null, h('div', { class: 'inline' },
+          h('button', {
+            type: 'button', class: 'btn small ghost', 'data-action': 'compare', 'data-generation': String(r.generation),
+            onclick: () => { fromSel.value = String(r.generation); toSel.value = String(current); compare(); },
+          }, 'Diff'),
+          canAdmin && r.generation !== current ? h('button', {
+            type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'restore', 'data-generation': String(r.generation),
+            onclick: (e) => restore(r.generation, e.target),
+          }, 'Restore…') : null)))))))),
+    h('section', { class: 'panel' }, h('h2', null, 'Compare'),
+      h('form', { class: 'inline', id: 'diff-form', onsubmit: (e) => { e.preventDefault(); compare(); } },
+        h('label', { for: 'diff-from' }, 'From'), fromSel, h('label', { for: 'diff-to' }, 'to'), toSel,
+        h('button', { type: 'submit', class: 'btn small primary' }, 'Show diff')),
+      out)));
+  if (gens.length > 1) compare();
+}

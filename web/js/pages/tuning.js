@@ -1,0 +1,54 @@
+// Tuning: the global data-plane knobs, validated by the API.
+
+import { h, badge } from '../dom.js';
+import { get } from '../api.js';
+import { input, group, formShell } from '../forms.js';
+import { write } from '../common.js';
+import { previewPlan } from './backends.js';
+
+export default async function tuning(ctx, root) {
+  const cur = await get('/api/v1/tuning');
+  const model = structuredClone(cur);
+  const canAdmin = ctx.can('admin');
+  const body = h('div', { data: { ptr: '/' } },
+    group([], 'Loops', h('div', { class: 'fields' },
+      input(model, ['nbthread'], 'Threads (nbthread)', 'int', { min: 0, hint: '0 = one per CPU in the affinity mask' }),
+      input(model, ['runqueue_depth'], 'Runqueue depth', 'int', { min: 0, hint: 'tasklets per round' }),
+      input(model, ['maxpollevents'], 'Max poll events', 'int', { min: 0, hint: 'events per epoll_wait' }))),
+    group(['sched'], 'Scheduler budget (percent; must add up to 100)', h('div', { class: 'fields' },
+      input(model, ['sched', 'urgent'], 'Urgent (I/O)', 'int', { min: 0, max: 100 }),
+      input(model, ['sched', 'normal'], 'Normal (tasks, timers)', 'int', { min: 0, max: 100 }),
+      input(model, ['sched', 'bulk'], 'Bulk (heavy transfers)', 'int', { min: 0, max: 100 }))),
+    group([], 'Accepting', h('div', { class: 'fields' },
+      input(model, ['distribution'], 'Distribution', 'select', { options: [['p2c-rr', 'p2c-rr (power of two)'], 'round-robin', 'least-conn', 'local'] }),
+      input(model, ['maxaccept'], 'Max accept', 'int', { min: 0, hint: 'per listener per round' }),
+      input(model, ['maxconn'], 'Max connections', 'int', { min: 0, hint: '0 = from RLIMIT_NOFILE' }))),
+    group([], 'Buffers and pipes', h('div', { class: 'fields' },
+      input(model, ['bufsize'], 'Buffer size (bytes)', 'int', { min: 0 }),
+      input(model, ['pipesize'], 'Pipe size (bytes)', 'int', { min: 0, hint: '0 = kernel default' }),
+      input(model, ['maxpipes'], 'Max pipes', 'int', { min: 0 }))));
+  // The group fieldsets without a pointer of their own must not catch
+  // errors for the whole body.
+  body.querySelectorAll('fieldset[data-ptr="/"]').forEach((f) => f.removeAttribute('data-ptr'));
+
+  const head = h('div', { class: 'page-head' }, h('h1', null, 'Tuning'),
+    canAdmin ? null : badge('read only', 'warn'));
+  root.append(head);
+  if (!canAdmin) {
+    body.querySelectorAll('input, select').forEach((e) => { e.disabled = true; });
+    root.append(h('div', { class: 'panel', id: 'tuning-form' }, body));
+    return;
+  }
+  const form = formShell('Data-plane tuning', body, {
+    submitLabel: 'Apply', preview: true,
+    onSubmit: async (f, dry) => {
+      if (dry) return previewPlan(f, 'PUT', '/api/v1/tuning', model);
+      await write(ctx, 'PUT', '/api/v1/tuning', model, 'Tuning applied');
+      ctx.refresh();
+    },
+  });
+  form.id = 'tuning-form';
+  form.querySelector('[data-action="submit"]').dataset.write = '';
+  form.querySelector('[data-action="preview"]').dataset.write = '';
+  root.append(h('div', { class: 'panel' }, form));
+}

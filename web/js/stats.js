@@ -1,0 +1,137 @@
+// Normalization of /api/v1/stats, /api/v1/activity and stats events into
+// one small shape the pages read. The reader is deliberately tolerant: it
+// accepts lists of objects with a name or maps keyed by name, and several
+// spellings of each counter (HAProxy's and ours), so the page keeps working
+// while the stats document grows.
+
+function isObj(v) { return v !== null && typeof v === 'object' && !Array.isArray(v); }
+
+// at reads a dotted path.
+function at(o, path) {
+  let v = o;
+  for (const k of path.split('.')) {
+    if (!isObj(v)) return undefined;
+    v = v[k];
+  }
+  return v;
+}
+
+// n returns the first numeric value among the candidate paths, else null.
+export function n(o, ...paths) {
+  if (!isObj(o)) return null;
+  for (const p of paths) {
+    const v = at(o, p);
+    if (typeof v === 'number' && Number.isFinite(v)) return v;
+    if (typeof v === 'string' && v !== '' && !Number.isNaN(Number(v))) return Number(v);
+  }
+  return null;
+}
+function s(o, ...paths) {
+  if (!isObj(o)) return null;
+  for (const p of paths) {
+    const v = at(o, p);
+    if (typeof v === 'string') return v;
+  }
+  return null;
+}
+function b(o, ...paths) {
+  if (!isObj(o)) return null;
+  for (const p of paths) {
+    const v = at(o, p);
+    if (typeof v === 'boolean') return v;
+  }
+  return null;
+}
+
+// list turns [{name..}] or {name: {...}} into [[name, obj]].
+function list(v) {
+  if (Array.isArray(v)) return v.filter(isObj).map((o, i) => [String(o.name ?? o.id ?? o.thread ?? o.loop ?? i), o]);
+  if (isObj(v)) return Object.entries(v).filter(([, o]) => isObj(o)).map(([k, o]) => [String(o.name ?? k), o]);
+  return [];
+}
+
+function counters(o) {
+  const bin = n(o, 'bytes_in', 'bin', 'bytes.in', 'in_bytes', 'traffic.bytes_in', 'bytes_in_total');
+  const bout = n(o, 'bytes_out', 'bout', 'bytes.out', 'out_bytes', 'traffic.bytes_out', 'bytes_out_total');
+  return {
+    connTotal: n(o, 'conns_total', 'connections_total', 'conn_total', 'conn_tot', 'stot', 'connections.total', 'conns.total', 'sessions_total', 'total'),
+    connCur: n(o, 'conns_current', 'conns_cur', 'connections_current', 'conn_cur', 'scur', 'cur', 'current', 'connections.current', 'conns.current', 'sessions_current'),
+    requests: n(o, 'requests', 'requests_total', 'req_total', 'req_tot', 'requests.total'),
+    reqRate: n(o, 'request_rate', 'req_rate', 'rate', 'requests_per_second', 'requests.rate'),
+    bytesIn: bin,
+    bytesOut: bout,
+    errors: n(o, 'errors', 'errors_total', 'ereq', 'econ', 'errors.total'),
+    denied: n(o, 'denied', 'denied_total', 'dreq'),
+    queue: n(o, 'queue', 'queue_length', 'qcur', 'queued'),
+    rtimeMs: n(o, 'response_time_avg_ms', 'rtime_ms', 'rtime', 'response_time_ms', 'avg_response_ms'),
+  };
+}
+
+function health(o) {
+  const up = b(o, 'up', 'health.up', 'healthy');
+  const st = s(o, 'health', 'health_state', 'status', 'check_status', 'state', 'health.state');
+  let state = st ? st.toLowerCase() : null;
+  if (!state && up !== null) state = up ? 'up' : 'down';
+  return {
+    up: up !== null ? up : (state ? /^(up|ok|healthy|no.?check)/.test(state) : null),
+    health: state,
+    admin: s(o, 'admin_state', 'admin'),
+    weight: n(o, 'weight', 'eweight'),
+    lastChange: s(o, 'last_change', 'last_state_change', 'lastchg') ?? n(o, 'last_change_s', 'lastchg_s'),
+  };
+}
+
+// normStats reads a stats document (or a stats event payload).
+export function normStats(raw) {
+  const doc = isObj(raw) && isObj(raw.stats) ? raw.stats : raw;
+  const out = { frontends: new Map(), backends: new Map(), loops: null, time: Date.now() };
+  if (!isObj(doc)) return out;
+  for (const [name, o] of list(doc.frontends)) out.frontends.set(name, { name, ...counters(o) });
+  for (const [name, o] of list(doc.backends)) {
+    const be = { name, ...counters(o), servers: new Map() };
+    for (const [sn, so] of list(o.servers)) be.servers.set(sn, { name: sn, ...counters(so), ...health(so) });
+    out.backends.set(name, be);
+  }
+  // Servers may also come as a flat list with a backend field.
+  for (const [sn, so] of list(doc.servers)) {
+    const bn = s(so, 'backend');
+    if (!bn) continue;
+    if (!out.backends.has(bn)) out.backends.set(bn, { name: bn, servers: new Map() });
+    out.backends.get(bn).servers.set(s(so, 'server', 'name') || sn, { name: sn, ...counters(so), ...health(so) });
+  }
+  const loops = doc.loops ?? doc.threads ?? doc.activity;
+  if (loops !== undefined) out.loops = normActivity(loops);
+  return out;
+}
+
+// normActivity reads /api/v1/activity: a list of loops, or {loops: [...]}.
+export function normActivity(raw) {
+  const src = isObj(raw) && (raw.loops || raw.threads) ? (raw.loops || raw.threads) : raw;
+  return list(src).map(([name, o], i) => {
+    const t = at(o, 'tasklets');
+    let tasklets = null;
+    if (Array.isArray(t)) tasklets = t.map(Number);
+    else if (isObj(t)) tasklets = [n(t, 'urgent') ?? 0, n(t, 'normal') ?? 0, n(t, 'bulk') ?? 0];
+    else {
+      const u = n(o, 'tasklets_urgent'); const no = n(o, 'tasklets_normal'); const bu = n(o, 'tasklets_bulk');
+      if (u !== null || no !== null || bu !== null) tasklets = [u ?? 0, no ?? 0, bu ?? 0];
+    }
+    return {
+      id: n(o, 'id', 'loop', 'thread') ?? i,
+      name,
+      cpu: o.cpus ?? o.cpu ?? null,
+      loops: n(o, 'loops'),
+      pollIO: n(o, 'poll_io'),
+      wakeTasks: n(o, 'wake_tasks'),
+      tasklets,
+      avgLoopUs: n(o, 'avg_loop_us'),
+      accepted: n(o, 'accepted'),
+      accqPushed: n(o, 'accq_pushed'),
+      accqFull: n(o, 'accq_full'),
+      spliceBytes: n(o, 'splice_bytes'),
+      pipesUsed: n(o, 'pipes_used'),
+      conns: n(o, 'conns', 'connections', 'conns_current'),
+      buffers: n(o, 'buffers_used', 'buffers'),
+    };
+  });
+}
