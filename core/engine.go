@@ -98,6 +98,7 @@ type bindRT struct {
 type beRT struct {
 	bb    *balance.Backend
 	pb    *proxy.Backend
+	chk   *proxy.Checker // health checks, nil without (engine_check.go)
 	stats *proxy.Counters
 }
 
@@ -411,6 +412,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			prev.bb.Retire(nil)
 		}
 	}
+	e.swapCheckers(newBE)
 	e.binds, e.fronts, e.backends = newBinds, newFE, newBE
 	e.maxconn.Store(globalMaxconn(&snap.Tuning))
 	e.pmu.Lock()
@@ -585,6 +587,7 @@ wait:
 	// Close what is left; bounded so a wedged loop cannot hang shutdown.
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	e.stopCheckers()
 	_ = e.onEveryLoop(cctx, func(_ *loop.Loop, w *proxy.Worker) { w.CloseAll() })
 	for _, l := range e.loops {
 		l.Stop()
