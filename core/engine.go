@@ -301,9 +301,6 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			stats = prev.stats
 		}
 		newBE[cb.Name] = &beRT{bb: bb, pb: proxy.NewBackend(bb, nloops, stats), stats: stats}
-		if cb.Mode == config.ModeHTTP {
-			e.log.Warn("http mode is not implemented yet: backend used as tcp", "backend", cb.Name)
-		}
 	}
 
 	// 2. Frontends (new runtime objects; feRT carried over by name).
@@ -328,7 +325,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			pf.Backend = be.pb
 		}
 		if cf.Mode == config.ModeHTTP {
-			e.log.Warn("http mode is not implemented yet: frontend forwards as tcp", "frontend", cf.Name)
+			pf.HTTP = httpFront(cf, pf.Backend, newBE)
 		}
 		fronts[cf.Name] = pf
 	}
@@ -503,7 +500,34 @@ func (e *Engine) accept(l *loop.Loop, fd int, ln *listen.Listener) {
 		return
 	}
 	e.admit(f)
+	if fe.HTTP != nil {
+		e.workers[l.ID()].StartHTTP(fd, fe)
+		return
+	}
 	e.workers[l.ID()].StartTCP(fd, fe)
+}
+
+// httpFront builds the http-mode part of a frontend: routes resolved to
+// the new generation's backends (a route to a missing backend answers 503).
+func httpFront(cf *config.Frontend, def *proxy.Backend, bes map[string]*beRT) *proxy.HTTPFront {
+	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
+	h := &proxy.HTTPFront{
+		Default:          def,
+		RequestTimeout:   ms(cf.Timeouts.HTTPRequestMs),
+		KeepAliveTimeout: ms(cf.Timeouts.HTTPKeepAliveMs),
+		ClientTimeout:    ms(cf.Timeouts.ClientMs),
+	}
+	if o := cf.HTTP; o != nil {
+		h.XForwardedFor, h.XForwardedProto, h.Via, h.MaxBody = o.XForwardedFor, o.XForwardedProto, o.Via, o.MaxBodySize
+	}
+	for _, r := range cf.Routes {
+		var be *proxy.Backend
+		if b := bes[r.Backend]; b != nil {
+			be = b.pb
+		}
+		h.Routes = append(h.Routes, proxy.NewRoute(r.Host, r.PathPrefix, r.Method, be))
+	}
+	return h
 }
 
 // admit counts a new connection; reaching a limit pauses the listeners

@@ -42,6 +42,7 @@ type Frontend struct {
 	Splice        SpliceMode
 	TunnelTimeout time.Duration // idle timeout once both sides are connected
 	Backend       *Backend      // nil: connections are closed at once
+	HTTP          *HTTPFront    // http mode when set (see StartHTTP)
 	Stats         *Counters     // carried over across snapshots (same name)
 	// OnClose, when set, runs on the loop thread each time a connection of
 	// this frontend ends (the engine's maxconn accounting).

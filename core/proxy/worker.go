@@ -25,6 +25,7 @@ type Worker struct {
 	live  *Tunnel // intrusive list of live tunnels
 	nlive int
 	sa    balance.SockaddrBuf // connect(2) address storage owned by this loop
+	h     httpState           // http mode: client connections, server pools, queue
 	// AccessLog receives one entry per connection of a frontend with
 	// access_log on; set by the engine before the loop runs (nil: none).
 	AccessLog *stats.LogRing
@@ -63,6 +64,7 @@ func (w *Worker) CloseAll() {
 	for w.live != nil {
 		w.live.close(closeAbort)
 	}
+	w.closeHTTP()
 	w.Pipes.Close()
 }
 

@@ -1,0 +1,742 @@
+package proxy
+
+import (
+	"net/netip"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/http1"
+	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/stats"
+)
+
+// Phases of an http client connection.
+const (
+	phHead     uint8 = iota // waiting for / reading a request head
+	phQueue                 // waiting for a server slot
+	phConnect               // connecting to the server
+	phExchange              // request to the server, response to the client
+	phDrain                 // a proxy answer is flushed, then the connection closes
+	phLinger                // answer sent and write side shut: discard input until EOF
+	phClosed
+)
+
+// viaName is the pseudonym in the Via fields we add.
+const viaName = "spliced"
+
+// lingerTimeout bounds how long a closing connection keeps reading (and
+// discarding) what the client still sends, so that closing with unread
+// input (which makes the kernel send a RST that may destroy the answer
+// before the client read it) is avoided.
+const lingerTimeout = 1e9
+
+// httpConn is an http-mode client connection and, while a request is in
+// flight, its exchange with one server connection. It is owned by one
+// loop; one request at a time (pipelined requests wait in the input buffer
+// until the current response is complete).
+type httpConn struct {
+	w  *Worker
+	fe *Frontend
+	hf *HTTPFront
+
+	cli  Side
+	in   *Buffer // client bytes not yet forwarded
+	qout *Buffer // rewritten request head (kept until the response starts, for a replay)
+	qlen int     // length of the rewritten head in qout
+	rout *Buffer // rewritten response head, or a proxy answer
+	req  http1.Request
+	sc   *srvConn
+	be   *Backend
+	slot *balance.Server // server whose slot (Acquire) this request holds
+	// This loop's counter slots of the frontend, the request's backend
+	// and server.
+	fs, bs, ss *stats.Slot
+	timer      loop.Timer
+
+	phase    uint8
+	deadline int64 // current phase's deadline (loop.Now units)
+	idle     int64 // exchange inactivity timeout
+	lastIO   int64
+	peer     netip.Addr
+	hash     uint64
+	attempts int
+	nreq     int
+
+	reqBody, respBody body
+	reqHeadSent       bool // the rewritten head left entirely
+	respHead          bool // the final response head was parsed
+	respSent          bool // some response byte went to the client
+	closeAfter        bool // the client connection ends after this response
+	upgrade           bool // 101 relayed: becomes a tunnel once flushed
+	moved             bool
+
+	queued       bool
+	qprev, qnext *httpConn
+	prev, next   *httpConn
+
+	bytesIn, bytesOut int64
+}
+
+func runHTTPTask(tk *loop.Tasklet) { tk.Owner.(*httpConn).process() }
+func runHTTPTimer(tm *loop.Timer)  { tm.Owner.(*httpConn).onTimer() }
+
+// StartHTTP takes ownership of the accepted client fd (non-blocking) and
+// serves http requests on it per fe.HTTP. Loop thread only.
+func (w *Worker) StartHTTP(fd int, fe *Frontend) {
+	if w.h.qtimer.Run == nil {
+		w.h.qtimer.Run, w.h.qtimer.Owner = runQueueTimer, w
+	}
+	c := w.newConn()
+	c.fe, c.hf = fe, fe.HTTP
+	c.cli.FD = loop.FD{Fd: fd, T: &c.cli.Task}
+	c.cli.Connected = true
+	c.req.Limits = http1.Limits{MaxHead: headLimit(w.Bufs.Size())}
+	c.req.Reset()
+	w.linkHTTP(c)
+	c.fs = fe.Stats.Loop(w.id)
+	c.fs.ConnTotal.Add(1)
+	c.fs.ConnCur.Add(1)
+	c.fs.ConnRate.Add(stats.Sec(w.L.Now()))
+	setNoDelay(fd)
+	if err := w.L.Register(&c.cli.FD); err != nil {
+		c.close(closeAbort)
+		return
+	}
+	c.cli.reg = true
+	c.peer = peerAddr(fd)
+	c.hash = balance.HashAddr(c.peer)
+	c.phase = phHead
+	c.armIn(c.hf.RequestTimeout)
+}
+
+func (w *Worker) newConn() *httpConn {
+	h := &w.h
+	if n := len(h.freeConn); n > 0 {
+		c := h.freeConn[n-1]
+		h.freeConn[n-1] = nil
+		h.freeConn = h.freeConn[:n-1]
+		return c
+	}
+	c := &httpConn{w: w}
+	c.cli.Task.Run, c.cli.Task.Owner = runHTTPTask, c
+	c.timer.Run, c.timer.Owner = runHTTPTimer, c
+	return c
+}
+
+func (w *Worker) linkHTTP(c *httpConn) {
+	h := &w.h
+	c.prev, c.next = nil, h.live
+	if h.live != nil {
+		h.live.prev = c
+	}
+	h.live = c
+	w.nlive++
+	w.act.Conns.Add(1)
+}
+
+func (w *Worker) unlinkHTTP(c *httpConn) {
+	h := &w.h
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		h.live = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next = nil, nil
+	w.nlive--
+	w.act.Conns.Add(-1)
+}
+
+// peerAddr is the client's IP address, read into a stack buffer.
+func peerAddr(fd int) netip.Addr {
+	var rsa unix.RawSockaddrAny
+	l := uint32(unsafe.Sizeof(rsa))
+	_, _, e := unix.RawSyscall(unix.SYS_GETPEERNAME, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&l)))
+	if e != 0 {
+		return netip.Addr{}
+	}
+	switch rsa.Addr.Family {
+	case unix.AF_INET:
+		p := (*unix.RawSockaddrInet4)(unsafe.Pointer(&rsa))
+		return netip.AddrFrom4(p.Addr)
+	case unix.AF_INET6:
+		p := (*unix.RawSockaddrInet6)(unsafe.Pointer(&rsa))
+		return netip.AddrFrom16(p.Addr)
+	}
+	return netip.Addr{}
+}
+
+func (c *httpConn) arm(at int64) {
+	c.deadline = at
+	c.w.L.Arm(&c.timer, at)
+}
+
+// armIn arms the phase deadline d from now; d <= 0 means none.
+func (c *httpConn) armIn(d time.Duration) {
+	if d <= 0 {
+		c.w.L.Disarm(&c.timer)
+		return
+	}
+	c.arm(c.w.L.Now() + int64(d))
+}
+
+// process runs whenever the client's or the attached server connection's
+// tasklet runs: it advances the phases as far as it can without blocking.
+func (c *httpConn) process() {
+	for i := 0; i < 16; i++ {
+		ph := c.phase
+		switch ph {
+		case phHead:
+			c.readHead()
+		case phConnect:
+			c.checkConnect()
+		case phExchange:
+			c.exchange()
+		case phDrain:
+			c.drain()
+		case phLinger:
+			c.linger()
+		default: // phQueue, phClosed: nothing to do on I/O
+			return
+		}
+		if c.phase == ph {
+			return
+		}
+	}
+	// Many pipelined requests in a row: yield, come back later.
+	c.w.L.Wake(&c.cli.Task, loop.Normal)
+}
+
+// readHead reads and parses the next request head from the client.
+func (c *httpConn) readHead() {
+	for {
+		if c.in != nil && c.in.Len() > 0 {
+			n, err := c.req.Parse(c.in.Data())
+			if err != nil {
+				c.fs.Errors.Add(1)
+				c.fail(err.(*http1.Error).Status)
+				return
+			}
+			if n > 0 {
+				c.startRequest(n)
+				return
+			}
+		}
+		if !c.cli.canRecv() {
+			return
+		}
+		if c.in == nil {
+			c.in = c.w.Bufs.Get()
+		}
+		compact(c.in)
+		if c.in.Room() == 0 {
+			// cannot happen: the parser's head limit is below the buffer
+			// size; answer as the parser would.
+			c.fail(431)
+			return
+		}
+		fresh := c.in.Len() == 0
+		room := c.in.Room()
+		n, e := recv(c.cli.FD.Fd, c.in.Free())
+		switch {
+		case e == 0 && n > 0:
+			c.in.Produced(n)
+			if fresh && c.nreq > 0 {
+				// the keep-alive wait ends, the request timeout starts
+				c.armIn(c.hf.RequestTimeout)
+			}
+			if n < room && c.cli.FD.Ready&(evRdHup|evHup|evErr) == 0 {
+				c.cli.FD.Ready &^= evIn
+			}
+		case e == 0:
+			// End of stream between requests is the normal end of a
+			// keep-alive connection; within a head it is an aborted
+			// request: nothing to answer to.
+			c.close(closeNormal)
+			return
+		case e == unix.EAGAIN:
+			c.cli.FD.Ready &^= evIn | evRdHup
+			c.releaseIn()
+			return
+		default:
+			c.close(closeAbort)
+			return
+		}
+	}
+}
+
+// compact moves pending bytes to the front of b when it has no room left
+// after them. Spans of a head being parsed stay valid: they are offsets
+// from the first pending byte.
+func compact(b *Buffer) {
+	if b.head > 0 && b.tail == len(b.b) {
+		n := copy(b.b, b.b[b.head:b.tail])
+		b.head, b.tail = 0, n
+	}
+}
+
+func (c *httpConn) releaseIn() {
+	if c.in != nil && c.in.Len() == 0 {
+		c.w.Bufs.Put(c.in)
+		c.in = nil
+	}
+}
+
+// startRequest handles a complete head of n bytes at the front of c.in:
+// checks, routing, the rewritten head, then a server.
+func (c *httpConn) startRequest(n int) {
+	w, r, hf := c.w, &c.req, c.hf
+	buf := c.in.Data()
+	c.nreq++
+	c.fs.Requests.Add(1)
+	c.fs.ReqRate.Add(stats.Sec(w.L.Now()))
+	c.w.L.Disarm(&c.timer)
+	if r.MethodID == http1.MethodCONNECT {
+		c.fail(501) // a reverse proxy does not open tunnels on request
+		return
+	}
+	if r.Body == http1.BodyLength && hf.MaxBody > 0 && r.ContentLength > hf.MaxBody {
+		c.fs.Denied.Add(1)
+		c.fail(413)
+		return
+	}
+	be, ok := hf.route(buf, r)
+	if !ok || be == nil {
+		c.fail(503)
+		return
+	}
+	c.be = be
+	c.reqBody.start(r.Body, r.ContentLength, hf.MaxBody)
+	// Check the body bytes that came with the head now: a malformed
+	// chunked body sent in one piece is refused before anything reaches
+	// a server.
+	if r.Body == http1.BodyChunked && len(buf) > n {
+		if st := c.reqBody.frame(buf[n:]); st != 0 {
+			c.fs.Errors.Add(1)
+			c.fail(st)
+			return
+		}
+	}
+	// The rewritten head: request line and end-to-end fields as received,
+	// the proxy's fields, and "Connection: upgrade" when upgrading.
+	if c.qout == nil {
+		c.qout = w.Bufs.Get()
+	}
+	if n+headSlack > c.qout.Cap() {
+		c.fail(431)
+		return
+	}
+	d := c.qout.b[:0]
+	d = append(d, buf[r.Method.Off:r.Target.Off+r.Target.Len]...)
+	if r.Minor == 0 {
+		d = append(d, " HTTP/1.0\r\n"...)
+	} else {
+		d = append(d, " HTTP/1.1\r\n"...)
+	}
+	keep := http1.KeepTransferEncoding
+	if r.Upgrade {
+		keep |= http1.KeepUpgrade
+	}
+	d = r.AppendEndToEnd(d, buf, keep)
+	if r.Upgrade {
+		d = append(d, "Connection: upgrade\r\n"...)
+	}
+	if hf.XForwardedFor && c.peer.IsValid() {
+		d = http1.AppendXForwardedFor(d, c.peer)
+	}
+	if hf.XForwardedProto {
+		d = http1.AppendXForwardedProto(d, false)
+	}
+	if hf.Via {
+		d = http1.AppendVia(d, r.Minor, viaName)
+	}
+	d = append(d, "\r\n"...)
+	c.qout.head, c.qout.tail = 0, len(d)
+	c.qlen = len(d)
+	c.in.Consumed(n)
+	c.releaseIn()
+
+	c.closeAfter = r.Close
+	c.respHead, c.respSent, c.reqHeadSent, c.upgrade = false, false, false, false
+	c.attempts = 0
+	c.bs = be.Stats.Loop(w.id)
+	c.bs.Requests.Add(1)
+	c.bs.ReqRate.Add(stats.Sec(w.L.Now()))
+	c.bs.ConnTotal.Add(1)
+	c.acquire(nil)
+}
+
+// acquire gets a server slot for the request: at once, or by queueing
+// when every usable server is at its maxconn.
+func (c *httpConn) acquire(exclude *balance.Server) {
+	s := c.be.pickers[c.w.id].Pick(c.hash, exclude)
+	if s == nil {
+		c.bs.NoServer.Add(1)
+		c.fail(503)
+		return
+	}
+	if !s.Acquire() {
+		if c.be.B.QueueTimeout <= 0 {
+			c.bs.NoServer.Add(1)
+			c.fail(503)
+			return
+		}
+		c.phase = phQueue
+		c.bs.Queue.Add(1)
+		c.w.enqueue(c)
+		c.armIn(c.be.B.QueueTimeout)
+		return
+	}
+	c.granted(s)
+}
+
+// granted: the request holds a slot of s; reuse a pooled connection when
+// that is safe, else connect.
+func (c *httpConn) granted(s *balance.Server) {
+	if c.phase == phQueue {
+		c.bs.Queue.Add(-1)
+	}
+	c.slot = s
+	c.ss = c.w.ServerSlot(s)
+	c.bs.ConnCur.Add(1)
+	if c.mayReuse() {
+		if sc := c.w.takeIdle(s); sc != nil {
+			c.attach(sc)
+			c.startExchange()
+			c.process()
+			return
+		}
+	}
+	c.connect(s)
+}
+
+// mayReuse: a pooled connection may have been closed by the server at the
+// very moment we reuse it; then the request is replayed on a new
+// connection, which is only possible when no body byte has left the
+// client buffer and the method is idempotent (RFC 9110 §9.2.2).
+func (c *httpConn) mayReuse() bool {
+	if c.req.Body != http1.BodyNone || c.req.Upgrade || c.req.Minor == 0 {
+		return false
+	}
+	switch c.req.MethodID {
+	case http1.MethodGET, http1.MethodHEAD, http1.MethodOPTIONS, http1.MethodTRACE,
+		http1.MethodPUT, http1.MethodDELETE:
+		return true
+	}
+	return false
+}
+
+func (c *httpConn) attach(sc *srvConn) {
+	sc.owner = c
+	c.sc = sc
+	sc.resp.Reset()
+}
+
+// connect opens a new connection to s for the request.
+func (c *httpConn) connect(s *balance.Server) {
+	c.attempts++
+	if c.attempts > 1 {
+		c.bs.Retries.Add(1)
+	}
+	sc, ok := c.w.dial(s)
+	if !ok {
+		c.connectFailed()
+		return
+	}
+	c.attach(sc)
+	c.phase = phConnect
+	c.armIn(c.be.B.ConnectTimeout)
+}
+
+// checkConnect looks at the outcome of a pending connect.
+func (c *httpConn) checkConnect() {
+	sc := c.sc
+	r := sc.side.FD.Ready
+	if r&(evOut|evErr|evHup) == 0 {
+		return
+	}
+	if e := sockError(sc.side.FD.Fd); e != 0 || r&evOut == 0 {
+		c.connectFailed()
+		return
+	}
+	sc.side.Connected = true
+	c.startExchange()
+}
+
+// connectFailed drops the attempt and retries another server (the failed
+// one excluded while another is usable), up to the backend's Retries.
+func (c *httpConn) connectFailed() {
+	s := c.slot
+	c.bs.ConnectErrors.Add(1)
+	if s != nil {
+		s.ConnectFailed()
+	}
+	if c.sc != nil {
+		c.w.closeSrv(c.sc)
+		c.sc = nil
+	}
+	c.releaseSlot()
+	if c.attempts > c.be.B.Retries {
+		c.fs.ConnectErrors.Add(1)
+		c.fail(503)
+		return
+	}
+	c.acquire(s)
+}
+
+// releaseSlot gives the server slot back and lets a queued request of
+// this loop have it.
+func (c *httpConn) releaseSlot() {
+	if c.slot == nil {
+		return
+	}
+	c.slot.Release()
+	c.slot = nil
+	c.bs.ConnCur.Add(-1)
+	if c.w.h.qhead != nil {
+		c.w.kickQueue()
+	}
+}
+
+// fail answers the request with a proxy-generated error and closes the
+// connection once it is sent. If part of a response already went to the
+// client, there is nothing sensible to add: the connection is cut.
+func (c *httpConn) fail(status int) {
+	if c.phase == phClosed {
+		return
+	}
+	c.fs.CountStatus(status)
+	if c.queued {
+		c.w.dequeue(c)
+		c.bs.Queue.Add(-1)
+	}
+	if c.sc != nil {
+		c.w.closeSrv(c.sc)
+		c.sc = nil
+	}
+	c.releaseSlot()
+	if c.respSent || (c.rout != nil && c.rout.Len() > 0) {
+		c.close(closeAbort)
+		return
+	}
+	if c.rout == nil {
+		c.rout = c.w.Bufs.Get()
+	}
+	c.rout.head, c.rout.tail = 0, len(http1.AppendError(c.rout.b[:0], status))
+	c.putQout()
+	c.phase = phDrain
+	c.armIn(c.hf.ClientTimeout)
+	c.drain()
+}
+
+// drain flushes a proxy answer, then shuts the write side and lingers.
+func (c *httpConn) drain() {
+	if c.rout != nil && c.rout.Len() > 0 {
+		if !c.cli.canSend() {
+			return
+		}
+		if !c.flushTo(&c.cli, c.rout) {
+			c.close(closeAbort)
+			return
+		}
+		if c.rout.Len() > 0 {
+			return
+		}
+	}
+	c.putRout()
+	c.closeGracefully()
+}
+
+// closeGracefully ends a connection after its last response: close(2) at
+// once when no client byte is pending (a FIN), otherwise shut the write
+// side and read until the client closes, so that the kernel does not
+// answer unread input with a RST that would destroy the response.
+func (c *httpConn) closeGracefully() {
+	if c.in == nil || c.in.Len() == 0 {
+		var b [1]byte
+		_, e := recv(c.cli.FD.Fd, b[:])
+		if e == unix.EAGAIN {
+			c.close(closeNormal)
+			return
+		}
+		if e != 0 {
+			c.close(closeAbort)
+			return
+		}
+	}
+	shutWrite(c.cli.FD.Fd)
+	c.phase = phLinger
+	c.arm(c.w.L.Now() + lingerTimeout)
+	c.linger()
+}
+
+// linger discards client input until end of stream or the linger timeout.
+func (c *httpConn) linger() {
+	if c.in == nil {
+		c.in = c.w.Bufs.Get()
+	}
+	for c.cli.canRecv() {
+		c.in.head, c.in.tail = 0, 0
+		n, e := recv(c.cli.FD.Fd, c.in.b)
+		switch {
+		case e == 0 && n > 0:
+			continue
+		case e == unix.EAGAIN:
+			c.cli.FD.Ready &^= evIn | evRdHup
+			return
+		case e == 0:
+			c.close(closeNormal)
+			return
+		default:
+			c.close(closeAbort)
+			return
+		}
+	}
+}
+
+// onTimer: the deadline of the current phase.
+func (c *httpConn) onTimer() {
+	now := c.w.L.Now()
+	switch c.phase {
+	case phHead:
+		if now < c.deadline {
+			c.w.L.Arm(&c.timer, c.deadline)
+			return
+		}
+		c.fs.Timeouts.Add(1)
+		if c.in != nil && c.in.Len() > 0 {
+			c.fail(408)
+		} else {
+			c.close(closeNormal) // idle keep-alive connection
+		}
+	case phQueue:
+		c.fs.Timeouts.Add(1)
+		c.bs.NoServer.Add(1)
+		c.fail(503)
+	case phConnect:
+		c.fs.Timeouts.Add(1)
+		c.connectFailed()
+	case phExchange:
+		if c.idle <= 0 {
+			return
+		}
+		if now-c.lastIO < c.idle {
+			c.w.L.Arm(&c.timer, c.lastIO+c.idle)
+			return
+		}
+		c.fs.Timeouts.Add(1)
+		if !c.respHead {
+			c.fail(504)
+		} else {
+			c.close(closeTimeout)
+		}
+	case phDrain, phLinger:
+		c.close(closeTimeout)
+	}
+}
+
+func (c *httpConn) putQout() {
+	if c.qout != nil {
+		c.qout.head, c.qout.tail = 0, 0
+		c.w.Bufs.Put(c.qout)
+		c.qout = nil
+	}
+}
+
+func (c *httpConn) putRout() {
+	if c.rout != nil {
+		c.rout.head, c.rout.tail = 0, 0
+		c.w.Bufs.Put(c.rout)
+		c.rout = nil
+	}
+}
+
+// flushTo writes b to s until it is empty or s would block; false on an
+// I/O error.
+func (c *httpConn) flushTo(s *Side, b *Buffer) bool {
+	for b.Len() > 0 {
+		n, e := send(s.FD.Fd, b.Data())
+		if e == unix.EAGAIN || (e == 0 && n == 0) {
+			s.FD.Ready &^= evOut
+			return true
+		}
+		if e != 0 {
+			return false
+		}
+		b.Consumed(n)
+		c.moved = true
+	}
+	return true
+}
+
+// close ends the client connection and whatever is attached to it.
+func (c *httpConn) close(why uint8) {
+	if c.phase == phClosed {
+		return
+	}
+	w := c.w
+	if c.queued {
+		w.dequeue(c)
+		c.bs.Queue.Add(-1)
+	}
+	c.phase = phClosed
+	w.L.Disarm(&c.timer)
+	w.L.Unqueue(&c.cli.Task)
+	if c.sc != nil {
+		w.closeSrv(c.sc)
+		c.sc = nil
+	}
+	c.releaseSlot()
+	if c.cli.FD.Fd >= 0 {
+		if c.cli.reg {
+			w.L.Unregister(&c.cli.FD)
+			c.cli.reg = false
+		}
+		unix.Close(c.cli.FD.Fd)
+		c.cli.FD.Fd = -1
+	}
+	if c.in != nil {
+		c.in.head, c.in.tail = 0, 0
+		w.Bufs.Put(c.in)
+		c.in = nil
+	}
+	c.putQout()
+	c.putRout()
+	c.reqBody.release(w)
+	c.respBody.release(w)
+	fs := c.fs
+	fs.ConnCur.Add(-1)
+	fs.BytesIn.Add(c.bytesIn)
+	fs.BytesOut.Add(c.bytesOut)
+	switch why {
+	case closeAbort:
+		fs.Aborts.Add(1)
+	}
+	w.unlinkHTTP(c)
+	if c.fe.OnClose != nil {
+		c.fe.OnClose()
+	}
+	c.recycle()
+}
+
+// recycle clears c for reuse by the next accepted connection. Nothing
+// refers to it any more: its tasklet is unqueued, its timer disarmed, its
+// fd unregistered.
+func (c *httpConn) recycle() {
+	w := c.w
+	c.fe, c.hf, c.be, c.slot, c.sc = nil, nil, nil, nil, nil
+	c.fs, c.bs, c.ss = nil, nil, nil
+	c.cli.FD.Ready = 0
+	c.cli.Connected = false
+	c.nreq, c.attempts = 0, 0
+	c.bytesIn, c.bytesOut = 0, 0
+	c.reqBody, c.respBody = body{}, body{}
+	if len(w.h.freeConn) < maxFreeConns {
+		w.h.freeConn = append(w.h.freeConn, c)
+	}
+}

@@ -1,0 +1,567 @@
+package proxy
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/http1"
+	"github.com/spliced-proxy/spliced/core/loop"
+)
+
+// spliceMin is the length of a Content-Length body left to relay from
+// which the rest moves through a pipe (when the frontend's splice policy
+// is not off): below it, the two extra splice calls per chunk cost more
+// than the copy they save.
+const spliceMin = 64 << 10
+
+// body is the framing state of one message body being relayed.
+type body struct {
+	kind     http1.Body
+	left     int64 // BodyLength: bytes not framed yet
+	ck       http1.Chunked
+	ok       int // framed bytes at the front of the source buffer, not sent yet
+	eof      bool
+	broken   bool  // the destination failed: stop relaying
+	pipe     *Pipe // splice relay of a long Content-Length body
+	noSplice bool
+	total    int64 // bytes relayed
+}
+
+func (b *body) start(kind http1.Body, cl, maxBody int64) {
+	b.kind, b.left, b.ok, b.eof, b.broken, b.total = kind, 0, 0, false, false, 0
+	switch kind {
+	case http1.BodyLength:
+		b.left = cl
+	case http1.BodyChunked:
+		b.ck.MaxBody = maxBody
+		b.ck.Reset()
+	}
+}
+
+// frame marks the body bytes at the start of p (the source bytes after the
+// ones already framed) as ready to send. It returns 0, or the status of a
+// framing error (malformed chunked body: 400; over the size bound: 413).
+func (b *body) frame(p []byte) int {
+	switch b.kind {
+	case http1.BodyLength:
+		n := int64(len(p))
+		if n > b.left {
+			n = b.left
+		}
+		b.ok += int(n)
+		b.left -= n
+	case http1.BodyChunked:
+		for len(p) > 0 && !b.ck.Done() {
+			n, _, err := b.ck.Decode(p)
+			if err != nil {
+				return err.(*http1.Error).Status
+			}
+			if n == 0 {
+				break
+			}
+			b.ok += n
+			p = p[n:]
+		}
+	case http1.BodyUntilClose:
+		b.ok += len(p)
+	}
+	return 0
+}
+
+// complete: every byte of the body was relayed.
+func (b *body) complete() bool {
+	if b.ok > 0 || (b.pipe != nil && b.pipe.Data > 0) {
+		return false
+	}
+	switch b.kind {
+	case http1.BodyLength:
+		return b.left == 0
+	case http1.BodyChunked:
+		return b.ck.Done()
+	case http1.BodyUntilClose:
+		return b.eof
+	}
+	return true
+}
+
+func (b *body) release(w *Worker) {
+	if b.pipe != nil {
+		w.Pipes.Put(b.pipe)
+		b.pipe = nil
+	}
+}
+
+// relay results besides 0 (progress made or nothing to do) and a framing
+// status (> 0).
+const (
+	relSrc = -1 // the source ended early or failed
+	relDst = -2 // the destination failed
+)
+
+// relay moves body bytes from src (through the buffer *pin, or a pipe)
+// to dst until the body is complete, the source is drained, or dst would
+// block with no room left to read into: the source is then left unread
+// and TCP flow control slows its sender, as in tcp mode.
+func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
+	w := c.w
+	budget := runCap
+	res := 0
+	for {
+		if p := b.pipe; p != nil && p.Data > 0 {
+			if !dst.canSend() {
+				break
+			}
+			n, e := splice(p.r, dst.FD.Fd, p.Data)
+			if e == unix.EAGAIN || (e == 0 && n == 0) {
+				dst.FD.Ready &^= evOut
+				break
+			}
+			if e != 0 {
+				res = relDst
+				break
+			}
+			p.Data -= n
+			b.total += int64(n)
+			c.moved = true
+			continue
+		}
+		in := *pin
+		if in != nil && in.Len() > b.ok {
+			if st := b.frame(in.Data()[b.ok:]); st != 0 {
+				res = st
+				break
+			}
+		}
+		if b.ok > 0 {
+			if !dst.canSend() {
+				break
+			}
+			n, e := send(dst.FD.Fd, in.Data()[:b.ok])
+			if e == unix.EAGAIN || (e == 0 && n == 0) {
+				dst.FD.Ready &^= evOut
+				break
+			}
+			if e != 0 {
+				res = relDst
+				break
+			}
+			in.Consumed(n)
+			b.ok -= n
+			b.total += int64(n)
+			c.moved = true
+			continue
+		}
+		if b.complete() || (in != nil && in.Len() > 0) {
+			break
+		}
+		if budget <= 0 {
+			if src.canRecv() {
+				w.L.Wake(&src.Task, loop.Bulk)
+			}
+			break
+		}
+		if !src.canRecv() {
+			break
+		}
+		if b.kind == http1.BodyLength && b.left >= spliceMin && c.fe.Splice != SpliceOff && !b.noSplice {
+			if b.pipe == nil {
+				b.pipe = w.Pipes.Get()
+			}
+			if p := b.pipe; p != nil {
+				room := p.size - p.Data
+				if int64(room) > b.left {
+					room = int(b.left)
+				}
+				n, e := splice(src.FD.Fd, p.w, room)
+				switch {
+				case e == 0 && n > 0:
+					p.Data += n
+					b.left -= int64(n)
+					budget -= n
+					w.act.SpliceBytes.Add(uint64(n))
+					continue
+				case e == 0:
+					b.eof = true
+					res = relSrc
+				case e == unix.EAGAIN:
+					if p.Data == 0 {
+						src.FD.Ready &^= evIn | evRdHup
+					}
+				case e == unix.EINVAL || e == unix.ENOSYS || e == unix.EOPNOTSUPP:
+					b.noSplice = true
+					continue
+				default:
+					res = relSrc
+				}
+				break
+			}
+		}
+		if in == nil {
+			in = w.Bufs.Get()
+			*pin = in
+		}
+		compact(in)
+		room := in.Room()
+		if room == 0 {
+			break
+		}
+		n, e := recv(src.FD.Fd, in.Free())
+		switch {
+		case e == 0 && n > 0:
+			in.Produced(n)
+			budget -= n
+			if n < room && src.FD.Ready&(evRdHup|evHup|evErr) == 0 {
+				src.FD.Ready &^= evIn
+			}
+			continue
+		case e == 0:
+			b.eof = true
+			if b.kind == http1.BodyUntilClose {
+				continue
+			}
+			res = relSrc
+		case e == unix.EAGAIN:
+			src.FD.Ready &^= evIn | evRdHup
+		default:
+			res = relSrc
+		}
+		break
+	}
+	if in := *pin; in != nil && in.Len() == 0 {
+		w.Bufs.Put(in)
+		*pin = nil
+	}
+	if b.pipe != nil && b.pipe.Data == 0 {
+		w.Pipes.Put(b.pipe)
+		b.pipe = nil
+	}
+	return res
+}
+
+// startExchange: a connected server connection carries the request.
+func (c *httpConn) startExchange() {
+	now := c.w.L.Now()
+	c.phase = phExchange
+	c.idle = int64(c.be.B.ServerTimeout)
+	c.lastIO = now
+	if c.idle > 0 {
+		c.arm(now + c.idle)
+	} else {
+		c.w.L.Disarm(&c.timer)
+	}
+}
+
+// exchange moves the request to the server and the response to the
+// client, each as far as it can go without blocking.
+func (c *httpConn) exchange() {
+	for {
+		sc := c.sc
+		c.moved = false
+		if !c.reqHeadSent && sc.side.canSend() {
+			if !c.flushTo(&sc.side, c.qout) {
+				c.serverFailed()
+				return
+			}
+			c.reqHeadSent = c.qout.Len() == 0
+		}
+		if c.reqHeadSent && !c.reqBody.broken && !c.reqBody.complete() {
+			switch st := c.relay(&c.reqBody, &c.cli, &c.in, &sc.side); {
+			case st == relSrc:
+				c.close(closeAbort) // the client left in the middle of its body
+				return
+			case st == relDst:
+				// The server stopped reading: it may have answered
+				// already (a 413 of its own...); read on, then close.
+				c.reqBody.broken = true
+				c.closeAfter = true
+			case st > 0:
+				c.fs.Errors.Add(1)
+				c.fail(st)
+				return
+			}
+		}
+		if !c.respHead && !c.readResponse() {
+			return
+		}
+		if c.rout != nil {
+			if c.rout.Len() > 0 && c.cli.canSend() && !c.flushTo(&c.cli, c.rout) {
+				c.close(closeAbort)
+				return
+			}
+			if c.rout.Len() == 0 {
+				c.putRout()
+			}
+		}
+		if c.respHead && c.rout == nil {
+			if c.upgrade {
+				c.toTunnel()
+				return
+			}
+			if !c.respBody.complete() {
+				if st := c.relay(&c.respBody, &sc.side, &sc.in, &c.cli); st != 0 {
+					// A server that breaks its framing or vanishes in the
+					// middle of a body, or a client that went away: the
+					// response cannot be completed, cut the connection.
+					c.close(closeAbort)
+					return
+				}
+			}
+			if c.respBody.complete() {
+				c.finishExchange()
+				return
+			}
+		}
+		if !c.moved {
+			return
+		}
+		c.lastIO = c.w.L.Now()
+	}
+}
+
+// readResponse reads and parses the server's response head (interim
+// responses are relayed as they come). It returns false when the
+// connection left the exchange phase (error answered, replay started).
+func (c *httpConn) readResponse() bool {
+	sc := c.sc
+	for {
+		if c.rout != nil && c.rout.Len() > 0 {
+			return true // an interim response is still being sent
+		}
+		if sc.in != nil && sc.in.Len() > 0 {
+			r := &sc.resp
+			n, err := r.Parse(sc.in.Data(), c.req.MethodID)
+			if err != nil {
+				c.fail(502)
+				return false
+			}
+			if n > 0 {
+				c.putQout() // the server answered: no replay from here on
+				if r.Interim {
+					// 1xx (100 Continue, 103 Early Hints) go to HTTP/1.1
+					// clients only (RFC 9110 §15.2).
+					if c.req.Minor == 1 {
+						c.buildRespHead(false)
+					}
+					sc.in.Consumed(n)
+					r.Reset()
+					continue
+				}
+				if r.Upgrade {
+					if r.Status != 101 || !c.req.Upgrade || !c.reqBody.complete() {
+						c.fail(502)
+						return false
+					}
+					c.upgrade = true
+				}
+				c.respHead = true
+				if r.Body == http1.BodyUntilClose || !c.reqBody.complete() || c.reqBody.broken {
+					c.closeAfter = true
+				}
+				c.buildRespHead(true)
+				sc.in.Consumed(n)
+				c.respBody.start(r.Body, r.ContentLength, 0)
+				c.fs.CountStatus(r.Status)
+				c.bs.CountStatus(r.Status)
+				if t := int64(c.hf.ClientTimeout); t > 0 && (c.idle <= 0 || t < c.idle) {
+					c.idle = t
+				}
+				return true
+			}
+		}
+		if !sc.side.canRecv() {
+			return true
+		}
+		if sc.in == nil {
+			sc.in = c.w.Bufs.Get()
+		}
+		compact(sc.in)
+		room := sc.in.Room()
+		if room == 0 {
+			c.fail(502) // cannot happen: the head limit is below the buffer size
+			return false
+		}
+		n, e := recv(sc.side.FD.Fd, sc.in.Free())
+		switch {
+		case e == 0 && n > 0:
+			sc.in.Produced(n)
+			c.moved = true
+			if n < room && sc.side.FD.Ready&(evRdHup|evHup|evErr) == 0 {
+				sc.side.FD.Ready &^= evIn
+			}
+		case e == unix.EAGAIN:
+			sc.side.FD.Ready &^= evIn | evRdHup
+			return true
+		default:
+			// End of stream or reset before a complete head.
+			if c.canReplay() {
+				c.replay()
+				return false
+			}
+			c.fail(502)
+			return false
+		}
+	}
+}
+
+// canReplay: the server connection was a pooled one that failed before
+// answering anything, and the request can be sent again as it was.
+func (c *httpConn) canReplay() bool {
+	sc := c.sc
+	return sc.reused && c.qout != nil && !c.respSent && (sc.in == nil || sc.in.Len() == 0) &&
+		c.req.Body == http1.BodyNone && c.attempts <= c.be.B.Retries
+}
+
+// replay sends the request again on a new connection to the same server
+// (the slot is kept). The rewritten head is still in qout's storage.
+func (c *httpConn) replay() {
+	c.w.closeSrv(c.sc)
+	c.sc = nil
+	c.qout.head, c.qout.tail = 0, c.qlen
+	c.reqHeadSent = false
+	c.connect(c.slot)
+}
+
+// serverFailed: writing the request to the server failed.
+func (c *httpConn) serverFailed() {
+	if c.canReplay() {
+		c.replay()
+		return
+	}
+	c.fail(502)
+}
+
+// buildRespHead writes the relayed response head (status line and
+// end-to-end fields as received, plus Connection and Via as needed) into
+// rout; the head is at the front of the server buffer.
+func (c *httpConn) buildRespHead(final bool) {
+	sc := c.sc
+	r := &sc.resp
+	buf := sc.in.Data()
+	if c.rout == nil {
+		c.rout = c.w.Bufs.Get()
+	}
+	d := c.rout.b[:0]
+	d = append(d, buf[:r.Reason.Off+r.Reason.Len]...)
+	d = append(d, "\r\n"...)
+	keep := http1.KeepTransferEncoding
+	if r.Status == 101 {
+		keep |= http1.KeepUpgrade
+	}
+	d = r.AppendEndToEnd(d, buf, keep)
+	if final {
+		switch {
+		case c.upgrade:
+			d = append(d, "Connection: upgrade\r\n"...)
+		case c.closeAfter:
+			d = append(d, "Connection: close\r\n"...)
+		case c.req.Minor == 0:
+			d = append(d, "Connection: keep-alive\r\n"...)
+		}
+	}
+	if c.hf.Via {
+		d = http1.AppendVia(d, r.Minor, viaName)
+	}
+	d = append(d, "\r\n"...)
+	c.rout.head, c.rout.tail = 0, len(d)
+	c.respSent = true
+}
+
+// finishExchange: the response is complete. The server connection goes
+// back to the pool when both sides kept the framing and want to go on;
+// the client connection waits for its next request, or closes.
+func (c *httpConn) finishExchange() {
+	w := c.w
+	sc := c.sc
+	c.sc = nil
+	keep := !sc.resp.Close && c.reqHeadSent && !c.reqBody.broken && c.reqBody.complete() &&
+		(sc.in == nil || sc.in.Len() == 0) && c.req.Minor == 1
+	if sc.in != nil && sc.in.Len() == 0 {
+		w.Bufs.Put(sc.in)
+		sc.in = nil
+	}
+	if !keep || !w.poolSrv(sc) {
+		w.closeSrv(sc)
+	}
+	c.bytesIn += c.reqBody.total
+	c.bytesOut += c.respBody.total
+	c.putQout()
+	c.reqBody.release(w)
+	c.respBody.release(w)
+	c.releaseSlot()
+	if c.closeAfter {
+		c.closeGracefully()
+		return
+	}
+	c.req.Reset()
+	c.phase = phHead
+	if c.in != nil && c.in.Len() > 0 {
+		c.armIn(c.hf.RequestTimeout)
+	} else {
+		c.armIn(c.hf.KeepAliveTimeout)
+	}
+}
+
+// toTunnel hands the client and server connections of an upgraded
+// exchange (101 relayed) to a tcp-mode Tunnel, with the bytes each side
+// already sent beyond the heads. The tunnel takes over the counters, the
+// server slot and the frontend's OnClose.
+func (c *httpConn) toTunnel() {
+	w := c.w
+	sc := c.sc
+	t := &Tunnel{w: w, fe: c.fe, be: c.be, server: c.slot, fs: c.fs, bs: c.bs, ss: c.ss}
+	t.cli.FD = loop.FD{Fd: c.cli.FD.Fd, T: &t.cli.Task, Ready: c.cli.FD.Ready}
+	t.srv.FD = loop.FD{Fd: sc.side.FD.Fd, T: &t.srv.Task, Ready: sc.side.FD.Ready}
+	t.cli.Connected, t.srv.Connected = true, true
+	t.cli.Task.Run, t.cli.Task.Owner = runTunnelTask, t
+	t.srv.Task.Run, t.srv.Task.Owner = runTunnelTask, t
+	t.timer.Run, t.timer.Owner = runTunnelTimer, t
+	t.c2s = dir{src: &t.cli, dst: &t.srv, other: &t.s2c, mode: c.fe.Splice, buf: c.in}
+	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mode: c.fe.Splice, buf: sc.in}
+	t.idle = int64(c.fe.TunnelTimeout)
+	if bt := int64(c.be.B.TunnelTimeout); bt > 0 && (t.idle <= 0 || bt < t.idle) {
+		t.idle = bt
+	}
+	t.state = stEstablished
+	// Detach the fds, buffers and slot from the http side without closing
+	// them.
+	if c.cli.reg {
+		w.L.Unregister(&c.cli.FD)
+		c.cli.reg = false
+	}
+	if sc.side.reg {
+		w.L.Unregister(&sc.side.FD)
+		sc.side.reg = false
+	}
+	c.cli.FD.Fd, sc.side.FD.Fd = -1, -1
+	c.in, sc.in = nil, nil
+	c.slot = nil
+	c.sc = nil
+	w.closeSrv(sc)
+	c.bytesIn += c.reqBody.total
+	c.bytesOut += c.respBody.total
+	c.fs.BytesIn.Add(c.bytesIn)
+	c.fs.BytesOut.Add(c.bytesOut)
+	c.phase = phClosed
+	w.L.Disarm(&c.timer)
+	w.L.Unqueue(&c.cli.Task)
+	c.putQout()
+	c.putRout()
+	w.unlinkHTTP(c)
+	c.recycle()
+
+	w.link(t)
+	if err := w.L.Register(&t.cli.FD); err != nil {
+		t.close(closeAbort)
+		return
+	}
+	t.cli.reg = true
+	if err := w.L.Register(&t.srv.FD); err != nil {
+		t.close(closeAbort)
+		return
+	}
+	t.srv.reg = true
+	t.lastIO = w.L.Now()
+	if t.idle > 0 {
+		w.L.Arm(&t.timer, t.lastIO+t.idle)
+	}
+	w.L.Wake(&t.cli.Task, loop.Urgent)
+}

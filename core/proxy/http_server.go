@@ -1,0 +1,356 @@
+package proxy
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/http1"
+	"github.com/spliced-proxy/spliced/core/loop"
+)
+
+// maxIdlePerServer bounds the idle connections a loop keeps to one server;
+// a connection released beyond it is closed.
+const maxIdlePerServer = 64
+
+// serverIdleTimeout is how long an idle server connection stays pooled.
+// Servers commonly keep idle connections 5 s (Apache) to 75 s (nginx); a
+// connection the server closes earlier is noticed by its EPOLLRDHUP and
+// dropped at once, so this only bounds the fds a quiet loop keeps open.
+const serverIdleTimeout = 5 * 1e9
+
+// maxFreeConns bounds the recycled connection objects a loop keeps.
+const maxFreeConns = 256
+
+// srvConn is one connection to a server. It is either attached to the
+// httpConn whose request it carries (owner != nil) or idle in its loop's
+// pool for that server, registered with epoll all along so that a close
+// by the server is seen while idle.
+type srvConn struct {
+	w      *Worker
+	side   Side
+	server *balance.Server
+	in     *Buffer // bytes from the server not yet relayed
+	resp   http1.Response
+	timer  loop.Timer // idle expiry while pooled
+	owner  *httpConn
+	reused bool // has carried a request before the current one
+	pool   *srvPool
+	prev   *srvConn // pool links
+	next   *srvConn
+}
+
+// srvPool is a loop's idle connections to one server, most recent first
+// (the most recently used is the most likely to be alive).
+type srvPool struct {
+	head *srvConn
+	n    int
+}
+
+// httpState is the http-mode state of a Worker.
+type httpState struct {
+	live     *httpConn // live client connections
+	idle     map[*balance.Server]*srvPool
+	nidle    int
+	qhead    *httpConn // queued requests, FIFO
+	qtail    *httpConn
+	qlen     int
+	qtimer   loop.Timer
+	kicking  bool
+	rekick   bool
+	freeConn []*httpConn
+	freeSrv  []*srvConn
+}
+
+func runSrvTask(tk *loop.Tasklet) {
+	sc := tk.Owner.(*srvConn)
+	if sc.owner != nil {
+		sc.owner.process()
+		return
+	}
+	sc.idleCheck()
+}
+
+func runSrvTimer(tm *loop.Timer) {
+	sc := tm.Owner.(*srvConn)
+	if sc.owner == nil && sc.pool != nil {
+		sc.w.closeSrv(sc)
+	}
+}
+
+func runQueueTimer(tm *loop.Timer) { tm.Owner.(*Worker).kickQueue() }
+
+// newSrv returns a clean connection object (recycled when possible).
+func (w *Worker) newSrv() *srvConn {
+	h := &w.h
+	var sc *srvConn
+	if n := len(h.freeSrv); n > 0 {
+		sc = h.freeSrv[n-1]
+		h.freeSrv[n-1] = nil
+		h.freeSrv = h.freeSrv[:n-1]
+	} else {
+		sc = &srvConn{w: w}
+		sc.side.Task.Run, sc.side.Task.Owner = runSrvTask, sc
+		sc.timer.Run, sc.timer.Owner = runSrvTimer, sc
+		sc.resp.Limits = http1.Limits{MaxHead: headLimit(w.Bufs.Size())}
+	}
+	sc.side.FD = loop.FD{Fd: -1, T: &sc.side.Task}
+	return sc
+}
+
+// headLimit leaves room in a buffer for what the proxy adds to a head
+// (X-Forwarded-For, X-Forwarded-Proto, Via, Connection), so the rewritten
+// head of any accepted head fits one buffer.
+func headLimit(bufsize int) int {
+	return max(bufsize-headSlack, 1024)
+}
+
+const headSlack = 512
+
+// dial opens a non-blocking connection to s. ok is false when the socket
+// could not even be created or the connect was refused at once.
+func (w *Worker) dial(s *balance.Server) (*srvConn, bool) {
+	family := unix.AF_INET
+	if _, ok := s.Sockaddr.(*unix.SockaddrInet6); ok {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, false
+	}
+	setNoDelay(fd)
+	err = unix.Connect(fd, s.SockaddrInto(&w.sa))
+	switch err {
+	case nil, unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
+	default:
+		unix.Close(fd)
+		return nil, false
+	}
+	sc := w.newSrv()
+	sc.server = s
+	sc.side.FD.Fd = fd
+	sc.side.Connected = false
+	if err := w.L.Register(&sc.side.FD); err != nil {
+		unix.Close(fd)
+		sc.side.FD.Fd = -1
+		w.recycleSrv(sc)
+		return nil, false
+	}
+	sc.side.reg = true
+	return sc, true
+}
+
+// closeSrv closes a server connection, attached or pooled.
+func (w *Worker) closeSrv(sc *srvConn) {
+	if sc.pool != nil {
+		w.unpool(sc)
+	}
+	w.L.Disarm(&sc.timer)
+	w.L.Unqueue(&sc.side.Task)
+	if sc.side.FD.Fd >= 0 {
+		if sc.side.reg {
+			w.L.Unregister(&sc.side.FD)
+			sc.side.reg = false
+		}
+		unix.Close(sc.side.FD.Fd)
+		sc.side.FD.Fd = -1
+	}
+	if sc.in != nil {
+		sc.in.head, sc.in.tail = 0, 0
+		w.Bufs.Put(sc.in)
+		sc.in = nil
+	}
+	w.recycleSrv(sc)
+}
+
+func (w *Worker) recycleSrv(sc *srvConn) {
+	sc.side.FD.Ready = 0
+	sc.side.Connected = false
+	sc.owner, sc.server, sc.reused = nil, nil, false
+	if len(w.h.freeSrv) < maxFreeConns {
+		w.h.freeSrv = append(w.h.freeSrv, sc)
+	}
+}
+
+// pool parks an attached connection whose exchange ended cleanly. It
+// returns false (and the caller closes sc) when the pool is full.
+func (w *Worker) poolSrv(sc *srvConn) bool {
+	h := &w.h
+	if h.idle == nil {
+		h.idle = make(map[*balance.Server]*srvPool)
+	}
+	p := h.idle[sc.server]
+	if p == nil {
+		p = &srvPool{} // once per server and loop
+		h.idle[sc.server] = p
+	}
+	if p.n >= maxIdlePerServer || sc.server.Retired() {
+		return false
+	}
+	sc.owner = nil
+	sc.reused = true
+	sc.pool = p
+	sc.prev, sc.next = nil, p.head
+	if p.head != nil {
+		p.head.prev = sc
+	}
+	p.head = sc
+	p.n++
+	h.nidle++
+	w.L.Arm(&sc.timer, w.L.Now()+serverIdleTimeout)
+	return true
+}
+
+func (w *Worker) unpool(sc *srvConn) {
+	p := sc.pool
+	if sc.prev != nil {
+		sc.prev.next = sc.next
+	} else {
+		p.head = sc.next
+	}
+	if sc.next != nil {
+		sc.next.prev = sc.prev
+	}
+	sc.prev, sc.next, sc.pool = nil, nil, nil
+	p.n--
+	w.h.nidle--
+}
+
+// takeIdle returns a pooled connection to s that shows no sign of having
+// been closed, or nil. Connections found dead are closed on the way.
+func (w *Worker) takeIdle(s *balance.Server) *srvConn {
+	p := w.h.idle[s]
+	if p == nil {
+		return nil
+	}
+	for p.head != nil {
+		sc := p.head
+		w.unpool(sc)
+		w.L.Disarm(&sc.timer)
+		if sc.side.FD.Ready&(evRdHup|evHup|evErr) != 0 || (sc.in != nil && sc.in.Len() > 0) {
+			w.closeSrv(sc)
+			continue
+		}
+		return sc
+	}
+	return nil
+}
+
+// idleCheck runs when a pooled connection becomes readable: a server
+// sends nothing unasked, so end of stream, an error or unexpected bytes
+// all mean the connection is of no further use.
+func (sc *srvConn) idleCheck() {
+	if sc.pool == nil {
+		return
+	}
+	r := sc.side.FD.Ready
+	if r&(evRdHup|evHup|evErr) == 0 {
+		if r&evIn == 0 {
+			return
+		}
+		var b [1]byte
+		_, e := recv(sc.side.FD.Fd, b[:])
+		if e == unix.EAGAIN {
+			sc.side.FD.Ready &^= evIn
+			return
+		}
+	}
+	sc.w.closeSrv(sc)
+}
+
+// enqueue puts c at the tail of the loop's queue of requests waiting for a
+// server slot; kickQueue grants slots in order.
+func (w *Worker) enqueue(c *httpConn) {
+	h := &w.h
+	c.qprev, c.qnext = h.qtail, nil
+	if h.qtail != nil {
+		h.qtail.qnext = c
+	} else {
+		h.qhead = c
+	}
+	h.qtail = c
+	h.qlen++
+	c.queued = true
+	if !h.qtimer.Armed() {
+		w.L.Arm(&h.qtimer, w.L.Now()+queuePoll)
+	}
+}
+
+func (w *Worker) dequeue(c *httpConn) {
+	if !c.queued {
+		return
+	}
+	h := &w.h
+	if c.qprev != nil {
+		c.qprev.qnext = c.qnext
+	} else {
+		h.qhead = c.qnext
+	}
+	if c.qnext != nil {
+		c.qnext.qprev = c.qprev
+	} else {
+		h.qtail = c.qprev
+	}
+	c.qprev, c.qnext = nil, nil
+	c.queued = false
+	h.qlen--
+}
+
+// queuePoll is how often a loop retries its queued requests on its own.
+// A slot freed on the same loop is granted at once (release calls
+// kickQueue); one freed by another loop is seen at the next poll, which
+// costs a timer per millisecond only while something is queued.
+const queuePoll = 1e6
+
+// kickQueue grants free server slots to queued requests, oldest first.
+// Requests whose backend has a slot are started even when an older one
+// (of another, full backend) still waits.
+func (w *Worker) kickQueue() {
+	h := &w.h
+	if h.kicking {
+		h.rekick = true
+		return
+	}
+	h.kicking = true
+	for {
+		h.rekick = false
+		for c := h.qhead; c != nil; {
+			next := c.qnext
+			s := c.be.pickers[w.id].Pick(c.hash, nil)
+			if s == nil {
+				w.dequeue(c)
+				c.bs.NoServer.Add(1)
+				c.fail(503)
+			} else if s.Acquire() {
+				w.dequeue(c)
+				c.granted(s)
+			}
+			c = next
+			if h.rekick {
+				break // the list changed under us: start over
+			}
+		}
+		if !h.rekick {
+			break
+		}
+	}
+	h.kicking = false
+	if h.qhead != nil {
+		w.L.Arm(&h.qtimer, w.L.Now()+queuePoll)
+	} else {
+		w.L.Disarm(&h.qtimer)
+	}
+}
+
+// closeHTTP closes every http connection and pooled server connection of
+// the worker (shutdown after the grace period).
+func (w *Worker) closeHTTP() {
+	for w.h.live != nil {
+		w.h.live.close(closeAbort)
+	}
+	for _, p := range w.h.idle {
+		for p.head != nil {
+			w.closeSrv(p.head)
+		}
+	}
+	w.L.Disarm(&w.h.qtimer)
+}
