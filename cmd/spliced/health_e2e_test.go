@@ -1,0 +1,332 @@
+package main
+
+// End-to-end tests of health checks: the real binary in front of Go http
+// origins whose health endpoint can fail, die and come back, with a tcp
+// frontend. The observed server state is read from GET /api/v1/stats when
+// the endpoint answers, and from the "server health changed" log lines
+// otherwise.
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// healthOrigin is an http origin: /health answers 200 while healthy (and
+// no forced failure is pending), 503 otherwise; every other path answers
+// its name. It can be killed and restarted on the same port.
+type healthOrigin struct {
+	t        *testing.T
+	name     string
+	port     int
+	healthy  atomic.Bool
+	failNext atomic.Int64 // forced 503s while healthy
+	checks   atomic.Int64 // health requests answered 200
+	failed   atomic.Int64 // health requests answered 503
+	hits     atomic.Int64 // other requests
+	mu       sync.Mutex
+	srv      *http.Server
+}
+
+func newHealthOrigin(t *testing.T, name string) *healthOrigin {
+	o := &healthOrigin{t: t, name: name}
+	o.healthy.Store(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.port = ln.Addr().(*net.TCPAddr).Port
+	o.serve(ln)
+	t.Cleanup(o.kill)
+	return o
+}
+
+func (o *healthOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/health" {
+		o.hits.Add(1)
+		io.WriteString(w, o.name)
+		return
+	}
+	if r.UserAgent() != "spliced-check" || r.Header.Get("Connection") != "close" {
+		o.t.Errorf("health request with User-Agent %q Connection %q", r.UserAgent(), r.Header.Get("Connection"))
+	}
+	if o.healthy.Load() && o.failNext.Add(-1) < 0 {
+		o.failNext.Store(0)
+		o.checks.Add(1)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	o.failed.Add(1)
+	w.WriteHeader(http.StatusServiceUnavailable)
+}
+
+func (o *healthOrigin) serve(ln net.Listener) {
+	srv := &http.Server{Handler: o, ReadHeaderTimeout: 5 * time.Second}
+	o.mu.Lock()
+	o.srv = srv
+	o.mu.Unlock()
+	go srv.Serve(ln)
+}
+
+// kill closes the listener and every connection: the port refuses.
+func (o *healthOrigin) kill() {
+	o.mu.Lock()
+	srv := o.srv
+	o.srv = nil
+	o.mu.Unlock()
+	if srv != nil {
+		srv.Close()
+	}
+}
+
+// restart listens on the same port again.
+func (o *healthOrigin) restart() {
+	o.t.Helper()
+	var ln net.Listener
+	var err error
+	waitFor(o.t, 5*time.Second, "port "+strconv.Itoa(o.port)+" free again", func() bool {
+		ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(o.port))
+		return err == nil
+	})
+	o.serve(ln)
+}
+
+func (o *healthOrigin) server(name string) map[string]any {
+	return map[string]any{"name": name, "address": "127.0.0.1", "port": o.port}
+}
+
+// setupHealth creates backend "web" with an http health check and a tcp
+// frontend in front of it; it returns the frontend's port.
+func setupHealth(t *testing.T, in *instance, check map[string]any, servers ...map[string]any) int {
+	t.Helper()
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
+		"name": "web", "mode": "tcp", "balance": "roundrobin", "servers": servers,
+		"timeouts": map[string]any{"connect_ms": 1000}, "retries": 1, "health_check": check,
+	})
+	port := freePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "pub", "mode": "tcp", "default_backend": "web",
+		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port}},
+	})
+	return port
+}
+
+// who asks through the proxy which origin answers (a new connection each
+// time).
+func who(t *testing.T, port int) string {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	resp, err := c.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/who")
+	if err != nil {
+		t.Fatalf("request through the proxy: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the answer through the proxy: %v", err)
+	}
+	return string(b)
+}
+
+// serverState is the observed state of backend web's server: "up" or
+// "down", from the stats endpoint when it answers, else from the last
+// state change logged for it (initially up).
+func serverState(t *testing.T, in *instance, server string) string {
+	t.Helper()
+	if r := in.Do("GET", "/api/v1/stats", nil); r.Status == http.StatusOK {
+		var snap struct {
+			Backends []struct {
+				Name    string `json:"name"`
+				Servers []struct {
+					Name string `json:"name"`
+					Up   bool   `json:"up"`
+				} `json:"servers"`
+			} `json:"backends"`
+		}
+		r.JSON(t, &snap)
+		for _, b := range snap.Backends {
+			for _, s := range b.Servers {
+				if b.Name == "web" && s.Name == server {
+					if s.Up {
+						return "up"
+					}
+					return "down"
+				}
+			}
+		}
+		t.Fatalf("server web/%s not in stats: %s", server, r.Body)
+	}
+	return loggedState(in.Logs(), server)
+}
+
+// loggedState is the "to" of the last "server health changed" line of
+// web/server, "up" when there is none.
+func loggedState(logs, server string) string {
+	state := "up"
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, `msg="server health changed" backend=web server=`+server+" ") {
+			continue
+		}
+		if strings.Contains(line, " to=down ") {
+			state = "down"
+		} else if strings.Contains(line, " to=up ") {
+			state = "up"
+		}
+	}
+	return state
+}
+
+func countLines(logs, substr string) int {
+	n := 0
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestHealthCheckDownAndBackUp: a server whose check fails is taken out
+// of balancing within bounded time, comes back after rise successes and
+// receives traffic again; a killed origin goes down the same way; removing
+// the health check sets every server up.
+func TestHealthCheckDownAndBackUp(t *testing.T) {
+	in := startSpliced(t, "")
+	a, b := newHealthOrigin(t, "A"), newHealthOrigin(t, "B")
+	port := setupHealth(t, in, map[string]any{
+		"type": "http", "path": "/health", "interval_ms": 100, "timeout_ms": 100, "rise": 2, "fall": 2,
+	}, a.server("s1"), b.server("s2"))
+	if !strings.Contains(in.Logs(), `msg="health checks started" backend=web type=http`) {
+		t.Errorf("no log line for the checks started:\n%s", in.Logs())
+	}
+	waitFor(t, 5*time.Second, "both origins checked", func() bool { return a.checks.Load() >= 2 && b.checks.Load() >= 2 })
+	seen := map[string]int{}
+	for range 8 {
+		seen[who(t, port)]++
+	}
+	if seen["A"] == 0 || seen["B"] == 0 {
+		t.Fatalf("both healthy, traffic %v", seen)
+	}
+
+	// A's health endpoint fails while A still answers traffic: any
+	// connection that reaches A after it is down is a balancing bug.
+	a.healthy.Store(false)
+	waitFor(t, 5*time.Second, "s1 down", func() bool { return serverState(t, in, "s1") == "down" })
+	if a.failed.Load() < 2 {
+		t.Errorf("s1 down after %d failed checks, fall is 2", a.failed.Load())
+	}
+	if !strings.Contains(in.Logs(), `backend=web server=s1 from=up to=down reason="status 503" check=http`) {
+		t.Errorf("no down line with the reason in the logs:\n%s", in.Logs())
+	}
+	hits := a.hits.Load()
+	for i := range 10 {
+		if got := who(t, port); got != "B" {
+			t.Fatalf("connection %d went to %s while s1 is down", i, got)
+		}
+	}
+	if a.hits.Load() != hits {
+		t.Fatal("a down server got traffic")
+	}
+
+	// Killed, then back: up after rise (2) successful checks, then traffic.
+	a.kill()
+	ok0 := a.checks.Load()
+	a.healthy.Store(true)
+	a.restart()
+	waitFor(t, 5*time.Second, "s1 up again", func() bool { return serverState(t, in, "s1") == "up" })
+	if n := a.checks.Load() - ok0; n < 2 {
+		t.Errorf("s1 up after %d successful checks, rise is 2", n)
+	}
+	waitFor(t, 5*time.Second, "traffic on s1 again", func() bool { return who(t, port) == "A" })
+
+	// Killed while up: the port refuses, s1 goes down, clients only see B.
+	a.kill()
+	waitFor(t, 5*time.Second, "killed s1 down", func() bool { return serverState(t, in, "s1") == "down" })
+	if !strings.Contains(in.Logs(), `backend=web server=s1 from=up to=down reason="connection refused"`) {
+		t.Errorf("no down line with connection refused:\n%s", in.Logs())
+	}
+	for i := range 6 {
+		if got := who(t, port); got != "B" {
+			t.Fatalf("connection %d answered by %q with s1 dead", i, got)
+		}
+	}
+	if st := serverState(t, in, "s2"); st != "up" {
+		t.Errorf("healthy s2 is %s", st)
+	}
+
+	// No health check any more: every server is up again (s1 is still
+	// dead; the tcp retry then reaches s2).
+	mustOK(t, in.Do("PATCH", "/api/v1/backends/web", map[string]any{"health_check": nil}), "remove health check")
+	if !strings.Contains(in.Logs(), `msg="health checks stopped: servers considered up" backend=web`) {
+		t.Errorf("no log line for the removed checks:\n%s", in.Logs())
+	}
+	if r := in.Do("GET", "/api/v1/stats", nil); r.Status == http.StatusOK {
+		if st := serverState(t, in, "s1"); st != "up" {
+			t.Errorf("s1 is %s after the health check was removed", st)
+		}
+	}
+	checks := b.checks.Load()
+	for range 4 {
+		if got := who(t, port); got != "B" {
+			t.Fatalf("answered by %q", got)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // three former intervals: no check may come
+	if b.checks.Load() != checks {
+		t.Error("health checks still run after the check was removed")
+	}
+}
+
+// TestHealthCheckFallRespected: with fall=3, one failed check leaves the
+// server up and in balancing; three in a row take it down.
+func TestHealthCheckFallRespected(t *testing.T) {
+	in := startSpliced(t, "")
+	a, b := newHealthOrigin(t, "A"), newHealthOrigin(t, "B")
+	port := setupHealth(t, in, map[string]any{
+		"type": "http", "path": "/health", "interval_ms": 100, "timeout_ms": 100, "rise": 2, "fall": 3,
+	}, a.server("s1"), b.server("s2"))
+	waitFor(t, 5*time.Second, "s1 checked", func() bool { return a.checks.Load() >= 2 })
+
+	a.failNext.Store(1)
+	ok := a.checks.Load()
+	waitFor(t, 5*time.Second, "one failed check then two good ones", func() bool {
+		return a.failed.Load() == 1 && a.checks.Load() >= ok+2
+	})
+	if st := serverState(t, in, "s1"); st != "up" || countLines(in.Logs(), `msg="server health changed"`) != 0 {
+		t.Fatalf("one failed check with fall=3: s1 %s, logs:\n%s", st, in.Logs())
+	}
+	waitFor(t, 5*time.Second, "traffic on s1", func() bool { return who(t, port) == "A" })
+
+	a.healthy.Store(false)
+	waitFor(t, 5*time.Second, "s1 down", func() bool { return serverState(t, in, "s1") == "down" })
+	// Seen within 10 ms of the change, an interval is 100 ms: the count is
+	// that of the failures that took it down (plus the one before).
+	if n := a.failed.Load() - 1; n < 3 {
+		t.Errorf("s1 down after %d consecutive failed checks, fall is 3", n)
+	}
+}
+
+// TestHealthCheckNoFDLeak: checks against a dead server and a live one
+// leave the process's fd count where it was.
+func TestHealthCheckNoFDLeak(t *testing.T) {
+	in := startSpliced(t, "")
+	a := newHealthOrigin(t, "A")
+	dead := freePort(t)
+	setupHealth(t, in, map[string]any{
+		"type": "http", "path": "/health", "interval_ms": 50, "timeout_ms": 50, "rise": 1, "fall": 1,
+	}, a.server("s1"), map[string]any{"name": "s2", "address": "127.0.0.1", "port": dead})
+	waitFor(t, 5*time.Second, "s2 down", func() bool { return serverState(t, in, "s2") == "down" })
+	start := openFDs(t, in.Pid())
+	n := a.checks.Load()
+	waitFor(t, 5*time.Second, "20 more checks", func() bool { return a.checks.Load() >= n+20 })
+	// A probe may be in flight at either count: allow for the two servers'.
+	if d := openFDs(t, in.Pid()) - start; d > 2 || d < -2 {
+		t.Errorf("fd count moved by %d over 20 check intervals", d)
+	}
+}
