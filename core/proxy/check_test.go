@@ -636,3 +636,43 @@ func TestCheckSpreadsServersOverLoops(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckSpreadsFirstChecksOverLoopsAndInterval: 1 000 servers on 4
+// loops: 250 per loop, whose first checks are spread evenly over one
+// interval, so no loop fires more than one check at a time.
+func TestCheckSpreadsFirstChecksOverLoopsAndInterval(t *testing.T) {
+	const n, nloops = 1000, 4
+	loops := chkLoops(t, nloops)
+	refused := chkClosedPort(t)
+	ports := make([]int, n)
+	for i := range ports {
+		ports[i] = refused
+	}
+	hc := config.HealthCheck{Type: config.CheckTCP, IntervalMs: 60000, TimeoutMs: 1000, Rise: 1, Fall: 1}
+	b := chkBackend(t, hc, nil, ports...)
+	ck := NewChecker(b, loops, nil)
+	ck.Start(nil)
+	defer ck.Stop()
+	for k, part := range ck.parts {
+		if len(part.probes) != n/nloops {
+			t.Fatalf("loop %d probes %d servers, want %d", k, len(part.probes), n/nloops)
+		}
+		// Read the timers on the loop thread; the first probe (offset 0)
+		// may have run already and been rescheduled an interval later.
+		got := make(chan []int64, 1)
+		part.l.Exec(func(l *loop.Loop) {
+			var at []int64
+			for _, p := range part.probes[1:] {
+				at = append(at, p.timer.When())
+			}
+			got <- at
+		})
+		at := <-got
+		step := int64(time.Minute) / int64(n/nloops)
+		for j := 1; j < len(at); j++ {
+			if d := at[j] - at[j-1]; d != step {
+				t.Fatalf("loop %d: checks %d and %d are %v apart, want %v", k, j, j+1, time.Duration(d), time.Duration(step))
+			}
+		}
+	}
+}
