@@ -234,6 +234,23 @@ func TestHealthCheckDownAndBackUp(t *testing.T) {
 		t.Fatal("a down server got traffic")
 	}
 
+	// New generations keep the observed state: an unrelated change keeps
+	// the running checks, a changed interval restarts them, and s1 stays
+	// down through both.
+	mustOK(t, in.Do("PATCH", "/api/v1/backends/web", map[string]any{"timeouts": map[string]any{"connect_ms": 900}}), "connect_ms")
+	mustOK(t, in.Do("PATCH", "/api/v1/backends/web", map[string]any{"health_check": map[string]any{"interval_ms": 110, "timeout_ms": 100}}), "interval")
+	if n := countLines(in.Logs(), `msg="health checks started" backend=web`); n != 2 {
+		t.Errorf("health checks started %d times, want 2 (first config, changed interval)", n)
+	}
+	for i := range 4 {
+		if got := who(t, port); got != "B" {
+			t.Fatalf("connection %d went to %s after a new generation while s1 is down", i, got)
+		}
+	}
+	if st := serverState(t, in, "s1"); st != "down" {
+		t.Fatalf("s1 is %s after new generations while failing", st)
+	}
+
 	// Killed, then back: up after rise (2) successful checks, then traffic.
 	a.kill()
 	ok0 := a.checks.Load()
