@@ -306,6 +306,7 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	u.fill(`dialog[open] [data-ptr="/default_backend"] select`, "web")
 	u.fill(`dialog[open] [data-ptr="/binds/0/address"] input`, "127.0.0.1")
 	u.fill(`dialog[open] [data-ptr="/binds/0/port"] input`, strconv.Itoa(port))
+	u.shot("frontend-form-1280")
 	u.run("create frontend",
 		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)),
 		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)),
@@ -443,8 +444,11 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 
 	// 8. The other pages load without errors.
 	u.page("cpu")
+	u.shot("cpu-1280")
 	u.page("audit")
+	u.shot("audit-1280")
 	u.page("frontends")
+	u.shot("frontends-1280")
 
 	// 9. Phone width: no horizontal scrolling, nav reachable.
 	u.run("phone viewport", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))

@@ -62,7 +62,7 @@ export class RateChart {
           { label: 'time' },
           ...names.map((n, i) => ({
             label: n, stroke: PALETTE[i % PALETTE.length], width: 2, spanGaps: false, points: { show: false },
-            fill: PALETTE[i % PALETTE.length] + '14', value: (u, v) => fmt(v),
+            fill: names.length === 1 ? PALETTE[i % PALETTE.length] + '18' : undefined, value: (u, v) => fmt(v),
           })),
         ],
       }, data, this.el);

@@ -86,7 +86,7 @@ export function paint(root, live) {
 
 // notAvailable is the page's word for an endpoint answering 501.
 export function notAvailable(what, path) {
-  return h('p', { class: 'notice', 'data-na': path }, `${what} not available yet (`, h('code', null, 'GET ' + path), ' answers 501 Not Implemented).');
+  return h('p', { class: 'notice', 'data-na': path }, `Not available yet: ${what} (`, h('code', null, 'GET ' + path), ' answers 501 Not Implemented).');
 }
 
 // subscribe adds live listeners and returns the function removing them.

@@ -81,7 +81,7 @@ export function toast(msg, kind = '') {
   const box = document.getElementById('toasts');
   const t = h('div', { class: 'toast ' + kind, role: kind === 'bad' ? 'alert' : 'status' }, msg);
   box.appendChild(t);
-  setTimeout(() => t.remove(), kind === 'bad' ? 8000 : 4000);
+  setTimeout(() => t.remove(), kind === 'bad' ? 8000 : 3500);
 }
 
 // modal opens a <dialog> holding content (built by build(close)) and resolves

@@ -163,7 +163,8 @@ export function showErrors(form, err) {
     items.length ? h('ul', null, items.map((it) => h('li', null,
       it.ptr ? (it.link ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); it.link.focus(); } }, h('code', null, it.ptr)) : h('code', null, it.ptr)) : null,
       it.ptr ? ': ' : '', it.message))) : h('div', null, (err && err.message) || String(err)));
-  form.prepend(sum);
+  const head = form.querySelector(':scope > h2');
+  if (head) head.after(sum); else form.prepend(sum);
   sum.focus();
   const first = form.querySelector('[aria-invalid="true"]');
   if (first) first.scrollIntoView({ block: 'nearest' });

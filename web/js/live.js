@@ -166,22 +166,33 @@ export class Live extends EventTarget {
   _stats(raw) {
     const st = normStats(raw);
     const now = Date.now();
-    const t = now / 1000;
+    // Rates: the server's own (over its last second) when it gives them,
+    // else the difference of two samples over the server's clock (the
+    // snapshot time), so two sources (stream and poll) do not skew them.
+    const t = st.time / 1000;
+    if (this.prev && t <= this.prev.t) { // a repeated sample: fresh, no new rate
+      this.stats = st;
+      this.statsAt = now;
+      this.dispatchEvent(new Event('stats'));
+      return;
+    }
     const sample = { t, fe: new Map() };
     for (const [name, f] of st.frontends) {
-      const req = f.requests !== null && f.requests > 0 ? f.requests : f.connTotal;
-      const by = (f.bytesIn ?? 0) + (f.bytesOut ?? 0);
-      sample.fe.set(name, { req, bytes: by, reqRate: f.reqRate });
+      const http = f.mode === 'http' || (f.mode === null && (f.requests || 0) > 0);
+      sample.fe.set(name, {
+        req: http ? f.requests : f.connTotal,
+        bytes: (f.bytesIn ?? 0) + (f.bytesOut ?? 0),
+        rate: http ? f.reqRate : f.connRate,
+      });
     }
     const rates = new Map();
-    if (this.prev && t > this.prev.t) {
-      const dt = t - this.prev.t;
-      for (const [name, cur] of sample.fe) {
-        const p = this.prev.fe.get(name);
-        if (!p) continue;
-        const dr = cur.req !== null && p.req !== null ? Math.max(0, (cur.req - p.req) / dt) : null;
-        rates.set(name, { req: dr, bytes: Math.max(0, (cur.bytes - p.bytes) / dt) });
-      }
+    for (const [name, cur] of sample.fe) {
+      const p = this.prev && this.prev.fe.get(name);
+      const dt = p ? t - this.prev.t : 0;
+      let req = cur.rate;
+      if (req === null && p && cur.req !== null && p.req !== null) req = Math.max(0, (cur.req - p.req) / dt);
+      const bytes = p ? Math.max(0, (cur.bytes - p.bytes) / dt) : null;
+      if (req !== null || bytes !== null) rates.set(name, { req, bytes });
     }
     this.prev = sample;
     this.rates = rates;

@@ -58,6 +58,7 @@ function counters(o) {
     connCur: n(o, 'conns_current', 'conns_cur', 'connections_current', 'conn_cur', 'scur', 'cur', 'current', 'connections.current', 'conns.current', 'sessions_current'),
     requests: n(o, 'requests', 'requests_total', 'req_total', 'req_tot', 'requests.total'),
     reqRate: n(o, 'request_rate', 'req_rate', 'rate', 'requests_per_second', 'requests.rate'),
+    connRate: n(o, 'conn_rate', 'connection_rate', 'conns_rate', 'connections.rate'),
     bytesIn: bin,
     bytesOut: bout,
     errors: n(o, 'errors', 'errors_total', 'ereq', 'econ', 'errors.total'),
@@ -86,7 +87,9 @@ export function normStats(raw) {
   const doc = isObj(raw) && isObj(raw.stats) ? raw.stats : raw;
   const out = { frontends: new Map(), backends: new Map(), loops: null, time: Date.now() };
   if (!isObj(doc)) return out;
-  for (const [name, o] of list(doc.frontends)) out.frontends.set(name, { name, ...counters(o) });
+  const t = typeof doc.time === 'string' ? Date.parse(doc.time) : NaN;
+  if (Number.isFinite(t)) out.time = t;
+  for (const [name, o] of list(doc.frontends)) out.frontends.set(name, { name, mode: s(o, 'mode'), ...counters(o) });
   for (const [name, o] of list(doc.backends)) {
     const be = { name, ...counters(o), servers: new Map() };
     for (const [sn, so] of list(o.servers)) be.servers.set(sn, { name: sn, ...counters(so), ...health(so) });

@@ -46,7 +46,7 @@ export default async function backends(ctx, root) {
         h('span', null, 'queue ', h('b', null, `${num(b.timeouts.queue_ms)} ms`)),
         h('span', null, 'retries ', h('b', null, num(b.retries))),
         h('span', null, 'conns now ', cell('b', statKey('be', b.name, 'connCur'))),
-        h('span', null, 'queue ', cell('b', statKey('be', b.name, 'queue')))),
+        h('span', null, 'queued ', cell('b', statKey('be', b.name, 'queue')))),
       serverTable(ctx, b, canAdmin, canServer));
     root.append(panel);
   }
@@ -58,7 +58,7 @@ function serverTable(ctx, b, canAdmin, canServer) {
   if (!b.servers.length) return h('p', { class: 'empty' }, 'No server.');
   const head = ['Server', 'Address', 'Health', 'State', 'Conns now', 'Total', 'Weight', 'Maxconn'];
   if (canServer) head.push('');
-  return h('div', { class: 'tablewrap' }, h('table', null,
+  return h('div', { class: 'tablewrap' }, labelled(h('table', { class: 'stack' },
     h('thead', null, h('tr', null, head.map((t, i) => h('th', { class: i >= 4 && i <= 7 ? 'num' : '' }, t)))),
     h('tbody', null, b.servers.map((s) => {
       const id = `${b.name}/${s.name}`;
@@ -104,7 +104,17 @@ function serverTable(ctx, b, canAdmin, canServer) {
               if (await act(ctx, e.target, () => write(ctx, 'DELETE', path, undefined, `Removed server ${id}`))) ctx.refresh();
             },
           }, 'Remove') : null)) : null);
-    }))));
+    })))));
+}
+
+// labelled copies each column's heading into data-label of its cells, so
+// a .stack table can show one labelled card per row on a phone.
+export function labelled(table) {
+  const heads = [...table.querySelectorAll('thead th')].map((th) => th.textContent);
+  table.querySelectorAll('tbody tr').forEach((tr) => {
+    [...tr.children].forEach((td, i) => { td.dataset.label = heads[i] || ''; if (i === 0) td.classList.add('first'); });
+  });
+  return table;
 }
 
 function serverFields(model, base) {

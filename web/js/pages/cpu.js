@@ -68,7 +68,7 @@ export default async function cpu(ctx, root) {
       h('span', null, 'CPU map mode ', h('b', null, mode)),
       h('span', null, 'IRQ policy ', h('b', null, (cfg.irq && cfg.irq.policy) || 'none')),
       cfg.irq && cfg.irq.nics && cfg.irq.nics.length ? h('span', null, 'NICs ', h('b', null, cfg.irq.nics.join(', '))) : null),
-    map.ok ? null : notAvailable('The running CPU map', '/api/v1/cpu-map'),
+    map.ok ? null : notAvailable('the running CPU map', '/api/v1/cpu-map'),
     cpus.length ? h('div', { class: 'cpus' }, cpus.map((c) => h('div', { class: 'cpu' },
       h('b', null, `CPU ${c}`),
       h('div', { class: 'what' }, byCPU.get(c).length ? byCPU.get(c).join(', ') : 'idle / unpinned'))))

@@ -4,7 +4,7 @@ import { h, clear, badge, modal, confirmBox, num } from '../dom.js';
 import { get, enc } from '../api.js';
 import { input, group, rows, formShell } from '../forms.js';
 import { write, act, cell, statKey, paint, subscribe } from '../common.js';
-import { previewPlan } from './backends.js';
+import { previewPlan, labelled } from './backends.js';
 
 export default async function frontends(ctx, root) {
   const [list, bks] = await Promise.all([get('/api/v1/frontends'), get('/api/v1/backends')]);
@@ -42,7 +42,7 @@ export default async function frontends(ctx, root) {
         h('span', null, 'in ', cell('b', statKey('fe', f.name, 'bytesIn'), 'bytes')),
         h('span', null, 'out ', cell('b', statKey('fe', f.name, 'bytesOut'), 'bytes'))),
       h('h3', null, 'Binds'),
-      f.binds.length ? h('div', { class: 'tablewrap' }, h('table', null,
+      f.binds.length ? h('div', { class: 'tablewrap' }, labelled(h('table', { class: 'stack' },
         h('thead', null, h('tr', null, ['Bind', 'Address', 'Port', 'Shards', 'Backlog', 'Threads', ''].map((t, i) => h('th', { class: i >= 2 && i <= 4 ? 'num' : '' }, t)))),
         h('tbody', null, f.binds.map((b) => h('tr', { data: { bind: `${f.name}/${b.name}` } },
           h('td', null, h('b', null, b.name)),
@@ -57,7 +57,7 @@ export default async function frontends(ctx, root) {
               if (!await confirmBox(`Remove bind ${f.name}/${b.name}?`, h('p', null, `Stops listening on ${b.address}:${b.port}.`), { ok: 'Remove', danger: true })) return;
               if (await act(ctx, e.target, () => write(ctx, 'DELETE', `/api/v1/frontends/${enc(f.name)}/binds/${enc(b.name)}`, undefined, `Removed bind ${f.name}/${b.name}`))) ctx.refresh();
             },
-          }, 'Remove') : null)))))) : h('p', { class: 'empty' }, 'No bind: this frontend listens nowhere.'),
+          }, 'Remove') : null))))))) : h('p', { class: 'empty' }, 'No bind: this frontend listens nowhere.'),
       f.mode === 'http' || (f.routes && f.routes.length) ? [
         h('h3', null, 'Routes ', h('span', { class: 'muted' }, '(first match wins)')),
         f.routes.length ? h('div', { class: 'tablewrap' }, h('table', null,

@@ -4,6 +4,7 @@ import { h, clear, num, bytes, duration, badge } from '../dom.js';
 import { get } from '../api.js';
 import { cell, statKey, paint, subscribe, notAvailable } from '../common.js';
 import { RateChart } from '../chart.js';
+import { labelled } from './backends.js';
 
 export default async function overview(ctx, root) {
   const [cfg, info] = await Promise.all([get('/api/v1/config'), get('/api/v1/info').catch(() => ctx.info)]);
@@ -38,15 +39,14 @@ export default async function overview(ctx, root) {
       h('div', { class: 'card' }, h('div', { class: 'k' }, 'Connections now'), connCard)),
     traffic,
     h('div', { class: 'panel' }, h('h2', null, 'Frontends ', h('span', { class: 'badge warn stale-note' }, 'stale')), feTable),
-    h('div', { class: 'grid two' },
-      h('div', { class: 'panel' }, h('h2', null, 'Health'), health),
-      h('div', { class: 'panel' }, h('h2', null, 'Loops ', h('span', { class: 'muted' }, '(show activity)')), loops)));
+    h('div', { class: 'panel' }, h('h2', null, 'Health'), health),
+    h('div', { class: 'panel' }, h('h2', null, 'Loops ', h('span', { class: 'muted' }, '(show activity)')), loops));
 
   // Frontends with their live counters.
   if (!cfg.frontends.length) {
     feTable.append(h('p', { class: 'empty' }, 'No frontend yet. ', h('a', { href: '#/frontends' }, 'Create one'), '.'));
   } else {
-    feTable.append(h('table', { id: 'fe-stats' },
+    feTable.append(labelled(h('table', { id: 'fe-stats', class: 'stack' },
       h('thead', null, h('tr', null, ['Frontend', 'Mode', 'Binds', 'Conns now', 'Conns total', 'Requests', 'Bytes in', 'Bytes out', 'Req/s', 'Bytes/s']
         .map((t, i) => h('th', { class: i > 2 ? 'num' : '' }, t)))),
       h('tbody', null, cfg.frontends.map((f) => h('tr', { data: { frontend: f.name } },
@@ -59,7 +59,7 @@ export default async function overview(ctx, root) {
         cell('td', statKey('fe', f.name, 'bytesIn'), 'bytes', { class: 'num' }),
         cell('td', statKey('fe', f.name, 'bytesOut'), 'bytes', { class: 'num' }),
         cell('td', statKey('fe', f.name, 'req'), 'rate-req', { class: 'num' }),
-        cell('td', statKey('fe', f.name, 'bytes'), 'rate-bytes', { class: 'num' }))))));
+        cell('td', statKey('fe', f.name, 'bytes'), 'rate-bytes', { class: 'num' })))))));
   }
 
   let charts = null;
@@ -98,12 +98,12 @@ export default async function overview(ctx, root) {
     upCard.textContent = st && known ? `${up}` : '—';
     upCard.className = 'v ' + (st && known ? (up === known ? 'ok' : up ? 'warn' : 'bad') : '');
     connCard.textContent = st ? num(cur) : '—';
-    if (!st && live.statsMissing) health.append(notAvailable('Server health', '/api/v1/stats'));
+    if (!st && live.statsMissing) health.append(notAvailable('server health', '/api/v1/stats'));
   };
 
   const paintTraffic = () => {
     if (live.statsMissing && !live.stats) {
-      if (!traffic.querySelector('[data-na]')) { trafficBody.hidden = true; traffic.append(notAvailable('Traffic statistics', '/api/v1/stats')); }
+      if (!traffic.querySelector('[data-na]')) { trafficBody.hidden = true; traffic.append(notAvailable('traffic statistics', '/api/v1/stats')); }
       return;
     }
     trafficBody.hidden = false;
@@ -119,7 +119,7 @@ export default async function overview(ctx, root) {
     clear(loops);
     const act = live.activity || (live.stats && live.stats.loops);
     if (!act) {
-      loops.append(live.activityMissing ? notAvailable('Loop activity', '/api/v1/activity') : h('p', { class: 'muted' }, 'Waiting for activity…'));
+      loops.append(live.activityMissing ? notAvailable('loop activity', '/api/v1/activity') : h('p', { class: 'muted' }, 'Waiting for activity…'));
       return;
     }
     const maxAvg = Math.max(1, ...act.map((l) => l.avgLoopUs || 0));
