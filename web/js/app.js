@@ -3,7 +3,7 @@
 // API only (api.js); live counters come from live.js.
 
 import { h, clear, toast } from './dom.js';
-import { get, setToken, token, setLoginUI, ApiError } from './api.js';
+import { get, request, setToken, token, setLoginUI, ApiError } from './api.js';
 import { Live } from './live.js';
 import overview from './pages/overview.js';
 import frontends from './pages/frontends.js';
@@ -32,6 +32,7 @@ const ctx = {
   live: new Live(),
   info: null,
   role: 'admin',
+  lastGen: null, // newest generation this page has shown
   // can says whether the signed-in role may do a kind of write: "admin"
   // writes (objects, tuning, revisions) or "server" writes (admin state,
   // weight, drain: operators too).
@@ -85,12 +86,34 @@ logoutBtn.addEventListener('click', () => {
   location.reload();
 });
 
+// probeRole finds what a token may do when /api/v1/info does not say:
+// dry-run writes change nothing, and a 403 tells the role is below what
+// the write needs (tuning: admin; a server: operator).
+async function probeRole() {
+  const allowed = async (method, path) => {
+    try {
+      await request(method, path + '?dry_run=true', {}, { noLogin: true });
+      return true;
+    } catch (e) {
+      return !(e instanceof ApiError && (e.status === 403 || e.status === 401));
+    }
+  };
+  if (await allowed('PATCH', '/api/v1/tuning')) return 'admin';
+  try {
+    const bks = await get('/api/v1/backends');
+    const b = bks.find((x) => x.servers && x.servers.length);
+    if (b && await allowed('PATCH', `/api/v1/backends/${encodeURIComponent(b.name)}/servers/${encodeURIComponent(b.servers[0].name)}`)) return 'operator';
+  } catch { /* keep the safe answer */ }
+  return 'viewer';
+}
+
 async function loadInfo() {
   try {
     const info = await get('/api/v1/info');
     ctx.info = info;
+    if (ctx.lastGen === null && typeof info.generation === 'number') ctx.lastGen = info.generation;
     const r = info.role ?? (info.token && info.token.role) ?? (info.auth && info.auth.role);
-    ctx.role = typeof r === 'string' && r ? r.toLowerCase() : 'admin';
+    ctx.role = typeof r === 'string' && r ? r.toLowerCase() : (token() ? await probeRole() : 'admin');
     document.getElementById('version').textContent = info.version ? 'v' + String(info.version).replace(/^v/, '') : '';
     const name = info.token_name ?? (info.token && info.token.name) ?? (info.auth && info.auth.name) ?? info.actor;
     whoEl.textContent = token() ? `${name ? name + ' · ' : ''}${ctx.role}` : (r ? ctx.role : '');
@@ -123,8 +146,16 @@ function paintLive() {
 
 // A configuration change seen on the events stream (someone else's write)
 // refreshes the page, unless the operator is in the middle of a form.
-ctx.live.addEventListener('change', () => {
-  if (!ctx.dialogOpen() && !busyWriting) route(true);
+ctx.live.addEventListener('change', (e) => {
+  const d = e.detail || {};
+  const gen = typeof d.generation === 'number' ? d.generation : null;
+  if (gen !== null && ctx.lastGen !== null && gen <= ctx.lastGen) return; // already shown
+  if (busyWriting) return; // most likely our own write: it refreshes the page itself
+  if (gen !== null) ctx.lastGen = gen;
+  const el = document.activeElement;
+  const editing = ctx.dialogOpen() || (el && main.contains(el) && /^(INPUT|SELECT|TEXTAREA)$/.test(el.tagName));
+  if (gen !== null) toast(`Generation ${gen}${d.actor ? ' by ' + d.actor : ''}${editing ? ' — reload the page to see it' : ''}`);
+  if (!editing) route(true);
 });
 
 // ---- routing ----

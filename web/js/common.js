@@ -8,6 +8,7 @@ import { h, toast, planSummary, num, bytes, rate, badge, ago } from './dom.js';
 export async function write(ctx, method, path, body, what) {
   const r = await ctx.writing(() => request(method, path, body));
   const gen = (r.data && r.data.generation) ?? r.headers.get('X-Spliced-Generation');
+  if (gen !== null && gen !== undefined && !(r.data && r.data.dry_run)) ctx.lastGen = Math.max(ctx.lastGen ?? 0, Number(gen));
   toast(`${what} · generation ${gen}${r.data && r.data.plan ? ' · ' + planSummary(r.data.plan) : ''}`);
   return r;
 }
@@ -52,7 +53,7 @@ export function cell(tag, key, fmt = 'num', attrs = {}) {
 export function healthBadge(s) {
   if (!s || (s.health === null && s.up === null)) return badge('unknown');
   const st = s.health || (s.up ? 'up' : 'down');
-  const kind = s.up === true ? 'ok' : s.up === false ? 'bad' : '';
+  const kind = s.up === true ? 'ok' : s.up === false ? 'bad' : /^(drain|maint)/.test(st) ? 'warn' : '';
   return badge(st, kind);
 }
 

@@ -73,9 +73,12 @@ function health(o) {
   const st = s(o, 'health', 'health_state', 'status', 'check_status', 'state', 'health.state');
   let state = st ? st.toLowerCase() : null;
   if (!state && up !== null) state = up ? 'up' : 'down';
+  // "drain" and "maint" are admin states that hide the health: unknown.
+  let upv = up;
+  if (upv === null && state && !/^(drain|maint)/.test(state)) upv = /^(up|ok|healthy|no.?check)/.test(state);
   return {
-    up: up !== null ? up : (state ? /^(up|ok|healthy|no.?check)/.test(state) : null),
-    health: state,
+    up: upv,
+    health: up !== null ? (up ? 'up' : 'down') : state,
     admin: s(o, 'admin_state', 'admin'),
     weight: n(o, 'weight', 'eweight'),
     lastChange: s(o, 'last_change', 'last_state_change', 'lastchg') ?? n(o, 'last_change_s', 'lastchg_s'),
@@ -96,11 +99,19 @@ export function normStats(raw) {
     out.backends.set(name, be);
   }
   // Servers may also come as a flat list with a backend field.
-  for (const [sn, so] of list(doc.servers)) {
-    const bn = s(so, 'backend');
-    if (!bn) continue;
+  // Servers may also come as a flat list, named "backend/server" (the
+  // stats event) or with a backend field.
+  for (const [full, so] of list(doc.servers)) {
+    let bn = s(so, 'backend');
+    let sn = s(so, 'server') || full;
+    if (!bn) {
+      const i = full.indexOf('/');
+      if (i < 0) continue;
+      bn = full.slice(0, i);
+      sn = full.slice(i + 1);
+    }
     if (!out.backends.has(bn)) out.backends.set(bn, { name: bn, servers: new Map() });
-    out.backends.get(bn).servers.set(s(so, 'server', 'name') || sn, { name: sn, ...counters(so), ...health(so) });
+    out.backends.get(bn).servers.set(sn, { name: sn, ...counters(so), ...health(so) });
   }
   const loops = doc.loops ?? doc.threads ?? doc.activity;
   if (loops !== undefined) out.loops = normActivity(loops);

@@ -62,15 +62,16 @@ export default async function revisions(ctx, root) {
   root.append(h('div', { class: 'grid two' },
     h('section', { class: 'panel' }, h('h2', null, 'History'), h('div', { class: 'tablewrap' }, h('table', { id: 'revisions' },
       h('thead', null, h('tr', null, h('th', null, 'Gen'), h('th', null, 'When'), h('th', null, 'Change'), h('th', null, ''))),
-      h('tbody', null, revs.map((r) => h('tr', { data: { generation: String(r.generation) } },
+      h('tbody', null, revs.map((r, i) => h('tr', { data: { generation: String(r.generation) } },
         h('td', null, h('b', null, `#${r.generation}`)),
         h('td', { title: new Date(r.time).toLocaleString() }, ago(r.time)),
         h('td', null, r.summary || '—', r.generation === current ? [' ', badge('current', 'ok')] : null),
         h('td', null, h('div', { class: 'inline' },
-          h('button', {
+          i + 1 < revs.length ? h('button', {
             type: 'button', class: 'btn small ghost', 'data-action': 'compare', 'data-generation': String(r.generation),
-            onclick: () => { fromSel.value = String(r.generation); toSel.value = String(current); compare(); },
-          }, 'Diff'),
+            'aria-label': `What generation ${r.generation} changed`,
+            onclick: () => { fromSel.value = String(revs[i + 1].generation); toSel.value = String(r.generation); compare(); },
+          }, 'Diff') : null,
           canAdmin && r.generation !== current ? h('button', {
             type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'restore', 'data-generation': String(r.generation),
             onclick: (e) => restore(r.generation, e.target),
