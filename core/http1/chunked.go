@@ -27,8 +27,7 @@ type Chunked struct {
 // Chunk decoder states.
 const (
 	csSize0        uint8 = iota // first hex digit of a chunk-size
-	csSize                      // more hex digits, ';', BWS or CR
-	csSizeBWS                   // SP/HTAB after the size: only more BWS or ';'
+	csSize                      // more hex digits, ';' or CR
 	csExt                       // chunk extension bytes up to CR
 	csSizeLF                    // LF ending the size line
 	csData                      // size bytes of data
@@ -45,6 +44,9 @@ const (
 
 // maxChunkSize bounds one chunk: 2^62 leaves room to add sizes in int64.
 const maxChunkSize = 1 << 62
+
+// maxSizeDigits bounds the hex digits of a chunk-size, leading zeros included.
+const maxSizeDigits = 16
 
 // Chunked body errors (status 400 unless said otherwise).
 var (
@@ -132,7 +134,10 @@ func (c *Chunked) Decode(in []byte) (n, data int, err error) {
 		case csSize0, csSize:
 			c.line++
 			if charClass[b]&cHex != 0 {
-				if c.size >= maxChunkSize>>4 {
+				// c.line counts the digits here; more than 16, even
+				// leading zeros, is refused as net/http does: parsers
+				// that keep only the last digits would read another size.
+				if c.size >= maxChunkSize>>4 || c.line > maxSizeDigits {
 					return c.fail(i, ErrChunkTooLarge)
 				}
 				c.size = c.size<<4 | uint64(unhex(b))
@@ -145,20 +150,9 @@ func (c *Chunked) Decode(in []byte) (n, data int, err error) {
 					c.state = csSizeLF
 				case ';':
 					c.state = csExt
-				case ' ', '\t':
-					c.state = csSizeBWS
 				default:
 					return c.fail(i, ErrChunkSize)
 				}
-			}
-		case csSizeBWS:
-			c.line++
-			switch b {
-			case ' ', '\t':
-			case ';':
-				c.state = csExt
-			default:
-				return c.fail(i, ErrChunkSize)
 			}
 		case csExt:
 			c.line++

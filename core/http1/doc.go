@@ -109,9 +109,11 @@
 // # Chunked bodies
 //
 // Chunked checks a chunked body byte by byte without copying: chunk-size is
-// HEXDIG only (no sign, no "0x", no leading whitespace), at most 2^62;
-// after the size only BWS followed by ';' (RFC 9112 §7.1.1 chunk-ext) or
-// CRLF; extensions may hold HTAB, SP, visible ASCII and obs-text and the
+// HEXDIG only (no sign, no "0x", no leading whitespace), at most 16 digits
+// counting leading zeros (as net/http) and below 2^62;
+// right after the size comes ';' or CRLF: the BWS that RFC 9112 §7.1.1
+// allows before ';' is refused (400), as net/http does, because parsers
+// disagree on it and no client needs it; extensions may hold HTAB, SP, visible ASCII and obs-text and the
 // size line is limited (4 KiB); chunk data must be followed by CRLF;
 // trailer fields follow the header field rules; the body ends at the empty
 // line after the last chunk. The proxy forwards the validated bytes as they
