@@ -442,7 +442,36 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	}
 	u.waitJS(5*time.Second, "the revisions page to show #4 as current", `!!document.querySelector('#revisions tr[data-generation="4"] .badge.ok')`)
 
-	// 8. The other pages load without errors.
+	// 8. Weight edit, and a bind added and removed through the page.
+	u.page("backends")
+	u.fill(`input[data-weight="web/s1"]`, "50")
+	u.run("set weight", chromedp.Click(chromedp.CSS(`button[data-action="weight"][data-server="web/s1"]`)))
+	var w struct {
+		Weight int `json:"weight"`
+	}
+	waitFor(t, 5*time.Second, "web/s1 weight 50 in the API", func() bool {
+		u.apiJSON("/api/v1/backends/web/servers/s1", &w)
+		return w.Weight == 50
+	})
+	port2 := freePort(t)
+	u.page("frontends")
+	u.run("open add bind form",
+		chromedp.Click(chromedp.CSS(`section[data-frontend="pub"] button[data-action="add-bind"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] form`)))
+	u.fill(`dialog[open] [data-ptr="/address"] input`, "127.0.0.1")
+	u.fill(`dialog[open] [data-ptr="/port"] input`, strconv.Itoa(port2))
+	u.run("add bind b2",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-bind="pub/b2"]`)))
+	waitFor(t, 5*time.Second, "bind b2 to listen", func() bool { return !refuses(port2) })
+	u.run("remove bind b2",
+		chromedp.Click(chromedp.CSS(`button[data-action="remove-bind"][data-bind="pub/b2"]`)),
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`tr[data-bind="pub/b2"]`)))
+	u.in.MustDo(404, "GET", "/api/v1/frontends/pub/binds/b2", nil)
+
+	// 9. The other pages load without errors.
 	u.page("cpu")
 	u.shot("cpu-1280")
 	u.page("audit")
@@ -450,7 +479,7 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	u.page("frontends")
 	u.shot("frontends-1280")
 
-	// 9. Phone width: no horizontal scrolling, nav reachable.
+	// 10. Phone width: no horizontal scrolling, nav reachable.
 	u.run("phone viewport", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
 	u.page("overview")
 	u.shot("overview-375")
@@ -462,7 +491,7 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	u.run("desktop viewport", chromedp.EmulateViewport(1280, 800))
 	errs.check(t, "all pages as admin")
 
-	// 10. A viewer signs in with a token and finds no write button.
+	// 11. A viewer signs in with a token and finds no write button.
 	viewerToken := addToken(t, in, "viewer", "ui-viewer")
 	if viewerToken == "" {
 		return // addToken logged why (tokens not implemented yet)
