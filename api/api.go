@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/spliced-proxy/spliced/api/tokens"
 	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/openapi"
@@ -33,6 +34,19 @@ type Options struct {
 	AdminAddr string
 	Logger    *slog.Logger // nil: discard
 	Started   time.Time    // zero: time of New
+
+	// Security (issue 7, api/auth.go). Tokens nil: no authentication at
+	// all (embedding and tests). With Tokens, Open allows requests without
+	// a token while no token exists (loopback or unix admin address).
+	Tokens *tokens.Checker
+	Open   bool
+	// AdminHosts are more names (or name:port) the Host header may carry;
+	// with an explicit port they are trusted origins too (a proxy in front).
+	AdminHosts []string
+	// AdminTLS: the admin listener serves HTTPS (its own origin is https).
+	AdminTLS bool
+	// MaxBodyBytes bounds request bodies; 0 means MaxBodyBytes.
+	MaxBodyBytes int64
 }
 
 // MaxBodyBytes bounds every request body (413 beyond).
@@ -66,6 +80,7 @@ type server struct {
 	spec    []byte
 	mux     *chi.Mux
 	c       collections
+	obs     *observer // stats, metrics, events, audit (stats.go)
 }
 
 // New returns the admin HTTP handler: the REST API under /api/v1, /healthz,
@@ -85,13 +100,21 @@ func New(o Options) http.Handler {
 	if s.dir == "" && s.store != nil {
 		s.dir = s.store.Dir()
 	}
+	s.obs = newObserver(s)
 	r := chi.NewRouter()
 	s.mux = r
 	// Order matters: the id first (everything logs it), the access log
 	// around the recoverer (so a recovered panic is logged as its 500).
 	// Issue 7's host/origin checks and bearer-token auth go right after
 	// the recoverer, before any body is read.
-	r.Use(requestIDs, accessLog(s.log), recoverer(s.log), maxBody(MaxBodyBytes),
+	// The audit trail wraps everything after the access log, so refusals
+	// by later middlewares (413, 415, auth) are recorded too.
+	limit := o.MaxBodyBytes
+	if limit <= 0 {
+		limit = MaxBodyBytes
+	}
+	sec := newGuard(o, r, s.log, s.dir)
+	r.Use(requestIDs, accessLog(s.log), s.obs.audit.middleware, recoverer(s.log), sec.handler, maxBody(limit),
 		mediaTypes(map[string][]string{
 			http.MethodPost:  {mediaJSON},
 			http.MethodPut:   {mediaJSON},
@@ -298,6 +321,7 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) {
 	ifMatch := r.Header.Get("If-Match")
 	var prefix string
 	mutate := func(c *config.Config) error {
+		auditBefore(r, s.store.Current()) // under the store's lock: what c is a clone of
 		cur, err := op.target(c)
 		if err != nil {
 			return err
@@ -311,12 +335,15 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) {
 				return fmt.Errorf("If-Match %s does not match the current ETag %s: %w", truncate(ifMatch, 80), tag, config.ErrStale)
 			}
 		}
-		prefix, err = op.mutate(c)
-		return err
+		if prefix, err = op.mutate(c); err != nil {
+			return err
+		}
+		return checkRole(r.Context(), s.store.Current(), c) // operators: admin_state and weight only
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), applyTimeout)
 	defer cancel()
 	res, err := s.store.Update(ctx, mutate, config.UpdateOptions{DryRun: dry, Env: s.env, Apply: s.core.Apply})
+	s.noteWrite(r, dry, res, err)
 	if err != nil {
 		s.fail(w, r, err, prefix)
 		return

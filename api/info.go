@@ -24,6 +24,11 @@ type Info struct {
 	StateDir          string `json:"state_dir" example:"/var/lib/spliced"`
 	AdminAddr         string `json:"admin_addr" example:"127.0.0.1:9900"`
 	GoVersion         string `json:"go_version" example:"go1.26.8"`
+	// Role is the caller's role: that of its token, "admin" while no token
+	// exists (open loopback or unix admin address).
+	Role string `json:"role" example:"admin" enums:"viewer,operator,admin"`
+	// Auth is true when tokens exist (Authorization: Bearer is required).
+	Auth bool `json:"auth" example:"false"`
 }
 
 // info godoc
@@ -42,6 +47,7 @@ func (s *server) info(w http.ResponseWriter, r *http.Request) {
 		Nbthread: rt.Nbthread, Maxconn: rt.Maxconn,
 		Generation: c.Generation, RunningGeneration: rt.Generation,
 		StateDir: s.dir, AdminAddr: s.addr, GoVersion: runtime.Version(),
+		Role: RoleFrom(r.Context()), Auth: authRequired(r.Context()),
 	})
 }
 
@@ -106,46 +112,6 @@ func (s *server) notImplemented(w http.ResponseWriter, r *http.Request) {
 		Detail: r.Method + " " + r.URL.Path + " is not implemented yet; it is part of the API contract and comes in a later release"}, ""))
 }
 
-// stats godoc
-//
-//	@Summary		Traffic statistics (not implemented yet)
-//	@Description	Per frontend, backend and server: connections, requests, bytes, errors, status classes, health. Answers 501 until implemented.
-//	@Tags			later
-//	@Produce		json
-//	@Failure		501	{object}	Problem	"not implemented yet"
-//	@Router			/api/v1/stats [get]
-func (s *server) stats(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }
-
-// activity godoc
-//
-//	@Summary		Per-loop activity (not implemented yet)
-//	@Description	Answers 501 until implemented.
-//	@Tags			later
-//	@Produce		json
-//	@Failure		501	{object}	Problem	"not implemented yet"
-//	@Router			/api/v1/activity [get]
-func (s *server) activity(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }
-
-// events godoc
-//
-//	@Summary		Server-sent events: changes and stats ticks (not implemented yet)
-//	@Description	Answers 501 until implemented.
-//	@Tags			later
-//	@Produce		json
-//	@Failure		501	{object}	Problem	"not implemented yet"
-//	@Router			/api/v1/events [get]
-func (s *server) events(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }
-
-// audit godoc
-//
-//	@Summary		Audit log (not implemented yet)
-//	@Description	Answers 501 until implemented.
-//	@Tags			later
-//	@Produce		json
-//	@Failure		501	{object}	Problem	"not implemented yet"
-//	@Router			/api/v1/audit [get]
-func (s *server) audit(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }
-
 // getCPUMap godoc
 //
 //	@Summary		CPU map of the loop threads (not implemented yet)
@@ -197,13 +163,3 @@ func (s *server) getIRQ(w http.ResponseWriter, r *http.Request) { s.notImplement
 //	@Failure		501	{object}	Problem	"not implemented yet"
 //	@Router			/api/v1/irqs/{irq} [put]
 func (s *server) putIRQ(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }
-
-// metrics godoc
-//
-//	@Summary		Prometheus metrics (not implemented yet)
-//	@Description	Answers 501 until implemented.
-//	@Tags			later
-//	@Produce		plain
-//	@Failure		501	{object}	Problem	"not implemented yet"
-//	@Router			/metrics [get]
-func (s *server) metrics(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }

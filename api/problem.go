@@ -177,6 +177,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error, prefix 
 func writeProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 	p.Instance = r.URL.Path
 	p.RequestID = requestID(r.Context())
+	auditProblem(r, &p)
 	b, err := json.Marshal(p)
 	if err != nil {
 		b = []byte(`{"type":"urn:spliced:problem:internal","title":"Internal error","status":500,"errors":[]}`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/spliced-proxy/spliced/core/config"
@@ -51,7 +52,7 @@ type Runtime struct {
 type Nop struct {
 	// Fail, when set, is returned by Apply (to test rollback).
 	Fail func(snap *config.Config) error
-	last *config.Config
+	last atomic.Pointer[config.Config]
 }
 
 // Apply records snap, or returns the error Fail gives.
@@ -61,15 +62,15 @@ func (n *Nop) Apply(_ context.Context, snap *config.Config) error {
 			return err
 		}
 	}
-	n.last = snap
+	n.last.Store(snap)
 	return nil
 }
 
 // Runtime reports the generation of the last applied snapshot.
 func (n *Nop) Runtime() Runtime {
 	var g int64
-	if n.last != nil {
-		g = n.last.Generation
+	if last := n.last.Load(); last != nil {
+		g = last.Generation
 	}
 	return Runtime{Nbthread: 0, Generation: g}
 }
@@ -78,14 +79,15 @@ func (n *Nop) Runtime() Runtime {
 // counters (nothing runs).
 func (n *Nop) Stats() stats.Snapshot {
 	s := stats.Snapshot{Time: time.Now(), Frontends: []stats.Frontend{}, Backends: []stats.Backend{}}
-	if n.last == nil {
+	last := n.last.Load()
+	if last == nil {
 		return s
 	}
-	s.Generation = n.last.Generation
-	for _, f := range n.last.Frontends {
+	s.Generation = last.Generation
+	for _, f := range last.Frontends {
 		s.Frontends = append(s.Frontends, stats.Frontend{Name: f.Name, Mode: f.Mode, Maxconn: f.Maxconn})
 	}
-	for _, b := range n.last.Backends {
+	for _, b := range last.Backends {
 		sb := stats.Backend{Name: b.Name, Mode: b.Mode, Algo: b.Balance, State: "down", Servers: []stats.Server{}}
 		for _, sv := range b.Servers {
 			w := 0

@@ -30,12 +30,14 @@ type Counts struct {
 	Errors    int64   `json:"errors"` // malformed requests
 	// ConnectErrors, Retries, NoServer, Timeouts, Aborts explain why
 	// connections ended badly.
-	ConnectErrors int64        `json:"connect_errors"`
-	Retries       int64        `json:"retries"`
-	NoServer      int64        `json:"no_server"`
-	Timeouts      int64        `json:"timeouts"`
-	Aborts        int64        `json:"aborts"`
-	Status        StatusCounts `json:"status"`
+	ConnectErrors int64 `json:"connect_errors"`
+	Retries       int64 `json:"retries"`
+	NoServer      int64 `json:"no_server"`
+	Timeouts      int64 `json:"timeouts"`
+	Aborts        int64 `json:"aborts"`
+	// Queue is the number of connections waiting for a server slot.
+	Queue  int64        `json:"queue"`
+	Status StatusCounts `json:"status"`
 	// ConnectTimeAvgUs is the mean time from connect(2) to an established
 	// server connection since start; ResponseTimeAvgUs the mean time from
 	// a request sent to its response headers (http mode).
@@ -55,7 +57,7 @@ func (t Totals) Counts() Counts {
 		Requests: t.Requests, ReqRate: round2(t.ReqRate),
 		BytesIn: t.BytesIn, BytesOut: t.BytesOut, Denied: t.Denied, Errors: t.Errors,
 		ConnectErrors: t.ConnectErrors, Retries: t.Retries, NoServer: t.NoServer,
-		Timeouts: t.Timeouts, Aborts: t.Aborts,
+		Timeouts: t.Timeouts, Aborts: t.Aborts, Queue: t.Queue,
 		Status: StatusCounts{
 			Other: t.Status[0], S1xx: t.Status[1], S2xx: t.Status[2],
 			S3xx: t.Status[3], S4xx: t.Status[4], S5xx: t.Status[5],

@@ -1,0 +1,473 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+// The audit trail: every write through the API (POST, PUT, PATCH, DELETE),
+// accepted or refused, dry runs included, is one JSON line appended to
+// audit.log in the state directory. The file is rotated to audit.log.1
+// past auditMaxBytes, so the trail takes at most twice that on disk.
+
+const (
+	auditFile     = "audit.log"
+	auditMaxBytes = 16 << 20
+	// auditDiffItems: a change of at most this many plan items carries the
+	// before/after of each changed object; a bigger one only its plan.
+	auditDiffItems = 8
+	// auditDiffBytes bounds the before/after of one entry.
+	auditDiffBytes = 64 << 10
+	auditMaxLimit  = 1000
+)
+
+// AuditChange is the before and after of one changed object (absent on
+// create and delete respectively).
+type AuditChange struct {
+	Object string          `json:"object" example:"backend/web/server/s1"`
+	Before json.RawMessage `json:"before,omitempty" swaggertype:"object"`
+	After  json.RawMessage `json:"after,omitempty" swaggertype:"object"`
+}
+
+// AuditEntry is one write through the API.
+type AuditEntry struct {
+	// Seq orders entries; it is the cursor of GET /api/v1/audit?before=.
+	Seq  int64     `json:"seq" example:"42"`
+	Time time.Time `json:"time"`
+	// Actor is the token name that authenticated the request, "local"
+	// while the API has no tokens.
+	Actor     string `json:"actor" example:"local"`
+	Remote    string `json:"remote" example:"127.0.0.1:51234"`
+	RequestID string `json:"request_id" example:"5f2c0e7a9b1d4c3e8f6a2b1c"`
+	Method    string `json:"method" example:"PATCH"`
+	Path      string `json:"path" example:"/api/v1/backends/web/servers/s1"`
+	DryRun    bool   `json:"dry_run,omitempty"`
+	// Status is the HTTP status answered; Generation the generation the
+	// write created (or, for a dry run or an empty change, the current one).
+	Status     int    `json:"status" example:"200"`
+	Generation int64  `json:"generation,omitempty" example:"8"`
+	Error      string `json:"error,omitempty" example:"urn:spliced:problem:validation: /port: must be between 1 and 65535"`
+	// Plan is what the change does (accepted and dry-run writes).
+	Plan *config.Plan `json:"plan,omitempty"`
+	// Changes holds the before/after of each changed object when the plan
+	// has at most 8 items.
+	Changes []AuditChange `json:"changes,omitempty"`
+}
+
+// auditRec is what a request contributes to its audit entry while it runs;
+// one per write request, in its context. Only the request's goroutine uses it.
+type auditRec struct {
+	actor  string
+	dry    bool
+	gen    int64
+	hasGen bool
+	errTxt string
+	plan   *config.Plan
+	before *config.Config
+	after  *config.Config
+}
+
+type auditCtxKey struct{}
+
+func auditOf(ctx context.Context) *auditRec {
+	a, _ := ctx.Value(auditCtxKey{}).(*auditRec)
+	return a
+}
+
+type actorCtxKey struct{}
+
+// withActor records who makes the request: the audit entry's actor and a
+// context value handlers can read (actor). The auth middleware of the
+// security issue calls it with the token name.
+func withActor(r *http.Request, name string) *http.Request {
+	if a := auditOf(r.Context()); a != nil {
+		a.actor = name
+	}
+	return r.WithContext(context.WithValue(r.Context(), actorCtxKey{}, name))
+}
+
+// actor is the name withActor recorded, "local" when none.
+func actor(ctx context.Context) string {
+	if n, ok := ctx.Value(actorCtxKey{}).(string); ok && n != "" {
+		return n
+	}
+	return "local"
+}
+
+// auditBefore records the configuration a write starts from (called inside
+// the store's lock, where Current is the config being changed).
+func auditBefore(r *http.Request, cur *config.Config) {
+	if a := auditOf(r.Context()); a != nil {
+		a.before = cur
+	}
+}
+
+// auditResult records a write's outcome from store.Update.
+func auditResult(r *http.Request, dry bool, res *config.Result) {
+	a := auditOf(r.Context())
+	if a == nil || res == nil {
+		return
+	}
+	a.dry, a.gen, a.hasGen = dry, res.Generation, true
+	p := res.Plan
+	a.plan = &p
+	a.after = res.Config
+}
+
+// auditProblem records the problem a request was answered with.
+func auditProblem(r *http.Request, p *Problem) {
+	if a := auditOf(r.Context()); a != nil {
+		a.errTxt = truncate(p.Type+": "+p.Detail, 512)
+	}
+}
+
+func isWrite(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// auditLog appends entries to dir/audit.log and reads them back.
+type auditLog struct {
+	dir      string
+	log      *slog.Logger
+	maxBytes int64 // rotate past this size
+
+	mu   sync.Mutex
+	seq  int64 // last sequence number written
+	init bool
+}
+
+func newAuditLog(dir string, log *slog.Logger) *auditLog {
+	return &auditLog{dir: dir, log: log, maxBytes: auditMaxBytes}
+}
+
+func (l *auditLog) path(n int) string {
+	p := filepath.Join(l.dir, auditFile)
+	if n > 0 {
+		p += "." + strconv.Itoa(n)
+	}
+	return p
+}
+
+// middleware writes one entry per write request once it is answered.
+func (l *auditLog) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isWrite(r.Method) || l.dir == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec := &auditRec{}
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			st := sw.status
+			if st == 0 {
+				st = http.StatusOK
+			}
+			if v := recover(); v != nil {
+				// The recoverer is inside; a panic here is one that
+				// aborts the connection. Record it, then let it go on.
+				st = http.StatusInternalServerError
+				l.append(r, rec, st)
+				panic(v)
+			}
+			l.append(r, rec, st)
+		}()
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), auditCtxKey{}, rec)))
+	})
+}
+
+// append writes the entry of a finished request. Failing to write the
+// audit trail is logged; it does not undo the answered write.
+func (l *auditLog) append(r *http.Request, a *auditRec, status int) {
+	e := AuditEntry{
+		Time: time.Now().UTC(), Actor: a.actor, Remote: r.RemoteAddr,
+		RequestID: requestID(r.Context()), Method: r.Method, Path: truncate(r.URL.RequestURI(), 1024),
+		DryRun: a.dry, Status: status,
+	}
+	if e.Actor == "" {
+		e.Actor = "local"
+	}
+	if a.hasGen && status < 400 {
+		e.Generation = a.gen
+		e.Plan = a.plan
+		if a.plan != nil && len(a.plan.Items) <= auditDiffItems {
+			e.Changes = changesOf(a.plan, a.before, a.after)
+		}
+	}
+	if status >= 400 {
+		e.Error = a.errTxt
+		if e.Error == "" {
+			e.Error = http.StatusText(status)
+		}
+	}
+	if err := l.write(&e); err != nil {
+		l.log.Error("audit log write failed", "path", l.path(0), "request_id", e.RequestID, "err", err)
+	}
+}
+
+func (l *auditLog) write(e *AuditEntry) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.init {
+		l.seq = l.lastSeq()
+		l.init = true
+	}
+	l.seq++
+	e.Seq = l.seq
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encode audit entry: %w", err)
+	}
+	b = append(b, '\n')
+	if fi, err := os.Stat(l.path(0)); err == nil && fi.Size()+int64(len(b)) > l.maxBytes {
+		if err := os.Rename(l.path(0), l.path(1)); err != nil {
+			return fmt.Errorf("rotate audit log: %w", err)
+		}
+	}
+	f, err := os.OpenFile(l.path(0), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open audit log: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("append audit log: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync audit log: %w", err)
+	}
+	return f.Close()
+}
+
+// lastSeq is the sequence number of the newest entry on disk (0 if none),
+// so numbering goes on across restarts.
+func (l *auditLog) lastSeq() int64 {
+	var last int64
+	_ = l.scan(func(e *AuditEntry) bool { last = e.Seq; return false })
+	return last
+}
+
+// scan calls fn with entries newest first until fn returns false.
+func (l *auditLog) scan(fn func(e *AuditEntry) bool) error {
+	for n := 0; n <= 1; n++ {
+		more, err := scanFileBackwards(l.path(n), fn)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
+	return nil
+}
+
+// scanFileBackwards reads path from its end in blocks and calls fn for each
+// line decoded as an entry, last line first. Lines that do not decode (a
+// torn last write) are skipped. It returns false when fn asked to stop.
+func scanFileBackwards(path string, fn func(e *AuditEntry) bool) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return true, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return true, err
+	}
+	const block = 64 << 10
+	end := fi.Size()
+	var tail []byte // bytes after the last newline seen, belonging to the line before
+	for end > 0 {
+		start := max(end-block, 0)
+		buf := make([]byte, end-start, int(end-start)+len(tail))
+		if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
+			return true, err
+		}
+		buf = append(buf, tail...)
+		// Every complete line is after a newline in buf (or starts the file).
+		for {
+			i := bytes.LastIndexByte(buf[:max(len(buf)-1, 0)], '\n')
+			if i < 0 {
+				break
+			}
+			if !decodeLine(buf[i+1:], fn) {
+				return false, nil
+			}
+			buf = buf[:i+1]
+		}
+		tail = buf
+		end = start
+	}
+	if len(tail) > 0 && !decodeLine(tail, fn) {
+		return false, nil
+	}
+	return true, nil
+}
+
+func decodeLine(line []byte, fn func(e *AuditEntry) bool) bool {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return true
+	}
+	var e AuditEntry
+	if json.Unmarshal(line, &e) != nil {
+		return true
+	}
+	return fn(&e)
+}
+
+// changesOf is the before/after of the objects a small plan touches.
+func changesOf(p *config.Plan, before, after *config.Config) []AuditChange {
+	var out []AuditChange
+	size := 0
+	for _, it := range p.Items {
+		c := AuditChange{Object: it.Object}
+		if before != nil && it.Op != "create" {
+			c.Before = objectJSON(before, it.Object)
+		}
+		if after != nil && it.Op != "delete" {
+			c.After = objectJSON(after, it.Object)
+		}
+		size += len(c.Before) + len(c.After)
+		if size > auditDiffBytes {
+			return out
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// objectJSON is the JSON of the object a plan item names ("frontend/f",
+// "frontend/f/bind/b", "backend/b", "backend/b/server/s", "tuning",
+// "cpu_map", "irq"), nil when absent.
+func objectJSON(c *config.Config, obj string) json.RawMessage {
+	var v any
+	parts := strings.Split(obj, "/")
+	switch {
+	case obj == "tuning":
+		v = c.Tuning
+	case obj == "cpu_map":
+		v = c.CPUMap
+	case obj == "irq":
+		v = c.IRQ
+	case parts[0] == "frontend" && len(parts) >= 2:
+		for i := range c.Frontends {
+			f := &c.Frontends[i]
+			if f.Name != parts[1] {
+				continue
+			}
+			if len(parts) == 2 {
+				v = f
+			} else if len(parts) == 4 && parts[2] == "bind" {
+				for j := range f.Binds {
+					if f.Binds[j].Name == parts[3] {
+						v = f.Binds[j]
+					}
+				}
+			}
+		}
+	case parts[0] == "backend" && len(parts) >= 2:
+		for i := range c.Backends {
+			b := &c.Backends[i]
+			if b.Name != parts[1] {
+				continue
+			}
+			if len(parts) == 2 {
+				v = b
+			} else if len(parts) == 4 && parts[2] == "server" {
+				for j := range b.Servers {
+					if b.Servers[j].Name == parts[3] {
+						v = b.Servers[j]
+					}
+				}
+			}
+		}
+	}
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// read returns up to limit entries older than before (0 = newest), newest
+// first.
+func (l *auditLog) read(limit int, before int64) ([]AuditEntry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := []AuditEntry{}
+	err := l.scan(func(e *AuditEntry) bool {
+		if before > 0 && e.Seq >= before {
+			return true
+		}
+		out = append(out, *e)
+		return len(out) < limit
+	})
+	return out, err
+}
+
+// audit godoc
+//
+//	@Summary		Audit trail of writes, newest first
+//	@Description	Every write through the API (POST, PUT, PATCH, DELETE), accepted or refused, dry runs included: who (actor), from where, which request, the plan and, for changes of at most 8 plan items, the before/after of each changed object, and the result. Kept in audit.log in the state directory (rotated to audit.log.1 past 16 MiB). Page with ?before= set to the seq of the last entry received; the Link header (rel="next") gives the next page.
+//	@Tags			observability
+//	@Produce		json
+//	@Param			limit	query		integer	false	"entries per page (1..1000, default 100)"
+//	@Param			before	query		integer	false	"only entries with a seq below this"
+//	@Success		200		{array}		AuditEntry
+//	@Failure		400		{object}	Problem
+//	@Router			/api/v1/audit [get]
+func (s *server) audit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := intQuery(q.Get("limit"), 100, 1, auditMaxLimit, "limit")
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	before, err := intQuery(q.Get("before"), 0, 1, 1<<62, "before")
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	entries, err := s.obs.audit.read(limit, int64(before))
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("read audit log: %w", err), "")
+		return
+	}
+	if n := len(entries); n == limit && entries[n-1].Seq > 1 {
+		w.Header().Set("Link", fmt.Sprintf(`<%s/audit?limit=%d&before=%d>; rel="next"`, base, limit, entries[n-1].Seq))
+	}
+	s.writeValue(w, r, http.StatusOK, entries)
+}
+
+func intQuery(v string, def, lo, hi int, name string) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, &apiError{Status: http.StatusBadRequest, Code: "bad-query",
+			Detail: fmt.Sprintf("%s must be an integer between %d and %d, not %q", name, lo, hi, truncate(v, 40))}
+	}
+	return n, nil
+}
