@@ -24,11 +24,6 @@ type Info struct {
 	StateDir          string `json:"state_dir" example:"/var/lib/spliced"`
 	AdminAddr         string `json:"admin_addr" example:"127.0.0.1:9900"`
 	GoVersion         string `json:"go_version" example:"go1.26.8"`
-	// Role is the caller's role: that of its token, "admin" while no token
-	// exists (open loopback or unix admin address).
-	Role string `json:"role" example:"admin" enums:"viewer,operator,admin"`
-	// Auth is true when tokens exist (Authorization: Bearer is required).
-	Auth bool `json:"auth" example:"false"`
 }
 
 // info godoc
@@ -47,7 +42,6 @@ func (s *server) info(w http.ResponseWriter, r *http.Request) {
 		Nbthread: rt.Nbthread, Maxconn: rt.Maxconn,
 		Generation: c.Generation, RunningGeneration: rt.Generation,
 		StateDir: s.dir, AdminAddr: s.addr, GoVersion: runtime.Version(),
-		Role: RoleFrom(r.Context()), Auth: authRequired(r.Context()),
 	})
 }
 
