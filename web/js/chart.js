@@ -70,6 +70,8 @@ export class RateChart {
     } else {
       this.plot.setData(data);
     }
+    // Without a pointer over the chart the legend shows the latest values.
+    if (xs.length && !(this.plot.cursor.left >= 0)) this.plot.setLegend({ idx: xs.length - 1 });
   }
 
   destroy() {
