@@ -20,6 +20,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/listen"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/pin"
 	"github.com/spliced-proxy/spliced/core/proxy"
 )
 
@@ -28,6 +29,12 @@ type EngineOptions struct {
 	Logger *slog.Logger
 	// Resolve turns a server host name into an address; nil = system resolver.
 	Resolve func(host string) (netip.Addr, error)
+	// PinFS names the procfs/sysfs IRQs are read and pinned in; the zero
+	// value is the host (tests use a fake tree). engine_pin.go.
+	PinFS pin.FS
+	// DrainGrace is how long a loop removed by a smaller nbthread lets its
+	// connections run before closing them; 0 = DefaultDrainGrace.
+	DrainGrace time.Duration
 }
 
 // fdMargin is what the global maxconn leaves of RLIMIT_NOFILE for the
@@ -56,6 +63,8 @@ type Engine struct {
 
 	gen      atomic.Int64
 	nbthread atomic.Int64
+
+	th threads // loop threads, nbthread changes, pins (engine_threads.go, engine_pin.go)
 
 	view       atomic.Pointer[statsView] // what Stats reads (engine_stats.go)
 	stopAccess func()                    // stops the access-log writer
@@ -114,6 +123,7 @@ func NewEngine(o EngineOptions) (*Engine, error) {
 		binds:    map[string]*bindRT{},
 		fronts:   map[string]*feRT{},
 		backends: map[string]*beRT{},
+		th:       threads{fs: o.PinFS, grace: o.DrainGrace},
 	}, nil
 }
 
@@ -179,13 +189,8 @@ func (e *Engine) start(t *config.Tuning) error {
 	e.stopAccess = e.startAccessLog()
 	e.group = listen.NewGroup(loops, 0)
 	e.group.SetDistribution(t.Distribution, t.Maxaccept)
-	for _, l := range loops {
-		e.loopsWG.Add(1)
-		go func() {
-			defer e.loopsWG.Done()
-			l.Run()
-		}()
-	}
+	e.initThreads()
+	e.runLoops()
 	// Wait until every loop runs: listen.Open waits for running loops only,
 	// and a bind must accept when Apply returns.
 	deadline := time.Now().Add(5 * time.Second)
@@ -269,17 +274,24 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	if e.closed {
 		return errors.New("engine closed")
 	}
-	if e.loops == nil {
+	first := e.loops == nil
+	var rs *resize // nbthread change (engine_threads.go)
+	if first {
 		if err := e.start(&snap.Tuning); err != nil {
 			return err
 		}
-	} else if n := snap.Tuning.Nbthread; n > 0 && n != len(e.loops) {
-		// Changing the number of loops needs connections to migrate or
-		// loops to drain: not supported at runtime yet (issue 6).
-		e.log.Warn("tuning.nbthread changed at runtime: not supported yet, keeping the running loops",
-			"running", len(e.loops), "requested", n)
+	} else if n := wantLoops(&snap.Tuning); n != len(e.loops) {
+		var err error
+		if rs, err = e.prepareResize(&snap.Tuning, n); err != nil {
+			return &config.ApplyError{Field: "/tuning/nbthread", Object: "tuning nbthread", Err: err}
+		}
 	}
-	nloops := len(e.loops)
+	group, active := e.group, e.th.all[:len(e.loops)]
+	if rs != nil {
+		group, active = rs.group, e.th.all[:rs.to]
+	}
+	// Pickers for every loop that may hold a connection, draining ones too.
+	nloops := e.liveLoops()
 
 	// 1. Backends.
 	newBE := make(map[string]*beRT, len(snap.Backends))
@@ -342,6 +354,9 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		for _, b := range opened {
 			b.ln.Close()
 		}
+		if rs != nil {
+			e.abortResize(rs)
+		}
 		for _, r := range replaced {
 			ln, oerr := e.group.Open(r.spec, r.old, e.accept)
 			if oerr != nil {
@@ -371,7 +386,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			}
 			b := &bindRT{key: key, f: newFE[cf.Name], spec: spec}
 			b.front.Store(fronts[cf.Name])
-			ln, err := e.group.Open(spec, b, e.accept)
+			ln, err := group.Open(spec, b, e.accept)
 			if err != nil {
 				return fail(&config.ApplyError{
 					Field:  "/frontends/" + strconv.Itoa(i) + "/binds/" + strconv.Itoa(j),
@@ -384,6 +399,11 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			newBinds[key] = b
 			e.log.Info("bind opened", "frontend", cf.Name, "bind", cb.Name, "address", ln.Addr().String())
 		}
+	}
+
+	// 3b. CPU map and IRQ pins (engine_pin.go): the last step that may fail.
+	if _, err := e.applyPins(ctx, snap, active, first); err != nil {
+		return fail(err)
 	}
 
 	// 4. Publish. From here on nothing fails.
@@ -401,6 +421,9 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			b.ln.Close() // removed: stop accepting, connections live on
 			e.log.Info("bind closed", "bind", keyString(key))
 		}
+	}
+	if rs != nil {
+		e.commitResize(rs, newBinds) // new loops get connections from here on
 	}
 	for name, prev := range e.backends {
 		if nb := newBE[name]; nb != nil {
@@ -424,7 +447,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	// 5. Every loop picks the snapshot up: tuning applied on its thread;
 	// Apply returns once all of them ran it.
 	t := snap.Tuning
-	pt := proxyTuning(&t, nloops)
+	pt := proxyTuning(&t, len(e.loops))
 	if err := e.onEveryLoop(ctx, func(l *loop.Loop, w *proxy.Worker) {
 		l.SetTuning(t.RunqueueDepth, t.Maxpollevents, t.Sched)
 		w.SetTuning(pt)
@@ -501,10 +524,10 @@ func (e *Engine) accept(l *loop.Loop, fd int, ln *listen.Listener) {
 	}
 	e.admit(f)
 	if fe.HTTP != nil {
-		e.workers[l.ID()].StartHTTP(fd, fe)
+		e.workerOf(l).StartHTTP(fd, fe)
 		return
 	}
-	e.workers[l.ID()].StartTCP(fd, fe)
+	e.workerOf(l).StartTCP(fd, fe)
 }
 
 // httpFront builds the http-mode part of a frontend: routes resolved to
@@ -612,14 +635,7 @@ wait:
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	e.stopCheckers()
-	_ = e.onEveryLoop(cctx, func(_ *loop.Loop, w *proxy.Worker) { w.CloseAll() })
-	for _, l := range e.loops {
-		l.Stop()
-	}
-	e.loopsWG.Wait()
-	for _, l := range e.loops {
-		l.Close()
-	}
+	e.stopAllLoops(cctx) // active and draining loops (engine_threads.go)
 	if e.stopAccess != nil {
 		e.stopAccess()
 	}

@@ -162,12 +162,13 @@ func (e *Engine) startAccessLog() func() {
 		rings[i] = stats.NewLogRing(accessLogRing)
 		w.AccessLog = rings[i]
 	}
+	e.th.logRings.Store(&rings) // loops added by nbthread get theirs (engine_threads.go)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var dropped atomic.Uint64
 	drain := func() {
 		var lost uint64
-		for _, r := range rings {
+		for _, r := range *e.th.logRings.Load() {
 			r.Drain(e.writeAccess)
 			lost += r.Dropped()
 		}

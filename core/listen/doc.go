@@ -34,7 +34,9 @@
 //
 // Threads:
 //   - control goroutine only (never a loop thread; they wait for the loops):
-//     NewGroup, Group.Open, Listener.Close, Group.Close;
+//     NewGroup, Group.Open, Listener.Close, Group.Close, Group.Adopt,
+//     Group.Retire (adopt.go: moving listeners to a new set of loops when
+//     nbthread changes, without closing a listening socket);
 //   - any goroutine: SetDistribution, Pause, Resume, Paused, Addr, Ring.Len;
 //   - loop threads: everything the acceptors and rings do internally.
 package listen

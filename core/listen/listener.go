@@ -53,6 +53,7 @@ type Listener struct {
 	socks   []int
 	acc     []*acceptor
 	targets []int // loop indexes the distribution may pick (shards == 0)
+	sharded bool  // BindSpec.Shards > 0: one SO_REUSEPORT socket per acceptor (Adopt keeps the layout)
 
 	idx       atomic.Uint32 // rotating index for p2c-rr and round-robin (seed 001)
 	paused    atomic.Bool
@@ -100,7 +101,7 @@ func (g *Group) Open(spec BindSpec, owner any, fn AcceptFunc) (*Listener, error)
 	if backlog <= 0 {
 		backlog = DefaultBacklog
 	}
-	ln := &Listener{Owner: owner, g: g, fn: fn, targets: threads}
+	ln := &Listener{Owner: owner, g: g, fn: fn, targets: threads, sharded: spec.Shards > 0}
 	nsock := max(spec.Shards, 1)
 	for i := range nsock {
 		fd, err := openSocket(sa, family, backlog, spec.Shards > 0)

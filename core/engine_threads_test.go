@@ -1,0 +1,357 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/pin"
+)
+
+// waitUntil polls cond until it holds or d passes.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// trafficLoop opens short connections through port (greeting + one echo)
+// until stop is closed, at most max of them; it counts successes and
+// records every failure.
+type trafficLoop struct {
+	ok   atomic.Int64
+	mu   sync.Mutex
+	errs []string
+	done chan struct{}
+}
+
+func startTraffic(port int, greeting string, stop <-chan struct{}, maxConns int) *trafficLoop {
+	tl := &trafficLoop{done: make(chan struct{})}
+	go func() {
+		defer close(tl.done)
+		buf := make([]byte, 64)
+		for i := 0; i < maxConns; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			err := func() error {
+				c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 2*time.Second)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				if _, err := io.ReadFull(c, buf[:len(greeting)]); err != nil {
+					return err
+				}
+				if string(buf[:len(greeting)]) != greeting {
+					return errors.New("bad greeting " + string(buf[:len(greeting)]))
+				}
+				msg := "ping" + strconv.Itoa(i%10)
+				if _, err := c.Write([]byte(msg)); err != nil {
+					return err
+				}
+				if _, err := io.ReadFull(c, buf[:len(msg)]); err != nil {
+					return err
+				}
+				if string(buf[:len(msg)]) != msg {
+					return errors.New("bad echo")
+				}
+				return nil
+			}()
+			if err != nil {
+				tl.mu.Lock()
+				tl.errs = append(tl.errs, err.Error())
+				tl.mu.Unlock()
+				continue
+			}
+			tl.ok.Add(1)
+		}
+	}()
+	return tl
+}
+
+// acceptedOn is what loop id (active or draining) accepted so far.
+func (e *Engine) acceptedOn(id int) uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if id < len(e.th.all) {
+		return e.th.all[id].l.Activity().Accepted.Load()
+	}
+	return 0
+}
+
+func TestNbthreadChangesAtRuntimeUnderTrafficWithoutFailures(t *testing.T) {
+	e, err := NewEngine(EngineOptions{DrainGrace: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		e.Close(ctx)
+	})
+	origin := greeter(t, "hi")
+	port := freePort(t)
+	gen := int64(1)
+	cfg := func(n int) *config.Config {
+		c := tcpConfig(gen, origin, port)
+		c.Tuning.Nbthread = n
+		c.Tuning.Distribution = config.DistRoundRobin
+		gen++
+		return c
+	}
+	apply(t, e, cfg(2))
+
+	stop := make(chan struct{})
+	tl := startTraffic(port, "hi", stop, 200000)
+	defer func() { close(stop); <-tl.done }()
+	progress := func(min int64) {
+		t.Helper()
+		start := tl.ok.Load()
+		waitUntil(t, 5*time.Second, "traffic", func() bool { return tl.ok.Load() >= start+min })
+	}
+	progress(20)
+
+	// A long connection opened now must live through every change.
+	long := hello(t, port, "hi")
+
+	// 2 -> 4: the new loops start receiving connections.
+	apply(t, e, cfg(4))
+	if n := e.Runtime().Nbthread; n != 4 {
+		t.Fatalf("nbthread %d after growing to 4", n)
+	}
+	waitUntil(t, 5*time.Second, "loops 2 and 3 accept", func() bool {
+		return e.acceptedOn(2) > 0 && e.acceptedOn(3) > 0
+	})
+	progress(20)
+	echo(t, long, "after-4")
+
+	// 4 -> 1: loops 1..3 get nothing new, drain, stop.
+	apply(t, e, cfg(1))
+	if n := e.Runtime().Nbthread; n != 1 {
+		t.Fatalf("nbthread %d after shrinking to 1", n)
+	}
+	before := []uint64{e.acceptedOn(1), e.acceptedOn(2), e.acceptedOn(3)}
+	progress(50)
+	for i, b := range before {
+		if a := e.acceptedOn(i + 1); a > b { // 0 once the loop stopped
+			t.Errorf("removed loop %d accepted %d connections after the shrink", i+1, a-b)
+		}
+	}
+	echo(t, long, "after-1")
+	ts := e.Threads()
+	if ts[0].State != "active" {
+		t.Fatalf("thread 0 state %q", ts[0].State)
+	}
+
+	// 1 -> 2: a draining loop is taken back or a new one started.
+	apply(t, e, cfg(2))
+	waitUntil(t, 5*time.Second, "loop 1 accepts again", func() bool {
+		before := e.acceptedOn(1)
+		time.Sleep(20 * time.Millisecond)
+		return e.acceptedOn(1) > before
+	})
+	progress(20)
+	echo(t, long, "after-2")
+	long.Close()
+	waitUntil(t, 10*time.Second, "draining loops stop", func() bool { return len(e.Threads()) == 2 })
+
+	close(stop)
+	<-tl.done
+	stop = make(chan struct{}) // for the deferred close
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if len(tl.errs) > 0 {
+		t.Fatalf("%d of %d connections failed, first: %s", len(tl.errs), int(tl.ok.Load())+len(tl.errs), tl.errs[0])
+	}
+	t.Logf("%d connections, none failed", tl.ok.Load())
+}
+
+func TestDrainingLoopClosesConnectionsAfterGrace(t *testing.T) {
+	e, err := NewEngine(EngineOptions{DrainGrace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	origin := greeter(t, "hi")
+	port := freePort(t)
+	c := tcpConfig(1, origin, port)
+	c.Tuning.Nbthread = 2
+	c.Tuning.Distribution = config.DistRoundRobin
+	apply(t, e, c)
+	// Two connections: round robin puts one on each loop.
+	a, b := hello(t, port, "hi"), hello(t, port, "hi")
+	c2 := tcpConfig(2, origin, port)
+	c2.Tuning.Nbthread = 1
+	apply(t, e, c2)
+	waitUntil(t, 5*time.Second, "loop 1 stops after the grace", func() bool { return len(e.Threads()) == 1 })
+	// One of the two was on loop 1 and is closed now; the other lives.
+	alive := 0
+	for _, conn := range []net.Conn{a, b} {
+		conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := conn.Write([]byte("x")); err == nil {
+			buf := make([]byte, 1)
+			if _, err := io.ReadFull(conn, buf); err == nil {
+				alive++
+			}
+		}
+	}
+	if alive != 1 {
+		t.Fatalf("%d connections alive after the drain grace, want 1", alive)
+	}
+}
+
+// cpusAllowed reads Cpus_allowed_list of a thread of this process.
+func cpusAllowed(t *testing.T, tid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatal("no Cpus_allowed_list")
+	return ""
+}
+
+func TestCPUMapPinsEachLoopThreadAtRuntime(t *testing.T) {
+	mask, err := pin.Host().AffinityMask()
+	if err != nil || len(mask) < 2 {
+		t.Skipf("needs 2 CPUs in the affinity mask (have %v, %v)", mask, err)
+	}
+	e := newTestEngine(t)
+	gen := int64(1)
+	withMap := func(m config.CPUMap) *config.Config {
+		c := &config.Config{Generation: gen, Tuning: config.Tuning{Nbthread: 2}, CPUMap: m}
+		c.Normalize()
+		gen++
+		return c
+	}
+	check := func(want ...string) {
+		t.Helper()
+		ts := e.Threads()
+		if len(ts) != len(want) {
+			t.Fatalf("%d threads, want %d", len(ts), len(want))
+		}
+		for i, th := range ts {
+			if got := pin.FormatCPUList(th.Granted); got != want[i] {
+				t.Errorf("thread %d granted %q, want %q", i, got, want[i])
+			}
+			if got := cpusAllowed(t, th.TID); got != want[i] {
+				t.Errorf("thread %d (tid %d) Cpus_allowed_list %q, want %q", i, th.TID, got, want[i])
+			}
+		}
+	}
+	apply(t, e, withMap(config.CPUMap{Mode: config.CPUMapManual, Threads: []config.ThreadCPUs{{Thread: 0, CPUs: []int{mask[1]}}, {Thread: 1, CPUs: []int{mask[0]}}}}))
+	check(strconv.Itoa(mask[1]), strconv.Itoa(mask[0]))
+	apply(t, e, withMap(config.CPUMap{Mode: config.CPUMapAuto}))
+	check(strconv.Itoa(mask[0]), strconv.Itoa(mask[1]))
+	apply(t, e, withMap(config.CPUMap{Mode: config.CPUMapNone}))
+	all := pin.FormatCPUList(mask)
+	check(all, all)
+}
+
+// fakeIRQTree is a fake /proc and /sys with IRQs 30 and 31 and CPUs 0-1.
+func fakeIRQTree(t *testing.T) pin.FS {
+	t.Helper()
+	root := t.TempDir()
+	w := func(rel, content string) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w("proc/interrupts", "           CPU0       CPU1\n 30:  5  7  PCI-MSI 1-edge  eth0-rx-0\n 31:  1  2  PCI-MSI 2-edge  eth0-tx-0\n")
+	w("proc/irq/30/smp_affinity_list", "0-1\n")
+	w("proc/irq/31/smp_affinity_list", "0-1\n")
+	w("sys/devices/system/cpu/online", "0-1\n")
+	return pin.FS{Proc: filepath.Join(root, "proc"), Sys: filepath.Join(root, "sys"), Mask: []int{0, 1}}
+}
+
+func TestIRQPinIsAppliedAndARefusedOneChangesNothing(t *testing.T) {
+	fs := fakeIRQTree(t)
+	e, err := NewEngine(EngineOptions{PinFS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	c := &config.Config{Generation: 1, Tuning: config.Tuning{Nbthread: 1}, IRQ: config.IRQ{Pins: []config.IRQPin{{IRQ: 30, CPUs: []int{1}}}}}
+	c.Normalize()
+	apply(t, e, c)
+	if got, _ := fs.IRQAffinity(30); pin.FormatCPUList(got) != "1" {
+		t.Fatalf("irq 30 affinity %v, want 1", got)
+	}
+	// IRQ 31's file cannot be written (a directory stands for a refused
+	// write even for root): 409-class error, irq 30 back where it was.
+	p31 := filepath.Join(fs.Proc, "irq/31/smp_affinity_list")
+	os.Remove(p31)
+	os.Mkdir(p31, 0o755)
+	c2 := c.Clone()
+	c2.Generation = 2
+	c2.IRQ.Pins = []config.IRQPin{{IRQ: 30, CPUs: []int{0}}, {IRQ: 31, CPUs: []int{1}}}
+	err = e.Apply(context.Background(), c2)
+	var ae *config.ApplyError
+	if !errors.As(err, &ae) || !errors.Is(err, config.ErrConflict) {
+		t.Fatalf("apply with an unwritable IRQ: %v, want an ApplyError (conflict)", err)
+	}
+	if ae.Field != "/irq/pins/1" {
+		t.Errorf("field %q, want /irq/pins/1", ae.Field)
+	}
+	var pe *pin.PinError
+	if !errors.As(err, &pe) {
+		t.Errorf("no *pin.PinError in %v", err)
+	}
+	if got, _ := fs.IRQAffinity(30); pin.FormatCPUList(got) != "1" {
+		t.Fatalf("irq 30 affinity %v after the failed apply, want 1 (rolled back)", got)
+	}
+	if g := e.Runtime().Generation; g != 1 {
+		t.Fatalf("running generation %d, want 1", g)
+	}
+}
+
+func TestPinThatCannotBeAppliedAtStartIsAWarningNotAnError(t *testing.T) {
+	fs := fakeIRQTree(t)
+	p31 := filepath.Join(fs.Proc, "irq/31/smp_affinity_list")
+	os.Remove(p31)
+	os.Mkdir(p31, 0o755)
+	e, err := NewEngine(EngineOptions{PinFS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	c := &config.Config{Generation: 1, Tuning: config.Tuning{Nbthread: 1},
+		IRQ: config.IRQ{Pins: []config.IRQPin{{IRQ: 30, CPUs: []int{1}}, {IRQ: 31, CPUs: []int{1}}}}}
+	c.Normalize()
+	apply(t, e, c)
+	if got, _ := fs.IRQAffinity(30); pin.FormatCPUList(got) != "1" {
+		t.Fatalf("irq 30 affinity %v, want 1 (the other pin still applies)", got)
+	}
+	w := e.PinWarnings()
+	if len(w) != 1 || !strings.Contains(w[0], "irq 31") {
+		t.Fatalf("warnings %q, want one about irq 31", w)
+	}
+}
