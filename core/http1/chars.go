@@ -170,3 +170,57 @@ func hasTokenBytes(value, token []byte) bool {
 	}
 	return false
 }
+
+// validAuthority checks host [":" port] (RFC 3986 §3.2.2-3.2.3): host is an
+// IP-literal in brackets (hex digits, ':' and '.'; an IPv6 zone or IPvFuture
+// is refused) or a reg-name of unreserved, sub-delims and well-formed
+// pct-encoded bytes; port is digits, and must be non-empty when needPort.
+// An empty authority is valid only without needPort (an empty Host field).
+func validAuthority(a []byte, needPort bool) bool {
+	if len(a) == 0 {
+		return !needPort
+	}
+	host, port := a, []byte(nil)
+	if a[0] == '[' {
+		end := bytes.IndexByte(a, ']')
+		if end < 2 {
+			return false
+		}
+		for _, c := range a[1:end] {
+			if charClass[c]&cHex == 0 && c != ':' && c != '.' {
+				return false
+			}
+		}
+		rest := a[end+1:]
+		if len(rest) > 0 {
+			if rest[0] != ':' {
+				return false
+			}
+			port = rest[1:]
+		}
+		host = nil
+	} else if i := lastIndexByte(a, ':'); i >= 0 {
+		host, port = a[:i], a[i+1:]
+	}
+	for _, c := range port {
+		if !isDigit(c) {
+			return false
+		}
+	}
+	if needPort && len(port) == 0 {
+		return false
+	}
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		switch {
+		case c == '%':
+			if i+2 >= len(host) || charClass[host[i+1]]&cHex == 0 || charClass[host[i+2]]&cHex == 0 {
+				return false
+			}
+			i += 2
+		case c == ':' || c == '[' || c == ']' || charClass[c]&cHost == 0:
+			return false
+		}
+	}
+	return a[0] == '[' || len(host) > 0
+}

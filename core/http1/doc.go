@@ -67,8 +67,11 @@
 //     other CTLs and DEL: 400). More than Limits.MaxHeaders (100) fields is
 //     431, a head longer than Limits.MaxHead (16 KiB) is 431.
 //   - Host: an HTTP/1.1 request needs exactly one (missing or duplicate:
-//     400, RFC 9112 §3.2); an HTTP/1.0 request at most one. Its value must
-//     be authority characters (no space, '/', '@'). An empty Host is valid.
+//     400, RFC 9112 §3.2); an HTTP/1.0 request at most one. Its value, like
+//     an absolute-form or CONNECT authority, must be host [":" port] per
+//     RFC 3986: a bracketed IP-literal or a reg-name of unreserved,
+//     sub-delims and well-formed %XX bytes (no space, '/', '@'), port
+//     digits only (required for CONNECT). An empty Host is valid.
 //   - Content-Length: digits only (no sign, no inner whitespace, no hex),
 //     overflow-checked against int64; a list or repeated field is accepted
 //     only if every value is the same number ("5, 5" is 5; RFC 9110 §8.6

@@ -405,11 +405,12 @@ const (
 	lineMore = iota
 	lineOK
 	lineBad
+	lineLong
 )
 
 // next returns the next complete line buf[start:end] (CRLF excluded).
 // Only the first maxHead bytes of buf are looked at.
-func (s *scanner) next(buf []byte, maxHead int) (start, end, st int) {
+func (s *scanner) next(buf []byte, maxLine, maxHead int) (start, end, st int) {
 	lim := len(buf)
 	if lim > maxHead {
 		lim = maxHead
@@ -423,6 +424,10 @@ func (s *scanner) next(buf []byte, maxHead int) (start, end, st int) {
 		return 0, 0, lineMore
 	}
 	lf := s.scanned + j
+	if s.lines == 0 && lf-s.lineStart > maxLine {
+		// what a piecewise feed would have refused before this LF came
+		return 0, 0, lineLong
+	}
 	if lf == s.lineStart || buf[lf-1] != '\r' {
 		return 0, 0, lineBad
 	}

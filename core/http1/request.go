@@ -110,7 +110,7 @@ func (r *Request) Parse(buf []byte) (int, error) {
 	maxLine := r.Limits.requestLine()
 	maxN := r.Limits.headers()
 	for {
-		start, end, st := s.next(buf, maxHead)
+		start, end, st := s.next(buf, maxLine, maxHead)
 		switch st {
 		case lineMore:
 			if e := s.incomplete(buf, maxLine, maxHead); e != numErrCodes {
@@ -119,6 +119,8 @@ func (r *Request) Parse(buf []byte) (int, error) {
 			return 0, nil
 		case lineBad:
 			return r.fail(eBareLF)
+		case lineLong:
+			return r.fail(eRequestLineLong)
 		}
 		if s.lines == 0 {
 			if start == end {
@@ -157,7 +159,7 @@ func (r *Request) Parse(buf []byte) (int, error) {
 				return r.fail(eHostDup)
 			}
 			hd := &r.Headers[r.N-1]
-			if !allClass(hd.Value.Bytes(buf), cHost) {
+			if !validAuthority(hd.Value.Bytes(buf), false) {
 				return r.fail(eHostInvalid)
 			}
 			r.Host, r.HasHost = hd.Value, true
@@ -233,8 +235,7 @@ func (r *Request) targetForm(buf []byte, off int, t []byte) errCode {
 	if r.MethodID == MethodCONNECT {
 		// authority-form, RFC 9112 §3.2.3: host ":" port, port mandatory
 		// (RFC 9110 §9.3.6).
-		c := lastIndexByte(t, ':')
-		if c <= 0 || c == len(t)-1 || !allClass(t, cHost) || !allDigits(t[c+1:]) {
+		if !validAuthority(t, true) {
 			return eAuthority
 		}
 		r.Form = FormAuthority
@@ -268,7 +269,7 @@ func (r *Request) targetForm(buf []byte, off int, t []byte) errCode {
 	}
 	auth := t[rest:a]
 	// no userinfo: '@' is not a host character (RFC 9110 §4.2.4)
-	if len(auth) == 0 || !allClass(auth, cHost) {
+	if len(auth) == 0 || !validAuthority(auth, false) {
 		return eAuthority
 	}
 	r.Form = FormAbsolute

@@ -123,6 +123,8 @@ var requestCases = []struct {
 	{name: "underscore name is just another field", in: "POST / HTTP/1.1\r\nHost: a\r\nTransfer_Encoding: chunked\r\n\r\n", body: BodyNone, cl: -1},
 	{name: "empty Host allowed", in: "GET / HTTP/1.1\r\nHost:\r\n\r\n", body: BodyNone, cl: -1},
 	{name: "unknown method token", in: "PROPFIND /d HTTP/1.1\r\nHost: a\r\n\r\n", body: BodyNone, cl: -1},
+	{name: "CONNECT IP-literal", in: "CONNECT [2001:db8::1]:443 HTTP/1.1\r\nHost: [2001:db8::1]:443\r\n\r\n", body: BodyNone, cl: -1},
+	{name: "Host with empty port", in: "GET / HTTP/1.1\r\nHost: a:\r\n\r\n", body: BodyNone, cl: -1},
 	{name: "IPv6 Host", in: "GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", body: BodyNone, cl: -1},
 
 	// line endings
@@ -163,6 +165,7 @@ var requestCases = []struct {
 	{name: "version without dot", in: "GET / HTTP/11\r\nHost: a\r\n\r\n", status: 400},
 	{name: "space after version", in: "GET / HTTP/1.1 \r\nHost: a\r\n\r\n", status: 400},
 	{name: "request line over limit", in: "GET /" + strings.Repeat("a", 9000) + " HTTP/1.1\r\nHost: a\r\n\r\n", status: 414},
+	{name: "over-long request line ending in bare LF", in: "GET /" + strings.Repeat("a", 9000) + "\nHost: a\r\n\r\n", status: 414},
 	{name: "unterminated request line over limit", in: "GET /" + strings.Repeat("a", 9000), status: 414},
 
 	// header fields
@@ -190,6 +193,12 @@ var requestCases = []struct {
 	{name: "duplicate Host HTTP/1.0", in: "GET / HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n", status: 400},
 	{name: "Host with space", in: "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", status: 400},
 	{name: "Host with slash", in: "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", status: 400},
+	{name: "Host bad escape", in: "GET / HTTP/1.1\r\nHost: a%zz\r\n\r\n", status: 400},
+	{name: "Host unclosed IP-literal", in: "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", status: 400},
+	{name: "Host port only", in: "GET / HTTP/1.1\r\nHost: :80\r\n\r\n", status: 400},
+	{name: "Host non-numeric port", in: "GET / HTTP/1.1\r\nHost: a:b\r\n\r\n", status: 400},
+	{name: "Host two colons", in: "GET / HTTP/1.1\r\nHost: a:1:2\r\n\r\n", status: 400},
+	{name: "CONNECT bad escape", in: "CONNECT %:0 HTTP/1.0\r\n\r\n", status: 400},
 	{name: "Host with userinfo", in: "GET / HTTP/1.1\r\nHost: u@a\r\n\r\n", status: 400},
 
 	// Content-Length

@@ -40,7 +40,7 @@ func (r *Response) Parse(buf []byte, req Method) (int, error) {
 	maxLine := r.Limits.requestLine()
 	maxN := r.Limits.headers()
 	for {
-		start, end, st := s.next(buf, maxHead)
+		start, end, st := s.next(buf, maxLine, maxHead)
 		switch st {
 		case lineMore:
 			if e := s.incomplete(buf, maxLine, maxHead); e != numErrCodes {
@@ -49,6 +49,8 @@ func (r *Response) Parse(buf []byte, req Method) (int, error) {
 			return 0, nil
 		case lineBad:
 			return r.fail(eBareLF)
+		case lineLong:
+			return r.fail(eRequestLineLong)
 		}
 		if s.lines == 0 {
 			if end+2-start > maxLine {
