@@ -490,6 +490,11 @@ func (v *validation) tuning() {
 	if s := t.Sched; s.Urgent+s.Normal+s.Bulk != 100 {
 		v.p.addf("/tuning/sched", CodeSum, "urgent + normal + bulk must be 100, not %d", s.Urgent+s.Normal+s.Bulk)
 	}
+	if t.Sched.Urgent == 0 {
+		// loop.Split would offer urgent tasklets (I/O readiness) no budget:
+		// connections would stall until the shares change.
+		v.p.add("/tuning/sched/urgent", CodeOutOfRange, "urgent must be at least 1: with 0, tasklets woken by I/O would never run")
+	}
 	if t.Bufsize != 0 && t.Bufsize < MinBufsize {
 		v.p.addf("/tuning/bufsize", CodeOutOfRange, "bufsize must be at least %d bytes", MinBufsize)
 	}
@@ -536,6 +541,10 @@ func (v *validation) cpuMap() {
 
 func (v *validation) irq() {
 	q := &v.c.IRQ
+	if q.Policy == IRQPolicySeparate && v.c.CPUMap.Mode != CPUMapAuto && v.c.CPUMap.Mode != CPUMapManual {
+		// The policy places IRQs next to the loop CPUs: unpinned loops have none.
+		v.p.addf("/irq/policy", CodeModeMismatch, "policy separate needs pinned loops: cpu_map mode auto or manual, not %q", v.c.CPUMap.Mode)
+	}
 	for i, nic := range q.NICs {
 		if !ValidInterfaceName(nic) {
 			v.p.addf("/irq/nics/"+strconv.Itoa(i), CodeFormat, "%q is not a network interface name", nic)

@@ -182,6 +182,8 @@ func TestValidate(t *testing.T) {
 			want: []want{{"/tuning/sched", CodeSum}}},
 		{name: "sched share over 100", mutate: func(c *Config) { c.Tuning.Sched = Sched{Urgent: 101, Normal: 0, Bulk: -1} },
 			want: []want{{"/tuning/sched/bulk", CodeOutOfRange}, {"/tuning/sched/urgent", CodeOutOfRange}}},
+		{name: "sched urgent 0 would starve I/O tasklets", mutate: func(c *Config) { c.Tuning.Sched = Sched{Urgent: 0, Normal: 80, Bulk: 20} },
+			want: []want{{"/tuning/sched/urgent", CodeOutOfRange}}},
 		{name: "bufsize below 1024", mutate: func(c *Config) { c.Tuning.Bufsize = 1023 },
 			want: []want{{"/tuning/bufsize", CodeOutOfRange}}},
 		{name: "pipesize below 4096", mutate: func(c *Config) { c.Tuning.Pipesize = 4095 },
@@ -235,6 +237,14 @@ func TestValidate(t *testing.T) {
 			want: []want{{"/irq/nics/1", CodeFormat}}},
 		{name: "irq nic name too long", mutate: func(c *Config) { c.IRQ.NICs[0] = "abcdefghijklmnop" },
 			want: []want{{"/irq/nics/0", CodeFormat}}},
+		{name: "irq policy separate needs pinned loops", mutate: func(c *Config) {
+			c.IRQ.Policy = IRQPolicySeparate
+			c.CPUMap = CPUMap{Mode: CPUMapNone}
+		}, want: []want{{"/irq/policy", CodeModeMismatch}}},
+		{name: "irq policy separate with cpu_map auto passes", mutate: func(c *Config) {
+			c.IRQ.Policy = IRQPolicySeparate
+			c.CPUMap = CPUMap{Mode: CPUMapAuto}
+		}},
 		{name: "irq policy one_of", mutate: func(c *Config) { c.IRQ.Policy = "spread" },
 			want: []want{{"/irq/policy", CodeOneOf}}},
 
