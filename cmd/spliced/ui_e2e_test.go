@@ -475,6 +475,17 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	u.page("cpu")
 	u.shot("cpu-1280")
 	u.page("audit")
+	if st := in.Do("GET", "/api/v1/audit?limit=1", nil).Status; st == http.StatusNotImplemented {
+		t.Logf("CONDITIONAL STEP: GET /api/v1/audit answers 501; checking the page says so")
+		u.waitJS(5*time.Second, "the audit page to say not available", `!!document.querySelector('#audit [data-na]')`)
+	} else {
+		// Every write of this test is listed, newest first, with what it changed.
+		u.waitJS(5*time.Second, "the audit page to list the writes", `document.querySelectorAll('#audit-table tbody tr').length >= 7`)
+		u.run("open the newest change", chromedp.Click(chromedp.CSS(`#audit-table tbody tr:first-child details summary`)))
+		if txt := u.text(`#audit-table tbody tr:first-child details`); !strings.Contains(txt, "b2") {
+			t.Fatalf("newest audit entry (remove bind b2) shows %q", txt)
+		}
+	}
 	u.shot("audit-1280")
 	u.page("frontends")
 	u.shot("frontends-1280")

@@ -53,7 +53,7 @@ export class RateChart {
         ...this._size(),
         legend: { live: true },
         cursor: { drag: { x: false, y: false } },
-        scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(max * 1.15, this.isBytes ? 1024 : 1)] } },
+        scales: { x: { time: true, range: (u, min, max) => [Math.min(min, max - 60), max] }, y: { range: (u, min, max) => [0, Math.max(max * 1.15, this.isBytes ? 1024 : 1)] } },
         axes: [
           { ...axis },
           { ...axis, size: this.isBytes ? 78 : 56, values: (u, vals) => vals.map((v) => (this.isBytes ? bytes(v) : String(+v.toFixed(2)))) },

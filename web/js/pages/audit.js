@@ -57,12 +57,12 @@ export default async function audit(ctx, root) {
         const changes = Array.isArray(e.changes) ? e.changes : null;
         const diff = e.diff ?? e.change ?? null;
         return h('tr', { data: { seq: String(e.seq ?? '') } },
-          h('td', { title: str(e.time ?? e.ts) }, ago(e.time ?? e.ts)),
+          h('td', { title: str(e.time ?? e.ts), style: 'white-space:nowrap' }, ago(e.time ?? e.ts)),
           h('td', null, h('b', null, str(e.actor ?? e.token ?? e.user ?? '—')), h('div', { class: 'muted mono' }, str(e.remote ?? e.remote_addr ?? ''))),
           h('td', { class: 'mono' }, `${str(e.method)} ${str(e.path)}`, h('div', { class: 'muted' }, str(e.request_id ?? ''))),
           h('td', null, badge(str(status ?? (typeof e.result === 'string' ? e.result : '')) || (ok ? 'ok' : 'refused'), ok === true ? 'ok' : ok === false ? 'bad' : ''),
             e.generation !== undefined ? h('div', { class: 'muted' }, `gen ${e.generation}`) : null,
-            e.error ? h('div', { class: 'muted' }, str(e.error)) : null),
+            e.error ? h('div', { class: 'muted' }, str(e.error).replace(/^urn:spliced:problem:[a-z-]+:\s*/, '')) : null),
           h('td', null,
             e.plan && e.plan.items && e.plan.items.length ? planList(e.plan) : null,
             changes && changes.length ? h('details', null, h('summary', null, `${changes.length} object${changes.length > 1 ? 's' : ''} changed`),

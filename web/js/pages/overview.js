@@ -48,7 +48,7 @@ export default async function overview(ctx, root) {
     feTable.append(h('p', { class: 'empty' }, 'No frontend yet. ', h('a', { href: '#/frontends' }, 'Create one'), '.'));
   } else {
     feTable.append(labelled(h('table', { id: 'fe-stats', class: 'stack' },
-      h('thead', null, h('tr', null, ['Frontend', 'Mode', 'Binds', 'Conns now', 'Conns total', 'Requests', 'Bytes in', 'Bytes out', 'Req/s', 'Bytes/s']
+      h('thead', null, h('tr', null, ['Frontend', 'Mode', 'Binds', 'Conns now', 'Conns total', 'Requests', 'Bytes in', 'Bytes out', 'Errors', 'Req/s', 'Bytes/s']
         .map((t, i) => h('th', { class: i > 2 ? 'num' : '' }, t)))),
       h('tbody', null, cfg.frontends.map((f) => h('tr', { data: { frontend: f.name } },
         h('td', null, h('a', { href: '#/frontends' }, f.name)),
@@ -59,6 +59,7 @@ export default async function overview(ctx, root) {
         cell('td', statKey('fe', f.name, 'requests'), 'num', { class: 'num' }),
         cell('td', statKey('fe', f.name, 'bytesIn'), 'bytes', { class: 'num' }),
         cell('td', statKey('fe', f.name, 'bytesOut'), 'bytes', { class: 'num' }),
+        cell('td', statKey('fe', f.name, 'errors'), 'num', { class: 'num' }),
         cell('td', statKey('fe', f.name, 'req'), 'rate-req', { class: 'num' }),
         cell('td', statKey('fe', f.name, 'bytes'), 'rate-bytes', { class: 'num' })))))));
   }
