@@ -205,7 +205,9 @@ func TestHealthCheckDownAndBackUp(t *testing.T) {
 	if !strings.Contains(in.Logs(), `msg="health checks started" backend=web type=http`) {
 		t.Errorf("no log line for the checks started:\n%s", in.Logs())
 	}
-	waitFor(t, 5*time.Second, "both origins checked", func() bool { return a.checks.Load() >= 2 && b.checks.Load() >= 2 })
+	waitFor(t, 5*time.Second, "both origins checked and up", func() bool {
+		return a.checks.Load() >= 2 && b.checks.Load() >= 2 && serverState(t, in, "s1") == "up" && serverState(t, in, "s2") == "up"
+	})
 	seen := map[string]int{}
 	for range 8 {
 		seen[who(t, port)]++
@@ -306,7 +308,7 @@ func TestHealthCheckFallRespected(t *testing.T) {
 	in := startSpliced(t, "")
 	a, b := newHealthOrigin(t, "A"), newHealthOrigin(t, "B")
 	port := setupHealth(t, in, map[string]any{
-		"type": "http", "path": "/health", "interval_ms": 100, "timeout_ms": 100, "rise": 2, "fall": 3,
+		"type": "http", "path": "/health", "interval_ms": 200, "timeout_ms": 200, "rise": 2, "fall": 3,
 	}, a.server("s1"), b.server("s2"))
 	waitFor(t, 5*time.Second, "s1 checked", func() bool { return a.checks.Load() >= 2 })
 
@@ -322,7 +324,7 @@ func TestHealthCheckFallRespected(t *testing.T) {
 
 	a.healthy.Store(false)
 	waitFor(t, 5*time.Second, "s1 down", func() bool { return serverState(t, in, "s1") == "down" })
-	// Seen within 10 ms of the change, an interval is 100 ms: the count is
+	// Seen within 10 ms of the change, an interval is 200 ms: the count is
 	// that of the failures that took it down (plus the one before).
 	if n := a.failed.Load() - 1; n < 3 {
 		t.Errorf("s1 down after %d consecutive failed checks, fall is 3", n)
