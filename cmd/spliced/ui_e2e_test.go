@@ -502,13 +502,24 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	u.run("desktop viewport", chromedp.EmulateViewport(1280, 800))
 	errs.check(t, "all pages as admin")
 
-	// 11. A viewer signs in with a token and finds no write button.
+	// 11. The admin goes away: the live data is marked stale, and the
+	// failing requests are no console error.
+	u.page("overview")
+	u.waitJS(5*time.Second, "live data before the stop", `document.getElementById('live').classList.contains('on') || document.getElementById('live').textContent.includes('not available')`)
+	liveBefore := evalJS[bool](u, `document.getElementById('live').classList.contains('on')`)
+	in.Stop(10 * time.Second)
+	if liveBefore {
+		u.waitJS(12*time.Second, "the overview to mark its data stale", `document.getElementById('live').classList.contains('stale') && document.getElementById('main').classList.contains('is-stale')`)
+		u.shot("overview-stale-1280")
+	}
+	u.run("leave the page", chromedp.Navigate("about:blank"))
+	errs.check(t, "admin stopped")
+
+	// 12. A viewer signs in with a token and finds no write button.
 	viewerToken := addToken(t, in, "viewer", "ui-viewer")
 	if viewerToken == "" {
 		return // addToken logged why (tokens not implemented yet)
 	}
-	u.run("leave the page", chromedp.Navigate("about:blank"))
-	in.Stop(10 * time.Second)
 	in2 := startSpliced(t, in.StateDir)
 	tab, cancelTab := chromedp.NewContext(bctx) // a new tab: its own sessionStorage
 	defer cancelTab()

@@ -12,8 +12,8 @@ export default async function overview(ctx, root) {
   const servers = cfg.backends.reduce((a, b) => a + b.servers.length, 0);
 
   const card = (k, v, attrs = {}) => h('div', { class: 'card' }, h('div', { class: 'k' }, k), h('div', { class: 'v', ...attrs }, v));
-  const upCard = h('div', { class: 'v', id: 'servers-up' }, '—');
-  const connCard = h('div', { class: 'v', id: 'conns-now' }, '—');
+  const upCard = h('div', { class: 'v live-v', id: 'servers-up' }, '—');
+  const connCard = h('div', { class: 'v live-v', id: 'conns-now' }, '—');
 
   const traffic = h('div', { class: 'panel', id: 'traffic' });
   const reqEl = h('div', { class: 'chart', id: 'chart-req' });
@@ -98,7 +98,7 @@ export default async function overview(ctx, root) {
       h('tbody', null, rows))));
     if (st) for (const f of st.frontends.values()) cur += f.connCur || 0;
     upCard.textContent = st && known ? `${up}` : '—';
-    upCard.className = 'v ' + (st && known ? (up === known ? 'ok' : up ? 'warn' : 'bad') : '');
+    upCard.className = 'v live-v ' + (st && known ? (up === known ? 'ok' : up ? 'warn' : 'bad') : '');
     connCard.textContent = st ? num(cur) : '—';
     if (!st && live.statsMissing) health.append(notAvailable('server health', '/api/v1/stats'));
   };
