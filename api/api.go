@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/spliced-proxy/spliced/api/tokens"
 	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/openapi"
@@ -33,6 +34,19 @@ type Options struct {
 	AdminAddr string
 	Logger    *slog.Logger // nil: discard
 	Started   time.Time    // zero: time of New
+
+	// Security (issue 7, api/auth.go). Tokens nil: no authentication at
+	// all (embedding and tests). With Tokens, Open allows requests without
+	// a token while no token exists (loopback or unix admin address).
+	Tokens *tokens.Checker
+	Open   bool
+	// AdminHosts are more names (or name:port) the Host header may carry;
+	// with an explicit port they are trusted origins too (a proxy in front).
+	AdminHosts []string
+	// AdminTLS: the admin listener serves HTTPS (its own origin is https).
+	AdminTLS bool
+	// MaxBodyBytes bounds request bodies; 0 means MaxBodyBytes.
+	MaxBodyBytes int64
 }
 
 // MaxBodyBytes bounds every request body (413 beyond).
@@ -95,7 +109,12 @@ func New(o Options) http.Handler {
 	// the recoverer, before any body is read.
 	// The audit trail wraps everything after the access log, so refusals
 	// by later middlewares (413, 415, auth) are recorded too.
-	r.Use(requestIDs, accessLog(s.log), s.obs.audit.middleware, recoverer(s.log), maxBody(MaxBodyBytes),
+	limit := o.MaxBodyBytes
+	if limit <= 0 {
+		limit = MaxBodyBytes
+	}
+	sec := newGuard(o, r, s.log, s.dir)
+	r.Use(requestIDs, accessLog(s.log), s.obs.audit.middleware, recoverer(s.log), sec.handler, maxBody(limit),
 		mediaTypes(map[string][]string{
 			http.MethodPost:  {mediaJSON},
 			http.MethodPut:   {mediaJSON},
@@ -316,8 +335,10 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) {
 				return fmt.Errorf("If-Match %s does not match the current ETag %s: %w", truncate(ifMatch, 80), tag, config.ErrStale)
 			}
 		}
-		prefix, err = op.mutate(c)
-		return err
+		if prefix, err = op.mutate(c); err != nil {
+			return err
+		}
+		return checkRole(r.Context(), s.store.Current(), c) // operators: admin_state and weight only
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), applyTimeout)
 	defer cancel()

@@ -436,6 +436,7 @@ func (l *auditLog) read(limit int, before int64) ([]AuditEntry, error) {
 //	@Param			before	query		integer	false	"only entries with a seq below this"
 //	@Success		200		{array}		AuditEntry
 //	@Failure		400		{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router			/api/v1/audit [get]
 func (s *server) audit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

@@ -19,6 +19,7 @@ import (
 //	@Success	200	{object}	config.Config
 //	@Header		200	{string}	ETag					"strong ETag of the document (changes with every generation)"
 //	@Header		200	{integer}	X-Spliced-Generation	"generation read"
+//	@x-spliced-role	"viewer"
 //	@Router		/api/v1/config [get]
 func (s *server) getConfig(w http.ResponseWriter, r *http.Request) {
 	s.get(w, r, configView)
@@ -44,6 +45,7 @@ func configView(c *config.Config) (any, error) { return c, nil }
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router			/api/v1/config [put]
 func (s *server) putConfig(w http.ResponseWriter, r *http.Request) {
 	var in config.Config
@@ -85,6 +87,7 @@ type RevisionDetail struct {
 //	@Produce	json
 //	@Success	200	{array}		config.RevisionInfo
 //	@Header		200	{string}	ETag	"strong ETag of the list"
+//	@x-spliced-role	"viewer"
 //	@Router		/api/v1/config/revisions [get]
 func (s *server) listRevisions(w http.ResponseWriter, r *http.Request) {
 	s.get(w, r, func(*config.Config) (any, error) {
@@ -111,6 +114,7 @@ func (s *server) listRevisions(w http.ResponseWriter, r *http.Request) {
 //	@Header			200		{string}	ETag	"strong ETag"
 //	@Failure		400		{object}	Problem	"rev or against is not a generation number"
 //	@Failure		404		{object}	Problem	"no such revision kept"
+//	@x-spliced-role	"viewer"
 //	@Router			/api/v1/config/revisions/{rev} [get]
 func (s *server) getRevision(w http.ResponseWriter, r *http.Request) {
 	rev, err := generationParam("rev", param(r, "rev"))
@@ -191,6 +195,7 @@ func generationParam(name, v string) (int64, error) {
 //	@Failure		409			{object}	Problem	"the OS refused part of it (nothing changed)"
 //	@Failure		412			{object}	Problem
 //	@Failure		422			{object}	Problem	"the revision is not valid on this machine (e.g. CPU ids)"
+//	@x-spliced-role	"admin"
 //	@Router			/api/v1/config/revisions/{rev}/restore [post]
 func (s *server) restoreRevision(w http.ResponseWriter, r *http.Request) {
 	rev, err := generationParam("rev", param(r, "rev"))
@@ -227,6 +232,7 @@ func tuningView(c *config.Config) (any, error) { return c.Tuning, nil }
 //	@Produce	json
 //	@Success	200	{object}	config.Tuning
 //	@Header		200	{string}	ETag	"strong ETag"
+//	@x-spliced-role	"viewer"
 //	@Router		/api/v1/tuning [get]
 func (s *server) getTuning(w http.ResponseWriter, r *http.Request) { s.get(w, r, tuningView) }
 
@@ -248,6 +254,7 @@ func (s *server) getTuning(w http.ResponseWriter, r *http.Request) { s.get(w, r,
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router			/api/v1/tuning [put]
 func (s *server) putTuning(w http.ResponseWriter, r *http.Request) {
 	var in config.Tuning
@@ -277,6 +284,7 @@ func (s *server) putTuning(w http.ResponseWriter, r *http.Request) {
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router			/api/v1/tuning [patch]
 func (s *server) patchTuning(w http.ResponseWriter, r *http.Request) {
 	mp, err := readPatch(r)

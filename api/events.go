@@ -191,6 +191,7 @@ func (h *eventHub) tick(stop chan struct{}) {
 //	@Tags			observability
 //	@Produce		text/event-stream
 //	@Success		200	{object}	ConfigEvent	"stream of config and stats events"
+//	@x-spliced-role	"viewer"
 //	@Router			/api/v1/events [get]
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)

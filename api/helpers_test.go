@@ -38,7 +38,8 @@ func newFixtureIn(t testing.TB, dir string) *fixture {
 	if err := nop.Apply(t.Context(), st.Current()); err != nil {
 		t.Fatal(err)
 	}
-	h := New(Options{Store: st, Core: nop, Version: "test", StateDir: st.Dir(), AdminAddr: "127.0.0.1:0", Logger: log})
+	h := New(Options{Store: st, Core: nop, Version: "test", StateDir: st.Dir(), AdminAddr: "127.0.0.1:0", Logger: log,
+		AdminHosts: []string{"example.com:80"}}) // httptest.NewRequest's Host
 	return &fixture{h: h, store: st, core: nop}
 }
 

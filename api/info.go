@@ -24,6 +24,11 @@ type Info struct {
 	StateDir          string `json:"state_dir" example:"/var/lib/spliced"`
 	AdminAddr         string `json:"admin_addr" example:"127.0.0.1:9900"`
 	GoVersion         string `json:"go_version" example:"go1.26.8"`
+	// Role is the caller's role: that of its token, "admin" while no token
+	// exists (open loopback or unix admin address).
+	Role string `json:"role" example:"admin" enums:"viewer,operator,admin"`
+	// Auth is true when tokens exist (Authorization: Bearer is required).
+	Auth bool `json:"auth" example:"false"`
 }
 
 // info godoc
@@ -32,6 +37,7 @@ type Info struct {
 //	@Tags		info
 //	@Produce	json
 //	@Success	200	{object}	Info
+//	@x-spliced-role	"viewer"
 //	@Router		/api/v1/info [get]
 func (s *server) info(w http.ResponseWriter, r *http.Request) {
 	rt := s.core.Runtime()
@@ -42,6 +48,7 @@ func (s *server) info(w http.ResponseWriter, r *http.Request) {
 		Nbthread: rt.Nbthread, Maxconn: rt.Maxconn,
 		Generation: c.Generation, RunningGeneration: rt.Generation,
 		StateDir: s.dir, AdminAddr: s.addr, GoVersion: runtime.Version(),
+		Role: RoleFrom(r.Context()), Auth: authRequired(r.Context()),
 	})
 }
 
@@ -58,6 +65,7 @@ type Health struct {
 //	@Tags			health
 //	@Produce		json
 //	@Success		200	{object}	Health
+//	@x-spliced-role	"public"
 //	@Router			/healthz [get]
 func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 	s.writeValue(w, r, http.StatusOK, Health{Status: "ok"})
@@ -71,6 +79,7 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 //	@Produce		json
 //	@Success		200	{object}	Health
 //	@Failure		503	{object}	Problem
+//	@x-spliced-role	"public"
 //	@Router			/readyz [get]
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.store == nil || s.store.Current() == nil {
@@ -95,6 +104,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 //	@Tags		info
 //	@Produce	json
 //	@Success	200	{object}	object
+//	@x-spliced-role	"public"
 //	@Router		/openapi.json [get]
 func (s *server) openapiJSON(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.spec)
@@ -113,6 +123,7 @@ func (s *server) notImplemented(w http.ResponseWriter, r *http.Request) {
 //	@Tags			later
 //	@Produce		json
 //	@Failure		501	{object}	Problem	"not implemented yet"
+//	@x-spliced-role	"viewer"
 //	@Router			/api/v1/cpu-map [get]
 func (s *server) getCPUMap(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }
 
@@ -123,6 +134,7 @@ func (s *server) getCPUMap(w http.ResponseWriter, r *http.Request) { s.notImplem
 //	@Tags			later
 //	@Produce		json
 //	@Failure		501	{object}	Problem	"not implemented yet"
+//	@x-spliced-role	"admin"
 //	@Router			/api/v1/cpu-map [put]
 func (s *server) putCPUMap(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }
 
@@ -133,6 +145,7 @@ func (s *server) putCPUMap(w http.ResponseWriter, r *http.Request) { s.notImplem
 //	@Tags			later
 //	@Produce		json
 //	@Failure		501	{object}	Problem	"not implemented yet"
+//	@x-spliced-role	"viewer"
 //	@Router			/api/v1/irqs [get]
 func (s *server) listIRQs(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }
 
@@ -144,6 +157,7 @@ func (s *server) listIRQs(w http.ResponseWriter, r *http.Request) { s.notImpleme
 //	@Produce		json
 //	@Param			irq	path		integer	true	"IRQ number"
 //	@Failure		501	{object}	Problem	"not implemented yet"
+//	@x-spliced-role	"viewer"
 //	@Router			/api/v1/irqs/{irq} [get]
 func (s *server) getIRQ(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }
 
@@ -155,5 +169,6 @@ func (s *server) getIRQ(w http.ResponseWriter, r *http.Request) { s.notImplement
 //	@Produce		json
 //	@Param			irq	path		integer	true	"IRQ number"
 //	@Failure		501	{object}	Problem	"not implemented yet"
+//	@x-spliced-role	"admin"
 //	@Router			/api/v1/irqs/{irq} [put]
 func (s *server) putIRQ(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }

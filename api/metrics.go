@@ -219,6 +219,7 @@ func newMetricsHandler(c core.Control, version string) http.Handler {
 //	@Tags			observability
 //	@Produce		plain
 //	@Success		200	{string}	string	"Prometheus text format"
+//	@x-spliced-role	"viewer"
 //	@Router			/metrics [get]
 func (s *server) metrics(w http.ResponseWriter, r *http.Request) {
 	s.obs.metrics.ServeHTTP(w, r)

@@ -95,6 +95,7 @@ func backendInUse(c *config.Config, name string) error {
 //	@Success	200	{array}		config.Frontend
 //	@Header		200	{string}	ETag					"strong ETag of the list"
 //	@Header		200	{integer}	X-Spliced-Generation	"generation read"
+//	@x-spliced-role	"viewer"
 //	@Router		/api/v1/frontends [get]
 func (s *server) listFrontends(w http.ResponseWriter, r *http.Request) { s.c.frontends.list(s, w, r) }
 
@@ -118,6 +119,7 @@ func (s *server) listFrontends(w http.ResponseWriter, r *http.Request) { s.c.fro
 //	@Failure		413			{object}	Problem					"body over 1 MiB"
 //	@Failure		415			{object}	Problem					"Content-Type is not application/json"
 //	@Failure		422			{object}	Problem					"validation failed (wrong type, out of range, unresolved reference)"
+//	@x-spliced-role	"admin"
 //	@Router			/api/v1/frontends [post]
 func (s *server) createFrontend(w http.ResponseWriter, r *http.Request) {
 	s.c.frontends.create(s, w, r)
@@ -132,6 +134,7 @@ func (s *server) createFrontend(w http.ResponseWriter, r *http.Request) {
 //	@Success	200		{object}	config.Frontend
 //	@Header		200		{string}	ETag	"strong ETag of the frontend"
 //	@Failure	404		{object}	Problem
+//	@x-spliced-role	"viewer"
 //	@Router		/api/v1/frontends/{name} [get]
 func (s *server) getFrontend(w http.ResponseWriter, r *http.Request) { s.c.frontends.get(s, w, r) }
 
@@ -155,6 +158,7 @@ func (s *server) getFrontend(w http.ResponseWriter, r *http.Request) { s.c.front
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router			/api/v1/frontends/{name} [put]
 func (s *server) putFrontend(w http.ResponseWriter, r *http.Request) { s.c.frontends.put(s, w, r) }
 
@@ -179,6 +183,7 @@ func (s *server) putFrontend(w http.ResponseWriter, r *http.Request) { s.c.front
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router			/api/v1/frontends/{name} [patch]
 func (s *server) patchFrontend(w http.ResponseWriter, r *http.Request) { s.c.frontends.patch(s, w, r) }
 
@@ -195,6 +200,7 @@ func (s *server) patchFrontend(w http.ResponseWriter, r *http.Request) { s.c.fro
 //	@Failure	404	{object}	Problem
 //	@Failure	409	{object}	Problem	"the data plane refused (nothing changed)"
 //	@Failure	412	{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router		/api/v1/frontends/{name} [delete]
 func (s *server) deleteFrontend(w http.ResponseWriter, r *http.Request) { s.c.frontends.del(s, w, r) }
 
@@ -209,6 +215,7 @@ func (s *server) deleteFrontend(w http.ResponseWriter, r *http.Request) { s.c.fr
 //	@Success	200		{array}		config.Bind
 //	@Header		200		{string}	ETag	"strong ETag of the list"
 //	@Failure	404		{object}	Problem
+//	@x-spliced-role	"viewer"
 //	@Router		/api/v1/frontends/{name}/binds [get]
 func (s *server) listBinds(w http.ResponseWriter, r *http.Request) { s.c.binds.list(s, w, r) }
 
@@ -233,6 +240,7 @@ func (s *server) listBinds(w http.ResponseWriter, r *http.Request) { s.c.binds.l
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
 //	@Failure	422			{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router		/api/v1/frontends/{name}/binds [post]
 func (s *server) createBind(w http.ResponseWriter, r *http.Request) { s.c.binds.create(s, w, r) }
 
@@ -246,6 +254,7 @@ func (s *server) createBind(w http.ResponseWriter, r *http.Request) { s.c.binds.
 //	@Success	200		{object}	config.Bind
 //	@Header		200		{string}	ETag	"strong ETag of the bind"
 //	@Failure	404		{object}	Problem
+//	@x-spliced-role	"viewer"
 //	@Router		/api/v1/frontends/{name}/binds/{bind} [get]
 func (s *server) getBind(w http.ResponseWriter, r *http.Request) { s.c.binds.get(s, w, r) }
 
@@ -269,6 +278,7 @@ func (s *server) getBind(w http.ResponseWriter, r *http.Request) { s.c.binds.get
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
 //	@Failure	422			{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router		/api/v1/frontends/{name}/binds/{bind} [put]
 func (s *server) putBind(w http.ResponseWriter, r *http.Request) { s.c.binds.put(s, w, r) }
 
@@ -286,6 +296,7 @@ func (s *server) putBind(w http.ResponseWriter, r *http.Request) { s.c.binds.put
 //	@Failure	404	{object}	Problem
 //	@Failure	409	{object}	Problem
 //	@Failure	412	{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router		/api/v1/frontends/{name}/binds/{bind} [delete]
 func (s *server) deleteBind(w http.ResponseWriter, r *http.Request) { s.c.binds.del(s, w, r) }
 
@@ -299,6 +310,7 @@ func (s *server) deleteBind(w http.ResponseWriter, r *http.Request) { s.c.binds.
 //	@Success	200	{array}		config.Backend
 //	@Header		200	{string}	ETag					"strong ETag of the list"
 //	@Header		200	{integer}	X-Spliced-Generation	"generation read"
+//	@x-spliced-role	"viewer"
 //	@Router		/api/v1/backends [get]
 func (s *server) listBackends(w http.ResponseWriter, r *http.Request) { s.c.backends.list(s, w, r) }
 
@@ -321,6 +333,7 @@ func (s *server) listBackends(w http.ResponseWriter, r *http.Request) { s.c.back
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
 //	@Failure	422			{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router		/api/v1/backends [post]
 func (s *server) createBackend(w http.ResponseWriter, r *http.Request) { s.c.backends.create(s, w, r) }
 
@@ -333,6 +346,7 @@ func (s *server) createBackend(w http.ResponseWriter, r *http.Request) { s.c.bac
 //	@Success	200		{object}	config.Backend
 //	@Header		200		{string}	ETag	"strong ETag of the backend"
 //	@Failure	404		{object}	Problem
+//	@x-spliced-role	"viewer"
 //	@Router		/api/v1/backends/{name} [get]
 func (s *server) getBackend(w http.ResponseWriter, r *http.Request) { s.c.backends.get(s, w, r) }
 
@@ -356,6 +370,7 @@ func (s *server) getBackend(w http.ResponseWriter, r *http.Request) { s.c.backen
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router			/api/v1/backends/{name} [put]
 func (s *server) putBackend(w http.ResponseWriter, r *http.Request) { s.c.backends.put(s, w, r) }
 
@@ -380,6 +395,7 @@ func (s *server) putBackend(w http.ResponseWriter, r *http.Request) { s.c.backen
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router			/api/v1/backends/{name} [patch]
 func (s *server) patchBackend(w http.ResponseWriter, r *http.Request) { s.c.backends.patch(s, w, r) }
 
@@ -397,6 +413,7 @@ func (s *server) patchBackend(w http.ResponseWriter, r *http.Request) { s.c.back
 //	@Failure		404	{object}	Problem
 //	@Failure		409	{object}	Problem	"still referenced"
 //	@Failure		412	{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router			/api/v1/backends/{name} [delete]
 func (s *server) deleteBackend(w http.ResponseWriter, r *http.Request) { s.c.backends.del(s, w, r) }
 
@@ -411,6 +428,7 @@ func (s *server) deleteBackend(w http.ResponseWriter, r *http.Request) { s.c.bac
 //	@Success	200		{array}		config.Server
 //	@Header		200		{string}	ETag	"strong ETag of the list"
 //	@Failure	404		{object}	Problem
+//	@x-spliced-role	"viewer"
 //	@Router		/api/v1/backends/{name}/servers [get]
 func (s *server) listServers(w http.ResponseWriter, r *http.Request) { s.c.servers.list(s, w, r) }
 
@@ -435,6 +453,7 @@ func (s *server) listServers(w http.ResponseWriter, r *http.Request) { s.c.serve
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
 //	@Failure	422			{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router		/api/v1/backends/{name}/servers [post]
 func (s *server) createServer(w http.ResponseWriter, r *http.Request) { s.c.servers.create(s, w, r) }
 
@@ -448,6 +467,7 @@ func (s *server) createServer(w http.ResponseWriter, r *http.Request) { s.c.serv
 //	@Success	200		{object}	config.Server
 //	@Header		200		{string}	ETag	"strong ETag of the server"
 //	@Failure	404		{object}	Problem
+//	@x-spliced-role	"viewer"
 //	@Router		/api/v1/backends/{name}/servers/{server} [get]
 func (s *server) getServer(w http.ResponseWriter, r *http.Request) { s.c.servers.get(s, w, r) }
 
@@ -471,6 +491,7 @@ func (s *server) getServer(w http.ResponseWriter, r *http.Request) { s.c.servers
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
 //	@Failure	422			{object}	Problem
+//	@x-spliced-role	"operator"
 //	@Router		/api/v1/backends/{name}/servers/{server} [put]
 func (s *server) putServer(w http.ResponseWriter, r *http.Request) { s.c.servers.put(s, w, r) }
 
@@ -496,6 +517,7 @@ func (s *server) putServer(w http.ResponseWriter, r *http.Request) { s.c.servers
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
+//	@x-spliced-role	"operator"
 //	@Router			/api/v1/backends/{name}/servers/{server} [patch]
 func (s *server) patchServer(w http.ResponseWriter, r *http.Request) { s.c.servers.patch(s, w, r) }
 
@@ -513,5 +535,6 @@ func (s *server) patchServer(w http.ResponseWriter, r *http.Request) { s.c.serve
 //	@Failure	404	{object}	Problem
 //	@Failure	409	{object}	Problem
 //	@Failure	412	{object}	Problem
+//	@x-spliced-role	"admin"
 //	@Router		/api/v1/backends/{name}/servers/{server} [delete]
 func (s *server) deleteServer(w http.ResponseWriter, r *http.Request) { s.c.servers.del(s, w, r) }

@@ -54,6 +54,7 @@ func notFoundf(format string, args ...any) error {
 //	@Param			server		query		string	false	"only servers of this name"
 //	@Success		200			{object}	stats.Snapshot
 //	@Failure		404			{object}	Problem
+//	@x-spliced-role	"viewer"
 //	@Router			/api/v1/stats [get]
 func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 	snap := s.core.Stats()
@@ -126,6 +127,7 @@ func backendWord(be string) string {
 //	@Tags			observability
 //	@Produce		json
 //	@Success		200	{array}	stats.LoopActivity
+//	@x-spliced-role	"viewer"
 //	@Router			/api/v1/activity [get]
 func (s *server) activity(w http.ResponseWriter, r *http.Request) {
 	s.writeValue(w, r, http.StatusOK, s.core.LoopActivity())

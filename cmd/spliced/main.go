@@ -6,6 +6,7 @@
 //	spliced [--admin-addr ADDR] [--state-dir DIR] [--config FILE] [--log-format text|json]
 //	spliced version
 //	spliced validate FILE
+//	spliced token add|list|revoke ...
 package main
 
 import (
@@ -15,12 +16,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -46,11 +45,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		case "validate":
 			return cmdValidate(args[1:], stdout, stderr)
+		case "token":
+			return cmdToken(args[1:], stdout, stderr)
 		case "help":
 			usage(stderr, nil)
 			return 0
 		default:
-			fmt.Fprintf(stderr, "spliced: unknown command %q (commands: version, validate)\n", args[0])
+			fmt.Fprintf(stderr, "spliced: unknown command %q (commands: version, validate, token)\n", args[0])
 			return 2
 		}
 	}
@@ -60,6 +61,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	stateDir := fs.String("state-dir", "/var/lib/spliced", "state directory (config.json, revisions/, audit.log, tokens.json)")
 	bootstrap := fs.String("config", "", "bootstrap config document, used only when the state directory holds none")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	var adminHosts hostList
+	fs.Var(&adminHosts, "admin-host", "another name (or name:port) clients use for the admin address; repeatable or comma-separated")
+	tlsCert := fs.String("admin-tls-cert", "", "PEM certificate file: serve the admin API over HTTPS (with --admin-tls-key)")
+	tlsKey := fs.String("admin-tls-key", "", "PEM private key file of --admin-tls-cert")
+	maxBody := fs.Int64("admin-max-body", api.MaxBodyBytes, "largest admin request body in bytes (413 beyond)")
+	maxConns := fs.Int("admin-max-conns", 128, "most admin connections open at once (more wait in the backlog)")
 	fs.Usage = func() { usage(stderr, fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -76,7 +83,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "spliced:", err)
 		return 2
 	}
-	if err := serve(log, *adminAddr, *stateDir, *bootstrap); err != nil {
+	if *maxBody <= 0 || *maxConns <= 0 {
+		fmt.Fprintln(stderr, "spliced: --admin-max-body and --admin-max-conns must be positive")
+		return 2
+	}
+	adm := adminOptions{addr: *adminAddr, stateDir: *stateDir, hosts: adminHosts,
+		tlsCert: *tlsCert, tlsKey: *tlsKey, maxBody: *maxBody, maxConns: *maxConns}
+	if err := serve(log, adm, *bootstrap); err != nil {
 		log.Error("spliced stopped", "err", err)
 		return 1
 	}
@@ -90,6 +103,9 @@ Usage:
   spliced [flags]            run the appliance
   spliced version            print the version
   spliced validate FILE      check a config document (exit 0 when valid)
+  spliced token add --role viewer|operator|admin --name NAME [--state-dir DIR]
+                             create an admin API token (printed once)
+  spliced token list|revoke NAME [--state-dir DIR]
 
 Flags:
 `, version.Version)
@@ -147,13 +163,19 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func serve(log *slog.Logger, adminAddr, stateDir, bootstrap string) error {
+func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 	started := time.Now()
-	ln, err := listenAdmin(adminAddr)
+	adminAddr, stateDir := adm.addr, adm.stateDir
+	al, err := openAdmin(adm)
 	if err != nil {
 		return err
 	}
+	ln := al.ln
 	defer ln.Close()
+	if !al.open && !al.tls {
+		log.Warn("the admin API listens on a non-loopback address without TLS: tokens cross the network in clear",
+			"admin_addr", adminAddr)
+	}
 
 	store, err := config.Open(stateDir, bootstrap, log)
 	if err != nil {
@@ -182,6 +204,12 @@ func serve(log *slog.Logger, adminAddr, stateDir, bootstrap string) error {
 		AdminAddr: adminAddr,
 		Logger:    log,
 		Started:   started,
+
+		Tokens:       al.tokens,
+		Open:         al.open,
+		AdminHosts:   append(adminBoundHosts(al), adm.hosts...),
+		AdminTLS:     al.tls,
+		MaxBodyBytes: adm.maxBody,
 	})
 	srv := &http.Server{
 		Handler:           h,
@@ -217,45 +245,6 @@ func serve(log *slog.Logger, adminAddr, stateDir, bootstrap string) error {
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// listenAdmin opens the admin listener. The admin API can reconfigure every
-// listener on the box, so it only listens where nobody else can reach it
-// until tokens exist: loopback or a unix socket (mode 0600).
-func listenAdmin(addr string) (net.Listener, error) {
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		if path == "" {
-			return nil, errors.New("--admin-addr unix: needs a path")
-		}
-		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			_ = os.Remove(path) // a stale socket from a previous run
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, err
-		}
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			return nil, fmt.Errorf("admin listener: %w", err)
-		}
-		if err := os.Chmod(path, 0o600); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("admin listener: %w", err)
-		}
-		return ln, nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("--admin-addr %q: %w (want host:port or unix:/path)", addr, err)
-	}
-	if !isLoopback(host) {
-		return nil, fmt.Errorf("--admin-addr %q is not a loopback address and no admin token exists: "+
-			"keep the admin API on 127.0.0.1 or a unix socket", addr)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("admin listener: %w", err)
-	}
-	return ln, nil
 }
 
 func isLoopback(host string) bool {
