@@ -451,7 +451,6 @@ func TestErrorStatuses(t *testing.T) {
 		{"validation pointer in bind", "POST", "/api/v1/frontends/public/binds", `{"name":"b5","address":"127.0.0.1","port":70000}`, nil, 422, "/port", ""},
 		{"dangling reference", "PATCH", "/api/v1/frontends/public", `{"default_backend":"ghost"}`, nil, 422, "/default_backend", ""},
 		{"name mismatch", "PUT", "/api/v1/backends/web", `{"name":"other"}`, nil, 422, "/name", "name_mismatch"},
-		{"not implemented", "GET", "/api/v1/cpu-map", "", nil, 501, "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -528,19 +527,6 @@ func TestHeadAnswersLikeGetWithoutBody(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("ETag") != get.Header().Get("ETag") || len(body) != 0 {
 		t.Fatalf("HEAD: %d ETag %q body %d bytes", resp.StatusCode, resp.Header.Get("ETag"), len(body))
-	}
-}
-
-func TestLaterEndpointsAnswer501(t *testing.T) {
-	f := newFixture(t)
-	for _, r := range []struct{ method, path string }{
-		{"GET", "/api/v1/cpu-map"}, {"PUT", "/api/v1/cpu-map"},
-		{"GET", "/api/v1/irqs"}, {"GET", "/api/v1/irqs/12"}, {"PUT", "/api/v1/irqs/12"},
-	} {
-		w := f.must(t, 501, r.method, r.path, "")
-		if p := problemOf(t, w); !strings.Contains(p.Detail, "not implemented yet") {
-			t.Errorf("%s %s: %q", r.method, r.path, p.Detail)
-		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strconv"
 	"time"
+
+	"github.com/spliced-proxy/spliced/core"
 )
 
 // Info describes the running spliced.
@@ -56,6 +58,10 @@ func (s *server) info(w http.ResponseWriter, r *http.Request) {
 type Health struct {
 	Status     string `json:"status" example:"ok"`
 	Generation int64  `json:"generation,omitempty" example:"7"`
+	// Warnings (readyz) lists what runs degraded but does not stop
+	// serving, e.g. a CPU or IRQ pin of the config that could not be
+	// applied at start (a CPU gone, not root).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // healthz godoc
@@ -74,7 +80,7 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 // readyz godoc
 //
 //	@Summary		Readiness
-//	@Description	200 when the configuration is loaded and the data plane runs its current generation, else 503.
+//	@Description	200 when the configuration is loaded and the data plane runs its current generation, else 503. A pin of the config that could not be applied at start (CPU gone, not root) does not make it unready: it is listed in warnings (and logged).
 //	@Tags			health
 //	@Produce		json
 //	@Success		200	{object}	Health
@@ -95,7 +101,11 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 				", the configuration is at generation " + strconv.FormatInt(want, 10)}, ""))
 		return
 	}
-	s.writeValue(w, r, http.StatusOK, Health{Status: "ready", Generation: want})
+	h := Health{Status: "ready", Generation: want}
+	if p, ok := s.core.(core.Placement); ok {
+		h.Warnings = p.PinWarnings()
+	}
+	s.writeValue(w, r, http.StatusOK, h)
 }
 
 // openapiJSON godoc
@@ -115,60 +125,3 @@ func (s *server) notImplemented(w http.ResponseWriter, r *http.Request) {
 	writeProblem(w, r, problemFor(&apiError{Status: http.StatusNotImplemented, Code: "not-implemented",
 		Detail: r.Method + " " + r.URL.Path + " is not implemented yet; it is part of the API contract and comes in a later release"}, ""))
 }
-
-// getCPUMap godoc
-//
-//	@Summary		CPU map of the loop threads (not implemented yet)
-//	@Description	Answers 501 until implemented; the CPU map is part of GET/PUT /api/v1/config meanwhile.
-//	@Tags			later
-//	@Produce		json
-//	@Failure		501	{object}	Problem	"not implemented yet"
-//	@x-spliced-role	"viewer"
-//	@Router			/api/v1/cpu-map [get]
-func (s *server) getCPUMap(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }
-
-// putCPUMap godoc
-//
-//	@Summary		Set the CPU map (not implemented yet)
-//	@Description	Answers 501 until implemented; the CPU map is part of GET/PUT /api/v1/config meanwhile.
-//	@Tags			later
-//	@Produce		json
-//	@Failure		501	{object}	Problem	"not implemented yet"
-//	@x-spliced-role	"admin"
-//	@Router			/api/v1/cpu-map [put]
-func (s *server) putCPUMap(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }
-
-// listIRQs godoc
-//
-//	@Summary		IRQs with their affinity and counts (not implemented yet)
-//	@Description	Answers 501 until implemented.
-//	@Tags			later
-//	@Produce		json
-//	@Failure		501	{object}	Problem	"not implemented yet"
-//	@x-spliced-role	"viewer"
-//	@Router			/api/v1/irqs [get]
-func (s *server) listIRQs(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }
-
-// getIRQ godoc
-//
-//	@Summary		One IRQ (not implemented yet)
-//	@Description	Answers 501 until implemented.
-//	@Tags			later
-//	@Produce		json
-//	@Param			irq	path		integer	true	"IRQ number"
-//	@Failure		501	{object}	Problem	"not implemented yet"
-//	@x-spliced-role	"viewer"
-//	@Router			/api/v1/irqs/{irq} [get]
-func (s *server) getIRQ(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }
-
-// putIRQ godoc
-//
-//	@Summary		Set the affinity of one IRQ (not implemented yet)
-//	@Description	Answers 501 until implemented.
-//	@Tags			later
-//	@Produce		json
-//	@Param			irq	path		integer	true	"IRQ number"
-//	@Failure		501	{object}	Problem	"not implemented yet"
-//	@x-spliced-role	"admin"
-//	@Router			/api/v1/irqs/{irq} [put]
-func (s *server) putIRQ(w http.ResponseWriter, r *http.Request) { s.notImplemented(w, r) }

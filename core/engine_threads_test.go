@@ -318,8 +318,8 @@ func TestIRQPinIsAppliedAndARefusedOneChangesNothing(t *testing.T) {
 	if !errors.As(err, &ae) || !errors.Is(err, config.ErrConflict) {
 		t.Fatalf("apply with an unwritable IRQ: %v, want an ApplyError (conflict)", err)
 	}
-	if ae.Field != "/irq/pins/1" {
-		t.Errorf("field %q, want /irq/pins/1", ae.Field)
+	if ae.Field != "/irq/pins/1/cpus" {
+		t.Errorf("field %q, want /irq/pins/1/cpus", ae.Field)
 	}
 	var pe *pin.PinError
 	if !errors.As(err, &pe) {

@@ -14,8 +14,9 @@ GO=${GO:-go}
 gen() { # gen OUTDIR
 	local out=$1 tmp
 	tmp=$(mktemp -d)
-	# -d: api holds the operations, core/config and core/stats the models they refer to.
-	if ! "$GO" tool swag init --quiet -g openapi.go -d ./api,./core/config,./core/stats \
+	# -d: api holds the operations, core/config, core/stats, core (ThreadState) and
+	# core/pin (IRQ) the models they refer to.
+	if ! "$GO" tool swag init --quiet -g openapi.go -d ./api,./core/config,./core/stats,./core,./core/pin \
 		-o "$tmp" --outputTypes json,yaml >"$tmp/log" 2>&1; then
 		cat "$tmp/log" >&2
 		rm -rf "$tmp"
