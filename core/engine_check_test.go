@@ -1,0 +1,169 @@
+package core
+
+import (
+	"context"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/proxy"
+)
+
+func checkConfig(gen int64, hc *config.HealthCheck, ports ...int) *config.Config {
+	c := &config.Config{
+		Generation: gen,
+		Tuning:     config.Tuning{Nbthread: 2},
+		Backends:   []config.Backend{{Name: "be", HealthCheck: hc}},
+		Frontends:  []config.Frontend{{Name: "fe", DefaultBackend: "be"}},
+	}
+	for i, p := range ports {
+		c.Backends[0].Servers = append(c.Backends[0].Servers, config.Server{Name: "s" + string(rune('1'+i)), Address: "127.0.0.1", Port: p})
+	}
+	c.Normalize()
+	return c
+}
+
+// engineBackend reads what Apply published for backend name.
+func engineBackend(e *Engine, name string) (*balance.Backend, *proxy.Checker) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if b := e.backends[name]; b != nil {
+		return b.bb, b.chk
+	}
+	return nil, nil
+}
+
+func waitUntilTrue(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func fdCount(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// quietOrigin accepts connections and reads them until the peer goes.
+// (Not io.Copy: TCPConn.ReadFrom splices through pipes that Go's runtime
+// caches, which would show as fds that the engine never opened.)
+func quietOrigin(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 512)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestEngineHealthChecksAcrossGenerations: the engine starts a checker
+// for a backend with a health check, keeps it over an unrelated change,
+// restarts it over a changed check without losing the observed state,
+// stops it and sets servers up when the check is removed, and leaves no
+// fd behind after Close.
+func TestEngineHealthChecksAcrossGenerations(t *testing.T) {
+	live := quietOrigin(t)
+	dead := freePort(t)
+	before := fdCount(t)
+	e, err := NewEngine(EngineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &config.HealthCheck{Type: config.CheckTCP, IntervalMs: 40, TimeoutMs: 40, Rise: 1, Fall: 1}
+
+	apply(t, e, checkConfig(1, hc, live, dead))
+	bb, chk1 := engineBackend(e, "be")
+	if chk1 == nil {
+		t.Fatal("no checker for a backend with a health check")
+	}
+	s1, s2 := bb.Server("s1"), bb.Server("s2")
+	waitUntilTrue(t, 5*time.Second, "s2 down", func() bool { return !s2.Up() })
+	if !s1.Up() {
+		t.Fatal("live server s1 down")
+	}
+
+	// Unrelated change: same checker.
+	c2 := checkConfig(2, hc, live, dead)
+	c2.Frontends[0].Maxconn = 10
+	apply(t, e, c2)
+	if _, chk := engineBackend(e, "be"); chk != chk1 {
+		t.Error("checker restarted by a change that does not touch the check")
+	}
+
+	// Changed check: new checker, s2 still down (same Server object).
+	hc3 := *hc
+	hc3.IntervalMs = 50
+	apply(t, e, checkConfig(3, &hc3, live, dead))
+	bb3, chk3 := engineBackend(e, "be")
+	if chk3 == nil || chk3 == chk1 || bb3.Server("s2") != s2 {
+		t.Fatalf("changed check: checker %p (was %p), server carried %v", chk3, chk1, bb3.Server("s2") == s2)
+	}
+	if s2.Up() {
+		t.Error("s2 came up on a restart of the checks")
+	}
+	runs := func(c *proxy.Checker) (n uint64) {
+		for _, st := range c.States() {
+			n += st.Runs
+		}
+		return n
+	}
+	r1 := runs(chk1)
+	waitUntilTrue(t, 5*time.Second, "new checker probing", func() bool { return runs(chk3) >= 4 })
+	if runs(chk1) != r1 {
+		t.Error("replaced checker still probes")
+	}
+
+	// No check: everything up, checker gone; still up a few intervals later.
+	apply(t, e, checkConfig(4, nil, live, dead))
+	if _, chk := engineBackend(e, "be"); chk != nil {
+		t.Fatal("checker kept after the check was removed")
+	}
+	if !s2.Up() {
+		t.Fatal("s2 still down after the check was removed")
+	}
+	r3 := runs(chk3)
+	time.Sleep(150 * time.Millisecond) // three former intervals
+	if !s2.Up() || runs(chk3) != r3 {
+		t.Errorf("after removal: s2 up=%v, checker runs %d -> %d", s2.Up(), r3, runs(chk3))
+	}
+
+	// Back again, then Close: every probe socket and loop fd released.
+	apply(t, e, checkConfig(5, hc, live, dead))
+	waitUntilTrue(t, 5*time.Second, "s2 down again", func() bool { return !s2.Up() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitUntilTrue(t, 5*time.Second, "fd count back to its start value", func() bool { return fdCount(t) == before })
+}
