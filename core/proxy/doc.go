@@ -1,8 +1,8 @@
 // Package proxy owns the connection state machines of the data plane: the
 // tcp-mode tunnel (client fd <-> server fd), the connect path to a backend
 // server with retries, the per-loop buffer pool and pipe pool, and the
-// splice(2) forwarding of seed 003. The http mode (a later package user)
-// reuses Side, Buffer/BufPool, Pipe/PipePool and the Worker's connect path.
+// splice(2) forwarding of seed 003, and the http mode (http*.go), which
+// runs on the same loops, sides, buffers and pipes (see "# HTTP mode").
 //
 // # Threads
 //
@@ -131,4 +131,84 @@
 // rise and fall did not change, so an unrelated configuration change does
 // not make an up server fall at its first failure. Removing the check sets
 // every server up.
+//
+// # HTTP mode (http.go, http_exchange.go, http_server.go, http_route.go)
+//
+// A frontend with HTTP set (mode http) hands each accepted fd to
+// StartHTTP. An httpConn serves one request at a time: the head is parsed
+// by core/http1 straight from the connection's pool buffer (the parser's
+// head limit is bufsize-512, so the rewritten head always fits one
+// buffer); pipelined requests stay in that buffer, unparsed and unread
+// beyond, until the current response is complete, so answers go out in
+// order. Keep-alive: HTTP/1.1 by default, 1.0 with "Connection:
+// keep-alive" (answered with "Connection: keep-alive").
+//
+// Phases and their timers (one loop timer per connection):
+//   - head: http_request_ms from the connection start, or from the first
+//     byte of a later request; http_keep_alive_ms between requests. A
+//     partial head at expiry is answered 408; an idle connection is closed
+//     silently.
+//   - queue: every usable server of the chosen backend is at its maxconn
+//     (balance's Acquire fails): the request waits in the loop's FIFO
+//     until queue_ms (503). A slot released on the same loop is handed on
+//     at once; a slot released by another loop is seen by a 1 ms poll
+//     that runs only while something is queued. tcp mode does not queue
+//     (it closes the client when no slot is free).
+//   - connect: connect_ms per attempt, then another server (the failed one
+//     excluded while another is usable) up to retries; 503 after.
+//   - exchange: server_ms of server silence while the response head is
+//     awaited (504); once it came, the shorter of client_ms and server_ms
+//     without any byte moving cuts both connections.
+//
+// Routing compares byte spans (no allocation): routes in order (method
+// exact; host exact or "*.suffix", case-insensitive, port and a trailing
+// dot stripped; path prefix of the origin-form target or of the path of
+// an absolute-form one), then default_backend, else 503.
+//
+// Server slots are counted per request, not per connection: Acquire when
+// a server is chosen, Release when its response is complete, so maxconn
+// bounds concurrent requests and leastconn sees requests in flight. Idle
+// server connections are pooled per loop and per server (at most
+// maxIdlePerServer, 5 s), stay registered with epoll, and are dropped as
+// soon as the server closes them (EPOLLRDHUP, end of stream, or any
+// unexpected byte). A pooled connection is reused only for an idempotent
+// request without body (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, HTTP/1.1,
+// no upgrade): should it turn out closed before any response byte, the
+// request is sent again on a new connection (its rewritten head is kept
+// until the response starts). Other requests get a new connection.
+//
+// The forwarded request head is the request line and every end-to-end
+// field as received, byte for byte; hop-by-hop fields are dropped
+// (Connection and the fields it names, Keep-Alive, Proxy-Connection, TE,
+// Trailer, Upgrade unless upgrading) and X-Forwarded-For,
+// X-Forwarded-Proto and Via are appended per the frontend's http options.
+// Transfer-Encoding: chunked is kept: a chunked body is forwarded as it
+// came, its framing validated by http1.Chunked while it passes (the bytes
+// that came with the head are checked before anything is sent, so a
+// malformed body sent in one piece never reaches a server). A
+// Content-Length body is counted down; once at least 64 KiB of it remain
+// and the frontend's splice is not off, the rest moves through a pipe.
+// Bodies are never buffered whole: backpressure works as in tcp mode.
+//
+// Expect: 100-continue is forwarded to the server and its 100 relayed
+// (every 1xx is relayed to HTTP/1.1 clients, dropped for 1.0 ones); the
+// proxy does not answer 100 itself, so a server that refuses the body
+// can say so before the client sends it. A request with Upgrade
+// (websocket) switches to the tcp Tunnel only when the server answers
+// 101; bytes either side sent beyond the heads go with it. Responses to
+// HEAD, 1xx, 204 and 304 have no body; other responses are framed by
+// chunked, Content-Length, or the server's close (then the client
+// connection closes after it).
+//
+// Proxy answers (http1.AppendError): 400 and 501 for malformed requests,
+// 413 over http.max_body_size, 414, 431, 505, 408, 502 for a malformed or
+// missing response head, 503 (no route, no usable server, queue timeout,
+// connect failures), 504. All carry Connection: close; the connection is
+// then closed gracefully (write side shut, input discarded for up to 1 s
+// so that a RST does not destroy the answer). Once part of a response went
+// to the client, a failure can only cut the connection.
+//
+// Zero heap allocations per keep-alive request in steady state is pinned
+// by TestHTTPKeepAliveRequestDoesNotAllocate (BenchmarkHTTPKeepAlive);
+// httpConn and srvConn objects are recycled per loop.
 package proxy

@@ -736,6 +736,8 @@ func (c *httpConn) recycle() {
 	c.nreq, c.attempts = 0, 0
 	c.bytesIn, c.bytesOut = 0, 0
 	c.reqBody, c.respBody = body{}, body{}
+	c.reqHeadSent, c.respHead, c.respSent, c.closeAfter, c.upgrade = false, false, false, false, false
+	c.qlen, c.deadline, c.idle, c.lastIO = 0, 0, 0, 0
 	if len(w.h.freeConn) < maxFreeConns {
 		w.h.freeConn = append(w.h.freeConn, c)
 	}

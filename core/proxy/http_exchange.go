@@ -483,6 +483,8 @@ func (c *httpConn) finishExchange() {
 	}
 	c.bytesIn += c.reqBody.total
 	c.bytesOut += c.respBody.total
+	c.bs.BytesIn.Add(c.reqBody.total)
+	c.bs.BytesOut.Add(c.respBody.total)
 	c.putQout()
 	c.reqBody.release(w)
 	c.respBody.release(w)
