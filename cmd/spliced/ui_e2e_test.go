@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -538,6 +536,7 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#login-submit`)),
 		chromedp.WaitNotPresent(chromedp.CSS(`dialog#login[open]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#page-overview[data-ready="1"]`)))
+	v.waitJS(5*time.Second, "the header to name the viewer role", `document.getElementById('who').textContent.includes('viewer')`)
 	stored := evalJS[string](v, `sessionStorage.getItem('spliced.token') + '|' + localStorage.length + '|' + document.cookie`)
 	if stored != viewerToken+"|0|" {
 		t.Fatalf("token storage = %q, want it in sessionStorage only", stored)
@@ -556,33 +555,25 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	t.Logf("browser test took %v", time.Since(start).Round(time.Millisecond))
 }
 
-var tokenRE = regexp.MustCompile(`[A-Za-z0-9_\-\.~+/=]{20,}`)
-
-// addToken creates a token with the spliced CLI (issue 7). When this build
-// has no token command yet it logs a CONDITIONAL STEP and returns "".
+// addToken creates a token with the spliced CLI (issue 7), which prints
+// the secret alone on stdout. When this build has no token command yet it
+// logs a CONDITIONAL STEP and returns "".
 func addToken(t *testing.T, in *instance, role, name string) string {
 	t.Helper()
 	cmd := exec.Command(buildBinary(t), "token", "add", "--state-dir", in.StateDir, "--role", role, "--name", name)
-	out, err := cmd.CombinedOutput()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		if strings.Contains(string(out), "unknown command") {
-			t.Logf("CONDITIONAL STEP: `spliced token add` does not exist in this build (issue 7 not landed): the viewer sign-in step did not run:\n%s", out)
+		if strings.Contains(stderr.String(), "unknown command") {
+			t.Logf("CONDITIONAL STEP: `spliced token add` does not exist in this build (issue 7 not landed): the viewer sign-in step did not run:\n%s", stderr.String())
 			return ""
 		}
-		t.Fatalf("spliced token add: %v\n%s", err, out)
+		t.Fatalf("spliced token add: %v\n%s%s", err, out, stderr.String())
 	}
-	var m map[string]any
-	if json.Unmarshal(out, &m) == nil {
-		if tok, ok := m["token"].(string); ok {
-			return tok
-		}
+	tok := strings.TrimSpace(string(out))
+	if tok == "" || strings.ContainsAny(tok, " \n") {
+		t.Fatalf("spliced token add printed %q, want the secret alone", out)
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if tok := tokenRE.FindString(lines[i]); tok != "" {
-			return tok
-		}
-	}
-	t.Fatalf("no token in the output of spliced token add:\n%s", out)
-	return ""
+	return tok
 }
