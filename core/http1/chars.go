@@ -1,6 +1,9 @@
 package http1
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // Character classes of RFC 9110 §5.6.2 (token), §5.5 (field-value) and
 // RFC 3986 (request-target, authority), as 256-entry lookup tables built at
@@ -223,4 +226,34 @@ func validAuthority(a []byte, needPort bool) bool {
 		}
 	}
 	return a[0] == '[' || len(host) > 0
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// validValue reports whether every byte of v may appear in a field value
+// (HTAB, SP, VCHAR, obs-text). Eight bytes at a time: a word with no byte
+// below 0x20 and none equal to DEL is valid as a whole; only a word that
+// may hold one (HTAB included) is checked byte by byte.
+func validValue(v []byte) bool {
+	for len(v) >= 8 {
+		w := binary.LittleEndian.Uint64(v)
+		del := w ^ (ones * 0x7f)
+		if ((w-ones*0x20)&^w|(del-ones)&^del)&highs != 0 {
+			for _, c := range v[:8] {
+				if charClass[c]&cValue == 0 {
+					return false
+				}
+			}
+		}
+		v = v[8:]
+	}
+	for _, c := range v {
+		if charClass[c]&cValue == 0 {
+			return false
+		}
+	}
+	return true
 }

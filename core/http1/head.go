@@ -32,7 +32,7 @@ func (l Limits) requestLine() int {
 
 func (l Limits) head() int {
 	if l.MaxHead > 0 {
-		return l.MaxHead
+		return min(l.MaxHead, 1<<30) // spans are int32
 	}
 	return DefaultMaxHead
 }
@@ -261,13 +261,11 @@ func (h *Head) field(buf []byte, start, end int) (Kind, errCode, bool) {
 	for ve > vs && isOWS(line[ve-1]) {
 		ve--
 	}
-	for _, c := range line[vs:ve] {
-		if charClass[c]&cValue == 0 {
-			if c == '\r' {
-				return 0, eBareCR, false
-			}
-			return 0, eFieldValue, false
+	if !validValue(line[vs:ve]) {
+		if bytes.IndexByte(line[vs:ve], '\r') >= 0 {
+			return 0, eBareCR, false
 		}
+		return 0, eFieldValue, false
 	}
 	name := line[:colon]
 	value := line[vs:ve]

@@ -96,8 +96,7 @@ func (r *Request) Reset() {
 // It returns (n, nil) once the head is complete, n being its length (the
 // body, if any, starts at buf[n]); (0, nil) when more bytes are needed; or
 // (0, err) with err an *Error. After an error or completion further calls
-// return the same result until Reset. A zero Request must be Reset once
-// before the first Parse.
+// return the same result until Reset. The zero Request is ready to parse.
 func (r *Request) Parse(buf []byte) (int, error) {
 	s := &r.s
 	if s.done {

@@ -160,6 +160,9 @@ func (r *Response) finish(req Method) errCode {
 		// Content-Length, if any, describes the would-be body; keep its
 		// value but there are no body bytes.
 		r.Body = BodyNone
+		if !r.clSeen {
+			r.ContentLength = -1
+		}
 		return numErrCodes
 	case r.teSeen:
 		r.Body = BodyChunked

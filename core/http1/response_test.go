@@ -25,6 +25,7 @@ var responseCases = []struct {
 	{name: "304 has no body", in: "HTTP/1.1 304 Not Modified\r\nContent-Length: 1234\r\n\r\n", req: MethodGET, code: 304, body: BodyNone, cl: 1234},
 	{name: "HEAD response has no body", in: "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n", req: MethodHEAD, code: 200, body: BodyNone, cl: 1234},
 	{name: "HEAD response chunked has no body", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", req: MethodHEAD, code: 200, body: BodyNone, cl: -1},
+	{name: "HEAD response without Content-Length", in: "HTTP/1.1 200 OK\r\n\r\n", req: MethodHEAD, code: 200, body: BodyNone, cl: -1},
 	{name: "100 Continue is interim", in: "HTTP/1.1 100 Continue\r\n\r\n", req: MethodPOST, code: 100, body: BodyNone, cl: -1, interim: true},
 	{name: "103 Early Hints is interim", in: "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", req: MethodGET, code: 103, body: BodyNone, cl: -1, interim: true},
 	{name: "101 Switching Protocols", in: "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", req: MethodGET, code: 101, body: BodyNone, cl: -1, upgrade: true},
@@ -57,8 +58,7 @@ var responseCases = []struct {
 func TestResponseFramingTable(t *testing.T) {
 	for _, tc := range responseCases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &Response{}
-			r.Reset()
+			r := &Response{} // the zero value is ready
 			n, err := r.Parse([]byte(tc.in), tc.req)
 			if tc.status != 0 {
 				if e, ok := err.(*Error); !ok || e.Status != tc.status {
