@@ -327,7 +327,7 @@ func (e *Engine) applyIRQs(snap *config.Config, masks [][]int, first bool) ([]st
 		}
 		field, object := "/irq", "irq"
 		if k, isExplicit := explicit[irq]; ok && isExplicit {
-			field, object = "/irq/pins/"+strconv.Itoa(k)+"/cpus", "irq "+strconv.Itoa(irq)
+			field, object = "/irq/pins/"+strconv.Itoa(k)+"/cpus", "irq pin"
 		} else if q.Policy == config.IRQPolicySeparate {
 			field, object = "/irq/policy", "irq policy separate"
 		}
