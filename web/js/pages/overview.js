@@ -65,12 +65,13 @@ export default async function overview(ctx, root) {
   }
 
   let charts = null;
+  // The health table is rebuilt only when what it shows changes, so a
+  // keyboard user's focus on one of its links survives the stats ticks.
+  let healthSig = null;
   const paintHealth = () => {
     const st = live.stats;
-    clear(health);
-    if (!cfg.backends.length) { health.append(h('p', { class: 'empty' }, 'No backend yet.')); return; }
     let up = 0; let known = 0; let cur = 0;
-    const rows = cfg.backends.map((b) => {
+    const data = cfg.backends.map((b) => {
       const counts = { up: 0, down: 0, drain: 0, maint: 0 };
       const down = [];
       for (const s of b.servers) {
@@ -83,23 +84,28 @@ export default async function overview(ctx, root) {
           if (rs.up) { up++; counts.up++; } else { counts.down++; down.push(s.name); }
         }
       }
-      return h('tr', { data: { backend: b.name } },
-        h('td', null, h('a', { href: '#/backends' }, b.name)),
-        h('td', { class: 'num' }, String(b.servers.length)),
-        h('td', null,
-          st ? badge(`${counts.up} up`, counts.up ? 'ok' : '') : badge('health unknown'), ' ',
-          counts.down ? badge(`${counts.down} down`, 'bad') : null, ' ',
-          counts.drain ? badge(`${counts.drain} drain`, 'warn') : null, ' ',
-          counts.maint ? badge(`${counts.maint} maint`, 'warn') : null),
-        h('td', { class: 'mono hide-sm' }, down.join(', ')));
+      return { name: b.name, n: b.servers.length, counts, down };
     });
-    health.append(h('div', { class: 'tablewrap' }, h('table', null,
-      h('thead', null, h('tr', null, h('th', null, 'Backend'), h('th', { class: 'num' }, 'Servers'), h('th', null, 'State'), h('th', { class: 'hide-sm' }, 'Down'))),
-      h('tbody', null, rows))));
     if (st) for (const f of st.frontends.values()) cur += f.connCur || 0;
     upCard.textContent = st && known ? `${up}` : '—';
     upCard.className = 'v live-v ' + (st && known ? (up === known ? 'ok' : up ? 'warn' : 'bad') : '');
     connCard.textContent = st ? num(cur) : '—';
+    const sig = JSON.stringify([!!st, live.statsMissing, data]);
+    if (sig === healthSig) return;
+    healthSig = sig;
+    clear(health);
+    if (!cfg.backends.length) { health.append(h('p', { class: 'empty' }, 'No backend yet.')); return; }
+    health.append(h('div', { class: 'tablewrap' }, h('table', null,
+      h('thead', null, h('tr', null, h('th', null, 'Backend'), h('th', { class: 'num' }, 'Servers'), h('th', null, 'State'), h('th', { class: 'hide-sm' }, 'Down'))),
+      h('tbody', null, data.map((b) => h('tr', { data: { backend: b.name } },
+        h('td', null, h('a', { href: '#/backends' }, b.name)),
+        h('td', { class: 'num' }, String(b.n)),
+        h('td', null,
+          st ? badge(`${b.counts.up} up`, b.counts.up ? 'ok' : '') : badge('health unknown'), ' ',
+          b.counts.down ? badge(`${b.counts.down} down`, 'bad') : null, ' ',
+          b.counts.drain ? badge(`${b.counts.drain} drain`, 'warn') : null, ' ',
+          b.counts.maint ? badge(`${b.counts.maint} maint`, 'warn') : null),
+        h('td', { class: 'mono hide-sm' }, b.down.join(', '))))))));
     if (!st && live.statsMissing) health.append(notAvailable('server health', '/api/v1/stats'));
   };
 
