@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/pin"
 )
 
@@ -353,5 +354,66 @@ func TestPinThatCannotBeAppliedAtStartIsAWarningNotAnError(t *testing.T) {
 	w := e.PinWarnings()
 	if len(w) != 1 || !strings.Contains(w[0], "irq 31") {
 		t.Fatalf("warnings %q, want one about irq 31", w)
+	}
+}
+
+// onLoop runs fn on loop i's thread and waits for it.
+func (e *Engine) onLoop(t *testing.T, i int, fn func(*Engine, int)) {
+	t.Helper()
+	done := make(chan struct{})
+	e.mu.Lock()
+	l := e.loops[i]
+	e.mu.Unlock()
+	if !l.Exec(func(*loop.Loop) { fn(e, i); close(done) }) {
+		t.Fatal("loop stopped")
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("loop did not run the function")
+	}
+}
+
+func TestEveryTuningValueAppliesAtRuntime(t *testing.T) {
+	e := newTestEngine(t)
+	c := &config.Config{Generation: 1, Tuning: config.Tuning{Nbthread: 2}}
+	c.Normalize()
+	apply(t, e, c)
+	c2 := c.Clone()
+	c2.Generation = 2
+	c2.Tuning = config.Tuning{Nbthread: 2, RunqueueDepth: 50, Maxpollevents: 33,
+		Sched: config.Sched{Urgent: 40, Normal: 40, Bulk: 20}, Distribution: config.DistLeastConn,
+		Maxaccept: 7, Bufsize: 8192, Pipesize: 131072, Maxpipes: 2, Maxconn: 5}
+	c2.Normalize()
+	if p := config.Diff(c, c2); len(p.Items) != 1 || p.Items[0].Apply != config.ApplyInPlace {
+		t.Fatalf("plan %+v, want one in_place item", p)
+	}
+	apply(t, e, c2)
+	if m := e.Runtime().Maxconn; m != 5 {
+		t.Errorf("maxconn %d, want 5", m)
+	}
+	for i := range 2 {
+		e.onLoop(t, i, func(e *Engine, i int) {
+			d, mpe, s := e.loops[i].Tuning()
+			if d != 50 || mpe != 33 || s != c2.Tuning.Sched {
+				t.Errorf("loop %d tuning %d %d %+v", i, d, mpe, s)
+			}
+			w := e.workers[i]
+			if n := w.Bufs.Size(); n != 8192 {
+				t.Errorf("loop %d bufsize %d", i, n)
+			}
+			// maxpipes 2 over 2 loops: one pipe each, of pipesize bytes.
+			p1 := w.Pipes.Get()
+			p2 := w.Pipes.Get()
+			if p1 == nil || p2 != nil {
+				t.Errorf("loop %d: pipes %v %v, want one and then none", i, p1 != nil, p2 != nil)
+			}
+			if p1 != nil {
+				if p1.Size() != 131072 { // not the kernel default (64 KiB)
+					t.Errorf("loop %d pipe size %d", i, p1.Size())
+				}
+				w.Pipes.Put(p1)
+			}
+		})
 	}
 }
