@@ -9,11 +9,11 @@ import (
 type Termination uint8
 
 const (
-	TermNormal    Termination = iota // both sides closed cleanly
-	TermAbort                        // reset or I/O error
-	TermTimeout                      // idle or connect timeout
-	TermNoServer                     // no usable server
-	TermConnect                      // every connect attempt failed
+	TermNormal   Termination = iota // both sides closed cleanly
+	TermAbort                       // reset or I/O error
+	TermTimeout                     // idle or connect timeout
+	TermNoServer                    // no usable server
+	TermConnect                     // every connect attempt failed
 )
 
 var termNames = [...]string{"normal", "abort", "timeout", "no_server", "connect_failed"}
