@@ -147,33 +147,47 @@ func hostKey(h, p string) string { return net.JoinHostPort(normHost(h), p) }
 // splitHost splits a Host header (or an origin's host) into its normalised
 // host and port, the scheme's default port when absent.
 func splitHost(hostport string, tls bool) (string, string, bool) {
+	h, p, _, ok := splitHostPort(hostport, tls)
+	return h, p, ok
+}
+
+// splitHostPort is splitHost also saying whether the port was explicit.
+func splitHostPort(hostport string, tls bool) (h, p string, explicit, ok bool) {
 	if hostport == "" || strings.ContainsAny(hostport, " \t\r\n/\\@") {
-		return "", "", false
+		return "", "", false, false
 	}
 	h, p, err := net.SplitHostPort(hostport)
+	explicit = err == nil
 	if err != nil {
 		h, p = hostport, "80"
 		if tls {
 			p = "443"
 		}
 		if strings.Count(h, ":") > 0 && !strings.HasPrefix(h, "[") {
-			return "", "", false // a bare IPv6 address must be bracketed
+			return "", "", false, false // a bare IPv6 address must be bracketed
 		}
 	}
 	if _, err := strconv.ParseUint(p, 10, 16); err != nil {
-		return "", "", false
+		return "", "", false, false
 	}
-	return normHost(h), p, true
+	return normHost(h), p, explicit, true
 }
 
 // hostOK reports whether a Host header names this admin server.
 func (g *guard) hostOK(host string) bool {
-	h, p, ok := splitHost(host, g.tls)
+	h, p, explicit, ok := splitHostPort(host, g.tls)
 	if !ok {
 		return false
 	}
 	if g.hosts[hostKey(h, p)] {
 		return true
+	}
+	if !explicit { // a proxy in front forwarding Host: name (its own port)
+		for k := range g.named {
+			if kh, _, _ := net.SplitHostPort(k); kh == h {
+				return true
+			}
+		}
 	}
 	if g.port == "0" { // listening address not known (tests): any port
 		for k := range g.hosts {
