@@ -303,7 +303,7 @@ func (e *Engine) applyIRQs(snap *config.Config, masks [][]int, first bool) ([]st
 		// keep the others from being applied.
 		for _, irq := range slices.Sorted(maps.Keys(want)) {
 			if err := fs.ApplyIRQPins(map[int][]int{irq: want[irq]}); err != nil {
-				warn = append(warn, "irq "+strconv.Itoa(irq)+": "+err.Error())
+				warn = append(warn, err.Error()) // a *pin.PinError naming the IRQ
 			}
 		}
 		e.th.irqKey = key
