@@ -359,6 +359,11 @@ func (c *httpConn) startRequest(n int) {
 	c.qout.head, c.qout.tail = 0, len(d)
 	c.qlen = len(d)
 	c.in.Consumed(n)
+	if st := c.reqBody.coalesce(c.in, c.qout); st != 0 {
+		c.fs.Errors.Add(1)
+		c.fail(st)
+		return
+	}
 	c.releaseIn()
 
 	c.closeAfter = r.Close

@@ -183,7 +183,8 @@ func (w *Worker) poolSrv(sc *srvConn) bool {
 		p = &srvPool{} // once per server and loop
 		h.idle[sc.server] = p
 	}
-	if p.n >= maxIdlePerServer || sc.server.Retired() {
+	if p.n >= maxIdlePerServer || sc.server.Retired() || sc.side.FD.Ready&(evRdHup|evHup|evErr) != 0 {
+		// full, or the server closed (its FIN came with the response)
 		return false
 	}
 	sc.owner = nil

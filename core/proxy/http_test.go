@@ -337,3 +337,269 @@ func BenchmarkHTTPKeepAlive(b *testing.B) {
 }
 
 var _ = http1.StatusText
+
+func TestHostNoPortAndRouteMatch(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"example.com", "example.com"},
+		{"example.com:8080", "example.com"},
+		{"example.com.", "example.com"},
+		{"[::1]:80", "[::1]"},
+		{"[::1]", "[::1]"},
+		{"a:b", "a:b"},
+		{"", ""},
+	} {
+		if got := string(hostNoPort([]byte(tc.in))); got != tc.want {
+			t.Errorf("hostNoPort(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	be := &Backend{Name: "x"}
+	for _, tc := range []struct {
+		route              Route
+		host, path, method string
+		want               bool
+	}{
+		{NewRoute("Example.com", "", "", be), "EXAMPLE.COM", "/", "GET", true},
+		{NewRoute("example.com", "", "", be), "www.example.com", "/", "GET", false},
+		{NewRoute("*.example.com", "", "", be), "a.b.Example.com", "/", "GET", true},
+		{NewRoute("*.example.com", "", "", be), "example.com", "/", "GET", false},
+		{NewRoute("*.example.com", "", "", be), "badexample.com", "/", "GET", false},
+		{NewRoute("", "/api/", "", be), "h", "/api/v1", "GET", true},
+		{NewRoute("", "/api/", "", be), "h", "/api", "GET", false},
+		{NewRoute("", "/API/", "", be), "h", "/api/v1", "GET", false},
+		{NewRoute("", "", "POST", be), "h", "/", "POST", true},
+		{NewRoute("", "", "POST", be), "h", "/", "post", false},
+		{NewRoute("h", "/a", "GET", be), "h", "/a", "GET", true},
+		{NewRoute("h", "/a", "GET", be), "h", "/a", "PUT", false},
+	} {
+		if got := tc.route.match([]byte(tc.host), []byte(tc.path), []byte(tc.method)); got != tc.want {
+			t.Errorf("route %+v on %s %s %s: %v, want %v", tc.route, tc.method, tc.host, tc.path, got, tc.want)
+		}
+	}
+}
+
+func TestRoutingDoesNotAllocate(t *testing.T) {
+	h := &HTTPFront{Routes: []Route{
+		NewRoute("*.img.example.com", "", "", &Backend{}),
+		NewRoute("api.example.com", "/v1/", "GET", &Backend{}),
+	}}
+	buf := []byte("GET http://API.example.com:80/v1/x HTTP/1.1\r\nHost: api.example.com:80\r\n\r\n")
+	var r http1.Request
+	r.Reset()
+	if n, err := r.Parse(buf); n == 0 || err != nil {
+		t.Fatal(n, err)
+	}
+	if be, ok := h.route(buf, &r); !ok || be != h.Routes[1].Backend {
+		t.Fatal("request not routed to the second route")
+	}
+	if a := testing.AllocsPerRun(100, func() { h.route(buf, &r) }); a != 0 {
+		t.Fatalf("%v allocations per routing decision", a)
+	}
+}
+
+// exchangeOn sends raw on c and reads one response.
+func exchangeOn(t *testing.T, c net.Conn, br *bufio.Reader, raw, method string) (*http.Response, string) {
+	t.Helper()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestHTTPExpectContinueRelaysTheServers100(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	addr := origin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		head, err := readHead(br)
+		if err != nil || !strings.Contains(head, "Expect: 100-continue\r\n") {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n")
+		b := make([]byte, 5)
+		if _, err := io.ReadFull(br, b); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"+strings.ToUpper(string(b)))
+	})
+	fe := httpFrontend(t, nil, addr)
+	c := e.dialHTTP(fe)
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	if l, _ := br.ReadString('\n'); l != "\r\n" {
+		t.Fatalf("100 Continue head continues with %q", l)
+	}
+	resp, body := exchangeOn(t, c, br, "hello", "POST")
+	if resp.StatusCode != 200 || body != "HELLO" {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+}
+
+// TestHTTPPooledConnectionClosedByServer: the server closes its idle
+// connection; the pool notices (EPOLLRDHUP) and the next request gets a
+// new connection.
+func TestHTTPPooledConnectionClosedByServer(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	var conns atomic.Int64
+	addr := origin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		conns.Add(1)
+		if _, err := readHead(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, rawResponse) // keep-alive by default, then close
+	})
+	fe := httpFrontend(t, nil, addr)
+	c := e.dialHTTP(fe)
+	br := bufio.NewReader(c)
+	for i := 0; i < 3; i++ {
+		if resp, body := exchangeOn(t, c, br, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", "GET"); resp.StatusCode != 200 || body != "hello" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+		waitUntil(t, 5*time.Second, "the closed idle connection to leave the pool", func() bool {
+			n := -1
+			e.do(func() { n = e.w.h.nidle })
+			return n == 0
+		})
+	}
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("%d server connections, want 3", n)
+	}
+}
+
+// TestHTTPReplaysOnAPooledConnectionThatDies: the server reads a second
+// request on a kept-alive connection and closes without answering (the
+// keep-alive race); the proxy sends the request again on a new
+// connection.
+func TestHTTPReplaysOnAPooledConnectionThatDies(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	var conns atomic.Int64
+	addr := origin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		n := conns.Add(1)
+		br := bufio.NewReader(c)
+		for i := 0; ; i++ {
+			if _, err := readHead(br); err != nil {
+				return
+			}
+			if n == 1 && i == 1 {
+				return // dies with the request unanswered
+			}
+			io.WriteString(c, rawResponse)
+		}
+	})
+	fe := httpFrontend(t, nil, addr)
+	c := e.dialHTTP(fe)
+	br := bufio.NewReader(c)
+	for i := 0; i < 3; i++ {
+		if resp, body := exchangeOn(t, c, br, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", "GET"); resp.StatusCode != 200 || body != "hello" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d server connections, want 2", n)
+	}
+}
+
+func TestHTTPProxyAnswers(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	silent := origin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		io.Copy(io.Discard, c)
+	})
+	garbage := newRawOrigin(t, func(string) string { return "HTTP/1.1 2x0 OK\r\n\r\n" })
+	refused := func() *net.TCPAddr {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		a := ln.Addr().(*net.TCPAddr)
+		ln.Close()
+		return a
+	}()
+	short := func(cfg *config.Backend) {
+		cfg.Timeouts.ServerMs = 200
+		cfg.Timeouts.ConnectMs = 200
+		r := 1
+		cfg.Retries = &r
+	}
+	for _, tc := range []struct {
+		name   string
+		addr   *net.TCPAddr
+		req    string
+		status int
+	}{
+		{"server silent: 504", silent, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 504},
+		{"bad status line: 502", garbage.addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 502},
+		{"connection refused: 503", refused, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 503},
+		{"partial head: 408", silent, "GET / HTTP/1.1\r\nHost", 408},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := httpFrontend(t, short, tc.addr)
+			fe.HTTP.RequestTimeout = 200 * time.Millisecond
+			c := e.dialHTTP(fe)
+			io.WriteString(c, tc.req)
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tc.status || !resp.Close {
+				t.Fatalf("status %d close %v, want %d and close", resp.StatusCode, resp.Close, tc.status)
+			}
+		})
+	}
+	e.waitIdle()
+}
+
+func TestHTTPHopByHopFieldsStrippedBothWays(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newRawOrigin(t, func(string) string {
+		return "HTTP/1.1 200 OK\r\nConnection: X-Srv\r\nX-Srv: 1\r\nKeep-Alive: timeout=5\r\nX-End: 2\r\nContent-Length: 2\r\n\r\nok"
+	})
+	fe := httpFrontend(t, nil, o.addr)
+	fe.HTTP.Via, fe.HTTP.XForwardedProto = true, true
+	c := e.dialHTTP(fe)
+	br := bufio.NewReader(c)
+	resp, _ := exchangeOn(t, c, br, "GET / HTTP/1.1\r\nHost: a\r\nConnection: X-Cli, keep-alive\r\nX-Cli: 1\r\nKeep-Alive: 300\r\nTE: trailers\r\nProxy-Connection: x\r\nX-Keep: yes\r\n\r\n", "GET")
+	got := o.received()
+	for _, bad := range []string{"X-Cli", "Keep-Alive", "TE:", "Proxy-Connection", "Connection"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("%s reached the server: %q", bad, got)
+		}
+	}
+	for _, want := range []string{"GET / HTTP/1.1\r\nHost: a\r\n", "X-Keep: yes\r\n", "X-Forwarded-Proto: http\r\n", "Via: 1.1 spliced\r\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q missing at the server: %q", want, got)
+		}
+	}
+	if resp.Header.Get("X-Srv") != "" || resp.Header.Get("Keep-Alive") != "" || resp.Header.Get("X-End") != "2" || resp.Header.Get("Via") != "1.1 spliced" {
+		t.Errorf("response fields %v", resp.Header)
+	}
+}
+
+func TestHTTP10KeepAlive(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newRawOrigin(t, okAnswer("hi"))
+	fe := httpFrontend(t, nil, o.addr)
+	c := e.dialHTTP(fe)
+	br := bufio.NewReader(c)
+	for i := 0; i < 2; i++ {
+		resp, body := exchangeOn(t, c, br, "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "GET")
+		if body != "hi" || resp.Header.Get("Connection") != "keep-alive" {
+			t.Fatalf("1.0 keep-alive: %q %v", body, resp.Header)
+		}
+	}
+	resp, _ := exchangeOn(t, c, br, "GET / HTTP/1.0\r\n\r\n", "GET")
+	if !resp.Close {
+		t.Fatal("1.0 request without keep-alive: connection not closed")
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("after a 1.0 response: %v, want EOF", err)
+	}
+}
