@@ -8,9 +8,22 @@
 // to the core only through config.Store (every write is one store.Update
 // whose Apply is core.Control.Apply, so the answer comes after the data
 // plane runs the change, and a refused change is rolled back) and
-// core.Control.Runtime. It never touches the data plane otherwise and holds
-// no state of its own. Handlers run on net/http's goroutines, any number at
-// once; the store serialises writes.
+// core.Control.Runtime, Stats and LoopActivity. It never touches the data
+// plane otherwise. Its only state is observability (stats.go): the audit
+// trail (audit.log in the state directory, one JSON line per write or
+// refused write) and the event hub of /api/v1/events. Handlers run on
+// net/http's goroutines, any number at once; the store serialises writes.
+//
+// # Observability
+//
+// /api/v1/stats, /api/v1/activity and /metrics (a Prometheus collector that
+// reads the counters at scrape time) only read atomics in the core.
+// /api/v1/events fans config and per-second stats events out to bounded
+// per-client queues: a client that does not keep up is disconnected, a
+// publisher never waits. The audit middleware runs right after the access
+// log, so every refusal (413, 415, 401, 403, 422...) is recorded; writes
+// through server.write add their plan and, for small changes, the
+// before/after of each changed object.
 //
 // # Conventions
 //
