@@ -552,6 +552,35 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	v.page("backends")
 	v.shot("backends-viewer-1280")
 	errs2.check(t, "viewer")
+
+	// 13. An operator (tokens are re-read without a restart) may drain and
+	// weigh servers, and nothing else.
+	opToken := addToken(t, in2, "operator", "ui-operator")
+	otab, cancelOp := chromedp.NewContext(bctx)
+	defer cancelOp()
+	otab, cancelOp2 := context.WithTimeout(otab, 30*time.Second)
+	defer cancelOp2()
+	errs3 := &pageErrors{}
+	errs3.watch(otab)
+	o := &uiTest{t: t, ctx: otab, in: in2, base: v.base, shots: shots, errs: errs3}
+	o.run("operator signs in",
+		chromedp.EmulateViewport(1280, 800),
+		chromedp.Navigate(o.base+"#/backends"),
+		chromedp.WaitVisible(chromedp.CSS(`dialog#login[open] #login-token`)),
+		chromedp.SendKeys(chromedp.CSS(`#login-token`), opToken),
+		chromedp.Click(chromedp.CSS(`#login-submit`)),
+		chromedp.WaitVisible(chromedp.CSS(`#page-backends[data-ready="1"] button[data-action="maint"][data-server="web/s1"]`)))
+	if n := evalJS[int](o, `document.querySelectorAll('#new-backend, button[data-action="edit-server"], button[data-action="remove-server"], button[data-action="delete-backend"]').length`); n != 0 {
+		t.Fatalf("operator sees %d admin-only buttons on backends", n)
+	}
+	o.run("operator puts web/s1 in maintenance",
+		chromedp.Click(chromedp.CSS(`button[data-action="maint"][data-server="web/s1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-action="maint"][data-server="web/s1"][aria-pressed="true"]`)))
+	o.page("frontends")
+	if n := evalJS[int](o, `document.querySelectorAll('[data-write]').length`); n != 0 {
+		t.Fatalf("operator sees %d write buttons on frontends", n)
+	}
+	errs3.check(t, "operator")
 	t.Logf("browser test took %v", time.Since(start).Round(time.Millisecond))
 }
 

@@ -116,7 +116,7 @@ async function loadInfo() {
     ctx.role = typeof r === 'string' && r ? r.toLowerCase() : (token() ? await probeRole() : 'admin');
     document.getElementById('version').textContent = info.version ? 'v' + String(info.version).replace(/^v/, '') : '';
     const name = info.token_name ?? (info.token && info.token.name) ?? (info.auth && info.auth.name) ?? info.actor;
-    whoEl.textContent = token() ? `${name ? name + ' · ' : ''}${ctx.role}` : (r ? ctx.role : '');
+    whoEl.textContent = token() || info.auth ? `${name ? name + ' · ' : ''}${ctx.role}` : '';
     document.body.dataset.role = ctx.role;
   } catch (e) {
     if (!(e instanceof ApiError)) toast('The admin API cannot be reached.', 'bad');

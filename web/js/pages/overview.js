@@ -19,10 +19,10 @@ export default async function overview(ctx, root) {
   const reqEl = h('div', { class: 'chart', id: 'chart-req' });
   const byEl = h('div', { class: 'chart', id: 'chart-bytes' });
   const trafficBody = h('div', { class: 'grid two' },
-    h('div', null, h('h3', null, 'Requests / s ', h('span', { class: 'muted' }, '(tcp: connections / s)')), reqEl),
+    h('div', null, h('h3', null, 'Requests / s'), reqEl),
     h('div', null, h('h3', null, 'Bytes / s (in + out)'), byEl));
-  traffic.append(h('h2', null, 'Traffic ', h('span', { class: 'muted' }, '(since this page opened, up to 5 minutes)'), ' ',
-    h('span', { class: 'badge warn stale-note' }, 'stale')), trafficBody);
+  traffic.append(h('h2', null, 'Traffic ', h('span', { class: 'badge warn stale-note' }, 'stale')),
+    h('p', { class: 'hint' }, 'Since this page opened, up to 5 minutes. Tcp frontends count connections, http frontends requests.'), trafficBody);
 
   const feTable = h('div', { class: 'tablewrap' });
   const health = h('div', { id: 'health' });
