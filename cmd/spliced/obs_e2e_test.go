@@ -442,3 +442,67 @@ func readFull(c interface{ Read([]byte) (int, error) }, b []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// TestObsHTTPRequestsAndStatusClassesCountedExactly: requests on one
+// keep-alive connection are counted one by one, with their status classes,
+// on the frontend and the backend, in /api/v1/stats and /metrics.
+func TestObsHTTPRequestsAndStatusClassesCountedExactly(t *testing.T) {
+	in := startSpliced(t, "")
+	o := newHTTPOrigin(t, "a", func(_ net.Conn, r *rawReq) string {
+		switch r.Path {
+		case "/missing":
+			return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+		case "/down":
+			return "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"
+		}
+		return okResp("a")
+	})
+	port := setupHTTP(t, in, httpSetup{
+		backends: []map[string]any{httpBackend("web", "roundrobin", o.server("s1"))},
+		frontend: map[string]any{"default_backend": "web"},
+	})
+	paths := []string{"/", "/missing", "/", "/down", "/", "/missing", "/", "/", "/missing", "/"}
+	want := map[string]int64{"2xx": 6, "4xx": 3, "5xx": 1}
+	c := dialProxy(t, port)
+	br := bufio.NewReader(c)
+	for _, p := range paths {
+		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", p); err != nil {
+			t.Fatal(err)
+		}
+		readResp(t, br, "GET")
+	}
+	c.Close()
+	type httpCounts struct {
+		Name     string           `json:"name"`
+		Requests int64            `json:"requests"`
+		ConnCur  int64            `json:"conn_cur"`
+		Status   map[string]int64 `json:"status"`
+	}
+	var s struct {
+		Frontends []httpCounts `json:"frontends"`
+		Backends  []httpCounts `json:"backends"`
+	}
+	waitFor(t, 5*time.Second, "the connection closed and counted", func() bool {
+		in.MustDo(200, "GET", "/api/v1/stats", nil).JSON(t, &s)
+		return s.Frontends[0].ConnCur == 0 && s.Frontends[0].Requests == int64(len(paths))
+	})
+	for _, obj := range []httpCounts{s.Frontends[0], s.Backends[0]} {
+		if obj.Requests != int64(len(paths)) {
+			t.Errorf("%s: %d requests, want %d", obj.Name, obj.Requests, len(paths))
+		}
+		for class, n := range want {
+			if obj.Status[class] != n {
+				t.Errorf("%s: %d %s responses, want %d (%v)", obj.Name, obj.Status[class], class, n, obj.Status)
+			}
+		}
+	}
+	fams := scrapeMetrics(t, in)
+	if got := metricValue(t, fams, "spliced_frontend_requests_total", map[string]string{"frontend": "pub"}); got != float64(len(paths)) {
+		t.Errorf("spliced_frontend_requests_total = %v, want %d", got, len(paths))
+	}
+	for class, n := range want {
+		if got := metricValue(t, fams, "spliced_frontend_http_responses_total", map[string]string{"frontend": "pub", "code": class}); got != float64(n) {
+			t.Errorf("spliced_frontend_http_responses_total{code=%q} = %v, want %d", class, got, n)
+		}
+	}
+}
