@@ -494,6 +494,13 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	u.shot("overview-375")
 	u.page("backends")
 	u.shot("backends-375")
+	u.run("backend form on a phone",
+		chromedp.Click(chromedp.CSS(`#new-backend`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] form`)))
+	u.shot("backend-form-375")
+	u.run("cancel the form",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="cancel"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
 	if evalJS[bool](u, `document.documentElement.scrollWidth > window.innerWidth + 1`) {
 		t.Fatal("the backends page scrolls sideways at 375 px")
 	}

@@ -178,7 +178,7 @@ export function formShell(title, body, { submitLabel = 'Save', onSubmit, onCance
     h('h2', null, title), body,
     h('div', { class: 'plan-preview' }),
     h('div', { class: 'actions' },
-      onCancel ? h('button', { type: 'button', class: 'btn ghost', onclick: onCancel }, 'Cancel') : null,
+      onCancel ? h('button', { type: 'button', class: 'btn ghost', 'data-action': 'cancel', onclick: onCancel }, 'Cancel') : null,
       preview ? h('button', { type: 'button', class: 'btn', 'data-action': 'preview', onclick: () => run(true) }, 'Preview plan') : null,
       h('button', { type: 'submit', class: 'btn primary', 'data-action': 'submit' }, submitLabel)));
   let busy = false;

@@ -66,7 +66,7 @@ export default async function revisions(ctx, root) {
         h('td', null, h('b', null, `#${r.generation}`)),
         h('td', { title: new Date(r.time).toLocaleString() }, ago(r.time)),
         h('td', null, r.summary || '—', r.generation === current ? [' ', badge('current', 'ok')] : null),
-        h('td', null, h('div', { class: 'inline' },
+        h('td', { class: 'num' }, h('div', { class: 'inline' },
           i + 1 < revs.length ? h('button', {
             type: 'button', class: 'btn small ghost', 'data-action': 'compare', 'data-generation': String(r.generation),
             'aria-label': `What generation ${r.generation} changed`,
