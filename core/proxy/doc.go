@@ -75,8 +75,8 @@
 // retries another server (the failed one excluded) up to the backend's
 // Retries, then closes the client; each failure is counted on the backend
 // and the server, the final one on the frontend. No usable server closes
-// the client at once (counted as NoServer; server queues are not
-// implemented).
+// the client at once (counted as NoServer); servers that are all at their
+// maxconn put the tunnel in the loop's queue (see "# HTTP mode", queue).
 //
 // Timeouts in tcp mode, one loop timer per tunnel:
 //   - connect: backend connect_ms, per attempt, from connect(2);
@@ -152,8 +152,10 @@
 //     (balance's Acquire fails): the request waits in the loop's FIFO
 //     until queue_ms (503). A slot released on the same loop is handed on
 //     at once; a slot released by another loop is seen by a 1 ms poll
-//     that runs only while something is queued. tcp mode does not queue
-//     (it closes the client when no slot is free).
+//     that runs only while something is queued (queue.go). tcp tunnels
+//     use the same queue: a tunnel whose backend is full waits (its client
+//     bytes held in one buffer) until a slot frees or queue_ms passes,
+//     then is closed.
 //   - connect: connect_ms per attempt, then another server (the failed one
 //     excluded while another is usable) up to retries; 503 after.
 //   - exchange: server_ms of server silence while the response head is

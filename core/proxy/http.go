@@ -73,9 +73,8 @@ type httpConn struct {
 	upgrade           bool // 101 relayed: becomes a tunnel once flushed
 	moved             bool
 
-	queued       bool
-	qprev, qnext *httpConn
-	prev, next   *httpConn
+	wait       waiter // in the loop's queue while phase is phQueue
+	prev, next *httpConn
 
 	bytesIn, bytesOut int64
 }
@@ -86,9 +85,6 @@ func runHTTPTimer(tm *loop.Timer)  { tm.Owner.(*httpConn).onTimer() }
 // StartHTTP takes ownership of the accepted client fd (non-blocking) and
 // serves http requests on it per fe.HTTP. Loop thread only.
 func (w *Worker) StartHTTP(fd int, fe *Frontend) {
-	if w.h.qtimer.Run == nil {
-		w.h.qtimer.Run, w.h.qtimer.Owner = runQueueTimer, w
-	}
 	c := w.newConn()
 	c.fe, c.hf = fe, fe.HTTP
 	c.cli.FD = loop.FD{Fd: fd, T: &c.cli.Task}
@@ -121,6 +117,7 @@ func (w *Worker) newConn() *httpConn {
 		return c
 	}
 	c := &httpConn{w: w}
+	c.wait.who = c
 	c.cli.Task.Run, c.cli.Task.Owner = runHTTPTask, c
 	c.timer.Run, c.timer.Owner = runHTTPTimer, c
 	return c
@@ -392,8 +389,8 @@ func (c *httpConn) acquire(exclude *balance.Server) {
 			return
 		}
 		c.phase = phQueue
-		c.bs.Queue.Add(1)
-		c.w.enqueue(c)
+		c.wait.be, c.wait.hash = c.be, c.hash
+		c.w.enqueue(&c.wait)
 		c.armIn(c.be.B.QueueTimeout)
 		return
 	}
@@ -403,9 +400,6 @@ func (c *httpConn) acquire(exclude *balance.Server) {
 // granted: the request holds a slot of s; reuse a pooled connection when
 // that is safe, else connect.
 func (c *httpConn) granted(s *balance.Server) {
-	if c.phase == phQueue {
-		c.bs.Queue.Add(-1)
-	}
 	c.slot = s
 	c.ss = c.w.ServerSlot(s)
 	c.bs.ConnCur.Add(1)
@@ -418,6 +412,12 @@ func (c *httpConn) granted(s *balance.Server) {
 		}
 	}
 	c.connect(s)
+}
+
+// refused: the queue found no usable server any more.
+func (c *httpConn) refused() {
+	c.bs.NoServer.Add(1)
+	c.fail(503)
 }
 
 // mayReuse: a pooled connection may have been closed by the server at the
@@ -503,9 +503,7 @@ func (c *httpConn) releaseSlot() {
 	c.slot.Release()
 	c.slot = nil
 	c.bs.ConnCur.Add(-1)
-	if c.w.h.qhead != nil {
-		c.w.kickQueue()
-	}
+	c.w.slotFreed()
 }
 
 // fail answers the request with a proxy-generated error and closes the
@@ -516,10 +514,7 @@ func (c *httpConn) fail(status int) {
 		return
 	}
 	c.fs.CountStatus(status)
-	if c.queued {
-		c.w.dequeue(c)
-		c.bs.Queue.Add(-1)
-	}
+	c.w.dequeue(&c.wait)
 	if c.sc != nil {
 		c.w.closeSrv(c.sc)
 		c.sc = nil
@@ -562,6 +557,12 @@ func (c *httpConn) drain() {
 // side and read until the client closes, so that the kernel does not
 // answer unread input with a RST that would destroy the response.
 func (c *httpConn) closeGracefully() {
+	if (c.in == nil || c.in.Len() == 0) && c.cli.FD.Ready&(evIn|evRdHup|evHup|evErr) == 0 {
+		// No byte known to be pending (the last read was short, no new
+		// edge since): a plain close sends a FIN after the answer.
+		c.close(closeNormal)
+		return
+	}
 	if c.in == nil || c.in.Len() == 0 {
 		var b [1]byte
 		_, e := recv(c.cli.FD.Fd, b[:])
@@ -685,10 +686,7 @@ func (c *httpConn) close(why uint8) {
 		return
 	}
 	w := c.w
-	if c.queued {
-		w.dequeue(c)
-		c.bs.Queue.Add(-1)
-	}
+	w.dequeue(&c.wait)
 	c.phase = phClosed
 	w.L.Disarm(&c.timer)
 	w.L.Unqueue(&c.cli.Task)

@@ -51,12 +51,7 @@ type httpState struct {
 	live     *httpConn // live client connections
 	idle     map[*balance.Server]*srvPool
 	nidle    int
-	qhead    *httpConn // queued requests, FIFO
-	qtail    *httpConn
-	qlen     int
-	qtimer   loop.Timer
-	kicking  bool
-	rekick   bool
+	q        waitQueue
 	freeConn []*httpConn
 	freeSrv  []*srvConn
 }
@@ -76,8 +71,6 @@ func runSrvTimer(tm *loop.Timer) {
 		sc.w.closeSrv(sc)
 	}
 }
-
-func runQueueTimer(tm *loop.Timer) { tm.Owner.(*Worker).kickQueue() }
 
 // newSrv returns a clean connection object (recycled when possible).
 func (w *Worker) newSrv() *srvConn {
@@ -258,90 +251,6 @@ func (sc *srvConn) idleCheck() {
 	sc.w.closeSrv(sc)
 }
 
-// enqueue puts c at the tail of the loop's queue of requests waiting for a
-// server slot; kickQueue grants slots in order.
-func (w *Worker) enqueue(c *httpConn) {
-	h := &w.h
-	c.qprev, c.qnext = h.qtail, nil
-	if h.qtail != nil {
-		h.qtail.qnext = c
-	} else {
-		h.qhead = c
-	}
-	h.qtail = c
-	h.qlen++
-	c.queued = true
-	if !h.qtimer.Armed() {
-		w.L.Arm(&h.qtimer, w.L.Now()+queuePoll)
-	}
-}
-
-func (w *Worker) dequeue(c *httpConn) {
-	if !c.queued {
-		return
-	}
-	h := &w.h
-	if c.qprev != nil {
-		c.qprev.qnext = c.qnext
-	} else {
-		h.qhead = c.qnext
-	}
-	if c.qnext != nil {
-		c.qnext.qprev = c.qprev
-	} else {
-		h.qtail = c.qprev
-	}
-	c.qprev, c.qnext = nil, nil
-	c.queued = false
-	h.qlen--
-}
-
-// queuePoll is how often a loop retries its queued requests on its own.
-// A slot freed on the same loop is granted at once (release calls
-// kickQueue); one freed by another loop is seen at the next poll, which
-// costs a timer per millisecond only while something is queued.
-const queuePoll = 1e6
-
-// kickQueue grants free server slots to queued requests, oldest first.
-// Requests whose backend has a slot are started even when an older one
-// (of another, full backend) still waits.
-func (w *Worker) kickQueue() {
-	h := &w.h
-	if h.kicking {
-		h.rekick = true
-		return
-	}
-	h.kicking = true
-	for {
-		h.rekick = false
-		for c := h.qhead; c != nil; {
-			next := c.qnext
-			s := c.be.pickers[w.id].Pick(c.hash, nil)
-			if s == nil {
-				w.dequeue(c)
-				c.bs.NoServer.Add(1)
-				c.fail(503)
-			} else if s.Acquire() {
-				w.dequeue(c)
-				c.granted(s)
-			}
-			c = next
-			if h.rekick {
-				break // the list changed under us: start over
-			}
-		}
-		if !h.rekick {
-			break
-		}
-	}
-	h.kicking = false
-	if h.qhead != nil {
-		w.L.Arm(&h.qtimer, w.L.Now()+queuePoll)
-	} else {
-		w.L.Disarm(&h.qtimer)
-	}
-}
-
 // closeHTTP closes every http connection and pooled server connection of
 // the worker (shutdown after the grace period).
 func (w *Worker) closeHTTP() {
@@ -353,5 +262,5 @@ func (w *Worker) closeHTTP() {
 			w.closeSrv(p.head)
 		}
 	}
-	w.L.Disarm(&w.h.qtimer)
+	w.L.Disarm(&w.h.q.timer)
 }

@@ -603,3 +603,56 @@ func TestHTTP10KeepAlive(t *testing.T) {
 		t.Fatalf("after a 1.0 response: %v, want EOF", err)
 	}
 }
+
+// TestTCPQueueWaitsForASlot: tcp mode shares the http queue: with server
+// maxconn 1, a second tunnel waits until the first closes, or is closed
+// at queue_ms.
+func TestTCPQueueWaitsForASlot(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	addr := origin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		io.Copy(c, c)
+	})
+	for _, tc := range []struct {
+		name    string
+		queue   time.Duration
+		through bool
+	}{
+		{"waits", 5 * time.Second, true},
+		{"times out", 150 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := frontend(t, SpliceOff, addr)
+			fe.Backend.B.Servers[0].SetMaxconn(1)
+			fe.Backend.B.QueueTimeout = tc.queue
+			first := e.dial(fe)
+			echo(t, first, "one")
+			second := e.dial(fe)
+			second.SetDeadline(time.Now().Add(10 * time.Second))
+			second.Write([]byte("two"))
+			time.AfterFunc(400*time.Millisecond, func() { first.Close() })
+			b := make([]byte, 3)
+			_, err := io.ReadFull(second, b)
+			if tc.through && (err != nil || string(b) != "two") {
+				t.Fatalf("queued tunnel: %q %v", b, err)
+			}
+			if !tc.through && err == nil {
+				t.Fatalf("queued tunnel past queue_ms got %q", b)
+			}
+			second.Close()
+			e.waitIdle()
+		})
+	}
+}
+
+func echo(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, b); err != nil || string(b) != msg {
+		t.Fatalf("echo %q: %q %v", msg, b, err)
+	}
+}

@@ -102,6 +102,7 @@ const (
 	stConnecting uint8 = iota
 	stEstablished
 	stClosed
+	stQueued // waiting for a server slot (queue.go)
 )
 
 // Reasons a tunnel closes, for the counters.
@@ -131,6 +132,7 @@ type Tunnel struct {
 	idle     int64 // tunnel idle timeout, ns
 	lastIO   int64
 	moved    bool // bytes moved during the current run
+	wait     waiter
 	hash     uint64
 	// This loop's counter slots of the frontend, the backend and the
 	// current server (nil until a server is acquired).
@@ -155,6 +157,7 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	t.cli.Task.Run, t.cli.Task.Owner = runTunnelTask, t
 	t.srv.Task.Run, t.srv.Task.Owner = runTunnelTask, t
 	t.timer.Run, t.timer.Owner = runTunnelTimer, t
+	t.wait.who = t
 	t.c2s = dir{src: &t.cli, dst: &t.srv, other: &t.s2c, mode: fe.Splice}
 	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mode: fe.Splice}
 	t.idle = int64(fe.TunnelTimeout)
@@ -218,6 +221,7 @@ func (t *Tunnel) connect(exclude *balance.Server) {
 	w := t.w
 	picker := t.be.pickers[w.id]
 	var s *balance.Server
+	full := false
 	// A server at its maxconn is skipped; bounded by the server count so a
 	// full backend cannot spin.
 	for i := 0; i <= len(t.be.B.Servers); i++ {
@@ -229,13 +233,42 @@ func (t *Tunnel) connect(exclude *balance.Server) {
 			s = c
 			break
 		}
+		full = true
 		exclude = c
 	}
 	if s == nil {
+		if full && t.be.B.QueueTimeout > 0 {
+			// Every usable server is at its maxconn: wait in the loop's
+			// queue (queue.go) for at most queue_ms.
+			t.wait.be, t.wait.hash = t.be, t.hash
+			t.state = stQueued
+			w.enqueue(&t.wait)
+			t.deadline = w.L.Now() + int64(t.be.B.QueueTimeout)
+			w.L.Arm(&t.timer, t.deadline)
+			return
+		}
 		t.bs.NoServer.Add(1)
 		t.close(closeNoServer)
 		return
 	}
+	t.dial(s)
+}
+
+// granted: a queued tunnel got a slot of s.
+func (t *Tunnel) granted(s *balance.Server) {
+	t.state = stConnecting
+	t.dial(s)
+}
+
+// refused: no usable server is left for a queued tunnel.
+func (t *Tunnel) refused() {
+	t.bs.NoServer.Add(1)
+	t.close(closeNoServer)
+}
+
+// dial starts a non-blocking connect to s, whose slot the tunnel holds.
+func (t *Tunnel) dial(s *balance.Server) {
+	w := t.w
 	t.server = s
 	t.ss = w.ServerSlot(s)
 	t.ss.ConnRate.Add(stats.Sec(w.L.Now()))
@@ -289,6 +322,7 @@ func (t *Tunnel) connectFailed() {
 		s.ConnectFailed()
 		s.Release()
 		t.server = nil
+		t.w.slotFreed()
 	}
 	if t.attempts > t.be.B.Retries {
 		t.close(closeConnect)
@@ -356,6 +390,15 @@ func (t *Tunnel) process() {
 func (t *Tunnel) onTimer() {
 	now := t.w.L.Now()
 	switch t.state {
+	case stQueued:
+		if now >= t.deadline {
+			t.w.dequeue(&t.wait)
+			t.fs.Timeouts.Add(1)
+			t.bs.NoServer.Add(1)
+			t.close(closeNoServer)
+		} else {
+			t.w.L.Arm(&t.timer, t.deadline)
+		}
 	case stConnecting:
 		if now >= t.deadline {
 			t.fs.Timeouts.Add(1)
@@ -634,6 +677,7 @@ func (t *Tunnel) close(why uint8) {
 	}
 	t.state = stClosed
 	w := t.w
+	w.dequeue(&t.wait)
 	w.L.Disarm(&t.timer)
 	w.L.Unqueue(&t.cli.Task)
 	w.L.Unqueue(&t.srv.Task)
@@ -680,6 +724,7 @@ func (t *Tunnel) close(why uint8) {
 	if t.fe.OnClose != nil {
 		t.fe.OnClose()
 	}
+	w.slotFreed()
 }
 
 var termOf = [...]stats.Termination{
