@@ -139,9 +139,14 @@ func TestNbthreadChangesAtRuntimeUnderTrafficWithoutFailures(t *testing.T) {
 	if n := e.Runtime().Nbthread; n != 4 {
 		t.Fatalf("nbthread %d after growing to 4", n)
 	}
-	waitUntil(t, 5*time.Second, "loops 2 and 3 accept", func() bool {
-		return e.acceptedOn(2) > 0 && e.acceptedOn(3) > 0
-	})
+	for deadline := time.Now().Add(10 * time.Second); e.acceptedOn(2) == 0 || e.acceptedOn(3) == 0; {
+		if time.Now().After(deadline) {
+			tl.mu.Lock()
+			t.Fatalf("loops 2 and 3 accepted nothing: accepted %d %d %d %d, traffic ok %d, errors %q",
+				e.acceptedOn(0), e.acceptedOn(1), e.acceptedOn(2), e.acceptedOn(3), tl.ok.Load(), tl.errs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	progress(20)
 	echo(t, long, "after-4")
 
