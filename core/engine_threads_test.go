@@ -422,3 +422,63 @@ func TestEveryTuningValueAppliesAtRuntime(t *testing.T) {
 		})
 	}
 }
+
+// The separate policy puts the NIC's IRQs on the CPU sharing the loops' L3
+// that runs no loop; an explicit pin wins over it for its IRQ.
+func TestSeparatePolicyPlacesNICIRQsBesideTheLoops(t *testing.T) {
+	fs := fakeIRQTree(t)
+	root := filepath.Dir(fs.Proc)
+	w := func(rel, content string) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w("proc/interrupts", "           CPU0       CPU1\n 30:  5  7  PCI-MSI 1-edge  eth0-rx-0\n 31:  1  2  PCI-MSI 2-edge  eth0-tx-0\n 32:  1  2  PCI-MSI 3-edge  eth0-rx-1\n")
+	w("proc/irq/32/smp_affinity_list", "0-1\n")
+	for _, cpu := range []string{"cpu0", "cpu1"} {
+		w("sys/devices/system/cpu/"+cpu+"/cache/index3/level", "3\n")
+		w("sys/devices/system/cpu/"+cpu+"/cache/index3/type", "Unified\n")
+		w("sys/devices/system/cpu/"+cpu+"/cache/index3/shared_cpu_list", "0-1\n")
+	}
+	for _, n := range []string{"30", "31", "32"} {
+		w("sys/class/net/eth0/device/msi_irqs/"+n, "msix\n")
+	}
+	e, err := NewEngine(EngineOptions{PinFS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	mask, _ := pin.Host().AffinityMask()
+	if len(mask) == 0 || mask[0] != 0 {
+		t.Skipf("needs CPU 0 in the affinity mask (%v)", mask)
+	}
+	c := &config.Config{Generation: 1, Tuning: config.Tuning{Nbthread: 1},
+		CPUMap: config.CPUMap{Mode: config.CPUMapManual, Threads: []config.ThreadCPUs{{Thread: 0, CPUs: []int{0}}}},
+		IRQ:    config.IRQ{Policy: config.IRQPolicySeparate, NICs: []string{"eth0"}, Pins: []config.IRQPin{{IRQ: 31, CPUs: []int{0}}}}}
+	c.Normalize()
+	apply(t, e, c)
+	for irq, want := range map[int]string{30: "1", 31: "0", 32: "1"} {
+		if got, _ := fs.IRQAffinity(irq); pin.FormatCPUList(got) != want {
+			t.Errorf("irq %d on %v, want %s", irq, got, want)
+		}
+	}
+	if w := e.PinWarnings(); len(w) != 0 {
+		t.Errorf("warnings %q", w)
+	}
+	// A NIC that owns no IRQ is refused at run time, nothing changed.
+	c2 := c.Clone()
+	c2.Generation = 2
+	c2.IRQ.NICs = []string{"eth9"}
+	err = e.Apply(context.Background(), c2)
+	var ae *config.ApplyError
+	if !errors.As(err, &ae) || ae.Field != "/irq/policy" {
+		t.Fatalf("apply with an unknown NIC: %v", err)
+	}
+	if got, _ := fs.IRQAffinity(30); pin.FormatCPUList(got) != "1" {
+		t.Errorf("irq 30 moved to %v by a refused apply", got)
+	}
+}
