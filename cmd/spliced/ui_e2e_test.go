@@ -469,6 +469,33 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 		chromedp.WaitNotPresent(chromedp.CSS(`tr[data-bind="pub/b2"]`)))
 	u.in.MustDo(404, "GET", "/api/v1/frontends/pub/binds/b2", nil)
 
+	// An http frontend in front of the tcp backend: the API names both
+	// fields (default backend and the route's backend), each shown in place.
+	u.run("open new frontend form for http",
+		chromedp.Click(chromedp.CSS(`#new-frontend`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] form`)))
+	u.fill(`dialog[open] [data-ptr="/name"] input`, "site")
+	u.fill(`dialog[open] [data-ptr="/mode"] select`, "http")
+	u.fill(`dialog[open] [data-ptr="/binds/0/address"] input`, "127.0.0.1")
+	u.fill(`dialog[open] [data-ptr="/binds/0/port"] input`, strconv.Itoa(freePort(t)))
+	u.run("add a route row",
+		chromedp.Click(chromedp.CSS(`dialog[open] fieldset[data-ptr="/routes"] .actions button`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/routes/0/path_prefix"] input`)))
+	u.fill(`dialog[open] [data-ptr="/routes/0/path_prefix"] input`, "/api")
+	u.run("submit the http frontend",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/routes/0/backend"].invalid .err`)))
+	for _, f := range []string{"/default_backend", "/routes/0/backend"} {
+		if msg := u.text(`dialog[open] [data-ptr="` + f + `"] .err`); !strings.Contains(msg, "mode") {
+			t.Fatalf("error next to %s = %q, want the API's mode mismatch", f, msg)
+		}
+	}
+	u.shot("frontend-form-errors-1280")
+	u.run("cancel the http frontend",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="cancel"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
+	u.in.MustDo(404, "GET", "/api/v1/frontends/site", nil)
+
 	// 9. The other pages load without errors.
 	u.page("cpu")
 	u.shot("cpu-1280")
@@ -479,9 +506,18 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	} else {
 		// Every write of this test is listed, newest first, with what it changed.
 		u.waitJS(5*time.Second, "the audit page to list the writes", `document.querySelectorAll('#audit-table tbody tr').length >= 7`)
-		u.run("open the newest change", chromedp.Click(chromedp.CSS(`#audit-table tbody tr:first-child details summary`)))
-		if txt := u.text(`#audit-table tbody tr:first-child details`); !strings.Contains(txt, "b2") {
-			t.Fatalf("newest audit entry (remove bind b2) shows %q", txt)
+		rows := `[...document.querySelectorAll('#audit-table tbody tr')]`
+		if !evalJS[bool](u, rows+`[0].textContent.includes('422')`) {
+			t.Fatalf("newest audit entry (the refused http frontend) = %q", u.text(`#audit-table tbody tr`))
+		}
+		txt := evalJS[string](u, `(() => {
+			const r = `+rows+`.find((r) => r.textContent.includes('DELETE') && r.textContent.includes('/binds/b2'));
+			if (!r) return '';
+			r.querySelector('details summary').click();
+			return r.querySelector('details').textContent;
+		})()`)
+		if !strings.Contains(txt, "frontend/pub/bind/b2") || !strings.Contains(txt, `"port"`) {
+			t.Fatalf("audit entry of the bind removal shows %q, want the removed bind", txt)
 		}
 	}
 	u.shot("audit-1280")
