@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -393,7 +394,13 @@ func dryRun(r *http.Request) (bool, error) {
 func readBody(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		return nil, fmt.Errorf("read request body: %w", err)
+		var me *http.MaxBytesError
+		if errors.As(err, &me) {
+			return nil, fmt.Errorf("read request body: %w", err) // 413
+		}
+		// A broken chunked encoding, a body cut short: the client's fault.
+		return nil, &apiError{Status: http.StatusBadRequest, Code: "malformed-body", Err: err,
+			Detail: "the request body could not be read: " + truncate(err.Error(), 120)}
 	}
 	return b, nil
 }
