@@ -125,6 +125,20 @@
 // re-frames, and MaxBody enforces a per-frontend body limit (413) before
 // any byte of an oversized chunk is accepted.
 //
+// # Rewriting heads
+//
+// The proxy copies a head field by field: AppendRequestLine (always
+// HTTP/1.1 towards servers), Head.AppendEndToEnd, which drops hop-by-hop
+// fields (RFC 9110 §7.6.1: Connection, Keep-Alive, Proxy-Connection, TE,
+// Upgrade unless KeepUpgrade, Transfer-Encoding and Trailer unless
+// KeepTransferEncoding, and fields named in Connection — never Host,
+// Content-Length or Transfer-Encoding, so "Connection: content-length"
+// cannot strip framing), then AppendXForwardedFor (a new field line; an
+// existing one is kept before it, as HAProxy does), AppendXForwardedProto
+// and AppendVia. AppendError writes the proxy's own responses (400, 408,
+// 413, 414, 431, 501, 502, 503, 504, 505 and a few more), each a constant
+// with a short text body and "Connection: close".
+//
 // # Zero allocation
 //
 // Parse, Chunked.Decode, the accessors and the Append* functions do not

@@ -161,7 +161,8 @@ type Head struct {
 	// response body delimited by close.
 	Close bool
 	// Upgrade: in a request, HTTP/1.1 with "Connection: upgrade" and an
-	// Upgrade field listing websocket; in a response, status 101.
+	// Upgrade field listing websocket; in a response, status 101 or a 2xx
+	// to CONNECT: the connection becomes a tunnel after this head.
 	Upgrade bool
 	// Expect100: HTTP/1.1 request with "Expect: 100-continue".
 	Expect100 bool

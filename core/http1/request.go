@@ -64,6 +64,8 @@ type Request struct {
 	Head
 	Limits Limits
 
+	// Method starts the request line; empty lines skipped before it are
+	// counted in the head length, so Method.Off is where the head begins.
 	Method   Span
 	MethodID Method
 	Target   Span

@@ -381,7 +381,7 @@ func TestRequestHopByHop(t *testing.T) {
 		want string
 	}{
 		{0, "Host: a\r\nX-Keep: k\r\n"},
-		{KeepTransferEncoding, "Host: a\r\nX-Keep: k\r\nTransfer-Encoding: chunked\r\n"},
+		{KeepTransferEncoding, "Host: a\r\nTrailer: X\r\nX-Keep: k\r\nTransfer-Encoding: chunked\r\n"},
 		{KeepUpgrade, "Host: a\r\nUpgrade: websocket\r\nX-Keep: k\r\n"},
 	}
 	for _, tc := range cases {

@@ -205,17 +205,19 @@ const (
 )
 
 // HopByHop reports whether header i of h must not be forwarded (RFC 9110
-// §7.6.1): Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
-// Transfer-Encoding and Upgrade unless kept, and any field named in a
-// Connection field. Framing and routing fields (Host, Content-Length,
+// §7.6.1): Connection, Keep-Alive, Proxy-Connection, TE; Transfer-Encoding
+// and Trailer unless KeepTransferEncoding; Upgrade unless KeepUpgrade; and
+// any field named in a Connection field. Framing and routing fields (Host, Content-Length,
 // Transfer-Encoding) are never dropped because a Connection field names
 // them: "Connection: content-length" would otherwise let a client strip
 // the length the server needs to frame the body (a smuggling trick).
 func (h *Head) HopByHop(buf []byte, i int, keep Keep) bool {
 	switch h.Headers[i].Kind {
-	case KindConnection, KindKeepAlive, KindProxyConnection, KindTE, KindTrailer:
+	case KindConnection, KindKeepAlive, KindProxyConnection, KindTE:
 		return true
-	case KindTransferEncoding:
+	case KindTransferEncoding, KindTrailer:
+		// Trailer announces trailer fields: they pass through only when
+		// the chunked framing (trailers included) is forwarded as is.
 		return keep&KeepTransferEncoding == 0
 	case KindUpgrade:
 		return keep&KeepUpgrade == 0
