@@ -93,7 +93,8 @@
 //   - Connection: comma-separated tokens (a non-token element is 400):
 //     close, keep-alive and upgrade set Close/Upgrade; other tokens name
 //     fields the proxy drops (HopByHop), except Host, Content-Length and
-//     Transfer-Encoding, which a Connection field can never remove.
+//     Transfer-Encoding, which a Connection field can never remove. At most
+//     16 such options per head (400 beyond), which keeps rewriting linear.
 //   - Close: HTTP/1.1 closes on "Connection: close"; HTTP/1.0 closes unless
 //     "Connection: keep-alive". Upgrade needs HTTP/1.1, "Connection:
 //     upgrade" and an Upgrade field listing websocket. Expect100 needs

@@ -55,6 +55,7 @@ const (
 	eStatusCode
 	eReason
 	eBodyTooLarge
+	eConnOptions
 	numErrCodes
 )
 
@@ -97,6 +98,7 @@ var errText = [numErrCodes]struct {
 	eStatusCode:         {502, "invalid status code"},
 	eReason:             {502, "invalid character in reason phrase"},
 	eBodyTooLarge:       {413, "body too large"},
+	eConnOptions:        {400, "too many Connection options"},
 }
 
 // requestErrors and responseErrors are filled once at package initialisation

@@ -14,6 +14,9 @@ const (
 	// (the longest, UPDATEREDIRECTREF, has 17 bytes), so a longer one is one
 	// we cannot implement: 501 as RFC 9112 §3 suggests.
 	MaxMethodLen = 32
+	// maxConnectionOptions bounds the field names listed in Connection
+	// fields (close, keep-alive and upgrade not counted).
+	maxConnectionOptions = 16
 )
 
 // Limits bound what a parser accepts. The zero value means the defaults.
@@ -168,7 +171,7 @@ type Head struct {
 	Expect100 bool
 
 	exp100     bool
-	connTokens bool // some Connection field names a field to drop (not close/keep-alive/upgrade)
+	connTokens int // Connection options naming fields to drop (not close/keep-alive/upgrade)
 	connClose  bool
 	connKeep   bool
 	connUpg    bool
@@ -189,7 +192,8 @@ func (h *Head) reset() {
 	h.Close = false
 	h.Upgrade = false
 	h.Expect100 = false
-	h.connTokens, h.connClose, h.connKeep, h.connUpg, h.upgWS = false, false, false, false, false
+	h.connTokens = 0
+	h.connClose, h.connKeep, h.connUpg, h.upgWS = false, false, false, false
 	h.clSeen, h.teSeen, h.teLast, h.teOther = false, false, false, false
 	h.teChunked = 0
 	h.exp100 = false
@@ -300,7 +304,13 @@ func (h *Head) field(buf []byte, start, end int) (Kind, errCode, bool) {
 			case EqualFold(t, "upgrade"):
 				h.connUpg = true
 			default:
-				h.connTokens = true
+				// Each named field costs a scan of the Connection values
+				// per forwarded field (HopByHop): bound the options so a
+				// large head cannot make rewriting quadratic.
+				h.connTokens++
+				if h.connTokens > maxConnectionOptions {
+					return 0, eConnOptions, false
+				}
 			}
 		}
 	case KindExpect:

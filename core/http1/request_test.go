@@ -185,6 +185,8 @@ var requestCases = []struct {
 	{name: "too many fields", in: "GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X: y\r\n", 100) + "\r\n", status: 431},
 	{name: "head over limit", in: "GET / HTTP/1.1\r\nHost: a\r\nX: " + strings.Repeat("v", 17000) + "\r\n\r\n", status: 431},
 	{name: "unterminated head over limit", in: "GET / HTTP/1.1\r\nHost: a\r\nX: " + strings.Repeat("v", 17000), status: 431},
+	{name: "sixteen Connection options", in: "GET / HTTP/1.1\r\nHost: a\r\nConnection: close, a1, a2, a3, a4, a5, a6, a7, a8, a9, b0, b1, b2, b3, b4, b5, b6\r\n\r\n", body: BodyNone, cl: -1},
+	{name: "seventeen Connection options", in: "GET / HTTP/1.1\r\nHost: a\r\nConnection: a0, a1, a2, a3, a4, a5, a6, a7, a8\r\nConnection: a9, b0, b1, b2, b3, b4, b5, b6\r\n\r\n", status: 400},
 	{name: "invalid Connection token", in: "GET / HTTP/1.1\r\nHost: a\r\nConnection: a b\r\n\r\n", status: 400},
 
 	// Host

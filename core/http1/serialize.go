@@ -222,7 +222,7 @@ func (h *Head) HopByHop(buf []byte, i int, keep Keep) bool {
 	case KindUpgrade:
 		return keep&KeepUpgrade == 0
 	case KindOther, KindExpect:
-		if !h.connTokens {
+		if h.connTokens == 0 {
 			return false
 		}
 		name := h.Headers[i].Name.Bytes(buf)
