@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // chromiumPath finds Debian's chromium; the test fails (never skips)
@@ -495,6 +496,17 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="cancel"]`)),
 		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
 	u.in.MustDo(404, "GET", "/api/v1/frontends/site", nil)
+
+	// Keyboard: a nav link opens its page with Enter, Escape closes a form.
+	u.run("keyboard navigation",
+		chromedp.Focus(chromedp.CSS(`#nav a[data-route="backends"]`)),
+		chromedp.KeyEvent(kb.Enter),
+		chromedp.WaitVisible(chromedp.CSS(`#page-backends[data-ready="1"]`)),
+		chromedp.Focus(chromedp.CSS(`#new-backend`)),
+		chromedp.KeyEvent(kb.Enter),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] form`)),
+		chromedp.KeyEvent(kb.Escape),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
 
 	// 9. The other pages load without errors.
 	u.page("cpu")
