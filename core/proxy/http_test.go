@@ -656,3 +656,56 @@ func echo(t *testing.T, c net.Conn, msg string) {
 		t.Fatalf("echo %q: %q %v", msg, b, err)
 	}
 }
+
+// BenchmarkHTTPLargeResponse relays 1 MiB Content-Length responses on a
+// keep-alive connection, spliced past the first 64 KiB (splice on).
+func BenchmarkHTTPLargeResponse(b *testing.B) {
+	const size = 1 << 20
+	resp := append([]byte("HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(size)+"\r\n\r\n"), bytes.Repeat([]byte("x"), size)...)
+	e := newEnv(b, defaultTuning())
+	addr := origin(b, func(c *net.TCPConn) {
+		defer c.Close()
+		buf := make([]byte, 4096)
+		have := 0
+		for {
+			n, err := c.Read(buf[have:])
+			if err != nil {
+				return
+			}
+			have += n
+			for {
+				i := bytes.Index(buf[:have], []byte("\r\n\r\n"))
+				if i < 0 {
+					break
+				}
+				if _, err := c.Write(resp); err != nil {
+					return
+				}
+				copy(buf, buf[i+4:have])
+				have -= i + 4
+			}
+		}
+	})
+	fe := httpFrontend(b, nil, addr)
+	fe.Splice = SpliceOn
+	c := e.dialHTTP(fe)
+	c.SetDeadline(time.Time{})
+	req := []byte("GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+	buf := make([]byte, 256<<10)
+	b.SetBytes(size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for n < len(resp) {
+			m, err := c.Read(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += m
+		}
+	}
+}
