@@ -69,10 +69,20 @@
 // method 405 with Allow. Client input never yields a 5xx; a panic is
 // recovered into a logged 500.
 //
-// # Room for the security issue
+// # Security (api/auth.go, package api/tokens)
 //
-// Middlewares run in this order: request id, access log, recoverer, body
-// limit, media type. Host/Origin checks and bearer-token roles slot in after
-// the recoverer; every route is registered in routes() in one place, where a
-// role per route can be attached.
+// Middlewares run in this order: request id, access log, audit, recoverer,
+// the guard, body limit, media type. The guard refuses (403) a Host that
+// does not name the admin address (DNS rebinding; skipped on a unix
+// socket) and an Origin that is not the admin's own origin (cross-site
+// requests from a browser), tokens or not. Then, unless the route is
+// public (/healthz, /readyz, /openapi.json, /docs/, /ui/), it establishes
+// the caller's role: open (admin, actor "local") while tokens.json holds
+// no token and the listener is loopback or a unix socket; otherwise
+// Authorization: Bearer (401), failures limited per remote address (429 +
+// Retry-After). requiredRole is the one rule mapping method and route to
+// a role, stated per operation in the OpenAPI document (x-spliced-role);
+// an operator's server PUT/PATCH may change only admin_state and weight,
+// which checkRole verifies inside the store's lock. Secrets never reach a
+// log, an answer or the audit trail: only the token's name does.
 package api
