@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -116,6 +117,51 @@ func startAt(t *testing.T, stateDir, adminAddr, healthURL string, client *http.C
 		return resp.StatusCode == 200
 	})
 	return in
+}
+
+func TestUnixSocketAdminIsOpenToItsOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "admin.sock")
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}}}
+	startAt(t, dir, "unix:"+sock, "http://spliced/healthz", client)
+	fi, err := os.Stat(sock)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+	// No Host check on a socket (any name reaches it), still no cross-site.
+	get := func(origin string) int {
+		req, _ := http.NewRequest("GET", "http://any-name/api/v1/info", nil)
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := get(""); st != 200 {
+		t.Fatalf("GET over the socket: %d", st)
+	}
+	if st := get("http://evil.example"); st != 403 {
+		t.Fatalf("cross-origin GET over the socket: %d, want 403", st)
+	}
+	tok := newToken(t, dir, "viewer", "v")
+	if st := get(""); st != 401 {
+		t.Fatalf("GET over the socket once a token exists, without it: %d, want 401", st)
+	}
+	req, _ := http.NewRequest("GET", "http://any-name/api/v1/info", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("with the token: %v %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
 }
 
 func TestNonLoopbackAdminNeedsAToken(t *testing.T) {
