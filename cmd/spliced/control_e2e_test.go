@@ -223,3 +223,65 @@ func TestValidateCommand(t *testing.T) {
 		t.Errorf("message does not point at the bad field:\n%s", out)
 	}
 }
+
+// readmeShellBlocks returns every ```sh block of the README except the one
+// with the make commands, in document order.
+func readmeShellBlocks(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	rest := string(b)
+	for {
+		_, after, ok := strings.Cut(rest, "```sh\n")
+		if !ok {
+			return blocks
+		}
+		block, tail, ok := strings.Cut(after, "```")
+		if !ok {
+			t.Fatal("README: unterminated sh block")
+		}
+		rest = tail
+		if strings.Contains(block, "make run") || strings.Contains(block, "make test") {
+			continue
+		}
+		blocks = append(blocks, block)
+	}
+}
+
+// TestReadmeEveryShellBlock runs every sh block of the README (curl lines,
+// token commands) in order against one fresh instance: what the README
+// shows a user works as written. Addresses, ports, the state directory and
+// the spliced command are pointed at the test's instance.
+func TestReadmeEveryShellBlock(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is needed (make test installs it)")
+	}
+	in := startSpliced(t, "")
+	bin := buildBinary(t)
+	bindPort := fmt.Sprint(freePort(t))
+	command := regexp.MustCompile(`(^|\$\(|\s)spliced `)
+	blocks := readmeShellBlocks(t)
+	if len(blocks) < 5 {
+		t.Fatalf("README has %d runnable sh blocks, expected the walk-through and the examples of each section", len(blocks))
+	}
+	curls := 0
+	for _, block := range blocks {
+		curls += strings.Count(block, "curl ")
+		script := strings.NewReplacer(
+			"127.0.0.1:9900", in.Admin,
+			"localhost:9900", in.Admin,
+			`"port":8080`, `"port":`+bindPort,
+			"/var/lib/spliced", in.StateDir,
+		).Replace(block)
+		script = command.ReplaceAllString(script, "${1}"+bin+" ")
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("README block failed: %v\n--- block\n%s\n--- output\n%s", err, block, out)
+		}
+	}
+	t.Logf("ran %d README blocks with %d curl commands", len(blocks), curls)
+}
