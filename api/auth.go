@@ -38,6 +38,10 @@ import (
 //     further limited to admin_state and weight inside the store's lock
 //     (checkRole, called by write).
 
+// actorAnonymous is the actor of requests not (yet) admitted: refused
+// ones and public routes.
+const actorAnonymous = "anonymous"
+
 // Role names, as in the token file; rolePublic marks routes without auth.
 const rolePublic tokens.Role = "public"
 
@@ -289,7 +293,8 @@ func RoleFrom(ctx context.Context) string {
 }
 
 // ActorFrom is who made the request: the token's name, "local" while the
-// API is open (no token exists) or on public routes.
+// API is open (no token exists), "anonymous" when refused or on a public
+// route.
 func ActorFrom(ctx context.Context) string { return actor(ctx) }
 
 func (g *guard) deny(w http.ResponseWriter, r *http.Request, status int, code, detail string) {
@@ -299,6 +304,9 @@ func (g *guard) deny(w http.ResponseWriter, r *http.Request, status int, code, d
 // handler is the middleware.
 func (g *guard) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Until admitted, nobody: a refused request is audited as
+		// "anonymous", never as "local" (the open loopback admin).
+		r = withActor(r, actorAnonymous)
 		if !g.hostless && !g.hostOK(r.Host) {
 			g.deny(w, r, http.StatusForbidden, "forbidden-host",
 				fmt.Sprintf("Host %q is not this admin server's address; add it with --admin-host if it is a name for it", truncate(r.Host, 80)))

@@ -529,6 +529,12 @@ func TestSecretsStayOutOfLogsAuditAndAnswers(t *testing.T) {
 	if !strings.Contains(string(audit), `"actor":"t-operator"`) {
 		t.Errorf("the audit trail does not name the operator token:\n%s", audit)
 	}
+	f.do(req{method: "DELETE", path: "/api/v1/backends/web", token: "spliced_wrong", remote: "203.0.113.5:1"})
+	audit, _ = os.ReadFile(filepath.Join(f.dir, "audit.log"))
+	lines := strings.Split(strings.TrimSpace(string(audit)), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, `"actor":"anonymous"`) || !strings.Contains(last, `"status":401`) {
+		t.Errorf("a refused write is not audited as anonymous: %s", last)
+	}
 	for r, s := range f.secrets {
 		secretPart := s[len("spliced_"):]
 		for what, text := range map[string]string{"log": f.logs.String(), "audit": string(audit), "answers": answers.String()} {
