@@ -114,6 +114,11 @@ Flags:
 		fs.String("admin-addr", "127.0.0.1:9900", "admin API address: host:port or unix:/path")
 		fs.String("state-dir", "/var/lib/spliced", "state directory")
 		fs.String("config", "", "bootstrap config document, used only when the state directory holds none")
+		fs.Var(new(hostList), "admin-host", "another name (or name:port) clients use for the admin address; repeatable or comma-separated")
+		fs.String("admin-tls-cert", "", "PEM certificate file: serve the admin API over HTTPS (with --admin-tls-key)")
+		fs.String("admin-tls-key", "", "PEM private key file of --admin-tls-cert")
+		fs.Int64("admin-max-body", api.MaxBodyBytes, "largest admin request body in bytes (413 beyond)")
+		fs.Int("admin-max-conns", 128, "most admin connections open at once (more wait in the backlog)")
 		fs.String("log-format", "text", "log format: text or json")
 	}
 	fs.SetOutput(w)
