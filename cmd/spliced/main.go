@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/spliced-proxy/spliced/api"
 	"github.com/spliced-proxy/spliced/cmd/spliced/internal/version"
 	"github.com/spliced-proxy/spliced/core/config"
@@ -60,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	adminAddr := fs.String("admin-addr", "127.0.0.1:9900", "admin API address: host:port or unix:/path")
 	stateDir := fs.String("state-dir", "/var/lib/spliced", "state directory (config.json, revisions/, audit.log, tokens.json)")
 	bootstrap := fs.String("config", "", "bootstrap config document, used only when the state directory holds none")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logFormat := fs.String("log-format", "auto", "log format: text, json, or auto (text on a terminal, json otherwise)")
 	var adminHosts hostList
 	fs.Var(&adminHosts, "admin-host", "another name (or name:port) clients use for the admin address; repeatable or comma-separated")
 	tlsCert := fs.String("admin-tls-cert", "", "PEM certificate file: serve the admin API over HTTPS (with --admin-tls-key)")
@@ -119,20 +121,37 @@ Flags:
 		fs.String("admin-tls-key", "", "PEM private key file of --admin-tls-cert")
 		fs.Int64("admin-max-body", api.MaxBodyBytes, "largest admin request body in bytes (413 beyond)")
 		fs.Int("admin-max-conns", 128, "most admin connections open at once (more wait in the backlog)")
-		fs.String("log-format", "text", "log format: text or json")
+		fs.String("log-format", "auto", "log format: text, json, or auto (text on a terminal, json otherwise)")
 	}
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 }
 
 func newLogger(format string, w io.Writer) (*slog.Logger, error) {
+	if format == "auto" {
+		format = "json"
+		if isTerminal(w) {
+			format = "text"
+		}
+	}
 	switch format {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, nil)), nil
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, nil)), nil
 	}
-	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
+	return nil, fmt.Errorf("--log-format must be text, json or auto, not %q", format)
+}
+
+// isTerminal tells whether w is a terminal: people read text, services and
+// log collectors get JSON.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // cmdValidate checks a document as a write of the whole config would.
