@@ -207,11 +207,9 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 					b.left -= int64(n)
 					budget -= n
 					w.act.SpliceBytes.Add(uint64(n))
-					if n < room && src.FD.Ready&(evRdHup|evHup|evErr) == 0 {
-						// less than asked: the socket is drained (as for
-						// a short recv); the next arrival raises an edge.
-						src.FD.Ready &^= evIn
-					}
+					// A short splice does not mean the socket is drained:
+					// the pipe also fills by slots (16 buffers), not bytes.
+					// Only EAGAIN on an empty pipe says the socket is empty.
 					continue
 				case e == 0:
 					b.eof = true

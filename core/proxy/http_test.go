@@ -709,3 +709,50 @@ func BenchmarkHTTPLargeResponse(b *testing.B) {
 		}
 	}
 }
+
+// TestHTTPLargeBodySplicedToASlowClient: 1 MiB Content-Length responses,
+// written by the server in small segments, reach a client that starts
+// reading late whole, spliced and buffered, three times on one
+// connection (backpressure both ways, pool reuse after a long body).
+func TestHTTPLargeBodySplicedToASlowClient(t *testing.T) {
+	const size = 1 << 20
+	body := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	e := newEnv(t, defaultTuning())
+	addr := origin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for {
+			if _, err := readHead(br); err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(size)+"\r\n\r\n")
+			// Small writes make small segments: a pipe (16 slots) then
+			// fills with much less than its 64 KiB.
+			for off := 0; off < size; off += 1000 {
+				if _, err := c.Write(body[off:min(off+1000, size)]); err != nil {
+					return
+				}
+			}
+		}
+	})
+	for _, mode := range []SpliceMode{SpliceOn, SpliceOff} {
+		t.Run(modeName(mode), func(t *testing.T) {
+			fe := httpFrontend(t, nil, addr)
+			fe.Splice = mode
+			c := e.dialHTTP(fe)
+			br := bufio.NewReader(c)
+			for i := 0; i < 3; i++ {
+				io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+				time.Sleep(100 * time.Millisecond) // let every buffer on the way fill
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := io.ReadAll(io.LimitReader(resp.Body, size))
+				if err != nil || !bytes.Equal(got, body) {
+					t.Fatalf("response %d: %d bytes, %v", i, len(got), err)
+				}
+			}
+		})
+	}
+}
