@@ -421,7 +421,9 @@ func TestCheckRiseFallThroughRealProbes(t *testing.T) {
 	// Failing: down after exactly fall consecutive failures.
 	base := chkState(ck, "s1")
 	f.healthy.Store(false)
-	chkWait(t, 5*time.Second, "s1 down", func() bool { return !s1.Up() })
+	// The loop thread flips Up before it logs the change: wait for both,
+	// else the test may read the log in between.
+	chkWait(t, 5*time.Second, "s1 down and logged", func() bool { return !s1.Up() && len(logs.of("s1")) >= 1 })
 	ev := logs.of("s1")
 	if len(ev) != 1 || ev[0].server != "s1" || ev[0].to != "down" || ev[0].reason != "status 503" {
 		t.Fatalf("events %+v, want one s1 down with status 503", ev)
@@ -438,7 +440,7 @@ func TestCheckRiseFallThroughRealProbes(t *testing.T) {
 
 	// Healthy again: up after exactly rise successes.
 	f.healthy.Store(true)
-	chkWait(t, 5*time.Second, "s1 up", func() bool { return s1.Up() })
+	chkWait(t, 5*time.Second, "s1 up and logged", func() bool { return s1.Up() && len(logs.of("s1")) >= 2 })
 	ev = logs.of("s1")
 	if len(ev) != 2 || ev[1].to != "up" || ev[1].reason != "status 200" {
 		t.Fatalf("events %+v, want s1 down then up", ev)
@@ -446,8 +448,11 @@ func TestCheckRiseFallThroughRealProbes(t *testing.T) {
 	if ok := (ev[1].runs - ev[1].fails) - (ev[0].runs - ev[0].fails); ok != rise {
 		t.Errorf("came up after %d successful checks, want %d", ok, rise)
 	}
-	if !b.Servers[1].Up() || chkState(ck, "s2").Fails != 0 {
-		t.Errorf("the healthy server s2 was affected: %+v", chkState(ck, "s2"))
+	// s2 always answers 200: had s1's 503s been counted against it, it
+	// would have gone down (s1 failed at least fall times in a row). A
+	// lone s2 probe timing out on a loaded machine is not the question.
+	if !b.Servers[1].Up() || len(logs.of("s2")) != 0 {
+		t.Errorf("the healthy server s2 was affected: %+v, events %+v", chkState(ck, "s2"), logs.of("s2"))
 	}
 }
 
