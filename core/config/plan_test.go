@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -174,5 +175,47 @@ func TestPlanJSONHasItemsArray(t *testing.T) {
 	b, _ := json.Marshal(Diff(goodConfig(), goodConfig()))
 	if string(b) != `{"items":[]}` {
 		t.Fatalf("empty plan encodes as %s", b)
+	}
+}
+
+// The store diffs validated configs (unique names) with the prefix/suffix
+// shortcut; it must give exactly the plan of the general algorithm.
+func TestDiffOfUniqueNamesMatchesGeneralDiff(t *testing.T) {
+	base := func() *Config {
+		c := &Config{Backends: []Backend{{Name: "big"}}}
+		for i := range 200 {
+			c.Backends[0].Servers = append(c.Backends[0].Servers,
+				Server{Name: fmt.Sprintf("s%03d", i), Address: "127.0.0.1", Port: 1000 + i})
+		}
+		c.Normalize()
+		return c
+	}
+	tests := []struct {
+		name   string
+		change func(s *[]Server)
+	}{
+		{"state of one in the middle", func(s *[]Server) { (*s)[100].AdminState = AdminDrain }},
+		{"first and last", func(s *[]Server) { (*s)[0].Port = 1; (*s)[199].Maxconn = 5 }},
+		{"append", func(s *[]Server) { *s = append(*s, Server{Name: "new", Address: "127.0.0.1", Port: 9}) }},
+		{"insert at the front", func(s *[]Server) {
+			*s = append([]Server{{Name: "new", Address: "127.0.0.1", Port: 9}}, *s...)
+		}},
+		{"delete in the middle", func(s *[]Server) { *s = append((*s)[:50], (*s)[51:]...) }},
+		{"delete and change after it", func(s *[]Server) { *s = append((*s)[:50], (*s)[51:]...); (*s)[120].Port = 2 }},
+		{"swap two", func(s *[]Server) { (*s)[3], (*s)[150] = (*s)[150], (*s)[3] }},
+		{"rename one", func(s *[]Server) { (*s)[7].Name = "renamed" }},
+		{"delete all", func(s *[]Server) { *s = nil }},
+		{"no change", func(s *[]Server) {}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old, next := base(), base()
+			tt.change(&next.Backends[0].Servers)
+			next.Normalize()
+			want, got := Diff(old, next), diff(old, next, true)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("diff with unique names = %+v\nwant %+v", got.Items, want.Items)
+			}
+		})
 	}
 }

@@ -235,7 +235,7 @@ func (s *Store) Update(ctx context.Context, mutate func(c *Config) error, o Upda
 	if err := validate(next, o.Env, cur); err != nil {
 		return nil, err
 	}
-	plan := Diff(cur, next)
+	plan := diff(cur, next, true) // both validated: names are unique
 	if o.DryRun {
 		return &Result{Generation: cur.Generation, Plan: plan, Config: next}, nil
 	}
@@ -380,36 +380,34 @@ func marshalConfig(c *Config) ([]byte, error) {
 func indentDoc(doc []byte) []byte {
 	out := make([]byte, 0, len(doc)*2)
 	depth := 0
+	indent := []byte("\n")
 	newline := func() {
-		out = append(out, '\n')
-		for range depth {
-			out = append(out, ' ', ' ')
+		for len(indent) < 1+2*depth {
+			indent = append(indent, ' ', ' ')
 		}
+		out = append(out, indent[:1+2*depth]...)
 	}
-	inStr, esc := false, false
-	for i := 0; i < len(doc); i++ {
+	for i := 0; i < len(doc); {
 		c := doc[i]
-		if inStr {
-			out = append(out, c)
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
 		switch c {
 		case '"':
-			inStr = true
-			out = append(out, c)
+			// The whole string, escapes included, in one copy.
+			j := i + 1
+			for j < len(doc) && doc[j] != '"' {
+				if doc[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			j = min(j+1, len(doc))
+			out = append(out, doc[i:j]...)
+			i = j
+			continue
 		case '{', '[':
 			out = append(out, c)
 			if i+1 < len(doc) && (doc[i+1] == '}' || doc[i+1] == ']') {
 				out = append(out, doc[i+1]) // empty object or array stays "{}"
-				i++
+				i += 2
 				continue
 			}
 			depth++
@@ -424,10 +422,26 @@ func indentDoc(doc []byte) []byte {
 		case ':':
 			out = append(out, ':', ' ')
 		default:
-			out = append(out, c)
+			// A number or literal: up to the next structural byte.
+			j := i + 1
+			for j < len(doc) && !jsonStructural(doc[j]) {
+				j++
+			}
+			out = append(out, doc[i:j]...)
+			i = j
+			continue
 		}
+		i++
 	}
 	return append(out, '\n')
+}
+
+func jsonStructural(c byte) bool {
+	switch c {
+	case '"', '{', '[', '}', ']', ',', ':':
+		return true
+	}
+	return false
 }
 
 func (s *Store) writeConfig(c *Config) error {

@@ -197,19 +197,16 @@ func (p *problems) fieldRules(c *Config, prev *Config) {
 		shallow := *b
 		shallow.Servers = nil
 		p.structRules(bp, &shallow)
-		var known map[string]*Server
+		var pb []Server
 		if prev != nil {
 			if j := prev.FindBackend(b.Name); j >= 0 {
-				pb := prev.Backends[j].Servers
-				known = make(map[string]*Server, len(pb))
-				for k := range pb {
-					known[pb[k].Name] = &pb[k]
-				}
+				pb = prev.Backends[j].Servers
 			}
 		}
+		pm := prevServers{list: pb}
 		for j := range b.Servers {
 			s := &b.Servers[j]
-			if o, ok := known[s.Name]; ok && s.equal(o) {
+			if o := pm.find(j, s.Name); o != nil && s.equal(o) {
 				continue
 			}
 			p.structRules(bp+"/servers/"+strconv.Itoa(j), s)
@@ -218,6 +215,43 @@ func (p *problems) fieldRules(c *Config, prev *Config) {
 	p.structRules("/tuning", &c.Tuning)
 	p.structRules("/cpu_map", &c.CPUMap)
 	p.structRules("/irq", &c.IRQ)
+}
+
+// prevServers finds the servers of the previous generation by name. A write
+// changes one server among many: the server at position j of the new list
+// is nearly always at j, j+1 or j-1 of the old one (shifted by the one
+// created or deleted before it), so the name index is built only when none
+// of those match.
+type prevServers struct {
+	list  []Server
+	shift int
+	index map[string]int
+}
+
+func (p *prevServers) find(j int, name string) *Server {
+	for _, d := range [3]int{0, 1, -1} {
+		if k := j + p.shift + d; k >= 0 && k < len(p.list) && p.list[k].Name == name {
+			p.shift += d
+			return &p.list[k]
+		}
+	}
+	if len(p.list) == 0 {
+		return nil
+	}
+	if p.index == nil {
+		p.index = make(map[string]int, len(p.list))
+		for k := range p.list {
+			if _, dup := p.index[p.list[k].Name]; !dup {
+				p.index[p.list[k].Name] = k
+			}
+		}
+	}
+	k, ok := p.index[name]
+	if !ok {
+		return nil
+	}
+	p.shift = k - j
+	return &p.list[k]
 }
 
 // structRules validates one struct (a pointer) whose JSON pointer is prefix.
@@ -453,14 +487,23 @@ func (v *validation) backends() {
 		bp := "/backends/" + strconv.Itoa(i)
 		v.name(bp+"/name", "backend", b.Name)
 		names.check(v.p, bp+"/name", "backend", b.Name)
-		snames := uniqueNames{}
+		// Thousands of servers: pointers are built only for problems.
+		snames := make(map[string]int, len(b.Servers))
+		sp := func(j int) string { return bp + "/servers/" + strconv.Itoa(j) }
 		for j := range b.Servers {
 			s := &b.Servers[j]
-			sp := bp + "/servers/" + strconv.Itoa(j)
-			v.name(sp+"/name", "server", s.Name)
-			snames.check(v.p, sp+"/name", "server", s.Name)
+			if s.Name != "" && !ValidName(s.Name) {
+				v.name(sp(j)+"/name", "server", s.Name)
+			}
+			if s.Name != "" {
+				if first, dup := snames[s.Name]; dup {
+					v.p.addf(sp(j)+"/name", CodeDuplicate, "%s name %q is already used by %s", "server", s.Name, sp(first))
+				} else {
+					snames[s.Name] = j
+				}
+			}
 			if s.Address != "" && !ValidServerAddress(s.Address) {
-				v.p.addf(sp+"/address", CodeFormat, "server address %q must be an IP literal or an RFC 1123 host name", s.Address)
+				v.p.addf(sp(j)+"/address", CodeFormat, "server address %q must be an IP literal or an RFC 1123 host name", s.Address)
 			}
 		}
 		if hc := b.HealthCheck; hc != nil {

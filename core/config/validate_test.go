@@ -427,3 +427,54 @@ func BenchmarkValidate10kServers(b *testing.B) {
 		}
 	}
 }
+
+// Unchanged servers skip the field rules by matching the previous
+// generation by position (shifted by a create or delete); a changed or new
+// server among them must still be checked, at its own pointer.
+func TestValidateChecksChangedServersAfterAShift(t *testing.T) {
+	prev := goodConfig()
+	for i := range 100 {
+		prev.Backends[0].Servers = append(prev.Backends[0].Servers,
+			Server{Name: fmt.Sprintf("s%03d", i), Address: "127.0.0.1", Port: 2000 + i})
+	}
+	prev.Normalize()
+	if err := validate(prev, Env{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	bad := 300
+	tests := []struct {
+		name   string
+		change func(s *[]Server) string
+	}{
+		{"after a delete", func(s *[]Server) string {
+			*s = append((*s)[:10], (*s)[11:]...)
+			(*s)[60].Weight = &bad
+			return "/backends/0/servers/60/weight"
+		}},
+		{"after an insert", func(s *[]Server) string {
+			*s = append((*s)[:10], append([]Server{{Name: "ins", Address: "127.0.0.1", Port: 9}}, (*s)[10:]...)...)
+			(*s)[70].Port = 70000
+			return "/backends/0/servers/70/port"
+		}},
+		{"a new server that reuses no name", func(s *[]Server) string {
+			*s = append(*s, Server{Name: "fresh", Address: "127.0.0.1", Port: 0})
+			return fmt.Sprintf("/backends/0/servers/%d/port", len(*s)-1)
+		}},
+		{"a duplicate name", func(s *[]Server) string {
+			*s = append(*s, Server{Name: "s005", Address: "127.0.0.1", Port: 9})
+			return fmt.Sprintf("/backends/0/servers/%d/name", len(*s)-1)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			next := prev.Clone()
+			field := tt.change(&next.Backends[0].Servers)
+			next.Normalize()
+			err := validate(next, Env{}, prev)
+			var ve *ValidationError
+			if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Field != field {
+				t.Fatalf("validate = %v, want one problem at %s", err, field)
+			}
+		})
+	}
+}
