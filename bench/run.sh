@@ -8,7 +8,9 @@
 #   BENCH_SECONDS     seconds per load run (default 10)
 #   BENCH_REPEAT      repetitions of every run; medians printed when > 1 (default 1)
 #   BENCH_MODES       "tcp", "http" or "tcp http" (default tcp)
-#   BENCH_ROWS        workloads among "ka close 1m idle" (default all)
+#   BENCH_ROWS        workloads among "ka close 1m idle apply" (default all;
+#                     apply: server changes with 1 000 and 10 000 servers,
+#                     spliced only, bench/applybench)
 #   BENCH_PROXIES     among "spliced haproxy nginx baseline caddy" (default all;
 #                     baseline is tcp only, caddy http only)
 #   BENCH_IDLE_CONNS  idle connections of the idle row (default 5000)
@@ -30,7 +32,7 @@ die() { log "bench: $*"; exit 1; }
 BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_REPEAT=${BENCH_REPEAT:-1}
 BENCH_MODES=${BENCH_MODES:-tcp}
-BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle}
+BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle apply}
 BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
 BENCH_PROXY_CPU=${BENCH_PROXY_CPU:-0}
@@ -568,7 +570,7 @@ for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 		*) die "unknown mode $mode" ;;
 		esac
 		for row in $BENCH_ROWS; do
-			case $row in ka | close | 1m | idle) ;; *) die "unknown row $row" ;; esac
+			case $row in ka | close | 1m | idle) ;; apply) continue ;; *) die "unknown row $row" ;; esac
 			log "bench: [$rep/$BENCH_REPEAT] $mode/$row"
 			for proxy in $candidates; do
 				[[ " $BENCH_PROXIES " == *" $proxy "* ]] || continue
@@ -583,3 +585,15 @@ OUT_JSON=$BENCH_OUT/$STAMP.json
 "$BT" report -in "$RESULTS" -meta "$TMP/meta.txt" -repeat "$BENCH_REPEAT" -out "$OUT_JSON"
 log ""
 log "bench: raw numbers in ${OUT_JSON#"$ROOT"/}"
+
+# apply: runtime server changes through the admin API with many servers
+# configured, live connections of other servers kept (bench/README.md).
+if [[ " $BENCH_ROWS " == *" apply "* ]]; then
+	log "bench: apply: server changes with 1 000 and 10 000 servers"
+	"$GO" build -o "$TMP/bin/applybench" ./bench/applybench
+	rc=0
+	wait_fg "$TMP/bin/applybench" -bin "$SPLICED_BIN" -servers 1000,10000 -reps 20 >"$TMP/apply.txt" || rc=$?
+	cp "$TMP/apply.txt" "$BENCH_OUT/$STAMP-apply.txt"
+	cat "$TMP/apply.txt"
+	((rc == 0)) || log "bench: apply: FAILED (exit $rc; a connection dropped or a change was refused)"
+fi
