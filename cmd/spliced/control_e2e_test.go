@@ -261,7 +261,9 @@ func TestReadmeEveryShellBlock(t *testing.T) {
 	}
 	in := startSpliced(t, "")
 	bin := buildBinary(t)
-	bindPort := fmt.Sprint(freePort(t))
+	// The README's example ports: 8080 and 8090 are binds (replaced by
+	// free ports); 8081, 8082 and 8091 are origins that need not exist.
+	bindPort, httpPort := fmt.Sprint(freePort(t)), fmt.Sprint(freePort(t))
 	command := regexp.MustCompile(`(^|\$\(|\s)spliced `)
 	blocks := readmeShellBlocks(t)
 	if len(blocks) < 5 {
@@ -274,6 +276,8 @@ func TestReadmeEveryShellBlock(t *testing.T) {
 			"127.0.0.1:9900", in.Admin,
 			"localhost:9900", in.Admin,
 			`"port":8080`, `"port":`+bindPort,
+			`"port":8090`, `"port":`+httpPort,
+			"127.0.0.1:8090", "127.0.0.1:"+httpPort,
 			"/var/lib/spliced", in.StateDir,
 		).Replace(block)
 		script = command.ReplaceAllString(script, "${1}"+bin+" ")
