@@ -166,7 +166,9 @@ func serverState(t *testing.T, in *instance, server string) string {
 }
 
 // loggedState is the "to" of the last "server health changed" line of
-// web/server, "up" when there is none.
+// web/server, "up" when there is none. The tests of this file start
+// spliced with --log-format text (the default, auto, logs JSON when stderr
+// is a pipe) and read slog's text lines.
 func loggedState(logs, server string) string {
 	state := "up"
 	for _, line := range strings.Split(logs, "\n") {
@@ -197,7 +199,7 @@ func countLines(logs, substr string) int {
 // receives traffic again; a killed origin goes down the same way; removing
 // the health check sets every server up.
 func TestHealthCheckDownAndBackUp(t *testing.T) {
-	in := startSpliced(t, "")
+	in := startSpliced(t, "", "--log-format", "text")
 	a, b := newHealthOrigin(t, "A"), newHealthOrigin(t, "B")
 	port := setupHealth(t, in, map[string]any{
 		"type": "http", "path": "/health", "interval_ms": 100, "timeout_ms": 100, "rise": 2, "fall": 2,
@@ -305,7 +307,7 @@ func TestHealthCheckDownAndBackUp(t *testing.T) {
 // TestHealthCheckFallRespected: with fall=3, one failed check leaves the
 // server up and in balancing; three in a row take it down.
 func TestHealthCheckFallRespected(t *testing.T) {
-	in := startSpliced(t, "")
+	in := startSpliced(t, "", "--log-format", "text")
 	a, b := newHealthOrigin(t, "A"), newHealthOrigin(t, "B")
 	port := setupHealth(t, in, map[string]any{
 		"type": "http", "path": "/health", "interval_ms": 200, "timeout_ms": 200, "rise": 2, "fall": 3,
@@ -334,7 +336,7 @@ func TestHealthCheckFallRespected(t *testing.T) {
 // TestHealthCheckNoFDLeak: checks against a dead server and a live one
 // leave the process's fd count where it was.
 func TestHealthCheckNoFDLeak(t *testing.T) {
-	in := startSpliced(t, "")
+	in := startSpliced(t, "", "--log-format", "text")
 	a := newHealthOrigin(t, "A")
 	dead := freePort(t)
 	setupHealth(t, in, map[string]any{
