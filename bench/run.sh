@@ -7,7 +7,7 @@
 # Environment:
 #   BENCH_SECONDS     seconds per load run (default 10)
 #   BENCH_REPEAT      repetitions of every run; medians printed when > 1 (default 1)
-#   BENCH_MODES       "tcp", "http" or "tcp http" (default tcp)
+#   BENCH_MODES       "tcp", "http" or "tcp http" (default "tcp http")
 #   BENCH_ROWS        workloads among "ka close 1m idle apply" (default all;
 #                     apply: server changes with 1 000 and 10 000 servers,
 #                     spliced only, bench/applybench)
@@ -31,7 +31,7 @@ die() { log "bench: $*"; exit 1; }
 
 BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_REPEAT=${BENCH_REPEAT:-1}
-BENCH_MODES=${BENCH_MODES:-tcp}
+BENCH_MODES=${BENCH_MODES:-tcp http}
 BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle apply}
 BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
