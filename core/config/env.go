@@ -44,19 +44,25 @@ func envFromFile(path string) Env {
 	return Env{CPUs: cpus}
 }
 
-// ParseCPUList parses the kernel's cpulist format ("0-3,5", "0,2-3\n") into
-// ascending, de-duplicated CPU ids. Surrounding white space is ignored; an
-// empty list gives an empty result. Ranges must be ascending; ids are
-// 0..MaxCPUID.
+// ParseCPUList parses the kernel's cpulist format ("0-3,5,7-8", as found in
+// /sys/devices/system/cpu/online and /proc/irq/N/smp_affinity_list) into
+// ascending, de-duplicated CPU ids. It serves config (HostEnv) and core/pin.
+//
+// Surrounding white space (the trailing newline of sysfs files) is ignored and
+// an empty string is the empty list (the "offline" file of a machine with no
+// offline CPU). Everything else is strict: empty elements ("0,,1", "0,"),
+// blanks inside the list, signs, descending ranges ("3-1"), ids above
+// MaxCPUID and the kernel's stride syntax ("0-15:2/4", which the kernel never
+// prints) are errors wrapping ErrInvalid. Overlapping elements ("0-3,2") are
+// accepted and merged, as the kernel does; leading zeros ("007") too.
 func ParseCPUList(s string) ([]int, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return []int{}, nil
 	}
 	var set [(MaxCPUID + 1) / 64]uint64
-	for part := range strings.SplitSeq(s, ",") {
-		part = strings.TrimSpace(part)
-		lo, hi, isRange := strings.Cut(part, "-")
+	for elem := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(elem, "-")
 		a, err := parseCPUID(lo)
 		if err != nil {
 			return nil, fmt.Errorf("cpu list %q: %w", s, err)
@@ -67,7 +73,7 @@ func ParseCPUList(s string) ([]int, error) {
 				return nil, fmt.Errorf("cpu list %q: %w", s, err)
 			}
 			if b < a {
-				return nil, fmt.Errorf("cpu list %q: range %d-%d is descending", s, a, b)
+				return nil, fmt.Errorf("cpu list %q: %w: descending range %q", s, ErrInvalid, elem)
 			}
 		}
 		for id := a; id <= b; id++ {
@@ -85,28 +91,34 @@ func ParseCPUList(s string) ([]int, error) {
 
 func parseCPUID(s string) (int, error) {
 	if s == "" {
-		return 0, fmt.Errorf("empty cpu id")
+		return 0, fmt.Errorf("%w: empty element", ErrInvalid)
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("cpu id %q is not a decimal number", s)
+			return 0, fmt.Errorf("%w: %q is not a CPU id", ErrInvalid, s)
 		}
 	}
-	n, err := strconv.Atoi(s)
+	n, err := strconv.Atoi(s) // digits only: fails only on overflow
 	if err != nil || n > MaxCPUID {
-		return 0, fmt.Errorf("cpu id %q out of range 0-%d", s, MaxCPUID)
+		return 0, fmt.Errorf("%w: CPU id %s above %d", ErrInvalid, s, MaxCPUID)
 	}
 	return n, nil
 }
 
-// FormatCPUList is the inverse of ParseCPUList: ascending ids in cpulist
-// format with ranges ("0-3,5").
+// FormatCPUList is the inverse of ParseCPUList: sorted, duplicates removed,
+// runs of two or more consecutive ids written as ranges ("0-1", as the kernel
+// prints them). The input is not modified. Negative ids are dropped: they are
+// no CPU and have no representation in the format.
 func FormatCPUList(ids []int) string {
 	s := slices.Clone(ids)
 	slices.Sort(s)
 	s = slices.Compact(s)
 	var b strings.Builder
 	for i := 0; i < len(s); {
+		if s[i] < 0 {
+			i++
+			continue
+		}
 		j := i
 		for j+1 < len(s) && s[j+1] == s[j]+1 {
 			j++

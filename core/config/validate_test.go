@@ -357,11 +357,18 @@ func TestParseCPUList(t *testing.T) {
 		{in: "8192", wantErr: true},
 		{in: "0-99999999999999999999", wantErr: true},
 		{in: "+1", wantErr: true},
+		{in: "0,,1", wantErr: true},
+		{in: "0, 1", wantErr: true},
+		{in: "0-15:2/4", wantErr: true},
+		{in: "007", want: []int{7}},
 	}
 	for _, tt := range tests {
 		got, err := ParseCPUList(tt.in)
 		if (err != nil) != tt.wantErr || !slices.Equal(got, tt.want) {
 			t.Errorf("ParseCPUList(%q) = %v, %v; want %v, err %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseCPUList(%q) error %v does not wrap ErrInvalid", tt.in, err)
 		}
 		if err == nil {
 			if back, _ := ParseCPUList(FormatCPUList(got)); !slices.Equal(back, got) {
@@ -371,6 +378,9 @@ func TestParseCPUList(t *testing.T) {
 	}
 	if got := FormatCPUList([]int{5, 0, 1, 2, 7, 8}); got != "0-2,5,7-8" {
 		t.Errorf("FormatCPUList = %q, want 0-2,5,7-8", got)
+	}
+	if got := FormatCPUList([]int{-1, 2}); got != "2" {
+		t.Errorf("FormatCPUList drops negative ids: got %q, want 2", got)
 	}
 }
 
