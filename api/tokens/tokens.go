@@ -282,56 +282,26 @@ func flock(f *os.File) error {
 	}
 }
 
-// writeAtomic replaces dir/tokens.json: temporary file (0600) in dir, fsync,
-// rename, fsync dir. The new file keeps the owner of the old one (or of the
-// directory) when run as root, so `sudo spliced token add` does not leave a
-// file the service user cannot read.
-func writeAtomic(dir string, data []byte) (err error) {
-	f, err := os.CreateTemp(dir, "."+FileName+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	dst := filepath.Join(dir, FileName)
+// writeAtomic replaces dir/tokens.json through config.WriteFileAtomic
+// (temporary file 0600, fsync, rename, fsync dir). The new file keeps the
+// owner of the old one (or of the directory) when run as root, so
+// `sudo spliced token add` does not leave a file the service user cannot read.
+func writeAtomic(dir string, data []byte) error {
+	var keepOwner func(tmp *os.File)
 	if os.Geteuid() == 0 {
-		ref := dst
-		if _, serr := os.Stat(ref); serr != nil {
-			ref = dir
-		}
-		if fi, serr := os.Stat(ref); serr == nil {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				_ = f.Chown(int(st.Uid), int(st.Gid))
+		keepOwner = func(tmp *os.File) {
+			ref := filepath.Join(dir, FileName)
+			if _, err := os.Stat(ref); err != nil {
+				ref = dir
+			}
+			if fi, err := os.Stat(ref); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					_ = tmp.Chown(int(st.Uid), int(st.Gid))
+				}
 			}
 		}
 	}
-	if _, err = f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err = f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("fsync %s: %w", tmp, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err = os.Rename(tmp, dst); err != nil {
-		return fmt.Errorf("rename %s: %w", dst, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
+	return config.WriteFileAtomic(dir, FileName, data, keepOwner)
 }
 
 // ---- the server's view ----

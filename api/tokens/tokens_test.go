@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,5 +216,41 @@ func BenchmarkLookup(b *testing.B) {
 		if _, ok, _ := c.Lookup(secret); !ok {
 			b.Fatal("not found")
 		}
+	}
+}
+
+func TestAddAsRootKeepsTheOwnerOfTheStateDirectory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root can give a file to another user")
+	}
+	dir := t.TempDir()
+	const uid, gid = 65534, 65534 // nobody
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	owner := func() (int, int) {
+		t.Helper()
+		fi, err := os.Stat(filepath.Join(dir, FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		return int(st.Uid), int(st.Gid)
+	}
+	if _, err := Add(dir, "ci", Admin, now); err != nil {
+		t.Fatal(err)
+	}
+	if u, g := owner(); u != uid || g != gid {
+		t.Fatalf("new token file owned by %d:%d, want the directory's %d:%d", u, g, uid, gid)
+	}
+	// The next write keeps the owner of the file it replaces.
+	if err := os.Chown(dir, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Add(dir, "ops", Operator, now); err != nil {
+		t.Fatal(err)
+	}
+	if u, g := owner(); u != uid || g != gid {
+		t.Fatalf("rewritten token file owned by %d:%d, want the old file's %d:%d", u, g, uid, gid)
 	}
 }

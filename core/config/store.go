@@ -105,8 +105,8 @@ func Open(dir, bootstrap string, log *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(s.revDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("config store: create %s: %w", s.revDir(), err)
 	}
-	s.removeTemps(s.dir)
-	s.removeTemps(s.revDir())
+	s.removeTemps(s.dir, "."+ConfigFile+tmpMarker)
+	s.removeTemps(s.revDir(), ".")
 
 	path := s.configPath()
 	data, err := os.ReadFile(path)
@@ -454,7 +454,7 @@ func (s *Store) writeConfig(c *Config) error {
 
 // writeConfigDoc commits doc (compact JSON of a Config) as config.json.
 func (s *Store) writeConfigDoc(doc []byte) error {
-	if err := writeFileAtomic(s.dir, ConfigFile, indentDoc(doc)); err != nil {
+	if err := WriteFileAtomic(s.dir, ConfigFile, indentDoc(doc), nil); err != nil {
 		return fmt.Errorf("config store: %w", err)
 	}
 	return nil
@@ -486,7 +486,7 @@ func (s *Store) writeRevisionDoc(gen int64, t time.Time, summary string, doc []b
 	buf.WriteString(`,"config":`)
 	buf.Write(doc)
 	buf.WriteString("}\n")
-	if err := writeFileAtomic(s.revDir(), revisionName(gen), buf.Bytes()); err != nil {
+	if err := WriteFileAtomic(s.revDir(), revisionName(gen), buf.Bytes(), nil); err != nil {
 		return fmt.Errorf("config store: %w", err)
 	}
 	return nil
@@ -542,14 +542,16 @@ func (s *Store) pruneRevisions() {
 }
 
 // removeTemps deletes temporary files left by a write that crashed before
-// its rename; their content was never committed.
-func (s *Store) removeTemps(dir string) {
+// its rename; their content was never committed. Only names starting with
+// prefix: the state directory also holds api/tokens' files, whose temporary
+// files (same WriteFileAtomic naming) may belong to a write in progress.
+func (s *Store) removeTemps(dir, prefix string) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".") && strings.Contains(e.Name(), tmpMarker) && e.Type().IsRegular() {
+		if strings.HasPrefix(e.Name(), prefix) && strings.Contains(e.Name(), tmpMarker) && e.Type().IsRegular() {
 			s.log.Warn("removing leftover temporary file", "file", filepath.Join(dir, e.Name()))
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
@@ -619,10 +621,13 @@ func readRevisionHeader(path string) (RevisionInfo, error) {
 	return info, nil
 }
 
-// writeFileAtomic replaces dir/name with data so that a crash at any point
-// leaves either the old or the new content: write a temporary file in the
-// same directory, fsync it, rename it over name, fsync the directory.
-func writeFileAtomic(dir, name string, data []byte) (err error) {
+// WriteFileAtomic replaces dir/name with data so that a crash at any point
+// leaves either the old or the new content: write a temporary file
+// ".<name>.tmp-<random>" (mode 0600) in the same directory, fsync it, rename
+// it over name, fsync the directory. prepare, when not nil, runs on the
+// temporary file before the data is written (api/tokens chowns it there).
+// It serves the store (config.json, revisions) and api/tokens (tokens.json).
+func WriteFileAtomic(dir, name string, data []byte, prepare func(tmp *os.File)) (err error) {
 	f, err := os.CreateTemp(dir, "."+name+tmpMarker+"*")
 	if err != nil {
 		return err
@@ -633,6 +638,9 @@ func writeFileAtomic(dir, name string, data []byte) (err error) {
 			_ = os.Remove(tmp)
 		}
 	}()
+	if prepare != nil {
+		prepare(f)
+	}
 	if _, err = f.Write(data); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", tmp, err)

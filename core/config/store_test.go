@@ -597,7 +597,7 @@ func TestIndentDocMatchesJSONIndent(t *testing.T) {
 func TestWriteFileAtomicReplacesAndLeavesNoTemp(t *testing.T) {
 	dir := t.TempDir()
 	for _, content := range []string{"first", "second"} {
-		if err := writeFileAtomic(dir, "f.json", []byte(content)); err != nil {
+		if err := WriteFileAtomic(dir, "f.json", []byte(content), nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := readFile(t, filepath.Join(dir, "f.json")); got != content {
@@ -611,7 +611,7 @@ func TestWriteFileAtomicReplacesAndLeavesNoTemp(t *testing.T) {
 	if fi, _ := os.Stat(filepath.Join(dir, "f.json")); fi.Mode().Perm() != 0o600 {
 		t.Fatalf("mode %v, want 0600", fi.Mode().Perm())
 	}
-	if err := writeFileAtomic(filepath.Join(dir, "missing"), "f.json", nil); err == nil {
+	if err := WriteFileAtomic(filepath.Join(dir, "missing"), "f.json", nil, nil); err == nil {
 		t.Fatal("write into a missing directory succeeded")
 	}
 }
