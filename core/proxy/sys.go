@@ -15,8 +15,8 @@ import (
 // read, sendto and splice go through RawSyscall: every fd here is
 // non-blocking (splice with SPLICE_F_NONBLOCK), so the call never sleeps and
 // telling the Go scheduler about it (entersyscall/exitsyscall, P hand-off by
-// sysmon) is pure overhead. The loop's epoll_wait, which does sleep, uses
-// the ordinary Syscall.
+// sysmon) is pure overhead. The loop's epoll_wait, which does sleep, is raw
+// as well when GOMAXPROCS leaves a spare P (see core/loop's epollWait).
 
 // recv reads into p. n == 0 with errno 0 is end of stream.
 func recv(fd int, p []byte) (int, unix.Errno) {
