@@ -290,9 +290,8 @@ func (t *Tunnel) dial(s *balance.Server) {
 	setNoDelay(fd)
 	t.srv.FD = loop.FD{Fd: fd, T: &t.srv.Task}
 	t.srv.Connected = false
-	err = unix.Connect(fd, s.SockaddrInto(&w.sa))
-	switch err {
-	case nil:
+	switch connectTo(fd, s.SockaddrInto(&w.sa)) {
+	case 0:
 		// Loopback may complete at once; the registration below still
 		// reports EPOLLOUT, and process() then sees it connected.
 	case unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
@@ -653,7 +652,7 @@ func (t *Tunnel) closeSide(s *Side) {
 		t.w.L.Unregister(&s.FD)
 		s.reg = false
 	}
-	unix.Close(s.FD.Fd)
+	closeFd(s.FD.Fd)
 	s.FD.Fd = -1
 	s.FD.Ready = 0
 	s.Connected = false
