@@ -57,6 +57,7 @@ func ParseInterrupts(r io.Reader) ([]IRQ, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024) // a 4096-CPU row is ~45 KiB
 	var cpus []int
+	var seen [(MaxCPU + 64) / 64]uint64 // header CPUs, to refuse a repeat
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) == 0 {
@@ -68,6 +69,13 @@ func ParseInterrupts(r io.Reader) ([]IRQ, error) {
 			if !ok || err != nil || n < 0 || n > MaxCPU || strconv.Itoa(n) != rest {
 				return nil, fmt.Errorf("interrupts: header field %q is not CPUn: %w", f, config.ErrInvalid)
 			}
+			// The kernel names each online CPU once; a repeated column
+			// would make a row's counts ambiguous (and Total != the sum
+			// of Counts).
+			if seen[n/64]&(1<<(n%64)) != 0 {
+				return nil, fmt.Errorf("interrupts: header names %q twice: %w", f, config.ErrInvalid)
+			}
+			seen[n/64] |= 1 << (n % 64)
 			cpus = append(cpus, n)
 		}
 		break

@@ -212,6 +212,7 @@ func TestParseInterruptsRejectsBadHeader(t *testing.T) {
 		"  0:  1  IO-APIC 2-edge timer\n",
 		"CPU0 CPUx\n",
 		"CPU0 GPU1\n",
+		"CPU0 CPU1 CPU0\n 0: 1 2 3 IO-APIC 2-edge timer\n", // found by FuzzParseInterrupts
 	} {
 		if irqs, err := ParseInterrupts(strings.NewReader(text)); err == nil {
 			t.Errorf("ParseInterrupts(%q) = %v, want error", text, irqs)
