@@ -355,6 +355,58 @@ func TestRegisterRejectsBadFd(t *testing.T) {
 	})
 }
 
+// Forget relies on close(2) taking an unshared fd out of the epoll set:
+// after Forget and close, a readiness raised before the close is not
+// reported; after Forget alone the kernel entry is still there (the reason
+// to close right away).
+func TestForgetThenCloseLeavesNothingInTheEpollSet(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		close bool
+		want  int
+	}{
+		{"forget and close: no event", true, 0},
+		{"forget without close: the kernel still reports it", false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := New(Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			var p [2]int
+			if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(p[1])
+			f := &FD{Fd: p[0]}
+			if err := l.Register(f); err != nil {
+				t.Fatal(err)
+			}
+			l.Forget(f)
+			if l.fds[p[0]] != nil {
+				t.Fatal("Forget left the fd in the loop's table")
+			}
+			if _, err := unix.Write(p[1], []byte{1}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.close {
+				unix.Close(p[0])
+			} else {
+				defer unix.Close(p[0])
+			}
+			evs := make([]unix.EpollEvent, 8)
+			n, err := epollWait(l.epfd, evs, 0, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != tc.want {
+				t.Fatalf("epoll_wait reported %d events, want %d", n, tc.want)
+			}
+		})
+	}
+}
+
 // An idle loop sleeps: over 100 ms without work it runs only a handful of
 // rounds (no busy polling), yet a timer wakes it on time.
 func TestIdleLoopSleepsUntilTimer(t *testing.T) {

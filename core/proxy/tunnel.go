@@ -336,9 +336,14 @@ func (t *Tunnel) checkConnect() {
 	if r&(evOut|evErr|evHup) == 0 {
 		return
 	}
-	if e := sockError(t.srv.FD.Fd); e != 0 || r&evOut == 0 {
-		t.connectFailed()
-		return
+	// EPOLLOUT without EPOLLERR/EPOLLHUP is a connected socket: a failed
+	// connect always raises EPOLLERR (sk_err set, tcp_poll), so SO_ERROR
+	// is read only then (one getsockopt less per connection, as HAProxy).
+	if r&(evErr|evHup) != 0 || r&evOut == 0 {
+		if e := sockError(t.srv.FD.Fd); e != 0 || r&evOut == 0 {
+			t.connectFailed()
+			return
+		}
 	}
 	t.srv.Connected = true
 	t.state = stEstablished
@@ -649,7 +654,9 @@ func (t *Tunnel) closeSide(s *Side) {
 		return
 	}
 	if s.reg {
-		t.w.L.Unregister(&s.FD)
+		// The fd is closed below and never shared: close(2) removes it
+		// from the epoll set (one epoll_ctl less per side).
+		t.w.L.Forget(&s.FD)
 		s.reg = false
 	}
 	closeFd(s.FD.Fd)
