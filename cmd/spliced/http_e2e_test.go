@@ -44,37 +44,11 @@ type httpOrigin struct {
 
 func newHTTPOrigin(t *testing.T, name string, handle func(c net.Conn, r *rawReq) string) *httpOrigin {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := &httpOrigin{name: name, port: ln.Addr().(*net.TCPAddr).Port, handle: handle}
+	o := &httpOrigin{name: name, handle: handle}
 	if o.handle == nil {
 		o.handle = func(_ net.Conn, r *rawReq) string { return okResp(name) }
 	}
-	var cmu sync.Mutex
-	var open []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		cmu.Lock()
-		for _, c := range open {
-			c.Close()
-		}
-		cmu.Unlock()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			o.conns.Add(1)
-			cmu.Lock()
-			open = append(open, c)
-			cmu.Unlock()
-			go o.serve(c)
-		}
-	}()
+	o.port = serveOrigin(t, &o.conns, o.serve)
 	return o
 }
 

@@ -30,11 +30,25 @@ type tcpOrigin struct {
 
 func newTCPOrigin(t *testing.T, name string) *tcpOrigin {
 	t.Helper()
+	o := &tcpOrigin{name: name}
+	o.port = serveOrigin(t, &o.conns, func(c net.Conn) {
+		defer c.Close()
+		c.Write([]byte(name))
+		io.Copy(c, c)
+	})
+	return o
+}
+
+// serveOrigin listens on a free 127.0.0.1 port and runs serve on a goroutine
+// of its own for every connection, counted in conns; the test's cleanup
+// closes the listener and every connection. It returns the port. The tcp
+// and http origins of these tests are built on it.
+func serveOrigin(t *testing.T, conns *atomic.Int64, serve func(c net.Conn)) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &tcpOrigin{name: name, port: ln.Addr().(*net.TCPAddr).Port}
 	var mu sync.Mutex
 	var open []net.Conn
 	t.Cleanup(func() {
@@ -51,18 +65,14 @@ func newTCPOrigin(t *testing.T, name string) *tcpOrigin {
 			if err != nil {
 				return
 			}
-			o.conns.Add(1)
+			conns.Add(1)
 			mu.Lock()
 			open = append(open, c)
 			mu.Unlock()
-			go func() {
-				defer c.Close()
-				c.Write([]byte(name))
-				io.Copy(c, c)
-			}()
+			go serve(c)
 		}
 	}()
-	return o
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func (o *tcpOrigin) server(name string) map[string]any {
