@@ -86,29 +86,15 @@ func fdsOpenedSince(t *testing.T, before map[string]string) []string {
 // caches, which would show as fds that the engine never opened.)
 func quietOrigin(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return serveOrigin(t, func(c net.Conn) {
+		defer c.Close()
+		buf := make([]byte, 512)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := c.Read(buf); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 512)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	})
 }
 
 // TestEngineHealthChecksAcrossGenerations: the engine starts a checker

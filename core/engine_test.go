@@ -29,6 +29,18 @@ func freePort(t *testing.T) int {
 // echoes what it reads.
 func greeter(t *testing.T, name string) int {
 	t.Helper()
+	return serveOrigin(t, func(c net.Conn) {
+		defer c.Close()
+		c.Write([]byte(name))
+		io.Copy(c, c)
+	})
+}
+
+// serveOrigin listens on a free 127.0.0.1 port and runs serve on a goroutine
+// of its own for every connection until the test's cleanup closes the
+// listener. It returns the port. greeter and quietOrigin are built on it.
+func serveOrigin(t *testing.T, serve func(c net.Conn)) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -40,11 +52,7 @@ func greeter(t *testing.T, name string) int {
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				c.Write([]byte(name))
-				io.Copy(c, c)
-			}()
+			go serve(c)
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr).Port
