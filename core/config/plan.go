@@ -151,31 +151,43 @@ func bindName(b *Bind) string         { return b.Name }
 func backendName(b *Backend) string   { return b.Name }
 func serverName(s *Server) string     { return s.Name }
 
-func (d *differ) frontends(old, new []Frontend) {
-	oldIdx, newIdx := index(old, frontendName), index(new, frontendName)
+// diffNamed matches the items of two lists by name and reports each
+// difference in new's order, then old's: created for an item only in new,
+// matched for an item in both, deleted for an item only in old. Of
+// duplicate names (a config that did not validate) only the first counts.
+// It serves frontends, binds, backends and servers.
+func diffNamed[T any](old, new []T, name func(*T) string, created func(n *T), matched func(o, n *T), deleted func(o *T)) {
+	oldIdx, newIdx := index(old, name), index(new, name)
 	for i := range new {
-		f := &new[i]
-		if newIdx[f.Name] != i {
+		n := &new[i]
+		if newIdx[name(n)] != i {
 			continue // duplicate name in an invalid config
 		}
-		obj := "frontend/" + f.Name
-		j, ok := oldIdx[f.Name]
-		if !ok {
-			d.add(obj, OpCreate, frontendApply(f), nil)
-			continue
+		if j, ok := oldIdx[name(n)]; ok {
+			matched(&old[j], n)
+		} else {
+			created(n)
 		}
-		o := &old[j]
-		if fields := changedFields(*o, *f, "name", "binds"); len(fields) > 0 {
-			d.add(obj, OpUpdate, ApplyInPlace, fields)
-		}
-		d.binds(obj, o.Binds, f.Binds)
 	}
 	for i := range old {
-		f := &old[i]
-		if _, ok := newIdx[f.Name]; !ok && oldIdx[f.Name] == i {
-			d.add("frontend/"+f.Name, OpDelete, frontendApply(f), nil)
+		o := &old[i]
+		if _, ok := newIdx[name(o)]; !ok && oldIdx[name(o)] == i {
+			deleted(o)
 		}
 	}
+}
+
+func (d *differ) frontends(old, new []Frontend) {
+	diffNamed(old, new, frontendName,
+		func(f *Frontend) { d.add("frontend/"+f.Name, OpCreate, frontendApply(f), nil) },
+		func(o, f *Frontend) {
+			obj := "frontend/" + f.Name
+			if fields := changedFields(*o, *f, "name", "binds"); len(fields) > 0 {
+				d.add(obj, OpUpdate, ApplyInPlace, fields)
+			}
+			d.binds(obj, o.Binds, f.Binds)
+		},
+		func(f *Frontend) { d.add("frontend/"+f.Name, OpDelete, frontendApply(f), nil) })
 }
 
 func frontendApply(f *Frontend) string {
@@ -186,55 +198,27 @@ func frontendApply(f *Frontend) string {
 }
 
 func (d *differ) binds(parent string, old, new []Bind) {
-	oldIdx, newIdx := index(old, bindName), index(new, bindName)
-	for i := range new {
-		b := &new[i]
-		if newIdx[b.Name] != i {
-			continue
-		}
-		obj := parent + "/bind/" + b.Name
-		j, ok := oldIdx[b.Name]
-		if !ok {
-			d.add(obj, OpCreate, ApplyRebind, nil)
-			continue
-		}
-		if fields := changedFields(old[j], *b, "name"); len(fields) > 0 {
-			d.add(obj, OpUpdate, ApplyRebind, fields)
-		}
-	}
-	for i := range old {
-		b := &old[i]
-		if _, ok := newIdx[b.Name]; !ok && oldIdx[b.Name] == i {
-			d.add(parent+"/bind/"+b.Name, OpDelete, ApplyRebind, nil)
-		}
-	}
+	diffNamed(old, new, bindName,
+		func(b *Bind) { d.add(parent+"/bind/"+b.Name, OpCreate, ApplyRebind, nil) },
+		func(o, b *Bind) {
+			if fields := changedFields(*o, *b, "name"); len(fields) > 0 {
+				d.add(parent+"/bind/"+b.Name, OpUpdate, ApplyRebind, fields)
+			}
+		},
+		func(b *Bind) { d.add(parent+"/bind/"+b.Name, OpDelete, ApplyRebind, nil) })
 }
 
 func (d *differ) backends(old, new []Backend) {
-	oldIdx, newIdx := index(old, backendName), index(new, backendName)
-	for i := range new {
-		b := &new[i]
-		if newIdx[b.Name] != i {
-			continue
-		}
-		obj := "backend/" + b.Name
-		j, ok := oldIdx[b.Name]
-		if !ok {
-			d.add(obj, OpCreate, ApplyInPlace, nil)
-			continue
-		}
-		o := &old[j]
-		if fields := changedFields(*o, *b, "name", "servers"); len(fields) > 0 {
-			d.add(obj, OpUpdate, ApplyInPlace, fields)
-		}
-		d.servers(obj, o.Servers, b.Servers)
-	}
-	for i := range old {
-		b := &old[i]
-		if _, ok := newIdx[b.Name]; !ok && oldIdx[b.Name] == i {
-			d.add("backend/"+b.Name, OpDelete, ApplyInPlace, nil)
-		}
-	}
+	diffNamed(old, new, backendName,
+		func(b *Backend) { d.add("backend/"+b.Name, OpCreate, ApplyInPlace, nil) },
+		func(o, b *Backend) {
+			obj := "backend/" + b.Name
+			if fields := changedFields(*o, *b, "name", "servers"); len(fields) > 0 {
+				d.add(obj, OpUpdate, ApplyInPlace, fields)
+			}
+			d.servers(obj, o.Servers, b.Servers)
+		},
+		func(b *Backend) { d.add("backend/"+b.Name, OpDelete, ApplyInPlace, nil) })
 }
 
 func (d *differ) servers(parent string, old, new []Server) {
@@ -251,31 +235,17 @@ func (d *differ) servers(parent string, old, new []Server) {
 			old, new = old[:len(old)-1], new[:len(new)-1]
 		}
 	}
-	oldIdx, newIdx := index(old, serverName), index(new, serverName)
-	for i := range new {
-		s := &new[i]
-		if newIdx[s.Name] != i {
-			continue
-		}
-		obj := parent + "/server/" + s.Name
-		j, ok := oldIdx[s.Name]
-		if !ok {
-			d.add(obj, OpCreate, ApplyInPlace, nil)
-			continue
-		}
-		if old[j].equal(s) {
-			continue // the common case with many servers: skip reflection
-		}
-		if fields := changedFields(old[j], *s, "name"); len(fields) > 0 {
-			d.add(obj, OpUpdate, ApplyInPlace, fields)
-		}
-	}
-	for i := range old {
-		s := &old[i]
-		if _, ok := newIdx[s.Name]; !ok && oldIdx[s.Name] == i {
-			d.add(parent+"/server/"+s.Name, OpDelete, ApplyInPlace, nil)
-		}
-	}
+	diffNamed(old, new, serverName,
+		func(s *Server) { d.add(parent+"/server/"+s.Name, OpCreate, ApplyInPlace, nil) },
+		func(o, s *Server) {
+			if o.equal(s) {
+				return // the common case with many servers: skip reflection
+			}
+			if fields := changedFields(*o, *s, "name"); len(fields) > 0 {
+				d.add(parent+"/server/"+s.Name, OpUpdate, ApplyInPlace, fields)
+			}
+		},
+		func(s *Server) { d.add(parent+"/server/"+s.Name, OpDelete, ApplyInPlace, nil) })
 }
 
 // changedFields lists the JSON names of the top-level fields of two values
