@@ -129,6 +129,13 @@ func frontend(t testing.TB, mode SpliceMode, addrs ...*net.TCPAddr) *Frontend {
 // worker (what core/listen does for real).
 func (e *env) dial(fe *Frontend) *net.TCPConn {
 	e.t.Helper()
+	return e.connect(func(fd int) { e.w.StartTCP(fd, fe) })
+}
+
+// connect makes a client connection and runs start on the loop thread with
+// its accepted end as a raw non-blocking fd: dial and dialHTTP share it.
+func (e *env) connect(start func(fd int)) *net.TCPConn {
+	e.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		e.t.Fatal(err)
@@ -148,7 +155,7 @@ func (e *env) dial(fe *Frontend) *net.TCPConn {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		e.t.Fatal(err)
 	}
-	e.do(func() { e.w.StartTCP(fd, fe) })
+	e.do(func() { start(fd) })
 	return c.(*net.TCPConn)
 }
 

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/http1"
@@ -122,28 +120,9 @@ func httpFrontend(t testing.TB, opts func(*config.Backend), addrs ...*net.TCPAdd
 // dialHTTP is env.dial for http mode.
 func (e *env) dialHTTP(fe *Frontend) *net.TCPConn {
 	e.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { c.Close() })
-	sc, err := ln.Accept()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	fd := rawFD(e.t, sc.(*net.TCPConn))
-	sc.Close()
-	if err := unix.SetNonblock(fd, true); err != nil {
-		e.t.Fatal(err)
-	}
-	e.do(func() { e.w.StartHTTP(fd, fe) })
-	c.(*net.TCPConn).SetDeadline(time.Now().Add(10 * time.Second))
-	return c.(*net.TCPConn)
+	c := e.connect(func(fd int) { e.w.StartHTTP(fd, fe) })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
 }
 
 func TestHTTPKeepAliveReusesOneServerConnection(t *testing.T) {
