@@ -19,8 +19,14 @@ step "OpenAPI document is up to date"
 step "unit and integration tests (-race)"
 $GO test -race -count=1 -timeout 15m ./...
 
-step "fuzz smoke (committed corpus runs above; a few seconds of new inputs here)"
-./scripts/fuzz.sh "${FUZZTIME:-5s}"
+# The committed fuzz corpora (testdata/fuzz/) ran above as ordinary tests.
+# Exploring new inputs is `make fuzz`: a fresh finding is a bug to fix and
+# commit with its input, but it must not make a CI run fail at random, so it
+# runs here only when asked (FUZZTIME=5s make test).
+if [ -n "${FUZZTIME:-}" ]; then
+	step "fuzzing every target for $FUZZTIME"
+	./scripts/fuzz.sh "$FUZZTIME"
+fi
 
 if [ -x packaging/test.sh ]; then
 	step "deb and rpm packages: build, inspect, install, upgrade, purge"
