@@ -259,10 +259,15 @@ func TestHTTPKeepAliveRequestDoesNotAllocate(t *testing.T) {
 
 const rawResponse = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
 
-// newRawServer answers every request head (no body) with rawResponse, on
-// raw reads: allocation-free in steady state, so that AllocsPerRun
-// measures the proxy.
+// newRawServer answers every request head (no body) with rawResponse.
 func newRawServer(t testing.TB) *net.TCPAddr {
+	return headServer(t, []byte(rawResponse))
+}
+
+// headServer answers every request head (no body) with resp, on raw reads:
+// allocation-free in steady state, so that AllocsPerRun and the benchmarks
+// measure the proxy.
+func headServer(t testing.TB, resp []byte) *net.TCPAddr {
 	return origin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		buf := make([]byte, 8192)
@@ -278,7 +283,7 @@ func newRawServer(t testing.TB) *net.TCPAddr {
 				if i < 0 {
 					break
 				}
-				if _, err := c.Write([]byte(rawResponse)); err != nil {
+				if _, err := c.Write(resp); err != nil {
 					return
 				}
 				copy(buf, buf[i+4:have])
@@ -642,29 +647,7 @@ func BenchmarkHTTPLargeResponse(b *testing.B) {
 	const size = 1 << 20
 	resp := append([]byte("HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(size)+"\r\n\r\n"), bytes.Repeat([]byte("x"), size)...)
 	e := newEnv(b, defaultTuning())
-	addr := origin(b, func(c *net.TCPConn) {
-		defer c.Close()
-		buf := make([]byte, 4096)
-		have := 0
-		for {
-			n, err := c.Read(buf[have:])
-			if err != nil {
-				return
-			}
-			have += n
-			for {
-				i := bytes.Index(buf[:have], []byte("\r\n\r\n"))
-				if i < 0 {
-					break
-				}
-				if _, err := c.Write(resp); err != nil {
-					return
-				}
-				copy(buf, buf[i+4:have])
-				have -= i + 4
-			}
-		}
-	})
+	addr := headServer(b, resp)
 	fe := httpFrontend(b, nil, addr)
 	fe.Splice = SpliceOn
 	c := e.dialHTTP(fe)
