@@ -278,19 +278,24 @@ func TestCPUMapPinsEachLoopThreadAtRuntime(t *testing.T) {
 	check(all, all)
 }
 
+// writeTreeFile writes root/rel, creating its directories: a file of a
+// fake /proc or /sys tree.
+func writeTreeFile(t *testing.T, root, rel, content string) {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // fakeIRQTree is a fake /proc and /sys with IRQs 30 and 31 and CPUs 0-1.
 func fakeIRQTree(t *testing.T) pin.FS {
 	t.Helper()
 	root := t.TempDir()
-	w := func(rel, content string) {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := func(rel, content string) { writeTreeFile(t, root, rel, content) }
 	w("proc/interrupts", "           CPU0       CPU1\n 30:  5  7  PCI-MSI 1-edge  eth0-rx-0\n 31:  1  2  PCI-MSI 2-edge  eth0-tx-0\n")
 	w("proc/irq/30/smp_affinity_list", "0-1\n")
 	w("proc/irq/31/smp_affinity_list", "0-1\n")
@@ -428,15 +433,7 @@ func TestEveryTuningValueAppliesAtRuntime(t *testing.T) {
 func TestSeparatePolicyPlacesNICIRQsBesideTheLoops(t *testing.T) {
 	fs := fakeIRQTree(t)
 	root := filepath.Dir(fs.Proc)
-	w := func(rel, content string) {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := func(rel, content string) { writeTreeFile(t, root, rel, content) }
 	w("proc/interrupts", "           CPU0       CPU1\n 30:  5  7  PCI-MSI 1-edge  eth0-rx-0\n 31:  1  2  PCI-MSI 2-edge  eth0-tx-0\n 32:  1  2  PCI-MSI 3-edge  eth0-rx-1\n")
 	w("proc/irq/32/smp_affinity_list", "0-1\n")
 	for _, cpu := range []string{"cpu0", "cpu1"} {
