@@ -503,14 +503,7 @@ func (e *Engine) onEveryLoop(ctx context.Context, fn func(l *loop.Loop, w *proxy
 			wg.Done()
 		}
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitGroup(ctx, &wg)
 }
 
 // accept runs on the loop thread that owns the new connection.
