@@ -107,21 +107,23 @@ func (s *syncBuffer) String() string {
 // temporary directory when empty) and waits for /healthz.
 func startSpliced(t testing.TB, stateDir string, extra ...string) *instance {
 	t.Helper()
-	bin := buildBinary(t)
 	if stateDir == "" {
 		stateDir = t.TempDir()
 	}
-	in := &instance{
-		t:        t,
-		Admin:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		StateDir: stateDir,
-		logs:     &syncBuffer{},
-		exited:   make(chan struct{}),
-	}
-	args := append([]string{"--admin-addr", in.Admin, "--state-dir", stateDir}, extra...)
-	in.cmd = exec.Command(bin, args...)
-	in.cmd.Stdout = in.logs
-	in.cmd.Stderr = in.logs
+	admin := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	in := startAt(t, stateDir, admin, "http://"+admin+"/healthz", http.DefaultClient, extra...)
+	in.Admin = admin
+	return in
+}
+
+// startAt runs the binary with its own --admin-addr and stateDir and waits
+// for /healthz through client at healthURL (startSpliced is startAt on a
+// free loopback port; the security tests give unix sockets and TLS).
+func startAt(t testing.TB, stateDir, adminAddr, healthURL string, client *http.Client, extra ...string) *instance {
+	t.Helper()
+	in := &instance{t: t, StateDir: stateDir, logs: &syncBuffer{}, exited: make(chan struct{})}
+	in.cmd = exec.Command(buildBinary(t), append([]string{"--admin-addr", adminAddr, "--state-dir", stateDir}, extra...)...)
+	in.cmd.Stdout, in.cmd.Stderr = in.logs, in.logs
 	if err := in.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -132,25 +134,20 @@ func startSpliced(t testing.TB, stateDir string, extra ...string) *instance {
 			t.Logf("spliced logs:\n%s", in.logs.String())
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitFor(t, 20*time.Second, "/healthz at "+healthURL, func() bool {
 		select {
 		case <-in.exited:
 			t.Fatalf("spliced exited at start: %v\n%s", in.exitErr, in.logs.String())
 		default:
 		}
-		resp, err := http.Get("http://" + in.Admin + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return in
-			}
+		resp, err := client.Get(healthURL)
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("spliced did not answer /healthz within 20s\n%s", in.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return in
 }
 
 // Kill stops the process with SIGKILL (a crash) and waits for it.

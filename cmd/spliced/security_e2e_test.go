@@ -86,39 +86,6 @@ func TestTokenCommandAddListRevoke(t *testing.T) {
 	}
 }
 
-// startAt runs the binary with its own --admin-addr (startSpliced always
-// uses a loopback one) and waits for /healthz through client at url.
-func startAt(t *testing.T, stateDir, adminAddr, healthURL string, client *http.Client, extra ...string) *instance {
-	t.Helper()
-	in := &instance{t: t, StateDir: stateDir, logs: &syncBuffer{}, exited: make(chan struct{})}
-	in.cmd = exec.Command(buildBinary(t), append([]string{"--admin-addr", adminAddr, "--state-dir", stateDir}, extra...)...)
-	in.cmd.Stdout, in.cmd.Stderr = in.logs, in.logs
-	if err := in.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { in.exitErr = in.cmd.Wait(); close(in.exited) }()
-	t.Cleanup(func() {
-		in.Kill()
-		if t.Failed() {
-			t.Logf("spliced logs:\n%s", in.logs.String())
-		}
-	})
-	waitFor(t, 20*time.Second, "/healthz at "+healthURL, func() bool {
-		select {
-		case <-in.exited:
-			t.Fatalf("spliced exited at start: %v\n%s", in.exitErr, in.logs.String())
-		default:
-		}
-		resp, err := client.Get(healthURL)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
-	return in
-}
-
 func TestUnixSocketAdminIsOpenToItsOwnerOnly(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "admin.sock")
