@@ -189,10 +189,8 @@ func validAuthority(a []byte, needPort bool) bool {
 		if end < 2 {
 			return false
 		}
-		for _, c := range a[1:end] {
-			if charClass[c]&cHex == 0 && c != ':' && c != '.' {
-				return false
-			}
+		if !validIPv6(a[1:end]) {
+			return false
 		}
 		rest := a[end+1:]
 		if len(rest) > 0 {
@@ -226,6 +224,83 @@ func validAuthority(a []byte, needPort bool) bool {
 		}
 	}
 	return a[0] == '[' || len(host) > 0
+}
+
+// validIPv6 reports whether b is an IPv6address of RFC 3986 §3.2.2: eight
+// groups of 1-4 hex digits separated by ':', at most one "::" standing for
+// one or more zero groups, the last two groups optionally written as a
+// dotted IPv4 address. It does the work of netip.ParseAddr without the
+// string conversion (the parser must not allocate) and without zones,
+// which a URI cannot carry unescaped.
+func validIPv6(b []byte) bool {
+	groups, ellipsis, afterGroup := 0, false, false
+	for i := 0; i < len(b); {
+		if b[i] == ':' {
+			if i+1 < len(b) && b[i+1] == ':' {
+				if ellipsis {
+					return false
+				}
+				ellipsis, afterGroup = true, false
+				i += 2
+				continue
+			}
+			// A single ':' separates two groups: one before, one after.
+			if !afterGroup || i == len(b)-1 {
+				return false
+			}
+			i++
+		}
+		j := i
+		for j < len(b) && j-i < 5 && charClass[b[j]]&cHex != 0 {
+			j++
+		}
+		if j < len(b) && b[j] == '.' {
+			// The rest is a dotted IPv4 address: two groups.
+			if !validIPv4(b[i:]) {
+				return false
+			}
+			groups += 2
+			break
+		}
+		if j == i || j-i > 4 || (j < len(b) && b[j] != ':') {
+			return false
+		}
+		groups++
+		afterGroup = true
+		i = j
+	}
+	if ellipsis {
+		return groups <= 7
+	}
+	return groups == 8
+}
+
+// validIPv4 reports whether b is four decimal octets 0-255 separated by
+// '.', without leading zeros (as netip.ParseAddr requires).
+func validIPv4(b []byte) bool {
+	parts := 0
+	for i := 0; i <= len(b); {
+		j, v := i, 0
+		for j < len(b) && isDigit(b[j]) {
+			v = v*10 + int(b[j]-'0')
+			j++
+			if j-i > 3 {
+				return false
+			}
+		}
+		if j == i || v > 255 || (j-i > 1 && b[i] == '0') {
+			return false
+		}
+		parts++
+		if j == len(b) {
+			break
+		}
+		if b[j] != '.' {
+			return false
+		}
+		i = j + 1
+	}
+	return parts == 4
 }
 
 const (
