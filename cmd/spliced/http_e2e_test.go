@@ -583,7 +583,9 @@ func TestHTTPBalanceDistribution(t *testing.T) {
 // queue_ms it gets 503.
 func TestHTTPQueueing(t *testing.T) {
 	in := startSpliced(t, "")
+	var atOrigin atomic.Int64 // requests the origin has started on
 	o := newHTTPOrigin(t, "slow", func(_ net.Conn, r *rawReq) string {
+		atOrigin.Add(1)
 		time.Sleep(400 * time.Millisecond)
 		return okResp("slow")
 	})
@@ -605,6 +607,7 @@ func TestHTTPQueueing(t *testing.T) {
 				"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port}},
 			})
 			start := time.Now()
+			base := atOrigin.Load()
 			var wg sync.WaitGroup
 			status := make([]int, 2)
 			for i := 0; i < 2; i++ {
@@ -612,7 +615,15 @@ func TestHTTPQueueing(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					if i == 1 {
-						time.Sleep(100 * time.Millisecond) // the first one holds the slot
+						// Only once the first request holds the slot (it
+						// reached the origin) does the second one start:
+						// a fixed sleep lost that race under -race load.
+						for deadline := time.Now().Add(10 * time.Second); atOrigin.Load() == base; {
+							if time.Now().After(deadline) {
+								return
+							}
+							time.Sleep(5 * time.Millisecond)
+						}
 					}
 					c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
 					if err != nil {
