@@ -75,6 +75,8 @@ type Loop struct {
 	sources []Source
 	evbuf   [8]byte
 	avgLoop float64 // ns, EWMA
+	spare   bool    // spareP() as of spareAt-spareCheck: blocking polls keep the P
+	spareAt int64
 
 	// Counters accumulated on the loop thread, published once per round.
 	cLoops, cPollIO, cWake, cTimers uint64
@@ -446,7 +448,15 @@ func (l *Loop) pollTimeout() int {
 func (l *Loop) poll(timeout int) {
 	var n int
 	var err error
-	holdP := timeout != 0 && spareP()
+	holdP := false
+	if timeout != 0 {
+		// runtime.GOMAXPROCS takes the scheduler's lock: look again at
+		// most every spareCheck, not at every sleep.
+		if l.now >= l.spareAt {
+			l.spare, l.spareAt = spareP(), l.now+spareCheck
+		}
+		holdP = l.spare
+	}
 	for {
 		n, err = epollWait(l.epfd, l.events, timeout, holdP)
 		if err != unix.EINTR {
@@ -463,6 +473,9 @@ func (l *Loop) poll(timeout int) {
 // running counts the loops inside Run in this process. It is process-wide
 // on purpose: it is weighed against GOMAXPROCS, which is process-wide too.
 var running atomic.Int32
+
+// spareCheck is how often a loop re-evaluates spareP.
+const spareCheck = int64(100 * time.Millisecond)
 
 // spareP reports whether GOMAXPROCS leaves at least one P to the goroutines
 // that are not loops (admin API, health checks, GC workers, timers) while
