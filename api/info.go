@@ -120,8 +120,3 @@ func (s *server) openapiJSON(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.spec)
 }
 
-// notImplemented answers the routes of later issues.
-func (s *server) notImplemented(w http.ResponseWriter, r *http.Request) {
-	writeProblem(w, r, problemFor(&apiError{Status: http.StatusNotImplemented, Code: "not-implemented",
-		Detail: r.Method + " " + r.URL.Path + " is not implemented yet; it is part of the API contract and comes in a later release"}, ""))
-}
