@@ -47,7 +47,10 @@ type httpConn struct {
 	qout *Buffer // rewritten request head (kept until the response starts, for a replay)
 	qlen int     // length of the rewritten head in qout
 	rout *Buffer // rewritten response head, or a proxy answer
-	req  http1.Request
+	// req is the parser state of the request in flight, from the loop's
+	// free list (getReq) from the first byte of its head until the
+	// exchange ends or the connection closes (putReq); nil while idle.
+	req  *http1.Request
 	sc   *srvConn
 	be   *Backend
 	slot *balance.Server // server whose slot (Acquire) this request holds
@@ -89,8 +92,6 @@ func (w *Worker) StartHTTP(fd int, fe *Frontend) {
 	c.fe, c.hf = fe, fe.HTTP
 	c.cli.FD = loop.FD{Fd: fd, T: &c.cli.Task}
 	c.cli.Connected = true
-	c.req.Limits = http1.Limits{MaxHead: headLimit(w.Bufs.Size())}
-	c.req.Reset()
 	w.linkHTTP(c)
 	c.fs = fe.Stats.Loop(w.id)
 	c.fs.ConnTotal.Add(1)
@@ -213,6 +214,9 @@ func (c *httpConn) process() {
 func (c *httpConn) readHead() {
 	for {
 		if c.in != nil && c.in.Len() > 0 {
+			if c.req == nil {
+				c.req = c.w.getReq()
+			}
 			n, err := c.req.Parse(c.in.Data())
 			if err != nil {
 				c.fs.Errors.Add(1)
@@ -287,7 +291,7 @@ func (c *httpConn) releaseIn() {
 // startRequest handles a complete head of n bytes at the front of c.in:
 // checks, routing, the rewritten head, then a server.
 func (c *httpConn) startRequest(n int) {
-	w, r, hf := c.w, &c.req, c.hf
+	w, r, hf := c.w, c.req, c.hf
 	buf := c.in.Data()
 	c.nreq++
 	c.fs.Requests.Add(1)
@@ -439,6 +443,9 @@ func (c *httpConn) mayReuse() bool {
 func (c *httpConn) attach(sc *srvConn) {
 	sc.owner = c
 	c.sc = sc
+	if sc.resp == nil {
+		sc.resp = c.w.getResp()
+	}
 	sc.resp.Reset()
 }
 
@@ -646,6 +653,33 @@ func (c *httpConn) onTimer() {
 	}
 }
 
+// getReq returns a reset request parser from the loop's free list. The
+// list holds at most as many as were ever in flight at once on this loop,
+// so that steady-state requests do not allocate.
+func (w *Worker) getReq() *http1.Request {
+	h := &w.h
+	if n := len(h.freeReq); n > 0 {
+		r := h.freeReq[n-1]
+		h.freeReq[n-1] = nil
+		h.freeReq = h.freeReq[:n-1]
+		return r
+	}
+	r := &http1.Request{}
+	r.Limits = http1.Limits{MaxHead: headLimit(w.Bufs.Size())}
+	r.Reset()
+	return r
+}
+
+// putReq gives the request parser back to the loop's free list; c.req is
+// nil afterwards, so a second call does nothing.
+func (c *httpConn) putReq() {
+	if r := c.req; r != nil {
+		c.req = nil
+		r.Reset()
+		c.w.h.freeReq = append(c.w.h.freeReq, r)
+	}
+}
+
 func (c *httpConn) putQout() {
 	if c.qout != nil {
 		c.qout.head, c.qout.tail = 0, 0
@@ -741,6 +775,7 @@ func (c *httpConn) recycle() {
 	c.reqBody, c.respBody = body{}, body{}
 	c.reqHeadSent, c.respHead, c.respSent, c.closeAfter, c.upgrade = false, false, false, false, false
 	c.qlen, c.deadline, c.idle, c.lastIO = 0, 0, 0, 0
+	c.putReq()
 	if len(w.h.freeConn) < maxFreeConns {
 		w.h.freeConn = append(w.h.freeConn, c)
 	}

@@ -359,7 +359,7 @@ func (c *httpConn) readResponse() bool {
 			return true // an interim response is still being sent
 		}
 		if sc.in != nil && sc.in.Len() > 0 {
-			r := &sc.resp
+			r := sc.resp
 			n, err := r.Parse(sc.in.Data(), c.req.MethodID)
 			if err != nil {
 				c.fail(502)
@@ -470,7 +470,7 @@ func (c *httpConn) serverFailed() {
 // rout; the head is at the front of the server buffer.
 func (c *httpConn) buildRespHead(final bool) {
 	sc := c.sc
-	r := &sc.resp
+	r := sc.resp
 	buf := sc.in.Data()
 	if c.rout == nil {
 		c.rout = c.w.Bufs.Get()
@@ -525,11 +525,11 @@ func (c *httpConn) finishExchange() {
 	c.reqBody.release(w)
 	c.respBody.release(w)
 	c.releaseSlot()
+	c.putReq()
 	if c.closeAfter {
 		c.closeGracefully()
 		return
 	}
-	c.req.Reset()
 	c.phase = phHead
 	if c.in != nil && c.in.Len() > 0 {
 		c.armIn(c.hf.RequestTimeout)

@@ -29,9 +29,9 @@ type srvConn struct {
 	w      *Worker
 	side   Side
 	server *balance.Server
-	in     *Buffer // bytes from the server not yet relayed
-	resp   http1.Response
-	timer  loop.Timer // idle expiry while pooled
+	in     *Buffer         // bytes from the server not yet relayed
+	resp   *http1.Response // while attached (getResp); nil while pooled
+	timer  loop.Timer      // idle expiry while pooled
 	owner  *httpConn
 	reused bool // has carried a request before the current one
 	pool   *srvPool
@@ -54,6 +54,12 @@ type httpState struct {
 	q        waitQueue
 	freeConn []*httpConn
 	freeSrv  []*srvConn
+	// Parsers of the requests and responses in flight are taken from
+	// these while an exchange needs them, so that idle connections (client
+	// between requests, server in the pool) do not carry ~2 KiB of header
+	// spans each.
+	freeReq  []*http1.Request
+	freeResp []*http1.Response
 }
 
 func runSrvTask(tk *loop.Tasklet) {
@@ -84,7 +90,6 @@ func (w *Worker) newSrv() *srvConn {
 		sc = &srvConn{w: w}
 		sc.side.Task.Run, sc.side.Task.Owner = runSrvTask, sc
 		sc.timer.Run, sc.timer.Owner = runSrvTimer, sc
-		sc.resp.Limits = http1.Limits{MaxHead: headLimit(w.Bufs.Size())}
 	}
 	sc.side.FD = loop.FD{Fd: -1, T: &sc.side.Task}
 	return sc
@@ -155,7 +160,31 @@ func (w *Worker) closeSrv(sc *srvConn) {
 	w.recycleSrv(sc)
 }
 
+// getResp returns a response parser from the loop's free list (see getReq).
+func (w *Worker) getResp() *http1.Response {
+	h := &w.h
+	if n := len(h.freeResp); n > 0 {
+		r := h.freeResp[n-1]
+		h.freeResp[n-1] = nil
+		h.freeResp = h.freeResp[:n-1]
+		return r
+	}
+	r := &http1.Response{}
+	r.Limits = http1.Limits{MaxHead: headLimit(w.Bufs.Size())}
+	return r
+}
+
+// putResp gives sc's response parser back; sc.resp is nil afterwards.
+func (w *Worker) putResp(sc *srvConn) {
+	if r := sc.resp; r != nil {
+		sc.resp = nil
+		r.Reset()
+		w.h.freeResp = append(w.h.freeResp, r)
+	}
+}
+
 func (w *Worker) recycleSrv(sc *srvConn) {
+	w.putResp(sc)
 	sc.side.FD.Ready = 0
 	sc.side.Connected = false
 	sc.owner, sc.server, sc.reused = nil, nil, false
@@ -181,6 +210,7 @@ func (w *Worker) poolSrv(sc *srvConn) bool {
 		return false
 	}
 	sc.owner = nil
+	w.putResp(sc)
 	sc.reused = true
 	sc.pool = p
 	sc.prev, sc.next = nil, p.head
