@@ -119,4 +119,3 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 func (s *server) openapiJSON(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.spec)
 }
-
