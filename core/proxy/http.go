@@ -653,15 +653,25 @@ func (c *httpConn) onTimer() {
 	}
 }
 
+// popFree takes the last parser of a loop's free list, or returns nil when
+// the list is empty (the slot is cleared so the list holds no stale
+// pointer).
+func popFree[T any](l *[]*T) *T {
+	n := len(*l)
+	if n == 0 {
+		return nil
+	}
+	p := (*l)[n-1]
+	(*l)[n-1] = nil
+	*l = (*l)[:n-1]
+	return p
+}
+
 // getReq returns a reset request parser from the loop's free list. The
 // list holds at most as many as were ever in flight at once on this loop,
 // so that steady-state requests do not allocate.
 func (w *Worker) getReq() *http1.Request {
-	h := &w.h
-	if n := len(h.freeReq); n > 0 {
-		r := h.freeReq[n-1]
-		h.freeReq[n-1] = nil
-		h.freeReq = h.freeReq[:n-1]
+	if r := popFree(&w.h.freeReq); r != nil {
 		return r
 	}
 	r := &http1.Request{}

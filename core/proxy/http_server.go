@@ -162,11 +162,7 @@ func (w *Worker) closeSrv(sc *srvConn) {
 
 // getResp returns a response parser from the loop's free list (see getReq).
 func (w *Worker) getResp() *http1.Response {
-	h := &w.h
-	if n := len(h.freeResp); n > 0 {
-		r := h.freeResp[n-1]
-		h.freeResp[n-1] = nil
-		h.freeResp = h.freeResp[:n-1]
+	if r := popFree(&w.h.freeResp); r != nil {
 		return r
 	}
 	r := &http1.Response{}
