@@ -95,11 +95,23 @@ func (f *feRT) over() bool {
 // bindRT is one open bind. front is the frontend connections accepted on it
 // start with; Apply swaps it, connections keep the one they started with.
 type bindRT struct {
-	key   string
-	f     *feRT
-	spec  listen.BindSpec
+	key  string
+	f    *feRT
+	spec listen.BindSpec
+	// ln is the bind's listener. Once the bind is in pauseSet, loop
+	// threads read ln under Engine.pmu (syncPause), so it is replaced only
+	// through setListener.
 	ln    *listen.Listener
 	front atomic.Pointer[proxy.Frontend]
+}
+
+// setListener replaces b's listener under pmu: the loops may be pausing or
+// resuming b (syncPause) at this very moment (Apply's goroutine, e.mu
+// held).
+func (e *Engine) setListener(b *bindRT, ln *listen.Listener) {
+	e.pmu.Lock()
+	b.ln = ln
+	e.pmu.Unlock()
 }
 
 // beRT is a backend's state across snapshots: the balance lineage and
@@ -364,7 +376,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 				delete(e.binds, r.old.key)
 				continue
 			}
-			r.old.ln = ln
+			e.setListener(r.old, ln) // still in pauseSet: loops read it
 		}
 		e.restoreBackends(newBE)
 		return err

@@ -276,3 +276,62 @@ func TestEngineCloseLetsConnectionsFinish(t *testing.T) {
 		t.Fatal("Close did not return after the last connection ended")
 	}
 }
+
+// TestEngineFailedApplyRestoresBindsWithoutRace: a failed Apply that had
+// closed a bind for a rebind reopens it while the loop threads keep
+// pausing and resuming the binds (a frontend at its maxconn): the restored
+// listener is published under the lock the loops read it with (run with
+// -race).
+func TestEngineFailedApplyRestoresBindsWithoutRace(t *testing.T) {
+	e := newTestEngine(t)
+	p1, p2 := freePort(t), freePort(t)
+	origin := greeter(t, "A")
+	good := tcpConfig(1, origin, p1, p2)
+	good.Frontends[0].Maxconn = 1
+	apply(t, e, good)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+
+	// Churn on p2: every connection reaches the frontend's maxconn and
+	// every close resumes, so the loops run syncPause over every bind.
+	stop := make(chan struct{})
+	churned := make(chan int)
+	go func() {
+		n := 0
+		defer func() { churned <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p2), time.Second)
+			if err != nil {
+				continue
+			}
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			if _, err := io.ReadFull(c, make([]byte, 1)); err == nil {
+				n++
+			}
+			c.Close()
+		}
+	}()
+	for i := range 30 {
+		// b1 changes (rebind: closed, to be reopened on failure), b3 is on
+		// a taken port: the apply fails after b1 was closed.
+		bad := tcpConfig(int64(2+i), origin, p1, p2, taken.Addr().(*net.TCPAddr).Port)
+		bad.Frontends[0].Maxconn = 1
+		bad.Frontends[0].Binds[0].Backlog = 100 + i
+		if err := e.Apply(context.Background(), bad); err == nil {
+			t.Fatal("apply with a taken port succeeded")
+		}
+	}
+	close(stop)
+	if n := <-churned; n == 0 {
+		t.Fatal("no connection was served during the failed applies")
+	}
+	hello(t, p1, "A").Close()
+}

@@ -241,10 +241,8 @@ func (e *Engine) commitResize(rs *resize, newBinds map[string]*bindRT) {
 			keepOld = true
 			continue
 		}
-		e.pmu.Lock()
 		prev := b.ln
-		b.ln = ln
-		e.pmu.Unlock()
+		e.setListener(b, ln)
 		prev.Close() // closes its duplicates only
 	}
 	if !keepOld {
