@@ -202,6 +202,15 @@
 // chunked, Content-Length, or the server's close (then the client
 // connection closes after it).
 //
+// The rewritten request head (qout) lives until it is sent entirely (and
+// until a response head comes, for a replay), or until the request side
+// is aborted on purpose (abortRequest): a final response that comes
+// before the whole request was sent, or a server that stops reading it.
+// Then nothing more of the request is forwarded, the response is relayed
+// with Connection: close, the server connection is not pooled and the
+// backend and server count an abort. An interim response does not end
+// the sending of the request.
+//
 // Proxy answers (http1.AppendError): 400 and 501 for malformed requests,
 // 413 over http.max_body_size, 414, 431, 505, 408, 502 for a malformed or
 // missing response head, 503 (no route, no usable server, queue timeout,

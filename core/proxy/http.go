@@ -44,7 +44,7 @@ type httpConn struct {
 
 	cli  Side
 	in   *Buffer // client bytes not yet forwarded
-	qout *Buffer // rewritten request head (kept until the response starts, for a replay)
+	qout *Buffer // rewritten request head: kept until sent entirely, and until a response head comes (replay), or the request is aborted
 	qlen int     // length of the rewritten head in qout
 	rout *Buffer // rewritten response head, or a proxy answer
 	// req is the parser state of the request in flight, from the loop's
@@ -70,6 +70,8 @@ type httpConn struct {
 
 	reqBody, respBody body
 	reqHeadSent       bool // the rewritten head left entirely
+	reqAborted        bool // nothing more of the request is forwarded (abortRequest)
+	srvAnswered       bool // a response head (1xx included) came: no replay
 	respHead          bool // the final response head was parsed
 	respSent          bool // some response byte went to the client
 	closeAfter        bool // the client connection ends after this response
@@ -369,6 +371,7 @@ func (c *httpConn) startRequest(n int) {
 
 	c.closeAfter = r.Close
 	c.respHead, c.respSent, c.reqHeadSent, c.upgrade = false, false, false, false
+	c.reqAborted, c.srvAnswered = false, false
 	c.attempts = 0
 	c.bs = be.Stats.Loop(w.id)
 	c.bs.Requests.Add(1)
@@ -784,6 +787,7 @@ func (c *httpConn) recycle() {
 	c.bytesIn, c.bytesOut = 0, 0
 	c.reqBody, c.respBody = body{}, body{}
 	c.reqHeadSent, c.respHead, c.respSent, c.closeAfter, c.upgrade = false, false, false, false, false
+	c.reqAborted, c.srvAnswered = false, false
 	c.qlen, c.deadline, c.idle, c.lastIO = 0, 0, 0, 0
 	c.putReq()
 	if len(w.h.freeConn) < maxFreeConns {

@@ -288,14 +288,21 @@ func (c *httpConn) exchange() {
 	for {
 		sc := c.sc
 		c.moved = false
-		if !c.reqHeadSent && sc.side.canSend() {
+		if !c.reqHeadSent && !c.reqAborted && sc.side.canSend() {
 			if !c.flushTo(&sc.side, c.qout) {
-				c.serverFailed()
-				return
+				if c.canReplay() {
+					c.replay()
+					return
+				}
+				// The server stopped reading: it may have answered
+				// already (an early 413 or 431...); read on, and answer
+				// 502 only when no response head comes.
+				c.abortRequest()
+			} else if c.reqHeadSent = c.qout.Len() == 0; c.reqHeadSent && c.srvAnswered {
+				c.putQout() // sent: it served only a replay, which is excluded now
 			}
-			c.reqHeadSent = c.qout.Len() == 0
 		}
-		if c.reqHeadSent && !c.reqBody.broken && !c.reqBody.complete() {
+		if c.reqHeadSent && !c.reqAborted && !c.reqBody.broken && !c.reqBody.complete() {
 			switch st := c.relay(&c.reqBody, &c.cli, &c.in, &sc.side); {
 			case st == relSrc:
 				c.close(closeAbort) // the client left in the middle of its body
@@ -366,7 +373,13 @@ func (c *httpConn) readResponse() bool {
 				return false
 			}
 			if n > 0 {
-				c.putQout() // the server answered: no replay from here on
+				// The server answered: no replay from here on. The
+				// rewritten head is given back only once it was sent
+				// entirely (an interim response may come before).
+				c.srvAnswered = true
+				if c.reqHeadSent {
+					c.putQout()
+				}
 				if r.Interim {
 					// 1xx (100 Continue, 103 Early Hints) go to HTTP/1.1
 					// clients only (RFC 9110 §15.2).
@@ -377,15 +390,24 @@ func (c *httpConn) readResponse() bool {
 					r.Reset()
 					continue
 				}
+				if !c.reqHeadSent || (!c.reqAborted && !c.reqBody.broken && !c.reqBody.complete()) {
+					// A final answer before the whole request was sent (an
+					// early 413, 431, or any answer of a server that does
+					// not read on): relay it, forward nothing more of the
+					// request, close both connections after the response.
+					c.bs.Aborts.Add(1)
+					c.ss.Aborts.Add(1)
+					c.abortRequest()
+				}
 				if r.Upgrade {
-					if r.Status != 101 || !c.req.Upgrade || !c.reqBody.complete() {
+					if r.Status != 101 || !c.req.Upgrade || c.reqAborted || !c.reqBody.complete() {
 						c.fail(502)
 						return false
 					}
 					c.upgrade = true
 				}
 				c.respHead = true
-				if r.Body == http1.BodyUntilClose || !c.reqBody.complete() || c.reqBody.broken {
+				if r.Body == http1.BodyUntilClose || !c.reqBody.complete() || c.reqBody.broken || c.reqAborted {
 					c.closeAfter = true
 				}
 				c.buildRespHead(true)
@@ -442,8 +464,21 @@ func (c *httpConn) readResponse() bool {
 // answering anything, and the request can be sent again as it was.
 func (c *httpConn) canReplay() bool {
 	sc := c.sc
-	return sc.reused && c.qout != nil && !c.respSent && (sc.in == nil || sc.in.Len() == 0) &&
-		c.req.Body == http1.BodyNone && c.attempts <= c.be.B.Retries
+	return sc.reused && c.qout != nil && !c.srvAnswered && !c.reqAborted && !c.respSent &&
+		(sc.in == nil || sc.in.Len() == 0) && c.req.Body == http1.BodyNone && c.attempts <= c.be.B.Retries
+}
+
+// abortRequest stops forwarding the request on purpose: the server gave
+// its final answer before the request was sent entirely, or stopped
+// reading it. Nothing more of the request goes to the server (its
+// rewritten head is given back, the body is left unread in the client
+// connection), the server connection is not pooled, and the client
+// connection closes after the response (Connection: close), lingering to
+// discard what the client still sends.
+func (c *httpConn) abortRequest() {
+	c.reqAborted = true
+	c.closeAfter = true
+	c.putQout()
 }
 
 // replay sends the request again on a new connection to the same server
@@ -454,15 +489,6 @@ func (c *httpConn) replay() {
 	c.qout.head, c.qout.tail = 0, c.qlen
 	c.reqHeadSent = false
 	c.connect(c.slot)
-}
-
-// serverFailed: writing the request to the server failed.
-func (c *httpConn) serverFailed() {
-	if c.canReplay() {
-		c.replay()
-		return
-	}
-	c.fail(502)
 }
 
 // buildRespHead writes the relayed response head (status line and
@@ -508,7 +534,7 @@ func (c *httpConn) finishExchange() {
 	w := c.w
 	sc := c.sc
 	c.sc = nil
-	keep := !sc.resp.Close && c.reqHeadSent && !c.reqBody.broken && c.reqBody.complete() &&
+	keep := !sc.resp.Close && c.reqHeadSent && !c.reqAborted && !c.reqBody.broken && c.reqBody.complete() &&
 		(sc.in == nil || sc.in.Len() == 0) && c.req.Minor == 1
 	if sc.in != nil && sc.in.Len() == 0 {
 		w.Bufs.Put(sc.in)
