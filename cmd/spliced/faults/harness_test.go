@@ -1,0 +1,471 @@
+package faults
+
+// The harness: one binary built per run, one process per case, the three
+// checks every case ends with (alive, admin API answers, what the client
+// got), origins on raw sockets and raw-socket clients.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "spliced-faults-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "spliced")
+	args := []string{"build", "-o", binPath}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "github.com/spliced-proxy/spliced/cmd/spliced")
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// waitFor polls cond every 5 ms until it holds or d passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is one running spliced.
+type proc struct {
+	t       testing.TB
+	cmd     *exec.Cmd
+	admin   string
+	logs    *syncBuffer
+	exited  chan struct{}
+	exitErr error
+	client  *http.Client
+}
+
+// startOpts change how the binary runs.
+type startOpts struct {
+	nofile int // RLIMIT_NOFILE, soft and hard (0: inherited)
+}
+
+// start runs the binary on a free admin port and a fresh state directory
+// and waits for /healthz; the process is killed at the end of the test and
+// its logs shown if the test failed.
+func start(t testing.TB, o startOpts) *proc {
+	t.Helper()
+	p := &proc{t: t, logs: &syncBuffer{}, exited: make(chan struct{}),
+		admin:  "127.0.0.1:" + strconv.Itoa(freePort(t)),
+		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
+	args := []string{"--admin-addr", p.admin, "--state-dir", t.TempDir(), "--log-format", "json"}
+	if o.nofile > 0 {
+		// prlimit sets the limits and execs the binary: same pid.
+		args = append([]string{fmt.Sprintf("--nofile=%d:%d", o.nofile, o.nofile), "--", binPath}, args...)
+		p.cmd = exec.Command("prlimit", args...)
+	} else {
+		p.cmd = exec.Command(binPath, args...)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exitErr = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("spliced logs (tail):\n%s", tail(p.logs.String(), 6000))
+		}
+	})
+	waitFor(t, 20*time.Second, "/healthz", func() bool {
+		select {
+		case <-p.exited:
+			t.Fatalf("spliced exited at start: %v\n%s", p.exitErr, p.logs.String())
+		default:
+		}
+		r, err := p.client.Get("http://" + p.admin + "/healthz")
+		if err != nil {
+			return false
+		}
+		r.Body.Close()
+		return r.StatusCode == 200
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// api sends a request to the admin API; body is nil or marshalled as JSON.
+func (p *proc) api(method, path string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		j, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, "http://"+p.admin+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// must is api that fails the test unless the answer is a 2xx.
+func (p *proc) must(method, path string, body any) []byte {
+	p.t.Helper()
+	st, b, err := p.api(method, path, body)
+	if err != nil || st < 200 || st > 299 {
+		p.t.Fatalf("%s %s: status %d, %v: %s", method, path, st, err, b)
+	}
+	return b
+}
+
+// healthy is the check every case ends with: the process runs and the
+// admin API answers within 2 s.
+func (p *proc) healthy(t testing.TB) {
+	t.Helper()
+	select {
+	case <-p.exited:
+		t.Fatalf("spliced died: %v", p.exitErr)
+	default:
+	}
+	c := &http.Client{Timeout: 2 * time.Second}
+	r, err := c.Get("http://" + p.admin + "/api/v1/info")
+	if err != nil {
+		t.Fatalf("admin API does not answer: %v", err)
+	}
+	r.Body.Close()
+	if r.StatusCode != 200 {
+		t.Fatalf("admin API answers %d", r.StatusCode)
+	}
+	if strings.Contains(p.logs.String(), "DATA RACE") || strings.Contains(p.logs.String(), "panic:") {
+		t.Fatal("the process reported a data race or a panic")
+	}
+}
+
+// counts is the part of an object's stats the cases read.
+type counts struct {
+	Name          string `json:"name"`
+	ConnTotal     int64  `json:"conn_total"`
+	ConnCur       int64  `json:"conn_cur"`
+	Requests      int64  `json:"requests"`
+	Errors        int64  `json:"errors"`
+	ConnectErrors int64  `json:"connect_errors"`
+	Retries       int64  `json:"retries"`
+	NoServer      int64  `json:"no_server"`
+	Timeouts      int64  `json:"timeouts"`
+	Aborts        int64  `json:"aborts"`
+	Status        map[string]int64
+}
+
+func (c counts) String() string {
+	return fmt.Sprintf("conn_total=%d conn_cur=%d requests=%d errors=%d connect_errors=%d retries=%d no_server=%d timeouts=%d aborts=%d status=%v",
+		c.ConnTotal, c.ConnCur, c.Requests, c.Errors, c.ConnectErrors, c.Retries, c.NoServer, c.Timeouts, c.Aborts, c.Status)
+}
+
+// stats returns the counters of frontend fe and backend be.
+func (p *proc) stats(fe, be string) (f, b counts) {
+	p.t.Helper()
+	var doc struct {
+		Frontends []counts `json:"frontends"`
+		Backends  []counts `json:"backends"`
+	}
+	if err := json.Unmarshal(p.must("GET", "/api/v1/stats", nil), &doc); err != nil {
+		p.t.Fatal(err)
+	}
+	for _, x := range doc.Frontends {
+		if x.Name == fe {
+			f = x
+		}
+	}
+	for _, x := range doc.Backends {
+		if x.Name == be {
+			b = x
+		}
+	}
+	return f, b
+}
+
+// rssKiB is the resident set of the process (VmRSS).
+func (p *proc) rssKiB(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.Fields(v)[0])
+			return n
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// cpuTicks is user+system CPU time of the process in clock ticks.
+func (p *proc) cpuTicks(t testing.TB) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s
+}
+
+func (p *proc) openFDs(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// ---- configuration through the API ----
+
+type srv struct {
+	name string
+	port int
+}
+
+func servers(ss ...srv) []map[string]any {
+	out := []map[string]any{}
+	for _, s := range ss {
+		out = append(out, map[string]any{"name": s.name, "address": "127.0.0.1", "port": s.port})
+	}
+	return out
+}
+
+// backend creates backend name (mode, roundrobin, retries 1) with timeouts
+// (connect_ms 300 and server_ms 300 unless given).
+func (p *proc) backend(name, mode string, timeouts map[string]any, ss ...srv) {
+	p.t.Helper()
+	to := map[string]any{"connect_ms": 300, "server_ms": 300}
+	for k, v := range timeouts {
+		to[k] = v
+	}
+	p.must("POST", "/api/v1/backends", map[string]any{"name": name, "mode": mode,
+		"balance": "roundrobin", "servers": servers(ss...), "timeouts": to, "retries": 1})
+}
+
+// frontend creates frontend name with one bind b1 on a free port to
+// backend be, with extra fields; it returns the port.
+func (p *proc) frontend(name, mode, be string, extra map[string]any) int {
+	p.t.Helper()
+	port := freePort(p.t)
+	fe := map[string]any{"name": name, "mode": mode, "default_backend": be,
+		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port}}}
+	for k, v := range extra {
+		fe[k] = v
+	}
+	p.must("POST", "/api/v1/frontends", fe)
+	return port
+}
+
+// ---- origins ----
+
+// listen runs serve on its own goroutine for every connection accepted on
+// a free 127.0.0.1 port; the listener and every connection close at the
+// end of the test. It returns the port and the count of accepted
+// connections.
+func listen(t testing.TB, serve func(c net.Conn)) (int, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	var mu sync.Mutex
+	var open []net.Conn
+	done := false
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		done = true
+		for _, c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			mu.Lock()
+			if done {
+				mu.Unlock()
+				c.Close()
+				return
+			}
+			open = append(open, c)
+			mu.Unlock()
+			go serve(c)
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, &n
+}
+
+// httpOrigin serves keep-alive HTTP/1.1: it reads each request (head and
+// Content-Length or chunked body, with Go's parser) and calls answer,
+// which writes the response itself and says whether to go on.
+func httpOrigin(t testing.TB, answer func(c net.Conn, r *http.Request) bool) (int, *atomic.Int64) {
+	return listen(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if _, err := io.Copy(io.Discard, r.Body); err != nil {
+				return
+			}
+			if !answer(c, r) {
+				return
+			}
+		}
+	})
+}
+
+func okResp(body string) string {
+	return "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}
+
+// named is an origin that answers 200 with its name to every request.
+func named(t testing.TB, name string) srv {
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		_, err := io.WriteString(c, okResp(name))
+		return err == nil
+	})
+	return srv{name, port}
+}
+
+// rst closes c with SO_LINGER 0: the peer gets a reset.
+func rst(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+// ---- clients ----
+
+func dial(t testing.TB, port int) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 2*time.Second)
+	if err != nil {
+		t.Fatalf("dial proxy: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
+// readResp reads one response and its whole body.
+func readResp(br *bufio.Reader, method string) (*http.Response, []byte, error) {
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	return resp, b, err
+}
+
+// closedAfter reads what is left on the connection: it must be nothing,
+// ended by a close (EOF or a reset), within d.
+func closedAfter(t testing.TB, c net.Conn, br *bufio.Reader, d time.Duration) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(d))
+	b, err := io.ReadAll(br)
+	if len(b) > 0 {
+		t.Fatalf("%d more bytes after the answer: %q", len(b), tail(string(b), 200))
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("connection still open %v after the answer", d)
+	}
+}
+
+// isReset says whether err is a connection reset.
+func isReset(err error) bool {
+	return err != nil && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
+}

@@ -1,0 +1,401 @@
+package faults
+
+// Faults of the server side: resets mid-body, silence, early answers,
+// malformed heads, pooled connections closed under the proxy's feet.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// pattern is n bytes that say where they are: a prefix check finds any
+// byte out of place.
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i>>9)
+	}
+	return b
+}
+
+// TestServerResetMidBody: the server sends part of a response and resets
+// the connection. http: the client got the 200 head and a strict prefix of
+// the body, then its connection closes (nothing else: no second status
+// line); tcp: the client got a prefix of the stream and a close.
+func TestServerResetMidBody(t *testing.T) {
+	t.Parallel()
+	const sent = 200 << 10
+	body := pattern(sent)
+	t.Run("http", func(t *testing.T) {
+		p := start(t, startOpts{})
+		port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+			if r.URL.Path != "/reset" {
+				io.WriteString(c, okResp("ok"))
+				return true
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n")
+			c.Write(body)
+			rst(c)
+			return false
+		})
+		p.backend("web", "http", nil, srv{"s1", port})
+		fp := p.frontend("pub", "http", "web", nil)
+		for i := 0; i < 3; i++ {
+			c := dial(t, fp)
+			io.WriteString(c, "GET /reset HTTP/1.1\r\nHost: a\r\n\r\n")
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+			if err != nil {
+				t.Fatalf("no response head: %v", err)
+			}
+			if resp.StatusCode != 200 || resp.ContentLength != 1<<20 {
+				t.Fatalf("status %d length %d, want the server's 200 with 1 MiB", resp.StatusCode, resp.ContentLength)
+			}
+			got, err := io.ReadAll(resp.Body)
+			if err == nil {
+				t.Fatal("a body cut by a reset read as complete")
+			}
+			if len(got) > sent || !bytes.Equal(got, body[:len(got)]) {
+				t.Fatalf("the body is not a prefix of what the server sent (%d bytes)", len(got))
+			}
+			closedAfter(t, c, br, 2*time.Second)
+		}
+		c := dial(t, fp)
+		io.WriteString(c, "GET /ok HTTP/1.1\r\nHost: a\r\n\r\n")
+		if resp, b, err := readResp(bufio.NewReader(c), "GET"); err != nil || resp.StatusCode != 200 || string(b) != "ok" {
+			t.Fatalf("next request: %v %v %q", resp, err, b)
+		}
+		f, be := p.stats("pub", "web")
+		t.Logf("counters: frontend %v; backend %v", f, be)
+		p.healthy(t)
+	})
+	t.Run("tcp", func(t *testing.T) {
+		p := start(t, startOpts{})
+		port, _ := listen(t, func(c net.Conn) {
+			c.Write(body)
+			rst(c)
+		})
+		p.backend("web", "tcp", nil, srv{"s1", port})
+		fp := p.frontend("pub", "tcp", "web", nil)
+		for i := 0; i < 3; i++ {
+			c := dial(t, fp)
+			got, err := io.ReadAll(c)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("the client connection stays open after the server's reset (%d bytes)", len(got))
+			}
+			if len(got) > sent || !bytes.Equal(got, body[:len(got)]) {
+				t.Fatalf("the stream is not a prefix of what the server sent (%d bytes)", len(got))
+			}
+		}
+		f, be := p.stats("pub", "web")
+		t.Logf("counters: frontend %v; backend %v", f, be)
+		p.healthy(t)
+	})
+}
+
+// TestServerNeverAnswers: a server that accepts and never answers (reads
+// the request, or reads nothing) gets the client a 504 once server_ms
+// (300) passed; in tcp mode the tunnel closes after tunnel_ms (300).
+func TestServerNeverAnswers(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	reads, _ := listen(t, func(c net.Conn) {
+		http.ReadRequest(bufio.NewReader(c))
+		<-hold
+	})
+	deaf, _ := listen(t, func(c net.Conn) { <-hold })
+	p.backend("reads", "http", nil, srv{"s1", reads})
+	p.backend("deaf", "http", nil, srv{"s1", deaf})
+	p.backend("tcp", "tcp", map[string]any{"tunnel_ms": 300}, srv{"s1", deaf})
+	pr := p.frontend("pr", "http", "reads", nil)
+	pd := p.frontend("pd", "http", "deaf", nil)
+	pt := p.frontend("pt", "tcp", "tcp", nil)
+	for _, tc := range []struct {
+		name string
+		port int
+	}{{"reads the request", pr}, {"reads nothing", pd}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, tc.port)
+			t0 := time.Now()
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+			br := bufio.NewReader(c)
+			resp, _, err := readResp(br, "GET")
+			el := time.Since(t0)
+			if err != nil || resp.StatusCode != 504 {
+				t.Fatalf("got %v, %v after %v; want 504", resp, err, el)
+			}
+			if el < 250*time.Millisecond || el > 3*time.Second {
+				t.Fatalf("504 after %v, want about server_ms (300 ms)", el)
+			}
+			if !resp.Close {
+				t.Fatal("504 without Connection: close")
+			}
+			closedAfter(t, c, br, 2*time.Second)
+		})
+	}
+	t.Run("tcp", func(t *testing.T) {
+		c := dial(t, pt)
+		t0 := time.Now()
+		c.Write([]byte("hello"))
+		b, err := io.ReadAll(c)
+		el := time.Since(t0)
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatal("tunnel to a silent server still open after 10 s")
+		}
+		if len(b) > 0 || el < 250*time.Millisecond || el > 3*time.Second {
+			t.Fatalf("tunnel closed after %v with %q; want a close after tunnel_ms (300 ms)", el, b)
+		}
+	})
+	f, be := p.stats("pr", "reads")
+	t.Logf("counters: frontend pr %v; backend reads %v", f, be)
+	if f.Timeouts == 0 {
+		t.Error("a server timeout not counted in the frontend's timeouts")
+	}
+	p.healthy(t)
+}
+
+// TestServerAnswersEarlyAndCloses: the server answers before it read the
+// whole request and closes. The client gets that answer byte for byte,
+// then a close; nothing else.
+func TestServerAnswersEarlyAndCloses(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	early := "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 5\r\nConnection: close\r\n\r\nearly"
+	port, _ := listen(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, early)
+		c.Close()
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	for i := 0; i < 5; i++ {
+		c := dial(t, fp)
+		go func() {
+			io.WriteString(c, "POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 8388608\r\n\r\n")
+			c.Write(make([]byte, 8<<20))
+		}()
+		br := bufio.NewReader(c)
+		resp, b, err := readResp(br, "POST")
+		if err != nil || resp.StatusCode != 413 || string(b) != "early" {
+			t.Fatalf("got %v %q, %v; want the server's 413 \"early\"", resp, b, err)
+		}
+		closedAfter(t, c, br, 3*time.Second)
+	}
+	f, be := p.stats("pub", "web")
+	t.Logf("counters: frontend %v; backend %v", f, be)
+	p.healthy(t)
+}
+
+// TestMalformedResponseHeads: every malformed or oversized response head
+// gets the client a 502 from the proxy, none of the server's bytes, and a
+// close; the next request on a new connection works.
+func TestMalformedResponseHeads(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	const mark = "MARK"
+	bigHead := "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Big: "+strings.Repeat("b", 1000)+"\r\n", 40) + "Content-Length: 4\r\n\r\n" + mark
+	manyFields := "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-F: MARK\r\n", 150) + "Content-Length: 4\r\n\r\n" + mark
+	cases := map[string]string{
+		"garbage":               mark + " garbage\r\n\r\n",
+		"status 2000":           "HTTP/1.1 2000 OK\r\nContent-Length: 4\r\n\r\n" + mark,
+		"status 99":             "HTTP/1.1 099 OK\r\nContent-Length: 4\r\n\r\n" + mark,
+		"version HTTP/2.0":      "HTTP/2.0 200 OK\r\nContent-Length: 4\r\n\r\n" + mark,
+		"version HTTP/1.x":      "HTTP/1.x 200 OK\r\nContent-Length: 4\r\n\r\n" + mark,
+		"NUL in a field":        "HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 4\r\n\r\n" + mark,
+		"space before colon":    "HTTP/1.1 200 OK\r\nX-A : b\r\nContent-Length: 4\r\n\r\n" + mark,
+		"obs-fold":              "HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 4\r\n\r\n" + mark,
+		"bare LF":               "HTTP/1.1 200 OK\nContent-Length: 4\n\n" + mark,
+		"CL twice, differing":   "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\n" + mark + "!",
+		"CL list, differing":    "HTTP/1.1 200 OK\r\nContent-Length: 4, 5\r\n\r\n" + mark + "!",
+		"CL negative":           "HTTP/1.1 200 OK\r\nContent-Length: -4\r\n\r\n" + mark,
+		"CL not a number":       "HTTP/1.1 200 OK\r\nContent-Length: 4x\r\n\r\n" + mark,
+		"head cut by a close":   "HTTP/1.1 200 OK\r\nContent-Le",
+		"nothing, then a close": "",
+		"head over the buffer":  bigHead,
+		"more than 100 fields":  manyFields,
+	}
+	var mu sync.Mutex
+	var resp string
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		if r.URL.Path == "/ok" {
+			io.WriteString(c, okResp("ok"))
+			return true
+		}
+		mu.Lock()
+		s := resp
+		mu.Unlock()
+		io.WriteString(c, s)
+		return false
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	for name, raw := range cases {
+		t.Run(name, func(t *testing.T) {
+			mu.Lock()
+			resp = raw
+			mu.Unlock()
+			c := dial(t, fp)
+			io.WriteString(c, "GET /bad HTTP/1.1\r\nHost: a\r\n\r\n")
+			all, err := io.ReadAll(c)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("connection still open after 10 s; got %q", tail(string(all), 300))
+			}
+			if !bytes.HasPrefix(all, []byte("HTTP/1.1 502 ")) {
+				t.Fatalf("got %q; want a 502", tail(string(all), 300))
+			}
+			if bytes.Contains(all, []byte(mark)) {
+				t.Fatalf("bytes of the bad response reached the client: %q", tail(string(all), 300))
+			}
+		})
+	}
+	t.Run("bad chunk size after the head went out", func(t *testing.T) {
+		// Once the head went to the client, a framing error in the body can
+		// only cut the connection: the client sees the good chunk, then a
+		// close, never the bytes after the bad size.
+		const good = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
+		goOn := make(chan struct{})
+		mu.Lock()
+		resp = "chunked"
+		mu.Unlock()
+		cport, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+			io.WriteString(c, good)
+			select {
+			case <-goOn:
+			case <-time.After(5 * time.Second):
+			}
+			io.WriteString(c, "zz\r\n"+mark+"\r\n0\r\n\r\n")
+			return false
+		})
+		p.backend("chunks", "http", nil, srv{"s1", cport})
+		port := p.frontend("chunks", "http", "chunks", nil)
+		c := dial(t, port)
+		io.WriteString(c, "GET /bad HTTP/1.1\r\nHost: a\r\n\r\n")
+		br := bufio.NewReader(c)
+		var head strings.Builder
+		for !strings.HasSuffix(head.String(), "5\r\nhello\r\n") {
+			l, err := br.ReadString('\n')
+			head.WriteString(l)
+			if err != nil {
+				t.Fatalf("got %q, %v; want the head and the first chunk", head.String(), err)
+			}
+		}
+		if !strings.HasPrefix(head.String(), "HTTP/1.1 200 ") {
+			t.Fatalf("got %q", head.String())
+		}
+		close(goOn)
+		closedAfter(t, c, br, 3*time.Second)
+	})
+	c := dial(t, fp)
+	io.WriteString(c, "GET /ok HTTP/1.1\r\nHost: a\r\n\r\n")
+	if resp, b, err := readResp(bufio.NewReader(c), "GET"); err != nil || resp.StatusCode != 200 || string(b) != "ok" {
+		t.Fatalf("request after the bad heads: %v %v %q", resp, err, b)
+	}
+	f, be := p.stats("pub", "web")
+	t.Logf("counters: frontend %v; backend %v", f, be)
+	p.healthy(t)
+}
+
+// TestPooledConnectionsClosedAtRandom: the server closes a quarter of its
+// keep-alive connections after a response, at once or a little later,
+// without saying so, and one request in eight of a reused connection meets
+// a close (FIN or reset) instead of its answer; 4 clients run 500 GETs each on kept-alive
+// connections. Every request gets its 200 (a request that met a closed
+// pooled connection is replayed on a new one) and no client connection is
+// closed.
+func TestPooledConnectionsClosedAtRandom(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	var closed, unanswered atomic.Int64
+	var seed atomic.Uint64
+	port, conns := listen(t, func(c net.Conn) {
+		rng := rand.New(rand.NewPCG(seed.Add(1), 7))
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for n := 0; ; n++ {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, r.Body)
+			if n > 0 && rng.IntN(8) == 0 {
+				// the keep-alive race: the request of a reused
+				// connection meets the server's close
+				unanswered.Add(1)
+				if rng.IntN(2) == 0 {
+					rst(c)
+				}
+				return
+			}
+			if _, err := io.WriteString(c, okResp(r.URL.Path)); err != nil {
+				return
+			}
+			if rng.IntN(4) == 0 {
+				if rng.IntN(2) == 0 {
+					time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
+				}
+				closed.Add(1)
+				return
+			}
+		}
+	})
+	p.backend("web", "http", map[string]any{"server_ms": 5000}, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	const clients, each = 4, 500
+	var errs atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var c net.Conn
+			var br *bufio.Reader
+			for j := 0; j < each; j++ {
+				if c == nil {
+					var err error
+					if c, err = net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", fp), 2*time.Second); err != nil {
+						errs.Add(1)
+						firstErr.CompareAndSwap(nil, err.Error())
+						continue
+					}
+					br = bufio.NewReader(c)
+				}
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				path := fmt.Sprintf("/c%d/r%d", i, j)
+				fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: a\r\n\r\n", path)
+				resp, b, err := readResp(br, "GET")
+				if err != nil || resp.StatusCode != 200 || string(b) != path || resp.Close {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("request %s: %v, %v, %q", path, resp, err, b))
+					c.Close()
+					c = nil
+				}
+			}
+			if c != nil {
+				c.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	f, be := p.stats("pub", "web")
+	t.Logf("%d server connections, %d closed by the server after a response, %d with a request unanswered; counters: frontend %v; backend %v", conns.Load(), closed.Load(), unanswered.Load(), f, be)
+	if n := errs.Load(); n > 0 {
+		t.Fatalf("%d of %d requests failed; first: %v", n, clients*each, firstErr.Load())
+	}
+	p.healthy(t)
+}
