@@ -73,9 +73,11 @@
 //     sub-delims and well-formed %XX bytes (no space, '/', '@'), port
 //     digits only (required for CONNECT). An empty Host is valid.
 //   - Content-Length: digits only (no sign, no inner whitespace, no hex),
-//     overflow-checked against int64; a list or repeated field is accepted
-//     only if every value is the same number ("5, 5" is 5; RFC 9110 §8.6
-//     allows it, net/http refuses it), else 400; an empty element is 400.
+//     overflow-checked against int64; a list ("5, 5") or a repeated field
+//     is 400 (502 in a response) even when every value is the same number:
+//     RFC 9110 §8.6 lets a recipient take it as one value, but the head is
+//     forwarded as received and what is behind us may read it otherwise
+//     (net/http refuses it too); an empty value is 400.
 //   - Transfer-Encoding (requests): the codings of all TE lines together
 //     must end with exactly one "chunked" (case-insensitive, no parameters).
 //     chunked missing, repeated ("chunked, chunked") or not final

@@ -44,7 +44,7 @@ const (
 	eHostInvalid
 	eHostMismatch
 	eCL
-	eCLMismatch
+	eCLDup
 	eTEFinal
 	eTEDup
 	eTEUnknown
@@ -87,7 +87,7 @@ var errText = [numErrCodes]struct {
 	eHostInvalid:        {400, "invalid Host"},
 	eHostMismatch:       {400, "Host differs from the request-target authority"},
 	eCL:                 {400, "invalid Content-Length"},
-	eCLMismatch:         {400, "conflicting Content-Length values"},
+	eCLDup:              {400, "Content-Length list or repeated field"},
 	eTEFinal:            {400, "chunked is not the final transfer coding"},
 	eTEDup:              {400, "chunked applied more than once"},
 	eTEUnknown:          {501, "unsupported transfer coding"},

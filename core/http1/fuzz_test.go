@@ -14,19 +14,6 @@ import (
 // refuses, which documented difference it is; "" means none (a bug to
 // investigate). Each reason is a deliberate choice, see doc.go.
 func knownLaxerThanNetHTTP(r *Request, buf []byte) string {
-	// RFC 9110 §8.6 lets a recipient take "5, 5" (or "5" and "05") as 5;
-	// net/http compares the field lines as strings and refuses lists.
-	var cls [][]byte
-	for i := 0; i < r.N; i++ {
-		if r.Headers[i].Kind == KindContentLength {
-			cls = append(cls, r.Value(buf, i))
-		}
-	}
-	for _, v := range cls {
-		if bytes.IndexByte(v, ',') >= 0 || !bytes.Equal(v, cls[0]) {
-			return "Content-Length list of one number"
-		}
-	}
 	// Percent-encoding and IP-literal syntax of the target are the
 	// server's to judge (HAProxy does not check them either); we only
 	// refuse bytes that could split or hide parts of the request line.

@@ -332,31 +332,35 @@ func (h *Head) field(buf []byte, start, end int) (Kind, errCode, bool) {
 }
 
 // contentLength applies RFC 9110 §8.6 and RFC 9112 §6.3: digits only, no
-// sign, no inner whitespace, no overflow; a list or repeated field is
-// accepted only when every value is the same number.
+// sign, no inner whitespace, no overflow. A list ("5, 5") or a repeated
+// field is refused even when every value is the same number: RFC 9110 §8.6
+// lets a recipient take it as one value, but we forward the head as
+// received, and a server or cache behind us that reads it otherwise (the
+// first value, the last, or an error) would frame the body differently
+// (DESIGN.md: duplicate Content-Length is refused).
 func (h *Head) contentLength(v []byte) (errCode, bool) {
-	l := list{s: v}
-	for e, ok := l.next(); ok; e, ok = l.next() {
-		if len(e) == 0 {
+	if h.clSeen {
+		return eCLDup, false
+	}
+	if len(v) == 0 {
+		return eCL, false
+	}
+	var n int64
+	for _, c := range v {
+		d := int64(c) - '0'
+		if d < 0 || d > 9 {
+			if c == ',' {
+				return eCLDup, false
+			}
 			return eCL, false
 		}
-		var n int64
-		for _, c := range e {
-			d := int64(c) - '0'
-			if d < 0 || d > 9 {
-				return eCL, false
-			}
-			if n > (1<<63-1-d)/10 {
-				return eCL, false
-			}
-			n = n*10 + d
+		if n > (1<<63-1-d)/10 {
+			return eCL, false
 		}
-		if h.clSeen && n != h.ContentLength {
-			return eCLMismatch, false
-		}
-		h.clSeen = true
-		h.ContentLength = n
+		n = n*10 + d
 	}
+	h.clSeen = true
+	h.ContentLength = n
 	return 0, true
 }
 

@@ -39,8 +39,6 @@ var requestCases = []struct {
 	{name: "Content-Length zero", in: "POST /f HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", body: BodyLength, cl: 0},
 	{name: "chunked POST", in: "POST /f HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", body: BodyChunked, cl: -1},
 	{name: "Transfer-Encoding case-insensitive", in: "POST /f HTTP/1.1\r\nHost: a\r\ntransfer-encoding: ChUnKeD\r\n\r\n", body: BodyChunked, cl: -1},
-	{name: "identical Content-Length list", in: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n", body: BodyLength, cl: 5},
-	{name: "identical Content-Length lines", in: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 7\r\nContent-Length: 7\r\n\r\n", body: BodyLength, cl: 7},
 	{name: "HTTP/1.0 without Host closes", in: "GET / HTTP/1.0\r\n\r\n", body: BodyNone, cl: -1,
 		check: func(t *testing.T, r *Request, buf []byte) {
 			if !r.Close || r.Minor != 0 || r.HasHost {
@@ -210,6 +208,10 @@ var requestCases = []struct {
 	{name: "Content-Length hex", in: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0x5\r\n\r\n", status: 400},
 	{name: "Content-Length empty", in: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length:\r\n\r\n", status: 400},
 	{name: "Content-Length trailing comma", in: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5,\r\n\r\n", status: 400},
+	// A list or a repeated field is refused even with one number: it is
+	// forwarded as received, and what is behind us may read it otherwise.
+	{name: "Content-Length identical list", in: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n", status: 400},
+	{name: "Content-Length identical lines", in: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 7\r\nContent-Length: 7\r\n\r\n", status: 400},
 	{name: "Content-Length differing list", in: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 6\r\n\r\n", status: 400},
 	{name: "Content-Length differing lines", in: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", status: 400},
 	{name: "Content-Length overflow", in: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9223372036854775808\r\n\r\n", status: 400},

@@ -41,6 +41,8 @@ var responseCases = []struct {
 	{name: "TE gzip only", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", req: MethodGET, status: 502},
 	{name: "TE gzip, chunked", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", req: MethodGET, status: 502},
 	{name: "TE in HTTP/1.0", in: "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", req: MethodGET, status: 502},
+	{name: "Content-Length identical list", in: "HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\nhello", req: MethodGET, status: 502},
+	{name: "Content-Length identical lines", in: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello", req: MethodGET, status: 502},
 	{name: "differing Content-Length", in: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", req: MethodGET, status: 502},
 	{name: "HTTP/2.0", in: "HTTP/2.0 200 OK\r\n\r\n", req: MethodGET, status: 502},
 	{name: "two-digit status", in: "HTTP/1.1 20 OK\r\n\r\n", req: MethodGET, status: 502},

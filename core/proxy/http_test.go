@@ -196,6 +196,7 @@ func TestHTTPRejectsHostileRequestsBeforeTheServer(t *testing.T) {
 		{"body over max", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 101\r\n\r\n", 413},
 		{"chunked over max", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n", 413},
 		{"no host", "GET / HTTP/1.1\r\n\r\n", 400},
+		{"content-length list", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3, 3\r\n\r\nabc", 400},
 		{"gzip coding", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
