@@ -56,10 +56,13 @@
 //     authority-form host:port only for CONNECT; "*" only for OPTIONS.
 //     The request line including CRLF is limited by Limits.MaxRequestLine
 //     (8 KiB): 414, detected as soon as the partial line is too long.
-//   - Version: exactly "HTTP/1.1" or "HTTP/1.0". A well-formed
-//     "HTTP/d.d" naming another version is 505 (as nginx answers; HTTP/2
-//     prior knowledge does not come this way); anything else, including
-//     HTTP/0.9 requests without a version, is 400.
+//   - Version: "HTTP/1.1" or "HTTP/1.0"; "HTTP/1.2" to "HTTP/1.9" are
+//     handled as 1.1 (RFC 9110 §2.5: a higher minor version of a major we
+//     implement is processed as the highest we support; the server is sent
+//     HTTP/1.1). A well-formed "HTTP/d.d" naming another major version
+//     (HTTP/2.0, HTTP/0.9) is 505 (as nginx answers; HTTP/2 prior knowledge
+//     does not come this way); anything else, including HTTP/0.9 requests
+//     without a version, is 400.
 //   - Field lines: the name is a token; whitespace between name and colon
 //     is 400 (RFC 9112 §5.1 MUST); a line starting with SP/HTAB (obs-fold,
 //     or whitespace before the first field) is 400; values are OWS-trimmed

@@ -221,8 +221,14 @@ func (r *Request) requestLine(buf []byte, start, end int) errCode {
 		r.Minor = 1
 	case string(v) == "HTTP/1.0":
 		r.Minor = 0
+	case len(v) == 8 && string(v[:7]) == "HTTP/1." && isDigit(v[7]):
+		// HTTP/1.2 to HTTP/1.9: a higher minor version of the major we
+		// implement is handled as the highest we support (RFC 9110 §2.5);
+		// the request line sent to the server says HTTP/1.1
+		// (AppendRequestLine).
+		r.Minor = 1
 	case len(v) == 8 && string(v[:5]) == "HTTP/" && isDigit(v[5]) && v[6] == '.' && isDigit(v[7]):
-		// well-formed but not 1.0/1.1 (HTTP/2.0, HTTP/1.2, HTTP/0.9...)
+		// well-formed but another major version (HTTP/2.0, HTTP/0.9...)
 		return eVersionUnsupported
 	default:
 		return eVersion

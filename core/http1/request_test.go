@@ -45,6 +45,15 @@ var requestCases = []struct {
 				t.Errorf("Close=%v Minor=%d HasHost=%v", r.Close, r.Minor, r.HasHost)
 			}
 		}},
+	// RFC 9110 §2.5: a higher minor version is handled as the highest we
+	// support, 1.1 (keep-alive, Host required); HTTP/2.0 and others 505.
+	{name: "HTTP/1.2 is handled as 1.1", in: "GET / HTTP/1.2\r\nHost: a\r\n\r\n", body: BodyNone, cl: -1,
+		check: func(t *testing.T, r *Request, buf []byte) {
+			if r.Close || r.Minor != 1 {
+				t.Errorf("Close=%v Minor=%d", r.Close, r.Minor)
+			}
+		}},
+	{name: "HTTP/1.9 without Host", in: "GET / HTTP/1.9\r\n\r\n", status: 400},
 	{name: "HTTP/1.0 keep-alive", in: "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", body: BodyNone, cl: -1,
 		check: func(t *testing.T, r *Request, buf []byte) {
 			if r.Close {
@@ -158,7 +167,8 @@ var requestCases = []struct {
 	{name: "absolute-form Host mismatch", in: "GET http://a/ HTTP/1.1\r\nHost: b\r\n\r\n", status: 400},
 	{name: "HTTP/0.9 request", in: "GET /\r\n\r\n", status: 400},
 	{name: "HTTP/2.0 version", in: "GET / HTTP/2.0\r\nHost: a\r\n\r\n", status: 505},
-	{name: "HTTP/1.2 version", in: "GET / HTTP/1.2\r\nHost: a\r\n\r\n", status: 505},
+	{name: "HTTP/0.9 version", in: "GET / HTTP/0.9\r\nHost: a\r\n\r\n", status: 505},
+	{name: "HTTP/3.0 version", in: "GET / HTTP/3.0\r\nHost: a\r\n\r\n", status: 505},
 	{name: "lower-case version", in: "GET / http/1.1\r\nHost: a\r\n\r\n", status: 400},
 	{name: "version without dot", in: "GET / HTTP/11\r\nHost: a\r\n\r\n", status: 400},
 	{name: "space after version", in: "GET / HTTP/1.1 \r\nHost: a\r\n\r\n", status: 400},
