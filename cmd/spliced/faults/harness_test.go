@@ -352,6 +352,15 @@ func listen(t testing.TB, serve func(c net.Conn)) (int, *atomic.Int64) {
 		t.Fatal(err)
 	}
 	var n atomic.Int64
+	return serveCounted(t, ln, &n, serve), &n
+}
+
+// serveOn is listen on a listener of the caller's.
+func serveOn(t testing.TB, ln net.Listener, serve func(c net.Conn)) int {
+	return serveCounted(t, ln, new(atomic.Int64), serve)
+}
+
+func serveCounted(t testing.TB, ln net.Listener, n *atomic.Int64, serve func(c net.Conn)) int {
 	var mu sync.Mutex
 	var open []net.Conn
 	done := false
@@ -382,7 +391,7 @@ func listen(t testing.TB, serve func(c net.Conn)) (int, *atomic.Int64) {
 			go serve(c)
 		}
 	}()
-	return ln.Addr().(*net.TCPAddr).Port, &n
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // httpOrigin serves keep-alive HTTP/1.1: it reads each request (head and

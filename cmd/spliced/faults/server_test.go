@@ -6,6 +6,7 @@ package faults
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -199,6 +201,88 @@ func TestServerAnswersEarlyAndCloses(t *testing.T) {
 	f, be := p.stats("pub", "web")
 	t.Logf("counters: frontend %v; backend %v", f, be)
 	p.healthy(t)
+}
+
+// TestServerAnswersBeforeTheHeadIsSent is issue 12's crash: a request head
+// too big for the server's receive window (bufsize 4 MiB, 3.5 MB of
+// fields), a server that answers at once, before reading anything, and
+// closes: the client gets that answer and a close. Then the same with a
+// 100 Continue sent at once and the final answer after the whole head.
+func TestServerAnswersBeforeTheHeadIsSent(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"bufsize": 4 << 20})
+	// 70 fields of 50 000 bytes: 3.5 MB.
+	bigReq := "GET /big HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X-Big: "+strings.Repeat("x", 50000)+"\r\n", 70) + "\r\n"
+	t.Run("answer before a 3.5 MB head is sent", func(t *testing.T) {
+		port := listenSmallRcvbuf(t, func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+			c.Close()
+		})
+		p.backend("big", "http", nil, srv{"s1", port})
+		fp := p.frontend("big", "http", "big", nil)
+		for i := 0; i < 3; i++ {
+			c := dial(t, fp)
+			go io.WriteString(c, bigReq)
+			br := bufio.NewReader(c)
+			resp, b, err := readResp(br, "GET")
+			if err != nil || resp.StatusCode != 200 || string(b) != "hello" {
+				t.Fatalf("got %v %q, %v; want the server's early 200 \"hello\"", resp, b, err)
+			}
+			closedAfter(t, c, br, 3*time.Second)
+			p.healthy(t)
+		}
+	})
+	t.Run("100 Continue before a 3.5 MB head is sent", func(t *testing.T) {
+		var gotLen atomic.Int64
+		port := listenSmallRcvbuf(t, func(c net.Conn) {
+			defer c.Close()
+			io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n")
+			r, err := http.ReadRequest(bufio.NewReader(c))
+			if err != nil {
+				return
+			}
+			n := 0
+			for _, v := range r.Header.Values("X-Big") {
+				n += len(v)
+			}
+			gotLen.Store(int64(n))
+			io.WriteString(c, okResp("after-100"))
+		})
+		p.backend("big100", "http", nil, srv{"s1", port})
+		fp := p.frontend("big100", "http", "big100", nil)
+		c := dial(t, fp)
+		go io.WriteString(c, bigReq)
+		br := bufio.NewReader(c)
+		// ReadResponse returns 1xx heads as responses of their own.
+		resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+		if err != nil || resp.StatusCode != 100 {
+			t.Fatalf("got %v, %v; want the server's 100", resp, err)
+		}
+		resp, b, err := readResp(br, "GET")
+		if err != nil || resp.StatusCode != 200 || string(b) != "after-100" {
+			t.Fatalf("got %v %q, %v; want 200 \"after-100\"", resp, b, err)
+		}
+		if gotLen.Load() != 3500000 {
+			t.Fatalf("the server got 3.5 MB of fields as %d bytes", gotLen.Load())
+		}
+	})
+	p.healthy(t)
+}
+
+// listenSmallRcvbuf is listen with a 4 KiB receive buffer on the accepted
+// sockets: a big request stays mostly unsent.
+func listenSmallRcvbuf(t *testing.T, serve func(c net.Conn)) int {
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return serr
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveOn(t, ln, serve)
 }
 
 // TestMalformedResponseHeads: every malformed or oversized response head
