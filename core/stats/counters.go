@@ -62,26 +62,57 @@ func (s *Slot) CountStatus(code int) {
 	s.Status[c].Add(1)
 }
 
-// Counters is the counter set of one object: one Slot per loop.
+// Counters is the counter set of one object: one Slot per loop. A loop
+// that did not exist when the counters were made (nbthread grew, or a zero
+// Counters in tests) gets its own slot on its first Loop call: the slot
+// list is copied on write and published with a CAS, and the Slots
+// themselves never move, so no count is lost while it grows.
 type Counters struct {
-	slots []Slot
-	// shared is the fallback slot of a zero Counters and of loops beyond
-	// len(slots): correct (atomics), contended.
-	shared Slot
+	slots atomic.Pointer[[]*Slot]
 }
 
 // New returns counters with one slot per loop.
 func New(nloops int) *Counters {
-	return &Counters{slots: make([]Slot, max(nloops, 0))}
+	c := new(Counters)
+	ss := make([]*Slot, max(nloops, 0))
+	for i := range ss {
+		ss[i] = new(Slot)
+	}
+	c.slots.Store(&ss)
+	return c
 }
 
 // Loop returns the slot of loop id. The caller must be that loop's thread
-// (or hold the only reference, in tests).
+// (or hold the only reference, in tests). The first call for a loop beyond
+// the slots made so far allocates its slot (once per object and loop).
 func (c *Counters) Loop(id int) *Slot {
-	if uint(id) < uint(len(c.slots)) {
-		return &c.slots[id]
+	if p := c.slots.Load(); p != nil && uint(id) < uint(len(*p)) {
+		return (*p)[id]
 	}
-	return &c.shared
+	return c.grow(id)
+}
+
+// grow publishes a list with a slot for every loop up to id, keeping the
+// slots already there; concurrent growers retry on the list that won.
+func (c *Counters) grow(id int) *Slot {
+	for {
+		p := c.slots.Load()
+		var old []*Slot
+		if p != nil {
+			old = *p
+		}
+		if id < len(old) {
+			return old[id]
+		}
+		ss := make([]*Slot, id+1)
+		copy(ss, old)
+		for i := len(old); i < len(ss); i++ {
+			ss[i] = new(Slot)
+		}
+		if c.slots.CompareAndSwap(p, &ss) {
+			return ss[id]
+		}
+	}
 }
 
 // Totals is the sum of an object's slots at one instant (each field read
@@ -138,10 +169,11 @@ func (c *Counters) Total(nowNs int64) Totals {
 		t.ConnRate += s.ConnRate.read(sec, frac)
 		t.ReqRate += s.ReqRate.read(sec, frac)
 	}
-	for i := range c.slots {
-		add(&c.slots[i])
+	if p := c.slots.Load(); p != nil {
+		for _, s := range *p {
+			add(s)
+		}
 	}
-	add(&c.shared)
 	return t
 }
 

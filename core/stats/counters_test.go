@@ -27,8 +27,8 @@ func TestTotalSumsEveryLoopSlot(t *testing.T) {
 	}{
 		{"one loop", 1, map[int]int64{0: 10}, 10},
 		{"four loops", 4, map[int]int64{0: 1, 1: 2, 2: 3, 3: 4}, 10},
-		{"loop beyond the slots uses the shared slot", 2, map[int]int64{0: 5, 7: 6}, 11},
-		{"zero counters share one slot", 0, map[int]int64{0: 1, 3: 2}, 3},
+		{"loop beyond the slots gets a slot", 2, map[int]int64{0: 5, 7: 6}, 11},
+		{"zero counters grow", 0, map[int]int64{0: 1, 3: 2}, 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,6 +54,61 @@ func TestZeroCountersAreUsable(t *testing.T) {
 	c.Loop(3).Requests.Add(2)
 	if got := c.Total(0).Requests; got != 2 {
 		t.Fatalf("Requests = %d, want 2", got)
+	}
+}
+
+// TestLoopsAddedLaterGetTheirOwnSlots: counters made for 2 loops, then
+// loops 2..7 appear (nbthread grew) and count concurrently with the first
+// ones. Each new loop gets its own slot (not one slot shared by all the
+// new loops, contended and written by several threads), a slot never
+// moves once handed out, and no count is lost while the list grows.
+func TestLoopsAddedLaterGetTheirOwnSlots(t *testing.T) {
+	const loops, adds = 8, 1000
+	c := New(2)
+	first := c.Loop(0)
+	var wg sync.WaitGroup
+	got := make([]*Slot, loops)
+	for id := loops - 1; id >= 0; id-- {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range adds {
+				s := c.Loop(id)
+				s.Requests.Add(1)
+				if got[id] == nil {
+					got[id] = s
+				} else if got[id] != s {
+					t.Errorf("loop %d: slot moved", id)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[*Slot]int{}
+	for id, s := range got {
+		if prev, dup := seen[s]; dup {
+			t.Fatalf("loops %d and %d share a slot", prev, id)
+		}
+		seen[s] = id
+		if n := s.Requests.Load(); n != adds {
+			t.Errorf("loop %d slot holds %d, want %d", id, n, adds)
+		}
+	}
+	if c.Loop(0) != first {
+		t.Error("loop 0's slot moved when the list grew")
+	}
+	if n := c.Total(0).Requests; n != loops*adds {
+		t.Errorf("Total = %d, want %d", n, loops*adds)
+	}
+}
+
+// TestLoopDoesNotAllocate: a loop's slot, once made, costs no allocation.
+func TestLoopDoesNotAllocate(t *testing.T) {
+	c := New(1)
+	c.Loop(3)
+	if n := testing.AllocsPerRun(100, func() { c.Loop(0).Requests.Add(1); c.Loop(3).Requests.Add(1) }); n != 0 {
+		t.Fatalf("%v allocations per Loop", n)
 	}
 }
 

@@ -19,9 +19,11 @@
 // carries over from one generation to the next), and hands the same
 // pointer to the objects of each new generation.
 //
-// A zero Counters (new(Counters)) is usable: every loop then shares one
-// fallback slot, which is correct but contended. Loops beyond the number
-// of slots (nbthread raised at run time) share that fallback slot too.
+// A zero Counters (new(Counters)) is usable. A loop beyond the slots made
+// so far (nbthread raised at run time, or a zero Counters) gets its own
+// slot on its first Loop call: the slot list is copied on write and
+// published with a CAS (one allocation per object and new loop, then
+// none); slots never move, so counts added meanwhile are kept.
 //
 // # Rates
 //
