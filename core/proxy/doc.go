@@ -137,8 +137,12 @@
 // A frontend with HTTP set (mode http) hands each accepted fd to
 // StartHTTP. An httpConn serves one request at a time: the head is parsed
 // by core/http1 straight from the connection's pool buffer (the parser's
-// head limit is bufsize-512, so the rewritten head always fits one
-// buffer); pipelined requests stay in that buffer, unparsed and unread
+// head limit is that buffer's size minus 512, set at each parse from the
+// buffer the head is in, so the rewritten head fits one buffer of the
+// same size). A buffer keeps the size it was taken with; after bufsize
+// changed, every head written (request head, response head, proxy
+// answer) is checked against the buffer it goes into: a request head too
+// large for it is answered 431, a response head 502. Pipelined requests stay in that buffer, unparsed and unread
 // beyond, until the current response is complete, so answers go out in
 // order. Keep-alive: HTTP/1.1 by default, 1.0 with "Connection:
 // keep-alive" (answered with "Connection: keep-alive").

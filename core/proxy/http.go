@@ -219,6 +219,10 @@ func (c *httpConn) readHead() {
 			if c.req == nil {
 				c.req = c.w.getReq()
 			}
+			// The head limit is that of the buffer the head is parsed
+			// from (its size was fixed when it was taken; bufsize may
+			// have changed since the parser was created).
+			c.req.Limits.MaxHead = headLimit(c.in.Cap())
 			n, err := c.req.Parse(c.in.Data())
 			if err != nil {
 				c.fs.Errors.Add(1)
@@ -331,10 +335,13 @@ func (c *httpConn) startRequest(n int) {
 		c.qout = w.Bufs.Get()
 	}
 	if n+headSlack > c.qout.Cap() {
+		// The head was parsed from a larger buffer than the one it is
+		// rewritten into (bufsize lowered since): too large here.
+		c.fs.Errors.Add(1)
 		c.fail(431)
 		return
 	}
-	d := c.qout.b[:0]
+	d := c.qout.b[:0:len(c.qout.b)]
 	d = append(d, buf[r.Method.Off:r.Target.Off+r.Target.Len]...)
 	if r.Minor == 0 {
 		d = append(d, " HTTP/1.0\r\n"...)
@@ -359,6 +366,12 @@ func (c *httpConn) startRequest(n int) {
 		d = http1.AppendVia(d, r.Minor, viaName)
 	}
 	d = append(d, "\r\n"...)
+	if len(d) > len(c.qout.b) {
+		// cannot happen (headSlack covers what is added); never write
+		// past the buffer
+		c.fail(431)
+		return
+	}
 	c.qout.head, c.qout.tail = 0, len(d)
 	c.qlen = len(d)
 	c.in.Consumed(n)
@@ -537,7 +550,13 @@ func (c *httpConn) fail(status int) {
 	if c.rout == nil {
 		c.rout = c.w.Bufs.Get()
 	}
-	c.rout.head, c.rout.tail = 0, len(http1.AppendError(c.rout.b[:0], status))
+	ans := http1.AppendError(c.rout.b[:0:len(c.rout.b)], status)
+	if len(ans) > len(c.rout.b) {
+		// cannot happen (bufsize >= 1024, answers are shorter)
+		c.close(closeAbort)
+		return
+	}
+	c.rout.head, c.rout.tail = 0, len(ans)
 	c.putQout()
 	c.phase = phDrain
 	c.armIn(c.hf.ClientTimeout)
@@ -672,13 +691,13 @@ func popFree[T any](l *[]*T) *T {
 
 // getReq returns a reset request parser from the loop's free list. The
 // list holds at most as many as were ever in flight at once on this loop,
-// so that steady-state requests do not allocate.
+// so that steady-state requests do not allocate. Its head limit is set
+// from the buffer of each head it parses (readHead), not here.
 func (w *Worker) getReq() *http1.Request {
 	if r := popFree(&w.h.freeReq); r != nil {
 		return r
 	}
 	r := &http1.Request{}
-	r.Limits = http1.Limits{MaxHead: headLimit(w.Bufs.Size())}
 	r.Reset()
 	return r
 }

@@ -367,6 +367,7 @@ func (c *httpConn) readResponse() bool {
 		}
 		if sc.in != nil && sc.in.Len() > 0 {
 			r := sc.resp
+			r.Limits.MaxHead = headLimit(sc.in.Cap()) // the buffer's, as readHead
 			n, err := r.Parse(sc.in.Data(), c.req.MethodID)
 			if err != nil {
 				c.fail(502)
@@ -383,8 +384,9 @@ func (c *httpConn) readResponse() bool {
 				if r.Interim {
 					// 1xx (100 Continue, 103 Early Hints) go to HTTP/1.1
 					// clients only (RFC 9110 §15.2).
-					if c.req.Minor == 1 {
-						c.buildRespHead(false)
+					if c.req.Minor == 1 && !c.buildRespHead(n, false) {
+						c.fail(502)
+						return false
 					}
 					sc.in.Consumed(n)
 					r.Reset()
@@ -410,7 +412,10 @@ func (c *httpConn) readResponse() bool {
 				if r.Body == http1.BodyUntilClose || !c.reqBody.complete() || c.reqBody.broken || c.reqAborted {
 					c.closeAfter = true
 				}
-				c.buildRespHead(true)
+				if !c.buildRespHead(n, true) {
+					c.fail(502)
+					return false
+				}
 				sc.in.Consumed(n)
 				c.respBody.start(r.Body, r.ContentLength, 0)
 				if st := c.respBody.coalesce(sc.in, c.rout); st != 0 {
@@ -493,15 +498,20 @@ func (c *httpConn) replay() {
 
 // buildRespHead writes the relayed response head (status line and
 // end-to-end fields as received, plus Connection and Via as needed) into
-// rout; the head is at the front of the server buffer.
-func (c *httpConn) buildRespHead(final bool) {
+// rout; the head, n bytes, is at the front of the server buffer. It
+// returns false, writing nothing, when the head does not fit rout: the
+// server buffer it was parsed from is larger (bufsize lowered since).
+func (c *httpConn) buildRespHead(n int, final bool) bool {
 	sc := c.sc
 	r := sc.resp
 	buf := sc.in.Data()
 	if c.rout == nil {
 		c.rout = c.w.Bufs.Get()
 	}
-	d := c.rout.b[:0]
+	if n+headSlack > c.rout.Cap() {
+		return false
+	}
+	d := c.rout.b[:0:len(c.rout.b)]
 	d = append(d, buf[:r.Reason.Off+r.Reason.Len]...)
 	d = append(d, "\r\n"...)
 	keep := http1.KeepTransferEncoding
@@ -523,8 +533,12 @@ func (c *httpConn) buildRespHead(final bool) {
 		d = http1.AppendVia(d, r.Minor, viaName)
 	}
 	d = append(d, "\r\n"...)
+	if len(d) > len(c.rout.b) {
+		return false // cannot happen (headSlack covers what is added)
+	}
 	c.rout.head, c.rout.tail = 0, len(d)
 	c.respSent = true
+	return true
 }
 
 // finishExchange: the response is complete. The server connection goes

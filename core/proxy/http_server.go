@@ -165,9 +165,7 @@ func (w *Worker) getResp() *http1.Response {
 	if r := popFree(&w.h.freeResp); r != nil {
 		return r
 	}
-	r := &http1.Response{}
-	r.Limits = http1.Limits{MaxHead: headLimit(w.Bufs.Size())}
-	return r
+	return &http1.Response{} // limits: set per head from its buffer (readResponse)
 }
 
 // putResp gives sc's response parser back; sc.resp is nil afterwards.
