@@ -35,8 +35,9 @@ type Control interface {
 	// activity"), by loop index; empty before the first Apply.
 	LoopActivity() []stats.LoopActivity
 
-	// Close stops accepting, lets connections finish until ctx ends, and
-	// releases every resource.
+	// Close stops accepting, closes idle keep-alive connections, lets
+	// requests in flight and tcp tunnels finish until tuning.grace_ms or
+	// ctx ends, then closes what is left and releases every resource.
 	Close(ctx context.Context) error
 }
 

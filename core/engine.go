@@ -32,9 +32,6 @@ type EngineOptions struct {
 	// PinFS names the procfs/sysfs IRQs are read and pinned in; the zero
 	// value is the host (tests use a fake tree). engine_pin.go.
 	PinFS pin.FS
-	// DrainGrace is how long a loop removed by a smaller nbthread lets its
-	// connections run before closing them; 0 = DefaultDrainGrace.
-	DrainGrace time.Duration
 }
 
 // fdMargin is what the global maxconn leaves of RLIMIT_NOFILE for the
@@ -135,7 +132,7 @@ func NewEngine(o EngineOptions) (*Engine, error) {
 		binds:    map[string]*bindRT{},
 		fronts:   map[string]*feRT{},
 		backends: map[string]*beRT{},
-		th:       threads{fs: o.PinFS, grace: o.DrainGrace},
+		th:       threads{fs: o.PinFS},
 	}, nil
 }
 
@@ -602,8 +599,11 @@ func (e *Engine) syncPause() {
 	e.anyPaused.Store(any)
 }
 
-// Close stops accepting, lets connections finish until ctx ends, then
-// closes what is left and stops the loops.
+// Close stops the data plane as HAProxy's soft stop: it stops accepting,
+// closes idle keep-alive connections and pooled server connections at
+// once, lets requests in flight finish (their responses carry Connection:
+// close) and tcp tunnels run, until none is left or tuning.grace_ms (or
+// ctx) ends; then it closes what is left and stops the loops.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -620,25 +620,31 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.pmu.Lock()
 	e.pauseSet = nil
 	e.pmu.Unlock()
-	e.group.Close()
-	live := e.conns.Load()
-	if live > 0 {
-		e.log.Info("waiting for connections to finish", "connections", live)
+	e.group.Close() // closes what the accept rings still held
+	grace := graceOf(e.cur)
+	gctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	// Every live loop, draining ones too (they may be soft-stopped already).
+	for _, rt := range e.th.all {
+		e.softStop(rt)
+	}
+	if live := e.conns.Load(); live > 0 {
+		e.log.Info("waiting for connections to finish", "connections", live, "grace", grace.String())
 	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 wait:
 	for e.conns.Load() > 0 {
 		select {
-		case <-ctx.Done():
+		case <-gctx.Done():
 			e.log.Warn("grace period over, closing connections", "connections", e.conns.Load())
 			break wait
 		case <-tick.C:
 		}
 	}
 	// Close what is left; bounded so a wedged loop cannot hang shutdown.
-	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
 	e.stopCheckers()
 	e.stopAllLoops(cctx) // active and draining loops (engine_threads.go)
 	if e.stopAccess != nil {
@@ -646,4 +652,13 @@ wait:
 	}
 	e.log.Info("data plane stopped")
 	return nil
+}
+
+// graceOf is tuning.grace_ms of c (the default when c is nil or has none).
+func graceOf(c *config.Config) time.Duration {
+	ms := config.DefaultGraceMs
+	if c != nil && c.Tuning.GraceMs > 0 {
+		ms = c.Tuning.GraceMs
+	}
+	return time.Duration(ms) * time.Millisecond
 }

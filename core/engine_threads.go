@@ -32,17 +32,16 @@ import (
 //     the old Group is retired (its rings hand off what they hold).
 //   - fewer loops: the same move to a Group over the remaining loops, so the
 //     removed loops get no new connection; each removed loop is "draining":
-//     its connections go on until they finish, or are closed after
-//     EngineOptions.DrainGrace; then the loop stops and its thread ends.
+//     it is soft-stopped as on SIGTERM (proxy.Worker.SoftStop: idle
+//     keep-alive connections closed at once, requests in flight finish with
+//     Connection: close, tcp tunnels go on), and what still runs after
+//     tuning.grace_ms is closed; then the loop stops and its thread ends.
+//     A draining loop taken back by a larger nbthread resumes keep-alive.
 //
 // Loop IDs stay dense: active loops are 0..nbthread-1 and draining ones
 // follow; IDs index the workers, the per-loop counter slots and the
 // backends' pickers, which are built for every live loop (active or
 // draining), so a connection of a draining loop still picks servers.
-
-// DefaultDrainGrace is how long a loop removed by a smaller nbthread lets
-// its connections run before closing them.
-const DefaultDrainGrace = 30 * time.Second
 
 // Loop thread states (loopRT.state, under Engine.mu).
 const (
@@ -67,8 +66,7 @@ type loopRT struct {
 
 // threads is the engine's loop-thread bookkeeping (part of Engine).
 type threads struct {
-	fs    pin.FS
-	grace time.Duration
+	fs pin.FS
 	// all is every live loop by ID: the active ones, then the draining
 	// ones (stopped ones at the tail are trimmed). Under Engine.mu.
 	all []*loopRT
@@ -149,6 +147,7 @@ func wantLoops(t *config.Tuning) int {
 // run but receive nothing until commitResize moves the binds to group.
 type resize struct {
 	from, to int
+	grace    time.Duration // tuning.grace_ms of the snapshot: drain bound
 	group    *listen.Group // over the loops 0..to-1
 	started  []*loopRT     // created by this resize
 	revived  []*loopRT     // draining loops made active again
@@ -158,7 +157,7 @@ type resize struct {
 // builds the accept group over the new active set (e.mu held). Nothing is
 // visible to traffic yet.
 func (e *Engine) prepareResize(t *config.Tuning, to int) (*resize, error) {
-	rs := &resize{from: len(e.loops), to: to}
+	rs := &resize{from: len(e.loops), to: to, grace: graceOf(&config.Config{Tuning: *t})}
 	if to > rs.from {
 		if runtime.GOMAXPROCS(0) < to+1 {
 			runtime.GOMAXPROCS(to + 1)
@@ -169,6 +168,8 @@ func (e *Engine) prepareResize(t *config.Tuning, to int) (*resize, error) {
 				rt := e.th.all[id]
 				rt.state = loopActive
 				rt.drainGen++ // cancels its drain
+				w := rt.w
+				rt.l.Exec(func(*loop.Loop) { w.Resume() }) // keep-alive again
 				rs.revived = append(rs.revived, rt)
 				continue
 			}
@@ -213,7 +214,7 @@ func (e *Engine) abortResize(rs *resize) {
 		rs.group.Retire()
 	}
 	for _, rt := range rs.revived {
-		e.startDrain(rt)
+		e.startDrain(rt, graceOf(e.cur))
 	}
 	for _, rt := range rs.started {
 		e.stopLoop(rt, context.Background())
@@ -251,7 +252,7 @@ func (e *Engine) commitResize(rs *resize, newBinds map[string]*bindRT) {
 	e.group = rs.group
 	for i, rt := range e.th.all {
 		if i >= rs.to && rt.state == loopActive {
-			e.startDrain(rt)
+			e.startDrain(rt, rs.grace)
 		}
 	}
 	e.loops, e.workers = loopsOf(e.th.all[:rs.to])
@@ -260,16 +261,13 @@ func (e *Engine) commitResize(rs *resize, newBinds map[string]*bindRT) {
 	e.log.Info("nbthread changed", "from", rs.from, "to", rs.to)
 }
 
-// startDrain marks rt draining and watches it until its connections are
-// gone or the grace is over, then stops it (e.mu held).
-func (e *Engine) startDrain(rt *loopRT) {
+// startDrain marks rt draining, soft-stops it, and watches it until its
+// connections are gone or grace is over, then stops it (e.mu held).
+func (e *Engine) startDrain(rt *loopRT, grace time.Duration) {
 	rt.state = loopDraining
 	rt.drainGen++
 	gen := rt.drainGen
-	grace := e.th.grace
-	if grace <= 0 {
-		grace = DefaultDrainGrace
-	}
+	e.softStop(rt)
 	e.log.Info("loop draining", "loop", rt.l.ID(), "connections", rt.l.Activity().Conns.Load(), "grace", grace.String())
 	go func() {
 		deadline := time.Now().Add(grace)
@@ -298,6 +296,13 @@ func (e *Engine) startDrain(rt *loopRT) {
 			<-tick.C
 		}
 	}()
+}
+
+// softStop runs proxy.Worker.SoftStop on rt's thread (any goroutine; it
+// does not wait: what the loop runs next comes after it).
+func (e *Engine) softStop(rt *loopRT) {
+	w := rt.w
+	rt.l.Exec(func(*loop.Loop) { w.SoftStop() })
 }
 
 // stopLoop closes what rt still runs, stops it and waits for its thread

@@ -1,10 +1,12 @@
 package core
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -100,7 +102,7 @@ func (e *Engine) acceptedOn(id int) uint64 {
 }
 
 func TestNbthreadChangesAtRuntimeUnderTrafficWithoutFailures(t *testing.T) {
-	e, err := NewEngine(EngineOptions{DrainGrace: 10 * time.Second})
+	e, err := NewEngine(EngineOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +194,7 @@ func TestNbthreadChangesAtRuntimeUnderTrafficWithoutFailures(t *testing.T) {
 }
 
 func TestDrainingLoopClosesConnectionsAfterGrace(t *testing.T) {
-	e, err := NewEngine(EngineOptions{DrainGrace: 200 * time.Millisecond})
+	e, err := NewEngine(EngineOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,6 +209,7 @@ func TestDrainingLoopClosesConnectionsAfterGrace(t *testing.T) {
 	a, b := hello(t, port, "hi"), hello(t, port, "hi")
 	c2 := tcpConfig(2, origin, port)
 	c2.Tuning.Nbthread = 1
+	c2.Tuning.GraceMs = 200
 	apply(t, e, c2)
 	waitUntil(t, 5*time.Second, "loop 1 stops after the grace", func() bool { return len(e.Threads()) == 1 })
 	// One of the two was on loop 1 and is closed now; the other lives.
@@ -478,4 +481,128 @@ func TestSeparatePolicyPlacesNICIRQsBesideTheLoops(t *testing.T) {
 	if got, _ := fs.IRQAffinity(30); pin.FormatCPUList(got) != "1" {
 		t.Errorf("irq 30 moved to %v by a refused apply", got)
 	}
+}
+
+// httpLoopsConfig is an http frontend on port in front of origin, on n
+// loops that take connections in turn.
+func httpLoopsConfig(gen int64, origin, port, n, graceMs int) *config.Config {
+	c := tcpConfig(gen, origin, port)
+	c.Frontends[0].Mode = config.ModeHTTP
+	c.Backends[0].Mode = config.ModeHTTP
+	c.Tuning.Nbthread = n
+	c.Tuning.Distribution = config.DistRoundRobin
+	c.Tuning.GraceMs = graceMs
+	c.Normalize()
+	return c
+}
+
+// TestRemovedLoopSoftStops: nbthread 2 -> 1 closes the removed loop's idle
+// keep-alive connection at once (not when grace_ms ends), lets its request
+// in flight finish with Connection: close, and leaves the other loop's
+// connections as they were.
+func TestRemovedLoopSoftStops(t *testing.T) {
+	e := newTestEngine(t)
+	release := make(chan struct{})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-release
+		}
+		io.WriteString(w, "ok")
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	origin := ln.Addr().(*net.TCPAddr).Port
+	port := freePort(t)
+	apply(t, e, httpLoopsConfig(1, origin, port, 2, 30000))
+
+	type client struct {
+		c  net.Conn
+		br *bufio.Reader
+	}
+	dial := func() client {
+		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return client{c, bufio.NewReader(c)}
+	}
+	get := func(cl client, path string) *http.Response {
+		t.Helper()
+		cl.c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(cl.c, "GET "+path+" HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(cl.br, nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != "ok" {
+			t.Fatalf("GET %s: %d %q", path, resp.StatusCode, b)
+		}
+		return resp
+	}
+	// Round robin: one idle and one slow client on each loop.
+	idle := []client{dial(), dial()}
+	for _, cl := range idle {
+		get(cl, "/")
+	}
+	slow := []client{dial(), dial()}
+	for _, cl := range slow {
+		io.WriteString(cl.c, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+	}
+	waitUntil(t, 5*time.Second, "both slow requests in flight", func() bool {
+		return e.liveOn(0) == 2 && e.liveOn(1) == 2
+	})
+
+	apply(t, e, httpLoopsConfig(2, origin, port, 1, 30000))
+	start := time.Now()
+	closed := -1
+	waitUntil(t, 3*time.Second, "the removed loop's idle connection closed", func() bool {
+		for i, cl := range idle {
+			cl.c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+			if _, err := cl.br.Peek(1); errors.Is(err, io.EOF) {
+				closed = i
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("idle connection of the removed loop closed %v after the change", time.Since(start))
+	get(idle[1-closed], "/") // the kept loop's client goes on
+
+	close(release)
+	var last int
+	for _, cl := range slow {
+		cl.c.SetDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(cl.br, nil)
+		if err != nil {
+			t.Fatalf("request in flight: %v", err)
+		}
+		io.ReadAll(resp.Body)
+		if resp.Close {
+			last++
+			if _, err := cl.br.Peek(1); !errors.Is(err, io.EOF) {
+				t.Fatalf("after its Connection: close response: %v, want end of stream", err)
+			}
+		}
+	}
+	if last != 1 {
+		t.Fatalf("%d responses in flight carried Connection: close, want the removed loop's one", last)
+	}
+	waitUntil(t, 5*time.Second, "the removed loop stops (long before grace_ms)", func() bool { return len(e.Threads()) == 1 })
+}
+
+// liveOn is the number of connections loop id owns (0 once it stopped).
+func (e *Engine) liveOn(id int) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if id < len(e.th.all) {
+		return e.th.all[id].l.Activity().Conns.Load()
+	}
+	return 0
 }

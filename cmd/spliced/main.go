@@ -31,10 +31,6 @@ import (
 	"github.com/spliced-proxy/spliced/core/config"
 )
 
-// shutdownGrace is how long established connections may take to finish
-// after SIGTERM before the process closes them.
-const shutdownGrace = 10 * time.Second
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -247,17 +243,28 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 
-	sigc := make(chan os.Signal, 1)
+	sigc := make(chan os.Signal, 2)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigc)
 	select {
 	case sig := <-sigc:
-		log.Info("stopping", "signal", sig.String(), "grace", shutdownGrace.String())
+		// The grace is tuning.grace_ms of the running config: the data
+		// plane bounds its soft stop with it (core.Engine.Close).
+		log.Info("stopping", "signal", sig.String(), "grace_ms", store.Current().Tuning.GraceMs)
 	case err := <-errc:
 		return fmt.Errorf("admin server: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	// A second signal during the grace stops at once (HAProxy's hard stop).
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		select {
+		case sig := <-sigc:
+			log.Warn("second signal: closing every connection now", "signal", sig.String())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	// The data plane first: it stops accepting at once and lets established
 	// connections finish; the admin API stays up meanwhile for /healthz.
 	cerr := ctl.Close(ctx)

@@ -26,6 +26,10 @@ const (
 	DefaultCheckTimeoutMs  = 1000
 	DefaultCheckRise       = 2
 	DefaultCheckFall       = 3
+	// DefaultGraceMs: long enough for ordinary responses in flight to
+	// complete on stop, short enough for systemd's stop timeout (20 s in
+	// the packaged unit).
+	DefaultGraceMs = 10000
 )
 
 // Normalize fills every field a client left at its zero value with its
@@ -146,6 +150,7 @@ func (t *Tuning) Normalize() {
 	def(&t.Maxaccept, DefaultMaxaccept)
 	def(&t.Bufsize, DefaultBufsize)
 	def(&t.Maxpipes, DefaultMaxpipes)
+	def(&t.GraceMs, DefaultGraceMs)
 	if t.Sched == (Sched{}) {
 		t.Sched = Sched{Urgent: DefaultSchedUrgent, Normal: DefaultSchedNormal, Bulk: DefaultSchedBulk}
 	}

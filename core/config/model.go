@@ -181,6 +181,12 @@ type Tuning struct {
 	Pipesize      int    `json:"pipesize" validate:"gte=0,lte=67108864"`
 	Maxpipes      int    `json:"maxpipes" validate:"gte=0,lte=1000000"`
 	Maxconn       int    `json:"maxconn" validate:"gte=0,lte=100000000"`
+	// GraceMs bounds a stop (SIGTERM) and the drain of loops removed by a
+	// smaller nbthread: idle keep-alive connections close at once, requests
+	// in flight finish with Connection: close, and whatever still runs
+	// after grace_ms (tcp tunnels, slow responses) is closed. HAProxy's
+	// hard-stop-after. 0 = default (10 000).
+	GraceMs int `json:"grace_ms" validate:"gte=0,lte=3600000"`
 }
 
 // Sched is the CPU-budget split between tasklet classes, in percent (seed 000).

@@ -83,6 +83,8 @@ func TestDiff(t *testing.T) {
 			want: []PlanItem{{Object: "tuning", Op: OpUpdate, Apply: ApplyRestartLoops, Fields: []string{"nbthread", "maxaccept"}}}},
 		{name: "other tuning in place", mutate: func(c *Config) { c.Tuning.Sched = Sched{Urgent: 50, Normal: 40, Bulk: 10} },
 			want: []PlanItem{{Object: "tuning", Op: OpUpdate, Apply: ApplyInPlace, Fields: []string{"sched"}}}},
+		{name: "grace_ms in place", mutate: func(c *Config) { c.Tuning.GraceMs = 2500 },
+			want: []PlanItem{{Object: "tuning", Op: OpUpdate, Apply: ApplyInPlace, Fields: []string{"grace_ms"}}}},
 		{name: "cpu_map and irq in place", mutate: func(c *Config) {
 			c.CPUMap.Threads[0].CPUs = []int{3}
 			c.IRQ.Policy = IRQPolicyNone

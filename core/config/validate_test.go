@@ -193,6 +193,11 @@ func TestValidate(t *testing.T) {
 			want: []want{{"/tuning/distribution", CodeOneOf}}},
 		{name: "nbthread over 1024", mutate: func(c *Config) { c.Tuning.Nbthread = 1025 },
 			want: []want{{"/tuning/nbthread", CodeOutOfRange}}},
+		{name: "grace_ms over one hour", mutate: func(c *Config) { c.Tuning.GraceMs = 3600001 },
+			want: []want{{"/tuning/grace_ms", CodeOutOfRange}}},
+		{name: "grace_ms negative", mutate: func(c *Config) { c.Tuning.GraceMs = -1 },
+			want: []want{{"/tuning/grace_ms", CodeOutOfRange}}},
+		{name: "grace_ms 100 passes", mutate: func(c *Config) { c.Tuning.GraceMs = 100 }},
 
 		// health checks
 		{name: "check timeout above interval", mutate: func(c *Config) { c.Backends[0].HealthCheck.TimeoutMs = 3000 },

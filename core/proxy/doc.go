@@ -91,6 +91,15 @@
 // timeout covers idle connections from the moment the server answers, and
 // connect_ms (with retries) the time before.
 //
+// # Soft stop (stop.go)
+//
+// Worker.SoftStop, run by the engine on SIGTERM and on a loop removed by a
+// smaller nbthread: idle keep-alive http clients (no byte pending) and
+// pooled server connections are closed at once; other http connections
+// finish their current request with Connection: close; tcp tunnels go on
+// until CloseAll, when tuning.grace_ms ends. Resume undoes it for a
+// draining loop taken back.
+//
 // # Health checks (check.go)
 //
 // A Checker runs one backend generation's health_check on the loops:

@@ -382,7 +382,7 @@ func (c *httpConn) startRequest(n int) {
 	}
 	c.releaseIn()
 
-	c.closeAfter = r.Close
+	c.closeAfter = r.Close || w.stopping // stop.go: the last response
 	c.respHead, c.respSent, c.reqHeadSent, c.upgrade = false, false, false, false
 	c.reqAborted, c.srvAnswered = false, false
 	c.attempts = 0

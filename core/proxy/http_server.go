@@ -199,7 +199,7 @@ func (w *Worker) poolSrv(sc *srvConn) bool {
 		p = &srvPool{} // once per server and loop
 		h.idle[sc.server] = p
 	}
-	if p.n >= maxIdlePerServer || sc.server.Retired() || sc.side.FD.Ready&(evRdHup|evHup|evErr) != 0 {
+	if p.n >= maxIdlePerServer || sc.server.Retired() || w.stopping || sc.side.FD.Ready&(evRdHup|evHup|evErr) != 0 {
 		// full, or the server closed (its FIN came with the response)
 		return false
 	}

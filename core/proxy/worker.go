@@ -26,6 +26,8 @@ type Worker struct {
 	nlive int
 	sa    balance.SockaddrBuf // connect(2) address storage owned by this loop
 	h     httpState           // http mode: client connections, server pools, queue
+	// stopping: SoftStop was called (stop.go): no keep-alive, no pooling.
+	stopping bool
 	// AccessLog receives one entry per connection of a frontend with
 	// access_log on; set by the engine before the loop runs (nil: none).
 	AccessLog *stats.LogRing

@@ -26,7 +26,9 @@ export default async function tuning(ctx, root) {
     group([], 'Buffers and pipes', h('div', { class: 'fields' },
       input(model, ['bufsize'], 'Buffer size (bytes)', 'int', { min: 0 }),
       input(model, ['pipesize'], 'Pipe size (bytes)', 'int', { min: 0, hint: '0 = kernel default' }),
-      input(model, ['maxpipes'], 'Max pipes', 'int', { min: 0 }))));
+      input(model, ['maxpipes'], 'Max pipes', 'int', { min: 0 }))),
+    group([], 'Stopping', h('div', { class: 'fields' },
+      input(model, ['grace_ms'], 'Grace (ms)', 'int', { min: 0, max: 3600000, hint: 'SIGTERM and removed loops: requests in flight finish, the rest is closed after it' }))));
   // The group fieldsets without a pointer of their own must not catch
   // errors for the whole body.
   body.querySelectorAll('fieldset[data-ptr="/"]').forEach((f) => f.removeAttribute('data-ptr'));

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSIGTERMSoftStop: on SIGTERM an idle keep-alive client is closed at
+// once, a slow response in flight completes with Connection: close and its
+// connection closes after it, a tcp tunnel runs until tuning.grace_ms ends
+// and is closed then, and the process exits right after.
+func TestSIGTERMSoftStop(t *testing.T) {
+	in := startSpliced(t, "")
+	const graceMs = 3000
+	in.MustDo(200, "PATCH", "/api/v1/tuning", map[string]any{"grace_ms": graceMs})
+
+	release := make(chan struct{})
+	o := newHTTPOrigin(t, "A", func(_ net.Conn, r *rawReq) string {
+		if r.Path == "/slow" {
+			<-release
+		}
+		return okResp("A")
+	})
+	hport := setupHTTP(t, in, httpSetup{
+		backends: []map[string]any{httpBackend("hweb", "roundrobin", o.server("s1"))},
+		frontend: map[string]any{"default_backend": "hweb"},
+	})
+	tcpO := newTCPOrigin(t, "T")
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
+		"name": "tweb", "mode": "tcp", "servers": []map[string]any{tcpO.server("t1")},
+	})
+	tport := freePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "tpub", "mode": "tcp", "default_backend": "tweb",
+		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": tport}},
+	})
+
+	idle := dialProxy(t, hport)
+	idleBR := bufio.NewReader(idle)
+	io.WriteString(idle, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	if resp, body := readResp(t, idleBR, "GET"); resp.StatusCode != 200 || string(body) != "A" || resp.Close {
+		t.Fatalf("keep-alive request: %d %q close=%v", resp.StatusCode, body, resp.Close)
+	}
+	slow := dialProxy(t, hport)
+	io.WriteString(slow, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+	waitFor(t, 5*time.Second, "the slow request at the origin", func() bool {
+		return strings.Contains(o.received(), "GET /slow ")
+	})
+	tunnel, _ := greet(t, tport)
+
+	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	idle.SetReadDeadline(time.Now().Add(graceMs / 2 * time.Millisecond))
+	if b, err := idleBR.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle keep-alive client after SIGTERM: %q, %v; want end of stream at once", b, err)
+	}
+	t.Logf("idle keep-alive connection closed %v after SIGTERM", time.Since(t0))
+	waitFor(t, 5*time.Second, "the binds to close", func() bool { return refuses(hport) && refuses(tport) })
+
+	close(release)
+	sbr := bufio.NewReader(slow)
+	resp, body := readResp(t, sbr, "GET")
+	if resp.StatusCode != 200 || string(body) != "A" || !resp.Close {
+		t.Fatalf("response in flight at SIGTERM: %d %q close=%v; want 200 with Connection: close", resp.StatusCode, body, resp.Close)
+	}
+	if _, err := sbr.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last response: %v, want end of stream", err)
+	}
+
+	if since := time.Since(t0); since < graceMs*time.Millisecond*2/3 {
+		echoes(t, tunnel, "still within the grace")
+	}
+	tunnel.SetReadDeadline(time.Now().Add(graceMs*time.Millisecond + 5*time.Second))
+	_, err := tunnel.Read(make([]byte, 1))
+	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("tcp tunnel after grace_ms: %v, want closed", err)
+	}
+	if d := time.Since(t0); d < graceMs*time.Millisecond*9/10 {
+		t.Fatalf("tcp tunnel closed %v after SIGTERM, before grace_ms (%d ms)", d, graceMs)
+	}
+	select {
+	case <-in.exited:
+		if in.exitErr != nil {
+			t.Fatalf("exit: %v\n%s", in.exitErr, in.Logs())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the process did not exit after grace_ms")
+	}
+	// The -race runtime adds ~1 s at exit (atexit_sleep_ms).
+	t.Logf("process exited %v after SIGTERM (grace_ms %d)", time.Since(t0), graceMs)
+}
+
+// TestGraceMsValidated: grace_ms beyond one hour is refused with a 422
+// naming the field.
+func TestGraceMsValidated(t *testing.T) {
+	in := startSpliced(t, "")
+	r := in.MustDo(422, "PATCH", "/api/v1/tuning", map[string]any{"grace_ms": 3600001})
+	if !strings.Contains(string(r.Body), `"/grace_ms"`) && !strings.Contains(string(r.Body), `"/tuning/grace_ms"`) {
+		t.Fatalf("422 does not name grace_ms: %s", r.Body)
+	}
+	var got map[string]any
+	in.MustDo(200, "GET", "/api/v1/tuning", nil).JSON(t, &got)
+	if got["grace_ms"] != float64(10000) {
+		t.Fatalf("default grace_ms %v, want 10000", got["grace_ms"])
+	}
+}

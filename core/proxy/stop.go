@@ -1,0 +1,89 @@
+package proxy
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Soft stop (HAProxy's soft-stop, then hard-stop-after): on SIGTERM and on
+// a loop removed by a smaller nbthread, the engine stops giving the loop
+// new connections and calls SoftStop on it; whatever is still open when
+// tuning.grace_ms ends is closed by CloseAll.
+//
+//   - an http client connection between requests, with no byte pending
+//     (nothing buffered, nothing in the socket), is closed at once: it
+//     holds nothing a client would lose (a request sent at that very
+//     moment is lost as it would be on any keep-alive timeout; clients
+//     retry idempotent requests on a fresh connection);
+//   - every other http client connection (a head partly received, a
+//     request queued, connecting or in flight) finishes its current
+//     request; the response carries Connection: close and the connection
+//     closes after it. A partial head still has its http_request_ms;
+//   - idle pooled server connections are closed, and no connection goes
+//     back to a pool afterwards;
+//   - tcp tunnels (and upgraded http connections) carry on: a byte stream
+//     has no point at which it may be cut cleanly, so they get the grace.
+
+// SoftStop puts the worker into its stopping state (loop thread): see
+// above. It may be called more than once.
+func (w *Worker) SoftStop() {
+	w.stopping = true
+	for c := w.h.live; c != nil; {
+		next := c.next // c may be closed (unlinked) below
+		c.softStop()
+		c = next
+	}
+	for _, p := range w.h.idle {
+		for p.head != nil {
+			w.closeSrv(p.head)
+		}
+	}
+}
+
+// Resume leaves the stopping state (loop thread): a draining loop taken
+// back by a larger nbthread keeps its connections alive again. Those
+// already told to close after their response still do.
+func (w *Worker) Resume() { w.stopping = false }
+
+// Stopping tells whether SoftStop was called and not resumed (loop thread).
+func (w *Worker) Stopping() bool { return w.stopping }
+
+// softStop closes c if it is idle between requests, else makes the
+// current (or next, for a head being received) response its last.
+func (c *httpConn) softStop() {
+	switch c.phase {
+	case phHead:
+		if (c.in == nil || c.in.Len() == 0) && !c.inputPending() {
+			c.close(closeNormal)
+			return
+		}
+		// A head is on its way: startRequest sees w.stopping.
+	case phQueue, phConnect, phExchange:
+		// buildRespHead writes Connection: close when the head is not
+		// sent yet; finishExchange closes after the response either way.
+		c.closeAfter = true
+	}
+	// phDrain, phLinger: closing already.
+}
+
+// inputPending tells whether the client sent bytes not read yet (a new
+// request head may be arriving). An edge the loop has not delivered yet is
+// seen too: the socket is peeked, not the readiness bits.
+func (c *httpConn) inputPending() bool {
+	var b [1]byte
+	for {
+		n, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(c.cli.FD.Fd), uintptr(unsafe.Pointer(&b[0])), 1,
+			unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case unix.EINTR:
+			continue
+		case 0:
+			// n == 0: end of stream, nothing to serve.
+			return n > 0
+		}
+		// EAGAIN: nothing pending. Any other error: the connection is
+		// dead, closing it is right.
+		return false
+	}
+}
