@@ -66,27 +66,18 @@ type Engine struct {
 	view       atomic.Pointer[statsView] // what Stats reads (engine_stats.go)
 	stopAccess func()                    // stops the access-log writer
 
-	// Connection limits. conns counts live client connections of every
-	// frontend; maxconn is the global limit in force.
-	conns     atomic.Int64
-	maxconn   atomic.Int64
-	pmu       sync.Mutex // guards pauseSet; held only at limit crossings
-	pauseSet  []*bindRT  // binds subject to the limits
-	anyPaused atomic.Bool
+	// conns counts the live client connections of every frontend against
+	// the global maxconn: each bind reserves a slot on it (and on its
+	// frontend's feRT.lim) before accept4 (listen.Limit).
+	conns listen.Limit
 }
 
 // feRT is a frontend's state that survives snapshots (same name): counters
-// and its connection limit.
+// and its connection limit (maxconn, 0 = unlimited).
 type feRT struct {
 	name  string
 	stats *proxy.Counters
-	cur   atomic.Int64
-	max   atomic.Int64 // 0 = unlimited
-}
-
-func (f *feRT) over() bool {
-	m := f.max.Load()
-	return m > 0 && f.cur.Load() >= m
+	lim   listen.Limit
 }
 
 // bindRT is one open bind. front is the frontend connections accepted on it
@@ -94,21 +85,11 @@ func (f *feRT) over() bool {
 type bindRT struct {
 	key  string
 	f    *feRT
-	spec listen.BindSpec
-	// ln is the bind's listener. Once the bind is in pauseSet, loop
-	// threads read ln under Engine.pmu (syncPause), so it is replaced only
-	// through setListener.
+	spec listen.BindSpec // Limits: &f.lim, &Engine.conns
+	// ln is the bind's listener; only Apply's goroutine reads and replaces
+	// it (e.mu held): the loops reach a listener through its acceptors.
 	ln    *listen.Listener
 	front atomic.Pointer[proxy.Frontend]
-}
-
-// setListener replaces b's listener under pmu: the loops may be pausing or
-// resuming b (syncPause) at this very moment (Apply's goroutine, e.mu
-// held).
-func (e *Engine) setListener(b *bindRT, ln *listen.Listener) {
-	e.pmu.Lock()
-	b.ln = ln
-	e.pmu.Unlock()
 }
 
 // beRT is a backend's state across snapshots: the balance lineage and
@@ -140,7 +121,7 @@ func NewEngine(o EngineOptions) (*Engine, error) {
 func (e *Engine) Runtime() Runtime {
 	return Runtime{
 		Nbthread:   int(e.nbthread.Load()),
-		Maxconn:    int(e.maxconn.Load()),
+		Maxconn:    int(e.conns.Max()),
 		Generation: e.gen.Load(),
 	}
 }
@@ -332,6 +313,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		f := e.fronts[cf.Name]
 		if f == nil {
 			f = &feRT{name: cf.Name, stats: e.newCounters()}
+			f.lim.SetMax(int64(cf.Maxconn)) // nobody reserves on it before its binds open
 		}
 		newFE[cf.Name] = f
 		pf := &proxy.Frontend{
@@ -373,7 +355,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 				delete(e.binds, r.old.key)
 				continue
 			}
-			e.setListener(r.old, ln) // still in pauseSet: loops read it
+			r.old.ln = ln
 		}
 		e.restoreBackends(newBE)
 		return err
@@ -393,6 +375,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 				old.ln.Close() // rebind: the port must be free for the new socket
 				replaced = append(replaced, reopen{old, old.spec})
 			}
+			spec.Limits = []*listen.Limit{&newFE[cf.Name].lim, &e.conns}
 			b := &bindRT{key: key, f: newFE[cf.Name], spec: spec}
 			b.front.Store(fronts[cf.Name])
 			ln, err := group.Open(spec, b, e.accept)
@@ -423,7 +406,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	}
 	for i := range snap.Frontends {
 		cf := &snap.Frontends[i]
-		newFE[cf.Name].max.Store(int64(cf.Maxconn))
+		newFE[cf.Name].lim.SetMax(int64(cf.Maxconn))
 	}
 	for key, b := range e.binds {
 		if nb := newBinds[key]; nb == nil {
@@ -443,14 +426,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	}
 	e.swapCheckers(newBE)
 	e.binds, e.fronts, e.backends = newBinds, newFE, newBE
-	e.maxconn.Store(globalMaxconn(&snap.Tuning))
-	e.pmu.Lock()
-	e.pauseSet = e.pauseSet[:0]
-	for _, b := range newBinds {
-		e.pauseSet = append(e.pauseSet, b)
-	}
-	e.pmu.Unlock()
-	e.syncPause()
+	e.conns.SetMax(globalMaxconn(&snap.Tuning))
 	e.group.SetDistribution(snap.Tuning.Distribution, snap.Tuning.Maxaccept)
 
 	// 5. Every loop picks the snapshot up: tuning applied on its thread;
@@ -522,9 +498,11 @@ func (e *Engine) accept(l *loop.Loop, fd int, ln *listen.Listener) {
 	f := b.f
 	if fe == nil || f == nil {
 		unix.Close(fd)
+		ln.Release()
 		return
 	}
-	e.admit(f)
+	// The connection holds the slots its acceptor reserved (f.lim and
+	// e.conns); the frontend's OnClose gives them back (release).
 	if fe.HTTP != nil {
 		e.workerOf(l).StartHTTP(fd, fe)
 		return
@@ -555,48 +533,11 @@ func httpFront(cf *config.Frontend, def *proxy.Backend, bes map[string]*beRT) *p
 	return h
 }
 
-// admit counts a new connection; reaching a limit pauses the listeners
-// (new connections then wait in the kernel backlog).
-func (e *Engine) admit(f *feRT) {
-	n := f.cur.Add(1)
-	g := e.conns.Add(1)
-	if fm := f.max.Load(); fm > 0 && n >= fm {
-		e.syncPause()
-	} else if gm := e.maxconn.Load(); gm > 0 && g >= gm {
-		e.syncPause()
-	}
-}
-
-// release is a frontend's OnClose: below the limit again, resume.
+// release is a frontend's OnClose: the connection gives back the slots its
+// acceptor reserved; a listener waiting for one resumes (listen.Limit).
 func (e *Engine) release(f *feRT) {
-	f.cur.Add(-1)
-	e.conns.Add(-1)
-	if e.anyPaused.Load() {
-		e.syncPause()
-	}
-}
-
-// syncPause pauses every bind whose frontend, or the process, is at its
-// limit and resumes the others. It runs only when a limit is crossed (or
-// while something is paused), never per chunk. anyPaused is raised before
-// the counts are read, so a release racing with a pause either sees it and
-// resyncs, or happened before the read and is counted.
-func (e *Engine) syncPause() {
-	e.pmu.Lock()
-	defer e.pmu.Unlock()
-	e.anyPaused.Store(true)
-	gm := e.maxconn.Load()
-	global := gm > 0 && e.conns.Load() >= gm
-	any := false
-	for _, b := range e.pauseSet {
-		if global || (b.f != nil && b.f.over()) {
-			b.ln.Pause()
-			any = true
-		} else {
-			b.ln.Resume()
-		}
-	}
-	e.anyPaused.Store(any)
+	f.lim.Release()
+	e.conns.Release()
 }
 
 // Close stops the data plane as HAProxy's soft stop: it stops accepting,
@@ -617,9 +558,6 @@ func (e *Engine) Close(ctx context.Context) error {
 	for _, b := range e.binds {
 		b.ln.Close()
 	}
-	e.pmu.Lock()
-	e.pauseSet = nil
-	e.pmu.Unlock()
 	e.group.Close() // closes what the accept rings still held
 	grace := graceOf(e.cur)
 	gctx, cancel := context.WithTimeout(ctx, grace)
@@ -628,16 +566,16 @@ func (e *Engine) Close(ctx context.Context) error {
 	for _, rt := range e.th.all {
 		e.softStop(rt)
 	}
-	if live := e.conns.Load(); live > 0 {
+	if live := e.conns.Cur(); live > 0 {
 		e.log.Info("waiting for connections to finish", "connections", live, "grace", grace.String())
 	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 wait:
-	for e.conns.Load() > 0 {
+	for e.conns.Cur() > 0 {
 		select {
 		case <-gctx.Done():
-			e.log.Warn("grace period over, closing connections", "connections", e.conns.Load())
+			e.log.Warn("grace period over, closing connections", "connections", e.conns.Cur())
 			break wait
 		case <-tick.C:
 		}

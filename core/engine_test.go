@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -299,6 +301,7 @@ func TestEngineFailedApplyRestoresBindsWithoutRace(t *testing.T) {
 	// every close resumes, so the loops run syncPause over every bind.
 	stop := make(chan struct{})
 	churned := make(chan int)
+	first := make(chan struct{}) // the churn runs before the applies start
 	go func() {
 		n := 0
 		defer func() { churned <- n }()
@@ -314,11 +317,18 @@ func TestEngineFailedApplyRestoresBindsWithoutRace(t *testing.T) {
 			}
 			c.SetReadDeadline(time.Now().Add(time.Second))
 			if _, err := io.ReadFull(c, make([]byte, 1)); err == nil {
-				n++
+				if n++; n == 1 {
+					close(first)
+				}
 			}
 			c.Close()
 		}
 	}()
+	select {
+	case <-first:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection served through the frontend at its maxconn")
+	}
 	for i := range 30 {
 		// b1 changes (rebind: closed, to be reopened on failure), b3 is on
 		// a taken port: the apply fails after b1 was closed.
@@ -334,4 +344,72 @@ func TestEngineFailedApplyRestoresBindsWithoutRace(t *testing.T) {
 		t.Fatal("no connection was served during the failed applies")
 	}
 	hello(t, p1, "A").Close()
+}
+
+// TestEngineMaxconnHoldsUnderBurst: with maxconn 2 (a frontend's, or the
+// process's) and 2 loops, a burst of 50 parallel connects is served 2 at a
+// time: the origin never sees more than 2 connections whose client has not
+// closed yet, and every waiting client is served as slots free.
+func TestEngineMaxconnHoldsUnderBurst(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		set    func(c *config.Config)
+		global bool
+	}{
+		{"frontend", func(c *config.Config) { c.Frontends[0].Maxconn = 2 }, false},
+		{"global", func(c *config.Config) { c.Tuning.Maxconn = 2 }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEngine(t)
+			p := freePort(t)
+			var opened, closed, worst atomic.Int64
+			origin := serveOrigin(t, func(c net.Conn) {
+				// closed counts clients before they close, so a correct
+				// proxy (close, release, accept the next) never makes the
+				// difference exceed maxconn.
+				if d := opened.Add(1) - closed.Load(); d > worst.Load() {
+					worst.Store(d)
+				}
+				defer c.Close()
+				c.Write([]byte("A"))
+				io.Copy(io.Discard, c)
+			})
+			cfg := tcpConfig(1, origin, p)
+			tc.set(cfg)
+			apply(t, e, cfg)
+			const n = 50
+			var wg sync.WaitGroup
+			errs := make(chan error, n)
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), 5*time.Second)
+					if err != nil {
+						errs <- err
+						return
+					}
+					c.SetReadDeadline(time.Now().Add(20 * time.Second))
+					b := make([]byte, 1)
+					_, err = io.ReadFull(c, b)
+					closed.Add(1)
+					c.Close()
+					if err != nil {
+						errs <- err
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal("client:", err)
+			}
+			if w := worst.Load(); w > 2 {
+				t.Fatalf("%d tunnels at once with maxconn 2", w)
+			}
+			if rt := e.Runtime(); tc.global && rt.Maxconn != 2 {
+				t.Fatalf("runtime maxconn %d", rt.Maxconn)
+			}
+		})
+	}
 }

@@ -243,7 +243,7 @@ func (e *Engine) commitResize(rs *resize, newBinds map[string]*bindRT) {
 			continue
 		}
 		prev := b.ln
-		e.setListener(b, ln)
+		b.ln = ln
 		prev.Close() // closes its duplicates only
 	}
 	if !keepOld {

@@ -40,7 +40,7 @@ func (g *Group) Adopt(old *Listener, threads []int, owner any, fn AcceptFunc) (*
 	if old.closed.Load() || len(old.socks) == 0 {
 		return nil, fmt.Errorf("listen: adopt %s: listener closed", old.addr)
 	}
-	ln := &Listener{Owner: owner, g: g, fn: fn, addr: old.addr, targets: ts}
+	ln := &Listener{Owner: owner, g: g, fn: fn, addr: old.addr, targets: ts, limits: old.limits}
 	ln.paused.Store(old.paused.Load())
 	for _, s := range old.socks {
 		fd, err := unix.FcntlInt(uintptr(s), unix.F_DUPFD_CLOEXEC, 0)
@@ -88,11 +88,12 @@ func (g *Group) Retire() {
 				wg.Done()
 			}) {
 				for {
-					fd, _, ok := r.pop()
+					fd, ln, ok := r.pop()
 					if !ok {
 						break
 					}
 					closeFd(fd)
+					ln.Release()
 				}
 				wg.Done()
 			}

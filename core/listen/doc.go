@@ -23,6 +23,19 @@
 // TCP_NODELAY and everything else about the connection belong to core/proxy,
 // which also keeps Activity.Conns up to date (the load seen here).
 //
+// Connection limits (limit.go, HAProxy's listener_accept): before each
+// accept4 an acceptor reserves a slot on every Limit of its listener
+// (BindSpec.Limits: the frontend's maxconn, then the process's) with a CAS
+// that never passes the maximum, so nothing accepted on any loop or waiting
+// in any ring exceeds it; the fd carries its slots to the AcceptFunc, whose
+// connection gives them back when it ends (a failed accept4, or a fd dropped
+// unserved, gives them back at once). An acceptor that finds a Limit full
+// unregisters its socket on its own loop and waits in the Limit's list
+// (clients wait in the kernel backlog); a release that leaves the resume
+// slack free (max/16, 1 to MaxResumeSlack) resumes the list, each acceptor
+// on its loop, and a limited acceptor looks again every LimitRecheck for a
+// slot freed below the slack.
+//
 // Out of fds (EMFILE, ENFILE) or memory on accept4: that loop unregisters the
 // socket and re-registers it FdLimitBackoff later from a loop timer (no busy
 // loop), counting Activity.AcceptPauses.
@@ -37,6 +50,7 @@
 //     NewGroup, Group.Open, Listener.Close, Group.Close, Group.Adopt,
 //     Group.Retire (adopt.go: moving listeners to a new set of loops when
 //     nbthread changes, without closing a listening socket);
-//   - any goroutine: SetDistribution, Pause, Resume, Paused, Addr, Ring.Len;
+//   - any goroutine: SetDistribution, Pause, Resume, Paused, Addr, Ring.Len,
+//     Listener.Release and every Limit method;
 //   - loop threads: everything the acceptors and rings do internally.
 package listen

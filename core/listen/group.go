@@ -84,7 +84,8 @@ func (g *Group) load(i int) int64 {
 }
 
 // Close removes the rings from their loops and closes the fds still queued
-// in them (connections accepted but never handed off). Call it after every
+// in them (connections accepted but never handed off), giving their
+// reserved slots back (Listener.Release). Call it after every
 // Listener of the group is closed; control goroutine only (it waits for the
 // loops, so never from a loop thread).
 func (g *Group) Close() {
@@ -95,11 +96,12 @@ func (g *Group) Close() {
 			wg.Add(1)
 			drain := func() {
 				for {
-					fd, _, ok := r.pop()
+					fd, ln, ok := r.pop()
 					if !ok {
 						break
 					}
 					closeFd(fd)
+					ln.Release()
 				}
 			}
 			if !l.Exec(func(l *loop.Loop) { l.RemoveSource(r); drain(); wg.Done() }) {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,9 @@ type BindSpec struct {
 	Backlog int    // 0 = DefaultBacklog
 	Shards  int    // > 0: that many SO_REUSEPORT sockets, one per loop in turn
 	Threads []int  // loop indexes allowed to accept; empty = all
+	// Limits are reserved, in order, before each accept4 (limit.go): a
+	// frontend's, then the process's. Nil: unlimited.
+	Limits []*Limit
 }
 
 // AcceptFunc runs on the loop thread that was picked for the connection; it
@@ -54,6 +58,7 @@ type Listener struct {
 	acc     []*acceptor
 	targets []int // loop indexes the distribution may pick (shards == 0)
 	sharded bool  // BindSpec.Shards > 0: one SO_REUSEPORT socket per acceptor (Adopt keeps the layout)
+	limits  []*Limit
 
 	idx       atomic.Uint32 // rotating index for p2c-rr and round-robin (seed 001)
 	paused    atomic.Bool
@@ -74,10 +79,15 @@ type acceptor struct {
 	fd         loop.FD
 	task       loop.Tasklet
 	backoff    loop.Timer
+	recheck    loop.Timer // while limited (limit.go)
 	registered bool
 	backingOff bool
+	limitedBy  *Limit // the full Limit this acceptor waits for (limit.go)
 	rng        uint64
 	syncFn     func(*loop.Loop)
+	resumeFn   func(*loop.Loop)
+
+	nextWait *acceptor // in limitedBy's wait list, guarded by its mu
 }
 
 // Open creates, binds and listens synchronously, so that EADDRINUSE, EACCES
@@ -101,7 +111,8 @@ func (g *Group) Open(spec BindSpec, owner any, fn AcceptFunc) (*Listener, error)
 	if backlog <= 0 {
 		backlog = DefaultBacklog
 	}
-	ln := &Listener{Owner: owner, g: g, fn: fn, targets: threads, sharded: spec.Shards > 0}
+	ln := &Listener{Owner: owner, g: g, fn: fn, targets: threads, sharded: spec.Shards > 0,
+		limits: slices.Clone(spec.Limits)}
 	nsock := max(spec.Shards, 1)
 	for i := range nsock {
 		fd, err := openSocket(sa, family, backlog, spec.Shards > 0)
@@ -145,11 +156,13 @@ func (ln *Listener) addAcceptor(li, sock int, events uint32, keep bool) {
 	a.fd = loop.FD{Fd: sock, T: &a.task}
 	a.task = loop.Tasklet{Run: a.run, Owner: a}
 	a.backoff = loop.Timer{Run: a.endBackoff, Owner: a}
+	a.recheck = loop.Timer{Run: a.onRecheck, Owner: a}
 	a.rng = uint64(time.Now().UnixNano()) ^ uint64(li+1)*0x9E3779B97F4A7C15 ^ uint64(sock)<<32
 	if a.rng == 0 {
 		a.rng = 1
 	}
 	a.syncFn = a.sync
+	a.resumeFn = a.resume
 	ln.acc = append(ln.acc, a)
 }
 
@@ -195,6 +208,7 @@ func (ln *Listener) Close() {
 			if !a.l.Exec(func(l *loop.Loop) {
 				a.sync(l)
 				l.Disarm(&a.backoff)
+				l.Disarm(&a.recheck)
 				wg.Done()
 			}) {
 				wg.Done() // loop stopped: it polls nothing any more
@@ -205,7 +219,7 @@ func (ln *Listener) Close() {
 	})
 }
 
-// Pause stops accepting (maxconn reached): each loop unregisters the socket
+// Pause stops accepting until Resume: each loop unregisters the socket
 // at its next round; connections stay in the kernel backlog. Resume undoes
 // it. Both are idempotent and callable from any goroutine, loop threads
 // included (they do not wait).
@@ -265,11 +279,12 @@ func (ln *Listener) next(n int) int {
 }
 
 // sync makes the registration match the wanted state: registered unless the
-// listener is closed or paused or this acceptor backs off. Loop thread.
+// listener is closed or paused or this acceptor backs off or is limited.
+// Loop thread.
 func (a *acceptor) sync(l *loop.Loop) { _ = a.syncErr(l) }
 
 func (a *acceptor) syncErr(l *loop.Loop) error {
-	want := !a.ln.closed.Load() && !a.ln.paused.Load() && !a.backingOff
+	want := !a.ln.closed.Load() && !a.ln.paused.Load() && !a.backingOff && a.limitedBy == nil
 	switch {
 	case want && !a.registered:
 		if err := l.RegisterEvents(&a.fd, a.events); err != nil {
@@ -295,7 +310,9 @@ func (a *acceptor) endBackoff(*loop.Timer) {
 // run is the acceptor's tasklet (class Urgent, woken by EPOLLIN): accept up
 // to maxaccept connections and dispatch each. The socket is level-triggered,
 // so connections left in the backlog after maxaccept are reported again by
-// the next poll; nothing to remember here.
+// the next poll; nothing to remember here. Each accept4 is preceded by the
+// reservation of its slots (limit.go), so the batch is clipped to what the
+// limits leave: a full Limit ends it and limits the acceptor.
 func (a *acceptor) run(*loop.Tasklet) {
 	ln := a.ln
 	l := a.l
@@ -305,7 +322,14 @@ func (a *acceptor) run(*loop.Tasklet) {
 			a.sync(l)
 			return
 		}
+		if m := ln.reserve(); m != nil {
+			a.limit(m)
+			return
+		}
 		fd, errno := accept4(a.sock)
+		if errno != 0 {
+			ln.Release() // nothing accepted: the slots go back
+		}
 		switch errno {
 		case 0:
 			a.dispatch(fd)

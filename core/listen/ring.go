@@ -9,10 +9,11 @@ import (
 // Ring is a loop's accept ring (HAProxy's accept_queue_ring): a bounded
 // lock-free MPSC queue of accepted fds waiting to be handed to their
 // AcceptFunc on the ring's loop. Any loop may push; only the owning loop
-// pops, as a loop.Source. It is Dmitry Vyukov's bounded queue: each slot
-// carries a sequence number telling producers and the consumer whose turn it
-// is, so a push is one CAS on tail and a pop touches no shared counter but
-// head. Neither allocates.
+// pops, as a loop.Source. An entry holds the connection slots its acceptor
+// reserved (limit.go): a ring drained without a hand-off releases them. It
+// is Dmitry Vyukov's bounded queue: each slot carries a sequence number
+// telling producers and the consumer whose turn it is, so a push is one CAS
+// on tail and a pop touches no shared counter but head. Neither allocates.
 type Ring struct {
 	_     [64]byte
 	tail  atomic.Uint64 // next position to push (producers)
