@@ -1,0 +1,150 @@
+package faults
+
+// Faults of the client side: headers that never complete, a client that
+// never reads what it asked for.
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSlowClientHeaders: with http_request_ms 300, a head that does not
+// complete in time gets 408 and a close, however it trickles in; nothing
+// of it reaches the server.
+func TestSlowClientHeaders(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	s := named(t, "a")
+	p.backend("web", "http", nil, s)
+	fp := p.frontend("pub", "http", "web", map[string]any{"timeouts": map[string]any{"http_request_ms": 300, "client_ms": 5000}})
+	head := "GET / HTTP/1.1\r\nHost: a\r\nX-Slow: " + "abcdefghijklmnopqrstuvwxyz" + "\r\n"
+	for _, tc := range []struct {
+		name string
+		send func(c net.Conn)
+	}{
+		{"one byte every 20 ms", func(c net.Conn) {
+			for i := 0; i < len(head); i++ {
+				if _, err := c.Write([]byte{head[i]}); err != nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}},
+		{"part of the head, then silence", func(c net.Conn) { io.WriteString(c, head) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, fp)
+			t0 := time.Now()
+			go tc.send(c)
+			br := bufio.NewReader(c)
+			resp, _, err := readResp(br, "GET")
+			el := time.Since(t0)
+			if err != nil || resp.StatusCode != 408 {
+				t.Fatalf("got %v, %v after %v; want 408", resp, err, el)
+			}
+			if el < 250*time.Millisecond || el > 3*time.Second {
+				t.Fatalf("408 after %v, want about http_request_ms (300 ms)", el)
+			}
+			closedAfter(t, c, br, 2*time.Second)
+		})
+	}
+	f, _ := p.stats("pub", "web")
+	t.Logf("counters: frontend %v", f)
+	if f.Timeouts < 2 {
+		t.Errorf("frontend timeouts %d, want 2", f.Timeouts)
+	}
+	p.healthy(t)
+}
+
+// dialSmallRcvbuf connects with a 4 KiB receive buffer: a client that
+// does not read stops the flow at once.
+func dialSmallRcvbuf(t *testing.T, port int) net.Conn {
+	t.Helper()
+	d := net.Dialer{Timeout: 2 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return serr
+	}}
+	c, err := d.DialContext(context.Background(), "tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// bigOrigin answers every request with a 100 MiB body and counts the
+// bytes it managed to write.
+func bigOrigin(t *testing.T) (srv, *atomic.Int64) {
+	var written atomic.Int64
+	chunk := make([]byte, 256<<10)
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 104857600\r\n\r\n")
+		for n := 0; n < 100<<20; n += len(chunk) {
+			k, err := c.Write(chunk)
+			written.Add(int64(k))
+			if err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	return srv{"s1", port}, &written
+}
+
+// stalls waits until n stops growing (the same value 300 ms apart) and
+// returns it.
+func stalls(t *testing.T, n *atomic.Int64, d time.Duration) int64 {
+	t.Helper()
+	last := int64(-1)
+	var v int64
+	waitFor(t, d, "the transfer to stall", func() bool {
+		time.Sleep(300 * time.Millisecond) // the sampling period of the measure
+		v = n.Load()
+		stalled := v == last && v > 0
+		last = v
+		return stalled
+	})
+	return v
+}
+
+// TestClientNeverReads: a client asks for 100 MiB and never reads. The
+// transfer stops at what the socket buffers hold (backpressure), the
+// proxy's resident memory stays bounded, with splice off and auto.
+func TestClientNeverReads(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	s, written := bigOrigin(t)
+	p.backend("web", "http", map[string]any{"server_ms": 30000}, s)
+	ports := map[string]int{
+		"off":  p.frontend("off", "http", "web", map[string]any{"splice": "off"}),
+		"auto": p.frontend("auto", "http", "web", map[string]any{"splice": "auto"}),
+	}
+	base := p.rssKiB(t)
+	for _, mode := range []string{"off", "auto"} {
+		t.Run("splice "+mode, func(t *testing.T) {
+			before := written.Load()
+			c := dialSmallRcvbuf(t, ports[mode])
+			io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+			got := stalls(t, written, 10*time.Second) - before
+			rss := p.rssKiB(t)
+			t.Logf("the server wrote %d KiB before the stall; RSS %d KiB (%+d KiB)", got>>10, rss, rss-base)
+			if got > 32<<20 {
+				t.Fatalf("the server wrote %d MiB to a client that reads nothing", got>>20)
+			}
+			if rss-base > 16<<10 {
+				t.Fatalf("RSS grew by %d KiB for one client that does not read", rss-base)
+			}
+			c.Close()
+		})
+	}
+	p.healthy(t)
+}
