@@ -118,7 +118,12 @@ type Bind struct {
 
 // Route sends matching http requests to a backend; the first match wins.
 type Route struct {
-	Host       string `json:"host,omitempty"`
+	Host string `json:"host,omitempty"`
+	// PathPrefix matches the start of the request path after normalisation:
+	// percent-encoded unreserved characters decoded (%2e is a dot), then
+	// dot segments removed (RFC 3986 §5.2.4), so /api/../admin does not
+	// match /api/; the query is not normalised, and the request is
+	// forwarded as received.
 	PathPrefix string `json:"path_prefix,omitempty"`
 	Method     string `json:"method,omitempty"`
 	Backend    string `json:"backend" validate:"required"`

@@ -178,7 +178,10 @@
 // Routing compares byte spans (no allocation): routes in order (method
 // exact; host exact or "*.suffix", case-insensitive, port and a trailing
 // dot stripped; path prefix of the origin-form target or of the path of
-// an absolute-form one), then default_backend, else 503.
+// an absolute-form one, normalised first: unreserved %XX decoded, dot
+// segments removed, RFC 3986 §6.2.2 and §5.2.4 — into the loop's scratch
+// buffer when the path is not already normal, see normPath), then
+// default_backend, else 503. The request is forwarded as received.
 //
 // Server slots are counted per request, not per connection: Acquire when
 // a server is chosen, Release when its response is complete, so maxconn

@@ -312,7 +312,7 @@ func (c *httpConn) startRequest(n int) {
 		c.fail(413)
 		return
 	}
-	be, ok := hf.route(buf, r)
+	be, ok := hf.route(buf, r, &c.w.h.path)
 	if !ok || be == nil {
 		c.fail(503)
 		return

@@ -60,6 +60,9 @@ type httpState struct {
 	// spans each.
 	freeReq  []*http1.Request
 	freeResp []*http1.Response
+	// path is the scratch buffer routing normalises an unusual request
+	// path into (normPath).
+	path []byte
 }
 
 func runSrvTask(tk *loop.Tasklet) {
