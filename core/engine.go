@@ -80,8 +80,9 @@ type feRT struct {
 	lim   listen.Limit
 }
 
-// bindRT is one open bind. front is the frontend connections accepted on it
-// start with; Apply swaps it, connections keep the one they started with.
+// bindRT is one open bind. front is the current generation of its
+// frontend; Apply swaps it. tcp connections keep the one they were
+// accepted with; http connections load it for each new request.
 type bindRT struct {
 	key  string
 	f    *feRT
@@ -504,7 +505,7 @@ func (e *Engine) accept(l *loop.Loop, fd int, ln *listen.Listener) {
 	// The connection holds the slots its acceptor reserved (f.lim and
 	// e.conns); the frontend's OnClose gives them back (release).
 	if fe.HTTP != nil {
-		e.workerOf(l).StartHTTP(fd, fe)
+		e.workerOf(l).StartHTTP(fd, fe, &b.front) // requests resolve against b.front
 		return
 	}
 	e.workerOf(l).StartTCP(fd, fe)

@@ -175,6 +175,14 @@
 //     awaited (504); once it came, the shorter of client_ms and server_ms
 //     without any byte moving cuts both connections.
 //
+// Generations: a connection keeps the frontend it was accepted by for its
+// OnClose (the engine's maxconn accounting); each request is resolved
+// against the bind's current frontend (StartHTTP's cur, an atomic pointer
+// the engine swaps on Apply), loaded when the request head is complete
+// and when the exchange ends (for the keep-alive and request timeouts).
+// A request in flight (queued, connecting, exchanging) keeps the
+// frontend and backend it started with.
+//
 // Routing compares byte spans (no allocation): routes in order (method
 // exact; host exact or "*.suffix", case-insensitive, port and a trailing
 // dot stripped; path prefix of the origin-form target or of the path of

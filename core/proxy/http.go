@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/netip"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -38,9 +39,15 @@ const lingerTimeout = 1e9
 // loop; one request at a time (pipelined requests wait in the input buffer
 // until the current response is complete).
 type httpConn struct {
-	w  *Worker
-	fe *Frontend
-	hf *HTTPFront
+	w *Worker
+	// acc is the frontend the connection was accepted by: its OnClose
+	// (maxconn accounting) runs when the connection ends. fe and hf are
+	// the generation the current request resolves against, loaded from
+	// cur (the bind's current frontend) when a request starts.
+	acc *Frontend
+	cur *atomic.Pointer[Frontend]
+	fe  *Frontend
+	hf  *HTTPFront
 
 	cli  Side
 	in   *Buffer // client bytes not yet forwarded
@@ -88,9 +95,15 @@ func runHTTPTask(tk *loop.Tasklet) { tk.Owner.(*httpConn).process() }
 func runHTTPTimer(tm *loop.Timer)  { tm.Owner.(*httpConn).onTimer() }
 
 // StartHTTP takes ownership of the accepted client fd (non-blocking) and
-// serves http requests on it per fe.HTTP. Loop thread only.
-func (w *Worker) StartHTTP(fd int, fe *Frontend) {
+// serves http requests on it per fe.HTTP. fe is the frontend the
+// connection was accepted by; cur, when not nil, is its bind's current
+// frontend (the engine swaps it on each configuration change): each new
+// request is resolved (routes, default backend, http options, timeouts)
+// against what it holds then, a request in flight finishes on what it
+// started with. Loop thread only.
+func (w *Worker) StartHTTP(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
 	c := w.newConn()
+	c.acc, c.cur = fe, cur
 	c.fe, c.hf = fe, fe.HTTP
 	c.cli.FD = loop.FD{Fd: fd, T: &c.cli.Task}
 	c.cli.Connected = true
@@ -297,6 +310,7 @@ func (c *httpConn) releaseIn() {
 // startRequest handles a complete head of n bytes at the front of c.in:
 // checks, routing, the rewritten head, then a server.
 func (c *httpConn) startRequest(n int) {
+	c.resolve()
 	w, r, hf := c.w, c.req, c.hf
 	buf := c.in.Data()
 	c.nreq++
@@ -391,6 +405,19 @@ func (c *httpConn) startRequest(n int) {
 	c.bs.ReqRate.Add(stats.Sec(w.L.Now()))
 	c.bs.ConnTotal.Add(1)
 	c.acquire(nil)
+}
+
+// resolve loads the bind's current generation of the frontend for the
+// request that starts (one atomic load: kept-alive connections see
+// in-place server changes, added servers and routes as new connections
+// do). A frontend no longer in http mode leaves the one held.
+func (c *httpConn) resolve() {
+	if c.cur == nil {
+		return
+	}
+	if f := c.cur.Load(); f != nil && f != c.fe && f.HTTP != nil {
+		c.fe, c.hf = f, f.HTTP
+	}
 }
 
 // acquire gets a server slot for the request: at once, or by queueing
@@ -787,8 +814,8 @@ func (c *httpConn) close(why uint8) {
 		fs.Aborts.Add(1)
 	}
 	w.unlinkHTTP(c)
-	if c.fe.OnClose != nil {
-		c.fe.OnClose()
+	if c.acc.OnClose != nil {
+		c.acc.OnClose()
 	}
 	c.recycle()
 }
@@ -798,7 +825,7 @@ func (c *httpConn) close(why uint8) {
 // fd unregistered.
 func (c *httpConn) recycle() {
 	w := c.w
-	c.fe, c.hf, c.be, c.slot, c.sc = nil, nil, nil, nil, nil
+	c.acc, c.cur, c.fe, c.hf, c.be, c.slot, c.sc = nil, nil, nil, nil, nil, nil, nil
 	c.fs, c.bs, c.ss = nil, nil, nil
 	c.cli.FD.Ready = 0
 	c.cli.Connected = false

@@ -571,6 +571,7 @@ func (c *httpConn) finishExchange() {
 		return
 	}
 	c.phase = phHead
+	c.resolve() // the next request's timeouts
 	if c.in != nil && c.in.Len() > 0 {
 		c.armIn(c.hf.RequestTimeout)
 	} else {
@@ -585,7 +586,9 @@ func (c *httpConn) finishExchange() {
 func (c *httpConn) toTunnel() {
 	w := c.w
 	sc := c.sc
-	t := &Tunnel{w: w, fe: c.fe, be: c.be, server: c.slot, fs: c.fs, bs: c.bs, ss: c.ss}
+	// The tunnel ends with the OnClose of the frontend that accepted the
+	// connection; its splice mode and timeout are the request's.
+	t := &Tunnel{w: w, fe: c.acc, be: c.be, server: c.slot, fs: c.fs, bs: c.bs, ss: c.ss}
 	t.cli.FD = loop.FD{Fd: c.cli.FD.Fd, T: &t.cli.Task, Ready: c.cli.FD.Ready}
 	t.srv.FD = loop.FD{Fd: sc.side.FD.Fd, T: &t.srv.Task, Ready: sc.side.FD.Ready}
 	t.cli.Connected, t.srv.Connected = true, true

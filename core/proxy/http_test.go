@@ -120,7 +120,7 @@ func httpFrontend(t testing.TB, opts func(*config.Backend), addrs ...*net.TCPAdd
 // dialHTTP is env.dial for http mode.
 func (e *env) dialHTTP(fe *Frontend) *net.TCPConn {
 	e.t.Helper()
-	c := e.connect(func(fd int) { e.w.StartHTTP(fd, fe) })
+	c := e.connect(func(fd int) { e.w.StartHTTP(fd, fe, nil) })
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	return c
 }
