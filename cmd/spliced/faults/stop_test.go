@@ -1,0 +1,146 @@
+package faults
+
+// SIGTERM with idle, in-flight and long tcp connections.
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// waitExit waits up to d for the process to exit and returns when it did.
+func (p *proc) waitExit(t *testing.T, d time.Duration) time.Time {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return time.Now()
+	case <-time.After(d):
+		t.Fatalf("spliced still running %v after SIGTERM", d)
+		return time.Time{}
+	}
+}
+
+// TestSIGTERM: with grace_ms 1500, SIGTERM closes idle keep-alive clients
+// at once, lets a request in flight finish with Connection: close, refuses
+// new connections, keeps a tcp tunnel working until the grace ends, then
+// closes it and exits with status 0. With idle clients only, it exits at
+// once.
+func TestSIGTERM(t *testing.T) {
+	t.Parallel()
+	t.Run("idle, in flight and tcp", func(t *testing.T) {
+		p := start(t, startOpts{})
+		p.must("PATCH", "/api/v1/tuning", map[string]any{"grace_ms": 1500})
+		atOrigin := make(chan struct{}, 1)
+		release := make(chan struct{})
+		port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+			if r.URL.Path == "/slow" {
+				atOrigin <- struct{}{}
+				select {
+				case <-release:
+				case <-time.After(5 * time.Second):
+				}
+			}
+			_, err := io.WriteString(c, okResp("done"+r.URL.Path))
+			return err == nil
+		})
+		echo, _ := listen(t, func(c net.Conn) { io.Copy(c, c); c.Close() })
+		p.backend("web", "http", map[string]any{"server_ms": 5000}, srv{"s1", port})
+		p.backend("tweb", "tcp", nil, srv{"t1", echo})
+		fp := p.frontend("pub", "http", "web", nil)
+		tp := p.frontend("tpub", "tcp", "tweb", nil)
+
+		var idle []net.Conn
+		for i := 0; i < 3; i++ {
+			c := dial(t, fp)
+			io.WriteString(c, "GET /idle HTTP/1.1\r\nHost: a\r\n\r\n")
+			if resp, _, err := readResp(bufio.NewReader(c), "GET"); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("idle client's request: %v %v", resp, err)
+			}
+			idle = append(idle, c)
+		}
+		slow := dial(t, fp)
+		io.WriteString(slow, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+		<-atOrigin
+		tun := dial(t, tp)
+		echoOK := func(msg string) error {
+			tun.SetDeadline(time.Now().Add(2 * time.Second))
+			if _, err := io.WriteString(tun, msg); err != nil {
+				return err
+			}
+			b := make([]byte, len(msg))
+			_, err := io.ReadFull(tun, b)
+			return err
+		}
+		if err := echoOK("before"); err != nil {
+			t.Fatal(err)
+		}
+		p.healthy(t)
+
+		t0 := time.Now()
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		for i, c := range idle {
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			b, err := io.ReadAll(c)
+			if len(b) > 0 || err != nil {
+				t.Fatalf("idle client %d: got %q, %v; want a clean close", i, b, err)
+			}
+			if el := time.Since(t0); el > time.Second {
+				t.Fatalf("idle client %d closed %v after SIGTERM, want at once", i, el)
+			}
+		}
+		waitFor(t, 2*time.Second, "the http bind to refuse", func() bool {
+			c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err != nil
+		})
+		close(release)
+		br := bufio.NewReader(slow)
+		resp, b, err := readResp(br, "GET")
+		if err != nil || resp.StatusCode != 200 || string(b) != "done/slow" || !resp.Close {
+			t.Fatalf("request in flight: %v %q, %v; want 200 done/slow with Connection: close", resp, b, err)
+		}
+		closedAfter(t, slow, br, time.Second)
+		if err := echoOK("during the grace"); err != nil {
+			t.Fatalf("tcp tunnel during the grace (%v after SIGTERM): %v", time.Since(t0), err)
+		}
+		tun.SetReadDeadline(time.Now().Add(5 * time.Second))
+		io.ReadAll(tun)
+		el := time.Since(t0)
+		if el < 1400*time.Millisecond || el > 3*time.Second {
+			t.Fatalf("tcp tunnel closed %v after SIGTERM, want at grace_ms (1.5 s)", el)
+		}
+		p.waitExit(t, 3*time.Second)
+		if p.exitErr != nil {
+			t.Fatalf("exit: %v", p.exitErr)
+		}
+	})
+	t.Run("idle only", func(t *testing.T) {
+		p := start(t, startOpts{})
+		p.backend("web", "http", nil, named(t, "a"))
+		fp := p.frontend("pub", "http", "web", nil)
+		for i := 0; i < 3; i++ {
+			c := dial(t, fp)
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+			if resp, _, err := readResp(bufio.NewReader(c), "GET"); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("request: %v %v", resp, err)
+			}
+		}
+		p.healthy(t)
+		t0 := time.Now()
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		end := p.waitExit(t, 5*time.Second)
+		if el := end.Sub(t0); el > 2*time.Second {
+			t.Fatalf("exit %v after SIGTERM with idle clients only, want at once", el)
+		}
+		if p.exitErr != nil {
+			t.Fatalf("exit: %v", p.exitErr)
+		}
+	})
+}
