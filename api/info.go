@@ -60,7 +60,8 @@ type Health struct {
 	Generation int64  `json:"generation,omitempty" example:"7"`
 	// Warnings (readyz) lists what runs degraded but does not stop
 	// serving, e.g. a CPU or IRQ pin of the config that could not be
-	// applied at start (a CPU gone, not root).
+	// applied at start (a CPU gone, not root), or a global maxconn the fd
+	// limit holds below what the config asks or below 1000.
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -80,7 +81,7 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 // readyz godoc
 //
 //	@Summary		Readiness
-//	@Description	200 when the configuration is loaded and the data plane runs its current generation, else 503. A pin of the config that could not be applied at start (CPU gone, not root) does not make it unready: it is listed in warnings (and logged).
+//	@Description	200 when the configuration is loaded and the data plane runs its current generation, else 503. A pin of the config that could not be applied at start (CPU gone, not root), or a global maxconn that the fd limit holds below what the config asks or below 1000, does not make it unready: it is listed in warnings (and logged).
 //	@Tags			health
 //	@Produce		json
 //	@Success		200	{object}	Health
@@ -101,9 +102,9 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 				", the configuration is at generation " + strconv.FormatInt(want, 10)}, ""))
 		return
 	}
-	h := Health{Status: "ready", Generation: want}
+	h := Health{Status: "ready", Generation: want, Warnings: s.core.Runtime().Warnings}
 	if p, ok := s.core.(core.Placement); ok {
-		h.Warnings = p.PinWarnings()
+		h.Warnings = append(h.Warnings, p.PinWarnings()...)
 	}
 	s.writeValue(w, r, http.StatusOK, h)
 }

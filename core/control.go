@@ -46,6 +46,9 @@ type Runtime struct {
 	Nbthread   int   `json:"nbthread"`
 	Maxconn    int   `json:"maxconn"`
 	Generation int64 `json:"generation"` // generation of the snapshot it runs
+	// Warnings says what runs below what the config asks without stopping
+	// the data plane (the fd limit lowering maxconn); /readyz lists them.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Nop is a Control that applies nothing to the network. It records the last

@@ -34,11 +34,6 @@ type EngineOptions struct {
 	PinFS pin.FS
 }
 
-// fdMargin is what the global maxconn leaves of RLIMIT_NOFILE for the
-// listening sockets, the loops' epoll and event fds, the admin API and the
-// state files.
-const fdMargin = 256
-
 // Engine is the data plane: nbthread loops, their proxy workers, the accept
 // group and the runtime objects built from the applied snapshot. It
 // implements Control. Apply and Close are serialised by mu; the loops only
@@ -70,6 +65,9 @@ type Engine struct {
 	// the global maxconn: each bind reserves a slot on it (and on its
 	// frontend's feRT.lim) before accept4 (listen.Limit).
 	conns listen.Limit
+	// limitWarn says why the global maxconn is below what the config asks
+	// or low (globalMaxconn); "" when it is not. Runtime reports it.
+	limitWarn atomic.Pointer[string]
 }
 
 // feRT is a frontend's state that survives snapshots (same name): counters
@@ -123,8 +121,17 @@ func (e *Engine) Runtime() Runtime {
 	return Runtime{
 		Nbthread:   int(e.nbthread.Load()),
 		Maxconn:    int(e.conns.Max()),
+		Warnings:   e.limitWarnings(),
 		Generation: e.gen.Load(),
 	}
+}
+
+// limitWarnings is the warning of globalMaxconn in force, if any.
+func (e *Engine) limitWarnings() []string {
+	if w := e.limitWarn.Load(); w != nil && *w != "" {
+		return []string{*w}
+	}
+	return nil
 }
 
 // Activity returns every loop's counters, by loop index (any goroutine).
@@ -203,33 +210,42 @@ func proxyTuning(t *config.Tuning, nloops int) proxy.Tuning {
 	if bufsize <= 0 {
 		bufsize = config.DefaultBufsize
 	}
-	maxpipes := t.Maxpipes
-	if maxpipes <= 0 {
-		maxpipes = config.DefaultMaxpipes
-	}
-	// tuning.maxpipes is process-wide as in HAProxy; each loop gets its share.
+	// tuning.maxpipes is process-wide as in HAProxy, capped to a quarter of
+	// the global maxconn (the fd budget, config.PipesFor); each loop gets
+	// its share.
+	maxconn, _ := globalMaxconn(t)
+	maxpipes := config.PipesFor(t.Maxpipes, int(maxconn))
 	return proxy.Tuning{Bufsize: bufsize, Maxpipes: (maxpipes + nloops - 1) / nloops, Pipesize: t.Pipesize}
 }
 
-// globalMaxconn is tuning.maxconn, or what RLIMIT_NOFILE allows: each
-// connection holds two sockets, and the pipes take two fds each.
-func globalMaxconn(t *config.Tuning) int64 {
-	if t.Maxconn > 0 {
-		return int64(t.Maxconn)
-	}
+// globalMaxconn is the global maxconn in force: tuning.maxconn, or what
+// the fd limit allows (config.MaxconnFor: 2 fds per connection, 2 per pipe
+// of a maxpipes capped to maxconn/4, config.FdReserve kept for the admin
+// API and the rest). warn says why it is lower than the config asks, or
+// that the fd limit leaves fewer than config.LowMaxconn connections; empty
+// otherwise. A tuning.maxconn above the limit is refused by validation
+// (422) when it comes through the API; a persisted one is clamped here.
+func globalMaxconn(t *config.Tuning) (n int64, warn string) {
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
-		return 1024
+		if t.Maxconn > 0 {
+			return int64(t.Maxconn), ""
+		}
+		return 1024, ""
 	}
-	maxpipes := t.Maxpipes
-	if maxpipes <= 0 {
-		maxpipes = config.DefaultMaxpipes
+	lim := int64(min(rl.Cur, 1<<62))
+	fit := max(config.MaxconnFor(lim, t.Maxpipes), 1) // 0 would mean unlimited
+	switch {
+	case t.Maxconn > 0 && config.FdsFor(t.Maxconn, t.Maxpipes) > lim:
+		return int64(fit), "tuning." + config.FdLimitMessage(t.Maxconn, t.Maxpipes, lim) + ": running with maxconn " + strconv.Itoa(fit)
+	case t.Maxconn > 0:
+		return int64(t.Maxconn), ""
+	case fit < config.LowMaxconn:
+		return int64(fit), "the fd limit (RLIMIT_NOFILE) is " + strconv.FormatInt(lim, 10) + ": maxconn " + strconv.Itoa(fit) +
+			" (2 fds per connection, 2 per pipe, " + strconv.Itoa(config.FdReserve) +
+			" kept for the admin API and the rest); raise the hard limit (systemd LimitNOFILE=, ulimit -Hn) for more"
 	}
-	avail := int64(rl.Cur) - fdMargin - 2*int64(maxpipes)
-	if avail < 2 {
-		return 1
-	}
-	return avail / 2
+	return int64(fit), ""
 }
 
 func bindKey(fe, bind string) string { return fe + "\x00" + bind }
@@ -427,7 +443,11 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	}
 	e.swapCheckers(newBE)
 	e.binds, e.fronts, e.backends = newBinds, newFE, newBE
-	e.conns.SetMax(globalMaxconn(&snap.Tuning))
+	maxconn, warn := globalMaxconn(&snap.Tuning)
+	e.conns.SetMax(maxconn)
+	if old := e.limitWarn.Swap(&warn); warn != "" && (old == nil || *old != warn) {
+		e.log.Warn("the fd limit lowers maxconn", "maxconn", maxconn, "why", warn)
+	}
 	e.group.SetDistribution(snap.Tuning.Distribution, snap.Tuning.Maxaccept)
 
 	// 5. Every loop picks the snapshot up: tuning applied on its thread;

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -121,8 +122,18 @@ func startSpliced(t testing.TB, stateDir string, extra ...string) *instance {
 // free loopback port; the security tests give unix sockets and TLS).
 func startAt(t testing.TB, stateDir, adminAddr, healthURL string, client *http.Client, extra ...string) *instance {
 	t.Helper()
+	return startWrapped(t, nil, stateDir, adminAddr, healthURL, client, extra...)
+}
+
+// startWrapped is startAt with the binary run by wrap (a command and its
+// arguments that execs the rest, e.g. prlimit --nofile=1024 --), nil for
+// none. The wrapper must exec, so that the process is the wrapper's.
+func startWrapped(t testing.TB, wrap []string, stateDir, adminAddr, healthURL string, client *http.Client, extra ...string) *instance {
+	t.Helper()
 	in := &instance{t: t, StateDir: stateDir, logs: &syncBuffer{}, exited: make(chan struct{})}
-	in.cmd = exec.Command(buildBinary(t), append([]string{"--admin-addr", adminAddr, "--state-dir", stateDir}, extra...)...)
+	args := append([]string{buildBinary(t), "--admin-addr", adminAddr, "--state-dir", stateDir}, extra...)
+	args = append(slices.Clone(wrap), args...)
+	in.cmd = exec.Command(args[0], args[1:]...)
 	in.cmd.Stdout, in.cmd.Stderr = in.logs, in.logs
 	if err := in.cmd.Start(); err != nil {
 		t.Fatal(err)

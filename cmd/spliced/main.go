@@ -168,7 +168,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	c.Normalize()
-	if err := config.Validate(&c, config.HostEnv()); err != nil {
+	env := config.HostEnv()
+	env.FdLimit = hardFdLimit()
+	if err := config.Validate(&c, env); err != nil {
 		var ve *config.ValidationError
 		if errors.As(err, &ve) {
 			for _, fe := range ve.Errors {
@@ -186,6 +188,8 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 	started := time.Now()
 	adminAddr, stateDir := adm.addr, adm.stateDir
+	env := config.HostEnv()
+	env.FdLimit = raiseFdLimit() // before anything opens a fd or derives maxconn from it
 	al, err := openAdmin(adm)
 	if err != nil {
 		return err
@@ -212,13 +216,15 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 		// and fix it; /readyz reports not ready until the core runs it.
 		log.Error("applying persisted config failed", "generation", cur.Generation, "err", err)
 	}
+	rt := ctl.Runtime()
 	log.Info("spliced started", "version", version.Version, "admin_addr", adminAddr,
-		"state_dir", store.Dir(), "generation", cur.Generation, "nbthread", ctl.Runtime().Nbthread)
+		"state_dir", store.Dir(), "generation", cur.Generation, "nbthread", rt.Nbthread,
+		"fd_limit", env.FdLimit, "maxconn", rt.Maxconn)
 
 	h := api.New(api.Options{
 		Store:     store,
 		Core:      ctl,
-		Env:       config.HostEnv(),
+		Env:       env,
 		Version:   version.Version,
 		StateDir:  store.Dir(),
 		AdminAddr: adminAddr,

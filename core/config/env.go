@@ -15,6 +15,10 @@ type Env struct {
 	// a state directory moved to another machine still loads; the pin code
 	// reports CPUs that do not exist when it applies the map).
 	CPUs []int
+	// FdLimit is the RLIMIT_NOFILE the process runs with (its soft limit,
+	// raised to the hard one at start). 0 skips the check of
+	// tuning.maxconn against it (limits.go), as for a persisted config.
+	FdLimit int64
 }
 
 // cpuOnlinePath is where Linux lists the online CPUs in cpulist format.
