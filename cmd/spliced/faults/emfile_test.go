@@ -1,0 +1,127 @@
+package faults
+
+// fd exhaustion: accept4 and socket(2) fail with EMFILE.
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestEMFILE: spliced runs with RLIMIT_NOFILE 4096 and maxconn 1000, then
+// the limit of the running process is lowered to 96 (as if something else
+// held the fds) and 150 clients connect to a tcp frontend. The proxy runs
+// out of fds: it must not spin (accept backs off), its admin API must
+// answer, the clients it could not serve are closed or wait in the
+// backlog, and once the clients leave, a new client is served.
+func TestEMFILE(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{nofile: 4096})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"maxconn": 1000})
+	echo, _ := listen(t, func(c net.Conn) { c.Write([]byte("e")); io.Copy(c, c); c.Close() })
+	p.backend("web", "tcp", nil, srv{"s1", echo})
+	fp := p.frontend("pub", "tcp", "web", nil)
+	greet := func(c net.Conn, d time.Duration) error {
+		c.SetReadDeadline(time.Now().Add(d))
+		b := make([]byte, 1)
+		_, err := io.ReadFull(c, b)
+		return err
+	}
+	// a served client before the fault
+	c0, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(fp))
+	if err != nil || greet(c0, 3*time.Second) != nil {
+		t.Fatalf("first client not served: %v", err)
+	}
+	c0.Close()
+
+	if out, err := exec.Command("prlimit", "--pid", strconv.Itoa(p.pid()), "--nofile=96:96").CombinedOutput(); err != nil {
+		t.Fatalf("prlimit: %v %s", err, out)
+	}
+	var mu sync.Mutex
+	var clients []net.Conn
+	t.Cleanup(func() {
+		mu.Lock()
+		for _, c := range clients {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	served := 0
+	for i := 0; i < 150; i++ {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
+		if err != nil {
+			continue // backlog full: a refused or timed-out connect is fine
+		}
+		clients = append(clients, c)
+	}
+	for _, c := range clients {
+		if greet(c, 20*time.Millisecond) == nil {
+			served++
+		}
+	}
+	// saturated, while more clients keep coming (each fd the proxy frees is
+	// taken again): no busy loop (accept backs off), the admin API answers
+	stop := make(chan struct{})
+	flood := make(chan struct{})
+	go func() {
+		defer close(flood)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), 200*time.Millisecond)
+			if err != nil {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			mu.Lock()
+			clients = append(clients, c)
+			mu.Unlock()
+		}
+	}()
+	t0, cpu0 := time.Now(), p.cpuTicks(t)
+	for i := 0; i < 5; i++ {
+		p.healthy(t)
+	}
+	waitFor(t, 3*time.Second, "a second of saturation", func() bool { return time.Since(t0) > time.Second })
+	ticks := p.cpuTicks(t) - cpu0 // 100 per second of CPU
+	close(stop)
+	<-flood
+	mu.Lock()
+	n := len(clients)
+	mu.Unlock()
+	t.Logf("%d clients connected (%d before the flood), %d served, %d fds open; %d CPU ticks in %v", n, 150, served, p.openFDs(t), ticks, time.Since(t0))
+	if ticks > 50 {
+		t.Errorf("%d CPU ticks in a second out of fds: accept does not back off", ticks)
+	}
+	var act []map[string]any
+	if err := json.Unmarshal(p.must("GET", "/api/v1/activity", nil), &act); err == nil {
+		t.Logf("activity: %v", act)
+	}
+
+	// the clients leave: the proxy recovers
+	mu.Lock()
+	for _, c := range clients {
+		c.Close()
+	}
+	clients = nil
+	mu.Unlock()
+	waitFor(t, 5*time.Second, "a new client to be served", func() bool {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		return greet(c, 500*time.Millisecond) == nil
+	})
+	p.healthy(t)
+	f, be := p.stats("pub", "web")
+	t.Logf("counters: frontend %v; backend %v", f, be)
+}
