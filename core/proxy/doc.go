@@ -243,6 +243,13 @@
 // so that a RST does not destroy the answer). Once part of a response went
 // to the client, a failure can only cut the connection.
 //
+// Every read loop of an http connection (request heads, response heads,
+// bodies, lingering after an error answer) shares one budget of runCap
+// bytes per run of the connection's tasklets; at zero the tasklet of the
+// side being read is woken again in class Bulk, as a tunnel direction
+// does, so a connection that floods (1xx responses to an HTTP/1.0 client,
+// input after a 400, many pipelined requests) cannot hold the loop.
+//
 // Zero heap allocations per keep-alive request in steady state is pinned
 // by TestHTTPKeepAliveRequestDoesNotAllocate (BenchmarkHTTPKeepAlive);
 // httpConn and srvConn objects are recycled per loop.

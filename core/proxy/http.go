@@ -89,10 +89,32 @@ type httpConn struct {
 	prev, next *httpConn
 
 	bytesIn, bytesOut int64
+	// budget is what the connection may still read in this run of one of
+	// its tasklets (runCap per run, as a tunnel direction): every read
+	// loop (heads, responses, bodies, lingering) stops at zero and wakes
+	// its tasklet again in class Bulk, so that one connection that floods
+	// (1xx responses to an HTTP/1.0 client, input after an error answer,
+	// pipelined heads) cannot hold the loop thread.
+	budget int
 }
 
-func runHTTPTask(tk *loop.Tasklet) { tk.Owner.(*httpConn).process() }
-func runHTTPTimer(tm *loop.Timer)  { tm.Owner.(*httpConn).onTimer() }
+func runHTTPTask(tk *loop.Tasklet) {
+	c := tk.Owner.(*httpConn)
+	c.budget = runCap
+	c.process()
+}
+
+// spent reports whether this run's read budget is used up; then t (the
+// tasklet of the side that would be read) runs again later in class Bulk.
+func (c *httpConn) spent(t *loop.Tasklet) bool {
+	if c.budget > 0 {
+		return false
+	}
+	c.w.L.Wake(t, loop.Bulk)
+	return true
+}
+
+func runHTTPTimer(tm *loop.Timer) { tm.Owner.(*httpConn).onTimer() }
 
 // StartHTTP takes ownership of the accepted client fd (non-blocking) and
 // serves http requests on it per fe.HTTP. fe is the frontend the
@@ -222,7 +244,7 @@ func (c *httpConn) process() {
 		}
 	}
 	// Many pipelined requests in a row: yield, come back later.
-	c.w.L.Wake(&c.cli.Task, loop.Normal)
+	c.w.L.Wake(&c.cli.Task, loop.Bulk)
 }
 
 // readHead reads and parses the next request head from the client.
@@ -247,7 +269,7 @@ func (c *httpConn) readHead() {
 				return
 			}
 		}
-		if !c.cli.canRecv() {
+		if !c.cli.canRecv() || c.spent(&c.cli.Task) {
 			return
 		}
 		if c.in == nil {
@@ -266,6 +288,7 @@ func (c *httpConn) readHead() {
 		switch {
 		case e == 0 && n > 0:
 			c.in.Produced(n)
+			c.budget -= n
 			if fresh && c.nreq > 0 {
 				// the keep-alive wait ends, the request timeout starts
 				c.armIn(c.hf.RequestTimeout)
@@ -642,11 +665,12 @@ func (c *httpConn) linger() {
 	if c.in == nil {
 		c.in = c.w.Bufs.Get()
 	}
-	for c.cli.canRecv() {
+	for c.cli.canRecv() && !c.spent(&c.cli.Task) {
 		c.in.head, c.in.tail = 0, 0
 		n, e := recv(c.cli.FD.Fd, c.in.b)
 		switch {
 		case e == 0 && n > 0:
+			c.budget -= n
 			continue
 		case e == unix.EAGAIN:
 			c.cli.FD.Ready &^= evIn | evRdHup

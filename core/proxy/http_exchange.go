@@ -132,7 +132,7 @@ const (
 // and TCP flow control slows its sender, as in tcp mode.
 func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 	w := c.w
-	budget := runCap
+	budget := c.budget // this run's, shared by every read of the connection
 	res := 0
 	for {
 		if p := b.pipe; p != nil && p.Data > 0 {
@@ -258,6 +258,7 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 		}
 		break
 	}
+	c.budget = budget
 	if in := *pin; in != nil && in.Len() == 0 {
 		w.Bufs.Put(in)
 		*pin = nil
@@ -430,7 +431,7 @@ func (c *httpConn) readResponse() bool {
 				return true
 			}
 		}
-		if !sc.side.canRecv() {
+		if !sc.side.canRecv() || c.spent(&sc.side.Task) {
 			return true
 		}
 		if sc.in == nil {
@@ -446,6 +447,7 @@ func (c *httpConn) readResponse() bool {
 		switch {
 		case e == 0 && n > 0:
 			sc.in.Produced(n)
+			c.budget -= n
 			c.moved = true
 			if n < room && sc.side.FD.Ready&(evRdHup|evHup|evErr) == 0 {
 				sc.side.FD.Ready &^= evIn

@@ -67,8 +67,9 @@ type httpState struct {
 
 func runSrvTask(tk *loop.Tasklet) {
 	sc := tk.Owner.(*srvConn)
-	if sc.owner != nil {
-		sc.owner.process()
+	if c := sc.owner; c != nil {
+		c.budget = runCap
+		c.process()
 		return
 	}
 	sc.idleCheck()
