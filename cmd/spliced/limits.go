@@ -2,7 +2,15 @@ package main
 
 import (
 	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/config"
 )
+
+// maxAdminConns bounds --admin-max-conns: the admin API's connections come
+// out of config.FdReserve, the fds the data plane's maxconn leaves, so that
+// it answers while a flood holds every data-plane slot; the other half is
+// for listening sockets, loops, health checks and files.
+const maxAdminConns = config.FdReserve / 2
 
 // raiseFdLimit raises the soft RLIMIT_NOFILE to the hard limit, as HAProxy
 // does at start (the Go runtime does it too since Go 1.19; doing it here

@@ -6,12 +6,16 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spliced-proxy/spliced/core/config"
 )
@@ -71,4 +75,99 @@ func TestLowFdLimitDerivesAFittingMaxconnAndWarns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A flood beyond maxconn must not starve the admin API of fds (issue 12: a
+// tuning.maxconn of 30000 was accepted with a 20000 fd limit, the flood
+// ran the process out of fds and the admin API stopped answering). Now a
+// maxconn the fd limit cannot hold is refused with 422 naming the limit;
+// under a flood of twice maxconn the data plane holds its slots, the rest
+// waits in the backlog, the process keeps config.FdReserve fds free, the
+// admin API answers GET and PATCH within a second, and once the flood ends
+// the data plane serves again.
+func TestFdLimitFloodKeepsTheAdminAPIAnswering(t *testing.T) {
+	const nofile = 1024
+	in := startLimited(t, nofile, nofile)
+	for _, maxconn := range []int{30000, 400} {
+		r := in.MustDo(422, "PATCH", "/api/v1/tuning", map[string]any{"maxconn": maxconn},
+			"Content-Type: application/merge-patch+json")
+		var p struct { // field: a pointer into the body, the tuning object
+			Errors []struct{ Field, Code, Message string }
+		}
+		r.JSON(t, &p)
+		if len(p.Errors) != 1 || p.Errors[0].Field != "/maxconn" || p.Errors[0].Code != "fd_limit" ||
+			!strings.Contains(p.Errors[0].Message, "fd limit (RLIMIT_NOFILE) is 1024") {
+			t.Fatalf("maxconn %d: %s", maxconn, r.Body)
+		}
+	}
+	maxconn := config.MaxconnFor(nofile, config.DefaultMaxpipes)
+	o := newTCPOrigin(t, "A")
+	port := setupTCP(t, in, o.server("s1"))
+	c, _ := greet(t, port)
+	c.Close()
+	before := o.conns.Load()
+
+	flood := make([]net.Conn, 0, 2*maxconn)
+	defer func() {
+		for _, c := range flood {
+			c.Close()
+		}
+	}()
+	for range 2 * maxconn {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 5*time.Second)
+		if err != nil {
+			t.Fatalf("flood dial: %v", err)
+		}
+		flood = append(flood, c)
+	}
+	waitFor(t, 20*time.Second, "maxconn tunnels at the origin", func() bool { return o.conns.Load()-before >= int64(maxconn) })
+	fds := openFDs(t, in.Pid())
+	t.Logf("%d fds open under a flood of %d clients, maxconn %d, fd limit %d", fds, 2*maxconn, maxconn, nofile)
+	if fds > nofile-config.FdReserve {
+		t.Errorf("%d fds open under the flood: the %d kept for the admin API are taken", fds, config.FdReserve)
+	}
+
+	quick := &http.Client{Timeout: time.Second}
+	for i := range 5 {
+		start := time.Now()
+		resp, err := quick.Get("http://" + in.Admin + "/api/v1/info")
+		if err != nil {
+			t.Fatalf("GET during the flood: %v", err)
+		}
+		resp.Body.Close()
+		req, _ := http.NewRequest("PATCH", "http://"+in.Admin+"/api/v1/tuning",
+			strings.NewReader(`{"maxaccept":`+strconv.Itoa(32+i)+`}`))
+		req.Header.Set("Content-Type", "application/merge-patch+json")
+		presp, err := quick.Do(req)
+		if err != nil {
+			t.Fatalf("PATCH during the flood: %v", err)
+		}
+		presp.Body.Close()
+		if resp.StatusCode != 200 || presp.StatusCode != 200 {
+			t.Fatalf("during the flood: GET %d, PATCH %d", resp.StatusCode, presp.StatusCode)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("GET and PATCH took %v under the flood", d)
+		}
+	}
+	if n := o.conns.Load() - before; n > int64(maxconn) {
+		t.Fatalf("the origin got %d tunnels with maxconn %d", n, maxconn)
+	}
+
+	for _, c := range flood {
+		c.Close()
+	}
+	flood = nil
+	// Every waiting client is served and closes at once; then a new one
+	// gets through.
+	waitFor(t, 20*time.Second, "the data plane serving after the flood", func() bool {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		_, err = io.ReadFull(c, make([]byte, 1))
+		return err == nil
+	})
 }

@@ -85,6 +85,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "spliced: --admin-max-body and --admin-max-conns must be positive")
 		return 2
 	}
+	if *maxConns > maxAdminConns {
+		// The admin API lives on the fds the data plane leaves
+		// (config.FdReserve); more connections could take them all.
+		fmt.Fprintf(stderr, "spliced: --admin-max-conns is at most %d (half the %d fds kept out of the data plane's reach)\n",
+			maxAdminConns, config.FdReserve)
+		return 2
+	}
 	adm := adminOptions{addr: *adminAddr, stateDir: *stateDir, hosts: adminHosts,
 		tlsCert: *tlsCert, tlsKey: *tlsKey, maxBody: *maxBody, maxConns: *maxConns}
 	if err := serve(log, adm, *bootstrap); err != nil {

@@ -30,7 +30,7 @@
 // {field: JSON pointer into the whole document, code, message}, in document
 // order. Codes: required, one_of, out_of_range, format, duplicate,
 // unknown_reference, mode_mismatch, sum, cpu_unknown, address_conflict,
-// invalid. When every problem is a duplicate or an address_conflict the
+// fd_limit, invalid. When every problem is a duplicate or an address_conflict the
 // error unwraps to ErrConflict (409: the document clashes with what exists),
 // otherwise to ErrInvalid (422). The rules:
 //
@@ -52,6 +52,9 @@
 //   - A server address is an IP literal or an RFC 1123 host name (resolved at
 //     apply time); ports are 1-65535, weights 0-256.
 //   - sched shares add up to 100; bufsize ≥ 1024; pipesize 0 or ≥ 4096.
+//   - tuning.maxconn fits in Env.FdLimit (the process's RLIMIT_NOFILE; 0
+//     skips it): FdsFor(maxconn, maxpipes) ≤ FdLimit (limits.go), else
+//     fd_limit with the limit and the largest maxconn that fits.
 //   - Health checks: timeout_ms ≤ interval_ms, status_min ≤ status_max, http
 //     checks have a path starting with "/" and a token method.
 //   - cpu_map: mode manual needs threads, other modes take none; thread ids

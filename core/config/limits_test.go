@@ -1,6 +1,9 @@
 package config
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestFdBudget(t *testing.T) {
 	tests := []struct {
@@ -42,5 +45,33 @@ func TestMaxconnForFitsTheFdLimit(t *testing.T) {
 	}
 	if m := MaxconnFor(1024, DefaultMaxpipes); m != 307 {
 		t.Errorf("MaxconnFor(1024, default) = %d, want 307 (2.5 fds per connection)", m)
+	}
+}
+
+func TestValidateMaxconnAgainstTheFdLimit(t *testing.T) {
+	tests := []struct {
+		name    string
+		maxconn int
+		env     Env
+		want    []want
+	}{
+		{"above the fd limit", 30000, Env{FdLimit: 20000}, []want{{"/tuning/maxconn", CodeFdLimit}}},
+		{"fits", 7000, Env{FdLimit: 20000}, nil},
+		{"0 derives from the limit", 0, Env{FdLimit: 1024}, nil},
+		{"unknown limit (persisted config)", 30000, Env{}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := goodConfig()
+			c.Tuning.Maxconn = tt.maxconn
+			err := Validate(c, tt.env)
+			got := fieldErrors(t, err)
+			if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) {
+				t.Fatalf("got %v, want %v (%v)", got, tt.want, err)
+			}
+			if err != nil && !strings.Contains(err.Error(), "fd limit (RLIMIT_NOFILE) is 20000") {
+				t.Errorf("message does not name the limit: %v", err)
+			}
+		})
 	}
 }

@@ -26,7 +26,8 @@ const (
 	CodeSum              = "sum"
 	CodeCPUUnknown       = "cpu_unknown"
 	CodeAddressConflict  = "address_conflict"
-	CodeInvalid          = "invalid" // a field rule without a more precise code
+	CodeFdLimit          = "fd_limit" // more connections than the fd limit allows
+	CodeInvalid          = "invalid"  // a field rule without a more precise code
 )
 
 // Limits enforced by the semantic rules.
@@ -543,6 +544,11 @@ func (v *validation) tuning() {
 	}
 	if t.Pipesize != 0 && t.Pipesize < MinPipesize {
 		v.p.addf("/tuning/pipesize", CodeOutOfRange, "pipesize must be 0 (kernel default) or at least %d bytes", MinPipesize)
+	}
+	// As HAProxy refuses to start with a maxconn the fd limit cannot hold:
+	// past it the process runs out of fds, and the admin API with it.
+	if lim := v.env.FdLimit; lim > 0 && t.Maxconn > 0 && FdsFor(t.Maxconn, t.Maxpipes) > lim {
+		v.p.add("/tuning/maxconn", CodeFdLimit, FdLimitMessage(t.Maxconn, t.Maxpipes, lim))
 	}
 }
 
