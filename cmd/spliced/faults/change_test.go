@@ -3,6 +3,7 @@ package faults
 // Every runtime change of the API under a running load.
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -274,5 +275,66 @@ func TestRuntimeChangesUnderLoad(t *testing.T) {
 	}
 	f, be := p.stats("pub", "web")
 	t.Logf("counters: frontend %v; backend %v", f, be)
+	p.healthy(t)
+}
+
+// TestBufsizeChangesAndBigHeads: heads near the buffer size across bufsize
+// changes. Lowered from 64 KiB to 16 KiB after traffic, a 16 KiB response
+// head to an HTTP/1.0 client is a 502, not a crash; raised from 16 KiB to
+// 64 KiB after traffic, a 20 KiB request head that got 431 passes.
+func TestBufsizeChangesAndBigHeads(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	// a head of 16 370 bytes: under 16 KiB, but not with the fields the
+	// proxy adds for an HTTP/1.0 client
+	fill := strings.Repeat("X-Big: "+strings.Repeat("b", 400)+"\r\n", 38)
+	head := "HTTP/1.1 200 OK\r\n" + fill + "Content-Length: 2\r\n"
+	head += "X-Pad: " + strings.Repeat("p", 16370-len(head)-len("X-Pad: \r\n\r\n")) + "\r\n\r\n"
+	bigHead := head + "ok"
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		ans := okResp("small")
+		if r.URL.Path == "/big" {
+			ans = bigHead
+		}
+		_, err := io.WriteString(c, ans)
+		return err == nil
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	get := func(req string) (int, string) {
+		c := dial(t, fp)
+		io.WriteString(c, req)
+		resp, b, err := readResp(bufio.NewReader(c), "GET")
+		if err != nil {
+			t.Fatalf("%.40q: %v", req, err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"bufsize": 65536})
+	for i := 0; i < 4; i++ {
+		if st, _ := get("GET /big HTTP/1.0\r\n\r\n"); st != 200 {
+			t.Fatalf("a 16 KiB response head with bufsize 64 KiB: %d", st)
+		}
+	}
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"bufsize": 16384})
+	for i := 0; i < 4; i++ {
+		if st, _ := get("GET /big HTTP/1.0\r\n\r\n"); st != 502 {
+			t.Fatalf("a 16 KiB response head with bufsize 16 KiB: %d, want 502", st)
+		}
+		if st, b := get("GET /small HTTP/1.0\r\n\r\n"); st != 200 || b != "small" {
+			t.Fatalf("a small response after bufsize went down: %d %q", st, b)
+		}
+	}
+	p.healthy(t)
+	bigReq := "GET /small HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X-Big: "+strings.Repeat("q", 400)+"\r\n", 50) + "\r\n"
+	if st, _ := get(bigReq); st != 431 {
+		t.Fatalf("a 20 KiB request head with bufsize 16 KiB: %d, want 431", st)
+	}
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"bufsize": 65536})
+	for i := 0; i < 4; i++ {
+		if st, b := get(bigReq); st != 200 || b != "small" {
+			t.Fatalf("a 20 KiB request head after bufsize went up to 64 KiB: %d %q", st, b)
+		}
+	}
 	p.healthy(t)
 }
