@@ -337,6 +337,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			Name:          cf.Name,
 			Splice:        proxy.ParseSplice(cf.Splice),
 			TunnelTimeout: time.Duration(cf.Timeouts.TunnelMs) * time.Millisecond,
+			ClientTimeout: time.Duration(cf.Timeouts.ClientMs) * time.Millisecond,
 			Stats:         f.stats,
 			OnClose:       func() { e.release(f) },
 			AccessLog:     cf.AccessLog,

@@ -84,12 +84,16 @@
 //     the idle timeout is the shorter of the frontend's and the backend's
 //     tunnel_ms: the tunnel closes when no byte moved in either direction
 //     for that long (a client that never reads stalls the tunnel, so it
-//     is closed after tunnel_ms). The timer is not re-armed per chunk: it
-//     fires at its deadline and re-arms at last-activity+timeout.
+//     is closed after tunnel_ms at the latest);
+//   - send: a side that leaves bytes pending towards it untaken closes the
+//     tunnel after the frontend's client_ms (towards the client) or the
+//     backend's server_ms (towards the server) without progress, as
+//     HAProxy's timeout client and timeout server bound a blocked write:
+//     a client that stops reading is dropped after client_ms.
 //
-// client_ms and server_ms are http-mode timeouts; in tcp mode the tunnel
-// timeout covers idle connections from the moment the server answers, and
-// connect_ms (with retries) the time before.
+// The timer is not re-armed per chunk: it fires at the earliest deadline
+// it knew, and re-arms at the one in force if bytes moved meanwhile; a
+// send that starts blocking arms it earlier when needed.
 //
 // # Soft stop (stop.go)
 //
@@ -159,8 +163,9 @@
 // Phases and their timers (one loop timer per connection):
 //   - head: http_request_ms from the connection start, or from the first
 //     byte of a later request; http_keep_alive_ms between requests. A
-//     partial head at expiry is answered 408; an idle connection is closed
-//     silently.
+//     partial head at expiry is answered 408, and so is a new connection
+//     that sent nothing (as HAProxy); an idle keep-alive connection
+//     between requests is closed silently.
 //   - queue: every usable server of the chosen backend is at its maxconn
 //     (balance's Acquire fails): the request waits in the loop's FIFO
 //     until queue_ms (503). A slot released on the same loop is handed on
@@ -171,9 +176,13 @@
 //     then is closed.
 //   - connect: connect_ms per attempt, then another server (the failed one
 //     excluded while another is usable) up to retries; 503 after.
-//   - exchange: server_ms of server silence while the response head is
-//     awaited (504); once it came, the shorter of client_ms and server_ms
-//     without any byte moving cuts both connections.
+//   - exchange (http_timeout.go): each side has its timeout only while the
+//     exchange waits for it, restarted by every byte it moves. client_ms
+//     while bytes for the client are left untaken (it stopped reading) or
+//     request body bytes are still to come from it (408 before any answer,
+//     else both connections cut); server_ms while request bytes for the
+//     server are left untaken, the response head is awaited (504), or
+//     response body bytes are still to come (cut).
 //
 // Generations: a connection keeps the frontend it was accepted by for its
 // OnClose (the engine's maxconn accounting); each request is resolved

@@ -68,12 +68,15 @@ type httpConn struct {
 
 	phase    uint8
 	deadline int64 // current phase's deadline (loop.Now units)
-	idle     int64 // exchange inactivity timeout
-	lastIO   int64
-	peer     netip.Addr
-	hash     uint64
-	attempts int
-	nreq     int
+	// Exchange timeouts per side (http_timeout.go): since when the client
+	// (the server) holds the exchange up without progress, and whether it
+	// did at the end of the last run.
+	cliSince, srvSince int64
+	cliWait, srvWait   bool
+	peer               netip.Addr
+	hash               uint64
+	attempts           int
+	nreq               int
 
 	reqBody, respBody body
 	reqHeadSent       bool // the rewritten head left entirely
@@ -232,6 +235,9 @@ func (c *httpConn) process() {
 			c.checkConnect()
 		case phExchange:
 			c.exchange()
+			if c.phase == phExchange {
+				c.exchangeTimers()
+			}
 		case phDrain:
 			c.drain()
 		case phLinger:
@@ -695,7 +701,9 @@ func (c *httpConn) onTimer() {
 			return
 		}
 		c.fs.Timeouts.Add(1)
-		if c.in != nil && c.in.Len() > 0 {
+		if (c.in != nil && c.in.Len() > 0) || c.nreq == 0 {
+			// A head partly received, or nothing at all on a new
+			// connection (HAProxy answers both): the client learns why.
 			c.fail(408)
 		} else {
 			c.close(closeNormal) // idle keep-alive connection
@@ -708,19 +716,7 @@ func (c *httpConn) onTimer() {
 		c.fs.Timeouts.Add(1)
 		c.connectFailed()
 	case phExchange:
-		if c.idle <= 0 {
-			return
-		}
-		if now-c.lastIO < c.idle {
-			c.w.L.Arm(&c.timer, c.lastIO+c.idle)
-			return
-		}
-		c.fs.Timeouts.Add(1)
-		if !c.respHead {
-			c.fail(504)
-		} else {
-			c.close(closeTimeout)
-		}
+		c.exchangeTimeout(now)
 	case phDrain, phLinger:
 		c.close(closeTimeout)
 	}
@@ -793,6 +789,7 @@ func (c *httpConn) flushTo(s *Side, b *Buffer) bool {
 		}
 		b.Consumed(n)
 		c.moved = true
+		s.moved = true
 	}
 	return true
 }
@@ -858,7 +855,8 @@ func (c *httpConn) recycle() {
 	c.reqBody, c.respBody = body{}, body{}
 	c.reqHeadSent, c.respHead, c.respSent, c.closeAfter, c.upgrade = false, false, false, false, false
 	c.reqAborted, c.srvAnswered = false, false
-	c.qlen, c.deadline, c.idle, c.lastIO = 0, 0, 0, 0
+	c.qlen, c.deadline, c.cliSince, c.srvSince = 0, 0, 0, 0
+	c.cliWait, c.srvWait = false, false
 	c.putReq()
 	if len(w.h.freeConn) < maxFreeConns {
 		w.h.freeConn = append(w.h.freeConn, c)

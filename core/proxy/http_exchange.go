@@ -151,6 +151,7 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 			p.Data -= n
 			b.total += int64(n)
 			c.moved = true
+			dst.moved = true
 			continue
 		}
 		in := *pin
@@ -177,6 +178,7 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 			b.ok -= n
 			b.total += int64(n)
 			c.moved = true
+			dst.moved = true
 			continue
 		}
 		if b.complete() || (in != nil && in.Len() > 0) {
@@ -206,6 +208,7 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 					p.Data += n
 					b.left -= int64(n)
 					budget -= n
+					src.moved = true
 					w.act.SpliceBytes.Add(uint64(n))
 					// A short splice does not mean the socket is drained:
 					// the pipe also fills by slots (16 buffers), not bytes.
@@ -241,6 +244,7 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 		case e == 0 && n > 0:
 			in.Produced(n)
 			budget -= n
+			src.moved = true
 			if n < room && src.FD.Ready&(evRdHup|evHup|evErr) == 0 {
 				src.FD.Ready &^= evIn
 			}
@@ -272,15 +276,8 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 
 // startExchange: a connected server connection carries the request.
 func (c *httpConn) startExchange() {
-	now := c.w.L.Now()
 	c.phase = phExchange
-	c.idle = int64(c.be.B.ServerTimeout)
-	c.lastIO = now
-	if c.idle > 0 {
-		c.arm(now + c.idle)
-	} else {
-		c.w.L.Disarm(&c.timer)
-	}
+	c.startExchangeTimers()
 }
 
 // exchange moves the request to the server and the response to the
@@ -353,7 +350,6 @@ func (c *httpConn) exchange() {
 		if !c.moved {
 			return
 		}
-		c.lastIO = c.w.L.Now()
 	}
 }
 
@@ -425,9 +421,6 @@ func (c *httpConn) readResponse() bool {
 				}
 				c.fs.CountStatus(r.Status)
 				c.bs.CountStatus(r.Status)
-				if t := int64(c.hf.ClientTimeout); t > 0 && (c.idle <= 0 || t < c.idle) {
-					c.idle = t
-				}
 				return true
 			}
 		}
@@ -449,6 +442,7 @@ func (c *httpConn) readResponse() bool {
 			sc.in.Produced(n)
 			c.budget -= n
 			c.moved = true
+			sc.side.moved = true
 			if n < room && sc.side.FD.Ready&(evRdHup|evHup|evErr) == 0 {
 				sc.side.FD.Ready &^= evIn
 			}
@@ -597,8 +591,8 @@ func (c *httpConn) toTunnel() {
 	t.cli.Task.Run, t.cli.Task.Owner = runTunnelTask, t
 	t.srv.Task.Run, t.srv.Task.Owner = runTunnelTask, t
 	t.timer.Run, t.timer.Owner = runTunnelTimer, t
-	t.c2s = dir{src: &t.cli, dst: &t.srv, other: &t.s2c, mode: c.fe.Splice, buf: c.in}
-	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mode: c.fe.Splice, buf: sc.in}
+	t.c2s = dir{src: &t.cli, dst: &t.srv, other: &t.s2c, mode: c.fe.Splice, buf: c.in, to: int64(c.be.B.ServerTimeout)}
+	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mode: c.fe.Splice, buf: sc.in, to: int64(c.hf.ClientTimeout)}
 	t.idle = int64(c.fe.TunnelTimeout)
 	if bt := int64(c.be.B.TunnelTimeout); bt > 0 && (t.idle <= 0 || bt < t.idle) {
 		t.idle = bt
@@ -644,7 +638,7 @@ func (c *httpConn) toTunnel() {
 	t.srv.reg = true
 	t.lastIO = w.L.Now()
 	if t.idle > 0 {
-		w.L.Arm(&t.timer, t.lastIO+t.idle)
+		t.armAt(t.lastIO + t.idle)
 	}
 	w.L.Wake(&t.cli.Task, loop.Urgent)
 }

@@ -41,9 +41,12 @@ type Frontend struct {
 	Name          string
 	Splice        SpliceMode
 	TunnelTimeout time.Duration // idle timeout once both sides are connected
-	Backend       *Backend      // nil: connections are closed at once
-	HTTP          *HTTPFront    // http mode when set (see StartHTTP)
-	Stats         *Counters     // carried over across snapshots (same name)
+	// ClientTimeout bounds how long a tcp tunnel waits for its client to
+	// take pending bytes (client_ms; http mode uses HTTPFront's).
+	ClientTimeout time.Duration
+	Backend       *Backend   // nil: connections are closed at once
+	HTTP          *HTTPFront // http mode when set (see StartHTTP)
+	Stats         *Counters  // carried over across snapshots (same name)
 	// OnClose, when set, runs on the loop thread each time a connection of
 	// this frontend ends (the engine's maxconn accounting).
 	OnClose func()

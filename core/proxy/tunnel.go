@@ -44,6 +44,7 @@ type Side struct {
 	Task      loop.Tasklet
 	Connected bool // the fd may carry data (client: from accept; server: connect done)
 	reg       bool // registered with the loop's epoll
+	moved     bool // http exchange: bytes moved to or from it in this run (http_timeout.go)
 }
 
 // canRecv: a read would not block, or would report EOF or an error.
@@ -68,6 +69,11 @@ type dir struct {
 	shut     bool  // dst got shutdown(SHUT_WR)
 	bytes    int64 // bytes written to dst
 	spliced  int64 // of which through a pipe
+	// to bounds how long dst may leave pending bytes untaken (client_ms
+	// towards the client, server_ms towards the server; 0 = none); since
+	// is when the current such wait started or last moved a byte (0 = no
+	// byte pending).
+	to, since int64
 }
 
 func (d *dir) pending() int {
@@ -128,7 +134,7 @@ type Tunnel struct {
 	timer    loop.Timer
 	state    uint8
 	attempts int   // connect attempts so far
-	deadline int64 // connect deadline (loop.Now units)
+	deadline int64 // armed timer deadline (loop.Now units); 0 = none
 	idle     int64 // tunnel idle timeout, ns
 	lastIO   int64
 	moved    bool // bytes moved during the current run
@@ -159,7 +165,7 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	t.timer.Run, t.timer.Owner = runTunnelTimer, t
 	t.wait.who = t
 	t.c2s = dir{src: &t.cli, dst: &t.srv, other: &t.s2c, mode: fe.Splice}
-	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mode: fe.Splice}
+	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mode: fe.Splice, to: int64(fe.ClientTimeout)}
 	t.idle = int64(fe.TunnelTimeout)
 	w.link(t)
 	sec := stats.Sec(w.L.Now())
@@ -179,6 +185,7 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	if bt := int64(t.be.B.TunnelTimeout); bt > 0 && (t.idle <= 0 || bt < t.idle) {
 		t.idle = bt
 	}
+	t.c2s.to = int64(t.be.B.ServerTimeout)
 	t.bs = t.be.Stats.Loop(w.id)
 	t.bs.ConnTotal.Add(1)
 	t.bs.ConnCur.Add(1)
@@ -354,11 +361,18 @@ func (t *Tunnel) checkConnect() {
 	t.bs.ConnectCount.Add(1)
 	t.ss.ConnectNs.Add(ct)
 	t.ss.ConnectCount.Add(1)
+	t.deadline = 0
 	if t.idle > 0 {
-		t.w.L.Arm(&t.timer, t.lastIO+t.idle)
+		t.armAt(t.lastIO + t.idle)
 	} else {
 		t.w.L.Disarm(&t.timer)
 	}
+}
+
+// armAt arms the tunnel's timer at at (loop.Now units).
+func (t *Tunnel) armAt(at int64) {
+	t.deadline = at
+	t.w.L.Arm(&t.timer, at)
 }
 
 // process runs whenever either side's tasklet runs: it moves what can be
@@ -388,9 +402,14 @@ func (t *Tunnel) process() {
 	}
 }
 
-// onTimer: connect timeout while connecting, idle timeout afterwards. The
-// idle timer is not re-armed on every chunk: it fires at lastArm+idle and
-// re-arms itself at lastIO+idle if bytes moved meanwhile.
+// onTimer: connect timeout while connecting; once established, the idle
+// timeout (no byte moved either way for tunnel_ms) and the send timeouts
+// (a side that leaves pending bytes untaken: client_ms towards the client,
+// server_ms towards the server, as HAProxy's timeout client and timeout
+// server bound a blocked write). The timer is not re-armed on every chunk:
+// it fires at the earliest deadline it knew and re-arms itself at the one
+// in force if bytes moved meanwhile; pump arms it earlier when a send
+// starts to block.
 func (t *Tunnel) onTimer() {
 	now := t.w.L.Now()
 	switch t.state {
@@ -411,17 +430,44 @@ func (t *Tunnel) onTimer() {
 			t.w.L.Arm(&t.timer, t.deadline)
 		}
 	case stEstablished:
-		if t.idle <= 0 {
-			return
+		t.deadline = 0
+		next := int64(noDeadline)
+		if t.idle > 0 {
+			next = t.lastIO + t.idle
 		}
-		if now-t.lastIO >= t.idle {
+		for _, d := range [2]*dir{&t.c2s, &t.s2c} {
+			if d.since != 0 && d.to > 0 {
+				next = min(next, d.since+d.to)
+			}
+		}
+		if now >= next {
 			t.fs.Timeouts.Add(1)
 			t.bs.Timeouts.Add(1)
 			t.ss.Timeouts.Add(1)
 			t.close(closeTimeout)
 			return
 		}
-		t.w.L.Arm(&t.timer, t.lastIO+t.idle)
+		if next != noDeadline {
+			t.armAt(next)
+		}
+	}
+}
+
+// sendWait notes, after a pump of d, whether d.dst leaves bytes untaken
+// and since when, and arms the timer when that wait ends before the armed
+// deadline (see onTimer).
+func (t *Tunnel) sendWait(d *dir, moved bool) {
+	if !d.dst.Connected || d.pending() == 0 {
+		d.since = 0
+		return
+	}
+	if d.since != 0 && !moved {
+		return
+	}
+	now := t.w.L.Now()
+	d.since = now
+	if d.to > 0 && t.state == stEstablished && (t.deadline == 0 || now+d.to < t.deadline) {
+		t.armAt(now + d.to)
 	}
 }
 
@@ -445,6 +491,7 @@ func (t *Tunnel) pump(d *dir) bool {
 		return true
 	}
 	budget := runCap
+	sent := d.bytes
 	for {
 		r := rNone
 		if !d.eof && budget > 0 && d.src.canRecv() {
@@ -486,6 +533,7 @@ func (t *Tunnel) pump(d *dir) bool {
 	if budget <= 0 && !d.eof && d.src.canRecv() {
 		t.w.L.Wake(&d.src.Task, loop.Bulk)
 	}
+	t.sendWait(d, d.bytes != sent)
 	// Buffers and pipes are held only while data is pending.
 	if d.buf != nil && d.buf.Len() == 0 {
 		t.w.Bufs.Put(d.buf)
