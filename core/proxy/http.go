@@ -736,9 +736,9 @@ func popFree[T any](l *[]*T) *T {
 	return p
 }
 
-// getReq returns a reset request parser from the loop's free list. The
-// list holds at most as many as were ever in flight at once on this loop,
-// so that steady-state requests do not allocate. Its head limit is set
+// getReq returns a reset request parser from the loop's free list (at
+// most maxFreeParsers are kept), so that steady-state requests do not
+// allocate. Its head limit is set
 // from the buffer of each head it parses (readHead), not here.
 func (w *Worker) getReq() *http1.Request {
 	if r := popFree(&w.h.freeReq); r != nil {
@@ -754,8 +754,10 @@ func (w *Worker) getReq() *http1.Request {
 func (c *httpConn) putReq() {
 	if r := c.req; r != nil {
 		c.req = nil
-		r.Reset()
-		c.w.h.freeReq = append(c.w.h.freeReq, r)
+		if len(c.w.h.freeReq) < maxFreeParsers {
+			r.Reset()
+			c.w.h.freeReq = append(c.w.h.freeReq, r)
+		}
 	}
 }
 

@@ -21,6 +21,12 @@ const serverIdleTimeout = 5 * 1e9
 // maxFreeConns bounds the recycled connection objects a loop keeps.
 const maxFreeConns = 256
 
+// maxFreeParsers bounds the request parsers, and the response parsers, a
+// loop keeps for reuse (~2 KiB each): steady traffic whose requests in
+// flight vary by less than this allocates none, and a burst does not pin
+// its peak for the life of the process.
+const maxFreeParsers = 256
+
 // srvConn is one connection to a server. It is either attached to the
 // httpConn whose request it carries (owner != nil) or idle in its loop's
 // pool for that server, registered with epoll all along so that a close
@@ -48,16 +54,20 @@ type srvPool struct {
 
 // httpState is the http-mode state of a Worker.
 type httpState struct {
-	live     *httpConn // live client connections
-	idle     map[*balance.Server]*srvPool
-	nidle    int
-	q        waitQueue
-	freeConn []*httpConn
-	freeSrv  []*srvConn
+	live *httpConn // live client connections
+	// idle holds the pools of the servers that have idle connections on
+	// this loop: an entry is removed when its pool empties, so a retired
+	// server is not kept reachable once its last pooled connection ends.
+	idle      map[*balance.Server]*srvPool
+	freePools []*srvPool // emptied pools, reused without allocating
+	nidle     int
+	q         waitQueue
+	freeConn  []*httpConn
+	freeSrv   []*srvConn
 	// Parsers of the requests and responses in flight are taken from
 	// these while an exchange needs them, so that idle connections (client
 	// between requests, server in the pool) do not carry ~2 KiB of header
-	// spans each.
+	// spans each. Each keeps at most maxFreeParsers.
 	freeReq  []*http1.Request
 	freeResp []*http1.Response
 	// path is the scratch buffer routing normalises an unusual request
@@ -176,8 +186,10 @@ func (w *Worker) getResp() *http1.Response {
 func (w *Worker) putResp(sc *srvConn) {
 	if r := sc.resp; r != nil {
 		sc.resp = nil
-		r.Reset()
-		w.h.freeResp = append(w.h.freeResp, r)
+		if len(w.h.freeResp) < maxFreeParsers {
+			r.Reset()
+			w.h.freeResp = append(w.h.freeResp, r)
+		}
 	}
 }
 
@@ -195,16 +207,22 @@ func (w *Worker) recycleSrv(sc *srvConn) {
 // returns false (and the caller closes sc) when the pool is full.
 func (w *Worker) poolSrv(sc *srvConn) bool {
 	h := &w.h
+	if sc.server.Retired() || w.stopping || sc.side.FD.Ready&(evRdHup|evHup|evErr) != 0 {
+		// retired, or the server closed (its FIN came with the response)
+		return false
+	}
 	if h.idle == nil {
 		h.idle = make(map[*balance.Server]*srvPool)
 	}
 	p := h.idle[sc.server]
 	if p == nil {
-		p = &srvPool{} // once per server and loop
+		p = popFree(&h.freePools)
+		if p == nil {
+			p = &srvPool{}
+		}
 		h.idle[sc.server] = p
 	}
-	if p.n >= maxIdlePerServer || sc.server.Retired() || w.stopping || sc.side.FD.Ready&(evRdHup|evHup|evErr) != 0 {
-		// full, or the server closed (its FIN came with the response)
+	if p.n >= maxIdlePerServer {
 		return false
 	}
 	sc.owner = nil
@@ -235,6 +253,15 @@ func (w *Worker) unpool(sc *srvConn) {
 	sc.prev, sc.next, sc.pool = nil, nil, nil
 	p.n--
 	w.h.nidle--
+	if p.n == 0 {
+		// No idle connection to this server left: drop its entry, so
+		// that the map does not keep every server ever pooled (retired
+		// ones included) reachable.
+		delete(w.h.idle, sc.server)
+		if len(w.h.freePools) < maxFreeConns {
+			w.h.freePools = append(w.h.freePools, p)
+		}
+	}
 }
 
 // takeIdle returns a pooled connection to s that shows no sign of having
