@@ -204,7 +204,10 @@
 // a server is chosen, Release when its response is complete, so maxconn
 // bounds concurrent requests and leastconn sees requests in flight. Idle
 // server connections are pooled per loop and per server (at most
-// maxIdlePerServer, 5 s), stay registered with epoll, and are dropped as
+// maxIdlePerServer, 5 s; a server's entry in the loop's pool map goes
+// with its last idle connection, so retired servers are not kept
+// reachable; spare request and response parsers are kept up to
+// maxFreeParsers each), stay registered with epoll, and are dropped as
 // soon as the server closes them (EPOLLRDHUP, end of stream, or any
 // unexpected byte). A pooled connection is reused only for an idempotent
 // request without body (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, HTTP/1.1,
