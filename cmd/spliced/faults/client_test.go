@@ -148,3 +148,68 @@ func TestClientNeverReads(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestSilentConnectionGets408: a connection that sends nothing before
+// http_request_ms gets 408, then a close (HAProxy does the same).
+func TestSilentConnectionGets408(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.backend("web", "http", nil, named(t, "a"))
+	fp := p.frontend("pub", "http", "web", map[string]any{"timeouts": map[string]any{"http_request_ms": 300}})
+	c := dial(t, fp)
+	t0 := time.Now()
+	br := bufio.NewReader(c)
+	resp, _, err := readResp(br, "GET")
+	if err != nil || resp.StatusCode != 408 {
+		t.Fatalf("got %v, %v after %v; want 408", resp, err, time.Since(t0))
+	}
+	closedAfter(t, c, br, 2*time.Second)
+	p.healthy(t)
+}
+
+// TestClientTimeoutBoundsANonReadingClient: with client_ms 1000 and
+// server_ms (http) or tunnel_ms (tcp) 8000, a client that asked for
+// 100 MiB and reads nothing is closed about client_ms after the flow
+// stopped, not after server_ms.
+func TestClientTimeoutBoundsANonReadingClient(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	s, written := bigOrigin(t)
+	p.backend("web", "http", map[string]any{"server_ms": 8000}, s)
+	fp := p.frontend("pub", "http", "web", map[string]any{"timeouts": map[string]any{"client_ms": 1000}})
+	blob := make([]byte, 1<<20)
+	tport, _ := listen(t, func(c net.Conn) {
+		for i := 0; i < 100; i++ {
+			if _, err := c.Write(blob); err != nil {
+				return
+			}
+		}
+	})
+	p.backend("tweb", "tcp", map[string]any{"tunnel_ms": 8000}, srv{"t1", tport})
+	tp := p.frontend("tpub", "tcp", "tweb", map[string]any{"timeouts": map[string]any{"client_ms": 1000, "tunnel_ms": 8000}})
+	for _, tc := range []struct {
+		name string
+		port int
+		req  string
+	}{{"http", fp, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n"}, {"tcp", tp, ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialSmallRcvbuf(t, tc.port)
+			t0 := time.Now()
+			io.WriteString(c, tc.req)
+			if tc.name == "http" {
+				stalls(t, written, 5*time.Second)
+			}
+			// the client cannot see a close behind the data it does not
+			// read: watch the frontend's current connections instead
+			fe := map[string]string{"http": "pub", "tcp": "tpub"}[tc.name]
+			waitFor(t, 6*time.Second, "the proxy to close the client", func() bool {
+				f, _ := p.stats(fe, "")
+				return f.ConnCur == 0
+			})
+			if el := time.Since(t0); el > 4*time.Second {
+				t.Fatalf("closed %v after the request, want about client_ms (1 s) after the stall", el)
+			}
+		})
+	}
+	p.healthy(t)
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -124,4 +125,32 @@ func TestEMFILE(t *testing.T) {
 	p.healthy(t)
 	f, be := p.stats("pub", "web")
 	t.Logf("counters: frontend %v; backend %v", f, be)
+}
+
+// TestLowFdLimitAtStart: started with RLIMIT_NOFILE 1024, spliced derives
+// a maxconn that serves 50 tcp clients at once (not 1), and refuses a
+// tuning.maxconn the fd limit cannot carry with 422 naming the limit.
+func TestLowFdLimitAtStart(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{nofile: 1024})
+	var info struct {
+		Maxconn int `json:"maxconn"`
+	}
+	json.Unmarshal(p.must("GET", "/api/v1/info", nil), &info)
+	t.Logf("maxconn %d with RLIMIT_NOFILE 1024", info.Maxconn)
+	echo, _ := listen(t, func(c net.Conn) { c.Write([]byte("e")); io.Copy(c, c); c.Close() })
+	p.backend("web", "tcp", nil, srv{"s1", echo})
+	fp := p.frontend("pub", "tcp", "web", nil)
+	for i := 0; i < 50; i++ {
+		c := dial(t, fp)
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			t.Fatalf("client %d of 50 not served (maxconn %d): %v", i, info.Maxconn, err)
+		}
+	}
+	st, body, err := p.api("PATCH", "/api/v1/tuning", map[string]any{"maxconn": 30000})
+	if err != nil || st != 422 || !strings.Contains(string(body), "1024") {
+		t.Fatalf("maxconn 30000 with an fd limit of 1024: %d %s %v; want 422 naming the limit", st, body, err)
+	}
+	p.healthy(t)
 }
