@@ -180,7 +180,7 @@ func (e *Engine) start(t *config.Tuning) error {
 		loops = append(loops, l)
 	}
 	e.loops = loops
-	pt := proxyTuning(t, n)
+	pt := proxyTuning(t, n, e.conns.Max())
 	for _, l := range loops {
 		e.workers = append(e.workers, proxy.NewWorker(l, pt))
 	}
@@ -205,7 +205,10 @@ func (e *Engine) start(t *config.Tuning) error {
 	return nil
 }
 
-func proxyTuning(t *config.Tuning, nloops int) proxy.Tuning {
+// proxyTuning is what the workers run with nloops loops and the global
+// maxconn in force (Apply's last step re-tunes every loop with the maxconn
+// it publishes).
+func proxyTuning(t *config.Tuning, nloops int, maxconn int64) proxy.Tuning {
 	bufsize := t.Bufsize
 	if bufsize <= 0 {
 		bufsize = config.DefaultBufsize
@@ -213,19 +216,20 @@ func proxyTuning(t *config.Tuning, nloops int) proxy.Tuning {
 	// tuning.maxpipes is process-wide as in HAProxy, capped to a quarter of
 	// the global maxconn (the fd budget, config.PipesFor); each loop gets
 	// its share.
-	maxconn, _ := globalMaxconn(t)
 	maxpipes := config.PipesFor(t.Maxpipes, int(maxconn))
 	return proxy.Tuning{Bufsize: bufsize, Maxpipes: (maxpipes + nloops - 1) / nloops, Pipesize: t.Pipesize}
 }
 
-// globalMaxconn is the global maxconn in force: tuning.maxconn, or what
-// the fd limit allows (config.MaxconnFor: 2 fds per connection, 2 per pipe
-// of a maxpipes capped to maxconn/4, config.FdReserve kept for the admin
-// API and the rest). warn says why it is lower than the config asks, or
-// that the fd limit leaves fewer than config.LowMaxconn connections; empty
-// otherwise. A tuning.maxconn above the limit is refused by validation
-// (422) when it comes through the API; a persisted one is clamped here.
-func globalMaxconn(t *config.Tuning) (n int64, warn string) {
+// globalMaxconn is the global maxconn in force for c on nloops loops:
+// tuning.maxconn, or what the fd limit allows (config.FdBudget: 2 fds per
+// connection, 2 per pipe of a maxpipes capped to maxconn/4, the loops' and
+// listening sockets' fds, and config.FdReserve kept for the admin API).
+// warn says why it is lower than the config asks, or that the fd limit
+// leaves fewer than config.LowMaxconn connections; empty otherwise. A
+// tuning.maxconn above the limit is refused by validation (422) when it
+// comes through the API; a persisted one is clamped here.
+func globalMaxconn(c *config.Config, nloops int) (n int64, warn string) {
+	t := &c.Tuning
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
 		if t.Maxconn > 0 {
@@ -234,16 +238,17 @@ func globalMaxconn(t *config.Tuning) (n int64, warn string) {
 		return 1024, ""
 	}
 	lim := int64(min(rl.Cur, 1<<62))
-	fit := max(config.MaxconnFor(lim, t.Maxpipes), 1) // 0 would mean unlimited
+	b := config.NewFdBudget(c, nloops)
+	fit := max(b.Maxconn(lim), 1) // 0 would mean unlimited
 	switch {
-	case t.Maxconn > 0 && config.FdsFor(t.Maxconn, t.Maxpipes) > lim:
-		return int64(fit), "tuning." + config.FdLimitMessage(t.Maxconn, t.Maxpipes, lim) + ": running with maxconn " + strconv.Itoa(fit)
+	case t.Maxconn > 0 && b.Fds(t.Maxconn) > lim:
+		return int64(fit), "tuning." + b.Message(t.Maxconn, lim) + ": running with maxconn " + strconv.Itoa(fit)
 	case t.Maxconn > 0:
 		return int64(t.Maxconn), ""
 	case fit < config.LowMaxconn:
 		return int64(fit), "the fd limit (RLIMIT_NOFILE) is " + strconv.FormatInt(lim, 10) + ": maxconn " + strconv.Itoa(fit) +
-			" (2 fds per connection, 2 per pipe, " + strconv.Itoa(config.FdReserve) +
-			" kept for the admin API and the rest); raise the hard limit (systemd LimitNOFILE=, ulimit -Hn) for more"
+			" (2 fds per connection, 2 per pipe, " + strconv.FormatInt(b.Fixed, 10) +
+			" for the loops, the listening sockets and the admin API); raise the hard limit (systemd LimitNOFILE=, ulimit -Hn) for more"
 	}
 	return int64(fit), ""
 }
@@ -444,7 +449,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	}
 	e.swapCheckers(newBE)
 	e.binds, e.fronts, e.backends = newBinds, newFE, newBE
-	maxconn, warn := globalMaxconn(&snap.Tuning)
+	maxconn, warn := globalMaxconn(snap, e.liveLoops())
 	e.conns.SetMax(maxconn)
 	if old := e.limitWarn.Swap(&warn); warn != "" && (old == nil || *old != warn) {
 		e.log.Warn("the fd limit lowers maxconn", "maxconn", maxconn, "why", warn)
@@ -454,7 +459,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	// 5. Every loop picks the snapshot up: tuning applied on its thread;
 	// Apply returns once all of them ran it.
 	t := snap.Tuning
-	pt := proxyTuning(&t, len(e.loops))
+	pt := proxyTuning(&t, len(e.loops), maxconn)
 	if err := e.onEveryLoop(ctx, func(l *loop.Loop, w *proxy.Worker) {
 		l.SetTuning(t.RunqueueDepth, t.Maxpollevents, t.Sched)
 		w.SetTuning(pt)

@@ -162,7 +162,7 @@ func (e *Engine) prepareResize(t *config.Tuning, to int) (*resize, error) {
 		if runtime.GOMAXPROCS(0) < to+1 {
 			runtime.GOMAXPROCS(to + 1)
 		}
-		pt := proxyTuning(t, to)
+		pt := proxyTuning(t, to, e.conns.Max()) // Apply re-tunes with the new maxconn
 		for id := rs.from; id < to; id++ {
 			if id < len(e.th.all) && e.th.all[id].state == loopDraining {
 				rt := e.th.all[id]

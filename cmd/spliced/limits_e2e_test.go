@@ -35,7 +35,7 @@ func startLimited(t *testing.T, soft, hard int, extra ...string) *instance {
 
 // A 1024 fd limit used to make the derived maxconn 1 (1024 - 256 - 2 x 1024
 // pipes), silently. Now maxpipes is capped to maxconn/4, maxconn is what
-// fits (307), the soft limit is raised to the hard one first, and the
+// fits (~300), the soft limit is raised to the hard one first, and the
 // warning is in the log and in /readyz (which stays 200: the data plane
 // serves, with fewer connections).
 func TestLowFdLimitDerivesAFittingMaxconnAndWarns(t *testing.T) {
@@ -56,9 +56,10 @@ func TestLowFdLimitDerivesAFittingMaxconnAndWarns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := startLimited(t, tc.soft, tc.hard, tc.extra...)
-			want := config.MaxconnFor(1024, config.DefaultMaxpipes)
-			var info struct{ Maxconn int }
+			var info struct{ Maxconn, Nbthread int }
 			in.MustDo(200, "GET", "/api/v1/info", nil).JSON(t, &info)
+			// No bind yet: the loops and the reserve are the fixed fds.
+			want := config.NewFdBudget(&config.Config{}, info.Nbthread).Maxconn(1024)
 			if info.Maxconn != want || want < 300 {
 				t.Fatalf("maxconn %d with a 1024 fd limit, want %d", info.Maxconn, want)
 			}
@@ -100,9 +101,14 @@ func TestFdLimitFloodKeepsTheAdminAPIAnswering(t *testing.T) {
 			t.Fatalf("maxconn %d: %s", maxconn, r.Body)
 		}
 	}
-	maxconn := config.MaxconnFor(nofile, config.DefaultMaxpipes)
 	o := newTCPOrigin(t, "A")
 	port := setupTCP(t, in, o.server("s1"))
+	var info struct{ Maxconn int }
+	in.MustDo(200, "GET", "/api/v1/info", nil).JSON(t, &info)
+	maxconn := info.Maxconn
+	if maxconn < 250 || maxconn > 307 {
+		t.Fatalf("maxconn %d with %d fds", maxconn, nofile)
+	}
 	c, _ := greet(t, port)
 	c.Close()
 	before := o.conns.Load()

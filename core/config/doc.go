@@ -53,8 +53,10 @@
 //     apply time); ports are 1-65535, weights 0-256.
 //   - sched shares add up to 100; bufsize ≥ 1024; pipesize 0 or ≥ 4096.
 //   - tuning.maxconn fits in Env.FdLimit (the process's RLIMIT_NOFILE; 0
-//     skips it): FdsFor(maxconn, maxpipes) ≤ FdLimit (limits.go), else
-//     fd_limit with the limit and the largest maxconn that fits.
+//     skips it): FdBudget.Fds(maxconn) ≤ FdLimit (limits.go: 2 fds per
+//     connection and per pipe, per loop, per listening socket, and
+//     FdReserve), else fd_limit with the limit and the largest maxconn
+//     that fits.
 //   - Health checks: timeout_ms ≤ interval_ms, status_min ≤ status_max, http
 //     checks have a path starting with "/" and a token method.
 //   - cpu_map: mode manual needs threads, other modes take none; thread ids

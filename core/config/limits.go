@@ -7,12 +7,17 @@ import "strconv"
 // RLIMIT_NOFILE to the hard one at start; cmd/spliced), so that this
 // package makes no system call.
 
-// FdReserve is the part of the fd limit the data plane's connections never
-// take: the admin API (--admin-max-conns, 128 by default, plus its
-// listener), the listening sockets of the binds, each loop's epoll fd and
-// eventfd, health checks, the state and audit files and the logs. It is
-// what keeps the admin API answering when a flood fills every slot.
+// FdReserve is the part of the fd limit that neither the data plane's
+// connections nor its fixed fds (FdBudget.Fixed) take: the admin API
+// (--admin-max-conns, at most 128, plus its listener), health checks, the
+// state, audit and log files, the Go runtime's own. It is what keeps the
+// admin API answering when a flood fills every slot.
 const FdReserve = 256
+
+// FdsPerLoop is what each loop thread holds whatever its connections: its
+// epoll fd and eventfd, and one pipe (2 fds) for the rounding up of its
+// share of maxpipes.
+const FdsPerLoop = 4
 
 // LowMaxconn is the derived global maxconn (tuning.maxconn 0) below which
 // the fd limit is reported as too low (log and /readyz).
@@ -33,23 +38,41 @@ func PipesFor(maxpipes, maxconn int) int {
 	return max(min(maxpipes, maxconn/PipeShare), 1)
 }
 
-// FdsFor is the number of fds maxconn connections may hold at once: 2 per
-// connection (client and server sockets), 2 per pipe (PipesFor), plus
-// FdReserve.
-func FdsFor(maxconn, maxpipes int) int64 {
-	return 2*int64(maxconn) + 2*int64(PipesFor(maxpipes, maxconn)) + FdReserve
+// FdBudget is the fd arithmetic of one config run by a number of loop
+// threads. A value type.
+type FdBudget struct {
+	Fixed    int64 // FdReserve + FdsPerLoop per loop + one per listening socket
+	Maxpipes int   // tuning.maxpipes (0 = DefaultMaxpipes)
 }
 
-// MaxconnFor is the largest maxconn whose FdsFor fits in fdLimit, 0 if not
-// even one connection fits.
-func MaxconnFor(fdLimit int64, maxpipes int) int {
-	// FdsFor grows with maxconn: binary search over what 2 fds per
+// NewFdBudget is the budget of c on nloops loop threads (draining ones
+// included: they hold their fds until they stop).
+func NewFdBudget(c *Config, nloops int) FdBudget {
+	b := FdBudget{Fixed: FdReserve + FdsPerLoop*int64(max(nloops, 1)), Maxpipes: c.Tuning.Maxpipes}
+	for i := range c.Frontends {
+		for _, bd := range c.Frontends[i].Binds {
+			b.Fixed += int64(max(bd.Shards, 1)) // one SO_REUSEPORT socket per shard
+		}
+	}
+	return b
+}
+
+// Fds is the number of fds the process may hold with maxconn connections:
+// 2 per connection (client and server sockets), 2 per pipe (PipesFor),
+// plus Fixed.
+func (b FdBudget) Fds(maxconn int) int64 {
+	return b.Fixed + 2*int64(maxconn) + 2*int64(PipesFor(b.Maxpipes, maxconn))
+}
+
+// Maxconn is the largest maxconn whose Fds fit in fdLimit, 0 if not even
+// one connection fits.
+func (b FdBudget) Maxconn(fdLimit int64) int {
+	// Fds grows with maxconn: binary search below what 2 fds per
 	// connection alone would allow.
-	lo, hi := int64(0), max((fdLimit-FdReserve)/2, 0)
-	hi = min(hi, 1<<40)
+	lo, hi := int64(0), min(max((fdLimit-b.Fixed)/2, 0), 1<<40)
 	for lo < hi {
 		mid := lo + (hi-lo+1)/2
-		if FdsFor(int(mid), maxpipes) <= fdLimit {
+		if b.Fds(int(mid)) <= fdLimit {
 			lo = mid
 		} else {
 			hi = mid - 1
@@ -58,11 +81,11 @@ func MaxconnFor(fdLimit int64, maxpipes int) int {
 	return int(lo)
 }
 
-// FdLimitMessage explains why maxconn does not fit in fdLimit (the 422 of
+// Message explains why maxconn does not fit in fdLimit (the 422 of
 // tuning.maxconn, the warning of a persisted config the engine clamps).
-func FdLimitMessage(maxconn, maxpipes int, fdLimit int64) string {
-	return "maxconn " + strconv.Itoa(maxconn) + " needs " + strconv.FormatInt(FdsFor(maxconn, maxpipes), 10) +
-		" file descriptors (2 per connection, 2 per pipe, " + strconv.Itoa(FdReserve) +
-		" kept for the admin API and the rest), the fd limit (RLIMIT_NOFILE) is " +
-		strconv.FormatInt(fdLimit, 10) + ": at most " + strconv.Itoa(MaxconnFor(fdLimit, maxpipes))
+func (b FdBudget) Message(maxconn int, fdLimit int64) string {
+	return "maxconn " + strconv.Itoa(maxconn) + " needs " + strconv.FormatInt(b.Fds(maxconn), 10) +
+		" file descriptors (2 per connection, 2 per pipe, " + strconv.FormatInt(b.Fixed, 10) +
+		" for the loops, the listening sockets and the admin API), the fd limit (RLIMIT_NOFILE) is " +
+		strconv.FormatInt(fdLimit, 10) + ": at most " + strconv.Itoa(b.Maxconn(fdLimit))
 }

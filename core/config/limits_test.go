@@ -6,45 +6,59 @@ import (
 )
 
 func TestFdBudget(t *testing.T) {
+	bare := FdBudget{Fixed: FdReserve, Maxpipes: 1024}
 	tests := []struct {
-		name              string
-		maxconn, maxpipes int
-		pipes             int
-		fds               int64
+		name    string
+		b       FdBudget
+		maxconn int
+		pipes   int
+		fds     int64
 	}{
-		{"pipes capped to a quarter of maxconn", 1000, 1024, 250, 2000 + 500 + FdReserve},
-		{"maxpipes below the quarter", 100000, 1024, 1024, 200000 + 2048 + FdReserve},
-		{"at least one pipe", 2, 1024, 1, 4 + 2 + FdReserve},
-		{"maxpipes 0 is the default", 1 << 20, 0, DefaultMaxpipes, 2<<20 + 2*DefaultMaxpipes + FdReserve},
+		{"pipes capped to a quarter of maxconn", bare, 1000, 250, FdReserve + 2000 + 500},
+		{"maxpipes below the quarter", bare, 100000, 1024, FdReserve + 200000 + 2048},
+		{"at least one pipe", bare, 2, 1, FdReserve + 4 + 2},
+		{"maxpipes 0 is the default", FdBudget{Fixed: 300}, 1 << 20, DefaultMaxpipes, 300 + 2<<20 + 2*DefaultMaxpipes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if p := PipesFor(tt.maxpipes, tt.maxconn); p != tt.pipes {
-				t.Errorf("PipesFor(%d, %d) = %d, want %d", tt.maxpipes, tt.maxconn, p, tt.pipes)
+			if p := PipesFor(tt.b.Maxpipes, tt.maxconn); p != tt.pipes {
+				t.Errorf("PipesFor(%d, %d) = %d, want %d", tt.b.Maxpipes, tt.maxconn, p, tt.pipes)
 			}
-			if f := FdsFor(tt.maxconn, tt.maxpipes); f != tt.fds {
-				t.Errorf("FdsFor(%d, %d) = %d, want %d", tt.maxconn, tt.maxpipes, f, tt.fds)
+			if f := tt.b.Fds(tt.maxconn); f != tt.fds {
+				t.Errorf("Fds(%d) = %d, want %d", tt.maxconn, f, tt.fds)
 			}
 		})
 	}
 }
 
-// MaxconnFor is the largest maxconn that fits: with a 1024 fd limit it no
+// The fixed part counts FdReserve, each loop and each listening socket
+// (a sharded bind has one per shard).
+func TestNewFdBudgetCountsLoopsAndSockets(t *testing.T) {
+	c := goodConfig() // binds: b1, b2 (public), b1 with 2 shards (db_front)
+	c.Tuning.Maxpipes = 64
+	b := NewFdBudget(c, 3)
+	if want := int64(FdReserve + 3*FdsPerLoop + 1 + 1 + 2); b.Fixed != want || b.Maxpipes != 64 {
+		t.Fatalf("budget %+v, want fixed %d", b, want)
+	}
+}
+
+// Maxconn is the largest maxconn that fits: with a 1024 fd limit it no
 // longer collapses to 1 (the old RLIMIT_NOFILE - 256 - 2*maxpipes did).
-func TestMaxconnForFitsTheFdLimit(t *testing.T) {
+func TestFdBudgetMaxconnFitsTheLimit(t *testing.T) {
 	for _, lim := range []int64{0, 100, 256, 258, 262, 1024, 4096, 20000, 1 << 20} {
 		for _, mp := range []int{0, 1, 64, 1024} {
-			m := MaxconnFor(lim, mp)
-			if m > 0 && FdsFor(m, mp) > lim {
-				t.Errorf("MaxconnFor(%d, %d) = %d needs %d fds", lim, mp, m, FdsFor(m, mp))
+			b := FdBudget{Fixed: FdReserve + 2*FdsPerLoop + 1, Maxpipes: mp}
+			m := b.Maxconn(lim)
+			if m > 0 && b.Fds(m) > lim {
+				t.Errorf("Maxconn(%d) with maxpipes %d = %d needs %d fds", lim, mp, m, b.Fds(m))
 			}
-			if FdsFor(m+1, mp) <= lim {
-				t.Errorf("MaxconnFor(%d, %d) = %d, but %d fits", lim, mp, m, m+1)
+			if b.Fds(m+1) <= lim {
+				t.Errorf("Maxconn(%d) with maxpipes %d = %d, but %d fits", lim, mp, m, m+1)
 			}
 		}
 	}
-	if m := MaxconnFor(1024, DefaultMaxpipes); m != 307 {
-		t.Errorf("MaxconnFor(1024, default) = %d, want 307 (2.5 fds per connection)", m)
+	if m := (FdBudget{Fixed: FdReserve, Maxpipes: DefaultMaxpipes}).Maxconn(1024); m != 307 {
+		t.Errorf("Maxconn(1024) = %d, want 307 (2.5 fds per connection)", m)
 	}
 }
 

@@ -547,8 +547,10 @@ func (v *validation) tuning() {
 	}
 	// As HAProxy refuses to start with a maxconn the fd limit cannot hold:
 	// past it the process runs out of fds, and the admin API with it.
-	if lim := v.env.FdLimit; lim > 0 && t.Maxconn > 0 && FdsFor(t.Maxconn, t.Maxpipes) > lim {
-		v.p.add("/tuning/maxconn", CodeFdLimit, FdLimitMessage(t.Maxconn, t.Maxpipes, lim))
+	if lim := v.env.FdLimit; lim > 0 && t.Maxconn > 0 {
+		if b := NewFdBudget(v.c, v.nbthread()); b.Fds(t.Maxconn) > lim {
+			v.p.add("/tuning/maxconn", CodeFdLimit, b.Message(t.Maxconn, lim))
+		}
 	}
 }
 
