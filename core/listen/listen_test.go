@@ -453,7 +453,9 @@ func TestFullRingFallsBackToLocal(t *testing.T) {
 func TestFdExhaustionPausesAcceptWithoutBusyLoop(t *testing.T) {
 	g := startGroup(t, 1, 0)
 	s := newSink(t, g)
-	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, s.accept)
+	var m Limit // every failed accept4 gives its reserved slot back
+	m.SetMax(100)
+	ln, err := g.Open(BindSpec{Address: "127.0.0.1", Limits: []*Limit{&m}}, nil, s.accept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,6 +501,9 @@ func TestFdExhaustionPausesAcceptWithoutBusyLoop(t *testing.T) {
 	}
 	restore()
 	waitFor(t, "accepts after the back-off", func() bool { return s.total.Load() == 3 })
+	if c := m.Cur(); c != 3 {
+		t.Fatalf("%d slots held for 3 connections after EMFILE", c)
+	}
 }
 
 // Connections waiting in an accept ring when their listener closes are still
