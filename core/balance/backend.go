@@ -38,6 +38,8 @@ type Backend struct {
 	// generation of a backend lineage (Build passes prev's counter on), so a
 	// reused Server bumps the counter that current pickers watch.
 	changes *atomic.Uint64
+	// queue is the wait queue of the lineage, shared like changes.
+	queue *Queue
 	// slots is the stable server list the source hash runs over: a server
 	// keeps its slot across generations (by name), a removed server leaves a
 	// hole (nil) that the next added server fills. See Picker.pickSource.
@@ -48,6 +50,10 @@ type Backend struct {
 // Server returns the named server or nil.
 func (b *Backend) Server(name string) *Server { return b.byName[name] }
 
+// Queue returns the wait queue of the backend lineage (shared by all its
+// generations and loops).
+func (b *Backend) Queue() *Queue { return b.queue }
+
 // Changes returns the change counter (for tests and stats).
 func (b *Backend) Changes() uint64 { return b.changes.Load() }
 
@@ -55,11 +61,19 @@ func (b *Backend) Changes() uint64 { return b.changes.Load() }
 // pickers of b that still run (a loop that has not switched to next yet) stop
 // choosing them at once, and their live connections finish. Call it after
 // next was committed; a next of nil retires every server of b.
+//
+// The queue of the lineage then takes its servers from next (none when
+// next is nil: the waiters are refused).
 func (b *Backend) Retire(next *Backend) {
 	for _, s := range b.Servers {
 		if next == nil || next.byName[s.Name] != s {
 			s.retire()
 		}
+	}
+	if next != nil {
+		next.queue.publish(next.Servers)
+	} else {
+		b.queue.publish(nil)
 	}
 }
 
@@ -121,9 +135,9 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		b.Check = &hc
 	}
 	if prev != nil && prev.changes != nil {
-		b.changes = prev.changes
+		b.changes, b.queue = prev.changes, prev.queue
 	} else {
-		b.changes = new(atomic.Uint64)
+		b.changes, b.queue = new(atomic.Uint64), new(Queue)
 	}
 
 	// Pass 1: resolve and decide reuse; nothing shared is touched yet. A
@@ -169,7 +183,7 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 			if err != nil {
 				return nil, fmt.Errorf("backend %q server %q: address %s: %w", cfg.Name, cs.Name, ap, err)
 			}
-			s = newServer(cs.Name, cs.Address, ap, sa, b.changes)
+			s = newServer(cs.Name, cs.Address, ap, sa, b.changes, b.queue)
 			// Not published yet: plain initialisation through the setters
 			// (which bump the counter, harmless).
 			s.SetWeight(cs.EffectiveWeight())
@@ -199,6 +213,12 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		for _, s := range b.Servers {
 			s.SetUp(true, now)
 		}
+	}
+	if prev == nil {
+		// A new lineage has no waiter yet: its servers take waiters from
+		// now on. A later generation's servers do when it is committed
+		// (Retire), after the engine gave them their counters.
+		b.queue.publish(b.Servers)
 	}
 	b.slots = buildSlots(b, prev)
 	// Membership changed for the pickers of prev even if no state word did.

@@ -4,7 +4,9 @@
 // the Backend built from a config.Backend, the load-balancing algorithms
 // (smooth weighted round robin, leastconn, source hash, random power of two
 // choices) behind one Picker type, and the health check state machine
-// (HAProxy's rise/fall counter).
+// (HAProxy's rise/fall counter), and the server queue: connections waiting
+// for a slot when every server is at its maxconn (Queue, HAProxy's
+// queue.c).
 //
 // What it must not do: open sockets, log, or import other spliced packages
 // than config. Health probes (tcp connect, http GET) are run by their caller;
@@ -24,6 +26,11 @@
 //     state through atomics at pick time. Pick never allocates.
 //   - A Health belongs to whoever runs the probes of that server (one loop);
 //     it is not safe for concurrent use.
+//   - A Queue (one per backend lineage, Backend.Queue) is shared by all
+//     loops: Server.Release and the setters serve it from any goroutine
+//     under its lock, held only to link and unlink waiters. A Waiter and
+//     its Mailbox belong to one loop: only that loop calls Wait, Cancel and
+//     Take; grants reach it through the Mailbox and its Notify func.
 //
 // Sockaddr caveat: golang.org/x/sys/unix's Connect writes into the sockaddr's
 // internal raw buffer on every call, so one unix.Sockaddr must not be passed

@@ -80,12 +80,19 @@ type Server struct {
 	// belongs to (shared with Backend.changes); every setter that changes
 	// st bumps it so pickers rebuild their cached views.
 	changes *atomic.Uint64
+	// q is the wait queue of the lineage (nil for servers made outside
+	// Build); own and listed are guarded by q.mu: own holds the waiters
+	// for this server only, listed says the server is in q's committed
+	// server list and may take waiters.
+	q      *Queue
+	own    fifo
+	listed bool
 }
 
 // newServer makes a server that is not yet published (no atomics needed, but
 // they are used for uniformity).
-func newServer(name, host string, ap netip.AddrPort, sa unix.Sockaddr, changes *atomic.Uint64) *Server {
-	s := &Server{Name: name, Host: host, Addr: ap, Sockaddr: sa, changes: changes}
+func newServer(name, host string, ap netip.AddrPort, sa unix.Sockaddr, changes *atomic.Uint64, q *Queue) *Server {
+	s := &Server{Name: name, Host: host, Addr: ap, Sockaddr: sa, changes: changes, q: q}
 	s.lastChange.Store(time.Now().UnixNano())
 	return s
 }
@@ -151,8 +158,21 @@ func (s *Server) Acquire() bool {
 	}
 }
 
-// Release gives back a slot taken by Acquire.
-func (s *Server) Release() { s.Cur.Add(-1) }
+// Release gives back a slot taken by Acquire. When connections wait for
+// a slot of this server's backend, the oldest one that s may serve gets it
+// at once (Queue); with nobody waiting this costs one atomic load more.
+func (s *Server) Release() {
+	q := s.q
+	if q != nil && q.n.Load() > 0 && q.handoff(s) {
+		return
+	}
+	s.Cur.Add(-1)
+	// A Wait that began before the decrement may have missed the slot:
+	// see Queue.Wait.
+	if q != nil && q.n.Load() > 0 {
+		q.released(s)
+	}
+}
 
 // ConnectFailed counts a failed connect attempt to this server.
 func (s *Server) ConnectFailed() { s.connFails.Add(1) }
@@ -196,6 +216,16 @@ func (s *Server) update(fn func(st uint32) uint32) bool {
 			if s.changes != nil {
 				s.changes.Add(1)
 			}
+			if s.q != nil {
+				// The queue follows usability: a server that comes up
+				// takes waiters, one that goes away hands its own on.
+				switch was, is := usableState(old), usableState(nst); {
+				case !was && is:
+					s.q.grab(s)
+				case was && !is:
+					s.q.lost(s)
+				}
+			}
 			return true
 		}
 	}
@@ -208,8 +238,14 @@ func (s *Server) SetWeight(w int) {
 }
 
 // SetMaxconn sets the connection limit (0 = unlimited). Connections above a
-// lowered limit live on; Acquire refuses new ones until Cur drops below.
-func (s *Server) SetMaxconn(n int) { s.maxconn.Store(int64(max(n, 0))) }
+// lowered limit live on; Acquire refuses new ones until Cur drops below. A
+// raised limit lets the server take queued connections at once.
+func (s *Server) SetMaxconn(n int) {
+	s.maxconn.Store(int64(max(n, 0)))
+	if s.q != nil {
+		s.q.grab(s)
+	}
+}
 
 // SetAdminState sets ready, drain or maint. Drain and maint both stop new
 // connections; live connections are never cut by this package.

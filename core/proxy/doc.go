@@ -76,7 +76,7 @@
 // Retries, then closes the client; each failure is counted on the backend
 // and the server, the final one on the frontend. No usable server closes
 // the client at once (counted as NoServer); servers that are all at their
-// maxconn put the tunnel in the loop's queue (see "# HTTP mode", queue).
+// maxconn put the tunnel in the backend's queue (see "# HTTP mode", queue).
 //
 // Timeouts in tcp mode, one loop timer per tunnel:
 //   - connect: backend connect_ms, per attempt, from connect(2);
@@ -167,13 +167,21 @@
 //     that sent nothing (as HAProxy); an idle keep-alive connection
 //     between requests is closed silently.
 //   - queue: every usable server of the chosen backend is at its maxconn
-//     (balance's Acquire fails): the request waits in the loop's FIFO
-//     until queue_ms (503). A slot released on the same loop is handed on
-//     at once; a slot released by another loop is seen by a 1 ms poll
-//     that runs only while something is queued (queue.go). tcp tunnels
-//     use the same queue: a tunnel whose backend is full waits (its client
-//     bytes held in one buffer) until a slot frees or queue_ms passes,
-//     then is closed.
+//     (balance's Acquire fails): the request waits until queue_ms (503)
+//     in the backend's FIFO, balance.Queue, one per backend shared by all
+//     loops (source balancing waits in the FIFO of its server, as
+//     HAProxy's server queue). Server.Release hands the slot to the oldest
+//     waiter that may use it, whatever its loop, under a lock held only to
+//     unlink it; the grant reaches the waiter's loop through that loop's
+//     mailbox (a loop.Source woken by its eventfd, queue.go), so nothing
+//     polls and a release costs O(1). A waiter that times out or closes
+//     while a grant is on its way gives the slot back. Servers that come
+//     up or get a larger maxconn take waiters; the waiters of a server
+//     going away move to the others; with no usable server left they get
+//     503. tcp tunnels use the same queue: a tunnel whose backend is full
+//     waits (its client bytes held in one buffer) until a slot frees or
+//     queue_ms passes, then is closed. A queued client that closes is
+//     noticed when its wait ends (as HAProxy without abortonclose).
 //   - connect: connect_ms per attempt, then another server (the failed one
 //     excluded while another is usable) up to retries; 503 after.
 //   - exchange (http_timeout.go): each side has its timeout only while the

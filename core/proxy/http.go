@@ -158,7 +158,7 @@ func (w *Worker) newConn() *httpConn {
 		return c
 	}
 	c := &httpConn{w: w}
-	c.wait.who = c
+	w.initWaiter(&c.wait, c)
 	c.cli.Task.Run, c.cli.Task.Owner = runHTTPTask, c
 	c.timer.Run, c.timer.Owner = runHTTPTimer, c
 	return c
@@ -464,11 +464,18 @@ func (c *httpConn) acquire(exclude *balance.Server) {
 			c.fail(503)
 			return
 		}
-		c.phase = phQueue
-		c.wait.be, c.wait.hash = c.be, c.hash
-		c.w.enqueue(&c.wait)
-		c.armIn(c.be.B.QueueTimeout)
-		return
+		got, queued := c.w.wait(&c.wait, c.be, s)
+		if got == nil {
+			if !queued {
+				c.bs.NoServer.Add(1)
+				c.fail(503)
+				return
+			}
+			c.phase = phQueue
+			c.armIn(c.be.B.QueueTimeout)
+			return
+		}
+		s = got // a slot freed while we queued: no wait
 	}
 	c.granted(s)
 }
@@ -573,8 +580,8 @@ func (c *httpConn) connectFailed() {
 	c.acquire(s)
 }
 
-// releaseSlot gives the server slot back and lets a queued request of
-// this loop have it.
+// releaseSlot gives the server slot back; Release hands it to the oldest
+// connection queued for it, on whichever loop.
 func (c *httpConn) releaseSlot() {
 	if c.slot == nil {
 		return
@@ -582,7 +589,6 @@ func (c *httpConn) releaseSlot() {
 	c.slot.Release()
 	c.slot = nil
 	c.bs.ConnCur.Add(-1)
-	c.w.slotFreed()
 }
 
 // fail answers the request with a proxy-generated error and closes the

@@ -61,7 +61,6 @@ type httpState struct {
 	idle      map[*balance.Server]*srvPool
 	freePools []*srvPool // emptied pools, reused without allocating
 	nidle     int
-	q         waitQueue
 	freeConn  []*httpConn
 	freeSrv   []*srvConn
 	// Parsers of the requests and responses in flight are taken from
@@ -317,5 +316,4 @@ func (w *Worker) closeHTTP() {
 			w.closeSrv(p.head)
 		}
 	}
-	w.L.Disarm(&w.h.q.timer)
 }

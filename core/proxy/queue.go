@@ -3,17 +3,23 @@ package proxy
 import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/stats"
 )
 
 // waiter is a connection (http request or tcp tunnel) queued for a server
 // slot of its backend: every usable server was at its maxconn. It is
-// embedded in its owner; who is set once when the owner is created.
+// embedded in its owner; init runs once when the owner is created.
+//
+// The queue itself is balance.Queue, one per backend and shared by all
+// loops: a slot released on any loop goes straight to the oldest waiter
+// that may use it, and the grant reaches the waiter's loop through the
+// loop's mailbox (grants below), polled as a loop.Source and woken with
+// the loop's eventfd. Nothing polls on a timer; a waiter that timed out or
+// closed meanwhile gives a slot granted to it back (balance.Waiter.Cancel).
 type waiter struct {
-	prev, next *waiter
-	who        queued
-	be         *Backend
-	hash       uint64
-	in         bool
+	bw  balance.Waiter
+	who queued
+	qs  *stats.Slot // the backend's slot whose Queue gauge counts us
 }
 
 // queued is what the queue asks of a waiting connection.
@@ -26,108 +32,63 @@ type queued interface {
 	refused()
 }
 
-// waitQueue is a loop's FIFO of waiters (all backends).
-type waitQueue struct {
-	head, tail *waiter
-	n          int
-	timer      loop.Timer
-	kicking    bool
-	rekick     bool
+func (w *Worker) initWaiter(wt *waiter, who queued) {
+	wt.who = who
+	wt.bw.Init(wt, &w.grants.Mailbox)
 }
 
-// queuePoll is how often a loop retries its queued connections on its
-// own. A slot freed on the same loop is granted at once (the releaser
-// calls kickQueue); one freed by another loop is seen at the next poll,
-// which costs one timer per millisecond only while something is queued.
-const queuePoll = 1e6
-
-func runQueueTimer(tm *loop.Timer) { tm.Owner.(*Worker).kickQueue() }
-
-// enqueue puts wt at the tail of the loop's queue.
-func (w *Worker) enqueue(wt *waiter) {
-	q := &w.h.q
-	if q.timer.Run == nil {
-		q.timer.Run, q.timer.Owner = runQueueTimer, w
+// wait queues wt for a slot of be after s.Acquire failed (s is what the
+// picker chose). It returns a server whose slot the caller now holds when
+// one freed meanwhile; else queued reports whether wt waits (false: no
+// usable server, refuse).
+func (w *Worker) wait(wt *waiter, be *Backend, s *balance.Server) (got *balance.Server, queued bool) {
+	var only *balance.Server
+	if be.source {
+		only = s // source affinity: wait for the server the hash chose
 	}
-	wt.prev, wt.next = q.tail, nil
-	if q.tail != nil {
-		q.tail.next = wt
-	} else {
-		q.head = wt
+	got, queued = be.B.Queue().Wait(&wt.bw, only)
+	if queued {
+		wt.qs = be.Stats.Loop(w.id)
+		wt.qs.Queue.Add(1)
 	}
-	q.tail = wt
-	q.n++
-	wt.in = true
-	wt.be.Stats.Loop(w.id).Queue.Add(1)
-	if !q.timer.Armed() {
-		w.L.Arm(&q.timer, w.L.Now()+queuePoll)
-	}
+	return got, queued
 }
 
-// dequeue removes wt if it is queued.
+// dequeue takes wt out of the queue if it waits there (a slot granted to
+// it and not yet taken goes back to the server).
 func (w *Worker) dequeue(wt *waiter) {
-	if !wt.in {
+	if !wt.bw.Busy() {
 		return
 	}
-	q := &w.h.q
-	if wt.prev != nil {
-		wt.prev.next = wt.next
-	} else {
-		q.head = wt.next
-	}
-	if wt.next != nil {
-		wt.next.prev = wt.prev
-	} else {
-		q.tail = wt.prev
-	}
-	wt.prev, wt.next = nil, nil
-	wt.in = false
-	q.n--
-	wt.be.Stats.Loop(w.id).Queue.Add(-1)
+	wt.bw.Cancel()
+	wt.qs.Queue.Add(-1)
+	wt.qs = nil
 }
 
-// slotFreed is called after a server slot was released on this loop.
-func (w *Worker) slotFreed() {
-	if w.h.q.head != nil {
-		w.kickQueue()
-	}
+// grants is the loop's mailbox of queue outcomes: other loops (and this
+// one) push granted or refused waiters; the loop hands each to its owner
+// at the start of a round, before tasklets run.
+type grants struct {
+	balance.Mailbox
 }
 
-// kickQueue grants free server slots to queued connections, oldest first.
-// A connection whose backend has a free slot starts even when an older
-// one (of another, full backend) still waits.
-func (w *Worker) kickQueue() {
-	q := &w.h.q
-	if q.kicking {
-		q.rekick = true
-		return
-	}
-	q.kicking = true
-	for {
-		q.rekick = false
-		for wt := q.head; wt != nil; {
-			next := wt.next
-			s := wt.be.pickers[w.id].Pick(wt.hash, nil)
-			if s == nil {
-				w.dequeue(wt)
-				wt.who.refused()
-			} else if s.Acquire() {
-				w.dequeue(wt)
-				wt.who.granted(s)
-			}
-			if q.rekick {
-				break // the queue changed under us: start over
-			}
-			wt = next
-		}
-		if !q.rekick {
+// Poll implements loop.Source.
+func (g *grants) Poll(_ *loop.Loop, budget int) int {
+	n := 0
+	for n < budget {
+		bw, s := g.Take()
+		if bw == nil {
 			break
 		}
+		n++
+		wt := bw.Owner.(*waiter)
+		wt.qs.Queue.Add(-1)
+		wt.qs = nil
+		if s != nil {
+			wt.who.granted(s)
+		} else {
+			wt.who.refused()
+		}
 	}
-	q.kicking = false
-	if q.head != nil {
-		w.L.Arm(&q.timer, w.L.Now()+queuePoll)
-	} else {
-		w.L.Disarm(&q.timer)
-	}
+	return n
 }

@@ -163,7 +163,7 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	t.cli.Task.Run, t.cli.Task.Owner = runTunnelTask, t
 	t.srv.Task.Run, t.srv.Task.Owner = runTunnelTask, t
 	t.timer.Run, t.timer.Owner = runTunnelTimer, t
-	t.wait.who = t
+	w.initWaiter(&t.wait, t)
 	t.c2s = dir{src: &t.cli, dst: &t.srv, other: &t.s2c, mode: fe.Splice}
 	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mode: fe.Splice, to: int64(fe.ClientTimeout)}
 	t.idle = int64(fe.TunnelTimeout)
@@ -244,19 +244,23 @@ func (t *Tunnel) connect(exclude *balance.Server) {
 		exclude = c
 	}
 	if s == nil {
+		queued := false
 		if full && t.be.B.QueueTimeout > 0 {
-			// Every usable server is at its maxconn: wait in the loop's
-			// queue (queue.go) for at most queue_ms.
-			t.wait.be, t.wait.hash = t.be, t.hash
+			// Every usable server is at its maxconn: wait in the
+			// backend's queue (queue.go) for at most queue_ms.
+			s, queued = w.wait(&t.wait, t.be, nil)
+		}
+		if queued {
 			t.state = stQueued
-			w.enqueue(&t.wait)
 			t.deadline = w.L.Now() + int64(t.be.B.QueueTimeout)
 			w.L.Arm(&t.timer, t.deadline)
 			return
 		}
-		t.bs.NoServer.Add(1)
-		t.close(closeNoServer)
-		return
+		if s == nil {
+			t.bs.NoServer.Add(1)
+			t.close(closeNoServer)
+			return
+		}
 	}
 	t.dial(s)
 }
@@ -328,7 +332,6 @@ func (t *Tunnel) connectFailed() {
 		s.ConnectFailed()
 		s.Release()
 		t.server = nil
-		t.w.slotFreed()
 	}
 	if t.attempts > t.be.B.Retries {
 		t.close(closeConnect)
@@ -778,7 +781,6 @@ func (t *Tunnel) close(why uint8) {
 	if t.fe.OnClose != nil {
 		t.fe.OnClose()
 	}
-	w.slotFreed()
 }
 
 var termOf = [...]stats.Termination{

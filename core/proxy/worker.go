@@ -25,7 +25,9 @@ type Worker struct {
 	live  *Tunnel // intrusive list of live tunnels
 	nlive int
 	sa    balance.SockaddrBuf // connect(2) address storage owned by this loop
-	h     httpState           // http mode: client connections, server pools, queue
+	h     httpState           // http mode: client connections, server pools
+	// grants receives this loop's queue outcomes (queue.go); a loop.Source.
+	grants grants
 	// stopping: SoftStop was called (stop.go): no keep-alive, no pooling.
 	stopping bool
 	// AccessLog receives one entry per connection of a frontend with
@@ -48,6 +50,8 @@ func NewWorker(l *loop.Loop, t Tuning) *Worker {
 		Pipes: NewPipePool(t.Maxpipes, t.Pipesize, &act.PipesUsed),
 	}
 	w.Bufs.used = &act.BufsUsed
+	w.grants.Notify = l.Notify
+	l.AddSource(&w.grants)
 	return w
 }
 

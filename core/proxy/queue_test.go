@@ -1,0 +1,198 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/loop"
+)
+
+// newEnvOn is newEnv for loop number id (several loops in one test).
+func newEnvOn(t testing.TB, id int) *env {
+	t.Helper()
+	l, err := loop.New(loop.Options{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, l: l, w: NewWorker(l, defaultTuning())}
+	done := make(chan struct{})
+	go func() { l.Run(); close(done) }()
+	t.Cleanup(func() {
+		e.do(func() { e.w.CloseAll() })
+		l.Stop()
+		<-done
+		l.Close()
+	})
+	return e
+}
+
+// queuedFrontend is an http frontend for nloops loops whose backend has one
+// server per address, each with maxconn 1, and queue_ms queue.
+func queuedFrontend(t testing.TB, nloops int, queue time.Duration, addrs ...*net.TCPAddr) *Frontend {
+	t.Helper()
+	cfg := config.Backend{Name: "be", Mode: config.ModeHTTP}
+	for i, a := range addrs {
+		cfg.Servers = append(cfg.Servers, config.Server{Name: "s" + strconv.Itoa(i), Address: a.IP.String(), Port: a.Port, Maxconn: 1})
+	}
+	cfg.Normalize()
+	b, err := balance.Build(&cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.QueueTimeout = queue
+	be := NewBackend(b, nloops, new(Counters))
+	return &Frontend{
+		Name: "fe", Backend: be, Stats: new(Counters), TunnelTimeout: time.Hour,
+		HTTP: &HTTPFront{
+			Default:        be,
+			RequestTimeout: 5 * time.Second, KeepAliveTimeout: 5 * time.Second, ClientTimeout: 5 * time.Second,
+		},
+	}
+}
+
+func sendGET(t *testing.T, c net.Conn, path string) {
+	t.Helper()
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: h\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readStatus(t *testing.T, c net.Conn) int {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// TestQueueSlotFreedOnAnotherLoopIsHandedOver: a request queued on loop B
+// gets the slot that a response finishing on loop A releases, at once and
+// without any timer: while it waits, loop B fires no timer at all (the
+// queue used to poll every millisecond, and a slot freed on another loop
+// was seen only by that poll).
+func TestQueueSlotFreedOnAnotherLoopIsHandedOver(t *testing.T) {
+	ea, eb := newEnvOn(t, 0), newEnvOn(t, 1)
+	release := make(chan struct{})
+	o := newRawOrigin(t, func(head string) string {
+		<-release
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	})
+	fe := queuedFrontend(t, 2, time.Minute, o.addr)
+	s := fe.Backend.B.Servers[0]
+	q := fe.Backend.B.Queue()
+
+	first := ea.dialHTTP(fe)
+	sendGET(t, first, "/first")
+	waitUntil(t, 5*time.Second, "first request at the server", func() bool { return o.conns.Load() == 1 })
+	second := eb.dialHTTP(fe)
+	sendGET(t, second, "/second")
+	waitUntil(t, 5*time.Second, "second request queued", func() bool { return q.Len() == 1 })
+	if n := fe.Backend.Stats.Loop(1).Queue.Load(); n != 1 {
+		t.Fatalf("loop B queue gauge %d, want 1", n)
+	}
+
+	// Nothing may run on loop B while the request waits: no poll timer.
+	timers := eb.l.Activity().Timers.Load()
+	window := time.Now()
+	waitUntil(t, time.Second, "a 30 ms window", func() bool { return time.Since(window) >= 30*time.Millisecond })
+	if n := eb.l.Activity().Timers.Load() - timers; n != 0 {
+		t.Fatalf("loop B fired %d timers while its request waited in the queue", n)
+	}
+
+	close(release)
+	if st := readStatus(t, first); st != 200 {
+		t.Fatalf("first: %d", st)
+	}
+	freed := time.Now()
+	if st := readStatus(t, second); st != 200 {
+		t.Fatalf("second: %d", st)
+	}
+	t.Logf("second answered %v after the first", time.Since(freed))
+	if n := fe.Backend.Stats.Loop(1).Queue.Load(); n != 0 || q.Len() != 0 {
+		t.Fatalf("queue gauge %d, len %d after the grant", n, q.Len())
+	}
+	first.Close()
+	second.Close()
+	waitUntil(t, 5*time.Second, "slot released", func() bool { return s.Cur.Load() == 0 })
+}
+
+// TestQueueTimeoutOnEachLoopKeepsOrderAndSlots: requests queued on two
+// loops are served in arrival order, across the loops; one that times out
+// (503) leaves no slot behind.
+func TestQueueTimeoutOnEachLoopKeepsOrderAndSlots(t *testing.T) {
+	ea, eb := newEnvOn(t, 0), newEnvOn(t, 1)
+	release := make(chan struct{}, 8)
+	var mu sync.Mutex
+	var order []string
+	o := newRawOrigin(t, func(head string) string {
+		<-release
+		mu.Lock()
+		order = append(order, head[4:7])
+		mu.Unlock()
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	})
+	fe := queuedFrontend(t, 2, time.Minute, o.addr)
+	q := fe.Backend.B.Queue()
+	holder := ea.dialHTTP(fe)
+	sendGET(t, holder, "/h0")
+	waitUntil(t, 5*time.Second, "holder at the server", func() bool { return o.conns.Load() == 1 })
+	var cs []net.Conn
+	for i, e := range []*env{eb, ea, eb} {
+		c := e.dialHTTP(fe)
+		sendGET(t, c, "/q"+strconv.Itoa(i))
+		waitUntil(t, 5*time.Second, "queued", func() bool { return q.Len() == i+1 })
+		cs = append(cs, c)
+	}
+	for range 4 {
+		release <- struct{}{}
+	}
+	if st := readStatus(t, holder); st != 200 {
+		t.Fatalf("holder: %d", st)
+	}
+	for i, c := range cs {
+		if st := readStatus(t, c); st != 200 {
+			t.Fatalf("q%d: %d", i, st)
+		}
+	}
+	mu.Lock()
+	got := append([]string(nil), order...)
+	mu.Unlock()
+	if len(got) != 4 || got[0] != "/h0" || got[1] != "/q0" || got[2] != "/q1" || got[3] != "/q2" {
+		t.Fatalf("served %v, want [/h0 /q0 /q1 /q2]", got)
+	}
+	holder.Close()
+	for _, c := range cs {
+		c.Close()
+	}
+	waitUntil(t, 5*time.Second, "slot released", func() bool { return fe.Backend.B.Servers[0].Cur.Load() == 0 })
+
+	// A queue timeout: 503 at queue_ms, and the slot is not leaked.
+	fe2 := queuedFrontend(t, 2, 100*time.Millisecond, o.addr)
+	h := ea.dialHTTP(fe2)
+	sendGET(t, h, "/h1")
+	waitUntil(t, 5*time.Second, "holder at the server", func() bool { return o.conns.Load() >= 2 })
+	late := eb.dialHTTP(fe2)
+	sendGET(t, late, "/late")
+	if st := readStatus(t, late); st != 503 {
+		t.Fatalf("queued past queue_ms: %d, want 503", st)
+	}
+	release <- struct{}{}
+	if st := readStatus(t, h); st != 200 {
+		t.Fatalf("holder: %d", st)
+	}
+	h.Close()
+	waitUntil(t, 5*time.Second, "slot released", func() bool { return fe2.Backend.B.Servers[0].Cur.Load() == 0 })
+	if fe2.Backend.B.Queue().Len() != 0 {
+		t.Fatal("timed-out request still queued")
+	}
+}
