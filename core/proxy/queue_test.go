@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,5 +195,66 @@ func TestQueueTimeoutOnEachLoopKeepsOrderAndSlots(t *testing.T) {
 	waitUntil(t, 5*time.Second, "slot released", func() bool { return fe2.Backend.B.Servers[0].Cur.Load() == 0 })
 	if fe2.Backend.B.Queue().Len() != 0 {
 		t.Fatal("timed-out request still queued")
+	}
+}
+
+// TestQueueTimeoutsRacingGrantsLeakNoSlot: requests on two loops against a
+// server with maxconn 1 and a queue_ms of a few milliseconds, with answers
+// that take about as long: queue timeouts fall in the same instants as
+// grants from the other loop. Each request gets 200 or 503, and at the end
+// the server holds no slot, nobody is queued and the gauges are back to 0.
+func TestQueueTimeoutsRacingGrantsLeakNoSlot(t *testing.T) {
+	const perLoop = 30
+	envs := []*env{newEnvOn(t, 0), newEnvOn(t, 1)}
+	var n atomic.Int64
+	o := newRawOrigin(t, func(head string) string {
+		time.Sleep(time.Duration(n.Add(1)%4) * time.Millisecond) // the origin's service time
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	})
+	fe := queuedFrontend(t, 2, 3*time.Millisecond, o.addr)
+	var wg sync.WaitGroup
+	var ok, busy atomic.Int64
+	for _, e := range envs {
+		for range perLoop {
+			c := e.dialHTTP(fe)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n"); err != nil {
+					t.Error(err)
+					return
+				}
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				switch resp.StatusCode {
+				case 200:
+					ok.Add(1)
+				case 503:
+					busy.Add(1)
+				default:
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	t.Logf("200: %d, 503 (queue timeout): %d", ok.Load(), busy.Load())
+	s := fe.Backend.B.Servers[0]
+	waitUntil(t, 5*time.Second, "every slot released", func() bool { return s.Cur.Load() == 0 })
+	if l := fe.Backend.B.Queue().Len(); l != 0 {
+		t.Fatalf("%d requests still queued", l)
+	}
+	for id := range envs {
+		if g := fe.Backend.Stats.Loop(id).Queue.Load(); g != 0 {
+			t.Fatalf("loop %d queue gauge %d", id, g)
+		}
+	}
+	if ok.Load() == 0 || busy.Load() == 0 {
+		t.Fatalf("want both grants and queue timeouts, got 200×%d 503×%d", ok.Load(), busy.Load())
 	}
 }
