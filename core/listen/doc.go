@@ -19,9 +19,11 @@
 //     Threads[i % len(Threads)], which keeps what it accepts (the kernel
 //     spreads connections by hashing).
 //
-// AcceptFunc runs on the owning loop's thread and owns the fd from then on:
-// TCP_NODELAY and everything else about the connection belong to core/proxy,
-// which also keeps Activity.Conns up to date (the load seen here).
+// AcceptFunc runs on the owning loop's thread and owns the fd from then on,
+// with the connection slots reserved for it (released when the connection
+// ends; Listener.Release if it drops the fd unserved): TCP_NODELAY and
+// everything else about the connection belong to core/proxy, which also
+// keeps Activity.Conns up to date (the load seen here).
 //
 // Connection limits (limit.go, HAProxy's listener_accept): before each
 // accept4 an acceptor reserves a slot on every Limit of its listener

@@ -41,9 +41,11 @@ type BindSpec struct {
 
 // AcceptFunc runs on the loop thread that was picked for the connection; it
 // owns fd from then on (non-blocking, close-on-exec; TCP_NODELAY and other
-// socket options are the callee's business). It should add 1 to
-// l.Activity().Conns for as long as it keeps the connection, so that the
-// distribution sees the loop's load.
+// socket options are the callee's business), and the slot the acceptor
+// reserved on each of BindSpec.Limits: the connection gives them back when
+// it ends (Limit.Release; ln.Release for a fd dropped unserved). It should
+// add 1 to l.Activity().Conns for as long as it keeps the connection, so
+// that the distribution sees the loop's load.
 type AcceptFunc func(l *loop.Loop, fd int, ln *Listener)
 
 // Listener is one bind: its socket(s) and the acceptors that serve them on
