@@ -367,3 +367,44 @@ func BenchmarkReleaseNobodyWaits(b *testing.B) {
 		s.Release()
 	}
 }
+
+// BenchmarkQueueContended: every goroutine (one per P: a loop each) takes
+// a slot of a server with maxconn 1, queuing when it is taken, and
+// releases it: the slot passes from goroutine to goroutine through the
+// queue, so each op is a Wait, a handoff under the lock and a Take.
+func BenchmarkQueueContended(b *testing.B) {
+	cfg := cfgBackend(config.BalanceRoundRobin, 1)
+	cfg.Servers[0].Maxconn = 1
+	bk, err := Build(cfg, nil, noResolve)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, q := bk.Servers[0], bk.Queue()
+	var queued atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		mb := &Mailbox{Notify: func() {}}
+		w := &Waiter{}
+		w.Init(nil, mb)
+		for pb.Next() {
+			if !s.Acquire() {
+				got, ok := q.Wait(w, nil)
+				if got == nil {
+					if !ok {
+						b.Error("refused")
+						return
+					}
+					queued.Add(1)
+					for {
+						if _, g := mb.Take(); g != nil {
+							break
+						}
+						runtime.Gosched()
+					}
+				}
+			}
+			s.Release()
+		}
+	})
+	b.ReportMetric(float64(queued.Load())/float64(b.N), "queued/op")
+}
