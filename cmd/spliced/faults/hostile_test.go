@@ -235,3 +235,141 @@ func TestPathNormalisationRouting(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestContentLengthAndVersionSpellings: the spellings around the landed
+// Content-Length and version fixes, request and response side.
+func TestContentLengthAndVersionSpellings(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	var got atomic.Int64
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		got.Add(1)
+		switch r.URL.Path {
+		case "/cl-list":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok")
+			return false
+		case "/cl-twice":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok")
+			return false
+		}
+		_, err := io.WriteString(c, okResp("ok"))
+		return err == nil
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	for _, tc := range []struct {
+		req     string
+		status  int
+		reaches bool
+	}{
+		{"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2,2\r\n\r\nok", 400, false},
+		{"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2 , 2\r\n\r\nok", 400, false},
+		{"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2,\r\n\r\nok", 400, false},
+		{"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: ,2\r\n\r\nok", 400, false},
+		{"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 02\r\n\r\nok", 200, true},
+		{"POST / HTTP/1.1\r\nHost: a\r\nContent-Length:2\r\n\r\nok", 200, true},
+		{"GET / HTTP/1.2\r\nHost: a\r\n\r\n", 200, true},
+		{"GET / HTTP/1.9\r\nHost: a\r\n\r\n", 200, true},
+		{"GET / HTTP/1.2\r\n\r\n", 400, false},
+		{"GET / HTTP/1.10\r\nHost: a\r\n\r\n", 400, false},
+		{"GET / HTTP/1.2\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n", 400, false},
+		{"GET /cl-list HTTP/1.1\r\nHost: a\r\n\r\n", 502, true},
+		{"GET /cl-twice HTTP/1.1\r\nHost: a\r\n\r\n", 502, true},
+	} {
+		before := got.Load()
+		c := dial(t, fp)
+		io.WriteString(c, tc.req)
+		resp, _, err := readResp(bufio.NewReader(c), "GET")
+		if err != nil || resp.StatusCode != tc.status {
+			t.Errorf("%q: %v %v; want %d", tc.req, resp, err, tc.status)
+			continue
+		}
+		if resp.StatusCode == 200 && resp.Proto != "HTTP/1.1" {
+			t.Errorf("%q: answered as %s", tc.req, resp.Proto)
+		}
+		if reached := got.Load() > before; reached != tc.reaches {
+			t.Errorf("%q: reached the server: %v", tc.req, reached)
+		}
+	}
+	p.healthy(t)
+}
+
+// TestFloodsDoNotHoldALoop: with one loop, a server that sends 100 000
+// interim responses to an HTTP/1.0 client, and a client that floods bytes
+// after a 400, must not delay another client's request by more than a
+// fraction of a second (read loops are capped per run).
+func TestFloodsDoNotHoldALoop(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 1})
+	interim := []byte(strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", 1000))
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		if r.URL.Path == "/flood" {
+			// until the client goes: as fast as the proxy reads
+			for {
+				if _, err := c.Write(interim); err != nil {
+					return false
+				}
+			}
+		}
+		_, err := io.WriteString(c, okResp("ok"))
+		return err == nil
+	})
+	p.backend("web", "http", map[string]any{"server_ms": 10000}, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// the flooders
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			junk := make([]byte, 64<<10)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
+				if err != nil {
+					continue
+				}
+				c.SetDeadline(time.Now().Add(2 * time.Second))
+				if i == 0 {
+					io.WriteString(c, "GET /flood HTTP/1.0\r\n\r\n")
+					io.Copy(io.Discard, c)
+				} else {
+					io.WriteString(c, "GET / HTTP/1.1\r\n\r\n") // 400: no Host
+					for j := 0; j < 64; j++ {
+						if _, err := c.Write(junk); err != nil {
+							break
+						}
+					}
+				}
+				c.Close()
+			}
+		}()
+	}
+	var worst time.Duration
+	for i := 0; i < 30; i++ {
+		c := dial(t, fp)
+		t0 := time.Now()
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, b, err := readResp(bufio.NewReader(c), "GET")
+		el := time.Since(t0)
+		if err != nil || resp.StatusCode != 200 || string(b) != "ok" {
+			t.Fatalf("request during the floods: %v %q %v", resp, b, err)
+		}
+		worst = max(worst, el)
+		c.Close()
+		time.Sleep(20 * time.Millisecond) // spread the probes over the floods
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("worst latency of 30 requests during the floods: %v", worst)
+	if worst > 500*time.Millisecond {
+		t.Fatalf("a request waited %v behind the floods on one loop", worst)
+	}
+	p.healthy(t)
+}
