@@ -248,7 +248,7 @@ func globalMaxconn(c *config.Config, nloops int) (n int64, warn string) {
 	case fit < config.LowMaxconn:
 		return int64(fit), "the fd limit (RLIMIT_NOFILE) is " + strconv.FormatInt(lim, 10) + ": maxconn " + strconv.Itoa(fit) +
 			" (2 fds per connection, 2 per pipe, " + strconv.FormatInt(b.Fixed, 10) +
-			" for the loops, the listening sockets and the admin API); raise the hard limit (systemd LimitNOFILE=, ulimit -Hn) for more"
+			" for the loops, the listening sockets, the health checks and the admin API); raise the hard limit (systemd LimitNOFILE=, ulimit -Hn) for more"
 	}
 	return int64(fit), ""
 }

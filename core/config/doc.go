@@ -54,8 +54,8 @@
 //   - sched shares add up to 100; bufsize ≥ 1024; pipesize 0 or ≥ 4096.
 //   - tuning.maxconn fits in Env.FdLimit (the process's RLIMIT_NOFILE; 0
 //     skips it): FdBudget.Fds(maxconn) ≤ FdLimit (limits.go: 2 fds per
-//     connection and per pipe, per loop, per listening socket, and
-//     FdReserve), else fd_limit with the limit and the largest maxconn
+//     connection and per pipe, per loop, per listening socket, per
+//     health-checked server, and FdReserve), else fd_limit with the limit and the largest maxconn
 //     that fits.
 //   - Health checks: timeout_ms ≤ interval_ms, status_min ≤ status_max, http
 //     checks have a path starting with "/" and a token method.

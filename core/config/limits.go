@@ -9,8 +9,8 @@ import "strconv"
 
 // FdReserve is the part of the fd limit that neither the data plane's
 // connections nor its fixed fds (FdBudget.Fixed) take: the admin API
-// (--admin-max-conns, at most 128, plus its listener), health checks, the
-// state, audit and log files, the Go runtime's own. It is what keeps the
+// (--admin-max-conns, at most 128, plus its listener), the state, audit
+// and log files, the Go runtime's own. It is what keeps the
 // admin API answering when a flood fills every slot.
 const FdReserve = 256
 
@@ -41,7 +41,7 @@ func PipesFor(maxpipes, maxconn int) int {
 // FdBudget is the fd arithmetic of one config run by a number of loop
 // threads. A value type.
 type FdBudget struct {
-	Fixed    int64 // FdReserve + FdsPerLoop per loop + one per listening socket
+	Fixed    int64 // FdReserve + FdsPerLoop per loop + one per listening socket and per checked server
 	Maxpipes int   // tuning.maxpipes (0 = DefaultMaxpipes)
 }
 
@@ -52,6 +52,11 @@ func NewFdBudget(c *Config, nloops int) FdBudget {
 	for i := range c.Frontends {
 		for _, bd := range c.Frontends[i].Binds {
 			b.Fixed += int64(max(bd.Shards, 1)) // one SO_REUSEPORT socket per shard
+		}
+	}
+	for i := range c.Backends {
+		if c.Backends[i].HealthCheck != nil {
+			b.Fixed += int64(len(c.Backends[i].Servers)) // a check holds a socket while it runs
 		}
 	}
 	return b
@@ -86,6 +91,6 @@ func (b FdBudget) Maxconn(fdLimit int64) int {
 func (b FdBudget) Message(maxconn int, fdLimit int64) string {
 	return "maxconn " + strconv.Itoa(maxconn) + " needs " + strconv.FormatInt(b.Fds(maxconn), 10) +
 		" file descriptors (2 per connection, 2 per pipe, " + strconv.FormatInt(b.Fixed, 10) +
-		" for the loops, the listening sockets and the admin API), the fd limit (RLIMIT_NOFILE) is " +
+		" for the loops, the listening sockets, the health checks and the admin API), the fd limit (RLIMIT_NOFILE) is " +
 		strconv.FormatInt(fdLimit, 10) + ": at most " + strconv.Itoa(b.Maxconn(fdLimit))
 }

@@ -31,13 +31,13 @@ func TestFdBudget(t *testing.T) {
 	}
 }
 
-// The fixed part counts FdReserve, each loop and each listening socket
-// (a sharded bind has one per shard).
-func TestNewFdBudgetCountsLoopsAndSockets(t *testing.T) {
-	c := goodConfig() // binds: b1, b2 (public), b1 with 2 shards (db_front)
+// The fixed part counts FdReserve, each loop, each listening socket (a
+// sharded bind has one per shard) and each server with health checks.
+func TestNewFdBudgetCountsLoopsSocketsAndChecks(t *testing.T) {
+	c := goodConfig() // binds: b1, b2 (public), b1 with 2 shards (db_front); checks: web (2 servers), db (1)
 	c.Tuning.Maxpipes = 64
 	b := NewFdBudget(c, 3)
-	if want := int64(FdReserve + 3*FdsPerLoop + 1 + 1 + 2); b.Fixed != want || b.Maxpipes != 64 {
+	if want := int64(FdReserve + 3*FdsPerLoop + 1 + 1 + 2 + 2 + 1); b.Fixed != want || b.Maxpipes != 64 {
 		t.Fatalf("budget %+v, want fixed %d", b, want)
 	}
 }
