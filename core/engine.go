@@ -590,9 +590,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	gctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	// Every live loop, draining ones too (they may be soft-stopped already).
-	for _, rt := range e.th.all {
-		e.softStop(rt)
-	}
+	e.softStopAll(gctx)
 	if live := e.conns.Cur(); live > 0 {
 		e.log.Info("waiting for connections to finish", "connections", live, "grace", grace.String())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -304,6 +305,35 @@ func (e *Engine) softStop(rt *loopRT) {
 	w := rt.w
 	rt.l.Exec(func(*loop.Loop) { w.SoftStop() })
 }
+
+// softStopAll soft-stops every live loop in two steps (Close, e.mu held):
+// BeginStop on all of them, waited for (bounded by ctx and softStopWait,
+// so a wedged loop cannot hold the stop), then CloseIdle. Once any client
+// sees its idle connection closed, every request in flight on any loop
+// already ends with Connection: close.
+func (e *Engine) softStopAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, rt := range e.th.all {
+		w := rt.w
+		wg.Add(1)
+		if !rt.l.Exec(func(*loop.Loop) { w.BeginStop(); wg.Done() }) {
+			wg.Done()
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, softStopWait)
+	defer cancel()
+	if err := waitGroup(wctx, &wg); err != nil {
+		e.log.Warn("soft stop: not every loop confirmed", "err", err)
+	}
+	for _, rt := range e.th.all {
+		w := rt.w
+		rt.l.Exec(func(*loop.Loop) { w.CloseIdle() })
+	}
+}
+
+// softStopWait bounds how long softStopAll waits for the loops to begin
+// stopping: a loop answers within one round, milliseconds.
+const softStopWait = time.Second
 
 // stopLoop closes what rt still runs, stops it and waits for its thread
 // to end (e.mu held). The thread exits locked, so its pin dies with it.

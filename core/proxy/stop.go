@@ -26,18 +26,46 @@ import (
 //     has no point at which it may be cut cleanly, so they get the grace.
 
 // SoftStop puts the worker into its stopping state (loop thread): see
-// above. It may be called more than once.
+// above. It is BeginStop then CloseIdle; it may be called more than once.
 func (w *Worker) SoftStop() {
+	w.BeginStop()
+	w.CloseIdle()
+}
+
+// BeginStop is the first half of SoftStop (loop thread): from now on every
+// response is the last of its connection, and no server connection is
+// pooled. The engine runs it on every loop and waits for all of them before
+// CloseIdle, so that once any client sees its idle connection closed,
+// every request in flight on every loop already ends with Connection:
+// close.
+func (w *Worker) BeginStop() {
 	w.stopping = true
-	for c := w.h.live; c != nil; {
-		next := c.next // c may be closed (unlinked) below
-		c.softStop()
-		c = next
+	for c := w.h.live; c != nil; c = c.next {
+		switch c.phase {
+		case phQueue, phConnect, phExchange:
+			// buildRespHead writes Connection: close when the head is
+			// not sent yet; finishExchange closes after the response
+			// either way. A head being received sees w.stopping in
+			// startRequest.
+			c.closeAfter = true
+		}
 	}
 	for _, p := range w.h.idle {
 		for p.head != nil {
 			w.closeSrv(p.head)
 		}
+	}
+}
+
+// CloseIdle closes the http client connections that are between requests
+// with no byte pending (loop thread).
+func (w *Worker) CloseIdle() {
+	for c := w.h.live; c != nil; {
+		next := c.next // c may be closed (unlinked) below
+		if c.phase == phHead && (c.in == nil || c.in.Len() == 0) && !c.inputPending() {
+			c.close(closeNormal)
+		}
+		c = next
 	}
 }
 
@@ -48,24 +76,6 @@ func (w *Worker) Resume() { w.stopping = false }
 
 // Stopping tells whether SoftStop was called and not resumed (loop thread).
 func (w *Worker) Stopping() bool { return w.stopping }
-
-// softStop closes c if it is idle between requests, else makes the
-// current (or next, for a head being received) response its last.
-func (c *httpConn) softStop() {
-	switch c.phase {
-	case phHead:
-		if (c.in == nil || c.in.Len() == 0) && !c.inputPending() {
-			c.close(closeNormal)
-			return
-		}
-		// A head is on its way: startRequest sees w.stopping.
-	case phQueue, phConnect, phExchange:
-		// buildRespHead writes Connection: close when the head is not
-		// sent yet; finishExchange closes after the response either way.
-		c.closeAfter = true
-	}
-	// phDrain, phLinger: closing already.
-}
 
 // inputPending tells whether the client sent bytes not read yet (a new
 // request head may be arriving). An edge the loop has not delivered yet is
