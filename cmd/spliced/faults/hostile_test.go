@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -372,4 +373,139 @@ func TestFloodsDoNotHoldALoop(t *testing.T) {
 		t.Fatalf("a request waited %v behind the floods on one loop", worst)
 	}
 	p.healthy(t)
+}
+
+// TestNbthreadFlapping: nbthread flips 2 -> 1 -> 2 five times with no
+// pause while keep-alive http clients and long tcp tunnels run: no http
+// error (a Go client, which retries an idempotent request on a kept-alive
+// connection closed while idle), no tunnel broken (a loop taken back
+// within grace_ms keeps its tunnels). Then SIGTERM while a loop drains:
+// the process exits within grace_ms.
+func TestNbthreadFlapping(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 2, "grace_ms": 3000})
+	p.backend("web", "http", nil, named(t, "a"))
+	fp := p.frontend("pub", "http", "web", nil)
+	echo, _ := listen(t, func(c net.Conn) { io.Copy(c, c); c.Close() })
+	p.backend("tweb", "tcp", map[string]any{"tunnel_ms": 30000}, srv{"t1", echo})
+	tp := p.frontend("tpub", "tcp", "tweb", nil)
+
+	var tuns []net.Conn
+	for i := 0; i < 6; i++ {
+		tuns = append(tuns, dial(t, tp))
+	}
+	echoAll := func() error {
+		for i, c := range tuns {
+			c.SetDeadline(time.Now().Add(3 * time.Second))
+			msg := "m" + strconv.Itoa(i)
+			if _, err := io.WriteString(c, msg); err != nil {
+				return fmt.Errorf("tunnel %d: %v", i, err)
+			}
+			b := make([]byte, len(msg))
+			if _, err := io.ReadFull(c, b); err != nil || string(b) != msg {
+				return fmt.Errorf("tunnel %d: %q %v", i, b, err)
+			}
+		}
+		return nil
+	}
+	if err := echoAll(); err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	var reqs, errs atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(fp) + "/")
+				if err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 || string(b) != "a" {
+						err = fmt.Errorf("%d %q", resp.StatusCode, b)
+					}
+				}
+				if err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				} else {
+					reqs.Add(1)
+				}
+			}
+		}()
+	}
+	for i := 0; i < 5; i++ {
+		p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 1})
+		p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 2})
+	}
+	n := reqs.Load()
+	waitFor(t, 5*time.Second, "more requests after the flapping", func() bool { return reqs.Load() > n+200 })
+	close(stop)
+	wg.Wait()
+	t.Logf("%d requests, %d errors", reqs.Load(), errs.Load())
+	if errs.Load() > 0 {
+		t.Errorf("%d http errors while nbthread flapped; first: %v", errs.Load(), firstErr.Load())
+	}
+	if err := echoAll(); err != nil {
+		t.Errorf("a tcp tunnel broke while nbthread flapped: %v", err)
+	}
+	p.healthy(t)
+
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 1})
+	t0 := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	end := p.waitExit(t, 6*time.Second)
+	t.Logf("exit %v after SIGTERM during a drain (grace_ms 3000): %v", end.Sub(t0), p.exitErr)
+	if p.exitErr != nil {
+		t.Fatalf("exit: %v", p.exitErr)
+	}
+}
+
+// TestSIGTERMTwiceAndLateClients: during the grace, new clients are
+// refused and a second SIGTERM closes everything at once.
+func TestSIGTERMTwiceAndLateClients(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"grace_ms": 20000})
+	echo, _ := listen(t, func(c net.Conn) { io.Copy(c, c); c.Close() })
+	p.backend("tweb", "tcp", nil, srv{"t1", echo})
+	tp := p.frontend("tpub", "tcp", "tweb", nil)
+	tun := dial(t, tp)
+	io.WriteString(tun, "x")
+	tun.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.ReadFull(tun, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, 2*time.Second, "the bind to refuse", func() bool {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(tp), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	t0 := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	end := p.waitExit(t, 5*time.Second)
+	if el := end.Sub(t0); el > 2*time.Second {
+		t.Fatalf("exit %v after the second SIGTERM, want at once", el)
+	}
+	tun.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.ReadAll(tun); err != nil {
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatal("the tunnel outlived the process")
+		}
+	}
 }

@@ -116,7 +116,8 @@ func TestSIGTERM(t *testing.T) {
 		if el < 1400*time.Millisecond || el > 3*time.Second {
 			t.Fatalf("tcp tunnel closed %v after SIGTERM, want at grace_ms (1.5 s)", el)
 		}
-		p.waitExit(t, 3*time.Second)
+		end := p.waitExit(t, 3*time.Second)
+		t.Logf("tunnel closed %v, exit %v after SIGTERM (grace_ms 1500)", el, end.Sub(t0))
 		if p.exitErr != nil {
 			t.Fatalf("exit: %v", p.exitErr)
 		}
