@@ -186,3 +186,65 @@ func backendOf(t *testing.T, cfg *config.Backend) *Backend {
 	}
 	return NewBackend(b, 1, new(Counters))
 }
+
+// TestHTTPClientTimeoutBoundsAStalledRequestBody: a client that stops in
+// the middle of its request body gets a 408 after client_ms, although the
+// server (which waits for the body) has a longer server_ms.
+func TestHTTPClientTimeoutBoundsAStalledRequestBody(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	addr := origin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		io.Copy(io.Discard, c) // reads, never answers
+	})
+	fe := httpFrontend(t, func(b *config.Backend) { b.Timeouts.ServerMs = 10000 }, addr)
+	fe.HTTP.ClientTimeout = 300 * time.Millisecond
+	c := e.dialHTTP(fe)
+	start := time.Now()
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nonly part of it")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("stalled request body: %v, want a 408", err)
+	}
+	if resp.StatusCode != 408 {
+		t.Fatalf("stalled request body: %d, want 408", resp.StatusCode)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("408 after %v, want about client_ms (300 ms)", d)
+	}
+}
+
+// TestHTTPServerTimeoutBoundsAServerThatStopsReading: a server that stops
+// reading a request body (and never answers) gets server_ms, then the
+// client a 504, although client_ms is longer.
+func TestHTTPServerTimeoutBoundsAServerThatStopsReading(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	addr := origin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		c.SetReadBuffer(4096)
+		readHead(bufio.NewReader(c))
+		<-stop // never reads the body
+	})
+	fe := httpFrontend(t, func(b *config.Backend) { b.Timeouts.ServerMs = 300 }, addr)
+	fe.HTTP.ClientTimeout = 10 * time.Second
+	c := e.dialHTTP(fe)
+	go func() {
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1073741824\r\n\r\n")
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("server that stopped reading: %v, want a 504", err)
+	}
+	if resp.StatusCode != 504 {
+		t.Fatalf("server that stopped reading: %d, want 504", resp.StatusCode)
+	}
+	t.Logf("504 after %v (server_ms 300, client_ms 10 s)", time.Since(start))
+}
