@@ -101,8 +101,11 @@
 // smaller nbthread: idle keep-alive http clients (no byte pending) and
 // pooled server connections are closed at once; other http connections
 // finish their current request with Connection: close; tcp tunnels go on
-// until CloseAll, when tuning.grace_ms ends. Resume undoes it for a
-// draining loop taken back.
+// until CloseAll, when tuning.grace_ms ends. On SIGTERM the engine runs
+// its two halves on all loops in turn (BeginStop everywhere, confirmed,
+// then CloseIdle), so that a client that sees its idle connection closed
+// knows every request in flight ends with Connection: close. Resume undoes
+// it for a draining loop taken back.
 //
 // # Health checks (check.go)
 //
