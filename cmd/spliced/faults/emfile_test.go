@@ -3,6 +3,7 @@ package faults
 // fd exhaustion: accept4 and socket(2) fail with EMFILE.
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"net"
@@ -151,6 +152,57 @@ func TestLowFdLimitAtStart(t *testing.T) {
 	st, body, err := p.api("PATCH", "/api/v1/tuning", map[string]any{"maxconn": 30000})
 	if err != nil || st != 422 || !strings.Contains(string(body), "1024") {
 		t.Fatalf("maxconn 30000 with an fd limit of 1024: %d %s %v; want 422 naming the limit", st, body, err)
+	}
+	p.healthy(t)
+}
+
+// TestFloodAtTheFdLimit: started with RLIMIT_NOFILE 512 and its derived
+// maxconn, spliced takes a flood of http clients that hold their
+// connections (each with a pooled server connection behind it): the
+// clients beyond maxconn wait in the backlog, the admin API answers
+// throughout, and when the flood leaves every waiting client is served.
+func TestFloodAtTheFdLimit(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{nofile: 512})
+	p.backend("web", "http", nil, named(t, "a"))
+	fp := p.frontend("pub", "http", "web", nil)
+	var clients []net.Conn
+	t.Cleanup(func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	})
+	for i := 0; i < 400; i++ {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
+		if err != nil {
+			break // the backlog is full
+		}
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		clients = append(clients, c)
+	}
+	served := 0
+	for _, c := range clients {
+		c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			served++
+		}
+	}
+	t.Logf("%d clients connected, %d answered at once, %d fds open", len(clients), served, p.openFDs(t))
+	for i := 0; i < 5; i++ {
+		p.healthy(t)
+	}
+	// the first half leaves: the others are answered
+	half := len(clients) / 2
+	for _, c := range clients[:half] {
+		c.Close()
+	}
+	for i, c := range clients[half:] {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, _, err := readResp(bufio.NewReader(c), "GET")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("waiting client %d: %v %v", half+i, resp, err)
+		}
+		c.Close()
 	}
 	p.healthy(t)
 }

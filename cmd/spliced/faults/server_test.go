@@ -383,6 +383,8 @@ func TestMalformedResponseHeads(t *testing.T) {
 		}
 		close(goOn)
 		closedAfter(t, c, br, 3*time.Second)
+		f, be := p.stats("chunks", "chunks")
+		t.Logf("counters: frontend %v; backend %v", f, be)
 	})
 	c := dial(t, fp)
 	io.WriteString(c, "GET /ok HTTP/1.1\r\nHost: a\r\n\r\n")
