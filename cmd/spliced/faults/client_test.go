@@ -209,6 +209,11 @@ func TestClientTimeoutBoundsANonReadingClient(t *testing.T) {
 			if el := time.Since(t0); el > 4*time.Second {
 				t.Fatalf("closed %v after the request, want about client_ms (1 s) after the stall", el)
 			}
+			f, _ := p.stats(fe, "")
+			t.Logf("counters: frontend %v", f)
+			if f.Timeouts != 1 {
+				t.Errorf("frontend timeouts %d, want 1", f.Timeouts)
+			}
 		})
 	}
 	p.healthy(t)
