@@ -217,12 +217,17 @@ func proxyTuning(t *config.Tuning, nloops int, maxconn int64) proxy.Tuning {
 	// the global maxconn (the fd budget, config.PipesFor); each loop gets
 	// its share.
 	maxpipes := config.PipesFor(t.Maxpipes, int(maxconn))
-	return proxy.Tuning{Bufsize: bufsize, Maxpipes: (maxpipes + nloops - 1) / nloops, Pipesize: t.Pipesize}
+	// The idle server connections of the http pools are capped the same
+	// way (config.IdleFor: a quarter of maxconn), each loop its share.
+	maxidle := config.IdleFor(int(maxconn))
+	return proxy.Tuning{Bufsize: bufsize, Maxpipes: (maxpipes + nloops - 1) / nloops, Pipesize: t.Pipesize,
+		MaxIdle: (maxidle + nloops - 1) / nloops}
 }
 
 // globalMaxconn is the global maxconn in force for c on nloops loops:
 // tuning.maxconn, or what the fd limit allows (config.FdBudget: 2 fds per
-// connection, 2 per pipe of a maxpipes capped to maxconn/4, the loops' and
+// connection, 2 per pipe of a maxpipes capped to maxconn/4, 1 per pooled
+// idle server connection (maxconn/4, config.IdleFor), the loops' and
 // listening sockets' fds, and config.FdReserve kept for the admin API).
 // warn says why it is lower than the config asks, or that the fd limit
 // leaves fewer than config.LowMaxconn connections; empty otherwise. A
@@ -247,7 +252,7 @@ func globalMaxconn(c *config.Config, nloops int) (n int64, warn string) {
 		return int64(t.Maxconn), ""
 	case fit < config.LowMaxconn:
 		return int64(fit), "the fd limit (RLIMIT_NOFILE) is " + strconv.FormatInt(lim, 10) + ": maxconn " + strconv.Itoa(fit) +
-			" (2 fds per connection, 2 per pipe, " + strconv.FormatInt(b.Fixed, 10) +
+			" (2 fds per connection, 2 per pipe, 1 per pooled idle server connection, " + strconv.FormatInt(b.Fixed, 10) +
 			" for the loops, the listening sockets, the health checks and the admin API); raise the hard limit (systemd LimitNOFILE=, ulimit -Hn) for more"
 	}
 	return int64(fit), ""

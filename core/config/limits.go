@@ -38,6 +38,17 @@ func PipesFor(maxpipes, maxconn int) int {
 	return max(min(maxpipes, maxconn/PipeShare), 1)
 }
 
+// IdleShare caps the idle server connections the http pools keep, all
+// loops together, to maxconn/IdleShare (HAProxy's pool-high-fd-ratio of
+// 25%): a pooled connection holds an fd that no live client connection
+// accounts for (its client may be gone), so without a cap the pools could
+// eat the reserve that keeps the admin API answering.
+const IdleShare = 4
+
+// IdleFor is the number of idle server connections the process pools at
+// most with maxconn connections: maxconn/IdleShare, at least 1.
+func IdleFor(maxconn int) int { return max(maxconn/IdleShare, 1) }
+
 // FdBudget is the fd arithmetic of one config run by a number of loop
 // threads. A value type.
 type FdBudget struct {
@@ -63,10 +74,10 @@ func NewFdBudget(c *Config, nloops int) FdBudget {
 }
 
 // Fds is the number of fds the process may hold with maxconn connections:
-// 2 per connection (client and server sockets), 2 per pipe (PipesFor),
-// plus Fixed.
+// 2 per connection (client and server sockets), 2 per pipe (PipesFor), 1
+// per pooled idle server connection (IdleFor), plus Fixed.
 func (b FdBudget) Fds(maxconn int) int64 {
-	return b.Fixed + 2*int64(maxconn) + 2*int64(PipesFor(b.Maxpipes, maxconn))
+	return b.Fixed + 2*int64(maxconn) + 2*int64(PipesFor(b.Maxpipes, maxconn)) + int64(IdleFor(maxconn))
 }
 
 // Maxconn is the largest maxconn whose Fds fit in fdLimit, 0 if not even
@@ -90,7 +101,7 @@ func (b FdBudget) Maxconn(fdLimit int64) int {
 // tuning.maxconn, the warning of a persisted config the engine clamps).
 func (b FdBudget) Message(maxconn int, fdLimit int64) string {
 	return "maxconn " + strconv.Itoa(maxconn) + " needs " + strconv.FormatInt(b.Fds(maxconn), 10) +
-		" file descriptors (2 per connection, 2 per pipe, " + strconv.FormatInt(b.Fixed, 10) +
+		" file descriptors (2 per connection, 2 per pipe, 1 per pooled idle server connection, " + strconv.FormatInt(b.Fixed, 10) +
 		" for the loops, the listening sockets, the health checks and the admin API), the fd limit (RLIMIT_NOFILE) is " +
 		strconv.FormatInt(fdLimit, 10) + ": at most " + strconv.Itoa(b.Maxconn(fdLimit))
 }

@@ -14,10 +14,10 @@ func TestFdBudget(t *testing.T) {
 		pipes   int
 		fds     int64
 	}{
-		{"pipes capped to a quarter of maxconn", bare, 1000, 250, FdReserve + 2000 + 500},
-		{"maxpipes below the quarter", bare, 100000, 1024, FdReserve + 200000 + 2048},
-		{"at least one pipe", bare, 2, 1, FdReserve + 4 + 2},
-		{"maxpipes 0 is the default", FdBudget{Fixed: 300}, 1 << 20, DefaultMaxpipes, 300 + 2<<20 + 2*DefaultMaxpipes},
+		{"pipes capped to a quarter of maxconn", bare, 1000, 250, FdReserve + 2000 + 500 + 250},
+		{"maxpipes below the quarter", bare, 100000, 1024, FdReserve + 200000 + 2048 + 25000},
+		{"at least one pipe and one idle connection", bare, 2, 1, FdReserve + 4 + 2 + 1},
+		{"maxpipes 0 is the default", FdBudget{Fixed: 300}, 1 << 20, DefaultMaxpipes, 300 + 2<<20 + 2*DefaultMaxpipes + 1<<18},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,8 +57,8 @@ func TestFdBudgetMaxconnFitsTheLimit(t *testing.T) {
 			}
 		}
 	}
-	if m := (FdBudget{Fixed: FdReserve, Maxpipes: DefaultMaxpipes}).Maxconn(1024); m != 307 {
-		t.Errorf("Maxconn(1024) = %d, want 307 (2.5 fds per connection)", m)
+	if m := (FdBudget{Fixed: FdReserve, Maxpipes: DefaultMaxpipes}).Maxconn(1024); m != 279 {
+		t.Errorf("Maxconn(1024) = %d, want 279 (2.75 fds per connection: a pipe per 4, an idle server connection per 4)", m)
 	}
 }
 

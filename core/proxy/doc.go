@@ -215,7 +215,8 @@
 // a server is chosen, Release when its response is complete, so maxconn
 // bounds concurrent requests and leastconn sees requests in flight. Idle
 // server connections are pooled per loop and per server (at most
-// maxIdlePerServer, 5 s; a server's entry in the loop's pool map goes
+// maxIdlePerServer, and at most Tuning.MaxIdle for the whole loop, its
+// share of the fd budget; 5 s; a server's entry in the loop's pool map goes
 // with its last idle connection, so retired servers are not kept
 // reachable; spare request and response parsers are kept up to
 // maxFreeParsers each), stay registered with epoll, and are dropped as

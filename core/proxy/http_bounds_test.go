@@ -70,3 +70,67 @@ func TestHTTPIdlePoolMapDropsServersWithoutIdleConnections(t *testing.T) {
 	c.Close()
 	e.waitIdle()
 }
+
+// TestHTTPIdlePoolsKeepAtMostMaxIdle: a loop pools at most Tuning.MaxIdle
+// idle server connections (its share of the fd budget, config.IdleFor);
+// one more that ends its exchange cleanly is closed, not pooled.
+func TestHTTPIdlePoolsKeepAtMostMaxIdle(t *testing.T) {
+	tu := defaultTuning()
+	tu.MaxIdle = 1
+	e := newEnv(t, tu)
+	arrived := make(chan struct{}, 2)
+	answer := make(chan struct{})
+	closed := make(chan struct{}, 2)
+	o := origin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		if _, err := readHead(br); err != nil {
+			return
+		}
+		arrived <- struct{}{}
+		<-answer
+		c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := br.ReadByte(); err == io.EOF {
+			closed <- struct{}{} // the proxy closed this server connection
+		}
+	})
+	fe := httpFrontend(t, nil, o)
+	var clients []*net.TCPConn
+	for range 2 {
+		c := e.dialHTTP(fe)
+		if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	for range 2 {
+		select {
+		case <-arrived:
+		case <-time.After(10 * time.Second):
+			t.Fatal("both requests did not reach the origin on two connections")
+		}
+	}
+	close(answer)
+	for _, c := range clients {
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second idle server connection was pooled beyond MaxIdle 1")
+	}
+	var idle int
+	e.do(func() { idle = e.w.h.nidle })
+	if idle != 1 {
+		t.Fatalf("%d idle server connections pooled, want 1", idle)
+	}
+	for _, c := range clients {
+		c.Close()
+	}
+	e.waitIdle()
+}

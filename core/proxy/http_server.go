@@ -61,6 +61,7 @@ type httpState struct {
 	idle      map[*balance.Server]*srvPool
 	freePools []*srvPool // emptied pools, reused without allocating
 	nidle     int
+	maxIdle   int // Tuning.MaxIdle: bound of nidle, 0 = none
 	freeConn  []*httpConn
 	freeSrv   []*srvConn
 	// Parsers of the requests and responses in flight are taken from
@@ -209,6 +210,9 @@ func (w *Worker) poolSrv(sc *srvConn) bool {
 	if sc.server.Retired() || w.stopping || sc.side.FD.Ready&(evRdHup|evHup|evErr) != 0 {
 		// retired, or the server closed (its FIN came with the response)
 		return false
+	}
+	if h.maxIdle > 0 && h.nidle >= h.maxIdle {
+		return false // the loop's share of the fd budget for idle connections
 	}
 	if h.idle == nil {
 		h.idle = make(map[*balance.Server]*srvPool)

@@ -11,6 +11,11 @@ type Tuning struct {
 	Bufsize  int // bytes per buffer, for buffers taken from now on
 	Maxpipes int // pipes this loop may hold at once (its share of tuning.maxpipes)
 	Pipesize int // F_SETPIPE_SZ, 0 = kernel default
+	// MaxIdle bounds the idle server connections this loop's http pools
+	// keep, all servers together (its share of config.IdleFor); 0 = no
+	// bound beyond maxIdlePerServer. Lowering it closes none: the excess
+	// ends with the pool's idle timeout or the next reuse.
+	MaxIdle int
 }
 
 // Worker is the proxy state of one loop: its buffer and pipe pools and the
@@ -50,6 +55,7 @@ func NewWorker(l *loop.Loop, t Tuning) *Worker {
 		Pipes: NewPipePool(t.Maxpipes, t.Pipesize, &act.PipesUsed),
 	}
 	w.Bufs.used = &act.BufsUsed
+	w.h.maxIdle = t.MaxIdle
 	w.grants.Notify = l.Notify
 	l.AddSource(&w.grants)
 	return w
@@ -59,6 +65,7 @@ func NewWorker(l *loop.Loop, t Tuning) *Worker {
 func (w *Worker) SetTuning(t Tuning) {
 	w.Bufs.SetSize(t.Bufsize)
 	w.Pipes.SetLimits(t.Maxpipes, t.Pipesize)
+	w.h.maxIdle = t.MaxIdle
 }
 
 // Live is the number of tunnels this worker owns (loop thread).
