@@ -509,3 +509,155 @@ func TestSIGTERMTwiceAndLateClients(t *testing.T) {
 		}
 	}
 }
+
+// TestServerQueueAcrossLoops: one server with maxconn 1 behind 2 loops,
+// 24 clients at once, a 10 ms origin: every request is served in turn
+// (queue_ms 5000), none gets 503; with queue_ms 50 the ones that waited
+// too long get 503 and the others 200, and the queue drains to 0.
+func TestServerQueueAcrossLoops(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 2})
+	var inFlight, peak atomic.Int64
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		n := inFlight.Add(1)
+		for {
+			pk := peak.Load()
+			if n <= pk || peak.CompareAndSwap(pk, n) {
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // the service time of the origin
+		inFlight.Add(-1)
+		_, err := io.WriteString(c, okResp("ok"))
+		return err == nil
+	})
+	for _, tc := range []struct {
+		name    string
+		queueMs int
+	}{{"long", 5000}, {"short", 50}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p.must("POST", "/api/v1/backends", map[string]any{"name": "q" + tc.name, "mode": "http",
+				"servers":  []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": port, "maxconn": 1}},
+				"timeouts": map[string]any{"connect_ms": 1000, "server_ms": 5000, "queue_ms": tc.queueMs}})
+			fp := p.frontend("q"+tc.name, "http", "q"+tc.name, nil)
+			statuses := make([]int, 24)
+			var wg sync.WaitGroup
+			for i := range statuses {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
+					if err != nil {
+						return
+					}
+					defer c.Close()
+					c.SetDeadline(time.Now().Add(10 * time.Second))
+					io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+					if resp, _, err := readResp(bufio.NewReader(c), "GET"); err == nil {
+						statuses[i] = resp.StatusCode
+					}
+				}()
+			}
+			wg.Wait()
+			count := map[int]int{}
+			for _, s := range statuses {
+				count[s]++
+			}
+			t.Logf("statuses %v, at most %d at the origin at once", count, peak.Load())
+			switch tc.name {
+			case "long":
+				if count[200] != 24 {
+					t.Fatalf("statuses %v, want 24 x 200", count)
+				}
+			case "short":
+				if count[200]+count[503] != 24 || count[200] == 0 || count[503] == 0 {
+					t.Fatalf("statuses %v, want 200s then 503s", count)
+				}
+			}
+			if peak.Load() > 1 {
+				t.Fatalf("%d requests at once at a server with maxconn 1", peak.Load())
+			}
+			waitFor(t, 3*time.Second, "the queue to drain", func() bool {
+				_, be := p.stats("", "q"+tc.name)
+				return be.ConnCur == 0
+			})
+		})
+	}
+	p.healthy(t)
+}
+
+// TestHalfClosedClients: a client that sends its request and shuts its
+// write side still gets the whole response (http and tcp).
+func TestHalfClosedClients(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	body := strings.Repeat("z", 200<<10)
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		time.Sleep(50 * time.Millisecond) // the FIN arrives first
+		_, err := io.WriteString(c, okResp(body))
+		return err == nil
+	})
+	tport, _ := listen(t, func(c net.Conn) {
+		b, _ := io.ReadAll(c) // up to the client's FIN
+		c.Write(append([]byte("got:"), b...))
+		c.Close()
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	p.backend("tweb", "tcp", nil, srv{"t1", tport})
+	fp := p.frontend("pub", "http", "web", nil)
+	tp := p.frontend("tpub", "tcp", "tweb", nil)
+	c := dial(t, fp)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	c.(*net.TCPConn).CloseWrite()
+	resp, b, err := readResp(bufio.NewReader(c), "GET")
+	if err != nil || resp.StatusCode != 200 || len(b) != len(body) {
+		t.Fatalf("http half-close: %v, %d bytes, %v", resp, len(b), err)
+	}
+	tc := dial(t, tp)
+	io.WriteString(tc, "hello")
+	tc.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(tc)
+	if err != nil || string(got) != "got:hello" {
+		t.Fatalf("tcp half-close: %q %v", got, err)
+	}
+	p.healthy(t)
+}
+
+// TestHugeUploadToADeafServer: a client uploads 100 MiB to a server that
+// read the head and nothing else and never answers: the client gets 504
+// after server_ms, the proxy's RSS stays bounded.
+func TestHugeUploadToADeafServer(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	port, _ := listen(t, func(c net.Conn) {
+		http.ReadRequest(bufio.NewReader(c))
+		<-hold
+	})
+	p.backend("web", "http", map[string]any{"server_ms": 500}, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	base := p.rssKiB(t)
+	c := dial(t, fp)
+	go func() {
+		io.WriteString(c, "POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 104857600\r\n\r\n")
+		chunk := make([]byte, 1<<20)
+		for i := 0; i < 100; i++ {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	br := bufio.NewReader(c)
+	resp, _, err := readResp(br, "POST")
+	rss := p.rssKiB(t)
+	if err != nil || resp.StatusCode != 504 {
+		t.Fatalf("got %v %v; want 504", resp, err)
+	}
+	t.Logf("RSS %d KiB (%+d KiB)", rss, rss-base)
+	if rss-base > 16<<10 {
+		t.Fatalf("RSS grew by %d KiB for one upload", rss-base)
+	}
+	p.healthy(t)
+}
