@@ -5,6 +5,7 @@ package faults
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -659,5 +660,133 @@ func TestHugeUploadToADeafServer(t *testing.T) {
 	if rss-base > 16<<10 {
 		t.Fatalf("RSS grew by %d KiB for one upload", rss-base)
 	}
+	p.healthy(t)
+}
+
+// TestConcurrentAndFailingWrites: while http clients run, 4 goroutines
+// change weights at once and another keeps asking for a bind on a port
+// that is taken (the apply fails and is rolled back): every failing write
+// is a 409 and changes nothing, the clients see no error, and the race
+// detector in the binary finds nothing.
+func TestConcurrentAndFailingWrites(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.backend("web", "http", nil, named(t, "a"), named(t, "b"))
+	fp := p.frontend("pub", "http", "web", nil)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	takenPort := taken.Addr().(*net.TCPAddr).Port
+	var errs, reqs atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	tr := &http.Transport{MaxIdleConnsPerHost: 2}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(fp) + "/")
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					errs.Add(1)
+				} else {
+					reqs.Add(1)
+				}
+			}
+		}()
+	}
+	var writers sync.WaitGroup
+	var bad atomic.Value
+	for w := 0; w < 4; w++ {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := 0; i < 15; i++ {
+				st, body, err := p.api("PATCH", "/api/v1/backends/web/servers/"+[]string{"a", "b"}[(w+i)%2], map[string]any{"weight": 1 + (w*15+i)%200})
+				if err != nil || (st != 200 && st != 409 && st != 412) {
+					bad.CompareAndSwap(nil, fmt.Sprintf("weight: %d %v %s", st, err, body))
+				}
+			}
+		}()
+	}
+	writers.Add(1)
+	go func() {
+		defer writers.Done()
+		for i := 0; i < 15; i++ {
+			st, body, err := p.api("POST", "/api/v1/frontends/pub/binds", map[string]any{"name": "taken", "address": "127.0.0.1", "port": takenPort})
+			if err != nil || st != 409 {
+				bad.CompareAndSwap(nil, fmt.Sprintf("bind on a taken port: %d %v %s", st, err, body))
+			}
+		}
+	}()
+	writers.Wait()
+	n := reqs.Load()
+	waitFor(t, 5*time.Second, "requests after the writes", func() bool { return reqs.Load() > n+100 })
+	close(stop)
+	wg.Wait()
+	if b := bad.Load(); b != nil {
+		t.Fatal(b)
+	}
+	if e := errs.Load(); e > 0 {
+		t.Fatalf("%d client errors during the writes (%d requests)", e, reqs.Load())
+	}
+	var fe struct {
+		Binds []struct{ Name string } `json:"binds"`
+	}
+	json.Unmarshal(p.must("GET", "/api/v1/frontends/pub", nil), &fe)
+	if len(fe.Binds) != 1 {
+		t.Fatalf("binds after the failed writes: %+v", fe.Binds)
+	}
+	p.healthy(t)
+}
+
+// TestServerChurnLeavesNoFds: 60 times, a server is added, gets a
+// request (its connection goes to the idle pool) and is removed. The
+// pooled connections of removed servers are closed: the open fds come
+// back to where they were.
+func TestServerChurnLeavesNoFds(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	o := named(t, "o")
+	p.backend("web", "http", nil, srv{"s0", o.port})
+	fp := p.frontend("pub", "http", "web", nil)
+	c := dial(t, fp)
+	br := bufio.NewReader(c)
+	get := func() {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		if resp, _, err := readResp(br, "GET"); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("request: %v %v", resp, err)
+		}
+	}
+	get()
+	base := p.openFDs(t)
+	for i := 1; i <= 60; i++ {
+		name := "s" + strconv.Itoa(i)
+		p.must("POST", "/api/v1/backends/web/servers", map[string]any{"name": name, "address": "127.0.0.1", "port": o.port})
+		p.must("PATCH", "/api/v1/backends/web/servers/"+"s"+strconv.Itoa(i-1), map[string]any{"admin_state": "maint"})
+		get()
+		p.must("DELETE", "/api/v1/backends/web/servers/s"+strconv.Itoa(i-1), nil)
+	}
+	after := p.openFDs(t)
+	t0 := time.Now()
+	waitFor(t, 8*time.Second, "the pooled connections of removed servers to close", func() bool { return p.openFDs(t) <= base+4 })
+	t.Logf("fds: %d before, %d right after 60 servers came and went, back to %d after %v", base, after, p.openFDs(t), time.Since(t0))
 	p.healthy(t)
 }
