@@ -790,3 +790,123 @@ func TestServerChurnLeavesNoFds(t *testing.T) {
 	t.Logf("fds: %d before, %d right after 60 servers came and went, back to %d after %v", base, after, p.openFDs(t), time.Since(t0))
 	p.healthy(t)
 }
+
+// TestSlowButMovingPeersAreNotCut: client_ms and server_ms bound silence,
+// not slowness: a client that reads 1 KiB every 150 ms and a server that
+// sends 1 KiB every 150 ms keep their exchange with client_ms and
+// server_ms 300, over 4 times those timeouts.
+func TestSlowButMovingPeersAreNotCut(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	const n = 8
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		if r.URL.Path == "/trickle" {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(n<<10)+"\r\n\r\n")
+			for i := 0; i < n; i++ {
+				time.Sleep(150 * time.Millisecond)
+				if _, err := c.Write(make([]byte, 1<<10)); err != nil {
+					return false
+				}
+			}
+			return true
+		}
+		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 8388608\r\n\r\n")
+		if err == nil {
+			_, err = c.Write(make([]byte, 8<<20))
+		}
+		return err == nil
+	})
+	p.backend("web", "http", map[string]any{"server_ms": 300}, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", map[string]any{"timeouts": map[string]any{"client_ms": 300}})
+	t.Run("slow server", func(t *testing.T) {
+		c := dial(t, fp)
+		io.WriteString(c, "GET /trickle HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, b, err := readResp(bufio.NewReader(c), "GET")
+		if err != nil || resp.StatusCode != 200 || len(b) != n<<10 {
+			t.Fatalf("got %v, %d bytes, %v", resp, len(b), err)
+		}
+	})
+	t.Run("slow client", func(t *testing.T) {
+		c := dialSmallRcvbuf(t, fp)
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+		br := bufio.NewReaderSize(c, 1<<10)
+		resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1<<10)
+		t0 := time.Now()
+		total := 0
+		for time.Since(t0) < 1200*time.Millisecond {
+			time.Sleep(150 * time.Millisecond)
+			k, err := io.ReadFull(resp.Body, buf)
+			total += k
+			if err != nil {
+				t.Fatalf("cut after %d bytes and %v of slow reading: %v", total, time.Since(t0), err)
+			}
+		}
+	})
+	p.healthy(t)
+}
+
+// TestSIGTERMPartialHeadAndQueued: a client that sent half a head when
+// SIGTERM came may finish it and gets its answer with Connection: close;
+// a request queued behind a busy server (maxconn 1) is served too.
+func TestSIGTERMPartialHeadAndQueued(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"grace_ms": 5000})
+	atOrigin := make(chan struct{}, 4)
+	release := make(chan struct{})
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		if r.URL.Path == "/slow" {
+			atOrigin <- struct{}{}
+			<-release
+		}
+		_, err := io.WriteString(c, okResp("done"+r.URL.Path))
+		return err == nil
+	})
+	p.must("POST", "/api/v1/backends", map[string]any{"name": "web", "mode": "http",
+		"servers":  []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": port, "maxconn": 1}},
+		"timeouts": map[string]any{"server_ms": 5000, "queue_ms": 5000}})
+	fp := p.frontend("pub", "http", "web", map[string]any{"timeouts": map[string]any{"http_request_ms": 3000}})
+	busy := dial(t, fp)
+	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+	<-atOrigin
+	queued := dial(t, fp)
+	io.WriteString(queued, "GET /queued HTTP/1.1\r\nHost: a\r\n\r\n")
+	waitFor(t, 3*time.Second, "the request to be queued", func() bool {
+		_, be := p.stats("", "web")
+		return be.Requests == 2
+	})
+	partial := dial(t, fp)
+	io.WriteString(partial, "GET /partial HTTP/1.1\r\nHo")
+	waitFor(t, 3*time.Second, "the partial client to be accepted", func() bool {
+		f, _ := p.stats("pub", "")
+		return f.ConnCur == 3
+	})
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, 2*time.Second, "the bind to refuse (the stop is under way)", func() bool {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	io.WriteString(partial, "st: a\r\n\r\n")
+	close(release)
+	for _, tc := range []struct {
+		c    net.Conn
+		want string
+	}{{busy, "done/slow"}, {queued, "done/queued"}, {partial, "done/partial"}} {
+		resp, b, err := readResp(bufio.NewReader(tc.c), "GET")
+		if err != nil || resp.StatusCode != 200 || string(b) != tc.want || !resp.Close {
+			t.Errorf("%s: %v %q %v; want 200 with Connection: close", tc.want, resp, b, err)
+		}
+	}
+	p.waitExit(t, 6*time.Second)
+	if p.exitErr != nil {
+		t.Fatalf("exit: %v", p.exitErr)
+	}
+}
