@@ -909,3 +909,35 @@ func TestSIGTERMPartialHeadAndQueued(t *testing.T) {
 		t.Fatalf("exit: %v", p.exitErr)
 	}
 }
+
+// TestInPlaceChangeDuringARequest: a request in flight at a server whose
+// port changes in place finishes on the old origin; the request pipelined
+// behind it on the same connection goes to the new one.
+func TestInPlaceChangeDuringARequest(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	atOld := make(chan struct{}, 1)
+	release := make(chan struct{})
+	oldPort, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		atOld <- struct{}{}
+		<-release
+		_, err := io.WriteString(c, okResp("old"))
+		return err == nil
+	})
+	neu := named(t, "new")
+	p.backend("web", "http", map[string]any{"server_ms": 5000}, srv{"s1", oldPort})
+	fp := p.frontend("pub", "http", "web", nil)
+	c := dial(t, fp)
+	io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\n")
+	<-atOld
+	p.must("PATCH", "/api/v1/backends/web/servers/s1", map[string]any{"port": neu.port})
+	close(release)
+	br := bufio.NewReader(c)
+	for _, want := range []string{"old", "new"} {
+		resp, b, err := readResp(br, "GET")
+		if err != nil || resp.StatusCode != 200 || string(b) != want {
+			t.Fatalf("got %v %q %v; want 200 %q", resp, b, err, want)
+		}
+	}
+	p.healthy(t)
+}
