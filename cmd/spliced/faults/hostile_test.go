@@ -941,3 +941,46 @@ func TestInPlaceChangeDuringARequest(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestPipelineFlood: 5 000 requests in one write on one connection,
+// answered in order while the client reads; and a client with a 4 KiB
+// receive buffer that pipelines 5 000 requests and reads nothing leaves
+// the proxy's memory bounded.
+func TestPipelineFlood(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		_, err := io.WriteString(c, okResp(r.URL.Path))
+		return err == nil
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", map[string]any{"timeouts": map[string]any{"client_ms": 1000}})
+	const n = 5000
+	var batch strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&batch, "GET /%d HTTP/1.1\r\nHost: a\r\n\r\n", i)
+	}
+	c := dial(t, fp)
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	go io.WriteString(c, batch.String())
+	br := bufio.NewReader(c)
+	for i := 0; i < n; i++ {
+		resp, b, err := readResp(br, "GET")
+		if err != nil || resp.StatusCode != 200 || string(b) != "/"+strconv.Itoa(i) {
+			t.Fatalf("response %d: %v %q %v", i, resp, b, err)
+		}
+	}
+	base := p.rssKiB(t)
+	deaf := dialSmallRcvbuf(t, fp)
+	go io.WriteString(deaf, batch.String())
+	// its kernel takes the small answers in slowly (no stall, so no
+	// client_ms); the proxy reads its requests only as it answers them
+	waitFor(t, 5*time.Second, "the proxy to work on the second client", func() bool {
+		f, _ := p.stats("pub", "")
+		return f.Requests > n+200
+	})
+	if rss := p.rssKiB(t); rss-base > 16<<10 {
+		t.Fatalf("RSS grew by %d KiB for one pipelining client", rss-base)
+	}
+	p.healthy(t)
+}
