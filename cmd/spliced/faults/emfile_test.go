@@ -5,8 +5,10 @@ package faults
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -204,5 +206,47 @@ func TestFloodAtTheFdLimit(t *testing.T) {
 		}
 		c.Close()
 	}
+	p.healthy(t)
+}
+
+// TestHTTPServerSocketEMFILE: in http mode, a request whose server
+// connection cannot be opened (out of fds) gets 503, and the next one,
+// once fds are free, gets its 200.
+func TestHTTPServerSocketEMFILE(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{nofile: 4096})
+	p.backend("web", "http", nil, named(t, "a"))
+	fp := p.frontend("pub", "http", "web", nil)
+	c := dial(t, fp)
+	br := bufio.NewReader(c)
+	post := func() (*http.Response, error) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		// a POST with a body never takes a pooled connection
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi")
+		resp, _, err := readResp(br, "POST")
+		return resp, err
+	}
+	if resp, err := post(); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("first request: %v %v", resp, err)
+	}
+	// below the fds open now: no new fd until 3 close
+	lim := p.openFDs(t) - 3
+	if out, err := exec.Command("prlimit", "--pid", strconv.Itoa(p.pid()), fmt.Sprintf("--nofile=%d:4096", lim)).CombinedOutput(); err != nil {
+		t.Fatalf("prlimit: %v %s", err, out)
+	}
+	resp, err := post()
+	if err != nil || resp.StatusCode != 503 {
+		t.Fatalf("a request with no fd for its server connection: %v %v; want 503", resp, err)
+	}
+	if out, err := exec.Command("prlimit", "--pid", strconv.Itoa(p.pid()), "--nofile=4096:4096").CombinedOutput(); err != nil {
+		t.Fatalf("prlimit: %v %s", err, out)
+	}
+	c = dial(t, fp)
+	br = bufio.NewReader(c)
+	if resp, err := post(); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("after the fds came back: %v %v", resp, err)
+	}
+	_, be := p.stats("pub", "web")
+	t.Logf("backend %v", be)
 	p.healthy(t)
 }
