@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -482,6 +483,74 @@ func TestPooledConnectionsClosedAtRandom(t *testing.T) {
 	t.Logf("%d server connections, %d closed by the server after a response, %d with a request unanswered; counters: frontend %v; backend %v", conns.Load(), closed.Load(), unanswered.Load(), f, be)
 	if n := errs.Load(); n > 0 {
 		t.Fatalf("%d of %d requests failed; first: %v", n, clients*each, firstErr.Load())
+	}
+	p.healthy(t)
+}
+
+// TestResetsWhileSplicing: with splice on, servers reset in the middle of
+// 4 MiB bodies (http) and streams (tcp), 10 times each: every client gets
+// an exact prefix and a close, and no pipe or fd is left behind.
+func TestResetsWhileSplicing(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	body := pattern(4 << 20)
+	half := 2<<20 + 12345
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4194304\r\n\r\n")
+		c.Write(body[:half])
+		rst(c)
+		return false
+	})
+	tport, _ := listen(t, func(c net.Conn) {
+		c.Write(body[:half])
+		rst(c)
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	p.backend("tweb", "tcp", nil, srv{"t1", tport})
+	fp := p.frontend("pub", "http", "web", map[string]any{"splice": "on"})
+	tp := p.frontend("tpub", "tcp", "tweb", map[string]any{"splice": "on"})
+	base := p.openFDs(t)
+	for i := 0; i < 10; i++ {
+		c := dial(t, fp)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("http %d: %v %v", i, resp, err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		if err == nil || len(got) > half || !bytes.Equal(got, body[:len(got)]) {
+			t.Fatalf("http %d: %d bytes, %v; want a strict prefix of %d and an error", i, len(got), err, half)
+		}
+		c.Close()
+		tc := dial(t, tp)
+		got, _ = io.ReadAll(tc)
+		if len(got) > half || !bytes.Equal(got, body[:len(got)]) {
+			t.Fatalf("tcp %d: %d bytes, not a prefix", i, len(got))
+		}
+		tc.Close()
+	}
+	var act []struct {
+		PipesUsed   int   `json:"pipes_used"`
+		SpliceBytes int64 `json:"splice_bytes"`
+	}
+	waitFor(t, 5*time.Second, "pipes back in the pool and fds back", func() bool {
+		if err := json.Unmarshal(p.must("GET", "/api/v1/activity", nil), &act); err != nil {
+			t.Fatal(err)
+		}
+		used := 0
+		for _, a := range act {
+			used += a.PipesUsed
+		}
+		return used == 0 && p.openFDs(t) <= base+2*len(act)*4
+	})
+	var spliced int64
+	for _, a := range act {
+		spliced += a.SpliceBytes
+	}
+	t.Logf("%d bytes spliced, %d fds (%d before)", spliced, p.openFDs(t), base)
+	if spliced == 0 {
+		t.Fatal("nothing went through splice")
 	}
 	p.healthy(t)
 }
