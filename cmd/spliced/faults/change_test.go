@@ -19,6 +19,7 @@ import (
 // loadStats are what the load saw since the last reset.
 type loadStats struct {
 	reqs, errs, wrong atomic.Int64
+	total             atomic.Int64 // successes since the start, never reset
 	mu                sync.Mutex
 	first             []string         // the first errors, for the log
 	by                map[string]int64 // http answers by server name
@@ -26,6 +27,7 @@ type loadStats struct {
 
 func (s *loadStats) ok(name string) {
 	s.reqs.Add(1)
+	s.total.Add(1)
 	s.mu.Lock()
 	if s.by == nil {
 		s.by = map[string]int64{}
@@ -275,6 +277,11 @@ func TestRuntimeChangesUnderLoad(t *testing.T) {
 	}
 	f, be := p.stats("pub", "web")
 	t.Logf("counters: frontend %v; backend %v", f, be)
+	// every answer the clients got is counted, whatever loop (old, new,
+	// removed, added) served it
+	if ok := hs.total.Load(); f.Status["2xx"] < ok || be.Status["2xx"] < ok {
+		t.Errorf("the clients got %d answers 200, the counters say frontend %d, backend %d", ok, f.Status["2xx"], be.Status["2xx"])
+	}
 	p.healthy(t)
 }
 
