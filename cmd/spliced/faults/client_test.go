@@ -218,3 +218,25 @@ func TestClientTimeoutBoundsANonReadingClient(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestIdleKeepAliveClosesSilently: a kept-alive connection silent for
+// http_keep_alive_ms after its response is closed without a byte (no 408:
+// the client sent nothing it waits an answer for).
+func TestIdleKeepAliveClosesSilently(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.backend("web", "http", nil, named(t, "a"))
+	fp := p.frontend("pub", "http", "web", map[string]any{"timeouts": map[string]any{"http_keep_alive_ms": 300, "http_request_ms": 3000}})
+	c := dial(t, fp)
+	br := bufio.NewReader(c)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	if resp, _, err := readResp(br, "GET"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("request: %v %v", resp, err)
+	}
+	t0 := time.Now()
+	closedAfter(t, c, br, 3*time.Second)
+	if el := time.Since(t0); el < 250*time.Millisecond || el > 2*time.Second {
+		t.Fatalf("closed %v after the response, want about http_keep_alive_ms (300 ms)", el)
+	}
+	p.healthy(t)
+}
