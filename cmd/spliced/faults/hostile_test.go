@@ -984,3 +984,109 @@ func TestPipelineFlood(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestServerDiesUnderLoad: one of two servers dies (its listener and
+// every connection closed) while keep-alive clients run: requests sent
+// after it died go to the other one (a refused connect is retried on
+// another server, a dead pooled connection is dropped or replayed).
+func TestServerDiesUnderLoad(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	var dead atomic.Bool
+	lnA, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var connsA []net.Conn
+	go func() {
+		for {
+			c, err := lnA.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			connsA = append(connsA, c)
+			mu.Unlock()
+			go func() {
+				br := bufio.NewReader(c)
+				for {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, r.Body)
+					if _, err := io.WriteString(c, okResp("a")); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	kill := func() {
+		dead.Store(true)
+		lnA.Close()
+		mu.Lock()
+		for _, c := range connsA {
+			rst(c)
+		}
+		mu.Unlock()
+	}
+	t.Cleanup(kill)
+	p.backend("web", "http", map[string]any{"server_ms": 2000}, srv{"a", lnA.Addr().(*net.TCPAddr).Port}, named(t, "b"))
+	fp := p.frontend("pub", "http", "web", nil)
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	var before, after, errsAfter, fromA atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				sentAfter := dead.Load()
+				resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(fp) + "/")
+				var b []byte
+				if err == nil {
+					b, _ = io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				switch {
+				case !sentAfter:
+					before.Add(1)
+				case err != nil:
+					errsAfter.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				default:
+					after.Add(1)
+					if string(b) == "a" {
+						fromA.Add(1)
+					}
+				}
+			}
+		}()
+	}
+	waitFor(t, 5*time.Second, "load before the death", func() bool { return before.Load() > 300 })
+	kill()
+	waitFor(t, 10*time.Second, "load after the death", func() bool { return after.Load()+errsAfter.Load() > 500 })
+	close(stop)
+	wg.Wait()
+	t.Logf("after the death: %d ok (%d from the dead server), %d errors (first: %v)", after.Load(), fromA.Load(), errsAfter.Load(), firstErr.Load())
+	_, be := p.stats("pub", "web")
+	t.Logf("backend %v", be)
+	if errsAfter.Load() > 0 || fromA.Load() > 0 {
+		t.Fatalf("%d errors, %d answers from the dead server after it died", errsAfter.Load(), fromA.Load())
+	}
+	p.healthy(t)
+}
