@@ -145,3 +145,58 @@ func TestSIGTERM(t *testing.T) {
 		}
 	})
 }
+
+// TestUpgradedConnectionsOnStopAndReset: an upgraded (WebSocket-style)
+// connection is a tunnel: it keeps working during the grace of a SIGTERM
+// and is closed when the grace ends; one whose server resets is closed.
+func TestUpgradedConnectionsOnStopAndReset(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"grace_ms": 1500})
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		if r.URL.Path == "/reset" {
+			rst(c)
+			return false
+		}
+		io.Copy(c, c)
+		return false
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	upgrade := func(path string) (net.Conn, *bufio.Reader) {
+		c := dial(t, fp)
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+		if err != nil || resp.StatusCode != 101 {
+			t.Fatalf("upgrade: %v %v", resp, err)
+		}
+		return c, br
+	}
+	echo := func(c net.Conn, br *bufio.Reader, msg string) error {
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		io.WriteString(c, msg)
+		b := make([]byte, len(msg))
+		_, err := io.ReadFull(br, b)
+		return err
+	}
+	rc, rbr := upgrade("/reset")
+	closedAfter(t, rc, rbr, 3*time.Second)
+
+	c, br := upgrade("/ws")
+	if err := echo(c, br, "before"); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := echo(c, br, "during the grace"); err != nil {
+		t.Fatalf("upgraded connection during the grace: %v", err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	io.ReadAll(br)
+	if el := time.Since(t0); el < 1400*time.Millisecond || el > 3*time.Second {
+		t.Fatalf("upgraded connection closed %v after SIGTERM, want at grace_ms (1.5 s)", el)
+	}
+	p.waitExit(t, 3*time.Second)
+}
