@@ -1090,3 +1090,65 @@ func TestServerDiesUnderLoad(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestMaxconnSlotsAcrossChanges: slots are neither lost nor doubled by
+// changes: with frontend maxconn 3 and 3 tunnels open, nbthread goes
+// 2 -> 1 -> 2, the global maxconn is lowered under the count and raised
+// again, the frontend's maxconn is changed and set back; once the tunnels
+// are closed, 3 new ones are served at once and a 4th waits.
+func TestMaxconnSlotsAcrossChanges(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 2, "grace_ms": 20000})
+	port, _ := listen(t, func(c net.Conn) { c.Write([]byte("g")); io.Copy(io.Discard, c); c.Close() })
+	p.backend("web", "tcp", nil, srv{"s1", port})
+	fp := p.frontend("pub", "tcp", "web", map[string]any{"maxconn": 3})
+	greeted := func(c net.Conn, d time.Duration) bool {
+		c.SetReadDeadline(time.Now().Add(d))
+		_, err := io.ReadFull(c, make([]byte, 1))
+		return err == nil
+	}
+	open := func(n int) []net.Conn {
+		var cs []net.Conn
+		for i := 0; i < n; i++ {
+			cs = append(cs, dial(t, fp))
+		}
+		return cs
+	}
+	cs := open(3)
+	for i, c := range cs {
+		if !greeted(c, 3*time.Second) {
+			t.Fatalf("tunnel %d of 3 not served", i)
+		}
+	}
+	for _, ch := range []map[string]any{{"nbthread": 1}, {"nbthread": 2}, {"maxconn": 2}, {"maxconn": 0}} {
+		p.must("PATCH", "/api/v1/tuning", ch)
+	}
+	p.must("PATCH", "/api/v1/frontends/pub", map[string]any{"maxconn": 5})
+	p.must("PATCH", "/api/v1/frontends/pub", map[string]any{"maxconn": 3})
+	for _, c := range cs {
+		c.Close()
+	}
+	waitFor(t, 5*time.Second, "the tunnels to end", func() bool {
+		f, _ := p.stats("pub", "")
+		return f.ConnCur == 0
+	})
+	cs = open(4)
+	served := 0
+	for _, c := range cs[:3] {
+		if greeted(c, 3*time.Second) {
+			served++
+		}
+	}
+	if served != 3 {
+		t.Fatalf("%d of 3 new tunnels served after the changes: a slot was lost", served)
+	}
+	if greeted(cs[3], 300*time.Millisecond) {
+		t.Fatal("a 4th tunnel served with frontend maxconn 3: a slot was given twice")
+	}
+	cs[0].Close()
+	if !greeted(cs[3], 3*time.Second) {
+		t.Fatal("the 4th tunnel not served once a slot was free")
+	}
+	p.healthy(t)
+}
