@@ -60,7 +60,7 @@ func TestLowFdLimitDerivesAFittingMaxconnAndWarns(t *testing.T) {
 			in.MustDo(200, "GET", "/api/v1/info", nil).JSON(t, &info)
 			// No bind yet: the loops and the reserve are the fixed fds.
 			want := config.NewFdBudget(&config.Config{}, info.Nbthread).Maxconn(1024)
-			if info.Maxconn != want || want < 300 {
+			if info.Maxconn != want || want < 250 {
 				t.Fatalf("maxconn %d with a 1024 fd limit, want %d", info.Maxconn, want)
 			}
 			var h struct {

@@ -202,6 +202,12 @@ func TestClientTimeoutBoundsANonReadingClient(t *testing.T) {
 			// the client cannot see a close behind the data it does not
 			// read: watch the frontend's current connections instead
 			fe := map[string]string{"http": "pub", "tcp": "tpub"}[tc.name]
+			// the stats are a snapshot: see the connection open first,
+			// or a snapshot taken before the accept reads as "closed"
+			waitFor(t, 6*time.Second, "the proxy to count the client", func() bool {
+				f, _ := p.stats(fe, "")
+				return f.ConnTotal == 1
+			})
 			waitFor(t, 6*time.Second, "the proxy to close the client", func() bool {
 				f, _ := p.stats(fe, "")
 				return f.ConnCur == 0
