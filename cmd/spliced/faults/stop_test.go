@@ -4,6 +4,7 @@ package faults
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -199,4 +200,60 @@ func TestUpgradedConnectionsOnStopAndReset(t *testing.T) {
 		t.Fatalf("upgraded connection closed %v after SIGTERM, want at grace_ms (1.5 s)", el)
 	}
 	p.waitExit(t, 3*time.Second)
+}
+
+// TestRemovedLoopKeepsTunnelsForTheGrace: nbthread 2 -> 1 with grace_ms
+// 1500 and 8 tcp tunnels spread over both loops: every tunnel works for
+// the first second; after the grace, those of the removed loop are closed
+// and the others still work.
+func TestRemovedLoopKeepsTunnelsForTheGrace(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 2, "grace_ms": 1500, "distribution": "round-robin"})
+	echo, _ := listen(t, func(c net.Conn) { io.Copy(c, c); c.Close() })
+	p.backend("tweb", "tcp", map[string]any{"tunnel_ms": 30000}, srv{"t1", echo})
+	tp := p.frontend("tpub", "tcp", "tweb", nil)
+	var tuns []net.Conn
+	for i := 0; i < 8; i++ {
+		tuns = append(tuns, dial(t, tp))
+	}
+	works := func(c net.Conn) bool {
+		c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := io.WriteString(c, "p"); err != nil {
+			return false
+		}
+		_, err := io.ReadFull(c, make([]byte, 1))
+		return err == nil
+	}
+	for i, c := range tuns {
+		if !works(c) {
+			t.Fatalf("tunnel %d before the change", i)
+		}
+	}
+	t0 := time.Now()
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 1})
+	waitFor(t, 2*time.Second, "a second into the grace", func() bool { return time.Since(t0) > time.Second })
+	for i, c := range tuns {
+		if !works(c) {
+			t.Fatalf("tunnel %d closed %v into a 1.5 s grace", i, time.Since(t0))
+		}
+	}
+	waitFor(t, 5*time.Second, "the grace to end", func() bool {
+		var cm struct {
+			Loops []struct{ State string } `json:"loops"`
+		}
+		json.Unmarshal(p.must("GET", "/api/v1/cpu-map", nil), &cm)
+		return len(cm.Loops) == 1
+	})
+	alive := 0
+	for _, c := range tuns {
+		if works(c) {
+			alive++
+		}
+	}
+	t.Logf("%d of 8 tunnels alive after the removed loop's grace (%v)", alive, time.Since(t0))
+	if alive == 0 || alive == 8 {
+		t.Fatalf("%d of 8 tunnels alive: want those of the kept loop only", alive)
+	}
+	p.healthy(t)
 }
