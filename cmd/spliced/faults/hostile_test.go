@@ -1152,3 +1152,39 @@ func TestMaxconnSlotsAcrossChanges(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestBackendDeletedDuringARequest: while a request waits at a server of
+// backend "two", the routes stop naming it and it is deleted: the request
+// finishes there, the next one on the same connection goes to "one".
+func TestBackendDeletedDuringARequest(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	atTwo := make(chan struct{}, 1)
+	release := make(chan struct{})
+	twoPort, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		atTwo <- struct{}{}
+		<-release
+		_, err := io.WriteString(c, okResp("two"))
+		return err == nil
+	})
+	p.backend("one", "http", nil, named(t, "one"))
+	p.backend("two", "http", map[string]any{"server_ms": 5000}, srv{"s1", twoPort})
+	fp := p.frontend("pub", "http", "one", map[string]any{"routes": []map[string]any{{"path_prefix": "/x", "backend": "two"}}})
+	c := dial(t, fp)
+	io.WriteString(c, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+	<-atTwo
+	p.must("PATCH", "/api/v1/frontends/pub", map[string]any{"routes": []map[string]any{}})
+	p.must("DELETE", "/api/v1/backends/two", nil)
+	close(release)
+	br := bufio.NewReader(c)
+	resp, b, err := readResp(br, "GET")
+	if err != nil || resp.StatusCode != 200 || string(b) != "two" {
+		t.Fatalf("the request in flight: %v %q %v; want 200 two", resp, b, err)
+	}
+	io.WriteString(c, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+	resp, b, err = readResp(br, "GET")
+	if err != nil || resp.StatusCode != 200 || string(b) != "one" {
+		t.Fatalf("the next request: %v %q %v; want 200 one", resp, b, err)
+	}
+	p.healthy(t)
+}
