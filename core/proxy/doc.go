@@ -238,6 +238,11 @@
 // malformed body sent in one piece never reaches a server). A
 // Content-Length body is counted down; once at least 64 KiB of it remain
 // and the frontend's splice is not off, the rest moves through a pipe.
+// While bytes of a Content-Length body are still to come, the head and
+// the body go out with MSG_MORE (SPLICE_F_MORE from a pipe), as HAProxy
+// does while to_forward > 0, so TCP sends whole segments rather than one
+// short segment per write; when the source runs dry the held segment is
+// pushed at once (pushFrames), so a slow server delays nothing it sent.
 // Bodies are never buffered whole: backpressure works as in tcp mode.
 //
 // Expect: 100-continue is forwarded to the server and its 100 relayed

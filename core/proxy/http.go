@@ -786,14 +786,30 @@ func (c *httpConn) putRout() {
 // flushTo writes b to s until it is empty or s would block; false on an
 // I/O error.
 func (c *httpConn) flushTo(s *Side, b *Buffer) bool {
+	// A head followed by a Content-Length body goes with MSG_MORE, to
+	// share its segment with the body (relay pushes when the source runs
+	// dry).
+	var next *body
+	if c.phase == phExchange {
+		switch {
+		case b == c.rout && c.respHead && !c.upgrade:
+			next = &c.respBody
+		case b == c.qout && !c.reqHeadSent:
+			next = &c.reqBody
+		}
+	}
 	for b.Len() > 0 {
-		n, e := send(s.FD.Fd, b.Data())
+		more := next.more()
+		n, e := sendMore(s.FD.Fd, b.Data(), more)
 		if e == unix.EAGAIN || (e == 0 && n == 0) {
 			s.FD.Ready &^= evOut
 			return true
 		}
 		if e != 0 {
 			return false
+		}
+		if more {
+			next.corked = true
 		}
 		b.Consumed(n)
 		c.moved = true

@@ -23,11 +23,15 @@ type body struct {
 	broken   bool  // the destination failed: stop relaying
 	pipe     *Pipe // splice relay of a long Content-Length body
 	noSplice bool
-	total    int64 // bytes relayed
+	// corked: bytes went to the destination with MSG_MORE (more), so its
+	// socket may hold a partial segment back; pushFrames sends it when
+	// the source runs dry.
+	corked bool
+	total  int64 // bytes relayed
 }
 
 func (b *body) start(kind http1.Body, cl, maxBody int64) {
-	b.kind, b.left, b.ok, b.eof, b.broken, b.total = kind, 0, 0, false, false, 0
+	b.kind, b.left, b.ok, b.eof, b.broken, b.total, b.corked = kind, 0, 0, false, false, 0, false
 	switch kind {
 	case http1.BodyLength:
 		b.left = cl
@@ -66,6 +70,22 @@ func (b *body) frame(p []byte) int {
 	}
 	return 0
 }
+
+// more: bytes of the body are still to come from the source, so what is
+// sent now is not the end of the message. Writes then carry MSG_MORE
+// (SPLICE_F_MORE), as HAProxy does while a known length is left to
+// forward (to_forward): TCP fills whole segments instead of pushing one
+// short segment per write. On loopback (MSS 64 KiB) every pipe flush
+// (at most 16 pages) and the head were otherwise a short segment, and a
+// short segment gives the receiver no RTT sample (tcp_rcv_rtt_measure_ts
+// wants at least rcv_mss): its receive-buffer autotuning was left with the
+// microsecond samples of ACK-clocked bursts, its window stayed at ~400 KB
+// (5-9 MB with HAProxy or with spliced's buffered copy, which is slower
+// to fill it), and the proxy's socket queued tens of MB unsent, which the
+// kernel then transmitted from the client's own ACK processing, on the
+// client's CPU. Only Content-Length bodies: the end of a chunked or
+// until-close body is not known in advance.
+func (b *body) more() bool { return b != nil && b.kind == http1.BodyLength && b.left > 0 }
 
 // complete: every byte of the body was relayed.
 func (b *body) complete() bool {
@@ -112,6 +132,15 @@ func (b *body) coalesce(in, out *Buffer) int {
 	return 0
 }
 
+// pending: framed bytes not sent yet (buffer or pipe).
+func (b *body) pending() int {
+	n := b.ok
+	if b.pipe != nil {
+		n += b.pipe.Data
+	}
+	return n
+}
+
 func (b *body) release(w *Worker) {
 	if b.pipe != nil {
 		w.Pipes.Put(b.pipe)
@@ -139,7 +168,8 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 			if !dst.canSend() {
 				break
 			}
-			n, e := splice(p.r, dst.FD.Fd, p.Data)
+			more := b.more()
+			n, e := spliceMore(p.r, dst.FD.Fd, p.Data, more)
 			if e == unix.EAGAIN || (e == 0 && n == 0) {
 				dst.FD.Ready &^= evOut
 				break
@@ -148,6 +178,7 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 				res = relDst
 				break
 			}
+			b.corked = more
 			p.Data -= n
 			b.total += int64(n)
 			c.moved = true
@@ -165,7 +196,8 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 			if !dst.canSend() {
 				break
 			}
-			n, e := send(dst.FD.Fd, in.Data()[:b.ok])
+			more := b.more()
+			n, e := sendMore(dst.FD.Fd, in.Data()[:b.ok], more)
 			if e == unix.EAGAIN || (e == 0 && n == 0) {
 				dst.FD.Ready &^= evOut
 				break
@@ -174,6 +206,7 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 				res = relDst
 				break
 			}
+			b.corked = more
 			in.Consumed(n)
 			b.ok -= n
 			b.total += int64(n)
@@ -263,6 +296,14 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 		break
 	}
 	c.budget = budget
+	if b.corked && res == 0 && !src.canRecv() && b.pending() == 0 {
+		// The source ran dry with everything handed to dst: send the
+		// segment MSG_MORE held back now rather than when the next bytes
+		// come (a slow server must not delay what it sent). When dst
+		// blocked instead, bytes are in flight and their ACK pushes it.
+		pushFrames(dst.FD.Fd)
+		b.corked = false
+	}
 	if in := *pin; in != nil && in.Len() == 0 {
 		w.Bufs.Put(in)
 		*pin = nil

@@ -34,10 +34,18 @@ func recv(fd int, p []byte) (int, unix.Errno) {
 
 // send writes p with MSG_NOSIGNAL: a peer that went away must give EPIPE, not
 // a SIGPIPE delivered to the loop thread.
-func send(fd int, p []byte) (int, unix.Errno) {
+func send(fd int, p []byte) (int, unix.Errno) { return sendMore(fd, p, false) }
+
+// sendMore is send with MSG_MORE when more is true: more bytes follow at
+// once, so TCP keeps a partial last segment to fill it (see pushFrames).
+func sendMore(fd int, p []byte, more bool) (int, unix.Errno) {
+	fl := uintptr(unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT)
+	if more {
+		fl |= unix.MSG_MORE
+	}
 	for {
 		n, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)),
-			unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT, 0, 0)
+			fl, 0, 0)
 		if e == unix.EINTR {
 			continue
 		}
@@ -52,10 +60,17 @@ func send(fd int, p []byte) (int, unix.Errno) {
 // copying through user space. SPLICE_F_MOVE asks the kernel to move pages
 // rather than copy them; SPLICE_F_NONBLOCK makes the pipe end non-blocking
 // whatever the pipe's own flags (the socket end is non-blocking already).
-func splice(rfd, wfd, n int) (int, unix.Errno) {
+func splice(rfd, wfd, n int) (int, unix.Errno) { return spliceMore(rfd, wfd, n, false) }
+
+// spliceMore is splice with SPLICE_F_MORE when more is true: for a socket
+// destination it is MSG_MORE (sendMore).
+func spliceMore(rfd, wfd, n int, more bool) (int, unix.Errno) {
+	fl := uintptr(unix.SPLICE_F_MOVE | unix.SPLICE_F_NONBLOCK)
+	if more {
+		fl |= unix.SPLICE_F_MORE
+	}
 	for {
-		r, _, e := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(rfd), 0, uintptr(wfd), 0, uintptr(n),
-			unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		r, _, e := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(rfd), 0, uintptr(wfd), 0, uintptr(n), fl)
 		if e == unix.EINTR {
 			continue
 		}
@@ -125,6 +140,11 @@ func setNoDelay(fd int) {
 	_, _, _ = unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY,
 		uintptr(unsafe.Pointer(&one)), 4, 0)
 }
+
+// pushFrames sends at once what MSG_MORE left in fd's send queue: setting
+// TCP_NODELAY (already set) pushes the pending frames (tcp(7)). Errors are
+// ignored as in setNoDelay.
+func pushFrames(fd int) { setNoDelay(fd) }
 
 // sockError reads and clears SO_ERROR, the outcome of a non-blocking connect.
 func sockError(fd int) unix.Errno {
