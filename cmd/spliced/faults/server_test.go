@@ -554,3 +554,28 @@ func TestResetsWhileSplicing(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestCloseDelimitedResponse: a response framed by the server's close
+// (no Content-Length, not chunked) reaches a keep-alive client whole,
+// marked Connection: close, and the client connection closes after it.
+func TestCloseDelimitedResponse(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	body := pattern(300 << 10)
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\n\r\n")
+		c.Write(body)
+		return false
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	c := dial(t, fp)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, b, err := readResp(br, "GET")
+	if err != nil || resp.StatusCode != 200 || !bytes.Equal(b, body) || !resp.Close {
+		t.Fatalf("got %v, %d bytes, %v; want 200, the whole body, Connection: close", resp, len(b), err)
+	}
+	closedAfter(t, c, br, 2*time.Second)
+	p.healthy(t)
+}
