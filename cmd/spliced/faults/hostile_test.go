@@ -1409,3 +1409,105 @@ func TestBodiesIntactUnderConcurrency(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestPausedBodiesAreNotHeldBack: bytes a peer sent before pausing reach
+// the other side at once, whatever the relay does to build full segments
+// (MSG_MORE while a Content-Length body has bytes to come): the response
+// head alone, part of a response body, part of a request body — each with
+// the sender waiting until the receiver saw them, over splice off, auto
+// and on. A held-back write shows as the receiver's 1 s deadline passing.
+func TestPausedBodiesAreNotHeldBack(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	sawHead := make(chan struct{}, 1)
+	sawPart := make(chan struct{}, 1)
+	gotUpload := make(chan struct{}, 1)
+	wait := func(ch chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		case <-time.After(3 * time.Second):
+			return false
+		}
+	}
+	part := pattern(100 << 10)
+	port, _ := listen(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		switch r.URL.Path {
+		case "/head":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n")
+			wait(sawHead)
+			io.WriteString(c, "tail")
+		case "/part":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(2*len(part))+"\r\n\r\n")
+			c.Write(part)
+			wait(sawPart)
+			c.Write(part)
+		case "/upload":
+			// read the part of the body that was sent, then answer
+			if _, err := io.ReadFull(r.Body, make([]byte, len(part))); err != nil {
+				return
+			}
+			gotUpload <- struct{}{}
+			io.Copy(io.Discard, r.Body)
+			io.WriteString(c, okResp("up"))
+		}
+	})
+	p.backend("web", "http", map[string]any{"server_ms": 5000}, srv{"s1", port})
+	for _, mode := range []string{"off", "auto", "on"} {
+		fp := p.frontend("f"+mode, "http", "web", map[string]any{"splice": mode})
+		t.Run(mode, func(t *testing.T) {
+			c := dial(t, fp)
+			t0 := time.Now()
+			io.WriteString(c, "GET /head HTTP/1.1\r\nHost: a\r\n\r\n")
+			br := bufio.NewReader(c)
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+			if err != nil {
+				t.Fatalf("the head, sent alone before a pause: %v", err)
+			}
+			t.Logf("head alone in %v", time.Since(t0))
+			sawHead <- struct{}{}
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "tail" {
+				t.Fatalf("body after the pause: %q %v", b, err)
+			}
+
+			c = dial(t, fp)
+			io.WriteString(c, "GET /part HTTP/1.1\r\nHost: a\r\n\r\n")
+			br = bufio.NewReader(c)
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			resp, err = http.ReadResponse(br, &http.Request{Method: "GET"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len(part))
+			if _, err := io.ReadFull(resp.Body, got); err != nil || !bytes.Equal(got, part) {
+				t.Fatalf("the half of a body sent before a pause: %v", err)
+			}
+			sawPart <- struct{}{}
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if b, err := io.ReadAll(resp.Body); err != nil || len(b) != len(part) {
+				t.Fatalf("the second half: %d bytes, %v", len(b), err)
+			}
+
+			c = dial(t, fp)
+			io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: "+strconv.Itoa(2*len(part))+"\r\n\r\n")
+			c.Write(part)
+			if !wait(gotUpload) {
+				t.Fatal("the half of an upload sent before a pause did not reach the server in 3 s")
+			}
+			c.Write(part)
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if resp, b, err := readResp(bufio.NewReader(c), "POST"); err != nil || resp.StatusCode != 200 || string(b) != "up" {
+				t.Fatalf("upload answer: %v %q %v", resp, b, err)
+			}
+		})
+	}
+	p.healthy(t)
+}
