@@ -1511,3 +1511,40 @@ func TestPausedBodiesAreNotHeldBack(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestBodilessAnswersWithContentLength: HEAD, 304 and 204 answers carry a
+// Content-Length but no body: nothing is to come, so nothing may wait for
+// it. The server keeps its connection open after each; the client gets
+// every head at once and the keep-alive connection goes on.
+func TestBodilessAnswersWithContentLength(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		var err error
+		switch r.URL.Path {
+		case "/304":
+			_, err = io.WriteString(c, "HTTP/1.1 304 Not Modified\r\nContent-Length: 100000\r\n\r\n")
+		case "/204":
+			_, err = io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+		default:
+			_, err = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+		}
+		return err == nil
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	for _, mode := range []string{"off", "on"} {
+		fp := p.frontend("f"+mode, "http", "web", map[string]any{"splice": mode})
+		c := dial(t, fp)
+		br := bufio.NewReader(c)
+		for _, r := range []struct{ method, path string }{{"HEAD", "/"}, {"GET", "/304"}, {"GET", "/204"}, {"HEAD", "/"}} {
+			t0 := time.Now()
+			io.WriteString(c, r.method+" "+r.path+" HTTP/1.1\r\nHost: a\r\n\r\n")
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			resp, b, err := readResp(br, r.method)
+			if err != nil || len(b) != 0 {
+				t.Fatalf("splice %s, %s %s: %v %q %v after %v", mode, r.method, r.path, resp, b, err, time.Since(t0))
+			}
+		}
+	}
+	p.healthy(t)
+}
