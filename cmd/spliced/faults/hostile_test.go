@@ -1548,3 +1548,58 @@ func TestBodilessAnswersWithContentLength(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestExpectContinueRefused: a client that sent Expect: 100-continue and
+// waits; the server refuses at once (417) without reading the body and
+// keeps its connection. The client gets the 417 with Connection: close and
+// a close: its body, if it sent one now, would not be taken for a request.
+func TestExpectContinueRefused(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	var paths []string
+	var mu sync.Mutex
+	port, _ := listen(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			paths = append(paths, r.URL.Path)
+			mu.Unlock()
+			if r.Header.Get("Expect") != "" {
+				io.WriteString(c, "HTTP/1.1 417 Expectation Failed\r\nContent-Length: 0\r\n\r\n")
+				// a careless server: it neither reads the body nor closes
+				continue
+			}
+			io.WriteString(c, okResp(r.URL.Path))
+		}
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	c := dial(t, fp)
+	io.WriteString(c, "POST /up HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 33\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, _, err := readResp(br, "POST")
+	if err != nil || resp.StatusCode != 417 {
+		t.Fatalf("got %v %v; want 417", resp, err)
+	}
+	// the client sends its body anyway (RFC 9110 lets it): a request inside
+	io.WriteString(c, "GET /inside HTTP/1.1\r\nHost: a\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	rest, _ := io.ReadAll(br)
+	if strings.Contains(string(rest), "/inside") {
+		t.Fatalf("the body of a refused request was answered as a request: %q", rest)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, pth := range paths {
+		if pth == "/inside" {
+			t.Fatalf("the body of a refused request reached the server as a request: %v", paths)
+		}
+	}
+	t.Logf("417 with Connection: close: %v; after it: %q", resp.Close, rest)
+	p.healthy(t)
+}
