@@ -21,6 +21,10 @@
 #   HAPROXY_SPLICE    HAProxy's splice for the 1m row: force (default:
 #                     option splice-request + splice-response, the match of
 #                     spliced's splice "on") or auto (option splice-auto)
+#
+# The http 1m row runs spliced three times, with splice on ("spliced"),
+# auto ("spliced-auto") and off ("spliced-off"), interleaved with the
+# other proxies in every repetition, so that one run compares the three.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,6 +53,16 @@ HAPROXY_SPLICE=${HAPROXY_SPLICE:-force}
 # Proxies that can run in each mode, in table order.
 TCP_PROXIES="spliced haproxy nginx baseline"
 HTTP_PROXIES="spliced haproxy nginx caddy"
+# candidates MODE ROW: the proxies of a table; spliced-auto and spliced-off
+# are spliced with splice auto and off (the http 1m row compares them with
+# splice on).
+candidates() {
+	case $1 in
+	tcp) echo "$TCP_PROXIES" ;;
+	http) [[ $2 == 1m ]] && echo "spliced spliced-auto spliced-off haproxy nginx caddy" || echo "$HTTP_PROXIES" ;;
+	*) die "unknown mode $1" ;;
+	esac
+}
 
 # ---------------------------------------------------------------- processes
 # Every process this script starts is recorded in PIDS; the EXIT trap stops
@@ -443,8 +457,9 @@ api() {
 	fi
 }
 
+# start_spliced MODE ROW PORT [SPLICE]: SPLICE overrides splice_for ROW.
 start_spliced() {
-	local mode=$1 row=$2 port=$3 d=$TMP/$RUN_NAME i
+	local mode=$1 row=$2 port=$3 splice=${4:-$(splice_for "$2")} d=$TMP/$RUN_NAME i
 	[[ -x $SPLICED_BIN ]] || { FAIL_REASON="$SPLICED_BIN not built (make build)"; return 1; }
 	mkdir -p "$d/state"
 	next_port
@@ -466,7 +481,7 @@ start_spliced() {
 	api "$admin" POST /api/v1/backends "{\"name\":\"origin\",\"mode\":\"$mode\",\"balance\":\"roundrobin\",
 		\"servers\":[{\"name\":\"o1\",\"address\":\"127.0.0.1\",\"port\":$ORIGIN_PORT}]}" || return 1
 	api "$admin" POST /api/v1/frontends "{\"name\":\"bench\",\"mode\":\"$mode\",\"default_backend\":\"origin\",
-		\"splice\":\"$(splice_for "$row")\",\"maxconn\":$MAXCONN,$http_opts
+		\"splice\":\"$splice\",\"maxconn\":$MAXCONN,$http_opts
 		\"binds\":[{\"name\":\"b1\",\"address\":\"127.0.0.1\",\"port\":$port}]}" || return 1
 }
 
@@ -486,7 +501,10 @@ run_one() {
 	port=$PORT
 	FAIL_REASON=""
 	PROXY_PID=""
-	if ! "start_$proxy" "$mode" "$row" "$port"; then
+	# spliced-auto, spliced-off: start_spliced with that splice mode.
+	local starter=(start_${proxy%%-*} "$mode" "$row" "$port")
+	[[ $proxy == *-* ]] && starter+=("${proxy#*-}")
+	if ! "${starter[@]}"; then
 		"$BT" fail "${id[@]}" -reason "${FAIL_REASON:-start failed}"
 		log "    $proxy $mode/$row #$rep: n/a: ${FAIL_REASON:-start failed}"
 		[[ -n $PROXY_PID ]] && stop_pid "$PROXY_PID"
@@ -564,16 +582,11 @@ log "bench: ${BENCH_SECONDS}s per run, ${BENCH_REPEAT} repeat(s), modes: $BENCH_
 log "bench: proxies on CPU $BENCH_PROXY_CPU (one thread), wrk -t1 and origin on CPU $BENCH_LOAD_CPU"
 for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 	for mode in $BENCH_MODES; do
-		case $mode in
-		tcp) candidates=$TCP_PROXIES ;;
-		http) candidates=$HTTP_PROXIES ;;
-		*) die "unknown mode $mode" ;;
-		esac
 		for row in $BENCH_ROWS; do
 			case $row in ka | close | 1m | idle) ;; apply) continue ;; *) die "unknown row $row" ;; esac
 			log "bench: [$rep/$BENCH_REPEAT] $mode/$row"
-			for proxy in $candidates; do
-				[[ " $BENCH_PROXIES " == *" $proxy "* ]] || continue
+			for proxy in $(candidates "$mode" "$row"); do
+				[[ " $BENCH_PROXIES " == *" ${proxy%%-*} "* ]] || continue
 				kill -0 "$ORIGIN_PID" 2>/dev/null || die "origin nginx died"
 				run_one "$mode" "$row" "$proxy" "$rep"
 			done

@@ -230,3 +230,18 @@ func TestCPUBusyTicksSkipsIdleAndIOWait(t *testing.T) {
 		}
 	}
 }
+
+func TestSpliceNoteComparesSplicedModesToOff(t *testing.T) {
+	ss := []Summary{
+		{Proxy: "spliced", Valid: 3, Metrics: Metrics{ReqPerSec: 990}},
+		{Proxy: "spliced-auto", Valid: 3, Metrics: Metrics{ReqPerSec: 950}},
+		{Proxy: "spliced-off", Valid: 3, Metrics: Metrics{ReqPerSec: 1000}},
+		{Proxy: "haproxy", Valid: 3, Metrics: Metrics{ReqPerSec: 1200}},
+	}
+	if got, want := spliceNote(ss), "spliced req/s ÷ splice off: auto 0.95× on 0.99×"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if got := spliceNote(ss[:2]); got != "" {
+		t.Fatalf("no spliced-off: got %q, want nothing", got)
+	}
+}

@@ -36,7 +36,7 @@ func rowTitle(row string) string {
 	case "close":
 		return "new connection per request (Connection: close), 64 B objects"
 	case "1m":
-		return "1 MiB objects, keep-alive, splice on where the proxy has it"
+		return "1 MiB objects, keep-alive, splice on where the proxy has it (spliced-auto, spliced-off: splice auto, off)"
 	case "idle":
 		return "memory per idle keep-alive client connection"
 	}
@@ -303,8 +303,34 @@ func printTables(w io.Writer, ss []Summary, reps int) {
 			}
 		}
 		tw.Flush()
+		if note := spliceNote(ss[i:j]); note != "" {
+			fmt.Fprintln(w, note)
+		}
 		i = j
 	}
+}
+
+// spliceNote compares spliced's req/s with splice on ("spliced") and auto
+// ("spliced-auto") to splice off ("spliced-off") in one table: the split
+// run.sh makes on the http 1m row. Empty when spliced-off has no figure.
+func spliceNote(ss []Summary) string {
+	rps := map[string]float64{}
+	for _, s := range ss {
+		if s.Valid > 0 {
+			rps[s.Proxy] = s.ReqPerSec
+		}
+	}
+	off := rps["spliced-off"]
+	if off == 0 {
+		return ""
+	}
+	note := "spliced req/s ÷ splice off:"
+	for _, p := range []struct{ name, label string }{{"spliced-auto", "auto"}, {"spliced", "on"}} {
+		if v, ok := rps[p.name]; ok {
+			note += fmt.Sprintf(" %s %.2f×", p.label, v/off)
+		}
+	}
+	return note
 }
 
 func readRuns(path string) ([]Run, error) {
