@@ -1603,3 +1603,105 @@ func TestExpectContinueRefused(t *testing.T) {
 	t.Logf("417 with Connection: close: %v; after it: %q", resp.Close, rest)
 	p.healthy(t)
 }
+
+// TestNothingLeaksAfterFaults: a mix of faults, each several times — a
+// server reset mid-body, an early answer, a malformed head, a 504, a 408,
+// a client that resets half-way through a download or an upload — then
+// every client closes: connections, buffers and pipes all come back
+// (frontend and backend conn_cur 0, buffers_used and pipes_used 0, fds at
+// their level plus what the pools keep).
+func TestNothingLeaksAfterFaults(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	big := pattern(1 << 20)
+	port, _ := listen(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		switch r.URL.Path {
+		case "/reset":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2097152\r\n\r\n")
+			c.Write(big)
+			rst(c)
+		case "/early":
+			io.WriteString(c, "HTTP/1.1 413 Too Large\r\nContent-Length: 0\r\n\r\n")
+		case "/bad":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nX : y\r\n\r\n")
+		case "/silent":
+			time.Sleep(time.Second) // longer than server_ms (300)
+		case "/big":
+			io.Copy(io.Discard, r.Body)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n")
+			c.Write(big)
+		}
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", map[string]any{"splice": "auto", "timeouts": map[string]any{"http_request_ms": 300}})
+	base := p.openFDs(t)
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		for _, kind := range []string{"reset", "early", "bad", "silent", "slowhead", "abort-down", "abort-up"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				switch kind {
+				case "slowhead":
+					io.WriteString(c, "GET / HTTP/1.1\r\nHo")
+				case "early":
+					// the answer may come before or after the whole body
+					// went: the connection closes, or stays for keep-alive
+					io.WriteString(c, "POST /early HTTP/1.1\r\nHost: a\r\nContent-Length: 1048576\r\n\r\n")
+					c.Write(big)
+					if resp, _, err := readResp(bufio.NewReader(c), "POST"); err != nil || resp.StatusCode != 413 {
+						t.Errorf("early: %v %v", resp, err)
+					}
+					return
+				case "abort-down":
+					io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+					io.ReadFull(c, make([]byte, 100<<10))
+					rst(c)
+					return
+				case "abort-up":
+					io.WriteString(c, "POST /big HTTP/1.1\r\nHost: a\r\nContent-Length: 1048576\r\n\r\n")
+					c.Write(big[:300<<10])
+					rst(c)
+					return
+				default:
+					io.WriteString(c, "GET /"+kind+" HTTP/1.1\r\nHost: a\r\n\r\n")
+				}
+				t0 := time.Now()
+				if _, err := io.Copy(io.Discard, c); err != nil {
+					if ne, ok := err.(net.Error); ok && ne.Timeout() {
+						t.Errorf("%s: the proxy kept the connection open %v", kind, time.Since(t0))
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	var act []struct {
+		BuffersUsed int `json:"buffers_used"`
+		PipesUsed   int `json:"pipes_used"`
+	}
+	waitFor(t, 5*time.Second, "every connection, buffer and pipe to come back", func() bool {
+		f, be := p.stats("pub", "web")
+		json.Unmarshal(p.must("GET", "/api/v1/activity", nil), &act)
+		used := 0
+		for _, a := range act {
+			used += a.BuffersUsed + a.PipesUsed
+		}
+		return f.ConnCur == 0 && be.ConnCur == 0 && used == 0
+	})
+	f, be := p.stats("pub", "web")
+	t.Logf("counters: frontend %v; backend %v; fds %d (%d before)", f, be, p.openFDs(t), base)
+	p.healthy(t)
+}
