@@ -163,8 +163,8 @@ func TestServerNeverAnswers(t *testing.T) {
 	})
 	f, be := p.stats("pr", "reads")
 	t.Logf("counters: frontend pr %v; backend reads %v", f, be)
-	if f.Timeouts == 0 {
-		t.Error("a server timeout not counted in the frontend's timeouts")
+	if f.Timeouts == 0 || be.Timeouts == 0 {
+		t.Error("a server timeout not counted in the frontend's and the backend's timeouts")
 	}
 	p.healthy(t)
 }
