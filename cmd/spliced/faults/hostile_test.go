@@ -1705,3 +1705,99 @@ func TestNothingLeaksAfterFaults(t *testing.T) {
 	t.Logf("counters: frontend %v; backend %v; fds %d (%d before)", f, be, p.openFDs(t), base)
 	p.healthy(t)
 }
+
+// TestExtraResponseBytesDoNotPoisonThePool: a server sends, after a
+// complete response, a second unrequested response on the same kept-alive
+// connection (at once, or a moment later while the connection is idle in
+// the pool). No client may ever get it as the answer to its own request.
+func TestExtraResponseBytesDoNotPoisonThePool(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	const poison = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPOISON"
+	var n atomic.Int64
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		switch n.Add(1) % 3 {
+		case 0:
+			io.WriteString(c, okResp("ok")+poison) // in the same write
+		default:
+			io.WriteString(c, okResp("ok"))
+		}
+		return true
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	// 3 kept-alive clients, 60 requests each: an unrequested response
+	// relayed or left in a pooled connection would be the answer to one
+	var wg sync.WaitGroup
+	var bad atomic.Value
+	for k := 0; k < 3; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
+			if err != nil {
+				bad.CompareAndSwap(nil, err.Error())
+				return
+			}
+			defer c.Close()
+			br := bufio.NewReader(c)
+			for i := 0; i < 60; i++ {
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+				resp, b, err := readResp(br, "GET")
+				if err != nil || string(b) != "ok" {
+					bad.CompareAndSwap(nil, fmt.Sprintf("client %d request %d: %v %q %v", k, i, resp, b, err))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if b := bad.Load(); b != nil {
+		t.Fatal(b)
+	}
+	p.healthy(t)
+}
+
+// TestUnsolicitedBytesOnAPooledConnection: a server writes an unrequested
+// response on a connection idle in the pool: the proxy drops that
+// connection (its fd closes), and the next request gets a real answer.
+func TestUnsolicitedBytesOnAPooledConnection(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	sent := make(chan struct{}, 1)
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		io.WriteString(c, okResp("ok"))
+		if r.URL.Path == "/then-poison" {
+			go func() {
+				time.Sleep(20 * time.Millisecond) // once the connection is in the pool
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPOISON")
+				sent <- struct{}{}
+			}()
+		}
+		return true
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	c := dial(t, fp)
+	br := bufio.NewReader(c)
+	get := func(path string) string {
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: a\r\n\r\n")
+		_, b, err := readResp(br, "GET")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	get("/")
+	withPooled := p.openFDs(t)
+	get("/then-poison")
+	<-sent
+	waitFor(t, 2*time.Second, "the proxy to drop the pooled connection that got unrequested bytes", func() bool {
+		return p.openFDs(t) < withPooled
+	})
+	if b := get("/"); b != "ok" {
+		t.Fatalf("the next request got %q", b)
+	}
+	p.healthy(t)
+}
