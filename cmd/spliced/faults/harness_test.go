@@ -214,6 +214,43 @@ func (p *proc) healthy(t testing.TB) {
 	if strings.Contains(p.logs.String(), "DATA RACE") || strings.Contains(p.logs.String(), "panic:") {
 		t.Fatal("the process reported a data race or a panic")
 	}
+	// gauges never go below zero, whatever the fault
+	r, err = c.Get("http://" + p.admin + "/api/v1/stats")
+	if err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	var doc any
+	err = json.NewDecoder(r.Body).Decode(&doc)
+	r.Body.Close()
+	if err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if where := negativeGauge(doc, ""); where != "" {
+		t.Fatalf("a negative gauge in the stats: %s", where)
+	}
+}
+
+// negativeGauge returns the path of a conn_cur or queue below zero in a
+// decoded stats document, or "".
+func negativeGauge(v any, path string) string {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if f, ok := e.(float64); ok && (k == "conn_cur" || k == "queue") && f < 0 {
+				return fmt.Sprintf("%s/%s = %v", path, k, f)
+			}
+			if w := negativeGauge(e, path+"/"+k); w != "" {
+				return w
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if w := negativeGauge(e, path+"/"+strconv.Itoa(i)); w != "" {
+				return w
+			}
+		}
+	}
+	return ""
 }
 
 // counts is the part of an object's stats the cases read.

@@ -386,7 +386,7 @@ func TestNbthreadFlapping(t *testing.T) {
 	t.Parallel()
 	p := start(t, startOpts{})
 	p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 2, "grace_ms": 3000})
-	p.backend("web", "http", nil, named(t, "a"))
+	p.backend("web", "http", map[string]any{"server_ms": 5000}, named(t, "a"))
 	fp := p.frontend("pub", "http", "web", nil)
 	echo, _ := listen(t, func(c net.Conn) { io.Copy(c, c); c.Close() })
 	p.backend("tweb", "tcp", map[string]any{"tunnel_ms": 30000}, srv{"t1", echo})
@@ -671,7 +671,7 @@ func TestHugeUploadToADeafServer(t *testing.T) {
 func TestConcurrentAndFailingWrites(t *testing.T) {
 	t.Parallel()
 	p := start(t, startOpts{})
-	p.backend("web", "http", nil, named(t, "a"), named(t, "b"))
+	p.backend("web", "http", map[string]any{"server_ms": 5000}, named(t, "a"), named(t, "b"))
 	fp := p.frontend("pub", "http", "web", nil)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -1201,7 +1201,7 @@ func TestChangeStorm(t *testing.T) {
 	p := start(t, startOpts{})
 	p.must("PATCH", "/api/v1/tuning", map[string]any{"grace_ms": 20000})
 	a, b, c := named(t, "a"), named(t, "b"), named(t, "c")
-	p.backend("web", "http", nil, srv{"s1", a.port}, srv{"s2", b.port})
+	p.backend("web", "http", map[string]any{"server_ms": 5000}, srv{"s1", a.port}, srv{"s2", b.port})
 	fp := p.frontend("pub", "http", "web", nil)
 	echo, _ := listen(t, func(c net.Conn) { io.Copy(c, c); c.Close() })
 	p.backend("tweb", "tcp", map[string]any{"tunnel_ms": 30000}, srv{"t1", echo})
@@ -1210,7 +1210,7 @@ func TestChangeStorm(t *testing.T) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 4}
 	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
-	var reqs, errs atomic.Int64
+	var reqs, errs, worst atomic.Int64
 	var firstErr atomic.Value
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -1224,12 +1224,19 @@ func TestChangeStorm(t *testing.T) {
 					return
 				default:
 				}
+				t0 := time.Now()
 				resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(fp) + "/")
 				if err == nil {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 					if resp.StatusCode != 200 {
 						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				for el := time.Since(t0).Microseconds(); ; {
+					m := worst.Load()
+					if el <= m || worst.CompareAndSwap(m, el) {
+						break
 					}
 				}
 				if err != nil {
@@ -1298,7 +1305,7 @@ func TestChangeStorm(t *testing.T) {
 	waitFor(t, 5*time.Second, "requests after the storm", func() bool { return reqs.Load() > n+100 })
 	close(stop)
 	wg.Wait()
-	t.Logf("%d requests, %d errors", reqs.Load(), errs.Load())
+	t.Logf("%d requests, %d errors, slowest %v", reqs.Load(), errs.Load(), time.Duration(worst.Load())*time.Microsecond)
 	if v := bad.Load(); v != nil {
 		t.Errorf("a write failed: %v", v)
 	}
