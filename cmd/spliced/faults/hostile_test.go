@@ -1808,3 +1808,66 @@ func TestUnsolicitedBytesOnAPooledConnection(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestPipeScarcityAndResize: splice on with maxpipes 2 (most transfers
+// fall back to buffers) and pipesize 16 KiB; 12 clients download 4 MiB
+// each while pipesize and maxpipes change under them: every byte arrives
+// in order and no pipe stays in use.
+func TestPipeScarcityAndResize(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"maxpipes": 2, "pipesize": 16384})
+	body := pattern(4 << 20)
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n")
+		_, err := c.Write(body)
+		return err == nil
+	})
+	p.backend("web", "http", map[string]any{"server_ms": 10000}, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", map[string]any{"splice": "on"})
+	var wg sync.WaitGroup
+	var bad atomic.Value
+	var done atomic.Int64
+	for i := 0; i < 12; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
+			if err != nil {
+				bad.CompareAndSwap(nil, err.Error())
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			br := bufio.NewReader(c)
+			for j := 0; j < 2; j++ {
+				io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+				resp, b, err := readResp(br, "GET")
+				if err != nil || resp.StatusCode != 200 || !bytes.Equal(b, body) {
+					bad.CompareAndSwap(nil, fmt.Sprintf("client %d: %v, %d bytes, %v", i, resp, len(b), err))
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	waitFor(t, 20*time.Second, "some transfers done", func() bool { return done.Load() >= 4 })
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"maxpipes": 8, "pipesize": 65536})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"maxpipes": 1, "pipesize": 0})
+	wg.Wait()
+	if b := bad.Load(); b != nil {
+		t.Fatal(b)
+	}
+	var act []struct {
+		PipesUsed int `json:"pipes_used"`
+	}
+	waitFor(t, 3*time.Second, "no pipe in use", func() bool {
+		json.Unmarshal(p.must("GET", "/api/v1/activity", nil), &act)
+		used := 0
+		for _, a := range act {
+			used += a.PipesUsed
+		}
+		return used == 0
+	})
+	p.healthy(t)
+}
