@@ -12,9 +12,16 @@
 //   - every runtime change of the API under a running load;
 //   - SIGTERM with idle, in-flight and long tcp connections.
 //
-// Every case checks three things: the process is still alive, the admin
-// API still answers, and the client got the documented result (a status,
-// or a clean close) with nothing wrong forwarded. Timeouts are set short
+// hostile_test.go then uses the fixes of issue 12 the way an attacker or a
+// careless operator would: smuggling through an early answer, pipelining
+// across changes, floods, storms of concurrent writes, nbthread flapping,
+// servers that die, churn, or send unrequested responses, scarce pipes.
+//
+// Every case checks three things: the process is still alive (and its log
+// shows no race and no panic: the binary is built with -race when the
+// tests are), the admin API still answers (and no gauge of its stats is
+// below zero), and the client got the documented result (a status, or a
+// clean close) with nothing wrong forwarded. Timeouts are set short
 // through the API so that each case is bounded in time; the whole package
 // runs in `make test` (scripts/test.sh runs go test -race ./...).
 //
