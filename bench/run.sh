@@ -14,6 +14,7 @@
 #   BENCH_PROXIES     among "spliced haproxy nginx baseline caddy" (default all;
 #                     baseline is tcp only, caddy http only)
 #   BENCH_IDLE_CONNS  idle connections of the idle row (default 5000)
+#   BENCH_1M_CONNS    wrk connections of the 1m row (default 64)
 #   BENCH_PROXY_CPU   CPU the proxy is pinned to (default 0)
 #   BENCH_LOAD_CPU    CPU of wrk and the origin (default 1)
 #   BENCH_OUT         directory of the JSON results (default bench/out)
@@ -39,6 +40,7 @@ BENCH_MODES=${BENCH_MODES:-tcp http}
 BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle apply}
 BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
+BENCH_1M_CONNS=${BENCH_1M_CONNS:-64}
 BENCH_PROXY_CPU=${BENCH_PROXY_CPU:-0}
 BENCH_LOAD_CPU=${BENCH_LOAD_CPU:-1}
 BENCH_OUT=${BENCH_OUT:-$ROOT/bench/out}
@@ -49,6 +51,7 @@ HAPROXY_SPLICE=${HAPROXY_SPLICE:-force}
 [[ $BENCH_SECONDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_SECONDS must be a positive integer"
 [[ $BENCH_REPEAT =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT must be a positive integer"
 [[ $BENCH_IDLE_CONNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_IDLE_CONNS must be a positive integer"
+[[ $BENCH_1M_CONNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_1M_CONNS must be a positive integer"
 
 # Proxies that can run in each mode, in table order.
 TCP_PROXIES="spliced haproxy nginx baseline"
@@ -487,7 +490,7 @@ start_spliced() {
 
 # ------------------------------------------------------------------ runs
 # wrk arguments per row: connections, extra arguments, object.
-row_conns() { case $1 in ka | close) echo 50 ;; 1m) echo 10 ;; esac; }
+row_conns() { case $1 in ka | close) echo 50 ;; 1m) echo "$BENCH_1M_CONNS" ;; esac; }
 row_path() { [[ $1 == 1m ]] && echo /1m || echo /64; }
 row_size() { [[ $1 == 1m ]] && echo $((1 << 20)) || echo 64; }
 
