@@ -90,13 +90,14 @@ func (s *syncBuffer) String() string {
 
 // proc is one running spliced.
 type proc struct {
-	t       testing.TB
-	cmd     *exec.Cmd
-	admin   string
-	logs    *syncBuffer
-	exited  chan struct{}
-	exitErr error
-	client  *http.Client
+	t        testing.TB
+	cmd      *exec.Cmd
+	admin    string
+	stateDir string
+	logs     *syncBuffer
+	exited   chan struct{}
+	exitErr  error
+	client   *http.Client
 }
 
 // startOpts change how the binary runs.
@@ -109,10 +110,21 @@ type startOpts struct {
 // its logs shown if the test failed.
 func start(t testing.TB, o startOpts) *proc {
 	t.Helper()
-	p := &proc{t: t, logs: &syncBuffer{}, exited: make(chan struct{}),
+	return startWith(t, o, t.TempDir())
+}
+
+// startIn is start on an existing state directory.
+func startIn(t testing.TB, stateDir string) *proc {
+	t.Helper()
+	return startWith(t, startOpts{}, stateDir)
+}
+
+func startWith(t testing.TB, o startOpts, stateDir string) *proc {
+	t.Helper()
+	p := &proc{t: t, logs: &syncBuffer{}, exited: make(chan struct{}), stateDir: stateDir,
 		admin:  "127.0.0.1:" + strconv.Itoa(freePort(t)),
 		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
-	args := []string{"--admin-addr", p.admin, "--state-dir", t.TempDir(), "--log-format", "json"}
+	args := []string{"--admin-addr", p.admin, "--state-dir", stateDir, "--log-format", "json"}
 	if o.nofile > 0 {
 		// prlimit sets the limits and execs the binary: same pid.
 		args = append([]string{fmt.Sprintf("--nofile=%d:%d", o.nofile, o.nofile), "--", binPath}, args...)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -256,4 +257,74 @@ func TestRemovedLoopKeepsTunnelsForTheGrace(t *testing.T) {
 		t.Fatalf("%d of 8 tunnels alive: want those of the kept loop only", alive)
 	}
 	p.healthy(t)
+}
+
+// TestSIGTERMDuringWritesAndLoad: SIGTERM while writers change the
+// configuration and clients run: the process exits with status 0 within
+// grace_ms plus a second, and what it persisted is a valid state that a
+// new process starts from.
+func TestSIGTERMDuringWritesAndLoad(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"grace_ms": 1000})
+	p.backend("web", "http", map[string]any{"server_ms": 5000}, named(t, "a"))
+	fp := p.frontend("pub", "http", "web", nil)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p.api("PATCH", "/api/v1/backends/web/servers/s1", map[string]any{"weight": 1 + n%100})
+				p.api("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 1 + n%2})
+			}
+		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
+				if err != nil {
+					continue
+				}
+				c.SetDeadline(time.Now().Add(3 * time.Second))
+				io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+				readResp(bufio.NewReader(c), "GET")
+				c.Close()
+			}
+		}()
+	}
+	waitFor(t, 5*time.Second, "writes and requests under way", func() bool {
+		f, _ := p.stats("pub", "")
+		return f.Requests > 50
+	})
+	t0 := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	end := p.waitExit(t, 8*time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("exit %v after SIGTERM: %v", end.Sub(t0), p.exitErr)
+	if p.exitErr != nil {
+		t.Fatalf("exit: %v\n%s", p.exitErr, tail(p.logs.String(), 3000))
+	}
+	if el := end.Sub(t0); el > 3*time.Second {
+		t.Fatalf("exit %v after SIGTERM with grace_ms 1000", el)
+	}
+	// the same state directory starts again
+	q := startIn(t, p.stateDir)
+	q.healthy(t)
+	if st, b, err := q.api("GET", "/api/v1/backends/web", nil); err != nil || st != 200 {
+		t.Fatalf("after the restart: %d %s %v", st, b, err)
+	}
 }
