@@ -246,3 +246,37 @@ func TestIdleKeepAliveClosesSilently(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestManySilentConnections: 500 connections that send nothing: each gets
+// its 408 at about http_request_ms, and every one is released.
+func TestManySilentConnections(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.backend("web", "http", nil, named(t, "a"))
+	fp := p.frontend("pub", "http", "web", map[string]any{"timeouts": map[string]any{"http_request_ms": 300}})
+	var cs []net.Conn
+	for i := 0; i < 500; i++ {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	t.Cleanup(func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	})
+	for i, c := range cs {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, _, err := readResp(bufio.NewReader(c), "GET")
+		if err != nil || resp.StatusCode != 408 {
+			t.Fatalf("connection %d: %v %v; want 408", i, resp, err)
+		}
+	}
+	waitFor(t, 5*time.Second, "every connection released", func() bool {
+		f, _ := p.stats("pub", "")
+		return f.ConnCur == 0 && f.ConnTotal == 500
+	})
+	p.healthy(t)
+}
