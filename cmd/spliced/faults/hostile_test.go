@@ -1871,3 +1871,63 @@ func TestPipeScarcityAndResize(t *testing.T) {
 	})
 	p.healthy(t)
 }
+
+// TestHeadsAroundTheBufferSize: for small buffer sizes, request and
+// response heads of every size around the limit, HTTP/1.0 and 1.1, with
+// X-Forwarded-For, X-Forwarded-Proto and Via added: each exchange ends in
+// 200, 431 or 502 (never a crash, never a cut without an answer), and
+// bufsize changes between rounds.
+func TestHeadsAroundTheBufferSize(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		n, _ := strconv.Atoi(r.URL.Query().Get("resp"))
+		head := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+		if pad := n - len(head) - len("X-Pad: \r\n\r\n"); pad > 0 {
+			head += "X-Pad: " + strings.Repeat("p", pad) + "\r\n"
+		}
+		_, err := io.WriteString(c, head+"\r\nok")
+		return err == nil
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", map[string]any{"http": map[string]any{"x_forwarded_for": true, "x_forwarded_proto": true, "via": true}})
+	counts := map[int]int{}
+	for _, bufsize := range []int{1024, 2048, 1536, 4096, 1024} {
+		p.must("PATCH", "/api/v1/tuning", map[string]any{"bufsize": bufsize})
+		for _, proto := range []string{"HTTP/1.0", "HTTP/1.1"} {
+			for d := -600; d <= 40; d += 20 {
+				size := bufsize + d
+				for _, which := range []string{"req", "resp"} {
+					target := "/?resp=100"
+					reqPad := 0
+					if which == "resp" {
+						target = "/?resp=" + strconv.Itoa(size)
+					} else {
+						reqPad = size
+					}
+					req := "GET " + target + " " + proto + "\r\nHost: a\r\n"
+					if pad := reqPad - len(req) - len("X-Pad: \r\n\r\n"); pad > 0 {
+						req += "X-Pad: " + strings.Repeat("q", pad) + "\r\n"
+					}
+					req += "\r\n"
+					c := dial(t, fp)
+					c.SetDeadline(time.Now().Add(5 * time.Second))
+					io.WriteString(c, req)
+					resp, _, err := readResp(bufio.NewReader(c), "GET")
+					c.Close()
+					if err != nil {
+						t.Fatalf("bufsize %d, %s, %s head of %d: %v", bufsize, proto, which, size, err)
+					}
+					switch resp.StatusCode {
+					case 200, 431, 502:
+						counts[resp.StatusCode]++
+					default:
+						t.Fatalf("bufsize %d, %s, %s head of %d: %d", bufsize, proto, which, size, resp.StatusCode)
+					}
+				}
+			}
+		}
+		p.healthy(t)
+	}
+	t.Logf("answers: %v", counts)
+}
