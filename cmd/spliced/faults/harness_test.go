@@ -277,6 +277,7 @@ type counts struct {
 	NoServer      int64  `json:"no_server"`
 	Timeouts      int64  `json:"timeouts"`
 	Aborts        int64  `json:"aborts"`
+	Queue         int64  `json:"queue"`
 	Status        map[string]int64
 }
 
