@@ -328,3 +328,40 @@ func TestSIGTERMDuringWritesAndLoad(t *testing.T) {
 		t.Fatalf("after the restart: %d %s %v", st, b, err)
 	}
 }
+
+// TestIdleUpgradedConnectionTimesOut: an upgraded connection with no
+// traffic is closed after tunnel_ms (300), like a tcp tunnel; one that
+// keeps talking is not.
+func TestIdleUpgradedConnectionTimesOut(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		io.Copy(c, c)
+		return false
+	})
+	p.backend("web", "http", map[string]any{"tunnel_ms": 300}, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", map[string]any{"timeouts": map[string]any{"tunnel_ms": 300}})
+	upgrade := func() (net.Conn, *bufio.Reader) {
+		c := dial(t, fp)
+		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		br := bufio.NewReader(c)
+		if resp, err := http.ReadResponse(br, &http.Request{Method: "GET"}); err != nil || resp.StatusCode != 101 {
+			t.Fatalf("upgrade: %v %v", resp, err)
+		}
+		return c, br
+	}
+	talk, tbr := upgrade()
+	idle, ibr := upgrade()
+	t0 := time.Now()
+	for time.Since(t0) < 900*time.Millisecond {
+		talk.SetDeadline(time.Now().Add(time.Second))
+		io.WriteString(talk, "x")
+		if _, err := io.ReadFull(tbr, make([]byte, 1)); err != nil {
+			t.Fatalf("a talking upgraded connection cut after %v: %v", time.Since(t0), err)
+		}
+		time.Sleep(100 * time.Millisecond) // the pace of the talker
+	}
+	closedAfter(t, idle, ibr, 2*time.Second)
+	p.healthy(t)
+}
