@@ -576,6 +576,10 @@ func TestServerQueueAcrossLoops(t *testing.T) {
 				if count[200]+count[503] != 24 || count[200] == 0 || count[503] == 0 {
 					t.Fatalf("statuses %v, want 200s then 503s", count)
 				}
+				f, be := p.stats("q"+tc.name, "q"+tc.name)
+				if f.Timeouts != int64(count[503]) || be.NoServer != int64(count[503]) {
+					t.Errorf("%d queue timeouts; counters: frontend %v; backend %v", count[503], f, be)
+				}
 			}
 			if peak.Load() > 1 {
 				t.Fatalf("%d requests at once at a server with maxconn 1", peak.Load())
