@@ -1005,6 +1005,7 @@ func TestServerDiesUnderLoad(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var connsA []net.Conn
+	killed := false
 	go func() {
 		for {
 			c, err := lnA.Accept()
@@ -1012,6 +1013,11 @@ func TestServerDiesUnderLoad(t *testing.T) {
 				return
 			}
 			mu.Lock()
+			if killed {
+				mu.Unlock()
+				rst(c)
+				return
+			}
 			connsA = append(connsA, c)
 			mu.Unlock()
 			go func() {
@@ -1030,13 +1036,15 @@ func TestServerDiesUnderLoad(t *testing.T) {
 		}
 	}()
 	kill := func() {
-		dead.Store(true)
-		lnA.Close()
 		mu.Lock()
+		killed = true
+		lnA.Close()
 		for _, c := range connsA {
 			rst(c)
 		}
 		mu.Unlock()
+		// only now: a request sent after this cannot reach the server
+		dead.Store(true)
 	}
 	t.Cleanup(kill)
 	p.backend("web", "http", map[string]any{"server_ms": 2000}, srv{"a", lnA.Addr().(*net.TCPAddr).Port}, named(t, "b"))
