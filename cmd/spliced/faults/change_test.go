@@ -4,6 +4,7 @@ package faults
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -342,6 +343,90 @@ func TestBufsizeChangesAndBigHeads(t *testing.T) {
 		if st, b := get(bigReq); st != 200 || b != "small" {
 			t.Fatalf("a 20 KiB request head after bufsize went up to 64 KiB: %d %q", st, b)
 		}
+	}
+	p.healthy(t)
+}
+
+// TestWholeConfigReplacedUnderLoad: while keep-alive clients run, the
+// whole document is replaced (PUT /api/v1/config: the backend renamed and
+// its servers swapped, the frontend pointed at it), then an older revision
+// is restored, several times: the clients see no error, and after each
+// write their requests reach the servers it names.
+func TestWholeConfigReplacedUnderLoad(t *testing.T) {
+	p := start(t, startOpts{})
+	a, b := named(t, "a"), named(t, "b")
+	p.backend("web", "http", map[string]any{"server_ms": 5000}, srv{"s1", a.port})
+	fp := p.frontend("pub", "http", "web", nil)
+	var doc map[string]any
+	if err := json.Unmarshal(p.must("GET", "/api/v1/config", nil), &doc); err != nil {
+		t.Fatal(err)
+	}
+	rev1 := int(doc["generation"].(float64))
+	be := doc["backends"].([]any)[0].(map[string]any)
+	be["name"] = "web2"
+	be["servers"] = servers(srv{"s9", b.port})
+	doc["frontends"].([]any)[0].(map[string]any)["default_backend"] = "web2"
+	delete(doc, "generation")
+
+	var last atomic.Value
+	last.Store("")
+	var reqs, errs atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(fp) + "/")
+				if err == nil {
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					} else {
+						last.Store(string(body))
+					}
+				}
+				if err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				} else {
+					reqs.Add(1)
+				}
+			}
+		}()
+	}
+	answersFrom := func(name string) {
+		t.Helper()
+		waitFor(t, 5*time.Second, "answers from "+name, func() bool {
+			n := reqs.Load()
+			for reqs.Load() < n+20 {
+				time.Sleep(time.Millisecond)
+			}
+			return last.Load() == name
+		})
+	}
+	for i := 0; i < 3; i++ {
+		p.must("PUT", "/api/v1/config", doc)
+		answersFrom("b")
+		p.must("POST", "/api/v1/config/revisions/"+strconv.Itoa(rev1)+"/restore", nil)
+		answersFrom("a")
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d requests, %d errors", reqs.Load(), errs.Load())
+	if errs.Load() > 0 {
+		t.Fatalf("%d client errors across whole-config replacements; first: %v", errs.Load(), firstErr.Load())
 	}
 	p.healthy(t)
 }
