@@ -409,8 +409,9 @@ func TestWholeConfigReplacedUnderLoad(t *testing.T) {
 	answersFrom := func(name string) {
 		t.Helper()
 		waitFor(t, 5*time.Second, "answers from "+name, func() bool {
+			// 20 more answers, so that last is one of a request sent now
 			n := reqs.Load()
-			for reqs.Load() < n+20 {
+			for end := time.Now().Add(time.Second); reqs.Load() < n+20 && time.Now().Before(end); {
 				time.Sleep(time.Millisecond)
 			}
 			return last.Load() == name
