@@ -2051,3 +2051,28 @@ func TestMutatedTraffic(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestHostSwitchingOnOneConnection: a client alternates the Host of its
+// requests on one kept-alive connection (pipelined in pairs, 20 rounds):
+// each request goes to the backend of its own Host, never to the previous
+// one's.
+func TestHostSwitchingOnOneConnection(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.backend("one", "http", nil, named(t, "one"))
+	p.backend("two", "http", nil, named(t, "two"))
+	fp := p.frontend("pub", "http", "", map[string]any{"routes": []map[string]any{
+		{"host": "one.example", "backend": "one"}, {"host": "two.example", "backend": "two"}}})
+	c := dial(t, fp)
+	br := bufio.NewReader(c)
+	for i := 0; i < 20; i++ {
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: one.example\r\n\r\nGET / HTTP/1.1\r\nHost: two.example\r\n\r\n")
+		for _, want := range []string{"one", "two"} {
+			resp, b, err := readResp(br, "GET")
+			if err != nil || resp.StatusCode != 200 || string(b) != want {
+				t.Fatalf("round %d: %v %q %v; want %s", i, resp, b, err, want)
+			}
+		}
+	}
+	p.healthy(t)
+}
