@@ -797,9 +797,10 @@ func TestServerChurnLeavesNoFds(t *testing.T) {
 }
 
 // TestSlowButMovingPeersAreNotCut: client_ms and server_ms bound silence,
-// not slowness: a client that reads 1 KiB every 100 ms and a server that
-// sends 1 KiB every 100 ms keep their exchange with client_ms and
-// server_ms 500, over more than twice those timeouts.
+// not slowness: a client that reads 1 KiB every 100 ms, a server that
+// sends 1 KiB every 100 ms and a client that uploads 1 KiB every 100 ms
+// keep their exchange with client_ms and server_ms 500, over more than
+// twice those timeouts.
 func TestSlowButMovingPeersAreNotCut(t *testing.T) {
 	t.Parallel()
 	p := start(t, startOpts{})
@@ -850,6 +851,21 @@ func TestSlowButMovingPeersAreNotCut(t *testing.T) {
 			if err != nil {
 				t.Fatalf("cut after %d bytes and %v of slow reading: %v", total, time.Since(t0), err)
 			}
+		}
+	})
+	t.Run("slow upload", func(t *testing.T) {
+		c := dial(t, fp)
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		io.WriteString(c, "POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: "+strconv.Itoa(n<<10)+"\r\n\r\n")
+		for i := 0; i < n; i++ {
+			time.Sleep(100 * time.Millisecond)
+			if _, err := c.Write(make([]byte, 1<<10)); err != nil {
+				t.Fatalf("upload cut after %d KiB: %v", i, err)
+			}
+		}
+		resp, _, err := readResp(bufio.NewReader(c), "POST")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("slow upload: %v %v", resp, err)
 		}
 	})
 	p.healthy(t)
