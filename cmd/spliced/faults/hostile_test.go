@@ -2092,3 +2092,31 @@ func TestHostSwitchingOnOneConnection(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestNothingAfterConnectionClose: a request with Connection: close and a
+// second one pipelined behind it: the first is answered (with
+// Connection: close), the second never reaches the server.
+func TestNothingAfterConnectionClose(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	var paths sync.Map
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		paths.Store(r.URL.Path, true)
+		_, err := io.WriteString(c, okResp(r.URL.Path))
+		return err == nil
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	c := dial(t, fp)
+	io.WriteString(c, "GET /first HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /second HTTP/1.1\r\nHost: a\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, b, err := readResp(br, "GET")
+	if err != nil || string(b) != "/first" || !resp.Close {
+		t.Fatalf("first: %v %q %v", resp, b, err)
+	}
+	closedAfter(t, c, br, 3*time.Second)
+	if _, ok := paths.Load("/second"); ok {
+		t.Fatal("a request after Connection: close reached the server")
+	}
+	p.healthy(t)
+}
