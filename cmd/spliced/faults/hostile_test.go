@@ -2120,3 +2120,69 @@ func TestNothingAfterConnectionClose(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestShardedBindAcrossNbthread: a bind with reuseport shards takes new
+// connections (one per request) while nbthread goes 2 -> 1 -> 2 three
+// times: no connection is refused or reset (a shard socket closed with
+// connections in its backlog would reset them).
+func TestShardedBindAcrossNbthread(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 2})
+	p.backend("web", "http", map[string]any{"server_ms": 5000}, named(t, "a"))
+	port := freePort(t)
+	p.must("POST", "/api/v1/frontends", map[string]any{"name": "pub", "mode": "http", "default_backend": "web",
+		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port, "shards": 2}}})
+	var reqs, errs atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := func() error {
+					c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+					if err != nil {
+						return err
+					}
+					defer c.Close()
+					c.SetDeadline(time.Now().Add(5 * time.Second))
+					io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+					resp, b, err := readResp(bufio.NewReader(c), "GET")
+					if err == nil && (resp.StatusCode != 200 || string(b) != "a") {
+						err = fmt.Errorf("%d %q", resp.StatusCode, b)
+					}
+					return err
+				}()
+				if err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				} else {
+					reqs.Add(1)
+				}
+			}
+		}()
+	}
+	for i := 0; i < 3; i++ {
+		p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 1})
+		n := reqs.Load()
+		waitFor(t, 5*time.Second, "requests on one loop", func() bool { return reqs.Load() > n+50 })
+		p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 2})
+		n = reqs.Load()
+		waitFor(t, 5*time.Second, "requests on two loops", func() bool { return reqs.Load() > n+50 })
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d requests on new connections, %d errors", reqs.Load(), errs.Load())
+	if errs.Load() > 0 {
+		t.Fatalf("%d connections failed while nbthread changed; first: %v", errs.Load(), firstErr.Load())
+	}
+	p.healthy(t)
+}
