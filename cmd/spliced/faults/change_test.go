@@ -431,3 +431,35 @@ func TestWholeConfigReplacedUnderLoad(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestNoUsableServerOnAKeptAliveConnection: every server of the backend
+// set to weight 0, then to maint, under a kept-alive connection: its next
+// request gets 503 (with Connection: close); back to ready, a new
+// connection gets 200 again.
+func TestNoUsableServerOnAKeptAliveConnection(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.backend("web", "http", nil, srv{"s1", named(t, "a").port})
+	fp := p.frontend("pub", "http", "web", nil)
+	for _, change := range []map[string]any{{"weight": 0}, {"admin_state": "maint"}} {
+		c := dial(t, fp)
+		br := bufio.NewReader(c)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		if resp, _, err := readResp(br, "GET"); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("before %v: %v %v", change, resp, err)
+		}
+		p.must("PATCH", "/api/v1/backends/web/servers/s1", change)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, _, err := readResp(br, "GET")
+		if err != nil || resp.StatusCode != 503 || !resp.Close {
+			t.Fatalf("after %v: %v %v; want 503 with Connection: close", change, resp, err)
+		}
+		p.must("PATCH", "/api/v1/backends/web/servers/s1", map[string]any{"weight": 100, "admin_state": "ready"})
+		c2 := dial(t, fp)
+		io.WriteString(c2, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		if resp, _, err := readResp(bufio.NewReader(c2), "GET"); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("back to ready: %v %v", resp, err)
+		}
+	}
+	p.healthy(t)
+}
