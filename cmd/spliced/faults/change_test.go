@@ -463,3 +463,64 @@ func TestNoUsableServerOnAKeptAliveConnection(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestMoreLoopsThanCPUs: nbthread 2 -> 4 -> 8 -> 1 -> 2 on this 2-CPU
+// machine under keep-alive load: no client error, every loop count
+// serves.
+func TestMoreLoopsThanCPUs(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.backend("web", "http", map[string]any{"server_ms": 5000}, named(t, "a"))
+	fp := p.frontend("pub", "http", "web", nil)
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	var reqs, errs atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(fp) + "/")
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				} else {
+					reqs.Add(1)
+				}
+			}
+		}()
+	}
+	for _, n := range []int{4, 8, 1, 2} {
+		p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": n})
+		var info struct{ Nbthread int }
+		json.Unmarshal(p.must("GET", "/api/v1/info", nil), &info)
+		if info.Nbthread != n {
+			t.Errorf("nbthread %d asked, info says %d", n, info.Nbthread)
+		}
+		m := reqs.Load()
+		waitFor(t, 5*time.Second, "requests with "+strconv.Itoa(n)+" loops", func() bool { return reqs.Load() > m+100 })
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d requests, %d errors", reqs.Load(), errs.Load())
+	if errs.Load() > 0 {
+		t.Fatalf("%d client errors; first: %v", errs.Load(), firstErr.Load())
+	}
+	p.healthy(t)
+}
