@@ -524,3 +524,37 @@ func TestMoreLoopsThanCPUs(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestBindMovedUnderAKeptAliveConnection: the bind a kept-alive client
+// came through moves to another port (PUT of the bind): the old port
+// refuses, the new one serves, and the client's connection goes on.
+func TestBindMovedUnderAKeptAliveConnection(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.backend("web", "http", nil, named(t, "a"))
+	fp := p.frontend("pub", "http", "web", nil)
+	c := dial(t, fp)
+	br := bufio.NewReader(c)
+	get := func() {
+		t.Helper()
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		if resp, b, err := readResp(br, "GET"); err != nil || resp.StatusCode != 200 || string(b) != "a" {
+			t.Fatalf("kept-alive client: %v %q %v", resp, b, err)
+		}
+	}
+	get()
+	np := freePort(t)
+	p.must("PUT", "/api/v1/frontends/pub/binds/b1", map[string]any{"name": "b1", "address": "127.0.0.1", "port": np})
+	get()
+	if nc, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second); err == nil {
+		nc.Close()
+		t.Fatal("the old port still accepts")
+	}
+	c2 := dial(t, np)
+	io.WriteString(c2, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	if resp, _, err := readResp(bufio.NewReader(c2), "GET"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("new port: %v %v", resp, err)
+	}
+	get()
+	p.healthy(t)
+}
