@@ -33,7 +33,8 @@ import (
 //  3. unless the route is public, the caller's role is established: open
 //     (role admin, actor "local") while no token exists and the listener
 //     is loopback or a unix socket; else Authorization: Bearer, checked
-//     against the token file, failures rate-limited per remote address;
+//     against the token file; bad tokens are rate-limited per remote
+//     address and per token prefix (tokenKey), a valid token never is;
 //  4. the role must reach the route's; an operator's server writes are
 //     further limited to admin_state and weight inside the store's lock
 //     (checkRole, called by write).
@@ -45,8 +46,9 @@ const actorAnonymous = "anonymous"
 // Role names, as in the token file; rolePublic marks routes without auth.
 const rolePublic tokens.Role = "public"
 
-// Failed authentication: a remote address may fail authFailBurst times in
-// a row, then once per authFailRefill (429 with Retry-After meanwhile).
+// Failed authentication: a remote address, and a token prefix, may fail
+// authFailBurst times in a row, then once per authFailRefill (429 with
+// Retry-After meanwhile, to bad tokens only: a valid one always passes).
 // Secrets are 256-bit, so this is not what stops guessing; it keeps a
 // scanner from filling the log and the CPU.
 const (
@@ -350,13 +352,6 @@ func (g *guard) handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, g.admit(r, "local", tokens.Admin, false, false))
 			return
 		}
-		key := remoteKey(r.RemoteAddr)
-		if wait := g.fails.wait(key, time.Now()); wait > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-			g.deny(w, r, http.StatusTooManyRequests, "too-many-failures",
-				"too many failed authentications from this address; retry later")
-			return
-		}
 		secret, present, wellFormed := bearer(r)
 		if !present {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="spliced"`)
@@ -376,7 +371,20 @@ func (g *guard) handler(next http.Handler) http.Handler {
 			}
 		}
 		if !found {
-			g.fails.fail(key, time.Now())
+			// The limiter only ever refuses bad tokens: a valid one is
+			// never locked out by someone else's failures from the same
+			// address (every local user shares 127.0.0.1, every client
+			// of a TLS proxy in front shares its address).
+			now := time.Now()
+			addrKey, tokKey := remoteKey(r.RemoteAddr), tokenKey(secret, wellFormed)
+			if wait := max(g.fails.wait(addrKey, now), g.fails.wait(tokKey, now)); wait > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+				g.deny(w, r, http.StatusTooManyRequests, "too-many-failures",
+					"too many failed authentications from this address or with this token; retry later")
+				return
+			}
+			g.fails.fail(addrKey, now)
+			g.fails.fail(tokKey, now)
 			g.log.LogAttrs(r.Context(), slog.LevelWarn, "admin authentication failed",
 				slog.String("remote", r.RemoteAddr), slog.String("method", r.Method),
 				slog.String("path", r.URL.Path), slog.String("request_id", requestID(r.Context())))
@@ -440,6 +448,24 @@ func bearer(r *http.Request) (secret string, present, wellFormed bool) {
 	}
 	return tok, true, true
 }
+
+// tokenKey is the second key failures are counted per: the presented
+// token's first tokenKeyLen bytes ("spliced_" and 4 characters, 24 of its
+// 256 random bits: nothing a guesser can use, and never logged), so that
+// one stale client with a revoked token, or a guesser spread over many
+// addresses, runs out of tries on its own. Malformed credentials share one
+// key: they can never succeed.
+func tokenKey(secret string, wellFormed bool) string {
+	if !wellFormed {
+		return "token:malformed"
+	}
+	if len(secret) > tokenKeyLen {
+		secret = secret[:tokenKeyLen]
+	}
+	return "token:" + secret
+}
+
+const tokenKeyLen = len("spliced_") + 4
 
 // remoteKey is what failures are counted per: the IPv4 address, the /64 of
 // an IPv6 one (one host usually owns a whole /64), "unix" for a socket.

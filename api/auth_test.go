@@ -211,8 +211,9 @@ func TestRoleMatrix(t *testing.T) {
 		for _, who := range []tokens.Role{"", "bad", tokens.Viewer, tokens.Operator, tokens.Admin} {
 			q := req{method: method, path: path, body: body, token: f.secrets[who]}
 			if who == "bad" {
-				q.token = "spliced_not-a-token"
-				q.remote = fmt.Sprintf("10.1.%d.%d:1234", f.remote.Add(1)/250, f.remote.Load()%250+1)
+				n := f.remote.Add(1) // new address and token prefix: no 429
+				q.token = fmt.Sprintf("spliced_%04x-not-a-token", n)
+				q.remote = fmt.Sprintf("10.1.%d.%d:1234", n/250, n%250+1)
 			}
 			w := f.do(q)
 			checked++
@@ -456,13 +457,41 @@ func TestFailedAuthIsRateLimitedPerAddress(t *testing.T) {
 	if err != nil || ra < 1 || ra > int(authFailRefill/time.Second) {
 		t.Fatalf("Retry-After %q", w.Header().Get("Retry-After"))
 	}
-	good := req{method: "GET", path: "/api/v1/config", token: f.secrets[tokens.Viewer], remote: "198.51.100.7:4001"}
-	if w := f.do(good); w.Code != 429 {
-		t.Fatalf("a good token from the blocked address: %d, want 429", w.Code)
+	// Issue 13: a valid token is never refused by the failure limiter,
+	// however many bad ones its address sent.
+	for _, role := range []tokens.Role{tokens.Viewer, tokens.Admin} {
+		good := req{method: "GET", path: "/api/v1/config", token: f.secrets[role], remote: "198.51.100.7:4001"}
+		if w := f.do(good); w.Code != 200 {
+			t.Fatalf("a good %s token from the blocked address: %d, want 200", role, w.Code)
+		}
 	}
-	good.remote = "198.51.100.8:4001"
+	if w := f.do(bad); w.Code != 429 {
+		t.Fatalf("a bad token after a good one: %d, want 429 still", w.Code)
+	}
+	other := bad
+	other.token, other.remote = "spliced_other", "198.51.100.8:4001"
+	if w := f.do(other); w.Code != 401 {
+		t.Fatalf("another address, another token: %d, want 401", w.Code)
+	}
+}
+
+func TestFailedAuthIsRateLimitedPerTokenPrefix(t *testing.T) {
+	f := newSecFixture(t, true, Options{})
+	// One revoked or guessed token from ever-changing addresses.
+	bad := req{method: "GET", path: "/api/v1/config", token: "spliced_stale-token"}
+	for i := range authFailBurst {
+		bad.remote = fmt.Sprintf("203.0.113.%d:4000", i+1)
+		if w := f.do(bad); w.Code != 401 {
+			t.Fatalf("attempt %d: %d, want 401", i+1, w.Code)
+		}
+	}
+	bad.remote = "203.0.113.200:4000"
+	if w := f.do(bad); w.Code != 429 || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("same token prefix from a fresh address: %d (Retry-After %q), want 429", w.Code, w.Header().Get("Retry-After"))
+	}
+	good := req{method: "GET", path: "/api/v1/config", token: f.secrets[tokens.Admin], remote: "203.0.113.200:4001"}
 	if w := f.do(good); w.Code != 200 {
-		t.Fatalf("another address: %d, want 200", w.Code)
+		t.Fatalf("a valid token from that address: %d, want 200", w.Code)
 	}
 }
 

@@ -31,10 +31,22 @@ let loginUI = null;   // function(): Promise<void>, set by the app
 
 export function setLoginUI(fn) { loginUI = fn; }
 
+// Login listeners are told when the login box opens (true) and closes
+// (false): live.js stops its stream and polling meanwhile, so a stale tab
+// with a revoked token sends nothing until someone signs in (issue 13: its
+// failures would keep its address rate-limited).
+const loginListeners = new Set();
+export function onLogin(fn) { loginListeners.add(fn); }
+export function loginShown() { return loginWait !== null; }
+
 // needLogin opens the login box once, however many requests got a 401.
 export function needLogin() {
   if (!loginWait) {
-    loginWait = (loginUI ? loginUI() : Promise.reject(new Error('no login UI'))).finally(() => { loginWait = null; });
+    loginWait = (loginUI ? loginUI() : Promise.reject(new Error('no login UI'))).finally(() => {
+      loginWait = null;
+      loginListeners.forEach((fn) => fn(false));
+    });
+    loginListeners.forEach((fn) => fn(true));
   }
   return loginWait;
 }
@@ -51,6 +63,8 @@ export function authHeaders(extra = {}) {
 // rejects with ApiError carrying the problem document.
 export async function request(method, path, body, opts = {}) {
   for (let attempt = 0; ; attempt++) {
+    // While the login box is shown nothing is sent with the refused token.
+    if (loginWait) await loginWait.catch(() => {});
     const headers = authHeaders();
     const init = { method, headers, signal: opts.signal, cache: 'no-store' };
     if (body !== undefined) {

@@ -5,7 +5,7 @@
 // kept for HISTORY_S seconds to draw rates; data older than STALE_MS is
 // marked stale on the page.
 
-import { authHeaders, needLogin, get, ApiError } from './api.js';
+import { authHeaders, needLogin, onLogin, loginShown, get, ApiError } from './api.js';
 import { normStats, normActivity } from './stats.js';
 
 export const STALE_MS = 5000;
@@ -31,12 +31,22 @@ export class Live extends EventTarget {
     this._timers = [];
     this._backoff = 1000;
     this._wantActivity = false;
+    this._epoch = 0;            // start() count: stale retries of an older run stop
+    this._paused = false;       // stopped while the login box is shown
+    onLogin((shown) => {
+      if (shown && !this._stopped) { this.stop(); this._paused = true; }
+      else if (!shown && this._paused) { this._paused = false; this.start(); }
+    });
   }
 
+  // start runs the stream and the polling; while the login box is shown it
+  // waits for the box to close (no request with a refused token).
   start() {
     this.stop();
+    if (loginShown()) { this._paused = true; return; }
     this._stopped = false;
-    this._stream();
+    this._epoch++;
+    this._stream(this._epoch);
     this._timers.push(setInterval(() => this._tick(), POLL_MS));
     this._timers.push(setInterval(() => this.dispatchEvent(new Event('clock')), 1000));
     this._tick();
@@ -56,15 +66,19 @@ export class Live extends EventTarget {
   age() { return this.statsAt ? Date.now() - this.statsAt : null; }
 
   // ---- events stream ----
-  async _stream() {
-    if (this._stopped || this.eventsMissing) return;
+  async _stream(epoch) {
+    if (this._stopped || this.eventsMissing || epoch !== this._epoch) return;
     const ctl = new AbortController();
     this._abort = ctl;
     try {
       const res = await fetch('/api/v1/events', { headers: authHeaders({ Accept: 'text/event-stream' }), signal: ctl.signal, cache: 'no-store' });
       if (res.status === 401) {
-        await needLogin();
-        return this._again(0);
+        needLogin(); // stops this, and starts it again once signed in
+        return;
+      }
+      if (res.status === 429 || res.status === 503) { // stream caps: poll meanwhile
+        await res.text();
+        throw new Error('events: HTTP ' + res.status);
       }
       if (res.status === 501 || res.status === 404) {
         this.eventsMissing = true;
@@ -91,12 +105,12 @@ export class Live extends EventTarget {
     } catch (e) {
       if (this._stopped || ctl.signal.aborted) return;
       this._setMode('poll');
-      this._again(this._backoff);
+      this._again(this._backoff, epoch);
       this._backoff = Math.min(this._backoff * 2, 15000);
     }
   }
 
-  _again(ms) { setTimeout(() => this._stream(), ms); }
+  _again(ms, epoch) { setTimeout(() => this._stream(epoch), ms); }
 
   _event(block) {
     let type = 'message'; const data = [];
@@ -130,7 +144,7 @@ export class Live extends EventTarget {
 
   // ---- polling ----
   async _tick() {
-    if (this._stopped) return;
+    if (this._stopped || loginShown()) return;
     if (!this.statsMissing && Date.now() - this.statsAt > POLL_MS + 500) {
       try {
         this._stats(await get('/api/v1/stats', { noLogin: false }));
@@ -146,7 +160,7 @@ export class Live extends EventTarget {
   }
 
   async _pollActivity() {
-    if (this.activityMissing || Date.now() - this.activityAt < POLL_MS - 200) return;
+    if (this._stopped || loginShown() || this.activityMissing || Date.now() - this.activityAt < POLL_MS - 200) return;
     try {
       this._activity(await get('/api/v1/activity'));
     } catch (e) {
