@@ -9,11 +9,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/spliced-proxy/spliced/api/tokens"
 )
@@ -118,7 +121,9 @@ func listenUnix(path string) (net.Listener, error) {
 		return nil, errors.New("--admin-addr unix: needs a path")
 	}
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		_ = os.Remove(path) // a stale socket from a previous run
+		if err := removeStaleSocket(path); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
@@ -132,6 +137,25 @@ func listenUnix(path string) (net.Listener, error) {
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
 	return ln, nil
+}
+
+// removeStaleSocket removes the socket left at path by a previous run, but
+// only when nobody accepts on it any more: a connect refused (ECONNREFUSED)
+// is a dead socket; a connect that succeeds is another spliced (or anything
+// else) still serving there, whose socket must not be taken away.
+func removeStaleSocket(path string) error {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("admin listener: %s is served by another process: stop it, or give this one another --admin-addr", path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("admin listener: %s exists and cannot be probed: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("admin listener: remove stale %s: %w", path, err)
+	}
+	return nil
 }
 
 // limitListener accepts at most n connections at once; further ones wait

@@ -197,6 +197,11 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 	adminAddr, stateDir := adm.addr, adm.stateDir
 	env := config.HostEnv()
 	env.FdLimit = raiseFdLimit() // before anything opens a fd or derives maxconn from it
+	lock, err := openStateDir(stateDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close() // held until the process exits
 	al, err := openAdmin(adm)
 	if err != nil {
 		return err
