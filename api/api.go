@@ -48,6 +48,9 @@ type Options struct {
 	AdminTLS bool
 	// MaxBodyBytes bounds request bodies; 0 means MaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxEventStreams and MaxEventStreamsPerToken cap open
+	// /api/v1/events streams (0: DefaultMaxEventStreams...).
+	MaxEventStreams, MaxEventStreamsPerToken int
 }
 
 // MaxBodyBytes bounds every request body (413 beyond).
@@ -102,6 +105,7 @@ func New(o Options) http.Handler {
 		s.dir = s.store.Dir()
 	}
 	s.obs = newObserver(s)
+	s.obs.events.setLimits(o.MaxEventStreams, o.MaxEventStreamsPerToken)
 	r := chi.NewRouter()
 	s.mux = r
 	// Order matters: the id first (everything logs it), the access log

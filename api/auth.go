@@ -282,6 +282,12 @@ type authCtxKey struct{}
 type authInfo struct {
 	role   tokens.Role
 	tokens bool // tokens exist: Authorization is required
+	// valid reports whether what admitted the request still holds: the
+	// token is still in the token file (not revoked), or, on an open
+	// API, still no token exists. nil: nothing to recheck (no token
+	// file). Long requests (/api/v1/events) call it every
+	// tokenRecheckEvery.
+	valid func() bool
 	// restricted: an operator on an operator route; the write may change
 	// servers' admin_state and weight only (checkRole).
 	restricted bool
@@ -290,7 +296,10 @@ type authInfo struct {
 // RoleFrom is the role the request was admitted with: "viewer", "operator"
 // or "admin" ("admin" while the API is open), "" on public routes.
 func RoleFrom(ctx context.Context) string {
-	a, _ := ctx.Value(authCtxKey{}).(authInfo)
+	a, _ := ctx.Value(authCtxKey{}).(*authInfo)
+	if a == nil {
+		return ""
+	}
 	return string(a.role)
 }
 
@@ -349,7 +358,11 @@ func (g *guard) handler(next http.Handler) http.Handler {
 					"no admin token exists and this admin address is not loopback; create one with: spliced token add --role admin --name NAME --state-dir "+g.stateDir)
 				return
 			}
-			next.ServeHTTP(w, g.admit(r, "local", tokens.Admin, false, false))
+			r = g.admit(r, "local", tokens.Admin, false, false)
+			if g.tokens != nil {
+				setValid(r, func() bool { empty, err := g.tokens.Empty(); return err == nil && empty })
+			}
+			next.ServeHTTP(w, r)
 			return
 		}
 		secret, present, wellFormed := bearer(r)
@@ -393,6 +406,10 @@ func (g *guard) handler(next http.Handler) http.Handler {
 			return
 		}
 		r = g.admit(r, e.Name, e.Role, true, e.Role == tokens.Operator && need == tokens.Operator)
+		setValid(r, func() bool {
+			now, ok, err := g.tokens.Lookup(secret)
+			return err == nil && ok && now.Name == e.Name && now.Role.Allows(need)
+		})
 		if !e.Role.Allows(need) {
 			g.deny(w, r, http.StatusForbidden, "forbidden",
 				fmt.Sprintf("token %q has role %s; %s %s needs %s", e.Name, e.Role, r.Method, truncate(r.URL.Path, 200), need))
@@ -403,15 +420,45 @@ func (g *guard) handler(next http.Handler) http.Handler {
 }
 
 func (g *guard) admit(r *http.Request, name string, role tokens.Role, withTokens, restricted bool) *http.Request {
+	if f, ok := r.Context().Value(admitHookKey{}).(func()); ok {
+		f()
+	}
 	r = withActor(r, name)
 	return r.WithContext(context.WithValue(r.Context(), authCtxKey{},
-		authInfo{role: role, tokens: withTokens, restricted: restricted}))
+		&authInfo{role: role, tokens: withTokens, restricted: restricted}))
+}
+
+// setValid sets the recheck of an admitted request (see authInfo.valid).
+func setValid(r *http.Request, valid func() bool) {
+	if a, ok := r.Context().Value(authCtxKey{}).(*authInfo); ok {
+		a.valid = valid
+	}
+}
+
+// stillValid is the recheck of the request's admission; nil: none.
+func stillValid(ctx context.Context) func() bool {
+	a, _ := ctx.Value(authCtxKey{}).(*authInfo)
+	if a == nil {
+		return nil
+	}
+	return a.valid
+}
+
+type admitHookKey struct{}
+
+// WithAdmitHook returns ctx (a connection's, from http.Server.ConnContext)
+// carrying admitted, which the API calls each time it admits a request on
+// that connection: a valid token, or an open API. The admin listener
+// (cmd/spliced) uses it to keep the connections of known callers out of
+// the eviction and short idle timeout of anonymous ones.
+func WithAdmitHook(ctx context.Context, admitted func()) context.Context {
+	return context.WithValue(ctx, admitHookKey{}, admitted)
 }
 
 // authRequired reports whether the request was admitted with a token.
 func authRequired(ctx context.Context) bool {
-	a, _ := ctx.Value(authCtxKey{}).(authInfo)
-	return a.tokens
+	a, _ := ctx.Value(authCtxKey{}).(*authInfo)
+	return a != nil && a.tokens
 }
 
 // unavailable answers when the token file cannot be read: closed, never
@@ -493,8 +540,8 @@ func remoteKey(remote string) string {
 // a PUT repeating stale fields is refused rather than silently reverting
 // someone's change.
 func checkRole(ctx context.Context, before, after *config.Config) error {
-	a, _ := ctx.Value(authCtxKey{}).(authInfo)
-	if !a.restricted {
+	a, _ := ctx.Value(authCtxKey{}).(*authInfo)
+	if a == nil || !a.restricted {
 		return nil
 	}
 	fields := serverStateOnly(before, after)

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -23,6 +24,19 @@ const (
 	statsTick      = time.Second      // period of the stats event
 	heartbeatEvery = 15 * time.Second // comment line keeping proxies from timing out
 	eventWriteWait = 10 * time.Second // a client that takes longer for one write is dropped
+
+	// tokenRecheckEvery: a stream rechecks its token this often, so a
+	// revoked token's streams end within a second (a stat of the token
+	// file, re-read only when it changed).
+	tokenRecheckEvery = 250 * time.Millisecond
+)
+
+// Default caps on open /api/v1/events streams (Options): each holds an
+// admin connection for as long as it lasts, and the admin listener cannot
+// evict it, so they stay well below --admin-max-conns (128).
+const (
+	DefaultMaxEventStreams         = 32
+	DefaultMaxEventStreamsPerToken = 4
 )
 
 type subscriber struct {
@@ -37,10 +51,59 @@ type eventHub struct {
 	mu   sync.Mutex
 	subs map[*subscriber]struct{}
 	stop chan struct{} // closes the ticker goroutine; nil when none runs
+
+	// Stream caps: open streams in all and per actor (token name, or
+	// "local" on an open API).
+	maxStreams, maxPerToken int
+	streams                 int
+	perToken                map[string]int
+}
+
+// setLimits sets the stream caps (0: the default).
+func (h *eventHub) setLimits(total, perToken int) {
+	if total <= 0 {
+		total = DefaultMaxEventStreams
+	}
+	if perToken <= 0 {
+		perToken = DefaultMaxEventStreamsPerToken
+	}
+	h.mu.Lock()
+	h.maxStreams, h.maxPerToken = total, perToken
+	h.mu.Unlock()
+}
+
+// acquire takes a stream slot for who; an *apiError when a cap is reached:
+// 429 for the caller's own cap, 503 for the total.
+func (h *eventHub) acquire(who string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.maxStreams == 0 {
+		h.maxStreams, h.maxPerToken = DefaultMaxEventStreams, DefaultMaxEventStreamsPerToken
+	}
+	if h.perToken[who] >= h.maxPerToken {
+		return &apiError{Status: http.StatusTooManyRequests, Code: "too-many-streams",
+			Detail: fmt.Sprintf("this token already has %d event streams open (the most per token); close one", h.maxPerToken)}
+	}
+	if h.streams >= h.maxStreams {
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "too-many-streams",
+			Detail: fmt.Sprintf("%d event streams are open, the most this server keeps; retry later", h.maxStreams)}
+	}
+	h.streams++
+	h.perToken[who]++
+	return nil
+}
+
+func (h *eventHub) release(who string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.streams--
+	if h.perToken[who]--; h.perToken[who] <= 0 {
+		delete(h.perToken, who)
+	}
 }
 
 func newEventHub(c core.Control, log *slog.Logger) *eventHub {
-	return &eventHub{core: c, log: log, subs: map[*subscriber]struct{}{}}
+	return &eventHub{core: c, log: log, subs: map[*subscriber]struct{}{}, perToken: map[string]int{}}
 }
 
 // subscribe adds a client; the stats ticker runs while there is one.
@@ -187,13 +250,31 @@ func (h *eventHub) tick(stop chan struct{}) {
 // events godoc
 //
 //	@Summary		Live events (server-sent events)
-//	@Description	A text/event-stream. "event: config" when a write creates a generation (data: ConfigEvent: generation, plan, actor, request_id); "event: stats" every second (data: StatsEvent: totals and last-second rates per frontend, backend and server); a ": heartbeat" comment every 15 s. A client that does not keep up (64 events queued) is disconnected, never waited for.
+//	@Description	A text/event-stream. "event: config" when a write creates a generation (data: ConfigEvent: generation, plan, actor, request_id); "event: stats" every second (data: StatsEvent: totals and last-second rates per frontend, backend and server); a ": heartbeat" comment every 15 s. A client that does not keep up (64 events queued) is disconnected, never waited for. Streams are capped per token (429) and in all (503): --admin-max-event-streams(-per-token). A stream ends within a second of its token's revocation.
 //	@Tags			observability
 //	@Produce		text/event-stream
 //	@Success		200	{object}	ConfigEvent	"stream of config and stats events"
+//	@Failure		429	{object}	Problem		"this token's streams are at --admin-max-event-streams-per-token"
+//	@Failure		503	{object}	Problem		"all streams are at --admin-max-event-streams"
 //	@x-spliced-role	"viewer"
 //	@Router			/api/v1/events [get]
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
+	who := actor(r.Context())
+	if err := s.obs.events.acquire(who); err != nil {
+		w.Header().Set("Retry-After", "5")
+		writeProblem(w, r, problemFor(err, ""))
+		return
+	}
+	defer s.obs.events.release(who)
+	// A revoked token (or, on an open API, a token created since) ends
+	// the stream at the next recheck.
+	var recheck <-chan time.Time
+	valid := stillValid(r.Context())
+	if valid != nil {
+		t := time.NewTicker(tokenRecheckEvery)
+		defer t.Stop()
+		recheck = t.C
+	}
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -220,6 +301,10 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-sub.gone:
 			return
+		case <-recheck:
+			if !valid() {
+				return
+			}
 		case b := <-sub.ch:
 			if !send(b) {
 				return

@@ -30,6 +30,8 @@ type adminOptions struct {
 	tlsKey   string
 	maxBody  int64
 	maxConns int
+
+	maxStreams, maxStreamsPerToken int // /api/v1/events
 }
 
 // adminListener is the opened admin listener and what api needs to know

@@ -65,6 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	tlsKey := fs.String("admin-tls-key", "", "PEM private key file of --admin-tls-cert")
 	maxBody := fs.Int64("admin-max-body", api.MaxBodyBytes, "largest admin request body in bytes (413 beyond)")
 	maxConns := fs.Int("admin-max-conns", 128, "most admin connections open at once (more wait in the backlog)")
+	maxStreams := fs.Int("admin-max-event-streams", api.DefaultMaxEventStreams, "most /api/v1/events streams open at once (503 beyond)")
+	maxStreamsTok := fs.Int("admin-max-event-streams-per-token", api.DefaultMaxEventStreamsPerToken, "most /api/v1/events streams open at once per token (429 beyond)")
 	fs.Usage = func() { usage(stderr, fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -92,8 +94,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 			maxAdminConns, config.FdReserve)
 		return 2
 	}
+	// Streams hold connections the listener cannot evict: fewer than
+	// --admin-max-conns, so that an admin always finds a slot.
+	streamsSet := false
+	fs.Visit(func(f *flag.Flag) { streamsSet = streamsSet || f.Name == "admin-max-event-streams" })
+	if !streamsSet {
+		*maxStreams = min(*maxStreams, max(1, *maxConns/2))
+	}
+	if *maxStreams <= 0 || *maxStreamsTok <= 0 || (streamsSet && *maxStreams >= *maxConns) {
+		fmt.Fprintln(stderr, "spliced: --admin-max-event-streams(-per-token) must be positive, and below --admin-max-conns")
+		return 2
+	}
 	adm := adminOptions{addr: *adminAddr, stateDir: *stateDir, hosts: adminHosts,
-		tlsCert: *tlsCert, tlsKey: *tlsKey, maxBody: *maxBody, maxConns: *maxConns}
+		tlsCert: *tlsCert, tlsKey: *tlsKey, maxBody: *maxBody, maxConns: *maxConns,
+		maxStreams: *maxStreams, maxStreamsPerToken: *maxStreamsTok}
 	if err := serve(log, adm, *bootstrap); err != nil {
 		log.Error("spliced stopped", "err", err)
 		return 1
@@ -124,6 +138,8 @@ Flags:
 		fs.String("admin-tls-key", "", "PEM private key file of --admin-tls-cert")
 		fs.Int64("admin-max-body", api.MaxBodyBytes, "largest admin request body in bytes (413 beyond)")
 		fs.Int("admin-max-conns", 128, "most admin connections open at once (more wait in the backlog)")
+		fs.Int("admin-max-event-streams", api.DefaultMaxEventStreams, "most /api/v1/events streams open at once (503 beyond)")
+		fs.Int("admin-max-event-streams-per-token", api.DefaultMaxEventStreamsPerToken, "most /api/v1/events streams open at once per token (429 beyond)")
 		fs.String("log-format", "auto", "log format: text, json, or auto (text on a terminal, json otherwise)")
 	}
 	fs.SetOutput(w)
@@ -248,6 +264,9 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 		AdminHosts:   append(adminBoundHosts(al), adm.hosts...),
 		AdminTLS:     al.tls,
 		MaxBodyBytes: adm.maxBody,
+
+		MaxEventStreams:         adm.maxStreams,
+		MaxEventStreamsPerToken: adm.maxStreamsPerToken,
 	})
 	srv := &http.Server{
 		Handler:           h,

@@ -695,3 +695,40 @@ func TestConcurrentIfMatchWriters(t *testing.T) {
 	}
 	_ = json.Valid
 }
+
+// Issue 13: `spliced token revoke` ends the revoked token's open event
+// streams within a second (they kept delivering stats and config events).
+func TestTokenRevokeEndsItsEventStreams(t *testing.T) {
+	dir := t.TempDir()
+	viewer := newToken(t, dir, "viewer", "dashboard")
+	in := startSpliced(t, dir)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+in.Admin+"/api/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+viewer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	ended := make(chan time.Time, 1)
+	go func() {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		ended <- time.Now()
+	}()
+	if _, errs, err := tokenCLI(t, dir, "revoke", "dashboard"); err != nil {
+		t.Fatal(err, errs)
+	}
+	revoked := time.Now()
+	select {
+	case at := <-ended:
+		if d := at.Sub(revoked); d > time.Second {
+			t.Fatalf("stream ended %v after the revocation, want within a second", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the revoked token's stream still runs 5 s after `spliced token revoke`")
+	}
+}
