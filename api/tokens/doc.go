@@ -19,6 +19,13 @@
 // it is fixed; the previous good set is not kept, since a revoke might be
 // what broke it.
 //
+// The file (and its lock file) is opened with O_NOFOLLOW: a symbolic link
+// planted in the state directory is refused, never followed. NewChecker
+// (the server's start) refuses a tokens.json that other users may access
+// (the message says `chmod 600 ...`). These edits do not take the state
+// directory's lock (core/config.LockDir), which the daemon holds for its
+// lifetime: they run beside it, serialised among themselves only.
+//
 // It must not log, print or return a secret, except Add's return value
 // (printed once by `spliced token add`). Checker is safe for any goroutine;
 // Add, Revoke and List are for the command line.

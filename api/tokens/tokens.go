@@ -190,7 +190,7 @@ func Generate() (string, error) {
 // List returns the tokens of the state directory dir (none when the file is
 // absent).
 func List(dir string) ([]Entry, error) {
-	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	data, err := readNoFollow(filepath.Join(dir, FileName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return []Entry{}, nil
 	}
@@ -248,10 +248,10 @@ func Revoke(dir, name string) error {
 // edit runs change on the current entries under the directory's lock and
 // writes the result atomically.
 func edit(dir string, change func([]Entry) ([]Entry, error)) error {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	lf, err := os.OpenFile(filepath.Join(dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	lf, err := os.OpenFile(filepath.Join(dir, lockName), os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
@@ -337,6 +337,9 @@ type checked struct {
 // NewChecker reads dir/tokens.json once; an unreadable or corrupt file is
 // an error (the server refuses to start rather than guess).
 func NewChecker(dir string) (*Checker, error) {
+	if err := CheckMode(dir); err != nil {
+		return nil, err
+	}
 	c := &Checker{path: filepath.Join(dir, FileName)}
 	s := c.current()
 	if s.err != nil {
@@ -348,9 +351,46 @@ func NewChecker(dir string) (*Checker, error) {
 // Path is the file the Checker reads.
 func (c *Checker) Path() string { return c.path }
 
+// readNoFollow reads path, refusing a symbolic link: tokens.json decides
+// who may reconfigure the proxy, and a link planted in the state directory
+// must not make another file the token list.
+func readNoFollow(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("%w (a symbolic link: refused, remove it)", err)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+}
+
+// CheckMode refuses a tokens.json that other users may read: the hashes
+// are unsalted SHA-256 of random secrets, not something to share, and a
+// file left world-readable is a sign the directory is not kept private.
+func CheckMode(dir string) error {
+	path := filepath.Join(dir, FileName)
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symbolic link: refused (remove it and recreate the tokens with `spliced token add`)", path)
+	}
+	if fi.Mode().Perm()&0o007 != 0 {
+		return fmt.Errorf("%s is accessible to other users (mode %04o): fix it with `chmod 600 %s`",
+			path, fi.Mode().Perm(), path)
+	}
+	return nil
+}
+
 func statOf(path string) (stamp, error) {
 	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
+	if err := unix.Lstat(path, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return stamp{}, nil
 		}
@@ -381,7 +421,7 @@ func load(path string, st stamp) snapshot {
 	if !st.exists {
 		return s
 	}
-	data, err := os.ReadFile(path)
+	data, err := readNoFollow(path)
 	if err != nil {
 		return snapshot{st: st, err: err}
 	}

@@ -254,3 +254,53 @@ func TestAddAsRootKeepsTheOwnerOfTheStateDirectory(t *testing.T) {
 		t.Fatalf("rewritten token file owned by %d:%d, want the old file's %d:%d", u, g, uid, gid)
 	}
 }
+
+func TestPlantedSymlinkTokenFileIsRefused(t *testing.T) {
+	src := t.TempDir()
+	if _, err := Add(src, "ci", Admin, now); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(src, FileName), filepath.Join(dir, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewChecker(dir); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("NewChecker on a symlinked tokens.json: %v, want a refusal", err)
+	}
+	if _, err := List(dir); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("List on a symlinked tokens.json: %v, want a refusal", err)
+	}
+	// A link planted while the server runs: every lookup fails closed.
+	live := t.TempDir()
+	c, err := NewChecker(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(src, FileName), filepath.Join(live, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Empty(); err == nil {
+		t.Fatal("the Checker followed a symlink planted at run time")
+	}
+}
+
+func TestTokenFileReadableByOthersRefusesStart(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Add(dir, "ci", Admin, now); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, FileName)
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := NewChecker(dir)
+	if err == nil || !strings.Contains(err.Error(), "chmod 600 "+p) {
+		t.Fatalf("NewChecker on a 0644 tokens.json: %v, want a refusal saying chmod 600", err)
+	}
+	if err := os.Chmod(p, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewChecker(dir); err != nil {
+		t.Fatalf("0640 (group of the service) is allowed: %v", err)
+	}
+}

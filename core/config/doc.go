@@ -85,7 +85,12 @@
 // newer than config.json are leftovers of an interrupted write and are
 // removed. A config.json that does not decode or validate stops the start
 // with ErrCorrupt, naming the file and the newest readable revision; it is
-// never reset silently.
+// never reset silently. config.json and revision files are read with
+// O_NOFOLLOW and revisions/ must be a real directory: a symbolic link
+// planted there is refused, never followed (writes replace names by
+// rename, which never follows one). One process owns a state directory:
+// LockDir takes an flock on spliced.lock (holding the owner's PID) that
+// cmd/spliced keeps for its lifetime.
 //
 // Each accepted Update that changes something creates exactly one
 // generation. An Update whose plan is empty (a PUT of the same document, a

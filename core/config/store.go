@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -105,11 +107,16 @@ func Open(dir, bootstrap string, log *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(s.revDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("config store: create %s: %w", s.revDir(), err)
 	}
+	// Writes go into revisions/ by name: a symlink planted there would
+	// send them wherever it points.
+	if fi, err := os.Lstat(s.revDir()); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("config store: %s must be a directory, not a symbolic link or a file (remove it)", s.revDir())
+	}
 	s.removeTemps(s.dir, "."+ConfigFile+tmpMarker)
 	s.removeTemps(s.revDir(), ".")
 
 	path := s.configPath()
-	data, err := os.ReadFile(path)
+	data, err := readFileNoFollow(path)
 	switch {
 	case err == nil:
 		c, lerr := loadConfig(data)
@@ -558,8 +565,28 @@ func (s *Store) removeTemps(dir, prefix string) {
 	}
 }
 
+// readFileNoFollow is os.ReadFile refusing a symbolic link (ELOOP): the
+// state files are ours, and one planted by someone who can write in the
+// directory must not make spliced read (or report) another file.
+func readFileNoFollow(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, noFollowError(err)
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// noFollowError explains the ELOOP of an O_NOFOLLOW open.
+func noFollowError(err error) error {
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("%w (a symbolic link: refused, remove it)", err)
+	}
+	return err
+}
+
 func readRevision(path string) (*revisionFile, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFileNoFollow(path)
 	if err != nil {
 		return nil, err
 	}
@@ -580,9 +607,9 @@ func readRevision(path string) (*revisionFile, error) {
 // readRevisionHeader reads generation, time and summary, which precede the
 // config in the file, without decoding the config.
 func readRevisionHeader(path string) (RevisionInfo, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return RevisionInfo{}, err
+		return RevisionInfo{}, noFollowError(err)
 	}
 	defer f.Close()
 	dec := json.NewDecoder(f)

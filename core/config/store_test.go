@@ -615,3 +615,55 @@ func TestWriteFileAtomicReplacesAndLeavesNoTemp(t *testing.T) {
 		t.Fatal("write into a missing directory succeeded")
 	}
 }
+
+// TestStoreRefusesPlantedSymlinks: config.json, a revision file or the
+// revisions directory replaced by a symbolic link is refused, never
+// followed (someone who may write in the directory must not make spliced
+// read or write another file).
+func TestStoreRefusesPlantedSymlinks(t *testing.T) {
+	t.Run("config.json", func(t *testing.T) {
+		src := t.TempDir()
+		s := openStore(t, src, "")
+		mustUpdate(t, s, addBackend("web"))
+		dir := t.TempDir()
+		if err := os.Symlink(filepath.Join(src, ConfigFile), filepath.Join(dir, ConfigFile)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(dir, "", nil); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+			t.Fatalf("Open with config.json a symlink: %v, want a refusal naming the link", err)
+		}
+	})
+	t.Run("revisions", func(t *testing.T) {
+		dir := t.TempDir()
+		elsewhere := t.TempDir()
+		if err := os.Symlink(elsewhere, filepath.Join(dir, RevisionsDir)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(dir, "", nil); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+			t.Fatalf("Open with revisions/ a symlink: %v, want a refusal", err)
+		}
+		if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+			t.Fatalf("the link's target was written: %v", ents)
+		}
+	})
+	t.Run("revision file", func(t *testing.T) {
+		dir := t.TempDir()
+		s := openStore(t, dir, "")
+		mustUpdate(t, s, addBackend("web"))
+		mustUpdate(t, s, addBackend("web2"))
+		p := s.revisionPath(1)
+		moved := filepath.Join(t.TempDir(), "rev1")
+		if err := os.Rename(p, moved); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(moved, p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Revision(1); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+			t.Fatalf("Revision(1) through a symlink: %v, want a refusal", err)
+		}
+		if _, err := readRevisionHeader(p); err == nil {
+			t.Fatal("readRevisionHeader followed a symlink")
+		}
+	})
+}
