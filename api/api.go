@@ -51,6 +51,11 @@ type Options struct {
 	// MaxEventStreams and MaxEventStreamsPerToken cap open
 	// /api/v1/events streams (0: DefaultMaxEventStreams...).
 	MaxEventStreams, MaxEventStreamsPerToken int
+	// AuditKeep is how many rotated audit files are kept (0: AuditKeepDefault).
+	AuditKeep int
+	// AuditCopy, when set, gets a copy of every audit entry (one JSON
+	// document per Write), e.g. a log/syslog writer.
+	AuditCopy io.Writer
 }
 
 // MaxBodyBytes bounds every request body (413 beyond).
@@ -106,6 +111,13 @@ func New(o Options) http.Handler {
 	}
 	s.obs = newObserver(s)
 	s.obs.events.setLimits(o.MaxEventStreams, o.MaxEventStreamsPerToken)
+	if o.AuditKeep > 0 {
+		s.obs.audit.keep = o.AuditKeep
+	}
+	s.obs.audit.sys = o.AuditCopy
+	if err := s.obs.audit.recoverPending(s.store); err != nil {
+		s.log.Error("audit trail: writes under way at the last stop not recovered", "err", err)
+	}
 	r := chi.NewRouter()
 	s.mux = r
 	// Order matters: the id first (everything logs it), the access log
@@ -343,11 +355,26 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) {
 		if prefix, err = op.mutate(c); err != nil {
 			return err
 		}
-		return checkRole(r.Context(), s.store.Current(), c) // operators: admin_state and weight only
+		if err := checkRole(r.Context(), s.store.Current(), c); err != nil { // operators: admin_state and weight only
+			return err
+		}
+		if dry {
+			return nil
+		}
+		// The trail holds the write before the store persists it.
+		if err := s.obs.audit.begin(r, s.store.Current().Generation+1); err != nil {
+			return err
+		}
+		fault("pending")
+		return nil
+	}
+	apply := func(ctx context.Context, c *config.Config) error {
+		fault("persisted")
+		return s.core.Apply(ctx, c)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), applyTimeout)
 	defer cancel()
-	res, err := s.store.Update(ctx, mutate, config.UpdateOptions{DryRun: dry, Env: s.env, Apply: s.core.Apply})
+	res, err := s.store.Update(ctx, mutate, config.UpdateOptions{DryRun: dry, Env: s.env, Apply: apply})
 	s.noteWrite(r, dry, res, err)
 	if err != nil {
 		s.fail(w, r, err, prefix)

@@ -14,19 +14,38 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spliced-proxy/spliced/core/config"
 )
 
-// The audit trail: every write through the API (POST, PUT, PATCH, DELETE),
-// accepted or refused, dry runs included, is one JSON line appended to
-// audit.log in the state directory. The file is rotated to audit.log.1
-// past auditMaxBytes, so the trail takes at most twice that on disk.
+// The audit trail: every write through the API (POST, PUT, PATCH, DELETE)
+// by an admitted client, accepted or refused, dry runs included, is one JSON
+// line appended to audit.log in the state directory. The file is rotated
+// past auditMaxBytes to audit.log.1 .. audit.log.N (AuditKeep files kept).
+//
+// Requests refused before authentication (no or bad token, bad Host or
+// Origin, too many failures) are not written there: anyone who can reach
+// the port could otherwise push the real entries out. They are counted
+// (spliced_admin_refused_total{code}) and sampled into the server log, at
+// most refusedLogPerSec lines a second.
+//
+// A change is durable in the trail no later than in the state directory:
+// before the store persists a generation, a pending record of the write is
+// appended and fsynced to audit.pending; once the answer is out, the full
+// entry goes to audit.log and the pending record is dropped. At start-up
+// (recoverPending) a pending record left by a crash becomes an entry marked
+// recovered "applied" (its generation was committed) or "not-applied".
 
 const (
 	auditFile     = "audit.log"
+	pendingFile   = "audit.pending"
 	auditMaxBytes = 16 << 20
+	// AuditKeepDefault is how many rotated audit files are kept.
+	AuditKeepDefault = 10
+	// refusedLogPerSec bounds the sampled log of pre-auth refusals.
+	refusedLogPerSec = 5
 	// auditDiffItems: a change of at most this many plan items carries the
 	// before/after of each changed object; a bigger one only its plan.
 	auditDiffItems = 8
@@ -66,6 +85,11 @@ type AuditEntry struct {
 	// Changes holds the before/after of each changed object when the plan
 	// has at most 8 items.
 	Changes []AuditChange `json:"changes,omitempty"`
+	// Recovered is set on an entry written at start-up for a write that
+	// was under way when spliced stopped (killed, crashed, power lost):
+	// "applied" (its generation was committed; Status is then 0, as no
+	// answer was sent) or "not-applied".
+	Recovered string `json:"recovered,omitempty" example:"applied"`
 }
 
 // auditRec is what a request contributes to its audit entry while it runs;
@@ -79,6 +103,8 @@ type auditRec struct {
 	plan   *config.Plan
 	before *config.Config
 	after  *config.Config
+	// pending is the id of this write's record in audit.pending (0: none).
+	pending int64
 }
 
 type auditCtxKey struct{}
@@ -131,7 +157,7 @@ func auditResult(r *http.Request, dry bool, res *config.Result) {
 // auditProblem records the problem a request was answered with.
 func auditProblem(r *http.Request, p *Problem) {
 	if a := auditOf(r.Context()); a != nil {
-		a.errTxt = truncate(p.Type+": "+p.Detail, 512)
+		a.errTxt = truncate(secretLike.ReplaceAllString(p.Type+": "+p.Detail, redacted), 512)
 	}
 }
 
@@ -148,14 +174,20 @@ type auditLog struct {
 	dir      string
 	log      *slog.Logger
 	maxBytes int64 // rotate past this size
+	keep     int   // rotated files kept: audit.log.1 .. audit.log.keep
+	// sys, when set, gets a copy of every entry (local syslog/journald).
+	sys     io.Writer
+	refused *refusals
 
-	mu   sync.Mutex
-	seq  int64 // last sequence number written
-	init bool
+	mu      sync.Mutex
+	seq     int64 // last sequence number written
+	init    bool
+	pending int64 // last pending id given
+	open    int   // pending records not yet completed
 }
 
 func newAuditLog(dir string, log *slog.Logger) *auditLog {
-	return &auditLog{dir: dir, log: log, maxBytes: auditMaxBytes}
+	return &auditLog{dir: dir, log: log, maxBytes: auditMaxBytes, keep: AuditKeepDefault, refused: newRefusals(log)}
 }
 
 func (l *auditLog) path(n int) string {
@@ -166,13 +198,10 @@ func (l *auditLog) path(n int) string {
 	return p
 }
 
-// middleware writes one entry per write request once it is answered.
+// middleware writes one entry per write request once it is answered, and
+// counts the requests refused before authentication instead.
 func (l *auditLog) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isWrite(r.Method) || l.dir == "" {
-			next.ServeHTTP(w, r)
-			return
-		}
 		rec := &auditRec{}
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
@@ -180,30 +209,59 @@ func (l *auditLog) middleware(next http.Handler) http.Handler {
 			if st == 0 {
 				st = http.StatusOK
 			}
-			if v := recover(); v != nil {
+			v := recover()
+			if v != nil {
 				// The recoverer is inside; a panic here is one that
 				// aborts the connection. Record it, then let it go on.
 				st = http.StatusInternalServerError
+			}
+			switch {
+			case preAuthRefusal(rec, r.Method, st):
+				l.refused.note(r, st)
+			case isWrite(r.Method) && l.dir != "":
 				l.append(r, rec, st)
+			}
+			if v != nil {
 				panic(v)
 			}
-			l.append(r, rec, st)
 		}()
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), auditCtxKey{}, rec)))
 	})
 }
 
-// append writes the entry of a finished request. Failing to write the
-// audit trail is logged; it does not undo the answered write.
-func (l *auditLog) append(r *http.Request, a *auditRec, status int) {
+// preAuthRefusal: the request was refused before it was admitted (the
+// guard named it anonymous and never admitted it). Public routes are
+// anonymous too, but never answer 401, 403 or 429, and take no writes.
+func preAuthRefusal(a *auditRec, method string, status int) bool {
+	if a.actor != actorAnonymous || status < 400 {
+		return false
+	}
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests:
+		return true
+	}
+	return isWrite(method)
+}
+
+// entryOf is the entry of a request, without its outcome.
+func entryOf(r *http.Request, a *auditRec) AuditEntry {
 	e := AuditEntry{
 		Time: time.Now().UTC(), Actor: a.actor, Remote: r.RemoteAddr,
-		RequestID: requestID(r.Context()), Method: r.Method, Path: truncate(r.URL.RequestURI(), 1024),
-		DryRun: a.dry, Status: status,
+		RequestID: requestID(r.Context()), Method: r.Method, Path: truncate(redactURI(r.URL), 1024),
+		DryRun: a.dry,
 	}
 	if e.Actor == "" {
 		e.Actor = "local"
 	}
+	return e
+}
+
+// append writes the entry of a finished request. Failing to write the
+// audit trail is logged; it does not undo the answered write (whose
+// pending record then stays, and becomes an entry at the next start).
+func (l *auditLog) append(r *http.Request, a *auditRec, status int) {
+	e := entryOf(r, a)
+	e.Status = status
 	if a.hasGen && status < 400 {
 		e.Generation = a.gen
 		e.Plan = a.plan
@@ -219,29 +277,38 @@ func (l *auditLog) append(r *http.Request, a *auditRec, status int) {
 	}
 	if err := l.write(&e); err != nil {
 		l.log.Error("audit log write failed", "path", l.path(0), "request_id", e.RequestID, "err", err)
+		return
+	}
+	if a.pending != 0 {
+		if err := l.end(a.pending); err != nil {
+			l.log.Error("audit pending record not cleared", "path", filepath.Join(l.dir, pendingFile), "err", err)
+		}
 	}
 }
 
 func (l *auditLog) write(e *AuditEntry) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.writeLocked(e)
+}
+
+func (l *auditLog) writeLocked(e *AuditEntry) error {
 	if !l.init {
 		l.seq = l.lastSeq()
 		l.init = true
 	}
-	l.seq++
-	e.Seq = l.seq
+	e.Seq = l.seq + 1
 	b, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("encode audit entry: %w", err)
 	}
 	b = append(b, '\n')
-	if fi, err := os.Stat(l.path(0)); err == nil && fi.Size()+int64(len(b)) > l.maxBytes {
-		if err := os.Rename(l.path(0), l.path(1)); err != nil {
-			return fmt.Errorf("rotate audit log: %w", err)
+	if fi, err := os.Lstat(l.path(0)); err == nil && fi.Mode().IsRegular() && fi.Size()+int64(len(b)) > l.maxBytes {
+		if err := l.rotate(); err != nil {
+			return err
 		}
 	}
-	f, err := os.OpenFile(l.path(0), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := openNoFollow(l.path(0), os.O_WRONLY|os.O_APPEND|os.O_CREATE)
 	if err != nil {
 		return fmt.Errorf("open audit log: %w", err)
 	}
@@ -253,7 +320,38 @@ func (l *auditLog) write(e *AuditEntry) error {
 		f.Close()
 		return fmt.Errorf("sync audit log: %w", err)
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close audit log: %w", err)
+	}
+	l.seq++
+	if l.sys != nil {
+		if _, err := l.sys.Write(b[:len(b)-1]); err != nil {
+			l.log.Warn("audit copy to syslog failed", "seq", e.Seq, "err", err)
+		}
+	}
+	return nil
+}
+
+// rotate shifts audit.log.N-1 to .N, ..., audit.log to .1; the oldest kept
+// file is replaced.
+func (l *auditLog) rotate() error {
+	for n := max(l.keep, 1); n >= 1; n-- {
+		if err := os.Rename(l.path(n-1), l.path(n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("rotate audit log: %w", err)
+		}
+	}
+	return nil
+}
+
+// openNoFollow opens path for appending or reading, refusing a symbolic
+// link (one planted in the state directory would make spliced write, as
+// its user, to the file it points to).
+func openNoFollow(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link; refusing to follow it (remove it): %w", path, err)
+	}
+	return f, err
 }
 
 // lastSeq is the sequence number of the newest entry on disk (0 if none),
@@ -266,7 +364,7 @@ func (l *auditLog) lastSeq() int64 {
 
 // scan calls fn with entries newest first until fn returns false.
 func (l *auditLog) scan(fn func(e *AuditEntry) bool) error {
-	for n := 0; n <= 1; n++ {
+	for n := 0; n <= max(l.keep, 1); n++ {
 		more, err := scanFileBackwards(l.path(n), fn)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -282,7 +380,7 @@ func (l *auditLog) scan(fn func(e *AuditEntry) bool) error {
 // line decoded as an entry, last line first. Lines that do not decode (a
 // torn last write) are skipped. It returns false when fn asked to stop.
 func scanFileBackwards(path string, fn func(e *AuditEntry) bool) (bool, error) {
-	f, err := os.Open(path)
+	f, err := openNoFollow(path, os.O_RDONLY)
 	if err != nil {
 		return true, err
 	}
@@ -429,7 +527,7 @@ func (l *auditLog) read(limit int, before int64) ([]AuditEntry, error) {
 // audit godoc
 //
 //	@Summary		Audit trail of writes, newest first
-//	@Description	Every write through the API (POST, PUT, PATCH, DELETE), accepted or refused, dry runs included: who (actor), from where, which request, the plan and, for changes of at most 8 plan items, the before/after of each changed object, and the result. Kept in audit.log in the state directory (rotated to audit.log.1 past 16 MiB). Page with ?before= set to the seq of the last entry received; the Link header (rel="next") gives the next page.
+//	@Description	Every write through the API (POST, PUT, PATCH, DELETE), accepted or refused, dry runs included: who (actor), from where, which request, the plan and, for changes of at most 8 plan items, the before/after of each changed object, and the result. Kept in audit.log in the state directory (rotated past 16 MiB; --audit-keep rotated files kept). Requests refused before authentication are not entries (see spliced_admin_refused_total). An entry with recovered set was written at start-up for a write under way when spliced stopped. Page with ?before= set to the seq of the last entry received; the Link header (rel="next") gives the next page.
 //	@Tags			observability
 //	@Produce		json
 //	@Param			limit	query		integer	false	"entries per page (1..1000, default 100)"

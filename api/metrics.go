@@ -202,8 +202,9 @@ func (k *collector) Collect(ch chan<- prometheus.Metric) {
 
 // newMetricsHandler is /metrics: the data plane's collector plus the Go
 // runtime's and the process's, in a registry of its own.
-func newMetricsHandler(c core.Control, version string) http.Handler {
+func newMetricsHandler(c core.Control, version string, extra ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(extra...)
 	reg.MustRegister(newCollector(c),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -79,7 +79,8 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// accessLog writes one slog line per admin request.
+// accessLog writes one slog line per admin request. The path is logged
+// without the query, and redacted (redactURI): no secret reaches the log.
 func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -92,7 +93,7 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 				}
 				log.LogAttrs(r.Context(), slog.LevelInfo, "admin request",
 					slog.String("method", r.Method),
-					slog.String("path", r.URL.Path),
+					slog.String("path", redactPath(r.URL.EscapedPath())),
 					slog.Int("status", st),
 					slog.Duration("duration", time.Since(start)),
 					slog.Int64("bytes", sw.bytes),
@@ -119,7 +120,7 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 					panic(v)
 				}
 				log.LogAttrs(r.Context(), slog.LevelError, "admin handler panicked",
-					slog.String("method", r.Method), slog.String("path", r.URL.Path),
+					slog.String("method", r.Method), slog.String("path", redactPath(r.URL.EscapedPath())),
 					slog.String("request_id", requestID(r.Context())),
 					slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
 				if sw, ok := w.(*statusWriter); ok && sw.status != 0 {

@@ -230,7 +230,7 @@ func TestAuditPagesWithTheBeforeCursor(t *testing.T) {
 func TestAuditRotatesPastItsBound(t *testing.T) {
 	dir := t.TempDir()
 	l := newAuditLog(dir, slog.New(slog.DiscardHandler))
-	l.maxBytes = 2000
+	l.maxBytes, l.keep = 2000, 1
 	for i := range 40 {
 		if err := l.write(&AuditEntry{Method: "PUT", Path: fmt.Sprintf("/api/v1/tuning/%d", i), Status: 200}); err != nil {
 			t.Fatal(err)

@@ -18,10 +18,11 @@ type observer struct {
 }
 
 func newObserver(s *server) *observer {
+	audit := newAuditLog(s.dir, s.log)
 	return &observer{
-		audit:   newAuditLog(s.dir, s.log),
+		audit:   audit,
 		events:  newEventHub(s.core, s.log),
-		metrics: newMetricsHandler(s.core, s.version),
+		metrics: newMetricsHandler(s.core, s.version, audit.refused.count),
 	}
 }
 

@@ -1,0 +1,304 @@
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+// pendingLine is one line of audit.pending: a write about to be persisted
+// (ID and Entry), or the end of one (Done).
+type pendingLine struct {
+	ID    int64       `json:"id,omitempty"`
+	Done  int64       `json:"done,omitempty"`
+	Entry *AuditEntry `json:"entry,omitempty"`
+}
+
+// testFault, set only by tests, is called at the named points of a write
+// ("pending": the pending record is durable, nothing persisted yet;
+// "persisted": the generation is committed, its entry not yet written).
+// Production code never sets it: no flag, environment variable or input
+// reaches it.
+var testFault func(point string)
+
+func fault(point string) {
+	if testFault != nil {
+		testFault(point)
+	}
+}
+
+func (l *auditLog) pendingPath() string { return filepath.Join(l.dir, pendingFile) }
+
+// begin makes the write r durable in the trail before the store persists
+// generation gen: a pending record appended and fsynced to audit.pending.
+// It runs under the store's lock, so records are in the order the store
+// ran the writes. An error refuses the write.
+func (l *auditLog) begin(r *http.Request, gen int64) error {
+	a := auditOf(r.Context())
+	if a == nil || l.dir == "" {
+		return nil
+	}
+	e := entryOf(r, a)
+	e.Generation = gen
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := l.pending + 1
+	b, err := json.Marshal(pendingLine{ID: id, Entry: &e})
+	if err != nil {
+		return fmt.Errorf("encode audit pending record: %w", err)
+	}
+	if err := appendSync(l.pendingPath(), append(b, '\n'), true); err != nil {
+		return fmt.Errorf("audit trail: %w", err)
+	}
+	l.pending = id
+	l.open++
+	a.pending = id
+	return nil
+}
+
+// end drops the pending record id once its entry is in audit.log: the
+// file is emptied when no write is under way, else a done line is added
+// (not fsynced: a lost one is matched against audit.log at start-up).
+func (l *auditLog) end(id int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open--
+	if l.open <= 0 {
+		l.open = 0
+		f, err := openNoFollow(l.pendingPath(), os.O_WRONLY|os.O_TRUNC)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	}
+	b, _ := json.Marshal(pendingLine{Done: id})
+	return appendSync(l.pendingPath(), append(b, '\n'), false)
+}
+
+func appendSync(path string, b []byte, sync bool) error {
+	f, err := openNoFollow(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// recoverPending turns the pending records a crash left into entries:
+// "applied" when the store committed the record's generation, with the
+// plan rebuilt from the revisions, else "not-applied". A record whose
+// entry reached audit.log (its done line was lost) is skipped. Writes go
+// through the store one at a time, with the generation current+1 they
+// would create: a later record naming the same generation proves the
+// earlier one did not commit it.
+func (l *auditLog) recoverPending(st *config.Store) error {
+	if l.dir == "" || st == nil {
+		return nil
+	}
+	f, err := openNoFollow(l.pendingPath(), os.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("audit trail: %w", err)
+	}
+	var recs []pendingLine
+	done := map[int64]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var p pendingLine
+		if json.Unmarshal(sc.Bytes(), &p) != nil {
+			continue // a torn last line: its write never reached the store
+		}
+		if p.Done != 0 {
+			done[p.Done] = true
+		} else if p.Entry != nil {
+			recs = append(recs, p)
+		}
+	}
+	err = sc.Err()
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("audit trail: read %s: %w", l.pendingPath(), err)
+	}
+	committed := st.Current().Generation
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, p := range recs {
+		if done[p.ID] || l.hasEntryLocked(p.Entry) {
+			continue
+		}
+		e := *p.Entry
+		superseded := false
+		for _, q := range recs[i+1:] {
+			superseded = superseded || q.Entry.Generation == e.Generation
+		}
+		if !superseded && e.Generation <= committed {
+			e.Recovered = "applied"
+			if after, err := st.Revision(e.Generation); err == nil {
+				before, _ := st.Revision(e.Generation - 1)
+				plan := config.Diff(before, after)
+				e.Plan = &plan
+				if len(plan.Items) <= auditDiffItems {
+					e.Changes = changesOf(&plan, before, after)
+				}
+			}
+		} else {
+			e.Recovered, e.Generation = "not-applied", 0
+			e.Error = "spliced stopped before this write was committed; it was not applied"
+		}
+		l.log.Warn("audit entry recovered from a write under way when spliced stopped",
+			"request_id", e.RequestID, "method", e.Method, "path", e.Path, "recovered", e.Recovered, "generation", e.Generation)
+		if err := l.writeLocked(&e); err != nil {
+			return fmt.Errorf("audit trail: %w", err)
+		}
+	}
+	if err := os.Truncate(l.pendingPath(), 0); err != nil {
+		return fmt.Errorf("audit trail: %w", err)
+	}
+	return nil
+}
+
+// hasEntryLocked: audit.log already holds the entry of pending record p
+// (the same request, written after p).
+func (l *auditLog) hasEntryLocked(p *AuditEntry) bool {
+	found, n := false, 0
+	_ = l.scan(func(e *AuditEntry) bool {
+		n++
+		if e.RequestID == p.RequestID && e.Method == p.Method && e.Path == p.Path && !e.Time.Before(p.Time) {
+			found = true
+		}
+		return !found && n < 1000 && !e.Time.Before(p.Time)
+	})
+	return found
+}
+
+// refusals counts the requests refused before authentication and samples
+// them into the server log.
+type refusals struct {
+	count *prometheus.CounterVec
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	sec     int64 // the second the budget is for
+	logged  int   // lines logged in that second
+	dropped int64 // refusals not logged since the last line
+}
+
+func newRefusals(log *slog.Logger) *refusals {
+	return &refusals{log: log, count: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "spliced_admin_refused_total",
+		Help: "Admin API requests refused before authentication (no or bad token, bad Host or Origin, too many failures), by status code. Not in the audit trail.",
+	}, []string{"code"})}
+}
+
+func (f *refusals) note(r *http.Request, status int) {
+	f.count.WithLabelValues(strconv.Itoa(status)).Inc()
+	now := time.Now().Unix()
+	f.mu.Lock()
+	if now != f.sec {
+		f.sec, f.logged = now, 0
+	}
+	if f.logged >= refusedLogPerSec {
+		f.dropped++
+		f.mu.Unlock()
+		return
+	}
+	f.logged++
+	dropped := f.dropped
+	f.dropped = 0
+	f.mu.Unlock()
+	f.log.LogAttrs(r.Context(), slog.LevelWarn, "admin request refused before authentication",
+		slog.Int("status", status), slog.String("method", r.Method),
+		slog.String("path", truncate(redactURI(r.URL), 200)), slog.String("remote", r.RemoteAddr),
+		slog.String("request_id", requestID(r.Context())), slog.Int64("not_logged_before", dropped))
+}
+
+const redacted = "REDACTED"
+
+// redactURI is u's path and query as logged: the values of the query
+// parameters access_token and token, every value starting with the token
+// prefix spliced_, and any path segment as long as a secret that starts
+// with it, replaced by REDACTED.
+func redactURI(u *url.URL) string {
+	path := redactPath(u.EscapedPath())
+	if u.RawQuery == "" && !u.ForceQuery {
+		return path
+	}
+	return path + "?" + redactQuery(u.RawQuery)
+}
+
+func redactPath(p string) string {
+	if !strings.Contains(strings.ToLower(p), "spliced") {
+		return p
+	}
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		if len(s) >= len(tokenPrefix)+32 && isSecretValue(s) { // a name may start with spliced_; a secret is long
+			segs[i] = redacted
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+func redactQuery(q string) string {
+	parts := strings.FieldsFunc(q, func(r rune) bool { return r == '&' || r == ';' })
+	changed := false
+	for i, kv := range parts {
+		k, v, _ := strings.Cut(kv, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			name = k
+		}
+		name = strings.ToLower(name)
+		if name == "access_token" || name == "token" || isSecretValue(v) {
+			parts[i] = k + "=" + redacted
+			changed = true
+		}
+	}
+	if !changed {
+		return q
+	}
+	return strings.Join(parts, "&")
+}
+
+// isSecretValue: v (escaped) starts with the token prefix, whatever its
+// case or escaping.
+func isSecretValue(v string) bool {
+	u, err := url.QueryUnescape(v)
+	if err != nil {
+		u = v
+	}
+	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(u)), tokenPrefix)
+}
+
+const tokenPrefix = "spliced_"
+
+// secretLike is a secret quoted in a text (an error detail naming the path
+// segment it came from): the prefix and at least 32 characters of base64url.
+var secretLike = regexp.MustCompile(`(?i)spliced_[A-Za-z0-9_-]{32,}`)
