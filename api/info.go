@@ -94,6 +94,13 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 			Detail: "the configuration is not loaded"}, ""))
 		return
 	}
+	// After a write the state directory refused (full, read-only), not
+	// ready until a write succeeds again (a change, or the store's probe).
+	if err := s.store.StorageHealth(); err != nil {
+		writeProblem(w, r, problemFor(&apiError{Status: http.StatusServiceUnavailable, Code: "not-ready",
+			Detail: "no change can be saved: " + err.Error()}, ""))
+		return
+	}
 	want := s.store.Current().Generation
 	got := s.core.Runtime().Generation
 	if got != want {

@@ -60,6 +60,7 @@ func problemFor(err error, prefix string) Problem {
 		ve *config.ValidationError
 		xe *config.ApplyError
 		me *http.MaxBytesError
+		se *config.StorageError
 	)
 	p := Problem{Errors: []config.FieldError{}}
 	switch {
@@ -98,6 +99,15 @@ func problemFor(err error, prefix string) Problem {
 		if len(p.Errors) > 0 {
 			p.Detail = fieldSummary(p.Errors)
 		}
+	case errors.As(err, &se):
+		// The state directory refused the write (full, read-only, I/O
+		// error); nothing changed. The OS error is the operator's clue:
+		// 507 when space or quota ran out, 503 (not ready) otherwise.
+		p.Status, p.Type = http.StatusServiceUnavailable, "storage-unavailable"
+		if se.Full() {
+			p.Status, p.Type = http.StatusInsufficientStorage, "storage-full"
+		}
+		p.Detail = "the change could not be saved, nothing was changed: " + se.Error()
 	case errors.Is(err, config.ErrNotFound):
 		p.Status, p.Type, p.Detail = http.StatusNotFound, "not-found", err.Error()
 	case errors.Is(err, config.ErrInUse):

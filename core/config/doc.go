@@ -92,6 +92,11 @@
 // LockDir takes an flock on spliced.lock (holding the owner's PID) that
 // cmd/spliced keeps for its lifetime.
 //
+// A write the OS refuses (ENOSPC, EDQUOT, EROFS, EACCES, EIO...) makes
+// Update return a *StorageError (Full for space or quota) and change
+// nothing; StorageHealth reports that fault until a write succeeds again,
+// an Update or the probe StorageHealth makes at most once a second.
+//
 // Each accepted Update that changes something creates exactly one
 // generation. An Update whose plan is empty (a PUT of the same document, a
 // PATCH that sets a value to what it already is) creates no generation: it

@@ -39,7 +39,38 @@ type Store struct {
 
 	mu  sync.Mutex             // serialises Update: one writer at a time
 	cur atomic.Pointer[Config] // immutable snapshot
+
+	// fault is the last write the OS refused while no write has succeeded
+	// since (nil: the directory takes writes). lastProbe (unix nanos)
+	// spaces the probes StorageHealth makes while a fault lasts.
+	fault     atomic.Pointer[StorageError]
+	lastProbe atomic.Int64
+	// writeFile is WriteFileAtomic; tests swap it to inject OS errors.
+	writeFile func(dir, name string, data []byte, prepare func(*os.File)) error
 }
+
+// StorageError is a write to the state directory that the OS refused: a
+// full file system (ENOSPC, EDQUOT), a read-only one (EROFS), a permission
+// (EACCES, EPERM) or the device (EIO). The Update that met it changed
+// nothing: the running config is still the current one.
+type StorageError struct {
+	Err error // the failed operation, wrapping the errno
+}
+
+func (e *StorageError) Error() string { return "the state directory refused a write: " + e.Err.Error() }
+
+// Unwrap lets errors.Is match the errno.
+func (e *StorageError) Unwrap() error { return e.Err }
+
+// Full reports whether the file system is out of space or quota (507)
+// rather than unwritable (503).
+func (e *StorageError) Full() bool {
+	return errors.Is(e.Err, syscall.ENOSPC) || errors.Is(e.Err, syscall.EDQUOT)
+}
+
+// storageProbeEvery spaces the probes of a faulty state directory: one
+// small write a second at most, however often /readyz is asked.
+const storageProbeEvery = time.Second
 
 // UpdateOptions control one Update.
 type UpdateOptions struct {
@@ -103,7 +134,7 @@ func Open(dir, bootstrap string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config store: %w", err)
 	}
-	s := &Store{dir: abs, log: log.With("state_dir", abs)}
+	s := &Store{dir: abs, log: log.With("state_dir", abs), writeFile: WriteFileAtomic}
 	if err := os.MkdirAll(s.revDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("config store: create %s: %w", s.revDir(), err)
 	}
@@ -260,18 +291,20 @@ func (s *Store) Update(ctx context.Context, mutate func(c *Config) error, o Upda
 		return nil, fmt.Errorf("config store: encode generation %d: %w", next.Generation, err)
 	}
 	if err := s.writeRevisionDoc(next.Generation, time.Now(), plan.Summary(), doc); err != nil {
-		return nil, err
+		return nil, s.storageFailed(err)
 	}
 	if err := s.writeConfigDoc(doc); err != nil {
 		s.removeRevision(next.Generation)
-		return nil, err
+		return nil, s.storageFailed(err)
 	}
+	s.storageOK()
 	if o.Apply != nil {
 		if err := o.Apply(ctx, next); err != nil {
 			log.Warn("apply failed, rolling back", "err", err, "plan", plan.Summary())
 			if rerr := s.rollback(cur, next.Generation); rerr != nil {
 				log.Error("rollback of the persisted config failed: disk may disagree with the running config",
 					"err", rerr, "running_generation", cur.Generation)
+				s.storageFailed(rerr)
 				return nil, errors.Join(err, rerr)
 			}
 			return nil, err
@@ -281,6 +314,75 @@ func (s *Store) Update(ctx context.Context, mutate func(c *Config) error, o Upda
 	s.pruneRevisions()
 	log.Info("config updated", "plan", plan.Summary())
 	return &Result{Generation: next.Generation, Plan: plan, Config: next}, nil
+}
+
+// storageFailed records err, a refused write, as the state directory's
+// fault and returns it as a *StorageError.
+func (s *Store) storageFailed(err error) error {
+	se := &StorageError{Err: err}
+	s.lastProbe.Store(time.Now().UnixNano()) // the first probe a second later
+	if s.fault.Swap(se) == nil {
+		s.log.Error("the state directory refuses writes: no change can be saved until it is fixed", "err", err)
+	}
+	return se
+}
+
+func (s *Store) storageOK() {
+	if s.fault.Swap(nil) != nil {
+		s.log.Info("the state directory takes writes again")
+	}
+}
+
+// StorageHealth is nil while the state directory takes writes; after a
+// refused write it is that *StorageError until a write succeeds again: an
+// Update, or a probe (a small temporary file created, written, fsynced and
+// removed in the directory and in revisions/) that StorageHealth itself
+// makes at most once a second. Any goroutine.
+func (s *Store) StorageHealth() error {
+	f := s.fault.Load()
+	if f == nil {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	last := s.lastProbe.Load()
+	if now-last < int64(storageProbeEvery) || !s.lastProbe.CompareAndSwap(last, now) {
+		return f
+	}
+	if err := s.probe(); err != nil {
+		// Keep the fault of the refused write; the probe says the same.
+		return f
+	}
+	if s.fault.CompareAndSwap(f, nil) {
+		s.log.Info("the state directory takes writes again")
+	}
+	if f := s.fault.Load(); f != nil { // a write failed again meanwhile
+		return f
+	}
+	return nil
+}
+
+// probe writes and removes a temporary file where Update writes. Its name
+// is that of config.json's temporary files, so Open removes one left by a
+// crash.
+func (s *Store) probe() error {
+	for _, dir := range []string{s.dir, s.revDir()} {
+		f, err := os.CreateTemp(dir, "."+ConfigFile+tmpMarker+"probe-*")
+		if err != nil {
+			return err
+		}
+		_, err = f.Write([]byte("probe\n"))
+		if err == nil {
+			err = f.Sync()
+		}
+		f.Close()
+		if rerr := os.Remove(f.Name()); err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Store) rollback(prev *Config, gen int64) error {
@@ -461,7 +563,7 @@ func (s *Store) writeConfig(c *Config) error {
 
 // writeConfigDoc commits doc (compact JSON of a Config) as config.json.
 func (s *Store) writeConfigDoc(doc []byte) error {
-	if err := WriteFileAtomic(s.dir, ConfigFile, indentDoc(doc), nil); err != nil {
+	if err := s.writeFile(s.dir, ConfigFile, indentDoc(doc), nil); err != nil {
 		return fmt.Errorf("config store: %w", err)
 	}
 	return nil
@@ -493,7 +595,7 @@ func (s *Store) writeRevisionDoc(gen int64, t time.Time, summary string, doc []b
 	buf.WriteString(`,"config":`)
 	buf.Write(doc)
 	buf.WriteString("}\n")
-	if err := WriteFileAtomic(s.revDir(), revisionName(gen), buf.Bytes(), nil); err != nil {
+	if err := s.writeFile(s.revDir(), revisionName(gen), buf.Bytes(), nil); err != nil {
 		return fmt.Errorf("config store: %w", err)
 	}
 	return nil

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -666,4 +668,70 @@ func TestStoreRefusesPlantedSymlinks(t *testing.T) {
 			t.Fatal("readRevisionHeader followed a symlink")
 		}
 	})
+}
+
+// TestStoreRefusedWriteIsAStorageErrorAndKeepsTheRunningConfig: a write the
+// OS refuses (full, read-only, I/O error), on the revision or on
+// config.json, returns a *StorageError carrying the errno, changes nothing
+// on disk or in memory, and StorageHealth reports it until a write
+// succeeds again (an Update, or the probe).
+func TestStoreRefusedWriteIsAStorageErrorAndKeepsTheRunningConfig(t *testing.T) {
+	for _, tc := range []struct {
+		errno syscall.Errno
+		on    string // the file whose write fails
+		full  bool
+	}{
+		{syscall.ENOSPC, "revision", true},
+		{syscall.EDQUOT, ConfigFile, true},
+		{syscall.EROFS, "revision", false},
+		{syscall.EIO, ConfigFile, false},
+		{syscall.EACCES, ConfigFile, false},
+	} {
+		t.Run(tc.errno.Error()+" on "+tc.on, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openStore(t, dir, "")
+			mustUpdate(t, s, addBackend("web"))
+			cur, conf, gens := s.Current(), readFile(t, filepath.Join(dir, ConfigFile)), revisionGens(t, s)
+			s.writeFile = func(d, name string, data []byte, prepare func(*os.File)) error {
+				if (tc.on == ConfigFile) == (name == ConfigFile) {
+					return fmt.Errorf("write %s: %w", name, &fs.PathError{Op: "write", Path: filepath.Join(d, name), Err: tc.errno})
+				}
+				return WriteFileAtomic(d, name, data, prepare)
+			}
+			_, err := s.Update(context.Background(), addBackend("api"), UpdateOptions{})
+			var se *StorageError
+			if !errors.As(err, &se) || !errors.Is(err, tc.errno) || se.Full() != tc.full {
+				t.Fatalf("Update: %v; want a StorageError wrapping %v, Full %v", err, tc.errno, tc.full)
+			}
+			if s.Current() != cur || readFile(t, filepath.Join(dir, ConfigFile)) != conf || !slices.Equal(revisionGens(t, s), gens) {
+				t.Fatal("a refused write changed the running config or the files")
+			}
+			if h := s.StorageHealth(); !errors.Is(h, tc.errno) {
+				t.Fatalf("StorageHealth after the refusal: %v", h)
+			}
+			// Still refused: the probe is not due, nor would it pass here
+			// (it writes for real; only the next due probe clears).
+			s.writeFile = WriteFileAtomic
+			if h := s.StorageHealth(); h == nil {
+				t.Fatal("StorageHealth cleared before any write succeeded")
+			}
+			s.lastProbe.Store(0) // the probe is due
+			if h := s.StorageHealth(); h != nil {
+				t.Fatalf("StorageHealth after a successful probe: %v", h)
+			}
+			// A successful Update clears it too.
+			s.writeFile = func(string, string, []byte, func(*os.File)) error { return syscall.ENOSPC }
+			if _, err := s.Update(context.Background(), addBackend("api"), UpdateOptions{}); err == nil {
+				t.Fatal("Update succeeded on a full disk")
+			}
+			s.writeFile = WriteFileAtomic
+			mustUpdate(t, s, addBackend("api"))
+			if h := s.StorageHealth(); h != nil {
+				t.Fatalf("StorageHealth after a successful Update: %v", h)
+			}
+			if ents, _ := os.ReadDir(dir); slices.ContainsFunc(ents, func(e os.DirEntry) bool { return strings.Contains(e.Name(), tmpMarker) }) {
+				t.Fatalf("a probe left a temporary file: %v", ents)
+			}
+		})
+	}
 }
