@@ -181,7 +181,7 @@ for s in postinst postrm prerm; do
 done
 ok "maintainer scripts are packaging/deb/{postinst,postrm,prerm}, valid sh"
 expect_in "postinst" "$(cat "$work/ctl1/postinst")" "adduser --system"
-expect_in "postinst" "$(cat "$work/ctl1/postinst")" 'chmod 0750 "$STATE_DIR"'
+expect_in "postinst" "$(cat "$work/ctl1/postinst")" 'chmod 0700 "$STATE_DIR"'
 expect_in "postrm" "$(cat "$work/ctl1/postrm")" "rm -rf /var/lib/spliced"
 expect_in "postrm" "$(cat "$work/ctl1/postrm")" "deluser --system"
 
@@ -248,7 +248,7 @@ expect_in "rpm requires" "$(rpm -qp --requires "$rpm1")" shadow-utils
 scripts=$(rpm -qp --scripts "$rpm1")
 printf '%s\n' "$scripts" | grep 'scriptlet' | sed 's/^/    /'
 for s in "preinstall scriptlet" "postinstall scriptlet" "preuninstall scriptlet" "postuninstall scriptlet" \
-	"useradd --system" "chmod 0750 /var/lib/spliced" "disable --now spliced.service" "try-restart spliced.service"; do
+	"useradd --system" "chmod 0700 /var/lib/spliced" "disable --now spliced.service" "try-restart spliced.service"; do
 	expect_in "rpm scripts" "$scripts" "$s"
 done
 for s in packaging/rpm/*; do sh -n "$s" || fail "$s: shell syntax"; done
@@ -278,7 +278,7 @@ ok "user spliced: system uid $uid"
 expect_eq "home of spliced" "$home" /var/lib/spliced
 expect_eq "shell of spliced" "$shell" /usr/sbin/nologin
 getent group spliced >/dev/null || fail "group spliced missing"
-expect_eq "/var/lib/spliced" "$(stat -c '%U:%G %a' /var/lib/spliced)" "spliced:spliced 750"
+expect_eq "/var/lib/spliced" "$(stat -c '%U:%G %a' /var/lib/spliced)" "spliced:spliced 700"
 expect_eq "installed spliced version" "$(/usr/bin/spliced version)" "spliced $v1"
 if command -v deb-systemd-helper >/dev/null; then
 	[[ -L /etc/systemd/system/multi-user.target.wants/spliced.service ]] || fail "unit not enabled"
@@ -401,7 +401,7 @@ for f in /etc/default/spliced.dpkg-dist /etc/default/spliced.dpkg-new /etc/defau
 done
 expect_eq "config.json after upgrade" "$(sha256 /var/lib/spliced/config.json)" "$state_before"
 expect_eq "uid of spliced after upgrade" "$(id -u spliced)" "$uid"
-expect_eq "/var/lib/spliced after upgrade" "$(stat -c '%U:%G %a' /var/lib/spliced)" "spliced:spliced 750"
+expect_eq "/var/lib/spliced after upgrade" "$(stat -c '%U:%G %a' /var/lib/spliced)" "spliced:spliced 700"
 # postinst restarts the service on upgrade under systemd; do the same.
 stop_spliced || fail "spliced exited with status $? on SIGTERM"
 start_spliced
