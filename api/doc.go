@@ -16,8 +16,10 @@
 //
 // # Observability
 //
-// /api/v1/stats, /api/v1/activity and /metrics (a Prometheus collector that
-// reads the counters at scrape time) only read atomics in the core.
+// /api/v1/stats, /api/v1/activity and /metrics only read atomics in the
+// core. /metrics writes the text exposition directly from one stats
+// snapshot, at most once a second (scrapes within it share the rendering),
+// and serves at most 4 scrapes at once (503 beyond): see api/metrics.go.
 // /api/v1/events fans config and per-second stats events out to bounded
 // per-client queues: a client that does not keep up is disconnected, a
 // publisher never waits. The audit middleware runs right after the access
