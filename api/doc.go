@@ -23,9 +23,15 @@
 // /api/v1/events fans config and per-second stats events out to bounded
 // per-client queues: a client that does not keep up is disconnected, a
 // publisher never waits. The audit middleware runs right after the access
-// log, so every refusal (413, 415, 401, 403, 422...) is recorded; writes
-// through server.write add their plan and, for small changes, the
-// before/after of each changed object.
+// log, so every refusal of an admitted client (413, 415, 403 by role,
+// 422...) is recorded; writes through server.write add their plan and, for
+// small changes, the before/after of each changed object. Requests refused
+// before authentication (the guard's 401, 403, 429) are not: they are
+// counted (spliced_admin_refused_total) and sampled into the log. A write
+// is in audit.pending (fsynced, under the store's lock) before the store
+// persists it; the entry in audit.log replaces it after the answer, and a
+// record a crash left is completed at start-up (audit_pending.go).
+// Logged paths are redacted (redactURI): no credential from a URL is kept.
 //
 // # Conventions
 //

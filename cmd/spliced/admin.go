@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -32,6 +33,9 @@ type adminOptions struct {
 	maxConns int
 
 	maxStreams, maxStreamsPerToken int // /api/v1/events
+
+	auditKeep int       // --audit-keep
+	auditCopy io.Writer // --audit-syslog
 }
 
 // adminListener is the opened admin listener and what api needs to know

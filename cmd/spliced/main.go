@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"log/syslog"
 	"net/http"
 	"net/netip"
 	"os"
@@ -67,6 +68,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	maxConns := fs.Int("admin-max-conns", 128, "most admin connections open at once (more wait in the backlog)")
 	maxStreams := fs.Int("admin-max-event-streams", api.DefaultMaxEventStreams, "most /api/v1/events streams open at once (503 beyond)")
 	maxStreamsTok := fs.Int("admin-max-event-streams-per-token", api.DefaultMaxEventStreamsPerToken, "most /api/v1/events streams open at once per token (429 beyond)")
+	auditKeep := fs.Int("audit-keep", api.AuditKeepDefault, "rotated audit files kept (audit.log.1 .. audit.log.N, 16 MiB each)")
+	auditSyslog := fs.Bool("audit-syslog", false, "also send every audit entry to the local syslog (journald), facility authpriv, tag spliced-audit")
 	fs.Usage = func() { usage(stderr, fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -105,7 +108,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "spliced: --admin-max-event-streams(-per-token) must be positive, and below --admin-max-conns")
 		return 2
 	}
+	if *auditKeep < 1 {
+		fmt.Fprintln(stderr, "spliced: --audit-keep must be at least 1")
+		return 2
+	}
+	var auditCopy io.Writer
+	if *auditSyslog {
+		w, err := syslog.New(syslog.LOG_AUTHPRIV|syslog.LOG_INFO, "spliced-audit")
+		if err != nil {
+			fmt.Fprintln(stderr, "spliced: --audit-syslog:", err)
+			return 2
+		}
+		defer w.Close()
+		auditCopy = w
+	}
 	adm := adminOptions{addr: *adminAddr, stateDir: *stateDir, hosts: adminHosts,
+		auditKeep: *auditKeep, auditCopy: auditCopy,
 		tlsCert: *tlsCert, tlsKey: *tlsKey, maxBody: *maxBody, maxConns: *maxConns,
 		maxStreams: *maxStreams, maxStreamsPerToken: *maxStreamsTok}
 	if err := serve(log, adm, *bootstrap); err != nil {
@@ -264,6 +282,9 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 		AdminHosts:   append(adminBoundHosts(al), adm.hosts...),
 		AdminTLS:     al.tls,
 		MaxBodyBytes: adm.maxBody,
+
+		AuditKeep: adm.auditKeep,
+		AuditCopy: adm.auditCopy,
 
 		MaxEventStreams:         adm.maxStreams,
 		MaxEventStreamsPerToken: adm.maxStreamsPerToken,
