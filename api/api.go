@@ -363,7 +363,7 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) {
 		}
 		// The trail holds the write before the store persists it.
 		if err := s.obs.audit.begin(r, s.store.Current().Generation+1); err != nil {
-			return err
+			return &config.StorageError{Err: err} // 507/503, /readyz not ready
 		}
 		fault("pending")
 		return nil

@@ -249,7 +249,8 @@ func (s *Store) Current() *Config { return s.cur.Load() }
 // Update changes the config, under the store's write lock:
 //
 //  1. clone the current config and call mutate on the clone (its error is
-//     returned unchanged);
+//     returned unchanged; a *StorageError among it is also recorded as the
+//     state directory's fault, see StorageHealth);
 //  2. Normalize, Validate (a *ValidationError), Diff against the current;
 //  3. DryRun: return the plan, nothing persisted;
 //  4. an empty plan creates no generation: the current generation and the
@@ -264,6 +265,12 @@ func (s *Store) Update(ctx context.Context, mutate func(c *Config) error, o Upda
 	cur := s.cur.Load()
 	next := cur.Clone()
 	if err := mutate(next); err != nil {
+		// mutate may write in the state directory first (api's audit
+		// record): a refusal there is the directory's fault like ours.
+		var se *StorageError
+		if errors.As(err, &se) {
+			s.noteFault(se)
+		}
 		return nil, err
 	}
 	next.Normalize()
@@ -320,11 +327,15 @@ func (s *Store) Update(ctx context.Context, mutate func(c *Config) error, o Upda
 // fault and returns it as a *StorageError.
 func (s *Store) storageFailed(err error) error {
 	se := &StorageError{Err: err}
+	s.noteFault(se)
+	return se
+}
+
+func (s *Store) noteFault(se *StorageError) {
 	s.lastProbe.Store(time.Now().UnixNano()) // the first probe a second later
 	if s.fault.Swap(se) == nil {
-		s.log.Error("the state directory refuses writes: no change can be saved until it is fixed", "err", err)
+		s.log.Error("the state directory refuses writes: no change can be saved until it is fixed", "err", se.Err)
 	}
-	return se
 }
 
 func (s *Store) storageOK() {

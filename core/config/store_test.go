@@ -735,3 +735,22 @@ func TestStoreRefusedWriteIsAStorageErrorAndKeepsTheRunningConfig(t *testing.T) 
 		})
 	}
 }
+
+// TestStoreRecordsAStorageErrorOfMutate: a write mutate makes first (the
+// api's audit record) and the directory refuses makes the store unhealthy
+// too, and the next successful Update clears it.
+func TestStoreRecordsAStorageErrorOfMutate(t *testing.T) {
+	s := openStore(t, t.TempDir(), "")
+	refused := &StorageError{Err: &fs.PathError{Op: "write", Path: "audit.pending", Err: syscall.ENOSPC}}
+	_, err := s.Update(context.Background(), func(*Config) error { return refused }, UpdateOptions{})
+	if !errors.Is(err, refused) {
+		t.Fatalf("Update: %v, want mutate's error unchanged", err)
+	}
+	if h := s.StorageHealth(); !errors.Is(h, syscall.ENOSPC) {
+		t.Fatalf("StorageHealth after mutate's refused write: %v", h)
+	}
+	mustUpdate(t, s, addBackend("web"))
+	if h := s.StorageHealth(); h != nil {
+		t.Fatalf("StorageHealth after a successful Update: %v", h)
+	}
+}
