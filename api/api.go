@@ -46,7 +46,9 @@ type Options struct {
 	AdminHosts []string
 	// AdminTLS: the admin listener serves HTTPS (its own origin is https).
 	AdminTLS bool
-	// MaxBodyBytes bounds request bodies; 0 means MaxBodyBytes.
+	// MaxBodyBytes bounds request bodies; 0 means MaxBodyBytes. PUT
+	// /api/v1/config takes up to three times the current document if that
+	// is more (decode.go, bodyLimit).
 	MaxBodyBytes int64
 	// MaxEventStreams and MaxEventStreamsPerToken cap open
 	// /api/v1/events streams (0: DefaultMaxEventStreams...).
@@ -88,6 +90,7 @@ type server struct {
 	started time.Time
 	spec    []byte
 	mux     *chi.Mux
+	docSize docSize // of the current document, for PUT /config's body limit
 	c       collections
 	obs     *observer // stats, metrics, events, audit (stats.go)
 }
@@ -131,7 +134,7 @@ func New(o Options) http.Handler {
 		limit = MaxBodyBytes
 	}
 	sec := newGuard(o, r, s.log, s.dir)
-	r.Use(requestIDs, accessLog(s.log), s.obs.audit.middleware, recoverer(s.log), sec.handler, maxBody(limit),
+	r.Use(requestIDs, accessLog(s.log), s.obs.audit.middleware, recoverer(s.log), sec.handler, maxBody(s.bodyLimit(limit)),
 		mediaTypes(map[string][]string{
 			http.MethodPost:  {mediaJSON},
 			http.MethodPut:   {mediaJSON},

@@ -55,7 +55,9 @@
 //     merge-patch+json or application/json) applied to the object's current
 //     JSON, the result decoded as strictly as a PUT body.
 //   - Bodies are decoded by config.DecodeBytes: application/json (charset
-//     utf-8 if any) else 415, at most 1 MiB else 413, UTF-8, nesting at most
+//     utf-8 if any) else 415, at most --admin-max-body (1 MiB) else 413 (PUT
+//     /api/v1/config: or three times the current document, if more), UTF-8,
+//     nesting at most
 //     32 levels, members named exactly as the model's json tags, plus (here)
 //     no member twice and a JSON object at the top. Violations are 400 with
 //     the member's JSON pointer. A value of the wrong JSON type, or a number

@@ -42,7 +42,7 @@ func configView(c *config.Config) (any, error) { return c, nil }
 //	@Failure		400			{object}	Problem
 //	@Failure		409			{object}	Problem	"the OS refused part of it (nothing changed)"
 //	@Failure		412			{object}	Problem
-//	@Failure		413			{object}	Problem
+//	@Failure		413			{object}	Problem	"body over --admin-max-body and over 3 times the current document"
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"

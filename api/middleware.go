@@ -133,12 +133,13 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 	}
 }
 
-// maxBody refuses bodies over limit bytes with 413: at once when
+// maxBody refuses bodies over limitFor(r) bytes with 413: at once when
 // Content-Length says so, else when the handler reads past the limit
 // (http.MaxBytesError, mapped in problemFor).
-func maxBody(limit int64) func(http.Handler) http.Handler {
+func maxBody(limitFor func(r *http.Request) int64) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			limit := limitFor(r)
 			if r.ContentLength > limit {
 				writeProblem(w, r, problemFor(&http.MaxBytesError{Limit: limit}, ""))
 				return
