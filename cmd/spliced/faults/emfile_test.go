@@ -19,10 +19,10 @@ import (
 
 // TestEMFILE: spliced runs with RLIMIT_NOFILE 4096 and maxconn 1000, then
 // the limit of the running process is lowered to 96 (as if something else
-// held the fds) and 150 clients connect to a tcp frontend. The proxy runs
-// out of fds: it must not spin (accept backs off), its admin API must
-// answer, the clients it could not serve are closed or wait in the
-// backlog, and once the clients leave, a new client is served.
+// held the fds) and 150 clients connect to a tcp frontend, more coming. The
+// proxy runs out of fds: it must not spin (accept backs off), the clients
+// it could not serve are closed or wait in the backlog, and once the
+// clients leave, a new client is served and the admin API answers.
 func TestEMFILE(t *testing.T) {
 	t.Parallel()
 	p := start(t, startOpts{nofile: 4096})
@@ -91,9 +91,10 @@ func TestEMFILE(t *testing.T) {
 		}
 	}()
 	t0, cpu0 := time.Now(), p.cpuTicks(t)
-	for i := 0; i < 5; i++ {
-		p.healthy(t)
-	}
+	// The admin API is not asked here: the fds the budget keeps for it
+	// (cmd/spliced, ed79885) are counted against the limit spliced started
+	// with, not held; a limit lowered under the budget at run time leaves
+	// it none (TestFloodAtTheFdLimit checks it answers at the start limit).
 	waitFor(t, 3*time.Second, "a second of saturation", func() bool { return time.Since(t0) > time.Second })
 	ticks := p.cpuTicks(t) - cpu0 // 100 per second of CPU
 	close(stop)
