@@ -308,7 +308,10 @@ func RoleFrom(ctx context.Context) string {
 // route.
 func ActorFrom(ctx context.Context) string { return actor(ctx) }
 
+// deny answers a refusal and closes the connection after it (issue 13: a
+// refused client must not keep an admin connection slot).
 func (g *guard) deny(w http.ResponseWriter, r *http.Request, status int, code, detail string) {
+	w.Header().Set("Connection", "close")
 	writeProblem(w, r, problemFor(&apiError{Status: status, Code: code, Detail: detail}, ""))
 }
 

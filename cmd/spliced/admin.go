@@ -2,16 +2,19 @@ package main
 
 // The admin listener's security: where it may listen (loopback or a unix
 // socket unless tokens exist), optional TLS, and a cap on concurrent
-// connections. The request-level checks (Host, Origin, tokens, roles,
-// limits) are api's (api/auth.go).
+// connections that evicts anonymous ones first (connTable). The
+// request-level checks (Host, Origin, tokens, roles, limits) are api's
+// (api/auth.go).
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spliced-proxy/spliced/api"
 	"github.com/spliced-proxy/spliced/api/tokens"
 )
 
@@ -36,6 +40,8 @@ type adminOptions struct {
 
 	auditKeep int       // --audit-keep
 	auditCopy io.Writer // --audit-syslog
+
+	anonIdle time.Duration // idle anonymous connections are closed after it
 }
 
 // adminListener is the opened admin listener and what api needs to know
@@ -108,7 +114,7 @@ func openAdmin(o adminOptions) (*adminListener, error) {
 		al.bound = ln.Addr().String()
 	}
 	if o.maxConns > 0 {
-		ln = newLimitListener(ln, o.maxConns)
+		ln = newConnTable(ln, o.maxConns, o.anonIdle)
 	}
 	if al.tls {
 		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
@@ -164,50 +170,209 @@ func removeStaleSocket(path string) error {
 	return nil
 }
 
-// limitListener accepts at most n connections at once; further ones wait
-// in the kernel's backlog until one closes (golang.org/x/net/netutil's
-// LimitListener, written out to keep the dependency list short).
-type limitListener struct {
+// connTable is the admin listener's cap on connections (issue 13: 128
+// idle or slow anonymous connections used to make the admin API
+// unreachable). It accepts at most max connections at once; when a new one
+// arrives at the cap, it evicts one to admit it, in this order:
+//
+//  1. the oldest idle connection no request was admitted on (an anonymous
+//     keep-alive, or a connection that has sent nothing yet);
+//  2. the oldest anonymous connection still sending its request (slow
+//     headers), or on a public route;
+//  3. the oldest idle connection of a known caller (closing an idle
+//     keep-alive is always allowed: HTTP clients retry on a new one).
+//
+// A connection serving an admitted request (a valid token, or the open
+// API) is never evicted; only when every slot holds one (the event stream
+// caps keep that from happening) does a new connection wait. Anonymous
+// connections idle for anonIdle are closed. "Admitted" comes from the
+// API's guard through api.WithAdmitHook.
+type connTable struct {
 	net.Listener
-	sem       chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
+	max      int
+	anonIdle time.Duration
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	conns  map[*adminConn]struct{}
+	seq    uint64
+	closed bool
 }
 
-func newLimitListener(ln net.Listener, n int) *limitListener {
-	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
+// adminConn is one admin connection, and its state for eviction.
+type adminConn struct {
+	net.Conn
+	t    *connTable
+	seq  uint64 // accept order: lower is older
+	once sync.Once
+
+	// under t.mu:
+	idle     bool      // nothing read yet, or between requests
+	known    bool      // a request on it was admitted
+	busy     bool      // an admitted request is being served
+	deadline time.Time // anonymous and idle: closed at this time
+	timer    *time.Timer
 }
 
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
+func newConnTable(ln net.Listener, max int, anonIdle time.Duration) *connTable {
+	t := &connTable{Listener: ln, max: max, anonIdle: anonIdle, conns: map[*adminConn]struct{}{}}
+	t.cond = sync.NewCond(&t.mu)
+	return t
+}
+
+func (t *connTable) Accept() (net.Conn, error) {
+	c, err := t.Listener.Accept()
 	if err != nil {
-		<-l.sem
 		return nil, err
 	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+	ac := &adminConn{Conn: c, t: t, idle: true}
+	t.mu.Lock()
+	for len(t.conns) >= t.max && !t.closed {
+		v := t.victimLocked()
+		if v == nil {
+			t.cond.Wait() // every slot serves an admitted request
+			continue
+		}
+		t.mu.Unlock()
+		v.Close()
+		t.mu.Lock()
+	}
+	if t.closed {
+		t.mu.Unlock()
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	t.seq++
+	ac.seq = t.seq
+	t.conns[ac] = struct{}{}
+	ac.armLocked(time.Now())
+	t.mu.Unlock()
+	return ac, nil
 }
 
-func (l *limitListener) Close() error {
-	err := l.Listener.Close()
-	l.closeOnce.Do(func() { close(l.done) })
+// victimLocked picks the connection to evict (see connTable), nil if none
+// may be.
+func (t *connTable) victimLocked() *adminConn {
+	var best [3]*adminConn
+	for c := range t.conns {
+		rank := -1
+		switch {
+		case c.busy:
+		case !c.known && c.idle:
+			rank = 0
+		case !c.known:
+			rank = 1
+		case c.idle:
+			rank = 2
+		}
+		if rank >= 0 && (best[rank] == nil || c.seq < best[rank].seq) {
+			best[rank] = c
+		}
+	}
+	for _, c := range best {
+		if c != nil {
+			return c
+		}
+	}
+	return nil
+}
+
+func (t *connTable) Close() error {
+	err := t.Listener.Close()
+	t.mu.Lock()
+	t.closed = true
+	t.cond.Broadcast()
+	t.mu.Unlock()
 	return err
 }
 
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
+// armLocked starts the anonymous idle timeout of c if it applies.
+func (c *adminConn) armLocked(now time.Time) {
+	if !c.idle || c.known || c.t.anonIdle <= 0 {
+		return
+	}
+	c.deadline = now.Add(c.t.anonIdle)
+	if c.timer == nil {
+		c.timer = time.AfterFunc(c.t.anonIdle, c.expire)
+	} else {
+		c.timer.Reset(c.t.anonIdle)
+	}
 }
 
-func (c *limitConn) Close() error {
+// expire closes c if it is still anonymous and has been idle until its
+// deadline (a timer may fire late, after c became active and idle again).
+func (c *adminConn) expire() {
+	c.t.mu.Lock()
+	if !c.idle || c.known {
+		c.t.mu.Unlock()
+		return
+	}
+	if left := time.Until(c.deadline); left > 0 {
+		c.timer.Reset(left)
+		c.t.mu.Unlock()
+		return
+	}
+	c.t.mu.Unlock()
+	c.Close()
+}
+
+func (c *adminConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() {
+		c.t.mu.Lock()
+		delete(c.t.conns, c)
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.t.cond.Broadcast()
+		c.t.mu.Unlock()
+	})
 	return err
+}
+
+// admitted is the API's hook: a request on c was admitted.
+func (c *adminConn) admitted() {
+	c.t.mu.Lock()
+	c.known, c.busy, c.idle = true, true, false
+	c.t.mu.Unlock()
+}
+
+// unwrapConn finds the adminConn under what http.Server hands its hooks
+// (a *tls.Conn with --admin-tls-cert).
+func unwrapConn(c net.Conn) *adminConn {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	ac, _ := c.(*adminConn)
+	return ac
+}
+
+// connState is the admin http.Server's ConnState hook.
+func connState(c net.Conn, st http.ConnState) {
+	ac := unwrapConn(c)
+	if ac == nil {
+		return
+	}
+	t := ac.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch st {
+	case http.StateActive:
+		ac.idle = false
+	case http.StateIdle:
+		ac.idle, ac.busy = true, false
+		ac.armLocked(time.Now())
+		t.cond.Broadcast() // an evictable connection for a waiting Accept
+	}
+}
+
+// connContext is the admin http.Server's ConnContext hook: it tells the
+// API how to report an admitted request on this connection.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if ac := unwrapConn(c); ac != nil {
+		return api.WithAdmitHook(ctx, ac.admitted)
+	}
+	return ctx
 }
 
 // adminBoundHosts: with --admin-addr host:0 the kernel picks the port; the

@@ -65,7 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	tlsCert := fs.String("admin-tls-cert", "", "PEM certificate file: serve the admin API over HTTPS (with --admin-tls-key)")
 	tlsKey := fs.String("admin-tls-key", "", "PEM private key file of --admin-tls-cert")
 	maxBody := fs.Int64("admin-max-body", api.MaxBodyBytes, "largest admin request body in bytes (413 beyond); PUT /api/v1/config also takes up to 3x the current document")
-	maxConns := fs.Int("admin-max-conns", 128, "most admin connections open at once (more wait in the backlog)")
+	maxConns := fs.Int("admin-max-conns", 128, "most admin connections open at once (at the cap a new one evicts an idle or anonymous one)")
+	anonIdle := fs.Duration("admin-anon-idle-timeout", 5*time.Second, "close an idle admin connection no request with a valid token came on after this")
 	maxStreams := fs.Int("admin-max-event-streams", api.DefaultMaxEventStreams, "most /api/v1/events streams open at once (503 beyond)")
 	maxStreamsTok := fs.Int("admin-max-event-streams-per-token", api.DefaultMaxEventStreamsPerToken, "most /api/v1/events streams open at once per token (429 beyond)")
 	auditKeep := fs.Int("audit-keep", api.AuditKeepDefault, "rotated audit files kept (audit.log.1 .. audit.log.N, 16 MiB each)")
@@ -86,8 +87,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "spliced:", err)
 		return 2
 	}
-	if *maxBody <= 0 || *maxConns <= 0 {
-		fmt.Fprintln(stderr, "spliced: --admin-max-body and --admin-max-conns must be positive")
+	if *maxBody <= 0 || *maxConns <= 0 || *anonIdle <= 0 {
+		fmt.Fprintln(stderr, "spliced: --admin-max-body, --admin-max-conns and --admin-anon-idle-timeout must be positive")
 		return 2
 	}
 	if *maxConns > maxAdminConns {
@@ -125,7 +126,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	adm := adminOptions{addr: *adminAddr, stateDir: *stateDir, hosts: adminHosts,
 		auditKeep: *auditKeep, auditCopy: auditCopy,
 		tlsCert: *tlsCert, tlsKey: *tlsKey, maxBody: *maxBody, maxConns: *maxConns,
-		maxStreams: *maxStreams, maxStreamsPerToken: *maxStreamsTok}
+		maxStreams: *maxStreams, maxStreamsPerToken: *maxStreamsTok, anonIdle: *anonIdle}
 	if err := serve(log, adm, *bootstrap); err != nil {
 		log.Error("spliced stopped", "err", err)
 		return 1
@@ -155,7 +156,8 @@ Flags:
 		fs.String("admin-tls-cert", "", "PEM certificate file: serve the admin API over HTTPS (with --admin-tls-key)")
 		fs.String("admin-tls-key", "", "PEM private key file of --admin-tls-cert")
 		fs.Int64("admin-max-body", api.MaxBodyBytes, "largest admin request body in bytes (413 beyond); PUT /api/v1/config also takes up to 3x the current document")
-		fs.Int("admin-max-conns", 128, "most admin connections open at once (more wait in the backlog)")
+		fs.Int("admin-max-conns", 128, "most admin connections open at once (at the cap a new one evicts an idle or anonymous one)")
+		fs.Duration("admin-anon-idle-timeout", 5*time.Second, "close an idle admin connection no request with a valid token came on after this")
 		fs.Int("admin-max-event-streams", api.DefaultMaxEventStreams, "most /api/v1/events streams open at once (503 beyond)")
 		fs.Int("admin-max-event-streams-per-token", api.DefaultMaxEventStreamsPerToken, "most /api/v1/events streams open at once per token (429 beyond)")
 		fs.String("log-format", "auto", "log format: text, json, or auto (text on a terminal, json otherwise)")
@@ -297,6 +299,8 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:         connState,   // anonymous idle timeout, eviction (admin.go)
+		ConnContext:       connContext, // tells connTable which requests were admitted
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
