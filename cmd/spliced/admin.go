@@ -74,8 +74,9 @@ func (h *hostList) Set(v string) error {
 // openAdmin opens the admin listener. The admin API can reconfigure every
 // listener on the box: without a token it listens only where nobody else
 // can reach it, loopback or a unix socket (mode 0600); a non-loopback
-// address needs at least one token (checked again on every request, so
-// revoking the last one closes the API rather than opening it).
+// address, or any --admin-host (a proxy in front), needs at least one token
+// (checked again on every request, so revoking the last one closes the API
+// rather than opening it).
 func openAdmin(o adminOptions) (*adminListener, error) {
 	chk, err := tokens.NewChecker(o.stateDir)
 	if err != nil {
@@ -89,19 +90,28 @@ func openAdmin(o adminOptions) (*adminListener, error) {
 		return nil, errors.New("--admin-tls-cert and --admin-tls-key go together")
 	}
 	al := &adminListener{tokens: chk, tls: o.tlsCert != ""}
+	// --admin-host says that clients reach the API under another name: through
+	// a proxy in front, whose own clients then share the loopback or unix
+	// address. Open (no token) would be open to all of them.
+	if len(o.hosts) > 0 && empty {
+		return nil, fmt.Errorf("--admin-host %s is given and no admin token exists in %s: the admin API would be "+
+			"open to every client of the proxy in front; create one first with "+
+			"`spliced token add --role admin --name NAME --state-dir %s`, or drop --admin-host",
+			strings.Join(o.hosts, ","), chk.Path(), o.stateDir)
+	}
 	var ln net.Listener
 	if path, ok := strings.CutPrefix(o.addr, "unix:"); ok {
 		ln, err = listenUnix(path)
 		if err != nil {
 			return nil, err
 		}
-		al.open = true
+		al.open = len(o.hosts) == 0
 	} else {
 		host, _, err := net.SplitHostPort(o.addr)
 		if err != nil {
 			return nil, fmt.Errorf("--admin-addr %q: %w (want host:port or unix:/path)", o.addr, err)
 		}
-		al.open = isLoopback(host)
+		al.open = isLoopback(host) && len(o.hosts) == 0
 		if !al.open && empty {
 			return nil, fmt.Errorf("--admin-addr %q is not a loopback address and no admin token exists in %s: "+
 				"create one first with `spliced token add --role admin --name NAME --state-dir %s`, "+

