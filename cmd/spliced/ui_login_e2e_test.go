@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// apiRequests counts the API requests in the access log of in.
+func apiRequests(in *instance) int {
+	n := 0
+	for _, l := range strings.Split(in.Logs(), "\n") {
+		if strings.Contains(l, `"msg":"admin request"`) && strings.Contains(l, `"path":"/api/v1/`) {
+			n++
+		}
+	}
+	return n
+}
+
+// Issue 13: a stale tab whose token was revoked kept polling with it
+// (a 401 every 2 s), which kept its address rate-limited for everyone.
+// While the login box is shown the page sends nothing.
+func TestUIStaleTabSendsNothingWhileLoginShown(t *testing.T) {
+	chromiumPath(t)
+	dir := t.TempDir()
+	newToken(t, dir, "admin", "root")
+	viewer := newToken(t, dir, "viewer", "stale")
+	in := startSpliced(t, dir)
+
+	bctx, cancel := newBrowser(t)
+	defer cancel()
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	ctx, cancelT := context.WithTimeout(bctx, 60*time.Second)
+	defer cancelT()
+	errs := &pageErrors{}
+	errs.watch(ctx)
+	u := &uiTest{t: t, ctx: ctx, in: in, base: "http://" + in.Admin + "/ui/", shots: t.TempDir(), errs: errs}
+	u.run("sign in as a viewer",
+		chromedp.EmulateViewport(1280, 800),
+		chromedp.Navigate(u.base),
+		chromedp.WaitVisible(chromedp.CSS(`dialog#login[open] #login-token`)),
+		chromedp.SendKeys(chromedp.CSS(`#login-token`), viewer),
+		chromedp.Click(chromedp.CSS(`#login-submit`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog#login[open]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#page-overview[data-ready="1"]`)))
+	u.waitJS(10*time.Second, "live data over the event stream", `document.getElementById('live').textContent === 'live'`)
+
+	if _, errs, err := tokenCLI(t, dir, "revoke", "stale"); err != nil {
+		t.Fatal(err, errs)
+	}
+	// The stream ends, the page reconnects, gets a 401 and asks for a token.
+	u.run("the login box opens", chromedp.WaitVisible(chromedp.CSS(`dialog#login[open] #login-token`)))
+	// Requests already sent when the box opened are answered and logged
+	// within a moment; from then on nothing more may come.
+	waitFor(t, 5*time.Second, "the requests in flight to be logged", func() bool {
+		n := apiRequests(in)
+		time.Sleep(500 * time.Millisecond)
+		return apiRequests(in) == n
+	})
+	before := apiRequests(in)
+	select {
+	case <-time.After(7 * time.Second): // three polling periods (live.js POLL_MS 2 s), two reconnects
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	if after := apiRequests(in); after != before {
+		var tail []string
+		for _, l := range strings.Split(in.Logs(), "\n") {
+			if strings.Contains(l, `"path":"/api/v1/`) {
+				tail = append(tail, l)
+			}
+		}
+		t.Fatalf("%d API requests while the login box was shown, want none:\n%s", after-before, strings.Join(tail[max(0, len(tail)-(after-before)):], "\n"))
+	}
+}
