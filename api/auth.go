@@ -54,7 +54,7 @@ const rolePublic tokens.Role = "public"
 const (
 	authFailBurst   = 10
 	authFailRefill  = 6 * time.Second
-	authFailEntries = 4096 // remote addresses tracked at most
+	authFailEntries = 4096 // remote addresses and token prefixes tracked at most
 )
 
 // adminWriteTimeout bounds writing one answer (a write may spend

@@ -22,7 +22,9 @@
 // and serves at most 4 scrapes at once (503 beyond): see api/metrics.go.
 // /api/v1/events fans config and per-second stats events out to bounded
 // per-client queues: a client that does not keep up is disconnected, a
-// publisher never waits. The audit middleware runs right after the access
+// publisher never waits. Streams are capped per token (429) and in all
+// (503), and each rechecks its token every 250 ms: a revoked token's
+// streams end within a second. The audit middleware runs right after the access
 // log, so every refusal of an admitted client (413, 415, 403 by role,
 // 422...) is recorded; writes through server.write add their plan and, for
 // small changes, the before/after of each changed object. Requests refused
@@ -89,8 +91,11 @@
 // public (/healthz, /readyz, /openapi.json, /docs/, /ui/), it establishes
 // the caller's role: open (admin, actor "local") while tokens.json holds
 // no token and the listener is loopback or a unix socket; otherwise
-// Authorization: Bearer (401), failures limited per remote address (429 +
-// Retry-After). requiredRole is the one rule mapping method and route to
+// Authorization: Bearer (401); bad tokens are limited per remote address
+// and per token prefix (429 + Retry-After), a valid token never is. Every
+// refusal of the guard answers Connection: close, and admission calls the
+// connection's hook (WithAdmitHook): the admin listener evicts and times
+// out anonymous connections first (cmd/spliced/admin.go). requiredRole is the one rule mapping method and route to
 // a role, stated per operation in the OpenAPI document (x-spliced-role);
 // an operator's server PUT/PATCH may change only admin_state and weight,
 // which checkRole verifies inside the store's lock. Secrets never reach a
