@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spliced-proxy/spliced/api/tokens"
 	"github.com/spliced-proxy/spliced/core"
 )
 
@@ -22,10 +23,12 @@ type Info struct {
 	Generation int64 `json:"generation" example:"7"`
 	// RunningGeneration is the generation the data plane runs (equal to
 	// Generation except while a write is being applied).
-	RunningGeneration int64  `json:"running_generation" example:"7"`
-	StateDir          string `json:"state_dir" example:"/var/lib/spliced"`
-	AdminAddr         string `json:"admin_addr" example:"127.0.0.1:9900"`
-	GoVersion         string `json:"go_version" example:"go1.26.8"`
+	RunningGeneration int64 `json:"running_generation" example:"7"`
+	// StateDir is shown to admins only: where the config, the tokens and
+	// the audit log live on the host is no business of a viewer's.
+	StateDir  string `json:"state_dir,omitempty" example:"/var/lib/spliced"`
+	AdminAddr string `json:"admin_addr" example:"127.0.0.1:9900"`
+	GoVersion string `json:"go_version" example:"go1.26.8"`
 	// Role is the caller's role: that of its token, "admin" while no token
 	// exists (open loopback or unix admin address).
 	Role string `json:"role" example:"admin" enums:"viewer,operator,admin"`
@@ -45,12 +48,17 @@ func (s *server) info(w http.ResponseWriter, r *http.Request) {
 	rt := s.core.Runtime()
 	c := s.store.Current()
 	w.Header().Set("X-Spliced-Generation", strconv.FormatInt(c.Generation, 10))
+	role := RoleFrom(r.Context())
+	dir := ""
+	if role == string(tokens.Admin) {
+		dir = s.dir
+	}
 	s.writeValue(w, r, http.StatusOK, Info{
 		Version: s.version, UptimeS: int64(time.Since(s.started) / time.Second),
 		Nbthread: rt.Nbthread, Maxconn: rt.Maxconn,
 		Generation: c.Generation, RunningGeneration: rt.Generation,
-		StateDir: s.dir, AdminAddr: s.addr, GoVersion: runtime.Version(),
-		Role: RoleFrom(r.Context()), Auth: authRequired(r.Context()),
+		StateDir: dir, AdminAddr: s.addr, GoVersion: runtime.Version(),
+		Role: role, Auth: authRequired(r.Context()),
 	})
 }
 

@@ -46,7 +46,40 @@ func TestAdminHostNeedsAToken(t *testing.T) {
 	if _, errs, err := tokenCLI(t, dir, "revoke", "root"); err != nil {
 		t.Fatal(err, errs)
 	}
-	if st, b := doHost(t, in, "POST", "/api/v1/backends", "admin.example.com", `{"name":"b2"}`); st != 401 {
+	st, b := doHost(t, in, "POST", "/api/v1/backends", "admin.example.com", `{"name":"b2"}`)
+	if st != 401 {
 		t.Fatalf("write through the proxy name after the last token was revoked: %d, want 401: %s", st, b)
+	}
+	if strings.Contains(string(b), dir) {
+		t.Fatalf("the 401 to an anonymous client shows the state directory: %s", b)
+	}
+}
+
+// Where the config, the tokens and the audit log live is shown to admins
+// only: not to viewers or operators, not in a 401.
+func TestStateDirShownToAdminsOnly(t *testing.T) {
+	dir := t.TempDir()
+	toks := map[string]string{}
+	for _, role := range []string{"admin", "operator", "viewer"} {
+		toks[role] = newToken(t, dir, role, "t-"+role)
+	}
+	in := startSpliced(t, dir)
+	for role, tok := range toks {
+		var info struct {
+			StateDir *string `json:"state_dir"`
+		}
+		r := in.MustDo(200, "GET", "/api/v1/info", nil, bearerHdr(tok))
+		r.JSON(t, &info)
+		switch {
+		case role == "admin" && (info.StateDir == nil || *info.StateDir != dir):
+			t.Errorf("admin: state_dir = %v, want %q", info.StateDir, dir)
+		case role != "admin" && (info.StateDir != nil || strings.Contains(string(r.Body), dir)):
+			t.Errorf("%s sees the state directory: %s", role, r.Body)
+		}
+	}
+	for _, hdr := range [][]string{nil, {bearerHdr("spliced_wrong")}} {
+		if r := in.MustDo(401, "GET", "/api/v1/info", nil, hdr...); strings.Contains(string(r.Body), dir) {
+			t.Errorf("401 shows the state directory: %s", r.Body)
+		}
 	}
 }
