@@ -185,10 +185,12 @@ func removeStaleSocket(path string) error {
 // unreachable). It accepts at most max connections at once; when a new one
 // arrives at the cap, it evicts one to admit it, in this order:
 //
-//  1. the oldest idle connection no request was admitted on (an anonymous
-//     keep-alive, or a connection that has sent nothing yet);
-//  2. the oldest anonymous connection still sending its request (slow
-//     headers), or on a public route;
+//  1. the oldest idle anonymous keep-alive: a connection that was served
+//     at least one request, none of them admitted;
+//  2. the oldest other anonymous connection: one that has sent nothing
+//     yet, or is still sending its request (slow headers), or is on a
+//     public route (an admin's new connection is the newest of these, so
+//     it is the last to go);
 //  3. the oldest idle connection of a known caller (closing an idle
 //     keep-alive is always allowed: HTTP clients retry on a new one).
 //
@@ -218,6 +220,7 @@ type adminConn struct {
 
 	// under t.mu:
 	idle     bool      // nothing read yet, or between requests
+	fresh    bool      // nothing read yet
 	known    bool      // a request on it was admitted
 	busy     bool      // an admitted request is being served
 	deadline time.Time // anonymous and idle: closed at this time
@@ -235,7 +238,7 @@ func (t *connTable) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ac := &adminConn{Conn: c, t: t, idle: true}
+	ac := &adminConn{Conn: c, t: t, idle: true, fresh: true}
 	t.mu.Lock()
 	for len(t.conns) >= t.max && !t.closed {
 		v := t.victimLocked()
@@ -268,7 +271,7 @@ func (t *connTable) victimLocked() *adminConn {
 		rank := -1
 		switch {
 		case c.busy:
-		case !c.known && c.idle:
+		case !c.known && c.idle && !c.fresh:
 			rank = 0
 		case !c.known:
 			rank = 1
@@ -343,7 +346,7 @@ func (c *adminConn) Close() error {
 // admitted is the API's hook: a request on c was admitted.
 func (c *adminConn) admitted() {
 	c.t.mu.Lock()
-	c.known, c.busy, c.idle = true, true, false
+	c.known, c.busy, c.idle, c.fresh = true, true, false, false
 	c.t.mu.Unlock()
 }
 
@@ -368,7 +371,7 @@ func connState(c net.Conn, st http.ConnState) {
 	defer t.mu.Unlock()
 	switch st {
 	case http.StateActive:
-		ac.idle = false
+		ac.idle, ac.fresh = false, false
 	case http.StateIdle:
 		ac.idle, ac.busy = true, false
 		ac.armLocked(time.Now())

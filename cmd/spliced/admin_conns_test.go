@@ -56,41 +56,62 @@ func TestConnTableEvictsAnonymousFirstAndNeverBusy(t *testing.T) {
 		_, ok := tab.conns[c]
 		return ok
 	}
-	dial()
-	known := next() // admitted, then idle: evicted last
-	known.admitted()
-	connState(known, http.StateIdle)
-	dial()
-	busy := next() // serving an admitted request: never evicted
-	connState(busy, http.StateActive)
-	busy.admitted()
-	dial()
-	slow := next() // anonymous, sending its request
-	connState(slow, http.StateActive)
-
-	dial()
-	fresh := next() // evicts the anonymous one
-	if open(slow) || !open(known) || !open(busy) {
-		t.Fatalf("first eviction: slow %v known %v busy %v, want only slow closed", open(slow), open(known), open(busy))
+	// set puts c in a state: "fresh" (nothing read yet), "slow" (reading
+	// its request), "keepalive" (anonymous, idle after a request), "known"
+	// (idle, a request was admitted on it), "busy" (serving an admitted
+	// request).
+	set := func(c *adminConn, state string) {
+		switch state {
+		case "slow":
+			connState(c, http.StateActive)
+		case "keepalive":
+			connState(c, http.StateActive)
+			connState(c, http.StateIdle)
+		case "known":
+			connState(c, http.StateActive)
+			c.admitted()
+			connState(c, http.StateIdle)
+		case "busy":
+			connState(c, http.StateActive)
+			c.admitted()
+		}
 	}
-	dial()
-	anon := next() // evicts fresh: anonymous and idle (nothing read yet)
-	if open(fresh) || !open(known) {
-		t.Fatalf("second eviction: fresh %v known %v", open(fresh), open(known))
-	}
-	connState(anon, http.StateActive)
-	anon.admitted() // now busy too
-	dial()
-	next() // only the idle known connection may go
-	if open(known) || !open(busy) || !open(anon) {
-		t.Fatalf("third eviction: known %v busy %v anon %v, want only known closed", open(known), open(busy), open(anon))
+	for _, step := range []struct {
+		states []string // of the three open connections, oldest first
+		victim int      // which one a new connection evicts
+	}{
+		{[]string{"fresh", "keepalive", "busy"}, 1}, // an idle anonymous keep-alive before an older fresh one
+		{[]string{"known", "slow", "fresh"}, 1},     // the oldest anonymous one...
+		{[]string{"known", "fresh", "slow"}, 1},     // ...fresh or slow alike
+		{[]string{"busy", "known", "busy"}, 1},      // a known caller's idle keep-alive last
+	} {
+		closeAllIn(tab) // the previous step's
+		var cs []*adminConn
+		for _, st := range step.states {
+			dial()
+			c := next()
+			set(c, st)
+			cs = append(cs, c)
+		}
+		dial()
+		newest := next()
+		for i, c := range cs {
+			if open(c) == (i == step.victim) {
+				t.Fatalf("states %v: connection %d (%s) open %v, want only %d evicted", step.states, i, step.states[i], open(c), step.victim)
+			}
+		}
+		if !open(newest) {
+			t.Fatalf("states %v: the new connection is not open", step.states)
+		}
 	}
 	// All three busy: the next connection waits for a slot.
-	tab.mu.Lock()
-	for c := range tab.conns {
-		c.known, c.busy, c.idle = true, true, false
+	closeAllIn(tab)
+	var busy *adminConn
+	for range 3 {
+		dial()
+		busy = next()
+		set(busy, "busy")
 	}
-	tab.mu.Unlock()
 	dial()
 	select {
 	case c := <-accepted:
@@ -101,5 +122,18 @@ func TestConnTableEvictsAnonymousFirstAndNeverBusy(t *testing.T) {
 	c := next()
 	if open(busy) || !open(c) {
 		t.Fatalf("after the busy one went idle: busy open %v", open(busy))
+	}
+}
+
+// closeAllIn closes the server side of every connection of tab.
+func closeAllIn(tab *connTable) {
+	tab.mu.Lock()
+	var cs []*adminConn
+	for c := range tab.conns {
+		cs = append(cs, c)
+	}
+	tab.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
 	}
 }
