@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -190,4 +191,43 @@ func TestIdleAnonymousConnectionsAreClosed(t *testing.T) {
 		t.Fatalf("the admin's kept-alive connection: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// 128 viewer event streams used to hold every admin connection: streams
+// are capped per token (429) and in all (503), below --admin-max-conns.
+func TestViewerStreamsCannotLockOutAdmins(t *testing.T) {
+	dir := t.TempDir()
+	admin := newToken(t, dir, "admin", "root")
+	var viewers []string
+	for i := 0; i < 10; i++ {
+		viewers = append(viewers, newToken(t, dir, "viewer", fmt.Sprintf("v%d", i)))
+	}
+	in := startSpliced(t, dir) // defaults: 128 connections, 32 streams, 4 per token
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	cl := &http.Client{Transport: tr}
+	codes := map[int]int{}
+	for i := 0; i < 128; i++ {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+in.Admin+"/api/v1/events", nil)
+		req.Header.Set("Authorization", "Bearer "+viewers[i%len(viewers)])
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		codes[resp.StatusCode]++
+		if resp.StatusCode != 200 {
+			if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+				t.Fatalf("stream %d refused with %d, Content-Type %q", i, resp.StatusCode, ct)
+			}
+			resp.Body.Close()
+			continue
+		}
+		defer resp.Body.Close()
+	}
+	if codes[200] != 32 || codes[200]+codes[429]+codes[503] != 128 {
+		t.Fatalf("128 stream requests by 10 viewers: %v, want 32 streams and the rest 429/503", codes)
+	}
+	adminWithin(t, in.Admin, admin, "32 viewer streams open")
 }
