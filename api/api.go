@@ -134,7 +134,7 @@ func New(o Options) http.Handler {
 		limit = MaxBodyBytes
 	}
 	sec := newGuard(o, r, s.log, s.dir)
-	r.Use(requestIDs, accessLog(s.log), s.obs.audit.middleware, recoverer(s.log), sec.handler, maxBody(s.bodyLimit(limit)),
+	r.Use(securityHeaders, requestIDs, accessLog(s.log), s.obs.audit.middleware, recoverer(s.log), sec.handler, maxBody(s.bodyLimit(limit)),
 		mediaTypes(map[string][]string{
 			http.MethodPost:  {mediaJSON},
 			http.MethodPut:   {mediaJSON},

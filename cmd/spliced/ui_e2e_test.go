@@ -73,9 +73,18 @@ func (p *pageErrors) check(t *testing.T, when string) {
 	}
 }
 
+// reset forgets the errors seen so far (after a step that causes one on
+// purpose).
+func (p *pageErrors) reset() {
+	p.mu.Lock()
+	p.errs = nil
+	p.mu.Unlock()
+}
+
 // watch reads the console of a tab: console.error calls, uncaught
 // exceptions and unhandled rejections, and browser log entries at level
-// error. API answers such as 401, 422 or 501 are data for the page, not
+// error, among them every Content-Security-Policy violation (Chromium logs
+// each refused script, style, eval or frame as an error). API answers such as 401, 422 or 501 are data for the page, not
 // errors of the page: the network log lines Chromium prints for them are
 // ignored when the URL is under /api/v1/; everything else counts.
 func (p *pageErrors) watch(ctx context.Context) {
@@ -258,6 +267,18 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 		chromedp.Navigate(u.base),
 		chromedp.WaitVisible(chromedp.CSS(`#page-overview[data-ready="1"]`)))
 	errs.check(t, "overview")
+
+	// The page runs under its Content-Security-Policy, and a violation is a
+	// console error that fails this test: an inline script added now is
+	// refused, does not run, and is reported.
+	evalJS[bool](u, `(() => { const s = document.createElement('script'); s.textContent = 'window.inlineRan = true'; document.head.appendChild(s); return true; })()`)
+	waitFor(t, 5*time.Second, "the CSP violation of an inline script to be reported", func() bool {
+		return strings.Contains(errs.String(), "Content Security Policy")
+	})
+	if evalJS[bool](u, `window.inlineRan === true`) {
+		t.Fatal("an inline script ran in the admin page: no CSP")
+	}
+	errs.reset()
 
 	// 2. A backend through its form: first with a port the API refuses, to
 	// see the error next to the field, then corrected.
@@ -535,6 +556,17 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	u.shot("audit-1280")
 	u.page("frontends")
 	u.shot("frontends-1280")
+
+	// The API reference runs under the same policy without a violation.
+	u.run("open the API reference",
+		chromedp.Navigate("http://"+in.Admin+"/docs/"),
+		chromedp.WaitVisible(chromedp.CSS(`.swagger-ui .info .title`)),
+		chromedp.WaitVisible(chromedp.CSS(`.swagger-ui .opblock`)))
+	u.shot("docs-1280")
+	errs.check(t, "API reference")
+	u.run("back to the admin page",
+		chromedp.Navigate(u.base),
+		chromedp.WaitVisible(chromedp.CSS(`#page-overview[data-ready="1"]`)))
 
 	// 10. Phone width: no horizontal scrolling, nav reachable.
 	u.run("phone viewport", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
