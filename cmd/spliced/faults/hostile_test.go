@@ -877,7 +877,9 @@ func TestSlowButMovingPeersAreNotCut(t *testing.T) {
 func TestSIGTERMPartialHeadAndQueued(t *testing.T) {
 	t.Parallel()
 	p := start(t, startOpts{})
-	p.must("PATCH", "/api/v1/tuning", map[string]any{"grace_ms": 5000})
+	// one loop: once the soft stop closed the idle client below, it has
+	// marked every request of that loop
+	p.must("PATCH", "/api/v1/tuning", map[string]any{"grace_ms": 5000, "nbthread": 1})
 	atOrigin := make(chan struct{}, 4)
 	release := make(chan struct{})
 	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
@@ -892,6 +894,12 @@ func TestSIGTERMPartialHeadAndQueued(t *testing.T) {
 		"servers":  []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": port, "maxconn": 1}},
 		"timeouts": map[string]any{"server_ms": 5000, "queue_ms": 5000}})
 	fp := p.frontend("pub", "http", "web", map[string]any{"timeouts": map[string]any{"http_request_ms": 3000}})
+	idle := dial(t, fp)
+	ibr := bufio.NewReader(idle)
+	io.WriteString(idle, "GET /idle HTTP/1.1\r\nHost: a\r\n\r\n")
+	if resp, _, err := readResp(ibr, "GET"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("idle client: %v %v", resp, err)
+	}
 	busy := dial(t, fp)
 	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
 	<-atOrigin
@@ -899,22 +907,18 @@ func TestSIGTERMPartialHeadAndQueued(t *testing.T) {
 	io.WriteString(queued, "GET /queued HTTP/1.1\r\nHost: a\r\n\r\n")
 	waitFor(t, 3*time.Second, "the request to be queued", func() bool {
 		_, be := p.stats("", "web")
-		return be.Requests == 2
+		return be.Queue == 1
 	})
 	partial := dial(t, fp)
 	io.WriteString(partial, "GET /partial HTTP/1.1\r\nHo")
 	waitFor(t, 3*time.Second, "the partial client to be accepted", func() bool {
 		f, _ := p.stats("pub", "")
-		return f.ConnCur == 3
+		return f.ConnCur == 4
 	})
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	waitFor(t, 2*time.Second, "the bind to refuse (the stop is under way)", func() bool {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
+	// the soft stop closes the idle client at once: from then on the
+	// requests of the loop are marked to close
+	closedAfter(t, idle, ibr, 2*time.Second)
 	io.WriteString(partial, "st: a\r\n\r\n")
 	close(release)
 	for _, tc := range []struct {
