@@ -36,7 +36,7 @@ func TestSIGTERM(t *testing.T) {
 	t.Parallel()
 	t.Run("idle, in flight and tcp", func(t *testing.T) {
 		p := start(t, startOpts{})
-		p.must("PATCH", "/api/v1/tuning", map[string]any{"grace_ms": 1500})
+		p.must("PATCH", "/api/v1/tuning", map[string]any{"grace_ms": 1500, "nbthread": 2, "distribution": "round-robin"})
 		atOrigin := make(chan struct{}, 1)
 		release := make(chan struct{})
 		port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
@@ -57,7 +57,7 @@ func TestSIGTERM(t *testing.T) {
 		tp := p.frontend("tpub", "tcp", "tweb", nil)
 
 		var idle []net.Conn
-		for i := 0; i < 3; i++ {
+		for i := 0; i < 4; i++ { // round-robin: 2 on each loop, so once all are closed both loops are soft-stopped
 			c := dial(t, fp)
 			io.WriteString(c, "GET /idle HTTP/1.1\r\nHost: a\r\n\r\n")
 			if resp, _, err := readResp(bufio.NewReader(c), "GET"); err != nil || resp.StatusCode != 200 {
