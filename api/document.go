@@ -42,6 +42,8 @@ func configView(c *config.Config) (any, error) { return c, nil }
 //	@Failure		400			{object}	Problem
 //	@Failure		409			{object}	Problem	"the OS refused part of it (nothing changed)"
 //	@Failure		412			{object}	Problem
+//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem	"body over --admin-max-body and over 3 times the current document"
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
@@ -194,6 +196,8 @@ func generationParam(name, v string) (int64, error) {
 //	@Failure		404			{object}	Problem	"no such revision kept"
 //	@Failure		409			{object}	Problem	"the OS refused part of it (nothing changed)"
 //	@Failure		412			{object}	Problem
+//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		422			{object}	Problem	"the revision is not valid on this machine (e.g. CPU ids)"
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/config/revisions/{rev}/restore [post]
@@ -251,6 +255,8 @@ func (s *server) getTuning(w http.ResponseWriter, r *http.Request) { s.get(w, r,
 //	@Failure		400			{object}	Problem
 //	@Failure		409			{object}	Problem
 //	@Failure		412			{object}	Problem
+//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
@@ -281,6 +287,8 @@ func (s *server) putTuning(w http.ResponseWriter, r *http.Request) {
 //	@Failure		400			{object}	Problem
 //	@Failure		409			{object}	Problem
 //	@Failure		412			{object}	Problem
+//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem

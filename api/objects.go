@@ -116,6 +116,8 @@ func (s *server) listFrontends(w http.ResponseWriter, r *http.Request) { s.c.fro
 //	@Failure		400			{object}	Problem					"malformed body (bad JSON, bad UTF-8, too deep, unknown or duplicate field)"
 //	@Failure		409			{object}	Problem					"name taken, or the OS refused a bind (nothing changed)"
 //	@Failure		412			{object}	Problem					"If-Match does not match"
+//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem					"body over 1 MiB"
 //	@Failure		415			{object}	Problem					"Content-Type is not application/json"
 //	@Failure		422			{object}	Problem					"validation failed (wrong type, out of range, unresolved reference)"
@@ -155,6 +157,8 @@ func (s *server) getFrontend(w http.ResponseWriter, r *http.Request) { s.c.front
 //	@Failure		404			{object}	Problem
 //	@Failure		409			{object}	Problem	"the OS refused a bind (nothing changed)"
 //	@Failure		412			{object}	Problem
+//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
@@ -180,6 +184,8 @@ func (s *server) putFrontend(w http.ResponseWriter, r *http.Request) { s.c.front
 //	@Failure		404			{object}	Problem
 //	@Failure		409			{object}	Problem
 //	@Failure		412			{object}	Problem
+//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
@@ -200,6 +206,8 @@ func (s *server) patchFrontend(w http.ResponseWriter, r *http.Request) { s.c.fro
 //	@Failure	404	{object}	Problem
 //	@Failure	409	{object}	Problem	"the data plane refused (nothing changed)"
 //	@Failure	412	{object}	Problem
+//	@Failure	503	{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	507	{object}	Problem	"the state directory is full: nothing changed"
 //	@x-spliced-role	"admin"
 //	@Router		/api/v1/frontends/{name} [delete]
 func (s *server) deleteFrontend(w http.ResponseWriter, r *http.Request) { s.c.frontends.del(s, w, r) }
@@ -237,6 +245,8 @@ func (s *server) listBinds(w http.ResponseWriter, r *http.Request) { s.c.binds.l
 //	@Failure	404			{object}	Problem	"unknown frontend"
 //	@Failure	409			{object}	Problem	"name taken, address in use (nothing changed)"
 //	@Failure	412			{object}	Problem
+//	@Failure	503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
 //	@Failure	422			{object}	Problem
@@ -275,6 +285,8 @@ func (s *server) getBind(w http.ResponseWriter, r *http.Request) { s.c.binds.get
 //	@Failure	404			{object}	Problem
 //	@Failure	409			{object}	Problem
 //	@Failure	412			{object}	Problem
+//	@Failure	503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
 //	@Failure	422			{object}	Problem
@@ -296,6 +308,8 @@ func (s *server) putBind(w http.ResponseWriter, r *http.Request) { s.c.binds.put
 //	@Failure	404	{object}	Problem
 //	@Failure	409	{object}	Problem
 //	@Failure	412	{object}	Problem
+//	@Failure	503	{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	507	{object}	Problem	"the state directory is full: nothing changed"
 //	@x-spliced-role	"admin"
 //	@Router		/api/v1/frontends/{name}/binds/{bind} [delete]
 func (s *server) deleteBind(w http.ResponseWriter, r *http.Request) { s.c.binds.del(s, w, r) }
@@ -330,6 +344,8 @@ func (s *server) listBackends(w http.ResponseWriter, r *http.Request) { s.c.back
 //	@Failure	400			{object}	Problem
 //	@Failure	409			{object}	Problem	"name taken"
 //	@Failure	412			{object}	Problem
+//	@Failure	503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
 //	@Failure	422			{object}	Problem
@@ -367,6 +383,8 @@ func (s *server) getBackend(w http.ResponseWriter, r *http.Request) { s.c.backen
 //	@Failure		404			{object}	Problem
 //	@Failure		409			{object}	Problem
 //	@Failure		412			{object}	Problem
+//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
@@ -392,6 +410,8 @@ func (s *server) putBackend(w http.ResponseWriter, r *http.Request) { s.c.backen
 //	@Failure		404			{object}	Problem
 //	@Failure		409			{object}	Problem
 //	@Failure		412			{object}	Problem
+//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
@@ -413,6 +433,8 @@ func (s *server) patchBackend(w http.ResponseWriter, r *http.Request) { s.c.back
 //	@Failure		404	{object}	Problem
 //	@Failure		409	{object}	Problem	"still referenced"
 //	@Failure		412	{object}	Problem
+//	@Failure		503	{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		507	{object}	Problem	"the state directory is full: nothing changed"
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/backends/{name} [delete]
 func (s *server) deleteBackend(w http.ResponseWriter, r *http.Request) { s.c.backends.del(s, w, r) }
@@ -450,6 +472,8 @@ func (s *server) listServers(w http.ResponseWriter, r *http.Request) { s.c.serve
 //	@Failure	404			{object}	Problem	"unknown backend"
 //	@Failure	409			{object}	Problem	"name taken"
 //	@Failure	412			{object}	Problem
+//	@Failure	503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
 //	@Failure	422			{object}	Problem
@@ -488,6 +512,8 @@ func (s *server) getServer(w http.ResponseWriter, r *http.Request) { s.c.servers
 //	@Failure	404			{object}	Problem
 //	@Failure	409			{object}	Problem
 //	@Failure	412			{object}	Problem
+//	@Failure	503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
 //	@Failure	422			{object}	Problem
@@ -514,6 +540,8 @@ func (s *server) putServer(w http.ResponseWriter, r *http.Request) { s.c.servers
 //	@Failure		404			{object}	Problem
 //	@Failure		409			{object}	Problem
 //	@Failure		412			{object}	Problem
+//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
@@ -535,6 +563,8 @@ func (s *server) patchServer(w http.ResponseWriter, r *http.Request) { s.c.serve
 //	@Failure	404	{object}	Problem
 //	@Failure	409	{object}	Problem
 //	@Failure	412	{object}	Problem
+//	@Failure	503	{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	507	{object}	Problem	"the state directory is full: nothing changed"
 //	@x-spliced-role	"admin"
 //	@Router		/api/v1/backends/{name}/servers/{server} [delete]
 func (s *server) deleteServer(w http.ResponseWriter, r *http.Request) { s.c.servers.del(s, w, r) }

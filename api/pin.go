@@ -113,6 +113,8 @@ func (s *server) getCPUMap(w http.ResponseWriter, r *http.Request) {
 //	@Failure		400			{object}	Problem
 //	@Failure		409			{object}	Problem	"the kernel refused the affinity; nothing changed"
 //	@Failure		412			{object}	Problem
+//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"
@@ -230,6 +232,8 @@ func (s *server) getIRQ(w http.ResponseWriter, r *http.Request) {
 //	@Failure		404			{object}	Problem
 //	@Failure		409			{object}	Problem	"the kernel refused the affinity; nothing changed"
 //	@Failure		412			{object}	Problem
+//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"
