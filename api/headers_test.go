@@ -105,3 +105,35 @@ func TestPagesHaveNothingInline(t *testing.T) {
 		}
 	}
 }
+
+// The edit forms of the web page are built from these GETs and send their
+// ETag back as If-Match with the PUT: each GET has an ETag, the PUT with it
+// is accepted, the same PUT with the tag of before a concurrent change is
+// 412 and changes nothing.
+func TestEditFormReadsHaveETagsTheirWritesHonour(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t)
+	tests := []struct{ path, other string }{
+		{"/api/v1/backends/web", `{"retries":5}`},
+		{"/api/v1/backends/web/servers/s1", `{"weight":7}`},
+		{"/api/v1/frontends/public", `{"maxconn":77}`},
+		{"/api/v1/tuning", `{"maxaccept":33}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			w := f.must(t, 200, "GET", tc.path, "")
+			tag, body := w.Header().Get("ETag"), w.Body.String()
+			if tag == "" {
+				t.Fatal("no ETag")
+			}
+			f.must(t, 200, "PATCH", tc.path, tc.other) // someone else, meanwhile
+			now := f.must(t, 200, "GET", tc.path, "").Body.String()
+			f.must(t, 412, "PUT", tc.path, body, hdr{"If-Match": tag})
+			if after := f.must(t, 200, "GET", tc.path, "").Body.String(); after != now {
+				t.Fatalf("a 412 changed %s:\n%s\nwas\n%s", tc.path, after, now)
+			}
+			cur := f.must(t, 200, "GET", tc.path, "").Header().Get("ETag")
+			f.must(t, 200, "PUT", tc.path, body, hdr{"If-Match": cur}) // overwrite
+		})
+	}
+}

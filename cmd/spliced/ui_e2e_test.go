@@ -587,6 +587,71 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	u.run("desktop viewport", chromedp.EmulateViewport(1280, 800))
 	errs.check(t, "all pages as admin")
 
+	// Concurrent edits (issue 13): the backend form is loaded, then an
+	// operator drains web/s1 through the API. Saving the form would put s1
+	// back to ready: the write carries the ETag the form was built from,
+	// the API answers 412, and the form shows what changed.
+	editBackend := func(what string) {
+		u.page("backends")
+		u.run(what,
+			chromedp.Click(chromedp.CSS(`section[data-backend="web"] button[data-action="edit-backend"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/retries"] input`)))
+	}
+	var web0 struct {
+		Retries int `json:"retries"`
+		Servers []struct {
+			AdminState string `json:"admin_state"`
+			Weight     int    `json:"weight"`
+		} `json:"servers"`
+	}
+	u.apiJSON("/api/v1/backends/web", &web0)
+	if web0.Servers[0].AdminState != "ready" {
+		t.Fatalf("web/s1 before the concurrent edit = %+v, want ready", web0)
+	}
+	editBackend("open the backend form")
+	in.MustDo(200, "PATCH", "/api/v1/backends/web/servers/s1", map[string]any{"admin_state": "drain"})
+	u.fill(`dialog[open] [data-ptr="/retries"] input`, "7")
+	u.run("save over a concurrent drain",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-conflict] button[data-action="overwrite"]`)))
+	if msg := u.text(`dialog[open] [data-conflict]`); !strings.Contains(msg, "412") || !strings.Contains(msg, "admin_state") || !strings.Contains(msg, "drain") {
+		t.Fatalf("the conflict message = %q, want the 412 and the admin_state changed to drain", msg)
+	}
+	u.shot("backend-form-conflict-1280")
+	u.apiJSON("/api/v1/backends/web", &web0)
+	if web0.Servers[0].AdminState != "drain" || web0.Retries == 7 {
+		t.Fatalf("the refused save changed the backend: %+v", web0)
+	}
+	// Reload: the form shows the current state, the edit is dropped.
+	u.run("reload the form",
+		chromedp.Click(chromedp.CSS(`dialog[open] [data-conflict] button[data-action="reload"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open] [data-conflict]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/retries"] input`)))
+	if st := evalJS[string](u, `document.querySelector('dialog[open] [data-ptr="/servers/0/admin_state"] select').value`); st != "drain" {
+		t.Fatalf("the reloaded form shows web/s1 %q, want drain", st)
+	}
+	if r := evalJS[string](u, `document.querySelector('dialog[open] [data-ptr="/retries"] input').value`); r == "7" {
+		t.Fatal("the reloaded form kept the dropped edit")
+	}
+	// Overwrite: another change meanwhile (weight), the same edit, 412,
+	// then overwrite sends this form's version over it.
+	in.MustDo(200, "PATCH", "/api/v1/backends/web/servers/s1", map[string]any{"weight": 9})
+	u.fill(`dialog[open] [data-ptr="/retries"] input`, "7")
+	u.run("save over a concurrent weight change",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-conflict] button[data-action="overwrite"]`)))
+	if msg := u.text(`dialog[open] [data-conflict]`); !strings.Contains(msg, "weight") {
+		t.Fatalf("the conflict message = %q, want the weight change", msg)
+	}
+	u.run("overwrite",
+		chromedp.Click(chromedp.CSS(`dialog[open] [data-conflict] button[data-action="overwrite"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
+	u.apiJSON("/api/v1/backends/web", &web0)
+	if web0.Retries != 7 || web0.Servers[0].AdminState != "drain" || web0.Servers[0].Weight == 9 {
+		t.Fatalf("after overwrite the backend = %+v, want retries 7, s1 drain (reloaded), weight of the form", web0)
+	}
+	errs.check(t, "concurrent edit")
+
 	// 11. The admin goes away: the live data is marked stale, and the
 	// failing requests are no console error.
 	u.page("overview")

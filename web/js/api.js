@@ -59,7 +59,7 @@ export function authHeaders(extra = {}) {
 }
 
 // request sends one API request. body undefined: none. PATCH bodies are
-// JSON merge patches. It resolves {status, data, headers}; a non-2xx answer
+// JSON merge patches; opts.ifMatch is sent as If-Match. It resolves {status, data, headers}; a non-2xx answer
 // rejects with ApiError carrying the problem document.
 export async function request(method, path, body, opts = {}) {
   for (let attempt = 0; ; attempt++) {
@@ -67,6 +67,7 @@ export async function request(method, path, body, opts = {}) {
     if (loginWait) await loginWait.catch(() => {});
     const headers = authHeaders();
     const init = { method, headers, signal: opts.signal, cache: 'no-store' };
+    if (opts.ifMatch) headers['If-Match'] = opts.ifMatch; // the ETag the write was built from
     if (body !== undefined) {
       headers['Content-Type'] = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
       init.body = JSON.stringify(body);

@@ -4,6 +4,7 @@ import { h, clear, badge, modal, confirmBox, num, planList } from '../dom.js';
 import { get, request, enc } from '../api.js';
 import { input, group, rows, formShell } from '../forms.js';
 import { write, act, cell, statKey, paint, subscribe } from '../common.js';
+import { loadForEdit, guardedWrite } from '../conflict.js';
 
 const STATES = [['ready', 'Ready'], ['drain', 'Drain'], ['maint', 'Maint']];
 const stateKind = { ready: 'ok', drain: 'warn', maint: 'bad' };
@@ -16,7 +17,7 @@ export default async function backends(ctx, root) {
   root.append(h('div', { class: 'page-head' },
     h('h1', null, 'Backends'),
     h('div', { class: 'actions' },
-      canAdmin ? h('button', { type: 'button', class: 'btn primary', 'data-write': '', id: 'new-backend', onclick: () => backendForm(ctx, null) }, 'New backend') : null)));
+      canAdmin ? h('button', { type: 'button', class: 'btn primary', 'data-write': '', id: 'new-backend', onclick: () => openForm(ctx, () => backendForm(ctx, null)) }, 'New backend') : null)));
 
   if (!list.length) {
     root.append(h('div', { class: 'panel' }, h('p', { class: 'empty' }, 'No backend yet.',
@@ -31,8 +32,8 @@ export default async function backends(ctx, root) {
         hc ? badge(`check ${hc.type}${hc.path ? ' ' + hc.path : ''}`) : badge('no health check'),
         h('span', { class: 'badge warn stale-note' }, 'stale'),
         canAdmin ? h('div', { class: 'actions' },
-          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-server', onclick: () => serverForm(ctx, b, null) }, 'Add server'),
-          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-backend', onclick: () => backendForm(ctx, b) }, 'Edit'),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-server', onclick: () => openForm(ctx, () => serverForm(ctx, b, null)) }, 'Add server'),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-backend', onclick: () => openForm(ctx, () => backendForm(ctx, b)) }, 'Edit'),
           h('button', {
             type: 'button', class: 'btn small danger', 'data-write': '', 'data-action': 'delete-backend',
             onclick: async (e) => {
@@ -96,7 +97,7 @@ function serverTable(ctx, b, canAdmin, canServer) {
               ctx.refresh();
             }),
           }, label))),
-          canAdmin ? h('button', { type: 'button', class: 'btn small ghost', 'data-write': '', 'data-action': 'edit-server', 'data-server': id, onclick: () => serverForm(ctx, b, s) }, 'Edit') : null,
+          canAdmin ? h('button', { type: 'button', class: 'btn small ghost', 'data-write': '', 'data-action': 'edit-server', 'data-server': id, onclick: () => openForm(ctx, () => serverForm(ctx, b, s)) }, 'Edit') : null,
           canAdmin ? h('button', {
             type: 'button', class: 'btn small ghost danger', 'data-write': '', 'data-action': 'remove-server', 'data-server': id,
             onclick: async (e) => {
@@ -154,9 +155,17 @@ function healthFields(model) {
   return group(['health_check'], 'Health check', box);
 }
 
-export function backendForm(ctx, b) {
+// openForm opens a form whose loading may fail (the object was deleted
+// meanwhile): the failure is a toast, not an unhandled rejection.
+export function openForm(ctx, open) { return act(ctx, null, open); }
+
+// backendForm edits b as GET returns it now (with its ETag, sent back as
+// If-Match), or creates a backend when b is null.
+export async function backendForm(ctx, b) {
   const editing = !!b;
-  const model = editing ? structuredClone(b) : { name: '', mode: 'tcp', balance: 'roundrobin', servers: [{ name: 's1', address: '', port: undefined }], timeouts: {} };
+  const ed = editing ? await loadForEdit(`/api/v1/backends/${enc(b.name)}`) : null;
+  if (editing) b = ed.data;
+  const model = editing ? ed.data : { name: '', mode: 'tcp', balance: 'roundrobin', servers: [{ name: 's1', address: '', port: undefined }], timeouts: {} };
   return modal((close) => {
     const body = h('div', { data: { ptr: '/' } },
       h('div', { class: 'fields' },
@@ -182,7 +191,12 @@ export function backendForm(ctx, b) {
         const path = editing ? `/api/v1/backends/${enc(b.name)}` : '/api/v1/backends';
         const method = editing ? 'PUT' : 'POST';
         if (dry) return previewPlan(form, method, path, model);
-        await write(ctx, method, path, model, `${editing ? 'Saved' : 'Created'} backend ${model.name}`);
+        const what = `${editing ? 'Saved' : 'Created'} backend ${model.name}`;
+        if (editing) {
+          if (!await guardedWrite(ctx, form, ed, method, path, model, what, () => { close(); openForm(ctx, () => backendForm(ctx, b)); })) return;
+        } else {
+          await write(ctx, method, path, model, what);
+        }
         close(true);
         ctx.refresh();
       },
@@ -196,9 +210,11 @@ export async function previewPlan(form, method, path, body) {
   clear(box).append(h('div', { class: 'notice' }, h('b', null, 'Plan (dry run, nothing changed yet)'), planList(r.data && r.data.plan)));
 }
 
-function serverForm(ctx, b, s) {
+async function serverForm(ctx, b, s) {
   const editing = !!s;
-  const model = editing ? structuredClone(s) : { name: `s${b.servers.length + 1}`, address: '', admin_state: 'ready' };
+  const ed = editing ? await loadForEdit(`/api/v1/backends/${enc(b.name)}/servers/${enc(s.name)}`) : null;
+  if (editing) s = ed.data;
+  const model = editing ? ed.data : { name: `s${b.servers.length + 1}`, address: '', admin_state: 'ready' };
   return modal((close) => {
     const body = h('div', { data: { ptr: '/' } }, h('div', { class: 'fields' }, serverFields(model, [])));
     if (editing) {
@@ -211,7 +227,12 @@ function serverForm(ctx, b, s) {
         const path = editing ? `/api/v1/backends/${enc(b.name)}/servers/${enc(s.name)}` : `/api/v1/backends/${enc(b.name)}/servers`;
         const method = editing ? 'PUT' : 'POST';
         if (dry) return previewPlan(form, method, path, model);
-        await write(ctx, method, path, model, `${editing ? 'Saved' : 'Added'} server ${b.name}/${model.name}`);
+        const what = `${editing ? 'Saved' : 'Added'} server ${b.name}/${model.name}`;
+        if (editing) {
+          if (!await guardedWrite(ctx, form, ed, method, path, model, what, () => { close(); openForm(ctx, () => serverForm(ctx, b, s)); })) return;
+        } else {
+          await write(ctx, method, path, model, what);
+        }
         close(true);
         ctx.refresh();
       },

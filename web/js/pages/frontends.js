@@ -4,7 +4,8 @@ import { h, clear, badge, modal, confirmBox, num } from '../dom.js';
 import { get, enc } from '../api.js';
 import { input, group, rows, formShell } from '../forms.js';
 import { write, act, cell, statKey, paint, subscribe } from '../common.js';
-import { previewPlan, labelled } from './backends.js';
+import { previewPlan, labelled, openForm } from './backends.js';
+import { loadForEdit, guardedWrite } from '../conflict.js';
 
 export default async function frontends(ctx, root) {
   const [list, bks] = await Promise.all([get('/api/v1/frontends'), get('/api/v1/backends')]);
@@ -14,7 +15,7 @@ export default async function frontends(ctx, root) {
   root.append(h('div', { class: 'page-head' },
     h('h1', null, 'Frontends'),
     h('div', { class: 'actions' },
-      canAdmin ? h('button', { type: 'button', class: 'btn primary', id: 'new-frontend', 'data-write': '', onclick: () => frontendForm(ctx, null, backendNames) }, 'New frontend') : null)));
+      canAdmin ? h('button', { type: 'button', class: 'btn primary', id: 'new-frontend', 'data-write': '', onclick: () => openForm(ctx, () => frontendForm(ctx, null, backendNames)) }, 'New frontend') : null)));
 
   if (!list.length) {
     root.append(h('div', { class: 'panel' }, h('p', { class: 'empty' }, 'No frontend yet.',
@@ -32,7 +33,7 @@ export default async function frontends(ctx, root) {
         h('span', { class: 'muted' }, '→ ', f.default_backend ? h('a', { href: '#/backends' }, f.default_backend) : 'no default backend'),
         canAdmin ? h('div', { class: 'actions' },
           h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-bind', onclick: () => bindForm(ctx, f) }, 'Add bind'),
-          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-frontend', onclick: () => frontendForm(ctx, f, backendNames) }, 'Edit'),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-frontend', onclick: () => openForm(ctx, () => frontendForm(ctx, f, backendNames)) }, 'Edit'),
           h('button', { type: 'button', class: 'btn small danger', 'data-write': '', 'data-action': 'delete-frontend', onclick: del }, 'Delete')) : null),
       h('div', { class: 'kv' },
         h('span', null, 'maxconn ', h('b', null, f.maxconn ? num(f.maxconn) : 'global')),
@@ -81,9 +82,13 @@ function bindFields(model, base) {
   ];
 }
 
-function frontendForm(ctx, f, backendNames) {
+// frontendForm edits f as GET returns it now (its ETag sent back as
+// If-Match), or creates a frontend when f is null.
+async function frontendForm(ctx, f, backendNames) {
   const editing = !!f;
-  const model = editing ? structuredClone(f) : {
+  const ed = editing ? await loadForEdit(`/api/v1/frontends/${enc(f.name)}`) : null;
+  if (editing) f = ed.data;
+  const model = editing ? ed.data : {
     name: '', mode: 'tcp', default_backend: backendNames[0] || '', splice: 'auto',
     binds: [{ name: 'b1', address: '0.0.0.0', port: undefined }], routes: [],
   };
@@ -130,7 +135,12 @@ function frontendForm(ctx, f, backendNames) {
         const path = editing ? `/api/v1/frontends/${enc(f.name)}` : '/api/v1/frontends';
         const method = editing ? 'PUT' : 'POST';
         if (dry) return previewPlan(form, method, path, model);
-        await write(ctx, method, path, model, `${editing ? 'Saved' : 'Created'} frontend ${model.name}`);
+        const what = `${editing ? 'Saved' : 'Created'} frontend ${model.name}`;
+        if (editing) {
+          if (!await guardedWrite(ctx, form, ed, method, path, model, what, () => { close(); openForm(ctx, () => frontendForm(ctx, f, backendNames)); })) return;
+        } else {
+          await write(ctx, method, path, model, what);
+        }
         close(true);
         ctx.refresh();
       },

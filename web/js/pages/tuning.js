@@ -1,14 +1,14 @@
 // Tuning: the global data-plane knobs, validated by the API.
 
 import { h, badge } from '../dom.js';
-import { get } from '../api.js';
 import { input, group, formShell } from '../forms.js';
-import { write } from '../common.js';
+import { loadForEdit, guardedWrite } from '../conflict.js';
 import { previewPlan } from './backends.js';
 
 export default async function tuning(ctx, root) {
-  const cur = await get('/api/v1/tuning');
-  const model = structuredClone(cur);
+  // The form is built from the tuning as GET returns it, with its ETag.
+  const ed = await loadForEdit('/api/v1/tuning');
+  const model = ed.data;
   const canAdmin = ctx.can('admin');
   const body = h('div', { data: { ptr: '/' } },
     group([], 'Loops', h('div', { class: 'fields' },
@@ -45,8 +45,7 @@ export default async function tuning(ctx, root) {
     submitLabel: 'Apply', preview: true,
     onSubmit: async (f, dry) => {
       if (dry) return previewPlan(f, 'PUT', '/api/v1/tuning', model);
-      await write(ctx, 'PUT', '/api/v1/tuning', model, 'Tuning applied');
-      ctx.refresh();
+      if (await guardedWrite(ctx, f, ed, 'PUT', '/api/v1/tuning', model, 'Tuning applied', () => ctx.refresh())) ctx.refresh();
     },
   });
   form.id = 'tuning-form';
