@@ -364,10 +364,12 @@ func servers(ss ...srv) []map[string]any {
 }
 
 // backend creates backend name (mode, roundrobin, retries 1) with timeouts
-// (connect_ms 300 and server_ms 300 unless given).
+// (connect_ms 1000 and server_ms 5000 unless given: generous, since the
+// Go origins share 2 CPUs with the -race binary and the other cases; the
+// cases about a timeout set it short themselves).
 func (p *proc) backend(name, mode string, timeouts map[string]any, ss ...srv) {
 	p.t.Helper()
-	to := map[string]any{"connect_ms": 300, "server_ms": 300}
+	to := map[string]any{"connect_ms": 1000, "server_ms": 5000}
 	for k, v := range timeouts {
 		to[k] = v
 	}

@@ -1678,7 +1678,7 @@ func TestNothingLeaksAfterFaults(t *testing.T) {
 			c.Write(big)
 		}
 	})
-	p.backend("web", "http", nil, srv{"s1", port})
+	p.backend("web", "http", map[string]any{"server_ms": 300}, srv{"s1", port})
 	fp := p.frontend("pub", "http", "web", map[string]any{"splice": "auto", "timeouts": map[string]any{"http_request_ms": 300}})
 	base := p.openFDs(t)
 	var wg sync.WaitGroup
@@ -2021,7 +2021,7 @@ func TestMutatedTraffic(t *testing.T) {
 		mu.Unlock()
 		io.WriteString(c, resp)
 	})
-	p.backend("web", "http", nil, srv{"s1", port})
+	p.backend("web", "http", map[string]any{"server_ms": 300}, srv{"s1", port})
 	fp := p.frontend("pub", "http", "web", map[string]any{"timeouts": map[string]any{"http_request_ms": 500, "http_keep_alive_ms": 300}})
 	requests := []string{
 		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",

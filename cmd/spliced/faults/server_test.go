@@ -119,8 +119,8 @@ func TestServerNeverAnswers(t *testing.T) {
 		<-hold
 	})
 	deaf, _ := listen(t, func(c net.Conn) { <-hold })
-	p.backend("reads", "http", nil, srv{"s1", reads})
-	p.backend("deaf", "http", nil, srv{"s1", deaf})
+	p.backend("reads", "http", map[string]any{"server_ms": 300}, srv{"s1", reads})
+	p.backend("deaf", "http", map[string]any{"server_ms": 300}, srv{"s1", deaf})
 	p.backend("tcp", "tcp", map[string]any{"tunnel_ms": 300}, srv{"s1", deaf})
 	pr := p.frontend("pr", "http", "reads", nil)
 	pd := p.frontend("pd", "http", "deaf", nil)
