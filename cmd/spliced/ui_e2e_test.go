@@ -650,6 +650,31 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	if web0.Retries != 7 || web0.Servers[0].AdminState != "drain" || web0.Servers[0].Weight == 9 {
 		t.Fatalf("after overwrite the backend = %+v, want retries 7, s1 drain (reloaded), weight of the form", web0)
 	}
+	// A restore confirmed on a page that shows an older generation is
+	// refused (If-Match of the document shown), not applied over the
+	// change made meanwhile.
+	// (The page follows other writes by itself, except while a dialog is
+	// open: the change is made while the confirmation is shown.)
+	u.page("revisions")
+	u.run("ask to restore #2",
+		chromedp.Click(chromedp.CSS(`button[data-action="restore"][data-generation="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)))
+	in.MustDo(200, "PATCH", "/api/v1/backends/web/servers/s1", map[string]any{"weight": 3})
+	var before struct {
+		Generation int64 `json:"generation"`
+	}
+	u.apiJSON("/api/v1/info", &before)
+	u.run("confirm the restore after a change",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
+	u.waitJS(5*time.Second, "the stale restore to be refused", `[...document.querySelectorAll('#toasts .toast.bad')].some((t) => t.textContent.includes('nothing was restored'))`)
+	var after struct {
+		Generation int64 `json:"generation"`
+	}
+	u.apiJSON("/api/v1/info", &after)
+	if after.Generation != before.Generation {
+		t.Fatalf("a restore from a stale page was applied: generation %d -> %d", before.Generation, after.Generation)
+	}
 	errs.check(t, "concurrent edit")
 
 	// 11. The admin goes away: the live data is marked stale, and the

@@ -1,8 +1,8 @@
 // Revisions: the kept generations, a readable diff between two, and
 // restore with a confirmation that shows the plan first.
 
-import { h, clear, ago, planList, confirmBox, badge } from '../dom.js';
-import { get, enc, ApiError } from '../api.js';
+import { h, clear, ago, planList, confirmBox, badge, toast } from '../dom.js';
+import { get, request, enc, ApiError } from '../api.js';
 import { write, act } from '../common.js';
 import { jsonDiff, show } from '../diff.js';
 
@@ -10,6 +10,10 @@ export default async function revisions(ctx, root) {
   const [revs, info] = await Promise.all([get('/api/v1/config/revisions'), get('/api/v1/info')]);
   const current = info.generation;
   const canAdmin = ctx.can('admin');
+  // A restore replaces the document this page shows (generation current):
+  // it sends that document's ETag as If-Match, so that a change made
+  // meanwhile is not rolled back unseen.
+  const docTag = canAdmin ? (await request('HEAD', '/api/v1/config')).headers.get('ETag') : null;
   root.append(h('div', { class: 'page-head' }, h('h1', null, 'Revisions'),
     h('span', { class: 'muted' }, `current generation ${current}; the last 100 are kept`)));
   if (!revs.length) {
@@ -56,7 +60,15 @@ export default async function revisions(ctx, root) {
       h('p', null, `The configuration of generation ${rev} becomes generation ${current + 1}. Nothing is lost: the current one stays in the list.`),
       plan ? [h('h3', null, 'What changes'), planList(plan)] : null), { ok: `Restore #${rev}` });
     if (!ok) return;
-    if (await act(ctx, button, () => write(ctx, 'POST', `/api/v1/config/revisions/${enc(rev)}/restore`, undefined, `Restored generation ${rev}`))) ctx.refresh();
+    const restoreWrite = async () => {
+      try {
+        await write(ctx, 'POST', `/api/v1/config/revisions/${enc(rev)}/restore`, undefined, `Restored generation ${rev}`, { ifMatch: docTag });
+      } catch (e) {
+        if (!(e instanceof ApiError) || e.status !== 412) throw e;
+        toast(`The configuration changed since this page showed generation ${current}: nothing was restored. The page now shows the current one; restore again if still wanted.`, 'bad');
+      }
+    };
+    if (await act(ctx, button, restoreWrite)) ctx.refresh();
   };
 
   root.append(h('div', { class: 'grid two' },
