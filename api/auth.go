@@ -358,7 +358,7 @@ func (g *guard) handler(next http.Handler) http.Handler {
 		if empty {
 			if !g.open {
 				g.deny(w, r, http.StatusUnauthorized, "unauthorized",
-					"no admin token exists and this admin address is not loopback; create one with: spliced token add --role admin --name NAME --state-dir DIR (the state directory of this spliced)")
+					"no admin token exists and this admin address is reachable by others (not loopback, or --admin-host); create one with: spliced token add --role admin --name NAME --state-dir DIR (the state directory of this spliced)")
 				return
 			}
 			r = g.admit(r, "local", tokens.Admin, false, false)

@@ -83,14 +83,17 @@
 //
 // # Security (api/auth.go, package api/tokens)
 //
-// Middlewares run in this order: request id, access log, audit, recoverer,
-// the guard, body limit, media type. The guard refuses (403) a Host that
+// Middlewares run in this order: security headers (headers.go: CSP with
+// frame-ancestors 'none', X-Frame-Options, nosniff, Cache-Control, set
+// before anything else so that refusals carry them too), request id, access
+// log, audit, recoverer, the guard, body limit, media type. The guard refuses (403) a Host that
 // does not name the admin address (DNS rebinding; skipped on a unix
 // socket) and an Origin that is not the admin's own origin (cross-site
 // requests from a browser), tokens or not. Then, unless the route is
 // public (/healthz, /readyz, /openapi.json, /docs/, /ui/), it establishes
 // the caller's role: open (admin, actor "local") while tokens.json holds
-// no token and the listener is loopback or a unix socket; otherwise
+// no token and the listener is loopback or a unix socket with no
+// --admin-host (cmd/spliced refuses to start otherwise); otherwise
 // Authorization: Bearer (401); bad tokens are limited per remote address
 // and per token prefix (429 + Retry-After), a valid token never is. Every
 // refusal of the guard answers Connection: close, and admission calls the
