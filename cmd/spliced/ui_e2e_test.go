@@ -675,6 +675,18 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	if after.Generation != before.Generation {
 		t.Fatalf("a restore from a stale page was applied: generation %d -> %d", before.Generation, after.Generation)
 	}
+	// The same for a removal: the server changed while the question was
+	// shown, so nothing is removed.
+	u.page("backends")
+	u.run("ask to remove web/s1",
+		chromedp.Click(chromedp.CSS(`button[data-action="remove-server"][data-server="web/s1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)))
+	in.MustDo(200, "PATCH", "/api/v1/backends/web/servers/s1", map[string]any{"weight": 4})
+	u.run("confirm the removal after a change",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
+	u.waitJS(5*time.Second, "the stale removal to be refused", `[...document.querySelectorAll('#toasts .toast.bad')].some((t) => t.textContent.includes('nothing was removed'))`)
+	in.MustDo(200, "GET", "/api/v1/backends/web/servers/s1", nil)
 	errs.check(t, "concurrent edit")
 
 	// 11. The admin goes away: the live data is marked stale, and the

@@ -7,9 +7,9 @@
 // overwrite (send these edits over the current object, itself guarded by
 // the ETag just shown).
 
-import { h, clear } from './dom.js';
+import { h, clear, confirmBox, toast } from './dom.js';
 import { request, ApiError } from './api.js';
-import { write } from './common.js';
+import { write, act } from './common.js';
 import { jsonDiff, show } from './diff.js';
 
 // loadForEdit reads one object for an edit form: {data, etag, base}; base
@@ -61,4 +61,23 @@ export async function guardedWrite(ctx, form, ed, method, path, body, what, relo
       }, 'Overwrite with my version')));
   box.focus();
   return false;
+}
+
+// confirmDelete asks before deleting the object at path, as GET returns it
+// when the question is shown, and deletes with its ETag as If-Match: a
+// change made while the question was open (a server drained, a bind
+// moved) stops the delete, with a message. Resolves true when something
+// changed (deleted, or refused for a change: the page should refresh).
+export async function confirmDelete(ctx, button, path, title, body, what) {
+  let ed = null;
+  if (!await act(ctx, null, async () => { ed = await loadForEdit(path); })) return false;
+  if (!await confirmBox(title, body, { ok: what.verb, danger: true })) return false;
+  return act(ctx, button, async () => {
+    try {
+      await write(ctx, 'DELETE', path, undefined, what.done, { ifMatch: ed.etag });
+    } catch (e) {
+      if (!(e instanceof ApiError) || e.status !== 412) throw e;
+      toast(`${what.object} changed since the question was shown: nothing was removed. The page now shows it as it is.`, 'bad');
+    }
+  });
 }

@@ -1,10 +1,10 @@
 // Backends and their servers: health, connections, weight, admin state.
 
-import { h, clear, badge, modal, confirmBox, num, planList } from '../dom.js';
+import { h, clear, badge, modal, num, planList } from '../dom.js';
 import { get, request, enc } from '../api.js';
 import { input, group, rows, formShell } from '../forms.js';
 import { write, act, cell, statKey, paint, subscribe } from '../common.js';
-import { loadForEdit, guardedWrite } from '../conflict.js';
+import { loadForEdit, guardedWrite, confirmDelete } from '../conflict.js';
 
 const STATES = [['ready', 'Ready'], ['drain', 'Drain'], ['maint', 'Maint']];
 const stateKind = { ready: 'ok', drain: 'warn', maint: 'bad' };
@@ -37,8 +37,9 @@ export default async function backends(ctx, root) {
           h('button', {
             type: 'button', class: 'btn small danger', 'data-write': '', 'data-action': 'delete-backend',
             onclick: async (e) => {
-              if (!await confirmBox(`Delete backend ${b.name}?`, h('p', null, 'Frontends that use it must be changed first; the API refuses otherwise.'), { ok: 'Delete', danger: true })) return;
-              if (await act(ctx, e.target, () => write(ctx, 'DELETE', `/api/v1/backends/${enc(b.name)}`, undefined, `Deleted backend ${b.name}`))) ctx.refresh();
+              if (await confirmDelete(ctx, e.target, `/api/v1/backends/${enc(b.name)}`, `Delete backend ${b.name}?`,
+                h('p', null, 'Frontends that use it must be changed first; the API refuses otherwise.'),
+                { verb: 'Delete', done: `Deleted backend ${b.name}`, object: `Backend ${b.name}` })) ctx.refresh();
             },
           }, 'Delete')) : null),
       h('div', { class: 'kv' },
@@ -101,8 +102,9 @@ function serverTable(ctx, b, canAdmin, canServer) {
           canAdmin ? h('button', {
             type: 'button', class: 'btn small ghost danger', 'data-write': '', 'data-action': 'remove-server', 'data-server': id,
             onclick: async (e) => {
-              if (!await confirmBox(`Remove server ${id}?`, h('p', null, 'Its live connections continue; it gets no new one.'), { ok: 'Remove', danger: true })) return;
-              if (await act(ctx, e.target, () => write(ctx, 'DELETE', path, undefined, `Removed server ${id}`))) ctx.refresh();
+              if (await confirmDelete(ctx, e.target, path, `Remove server ${id}?`,
+                h('p', null, 'Its live connections continue; it gets no new one.'),
+                { verb: 'Remove', done: `Removed server ${id}`, object: `Server ${id}` })) ctx.refresh();
             },
           }, 'Remove') : null)) : null);
     })))));

@@ -1,11 +1,11 @@
 // Frontends with their binds and routes.
 
-import { h, clear, badge, modal, confirmBox, num } from '../dom.js';
+import { h, clear, badge, modal, num } from '../dom.js';
 import { get, enc } from '../api.js';
 import { input, group, rows, formShell } from '../forms.js';
 import { write, act, cell, statKey, paint, subscribe } from '../common.js';
 import { previewPlan, labelled, openForm } from './backends.js';
-import { loadForEdit, guardedWrite } from '../conflict.js';
+import { loadForEdit, guardedWrite, confirmDelete } from '../conflict.js';
 
 export default async function frontends(ctx, root) {
   const [list, bks] = await Promise.all([get('/api/v1/frontends'), get('/api/v1/backends')]);
@@ -24,8 +24,9 @@ export default async function frontends(ctx, root) {
 
   for (const f of list) {
     const del = async (e) => {
-      if (!await confirmBox(`Delete frontend ${f.name}?`, h('p', null, 'Its binds close at once; live connections continue.'), { ok: 'Delete', danger: true })) return;
-      if (await act(ctx, e.target, () => write(ctx, 'DELETE', `/api/v1/frontends/${enc(f.name)}`, undefined, `Deleted frontend ${f.name}`))) ctx.refresh();
+      if (await confirmDelete(ctx, e.target, `/api/v1/frontends/${enc(f.name)}`, `Delete frontend ${f.name}?`,
+        h('p', null, 'Its binds close at once; live connections continue.'),
+        { verb: 'Delete', done: `Deleted frontend ${f.name}`, object: `Frontend ${f.name}` })) ctx.refresh();
     };
     root.append(h('section', { class: 'panel', data: { frontend: f.name }, 'aria-label': `Frontend ${f.name}` },
       h('div', { class: 'obj-head' },
@@ -55,8 +56,9 @@ export default async function frontends(ctx, root) {
           h('td', null, canAdmin ? h('button', {
             type: 'button', class: 'btn small ghost danger', 'data-write': '', 'data-action': 'remove-bind', 'data-bind': `${f.name}/${b.name}`,
             onclick: async (e) => {
-              if (!await confirmBox(`Remove bind ${f.name}/${b.name}?`, h('p', null, `Stops listening on ${b.address}:${b.port}.`), { ok: 'Remove', danger: true })) return;
-              if (await act(ctx, e.target, () => write(ctx, 'DELETE', `/api/v1/frontends/${enc(f.name)}/binds/${enc(b.name)}`, undefined, `Removed bind ${f.name}/${b.name}`))) ctx.refresh();
+              if (await confirmDelete(ctx, e.target, `/api/v1/frontends/${enc(f.name)}/binds/${enc(b.name)}`, `Remove bind ${f.name}/${b.name}?`,
+                h('p', null, `Stops listening on ${b.address}:${b.port}.`),
+                { verb: 'Remove', done: `Removed bind ${f.name}/${b.name}`, object: `Bind ${f.name}/${b.name}` })) ctx.refresh();
             },
           }, 'Remove') : null))))))) : h('p', { class: 'empty' }, 'No bind: this frontend listens nowhere.'),
       f.mode === 'http' || (f.routes && f.routes.length) ? [
