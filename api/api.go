@@ -133,7 +133,7 @@ func New(o Options) http.Handler {
 	if limit <= 0 {
 		limit = MaxBodyBytes
 	}
-	sec := newGuard(o, r, s.log, s.dir)
+	sec := newGuard(o, r, s.log)
 	r.Use(securityHeaders, requestIDs, accessLog(s.log), s.obs.audit.middleware, recoverer(s.log), sec.handler, maxBody(s.bodyLimit(limit)),
 		mediaTypes(map[string][]string{
 			http.MethodPost:  {mediaJSON},

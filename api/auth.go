@@ -74,13 +74,12 @@ type guard struct {
 	mux      *chi.Mux
 	fails    *failLimiter
 	log      *slog.Logger
-	stateDir string
 }
 
-func newGuard(o Options, mux *chi.Mux, log *slog.Logger, dir string) *guard {
+func newGuard(o Options, mux *chi.Mux, log *slog.Logger) *guard {
 	g := &guard{
 		tokens: o.Tokens, open: o.Open || o.Tokens == nil, tls: o.AdminTLS,
-		hosts: map[string]bool{}, named: map[string]bool{}, mux: mux, log: log, stateDir: dir,
+		hosts: map[string]bool{}, named: map[string]bool{}, mux: mux, log: log,
 		fails: newFailLimiter(authFailBurst, authFailRefill, authFailEntries),
 	}
 	addr := o.AdminAddr

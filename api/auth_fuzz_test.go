@@ -23,7 +23,7 @@ func FuzzGuardHeaders(f *testing.F) {
 	f.Add("admin.lan", "https://admin.lan", "", "", "POST")
 	f.Add("127.0.0.1:99999", "http://user@127.0.0.1:9900", strings.Repeat("Bearer ", 100), "", "GET")
 	fx := newSecFixture(f, true, Options{Open: true, AdminHosts: []string{"admin.lan"}})
-	g := newGuard(Options{AdminAddr: secAddr, AdminHosts: []string{"admin.lan"}}, nil, nil, "")
+	g := newGuard(Options{AdminAddr: secAddr, AdminHosts: []string{"admin.lan"}}, nil, nil)
 	f.Fuzz(func(t *testing.T, host, origin, auth, site, method string) {
 		switch method {
 		case "GET", "POST", "PUT", "PATCH", "DELETE":
