@@ -106,7 +106,9 @@
 //     HTTP/1.1 and "Expect: 100-continue" (RFC 9110 §10.1.1: ignored for
 //     HTTP/1.0); other expectations are left to the server.
 //   - Responses: status line "HTTP/1.x SP 3DIGIT [SP reason]" (reason
-//     without CTLs other than HTAB; a missing reason is tolerated), the
+//     without CTLs other than HTAB; a missing reason is tolerated;
+//     HTTP/1.2 to HTTP/1.9 are handled as 1.1 as in requests, other
+//     versions are a 502), the
 //     same field rules, Host not checked. Framing per RFC 9112 §6.3: 1xx,
 //     204, 304 and responses to HEAD have no body; 101 sets Upgrade; other
 //     1xx set Interim; a 2xx to CONNECT sets Upgrade; then chunked, then

@@ -99,7 +99,13 @@ func (r *Response) statusLine(buf []byte, start, end int) errCode {
 	case "HTTP/1.0":
 		r.Minor = 0
 	default:
-		return eVersion
+		if string(line[:7]) != "HTTP/1." || !isDigit(line[7]) {
+			return eVersion // HTTP/2.0, other majors, malformed
+		}
+		// HTTP/1.2 to HTTP/1.9: a higher minor version of the major we
+		// implement is handled as the highest we support (RFC 9110 §2.5),
+		// as in requests; the proxy relays the status line with HTTP/1.1.
+		r.Minor = 1
 	}
 	c := line[9:12]
 	if !isDigit(c[0]) || !isDigit(c[1]) || !isDigit(c[2]) || c[0] == '0' {

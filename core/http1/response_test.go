@@ -35,6 +35,9 @@ var responseCases = []struct {
 	{name: "Connection close", in: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", req: MethodGET, code: 200, body: BodyLength, cl: 0, close: true},
 	{name: "missing reason", in: "HTTP/1.1 404\r\nContent-Length: 0\r\n\r\n", req: MethodGET, code: 404, body: BodyLength, cl: 0},
 	{name: "empty reason", in: "HTTP/1.1 404 \r\nContent-Length: 0\r\n\r\n", req: MethodGET, code: 404, body: BodyLength, cl: 0},
+	// RFC 9110 §2.5: a higher minor version is handled as 1.1 (keep-alive).
+	{name: "HTTP/1.2 is handled as 1.1", in: "HTTP/1.2 200 OK\r\nContent-Length: 1\r\n\r\nx", req: MethodGET, code: 200, body: BodyLength, cl: 1},
+	{name: "HTTP/1.9 without framing", in: "HTTP/1.9 200 OK\r\n\r\n", req: MethodGET, code: 200, body: BodyUntilClose, cl: -1, close: true},
 	{name: "unknown status", in: "HTTP/1.1 599 Whatever\r\nContent-Length: 0\r\n\r\n", req: MethodGET, code: 599, body: BodyLength, cl: 0},
 
 	{name: "CL and TE", in: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", req: MethodGET, status: 502},
@@ -45,6 +48,10 @@ var responseCases = []struct {
 	{name: "Content-Length identical lines", in: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello", req: MethodGET, status: 502},
 	{name: "differing Content-Length", in: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", req: MethodGET, status: 502},
 	{name: "HTTP/2.0", in: "HTTP/2.0 200 OK\r\n\r\n", req: MethodGET, status: 502},
+	{name: "HTTP/0.9", in: "HTTP/0.9 200 OK\r\n\r\n", req: MethodGET, status: 502},
+	{name: "HTTP/3.0", in: "HTTP/3.0 200 OK\r\n\r\n", req: MethodGET, status: 502},
+	{name: "HTTP/1.x", in: "HTTP/1.x 200 OK\r\n\r\n", req: MethodGET, status: 502},
+	{name: "HTTP/11.1", in: "HTTP/11.1 200 OK\r\n\r\n", req: MethodGET, status: 502},
 	{name: "two-digit status", in: "HTTP/1.1 20 OK\r\n\r\n", req: MethodGET, status: 502},
 	{name: "four-digit status", in: "HTTP/1.1 2000 OK\r\n\r\n", req: MethodGET, status: 502},
 	{name: "status below 100", in: "HTTP/1.1 099 X\r\n\r\n", req: MethodGET, status: 502},

@@ -549,7 +549,14 @@ func (c *httpConn) buildRespHead(n int, final bool) bool {
 		return false
 	}
 	d := c.rout.b[:0:len(c.rout.b)]
-	d = append(d, buf[:r.Reason.Off+r.Reason.Len]...)
+	line := buf[:r.Reason.Off+r.Reason.Len]
+	if line[7] > '1' {
+		// HTTP/1.2..1.9, handled as 1.1 (the parser refuses other
+		// versions): the client is told the version we speak.
+		d = append(d, "HTTP/1.1"...)
+		line = line[8:]
+	}
+	d = append(d, line...)
 	d = append(d, "\r\n"...)
 	keep := http1.KeepTransferEncoding
 	if r.Status == 101 {

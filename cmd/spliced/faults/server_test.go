@@ -579,3 +579,35 @@ func TestCloseDelimitedResponse(t *testing.T) {
 	closedAfter(t, c, br, 2*time.Second)
 	p.healthy(t)
 }
+
+// TestResponseWithAHigherMinorVersion: RFC 9110 §2.5: a response whose
+// status line says HTTP/1.2 is handled as HTTP/1.1, as requests are, and
+// reaches the client as HTTP/1.1; HTTP/2.0 is still a 502.
+func TestResponseWithAHigherMinorVersion(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		if r.URL.Path == "/2" {
+			io.WriteString(c, "HTTP/2.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return false
+		}
+		io.WriteString(c, "HTTP/1.2 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	c := dial(t, fp)
+	br := bufio.NewReader(c)
+	for i := 0; i < 2; i++ { // kept alive, as HTTP/1.1
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, b, err := readResp(br, "GET")
+		if err != nil || resp.StatusCode != 200 || string(b) != "ok" || resp.Proto != "HTTP/1.1" {
+			t.Fatalf("request %d: got %v %q %v; want HTTP/1.1 200 ok", i, resp, b, err)
+		}
+	}
+	io.WriteString(c, "GET /2 HTTP/1.1\r\nHost: a\r\n\r\n")
+	if resp, _, err := readResp(br, "GET"); err != nil || resp.StatusCode != 502 {
+		t.Fatalf("HTTP/2.0 response: got %v %v; want 502", resp, err)
+	}
+	p.healthy(t)
+}
