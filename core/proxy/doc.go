@@ -43,6 +43,17 @@
 // closed). EINTR is retried inside the syscall wrappers; EAGAIN clears the
 // readiness bit it disproves.
 //
+// Aborts: an aborted tunnel or http connection (closeAbort: an I/O error
+// that is not a clean end of stream on either side, such as ECONNRESET or
+// EPIPE, a framing error after bytes went out, or the end of a stop's
+// grace) closes both fds with SO_LINGER {1, 0}, i.e. an RST, as HAProxy's
+// NOLINGER on an aborted stream: the peer reads ECONNRESET, never a clean
+// end that would make a cut stream or close-delimited body look complete.
+// The RST is sent at once: what the proxy still holds for that peer
+// (buffer, pipe, socket send queue) is dropped, since the stream is
+// incomplete anyway and a flush could wait on a peer that does not read.
+// A clean FIN from a side stays a half-close, passed on as a FIN.
+//
 // # Splice (seed 003, HAProxy's raw_sock.c)
 //
 // Per frontend: off (always buffered), on (splice from the first byte),

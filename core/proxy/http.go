@@ -828,7 +828,13 @@ func (c *httpConn) close(why uint8) {
 	c.phase = phClosed
 	w.L.Disarm(&c.timer)
 	w.L.Unqueue(&c.cli.Task)
+	// An aborted connection is reset on both sides (see the package doc,
+	// "Aborts"): a peer must not read a cut stream as a complete one.
+	abort := why == closeAbort
 	if c.sc != nil {
+		if abort && c.sc.side.FD.Fd >= 0 {
+			noLinger(c.sc.side.FD.Fd)
+		}
 		w.closeSrv(c.sc)
 		c.sc = nil
 	}
@@ -837,6 +843,9 @@ func (c *httpConn) close(why uint8) {
 		if c.cli.reg {
 			w.L.Unregister(&c.cli.FD)
 			c.cli.reg = false
+		}
+		if abort {
+			noLinger(c.cli.FD.Fd)
 		}
 		unix.Close(c.cli.FD.Fd)
 		c.cli.FD.Fd = -1

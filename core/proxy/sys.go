@@ -104,6 +104,23 @@ func closeFd(fd int) {
 	_, _, _ = unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0)
 }
 
+// resetFd closes fd with an RST instead of a FIN: SO_LINGER {1, 0} makes
+// close(2) drop what the send queue still holds and reset the connection,
+// so the peer reads ECONNRESET instead of a clean end of stream (HAProxy's
+// NOLINGER on an aborted stream). Errors of the setsockopt are ignored: a
+// socket that is not TCP (tests use unix socket pairs) is simply closed.
+func resetFd(fd int) {
+	noLinger(fd)
+	closeFd(fd)
+}
+
+// noLinger sets SO_LINGER {1, 0} on fd: its close(2) sends an RST.
+func noLinger(fd int) {
+	l := unix.Linger{Onoff: 1, Linger: 0}
+	_, _, _ = unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER,
+		uintptr(unsafe.Pointer(&l)), unsafe.Sizeof(l), 0)
+}
+
 // connectTo starts a non-blocking connect to sa (IPv4 or IPv6). The raw
 // address is built on the stack, so sa is only read: loops may share it.
 func connectTo(fd int, sa unix.Sockaddr) unix.Errno {

@@ -326,7 +326,7 @@ func (t *Tunnel) dial(s *balance.Server) {
 // server, up to the backend's Retries, then closes the client.
 func (t *Tunnel) connectFailed() {
 	s := t.server
-	t.closeSide(&t.srv)
+	t.closeSide(&t.srv, false)
 	t.bs.ConnectErrors.Add(1)
 	if s != nil {
 		s.ConnectFailed()
@@ -700,7 +700,9 @@ func (t *Tunnel) ioError(e unix.Errno) uint8 {
 	return rErr
 }
 
-func (t *Tunnel) closeSide(s *Side) {
+// closeSide closes one side's fd, with an RST when reset is set (an
+// aborted tunnel: see the package doc, "Aborts").
+func (t *Tunnel) closeSide(s *Side, reset bool) {
 	if s.FD.Fd < 0 {
 		return
 	}
@@ -710,7 +712,11 @@ func (t *Tunnel) closeSide(s *Side) {
 		t.w.L.Forget(&s.FD)
 		s.reg = false
 	}
-	closeFd(s.FD.Fd)
+	if reset {
+		resetFd(s.FD.Fd)
+	} else {
+		closeFd(s.FD.Fd)
+	}
 	s.FD.Fd = -1
 	s.FD.Ready = 0
 	s.Connected = false
@@ -738,8 +744,8 @@ func (t *Tunnel) close(why uint8) {
 	w.L.Disarm(&t.timer)
 	w.L.Unqueue(&t.cli.Task)
 	w.L.Unqueue(&t.srv.Task)
-	t.closeSide(&t.cli)
-	t.closeSide(&t.srv)
+	t.closeSide(&t.cli, why == closeAbort)
+	t.closeSide(&t.srv, why == closeAbort)
 	t.releaseDir(&t.c2s)
 	t.releaseDir(&t.s2c)
 	fs := t.fs
