@@ -254,7 +254,11 @@ func redactURI(u *url.URL) string {
 }
 
 func redactPath(p string) string {
-	if !strings.Contains(strings.ToLower(p), "spliced") {
+	u, err := url.PathUnescape(p) // %73pliced_ is spliced_ too
+	if err != nil {
+		u = p
+	}
+	if !strings.Contains(strings.ToLower(u), "spliced") {
 		return p
 	}
 	segs := strings.Split(p, "/")
@@ -270,12 +274,20 @@ func redactQuery(q string) string {
 	parts := strings.FieldsFunc(q, func(r rune) bool { return r == '&' || r == ';' })
 	changed := false
 	for i, kv := range parts {
-		k, v, _ := strings.Cut(kv, "=")
+		k, v, hasV := strings.Cut(kv, "=")
 		name, err := url.QueryUnescape(k)
 		if err != nil {
 			name = k
 		}
 		name = strings.ToLower(name)
+		if secretLike.MatchString(name) { // ?<secret> or ?<secret>=x
+			k = redacted
+			parts[i] = k
+			if hasV {
+				parts[i] = k + "=" + v
+			}
+			changed = true
+		}
 		if name == "access_token" || name == "token" || isSecretValue(v) {
 			parts[i] = k + "=" + redacted
 			changed = true
@@ -288,13 +300,13 @@ func redactQuery(q string) string {
 }
 
 // isSecretValue: v (escaped) starts with the token prefix, whatever its
-// case or escaping.
+// case or escaping, or holds a secret further on ("Bearer spliced_...").
 func isSecretValue(v string) bool {
 	u, err := url.QueryUnescape(v)
 	if err != nil {
 		u = v
 	}
-	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(u)), tokenPrefix)
+	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(u)), tokenPrefix) || secretLike.MatchString(u)
 }
 
 const tokenPrefix = "spliced_"

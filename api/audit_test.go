@@ -213,6 +213,8 @@ func TestAuditAndLogRedactCredentialsInURLs(t *testing.T) {
 		"/api/v1/backends/web/servers/s1?dry_run=true&x=" + other,
 		"/api/v1/backends/web/servers/s1?dry_run=true;x=SPLICED%5F" + other[8:],
 		"/api/v1/backends/" + other,
+		"/api/v1/backends/%73pliced_" + other[8:],
+		"/api/v1/backends/web/servers/s1?dry_run=true&auth=Bearer+" + other,
 	}
 	for _, p := range paths {
 		method := "PATCH"
@@ -240,13 +242,18 @@ func TestAuditAndLogRedactCredentialsInURLs(t *testing.T) {
 		t.Errorf("redaction took more than the credentials:\n%s", audit)
 	}
 	for in, want := range map[string]string{
-		"/api/v1/backends/spliced_web":           "/api/v1/backends/spliced_web", // a name, not a secret
-		"/x?token=a&b=c&ACCESS_TOKEN=d":          "/x?token=REDACTED&b=c&ACCESS_TOKEN=REDACTED",
-		"/x?a=spliced_1&b=ok":                    "/x?a=REDACTED&b=ok",
-		"/x?a=%73pliced_1":                       "/x?a=REDACTED",
-		"/x?plain=1":                             "/x?plain=1",
-		"/x?access%5Ftoken=1":                    "/x?access%5Ftoken=REDACTED",
-		"/a/" + other + "/b?" + other + "=value": "/a/REDACTED/b?" + other + "=value",
+		"/api/v1/backends/spliced_web":                  "/api/v1/backends/spliced_web", // a name, not a secret
+		"/x?token=a&b=c&ACCESS_TOKEN=d":                 "/x?token=REDACTED&b=c&ACCESS_TOKEN=REDACTED",
+		"/x?a=spliced_1&b=ok":                           "/x?a=REDACTED&b=ok",
+		"/x?a=%73pliced_1":                              "/x?a=REDACTED",
+		"/x?plain=1":                                    "/x?plain=1",
+		"/x?access%5Ftoken=1":                           "/x?access%5Ftoken=REDACTED",
+		"/a/" + other + "/b?" + other + "=value":        "/a/REDACTED/b?REDACTED=value",
+		"/a/%73pliced_" + other[8:] + "/b":              "/a/REDACTED/b",
+		"/a/" + strings.Replace(other, "Zq", "%5Aq", 3): "/a/REDACTED",
+		"/x?" + other:                                   "/x?REDACTED",
+		"/x?auth=Bearer+" + other + "&b=1":              "/x?auth=REDACTED&b=1",
+		"/x?auth=Bearer%20" + other:                     "/x?auth=REDACTED",
 	} {
 		u, err := url.ParseRequestURI(in)
 		if err != nil {
