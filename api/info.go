@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spliced-proxy/spliced/api/tokens"
@@ -105,8 +106,14 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	// After a write the state directory refused (full, read-only), not
 	// ready until a write succeeds again (a change, or the store's probe).
 	if err := s.store.StorageHealth(); err != nil {
+		// /readyz is public: the OS error, not where the state lives
+		// (shown to admins only, as in /api/v1/info).
+		detail := err.Error()
+		if s.dir != "" {
+			detail = strings.ReplaceAll(detail, s.dir, "<state-dir>")
+		}
 		writeProblem(w, r, problemFor(&apiError{Status: http.StatusServiceUnavailable, Code: "not-ready",
-			Detail: "no change can be saved: " + err.Error()}, ""))
+			Detail: "no change can be saved: " + detail}, ""))
 		return
 	}
 	want := s.store.Current().Generation
