@@ -172,7 +172,10 @@
 // large for it is answered 431, a response head 502. Pipelined requests stay in that buffer, unparsed and unread
 // beyond, until the current response is complete, so answers go out in
 // order. Keep-alive: HTTP/1.1 by default, 1.0 with "Connection:
-// keep-alive" (answered with "Connection: keep-alive").
+// keep-alive" (answered with "Connection: keep-alive"). The state of an
+// exchange (response sent, heads pending, backend, attempts, bodies) is
+// cleared when it ends (endExchange), so a later request of the
+// connection refused before it is routed is answered as a first one.
 //
 // Phases and their timers (one loop timer per connection):
 //   - head: http_request_ms from the connection start, or from the first

@@ -425,10 +425,9 @@ func (c *httpConn) startRequest(n int) {
 	}
 	c.releaseIn()
 
+	// The rest of the exchange state is clear: endExchange ran when the
+	// previous one ended (or recycle, on a new connection).
 	c.closeAfter = r.Close || w.stopping // stop.go: the last response
-	c.respHead, c.respSent, c.reqHeadSent, c.upgrade = false, false, false, false
-	c.reqAborted, c.srvAnswered = false, false
-	c.attempts = 0
 	c.bs = be.Stats.Loop(w.id)
 	c.bs.Requests.Add(1)
 	c.bs.ReqRate.Add(stats.Sec(w.L.Now()))
@@ -874,22 +873,36 @@ func (c *httpConn) close(why uint8) {
 	c.recycle()
 }
 
+// endExchange clears the state of one exchange (request and response)
+// when it ends, so that none of it outlives it: the next request, refused
+// or answered by the proxy before it is routed (fail from readHead or
+// startRequest), must not see the previous response as sent, its head as
+// pending, its backend or its attempts. Pipes are given back; the server
+// connection, the slot and the buffers are the caller's.
+func (c *httpConn) endExchange() {
+	c.reqBody.release(c.w)
+	c.respBody.release(c.w)
+	c.reqBody, c.respBody = body{}, body{}
+	c.be, c.bs, c.ss = nil, nil, nil
+	c.reqHeadSent, c.reqAborted, c.srvAnswered = false, false, false
+	c.respHead, c.respSent, c.closeAfter, c.upgrade = false, false, false, false
+	c.attempts, c.qlen = 0, 0
+	c.cliSince, c.srvSince, c.cliWait, c.srvWait = 0, 0, false, false
+}
+
 // recycle clears c for reuse by the next accepted connection. Nothing
 // refers to it any more: its tasklet is unqueued, its timer disarmed, its
 // fd unregistered.
 func (c *httpConn) recycle() {
 	w := c.w
-	c.acc, c.cur, c.fe, c.hf, c.be, c.slot, c.sc = nil, nil, nil, nil, nil, nil, nil
-	c.fs, c.bs, c.ss = nil, nil, nil
+	c.endExchange()
+	c.acc, c.cur, c.fe, c.hf, c.slot, c.sc = nil, nil, nil, nil, nil, nil
+	c.fs = nil
 	c.cli.FD.Ready = 0
 	c.cli.Connected = false
-	c.nreq, c.attempts = 0, 0
+	c.nreq = 0
 	c.bytesIn, c.bytesOut = 0, 0
-	c.reqBody, c.respBody = body{}, body{}
-	c.reqHeadSent, c.respHead, c.respSent, c.closeAfter, c.upgrade = false, false, false, false, false
-	c.reqAborted, c.srvAnswered = false, false
-	c.qlen, c.deadline, c.cliSince, c.srvSince = 0, 0, 0, 0
-	c.cliWait, c.srvWait = false, false
+	c.deadline = 0
 	c.putReq()
 	if len(w.h.freeConn) < maxFreeConns {
 		w.h.freeConn = append(w.h.freeConn, c)

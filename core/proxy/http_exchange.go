@@ -606,11 +606,11 @@ func (c *httpConn) finishExchange() {
 	c.bs.BytesIn.Add(c.reqBody.total)
 	c.bs.BytesOut.Add(c.respBody.total)
 	c.putQout()
-	c.reqBody.release(w)
-	c.respBody.release(w)
 	c.releaseSlot()
 	c.putReq()
-	if c.closeAfter {
+	closing := c.closeAfter
+	c.endExchange()
+	if closing {
 		c.closeGracefully()
 		return
 	}

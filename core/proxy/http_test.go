@@ -643,6 +643,59 @@ func TestHTTPProxyAnswers(t *testing.T) {
 	e.waitIdle()
 }
 
+// TestHTTPProxyAnswersOnAKeptAliveConnection: after a complete exchange,
+// a request refused before it reaches a server gets its answer as the
+// first request of a connection does (the previous response's state must
+// not make the proxy think part of a response already went out).
+func TestHTTPProxyAnswersOnAKeptAliveConnection(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newRawOrigin(t, okAnswer("first"))
+	for _, tc := range []struct {
+		name   string
+		second string
+		status int
+	}{
+		{"missing Host: 400", "GET / HTTP/1.1\r\n\r\n", 400},
+		{"CL and TE: 400", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
+		{"partial head: 408", "GET / HTTP/1.1\r\nHost", 408},
+		{"body over max_body_size: 413", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n", 413},
+		{"request line over 8 KiB: 414", "GET /" + strings.Repeat("a", 9000) + " HTTP/1.1\r\nHost: a\r\n\r\n", 414},
+		{"head over the buffer: 431", "GET / HTTP/1.1\r\nHost: a\r\nX: " + strings.Repeat("v", 20000) + "\r\n\r\n", 431},
+		{"CONNECT: 501", "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n", 501},
+		{"HTTP/2.0: 505", "GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505},
+		{"no route: 503", "GET /none HTTP/1.1\r\nHost: a\r\n\r\n", 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := httpFrontend(t, nil, o.addr)
+			fe.HTTP.RequestTimeout = 200 * time.Millisecond
+			fe.HTTP.MaxBody = 10
+			if tc.status == 503 {
+				fe.HTTP.Routes = []Route{NewRoute("", "/first", "", fe.Backend)}
+				fe.HTTP.Default = nil
+			}
+			c := e.dialHTTP(fe)
+			br := bufio.NewReader(c)
+			io.WriteString(c, "GET /first HTTP/1.1\r\nHost: a\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("first request: %v %v", resp, err)
+			}
+			if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "first" {
+				t.Fatalf("first body %q %v", b, err)
+			}
+			io.WriteString(c, tc.second)
+			resp, err = http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("second request: %v, want %d", err, tc.status)
+			}
+			if resp.StatusCode != tc.status || !resp.Close {
+				t.Fatalf("status %d close %v, want %d and close", resp.StatusCode, resp.Close, tc.status)
+			}
+		})
+	}
+	e.waitIdle()
+}
+
 func TestHTTPHopByHopFieldsStrippedBothWays(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	o := newRawOrigin(t, func(string) string {

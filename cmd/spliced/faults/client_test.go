@@ -280,3 +280,40 @@ func TestManySilentConnections(t *testing.T) {
 	})
 	p.healthy(t)
 }
+
+// TestErrorsOnAKeptAliveConnection: after a complete exchange, a second
+// request that stalls gets 408, a malformed one 400, an unrouted one 503,
+// as a first one does.
+func TestErrorsOnAKeptAliveConnection(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	p.backend("web", "http", nil, named(t, "a"))
+	fp := p.frontend("pub", "http", "", map[string]any{"timeouts": map[string]any{"http_request_ms": 300, "client_ms": 5000},
+		"routes": []map[string]any{{"path_prefix": "/first", "backend": "web"}}})
+	for _, tc := range []struct {
+		name   string
+		second string
+		status int
+	}{
+		{"stalled head", "GET / HTTP/1.1\r\nHost: a\r\nX-Slow: abc\r\n", 408},
+		{"missing Host", "GET / HTTP/1.1\r\n\r\n", 400},
+		{"CL and TE", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
+		{"no route", "GET /elsewhere HTTP/1.1\r\nHost: a\r\n\r\n", 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, fp)
+			br := bufio.NewReader(c)
+			io.WriteString(c, "GET /first HTTP/1.1\r\nHost: a\r\n\r\n")
+			if resp, _, err := readResp(br, "GET"); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("first request: %v %v", resp, err)
+			}
+			io.WriteString(c, tc.second)
+			resp, _, err := readResp(br, "GET")
+			if err != nil || resp.StatusCode != tc.status {
+				t.Fatalf("second request: got %v, %v; want %d", resp, err, tc.status)
+			}
+			closedAfter(t, c, br, 2*time.Second)
+		})
+	}
+	p.healthy(t)
+}
