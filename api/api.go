@@ -341,6 +341,11 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) {
 	ifMatch := r.Header.Get("If-Match")
 	var prefix string
 	mutate := func(c *config.Config) error {
+		// Refused at once while the process stops, before anything is
+		// persisted (Apply would refuse too: core.ErrStopping).
+		if s.core.Stopping() {
+			return core.ErrStopping
+		}
 		auditBefore(r, s.store.Current()) // under the store's lock: what c is a clone of
 		cur, err := op.target(c)
 		if err != nil {

@@ -655,3 +655,24 @@ func TestIfMatchLetsExactlyOneConcurrentWriterWin(t *testing.T) {
 		t.Fatalf("%d writers won, generation %d; want exactly one, generation 3", won, f.store.Current().Generation)
 	}
 }
+
+// TestStoppingCoreIsNotReadyAndRefusesWrites: once the core's Close began,
+// /readyz answers 503 "stopping" and a write 503 "stopping", nothing
+// changed.
+func TestStoppingCoreIsNotReadyAndRefusesWrites(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t)
+	gen := f.store.Current().Generation
+	if err := f.core.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if p := problemOf(t, f.must(t, 503, "GET", "/readyz", "")); p.Type != "urn:spliced:problem:stopping" {
+		t.Fatalf("readyz: %+v", p)
+	}
+	if p := problemOf(t, f.must(t, 503, "PATCH", "/api/v1/tuning", `{"grace_ms": 1234}`)); p.Type != "urn:spliced:problem:stopping" {
+		t.Fatalf("write: %+v", p)
+	}
+	if g := f.store.Current().Generation; g != gen || f.store.Current().Tuning.GraceMs == 1234 {
+		t.Fatalf("generation %d (was %d), grace_ms %d after a refused write", g, gen, f.store.Current().Tuning.GraceMs)
+	}
+}

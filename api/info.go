@@ -90,7 +90,7 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 // readyz godoc
 //
 //	@Summary		Readiness
-//	@Description	200 when the configuration is loaded and the data plane runs its current generation, else 503; also 503, with the OS error, while the state directory refuses writes (full, read-only), until a write or a probe (at most once a second) succeeds. A pin of the config that could not be applied at start (CPU gone, not root), or a global maxconn that the fd limit holds below what the config asks or below 1000, does not make it unready: it is listed in warnings (and logged).
+//	@Description	200 when the configuration is loaded and the data plane runs its current generation, else 503; 503 "stopping" from the moment the process begins to stop (SIGTERM); also 503, with the OS error, while the state directory refuses writes (full, read-only), until a write or a probe (at most once a second) succeeds. A pin of the config that could not be applied at start (CPU gone, not root), or a global maxconn that the fd limit holds below what the config asks or below 1000, does not make it unready: it is listed in warnings (and logged).
 //	@Tags			health
 //	@Produce		json
 //	@Success		200	{object}	Health
@@ -98,6 +98,13 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 //	@x-spliced-role	"public"
 //	@Router			/readyz [get]
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	// From the moment the stop begins (SIGTERM), so that load balancers
+	// take the node out during the grace.
+	if s.core.Stopping() {
+		writeProblem(w, r, problemFor(&apiError{Status: http.StatusServiceUnavailable, Code: "stopping",
+			Detail: "the process is stopping"}, ""))
+		return
+	}
 	if s.store == nil || s.store.Current() == nil {
 		writeProblem(w, r, problemFor(&apiError{Status: http.StatusServiceUnavailable, Code: "not-ready",
 			Detail: "the configuration is not loaded"}, ""))

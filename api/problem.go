@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/config"
 )
 
@@ -118,6 +119,9 @@ func problemFor(err error, prefix string) Problem {
 		p.Status, p.Type, p.Detail = http.StatusPreconditionFailed, "stale", err.Error()
 	case errors.Is(err, config.ErrInvalid):
 		p.Status, p.Type, p.Detail = http.StatusUnprocessableEntity, "validation", err.Error()
+	case errors.Is(err, core.ErrStopping):
+		p.Status, p.Type = http.StatusServiceUnavailable, "stopping"
+		p.Detail = "the process is stopping: nothing was changed"
 	case errors.Is(err, context.DeadlineExceeded):
 		p.Status, p.Type = http.StatusServiceUnavailable, "timeout"
 		p.Detail = "the change was not applied in time and was rolled back: " + err.Error()

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -38,8 +39,18 @@ type Control interface {
 	// Close stops accepting, closes idle keep-alive connections, lets
 	// requests in flight and tcp tunnels finish until tuning.grace_ms or
 	// ctx ends, then closes what is left and releases every resource.
+	// From the moment it is called, Stopping reports true and Apply
+	// returns ErrStopping at once, without waiting for the grace.
 	Close(ctx context.Context) error
+
+	// Stopping reports whether Close was called (the process is stopping:
+	// /readyz answers 503 "stopping", writes are refused).
+	Stopping() bool
 }
+
+// ErrStopping is what Apply returns once Close was called: the data plane
+// takes no change while it stops (the API answers 503 "stopping").
+var ErrStopping = errors.New("the process is stopping: no change is applied")
 
 // Runtime is what the data plane reports about itself.
 type Runtime struct {
@@ -55,12 +66,17 @@ type Runtime struct {
 // snapshot so tests and the control-plane-only build can observe Apply.
 type Nop struct {
 	// Fail, when set, is returned by Apply (to test rollback).
-	Fail func(snap *config.Config) error
-	last atomic.Pointer[config.Config]
+	Fail     func(snap *config.Config) error
+	last     atomic.Pointer[config.Config]
+	stopping atomic.Bool
 }
 
-// Apply records snap, or returns the error Fail gives.
+// Apply records snap, or returns the error Fail gives; ErrStopping after
+// Close.
 func (n *Nop) Apply(_ context.Context, snap *config.Config) error {
+	if n.stopping.Load() {
+		return ErrStopping
+	}
 	if n.Fail != nil {
 		if err := n.Fail(snap); err != nil {
 			return err
@@ -109,5 +125,8 @@ func (n *Nop) Stats() stats.Snapshot {
 // LoopActivity reports no loops.
 func (n *Nop) LoopActivity() []stats.LoopActivity { return []stats.LoopActivity{} }
 
-// Close does nothing.
-func (n *Nop) Close(context.Context) error { return nil }
+// Close only marks n stopping.
+func (n *Nop) Close(context.Context) error { n.stopping.Store(true); return nil }
+
+// Stopping reports whether Close was called.
+func (n *Nop) Stopping() bool { return n.stopping.Load() }

@@ -56,6 +56,11 @@ type Engine struct {
 	gen      atomic.Int64
 	nbthread atomic.Int64
 
+	// stopping is set as the first thing Close does, before it waits for
+	// mu: Apply refuses at once from then on (ErrStopping), and Stopping
+	// reports it for /readyz, while Close holds mu for the whole grace.
+	stopping atomic.Bool
+
 	th threads // loop threads, nbthread changes, pins (engine_threads.go, engine_pin.go)
 
 	view       atomic.Pointer[statsView] // what Stats reads (engine_stats.go)
@@ -286,10 +291,13 @@ func osErr(err error) error {
 // anything published. Removed binds are closed last; their established
 // connections live on.
 func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
+	if e.stopping.Load() {
+		return ErrStopping // at once: Close holds mu for the whole grace
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		return errors.New("engine closed")
+	if e.closed || e.stopping.Load() {
+		return ErrStopping
 	}
 	first := e.loops == nil
 	var rs *resize // nbthread change (engine_threads.go)
@@ -578,6 +586,7 @@ func (e *Engine) release(f *feRT) {
 // close) and tcp tunnels run, until none is left or tuning.grace_ms (or
 // ctx) ends; then it closes what is left and stops the loops.
 func (e *Engine) Close(ctx context.Context) error {
+	e.stopping.Store(true)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -621,6 +630,9 @@ wait:
 	e.log.Info("data plane stopped")
 	return nil
 }
+
+// Stopping reports whether Close was called.
+func (e *Engine) Stopping() bool { return e.stopping.Load() }
 
 // graceOf is tuning.grace_ms of c (the default when c is nil or has none).
 func graceOf(c *config.Config) time.Duration {
