@@ -284,7 +284,9 @@
 // connect failures), 504. All carry Connection: close; the connection is
 // then closed gracefully (write side shut, input discarded for up to 1 s
 // so that a RST does not destroy the answer). Once part of a response went
-// to the client, a failure can only cut the connection.
+// to the client (respSent: a byte left for it, not a head only built), a
+// failure can only cut the connection; a response head built but not sent
+// (a bad chunk size in the same read as the head) is replaced by a 502.
 //
 // Every read loop of an http connection (request heads, response heads,
 // bodies, lingering after an error answer) shares one budget of runCap

@@ -83,7 +83,7 @@ type httpConn struct {
 	reqAborted        bool // nothing more of the request is forwarded (abortRequest)
 	srvAnswered       bool // a response head (1xx included) came: no replay
 	respHead          bool // the final response head was parsed
-	respSent          bool // some response byte went to the client
+	respSent          bool // some response byte left for the client (flushTo): a built head not sent yet does not count
 	closeAfter        bool // the client connection ends after this response
 	upgrade           bool // 101 relayed: becomes a tunnel once flushed
 	moved             bool
@@ -592,7 +592,9 @@ func (c *httpConn) releaseSlot() {
 
 // fail answers the request with a proxy-generated error and closes the
 // connection once it is sent. If part of a response already went to the
-// client, there is nothing sensible to add: the connection is cut.
+// client, there is nothing sensible to add: the connection is cut. A
+// response head (or interim response) built but not sent yet is replaced
+// by the answer: the client has seen nothing of it.
 func (c *httpConn) fail(status int) {
 	if c.phase == phClosed {
 		return
@@ -604,7 +606,7 @@ func (c *httpConn) fail(status int) {
 		c.sc = nil
 	}
 	c.releaseSlot()
-	if c.respSent || (c.rout != nil && c.rout.Len() > 0) {
+	if c.respSent {
 		c.close(closeAbort)
 		return
 	}
@@ -813,6 +815,9 @@ func (c *httpConn) flushTo(s *Side, b *Buffer) bool {
 		b.Consumed(n)
 		c.moved = true
 		s.moved = true
+		if s == &c.cli {
+			c.respSent = true
+		}
 	}
 	return true
 }

@@ -581,7 +581,6 @@ func (c *httpConn) buildRespHead(n int, final bool) bool {
 		return false // cannot happen (headSlack covers what is added)
 	}
 	c.rout.head, c.rout.tail = 0, len(d)
-	c.respSent = true
 	return true
 }
 

@@ -602,6 +602,14 @@ func TestHTTPProxyAnswers(t *testing.T) {
 		io.Copy(io.Discard, c)
 	})
 	garbage := newRawOrigin(t, func(string) string { return "HTTP/1.1 2x0 OK\r\n\r\n" })
+	// Framing errors in the same read as a valid head: nothing went to
+	// the client yet, so it gets a 502 rather than an empty close.
+	badChunk := newRawOrigin(t, func(string) string {
+		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nMARK\r\n0\r\n\r\n"
+	})
+	longExt := newRawOrigin(t, func(string) string {
+		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;x=" + strings.Repeat("e", 100<<10) + "\r\nMARK\r\n0\r\n\r\n"
+	})
 	refused := func() *net.TCPAddr {
 		ln, _ := net.Listen("tcp", "127.0.0.1:0")
 		a := ln.Addr().(*net.TCPAddr)
@@ -622,6 +630,8 @@ func TestHTTPProxyAnswers(t *testing.T) {
 	}{
 		{"server silent: 504", silent, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 504},
 		{"bad status line: 502", garbage.addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 502},
+		{"bad chunk size with the head: 502", badChunk.addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 502},
+		{"100 KB chunk extension with the head: 502", longExt.addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 502},
 		{"connection refused: 503", refused, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 503},
 		{"partial head: 408", silent, "GET / HTTP/1.1\r\nHost", 408},
 	} {
@@ -637,6 +647,9 @@ func TestHTTPProxyAnswers(t *testing.T) {
 			}
 			if resp.StatusCode != tc.status || !resp.Close {
 				t.Fatalf("status %d close %v, want %d and close", resp.StatusCode, resp.Close, tc.status)
+			}
+			if b, _ := io.ReadAll(br); bytes.Contains(b, []byte("MARK")) {
+				t.Fatalf("server bytes after the answer: %q", b)
 			}
 		})
 	}

@@ -611,3 +611,31 @@ func TestResponseWithAHigherMinorVersion(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestBadChunkWithTheHeadIs502: a response whose head is valid but whose
+// first chunk size (in the same read) is not, or whose first chunk
+// extension runs 100 KB: nothing went to the client yet, so it gets a
+// 502, not an empty close, and none of the server's bytes.
+func TestBadChunkWithTheHeadIs502(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		if r.URL.Path == "/ext" {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;x="+strings.Repeat("e", 100<<10)+"\r\nMARK\r\n0\r\n\r\n")
+			return false
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nMARK\r\n0\r\n\r\n")
+		return false
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	for _, path := range []string{"/", "/ext"} {
+		c := dial(t, fp)
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: a\r\n\r\n")
+		all, _ := io.ReadAll(c)
+		if !strings.HasPrefix(string(all), "HTTP/1.1 502 ") || strings.Contains(string(all), "MARK") {
+			t.Fatalf("%s: got %q; want a 502 alone", path, tail(string(all), 300))
+		}
+	}
+	p.healthy(t)
+}
