@@ -320,6 +320,16 @@ func (g *guard) handler(next http.Handler) http.Handler {
 		// Until admitted, nobody: a refused request is audited as
 		// "anonymous", never as "local" (the open loopback admin).
 		r = withActor(r, actorAnonymous)
+		// The connection's hook (WithAdmitHook) hears when an admitted
+		// request is over: the handler returned. What the server still
+		// does on the connection after it (drain an unread body) is not
+		// serving an admitted request.
+		var served func()
+		defer func() {
+			if served != nil {
+				served()
+			}
+		}()
 		if !g.hostless && !g.hostOK(r.Host) {
 			g.deny(w, r, http.StatusForbidden, "forbidden-host",
 				fmt.Sprintf("Host %q is not this admin server's address; add it with --admin-host if it is a name for it", truncate(r.Host, 80)))
@@ -360,7 +370,7 @@ func (g *guard) handler(next http.Handler) http.Handler {
 					"no admin token exists and this admin address is reachable by others (not loopback, or --admin-host); create one with: spliced token add --role admin --name NAME --state-dir DIR (the state directory of this spliced)")
 				return
 			}
-			r = g.admit(r, "local", tokens.Admin, false, false)
+			r = g.admit(r, &served, "local", tokens.Admin, false, false)
 			if g.tokens != nil {
 				setValid(r, func() bool { empty, err := g.tokens.Empty(); return err == nil && empty })
 			}
@@ -407,7 +417,7 @@ func (g *guard) handler(next http.Handler) http.Handler {
 			g.deny(w, r, http.StatusUnauthorized, "unauthorized", "the bearer token is not valid (unknown or revoked)")
 			return
 		}
-		r = g.admit(r, e.Name, e.Role, true, e.Role == tokens.Operator && need == tokens.Operator)
+		r = g.admit(r, &served, e.Name, e.Role, true, e.Role == tokens.Operator && need == tokens.Operator)
 		setValid(r, func() bool {
 			now, ok, err := g.tokens.Lookup(secret)
 			return err == nil && ok && now.Name == e.Name && now.Role.Allows(need)
@@ -421,9 +431,9 @@ func (g *guard) handler(next http.Handler) http.Handler {
 	})
 }
 
-func (g *guard) admit(r *http.Request, name string, role tokens.Role, withTokens, restricted bool) *http.Request {
-	if f, ok := r.Context().Value(admitHookKey{}).(func()); ok {
-		f()
+func (g *guard) admit(r *http.Request, served *func(), name string, role tokens.Role, withTokens, restricted bool) *http.Request {
+	if f, ok := r.Context().Value(admitHookKey{}).(func() func()); ok {
+		*served = f()
 	}
 	r = withActor(r, name)
 	return r.WithContext(context.WithValue(r.Context(), authCtxKey{},
@@ -450,10 +460,12 @@ type admitHookKey struct{}
 
 // WithAdmitHook returns ctx (a connection's, from http.Server.ConnContext)
 // carrying admitted, which the API calls each time it admits a request on
-// that connection: a valid token, or an open API. The admin listener
-// (cmd/spliced) uses it to keep the connections of known callers out of
-// the eviction and short idle timeout of anonymous ones.
-func WithAdmitHook(ctx context.Context, admitted func()) context.Context {
+// that connection: a valid token, or an open API; the API calls the
+// function admitted returns when that request's handler has returned.
+// The admin listener (cmd/spliced) uses it to keep the connections of
+// known callers out of the eviction and short idle timeout of anonymous
+// ones, and the connections serving an admitted request out of eviction.
+func WithAdmitHook(ctx context.Context, admitted func() (served func())) context.Context {
 	return context.WithValue(ctx, admitHookKey{}, admitted)
 }
 

@@ -97,8 +97,9 @@
 // Authorization: Bearer (401); bad tokens are limited per remote address
 // and per token prefix (429 + Retry-After), a valid token never is. Every
 // refusal of the guard answers Connection: close, and admission calls the
-// connection's hook (WithAdmitHook): the admin listener evicts and times
-// out anonymous connections first (cmd/spliced/admin.go). requiredRole is the one rule mapping method and route to
+// connection's hook (WithAdmitHook; what it returns is called when the
+// handler returns): the admin listener evicts and times out anonymous
+// connections first, and never one whose admitted handler runs (cmd/spliced/admin.go). requiredRole is the one rule mapping method and route to
 // a role, stated per operation in the OpenAPI document (x-spliced-role);
 // an operator's server PUT/PATCH may change only admin_state and weight,
 // which checkRole verifies inside the store's lock. Secrets never reach a

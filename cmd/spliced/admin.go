@@ -191,11 +191,14 @@ func removeStaleSocket(path string) error {
 //     yet, or is still sending its request (slow headers), or is on a
 //     public route (an admin's new connection is the newest of these, so
 //     it is the last to go);
-//  3. the oldest idle connection of a known caller (closing an idle
-//     keep-alive is always allowed: HTTP clients retry on a new one).
+//  3. the oldest other connection of a known caller: idle (closing an
+//     idle keep-alive is always allowed: HTTP clients retry on a new
+//     one), reading its next request, or drained of a body its handler
+//     did not read (a viewer trickling unread bodies used to hold every
+//     slot for ReadTimeout).
 //
 // A connection serving an admitted request (a valid token, or the open
-// API) is never evicted; only when every slot holds one (the event stream
+// API; from its admission until its handler returns) is never evicted; only when every slot holds one (the event stream
 // caps keep that from happening) does a new connection wait. Anonymous
 // connections idle for anonIdle are closed. "Admitted" comes from the
 // API's guard through api.WithAdmitHook.
@@ -222,7 +225,7 @@ type adminConn struct {
 	idle     bool      // nothing read yet, or between requests
 	fresh    bool      // nothing read yet
 	known    bool      // a request on it was admitted
-	busy     bool      // an admitted request is being served
+	busy     bool      // an admitted request's handler runs
 	deadline time.Time // anonymous and idle: closed at this time
 	timer    *time.Timer
 }
@@ -275,7 +278,7 @@ func (t *connTable) victimLocked() *adminConn {
 			rank = 0
 		case !c.known:
 			rank = 1
-		case c.idle:
+		default: // known, not serving
 			rank = 2
 		}
 		if rank >= 0 && (best[rank] == nil || c.seq < best[rank].seq) {
@@ -343,10 +346,19 @@ func (c *adminConn) Close() error {
 	return err
 }
 
-// admitted is the API's hook: a request on c was admitted.
-func (c *adminConn) admitted() {
+// admitted is the API's hook: a request on c was admitted; it calls
+// served when that request's handler has returned.
+func (c *adminConn) admitted() (served func()) {
 	c.t.mu.Lock()
 	c.known, c.busy, c.idle, c.fresh = true, true, false, false
+	c.t.mu.Unlock()
+	return c.served
+}
+
+func (c *adminConn) served() {
+	c.t.mu.Lock()
+	c.busy = false
+	c.t.cond.Broadcast() // an evictable connection for a waiting Accept
 	c.t.mu.Unlock()
 }
 

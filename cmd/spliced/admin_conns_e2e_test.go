@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -230,4 +231,36 @@ func TestViewerStreamsCannotLockOutAdmins(t *testing.T) {
 		t.Fatalf("128 stream requests by 10 viewers: %v, want 32 streams and the rest 429/503", codes)
 	}
 	adminWithin(t, in.Admin, admin, "32 viewer streams open")
+}
+
+// A viewer's GET with a body it does not send: the handler answers
+// without reading it, then the server drains it (before it writes the
+// answer) for up to ReadTimeout. That connection is no longer serving an
+// admitted request: 128 of them used to hold every slot, and an admin
+// waited 30 s for one.
+func TestViewerUnreadBodiesCannotLockOutAdmins(t *testing.T) {
+	dir := t.TempDir()
+	admin := newToken(t, dir, "admin", "root")
+	viewer := newToken(t, dir, "viewer", "v")
+	in := startSpliced(t, dir) // --admin-max-conns 128
+	http.DefaultClient.CloseIdleConnections()
+	head := fmt.Sprintf("GET /api/v1/info HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: 200000\r\n\r\nx", in.Admin, viewer)
+	var conns []net.Conn
+	defer func() { closeAll(conns) }()
+	for i := 0; i < 128; i++ {
+		c, err := net.DialTimeout("tcp", in.Admin, 5*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		if _, err := io.WriteString(c, head); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+	}
+	// Every handler has returned (its access log line is written then),
+	// every server goroutine now waits for the rest of its body.
+	waitFor(t, 10*time.Second, "128 viewer requests handled", func() bool {
+		return strings.Count(in.Logs(), `"path":"/api/v1/info","status":200`) >= 128
+	})
+	adminWithin(t, in.Admin, admin, "128 viewer connections draining unread bodies")
 }

@@ -59,7 +59,8 @@ func TestConnTableEvictsAnonymousFirstAndNeverBusy(t *testing.T) {
 	// set puts c in a state: "fresh" (nothing read yet), "slow" (reading
 	// its request), "keepalive" (anonymous, idle after a request), "known"
 	// (idle, a request was admitted on it), "busy" (serving an admitted
-	// request).
+	// request), "draining" (an admitted request's handler returned, the
+	// connection is still active).
 	set := func(c *adminConn, state string) {
 		switch state {
 		case "slow":
@@ -74,6 +75,9 @@ func TestConnTableEvictsAnonymousFirstAndNeverBusy(t *testing.T) {
 		case "busy":
 			connState(c, http.StateActive)
 			c.admitted()
+		case "draining": // its handler returned, the server drains a body
+			connState(c, http.StateActive)
+			c.admitted()()
 		}
 	}
 	for _, step := range []struct {
@@ -84,6 +88,8 @@ func TestConnTableEvictsAnonymousFirstAndNeverBusy(t *testing.T) {
 		{[]string{"known", "slow", "fresh"}, 1},     // the oldest anonymous one...
 		{[]string{"known", "fresh", "slow"}, 1},     // ...fresh or slow alike
 		{[]string{"busy", "known", "busy"}, 1},      // a known caller's idle keep-alive last
+		{[]string{"busy", "draining", "busy"}, 1},   // a known caller whose handler returned
+		{[]string{"draining", "slow", "busy"}, 1},   // after the anonymous ones
 	} {
 		closeAllIn(tab) // the previous step's
 		var cs []*adminConn
