@@ -123,3 +123,30 @@ func TestFullOrReadOnlyStateDirIs507Or503AndNotReady(t *testing.T) {
 	f.must(t, http.StatusCreated, "POST", "/api/v1/backends", `{"name":"api","servers":[]}`)
 	f.must(t, http.StatusOK, "GET", "/readyz", "")
 }
+
+// A revision file damaged on disk is the server's fault, not the client's:
+// it was answered 400 malformed-body (a request without a body), or 422.
+// Now 500, for the read and for a restore, which changes nothing.
+func TestDamagedRevisionFileIsNotBlamedOnTheRequest(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t) // generations 1 and 2
+	before := f.snapshot(t)
+	for name, garbage := range map[string]string{
+		"not json":   "garbage\n",
+		"wrong type": `{"generation":"one"}`,
+	} {
+		p := filepath.Join(f.store.Dir(), "revisions", "00000000000000000001.json")
+		if err := os.WriteFile(p, []byte(garbage), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, rq := range [][2]string{{"GET", "/api/v1/config/revisions/1"}, {"POST", "/api/v1/config/revisions/1/restore"}} {
+			w := f.do(rq[0], rq[1], "")
+			if w.Code != http.StatusInternalServerError {
+				t.Errorf("%s: %s %s answered %d, want 500: %s", name, rq[0], rq[1], w.Code, w.Body.String())
+			}
+		}
+	}
+	if f.snapshot(t) != before {
+		t.Fatal("a restore of a damaged revision changed the config")
+	}
+}

@@ -705,7 +705,9 @@ func readRevision(path string) (*revisionFile, error) {
 	}
 	var r revisionFile
 	if err := DecodeBytes(data, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		// %v: a DecodeError is about a request body (400 or 422); a
+		// damaged file is this server's.
+		return nil, fmt.Errorf("%s: damaged revision file: %v", path, err)
 	}
 	if r.Config == nil {
 		return nil, fmt.Errorf("%s: no config member", path)
