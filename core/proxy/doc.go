@@ -235,7 +235,8 @@
 // reachable; spare request and response parsers are kept up to
 // maxFreeParsers each), stay registered with epoll, and are dropped as
 // soon as the server closes them (EPOLLRDHUP, end of stream, or any
-// unexpected byte). A pooled connection is reused only for an idempotent
+// unexpected byte), or when their server is retired or put in maint (the
+// engine runs Worker.DropIdleUnusable on every loop after an Apply). A pooled connection is reused only for an idempotent
 // request without body (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, HTTP/1.1,
 // no upgrade): should it turn out closed before any response byte, the
 // request is sent again on a new connection (its rewritten head is kept

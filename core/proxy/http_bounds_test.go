@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/http1"
 )
 
@@ -133,4 +134,60 @@ func TestHTTPIdlePoolsKeepAtMostMaxIdle(t *testing.T) {
 		c.Close()
 	}
 	e.waitIdle()
+}
+
+// TestHTTPDropIdleUnusableClosesPooledConnections: DropIdleUnusable (run
+// by the engine on every loop after an Apply) closes at once the pooled
+// connections to a server retired or put in maint, not at their idle
+// expiry (serverIdleTimeout); the server sees them end.
+func TestHTTPDropIdleUnusableClosesPooledConnections(t *testing.T) {
+	for _, how := range []string{"retired", "maint"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnv(t, defaultTuning())
+			ended := make(chan struct{})
+			o := origin(t, func(c *net.TCPConn) {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				if _, err := readHead(br); err != nil {
+					return
+				}
+				c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				if _, err := br.ReadByte(); err == io.EOF {
+					close(ended) // the proxy closed its pooled connection
+				}
+			})
+			fe := httpFrontend(t, nil, o)
+			c := e.dialHTTP(fe)
+			defer c.Close()
+			if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n")); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.ReadAll(resp.Body)
+			idle := func() (n int) { e.do(func() { n = e.w.h.nidle }); return }
+			waitUntil(t, 10*time.Second, "the server connection pooled", func() bool { return idle() == 1 })
+			e.do(e.w.DropIdleUnusable) // nothing to drop: the server is usable
+			if n := idle(); n != 1 {
+				t.Fatalf("%d idle connections after a drop with every server usable, want 1", n)
+			}
+			if how == "retired" {
+				fe.Backend.B.Retire(nil)
+			} else if err := fe.Backend.B.Servers[0].SetAdminState(config.AdminMaint); err != nil {
+				t.Fatal(err)
+			}
+			e.do(e.w.DropIdleUnusable)
+			select {
+			case <-ended:
+			case <-time.After(serverIdleTimeout / 2):
+				t.Fatalf("the pooled connection to a %s server still open", how)
+			}
+			if n := idle(); n != 0 {
+				t.Fatalf("%d idle connections left", n)
+			}
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/http1"
 	"github.com/spliced-proxy/spliced/core/loop"
 )
@@ -307,6 +308,21 @@ func (sc *srvConn) idleCheck() {
 		}
 	}
 	sc.w.closeSrv(sc)
+}
+
+// DropIdleUnusable closes the pooled idle connections to servers that
+// were retired or put in maint (loop thread): the engine runs it on every
+// loop after an Apply, so that they do not hold fds until their idle
+// expiry. It walks the loop's pools, never a request's path.
+func (w *Worker) DropIdleUnusable() {
+	for s, p := range w.h.idle {
+		if !s.Retired() && s.AdminState() != config.AdminMaint {
+			continue
+		}
+		for p.head != nil {
+			w.closeSrv(p.head) // the last one deletes s from the map
+		}
+	}
 }
 
 // closeHTTP closes every http connection and pooled server connection of
