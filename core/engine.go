@@ -453,6 +453,12 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	if rs != nil {
 		e.commitResize(rs, newBinds) // new loops get connections from here on
 	}
+	// A request resolves its frontend and picks its server in one run of
+	// its loop: once every live loop ran an empty function after the new
+	// frontends were stored, none still picks from the previous generation,
+	// so its servers may be retired without a request finding them all
+	// retired (503) between its resolve and its pick.
+	e.onLiveLoops(ctx, func(*proxy.Worker) {})
 	for name, prev := range e.backends {
 		if nb := newBE[name]; nb != nil {
 			prev.bb.Retire(nb.bb)
@@ -462,6 +468,9 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	}
 	e.swapCheckers(newBE)
 	e.binds, e.fronts, e.backends = newBinds, newFE, newBE
+	// Pooled idle connections to servers retired or put in maint are of no
+	// further use: every loop closes its own now, not at their idle expiry.
+	e.onLiveLoops(ctx, (*proxy.Worker).DropIdleUnusable)
 	maxconn, warn := globalMaxconn(snap, e.liveLoops())
 	e.conns.SetMax(maxconn)
 	if old := e.limitWarn.Swap(&warn); warn != "" && (old == nil || *old != warn) {
@@ -530,6 +539,31 @@ func (e *Engine) onEveryLoop(ctx context.Context, fn func(l *loop.Loop, w *proxy
 	}
 	return waitGroup(ctx, &wg)
 }
+
+// onLiveLoops runs fn on the thread of every live loop, active and
+// draining (e.mu held), and waits for all of them, bounded by ctx and
+// liveLoopsWait so that a wedged loop cannot hold Apply.
+func (e *Engine) onLiveLoops(ctx context.Context, fn func(w *proxy.Worker)) {
+	var wg sync.WaitGroup
+	for _, rt := range e.th.all {
+		if rt.state == loopStopped {
+			continue
+		}
+		w := rt.w
+		wg.Add(1)
+		if !rt.l.Exec(func(*loop.Loop) { fn(w); wg.Done() }) {
+			wg.Done()
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, liveLoopsWait)
+	defer cancel()
+	if err := waitGroup(wctx, &wg); err != nil {
+		e.log.Warn("apply: not every loop confirmed", "err", err)
+	}
+}
+
+// liveLoopsWait bounds onLiveLoops: a loop answers within one round.
+const liveLoopsWait = time.Second
 
 // accept runs on the loop thread that owns the new connection.
 func (e *Engine) accept(l *loop.Loop, fd int, ln *listen.Listener) {

@@ -1,0 +1,98 @@
+package faults
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestWholeConfigReplacedUnderLoad: while keep-alive clients run, the
+// whole document is replaced (PUT /api/v1/config: the backend renamed and
+// its servers swapped, the frontend pointed at it), then an older revision
+// is restored, several times: the clients see no error, and after each
+// write their requests reach the servers it names.
+func TestWholeConfigReplacedUnderLoad(t *testing.T) {
+	p := start(t, startOpts{})
+	a, b := named(t, "a"), named(t, "b")
+	p.backend("web", "http", map[string]any{"server_ms": 5000}, srv{"s1", a.port})
+	fp := p.frontend("pub", "http", "web", nil)
+	var doc map[string]any
+	if err := json.Unmarshal(p.must("GET", "/api/v1/config", nil), &doc); err != nil {
+		t.Fatal(err)
+	}
+	rev1 := int(doc["generation"].(float64))
+	be := doc["backends"].([]any)[0].(map[string]any)
+	be["name"] = "web2"
+	be["servers"] = servers(srv{"s9", b.port})
+	doc["frontends"].([]any)[0].(map[string]any)["default_backend"] = "web2"
+	delete(doc, "generation")
+
+	var last atomic.Value
+	last.Store("")
+	var reqs, errs atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(fp) + "/")
+				if err == nil {
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					} else {
+						last.Store(string(body))
+					}
+				}
+				if err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				} else {
+					reqs.Add(1)
+				}
+			}
+		}()
+	}
+	answersFrom := func(name string) {
+		t.Helper()
+		waitFor(t, 5*time.Second, "answers from "+name, func() bool {
+			// 20 more answers, so that last is one of a request sent now
+			n := reqs.Load()
+			for end := time.Now().Add(time.Second); reqs.Load() < n+20 && time.Now().Before(end); {
+				time.Sleep(time.Millisecond)
+			}
+			return last.Load() == name
+		})
+	}
+	for i := 0; i < 3; i++ {
+		p.must("PUT", "/api/v1/config", doc)
+		answersFrom("b")
+		p.must("POST", "/api/v1/config/revisions/"+strconv.Itoa(rev1)+"/restore", nil)
+		answersFrom("a")
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d requests, %d errors", reqs.Load(), errs.Load())
+	if errs.Load() > 0 {
+		t.Fatalf("%d client errors across whole-config replacements; first: %v", errs.Load(), firstErr.Load())
+	}
+	p.healthy(t)
+}
