@@ -258,6 +258,15 @@
 // does while to_forward > 0, so TCP sends whole segments rather than one
 // short segment per write; when the source runs dry the held segment is
 // pushed at once (pushFrames), so a slow server delays nothing it sent.
+// An HTTP/1.0 client does not know chunked framing (RFC 9112 §6.1), so a
+// chunked response to one is de-chunked as HAProxy's H1 mux does: the
+// head goes without Transfer-Encoding and Trailer and with Connection:
+// close, and body.frameIn drops the framing bytes (sizes, extensions,
+// trailers) from the server buffer as Decode reports them, moving the
+// chunk data already framed up over them in place (at most dechunkMove
+// bytes per chunk: beyond, that data is sent first); the client
+// connection closes after the last chunk. Such a body is never spliced
+// (only Content-Length bodies are).
 // Bodies are never buffered whole: backpressure works as in tcp mode.
 //
 // Expect: 100-continue is forwarded to the server and its 100 relayed

@@ -23,6 +23,10 @@ type body struct {
 	broken   bool  // the destination failed: stop relaying
 	pipe     *Pipe // splice relay of a long Content-Length body
 	noSplice bool
+	// dechunk: a chunked body relayed to an HTTP/1.0 client, which does
+	// not know chunked framing: only the chunk data goes out (framing,
+	// extensions and trailers are dropped), delimited by the close.
+	dechunk bool
 	// corked: bytes went to the destination with MSG_MORE (more), so its
 	// socket may hold a partial segment back; pushFrames sends it when
 	// the source runs dry.
@@ -32,6 +36,7 @@ type body struct {
 
 func (b *body) start(kind http1.Body, cl, maxBody int64) {
 	b.kind, b.left, b.ok, b.eof, b.broken, b.total, b.corked = kind, 0, 0, false, false, 0, false
+	b.dechunk = false
 	switch kind {
 	case http1.BodyLength:
 		b.left = cl
@@ -67,6 +72,42 @@ func (b *body) frame(p []byte) int {
 		}
 	case http1.BodyUntilClose:
 		b.ok += len(p)
+	}
+	return 0
+}
+
+// dechunkMove bounds the payload already framed that frameIn moves over
+// the framing of the next chunk: beyond it, that payload is sent first, so
+// tiny chunks cost at most this many bytes of copy per chunk.
+const dechunkMove = 512
+
+// frameIn frames the bytes of in from b.ok up to lim (an offset in
+// in.Data()) like frame. For a dechunked body it drops the framing bytes
+// from in as it goes: the payload already framed is moved up over them
+// (in place, overlapping copy), so the framed bytes at the front of in
+// are only chunk data.
+func (b *body) frameIn(in *Buffer, lim int) int {
+	if !b.dechunk {
+		return b.frame(in.Data()[b.ok:lim])
+	}
+	for !b.ck.Done() && lim > b.ok {
+		if inData, _ := b.ck.InData(); !inData && b.ok > dechunkMove {
+			break
+		}
+		d := in.Data()
+		n, data, err := b.ck.Decode(d[b.ok:lim])
+		if err != nil {
+			return err.(*http1.Error).Status
+		}
+		if n == 0 {
+			break
+		}
+		if skip := n - data; skip > 0 {
+			copy(d[skip:skip+b.ok], d[:b.ok])
+			in.Consumed(skip)
+			lim -= skip
+		}
+		b.ok += data
 	}
 	return 0
 }
@@ -115,12 +156,12 @@ func (b *body) coalesce(in, out *Buffer) int {
 	if room <= 0 {
 		return 0
 	}
-	p := in.Data()
-	if len(p) > room {
-		p = p[:room]
+	lim := in.Len()
+	if lim > room {
+		lim = room
 	}
-	if len(p) > b.ok {
-		if st := b.frame(p[b.ok:]); st != 0 {
+	if lim > b.ok {
+		if st := b.frameIn(in, lim); st != 0 {
 			return st
 		}
 	}
@@ -187,7 +228,7 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 		}
 		in := *pin
 		if in != nil && in.Len() > b.ok {
-			if st := b.frame(in.Data()[b.ok:]); st != 0 {
+			if st := b.frameIn(in, in.Len()); st != 0 {
 				res = st
 				break
 			}
@@ -447,7 +488,10 @@ func (c *httpConn) readResponse() bool {
 					c.upgrade = true
 				}
 				c.respHead = true
-				if r.Body == http1.BodyUntilClose || !c.reqBody.complete() || c.reqBody.broken || c.reqAborted {
+				// A chunked body to an HTTP/1.0 client goes dechunked,
+				// delimited by the close.
+				dechunk := r.Body == http1.BodyChunked && c.req.Minor == 0
+				if dechunk || r.Body == http1.BodyUntilClose || !c.reqBody.complete() || c.reqBody.broken || c.reqAborted {
 					c.closeAfter = true
 				}
 				if !c.buildRespHead(n, true) {
@@ -456,6 +500,7 @@ func (c *httpConn) readResponse() bool {
 				}
 				sc.in.Consumed(n)
 				c.respBody.start(r.Body, r.ContentLength, 0)
+				c.respBody.dechunk = dechunk
 				if st := c.respBody.coalesce(sc.in, c.rout); st != 0 {
 					c.fail(502)
 					return false
@@ -559,6 +604,9 @@ func (c *httpConn) buildRespHead(n int, final bool) bool {
 	d = append(d, line...)
 	d = append(d, "\r\n"...)
 	keep := http1.KeepTransferEncoding
+	if final && r.Body == http1.BodyChunked && c.req.Minor == 0 {
+		keep = 0 // dechunked (readResponse): no Transfer-Encoding, no Trailer
+	}
 	if r.Status == 101 {
 		keep |= http1.KeepUpgrade
 	}

@@ -649,3 +649,27 @@ func TestBadChunkWithTheHeadIs502(t *testing.T) {
 	}
 	p.healthy(t)
 }
+
+// TestChunkedResponseToAnHTTP10Client: an HTTP/1.0 client cannot read
+// chunked framing (RFC 9112 §6.1: no Transfer-Encoding toward a 1.0
+// recipient): it gets the decoded body, delimited by the close.
+func TestChunkedResponseToAnHTTP10Client(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+		return true
+	})
+	p.backend("web", "http", nil, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	for _, req := range []string{"GET / HTTP/1.0\r\n\r\n", "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"} {
+		c := dial(t, fp)
+		io.WriteString(c, req)
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		b, err := io.ReadAll(c)
+		if err != nil || strings.Contains(string(b), "Transfer-Encoding") || !strings.HasSuffix(string(b), "\r\n\r\nhello") {
+			t.Errorf("%q: got %q, %v; want the body \"hello\" delimited by the close", req, b, err)
+		}
+	}
+	p.healthy(t)
+}
