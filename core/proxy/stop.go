@@ -16,6 +16,11 @@ import (
 //     holds nothing a client would lose (a request sent at that very
 //     moment is lost as it would be on any keep-alive timeout; clients
 //     retry idempotent requests on a fresh connection);
+//   - a connection that has not sent its first request yet is not idle
+//     between requests: it was accepted before the stop, and its client
+//     (which retries nothing on a fresh connection) is about to send. It
+//     is served like a partial head: one request, with Connection: close,
+//     bounded by http_request_ms (408) and the grace;
 //   - every other http client connection (a head partly received, a
 //     request queued, connecting or in flight) finishes its current
 //     request; the response carries Connection: close and the connection
@@ -58,11 +63,11 @@ func (w *Worker) BeginStop() {
 }
 
 // CloseIdle closes the http client connections that are between requests
-// with no byte pending (loop thread).
+// (after at least one) with no byte pending (loop thread).
 func (w *Worker) CloseIdle() {
 	for c := w.h.live; c != nil; {
 		next := c.next // c may be closed (unlinked) below
-		if c.phase == phHead && (c.in == nil || c.in.Len() == 0) && !c.inputPending() {
+		if c.phase == phHead && c.nreq > 0 && (c.in == nil || c.in.Len() == 0) && !c.inputPending() {
 			c.close(closeNormal)
 		}
 		c = next

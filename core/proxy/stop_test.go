@@ -108,3 +108,28 @@ func TestSoftStop(t *testing.T) {
 		t.Fatalf("tunnel after CloseAll: %v, want closed", err)
 	}
 }
+
+// TestSoftStopServesAFreshConnectionsFirstRequest: a connection accepted
+// before the stop whose first request has not arrived yet is not idle
+// between requests (its client retries nothing): SoftStop leaves it open,
+// its request is served with Connection: close, then it closes. Closing it
+// made a client that connected just before an nbthread 2->1 see an empty
+// close (cmd/spliced/faults TestShardedBindAcrossNbthread, 1 in ~650).
+func TestSoftStopServesAFreshConnectionsFirstRequest(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newRawOrigin(t, func(string) string { return "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello" })
+	fe := httpFrontend(t, nil, o.addr)
+	fresh := e.dialHTTP(fe)
+	e.do(func() { e.w.SoftStop() })
+	io.WriteString(fresh, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	br := bufio.NewReader(fresh)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("first request of a connection accepted before the stop: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(b) != "hello" || !resp.Close {
+		t.Fatalf("first request: %d %q close=%v, want 200 hello with Connection: close", resp.StatusCode, b, resp.Close)
+	}
+	expectEOF(t, fresh, br, 2*time.Second, "connection after its only response")
+}
