@@ -7,7 +7,8 @@
 // nothing stays open on failure) and registers the socket on loops:
 //   - Shards == 0: one socket on every loop of BindSpec.Threads (default
 //     all), level-triggered with EPOLLEXCLUSIVE so a connection wakes one
-//     loop. The woken loop accepts up to maxaccept connections per wake-up
+//     loop (a listener adopted by an nbthread change registers without it:
+//     see Adopt). The woken loop accepts up to maxaccept connections per wake-up
 //     with accept4(SOCK_NONBLOCK|SOCK_CLOEXEC) and picks, per connection, the
 //     loop that will own it: p2c-rr (default: rotating index + random other,
 //     lower load wins), round-robin, least-conn or local. The load of a
