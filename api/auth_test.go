@@ -19,8 +19,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/spliced-proxy/spliced/api/tokens"
-	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/coretest"
 	"github.com/spliced-proxy/spliced/openapi"
 )
 
@@ -46,7 +46,7 @@ func newSecFixture(t testing.TB, withTokens bool, o Options) *secFixture {
 		t.Fatal(err)
 	}
 	f.store = st
-	nop := &core.Nop{}
+	nop := &coretest.Nop{}
 	if err := nop.Apply(t.Context(), st.Current()); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 // BenchmarkPatchServerWith10kServers measures one admin write (drain a
 // server) through the whole API path — decode, If-Match-free merge patch,
-// store clone, validate, diff, persist with fsync, apply on core.Nop — with
+// store clone, validate, diff, persist with fsync, apply on coretest.Nop — with
 // 10 000 servers configured (DESIGN.md: a server change applies in < 50 ms).
 func BenchmarkPatchServerWith10kServers(b *testing.B) {
 	f := newFixture(b)

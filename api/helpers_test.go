@@ -9,15 +9,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/coretest"
 )
 
-// fixture is an API over a store in a temp dir and a core.Nop.
+// fixture is an API over a store in a temp dir and a coretest.Nop.
 type fixture struct {
 	h     http.Handler
 	store *config.Store
-	core  *core.Nop
+	core  *coretest.Nop
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -34,7 +34,7 @@ func newFixtureIn(t testing.TB, dir string) *fixture {
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	nop := &core.Nop{}
+	nop := &coretest.Nop{}
 	if err := nop.Apply(t.Context(), st.Current()); err != nil {
 		t.Fatal(err)
 	}

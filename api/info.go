@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spliced-proxy/spliced/api/tokens"
-	"github.com/spliced-proxy/spliced/core"
 )
 
 // Info describes the running spliced.
@@ -132,9 +131,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := Health{Status: "ready", Generation: want, Warnings: s.core.Runtime().Warnings}
-	if p, ok := s.core.(core.Placement); ok {
-		h.Warnings = append(h.Warnings, p.PinWarnings()...)
-	}
+	h.Warnings = append(h.Warnings, s.core.PinWarnings()...)
 	s.writeValue(w, r, http.StatusOK, h)
 }
 

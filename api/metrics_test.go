@@ -15,15 +15,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/coretest"
 	"github.com/spliced-proxy/spliced/core/stats"
 )
 
 // fakeStats is a core whose Stats and LoopActivity are fixed, with every
 // counter set, and which counts the calls to Stats.
 type fakeStats struct {
-	core.Nop
+	coretest.Nop
 	snap  stats.Snapshot
 	act   []stats.LoopActivity
 	calls atomic.Int64

@@ -44,28 +44,13 @@ type IRQPinBody struct {
 	CPUs []int `json:"cpus" example:"1"`
 }
 
-func (s *server) placement() (core.Placement, bool) {
-	p, ok := s.core.(core.Placement)
-	return p, ok
-}
-
-func (s *server) pinFS() pin.FS {
-	if p, ok := s.placement(); ok {
-		return p.PinFS()
-	}
-	return pin.Host()
-}
-
 func (s *server) cpuMapView(c *config.Config) CPUMapView {
-	v := CPUMapView{Mode: c.CPUMap.Mode, Threads: c.CPUMap.Threads, Loops: []core.ThreadState{}}
+	v := CPUMapView{Mode: c.CPUMap.Mode, Threads: c.CPUMap.Threads, Loops: s.core.Threads()}
 	if v.Threads == nil {
 		v.Threads = []config.ThreadCPUs{}
 	}
-	if m, err := s.pinFS().AffinityMask(); err == nil {
+	if m, err := s.core.AffinityMask(); err == nil {
 		v.Allowed = m
-	}
-	if p, ok := s.placement(); ok {
-		v.Loops = p.Threads()
 	}
 	return v
 }
@@ -162,7 +147,7 @@ func (s *server) irqViews(c *config.Config, irqs []pin.IRQ) []IRQView {
 //	@Router			/api/v1/irqs [get]
 func (s *server) listIRQs(w http.ResponseWriter, r *http.Request) {
 	c := s.store.Current()
-	irqs, err := s.pinFS().IRQs()
+	irqs, err := s.core.IRQs()
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("read IRQs: %w", err), "")
 		return
@@ -206,7 +191,7 @@ func (s *server) getIRQ(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, "")
 		return
 	}
-	q, err := s.pinFS().IRQ(n)
+	q, err := s.core.IRQ(n)
 	if err != nil {
 		s.fail(w, r, err, "")
 		return
@@ -249,8 +234,7 @@ func (s *server) putIRQ(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, "")
 		return
 	}
-	fs := s.pinFS()
-	if _, err := fs.IRQ(n); err != nil {
+	if _, err := s.core.IRQ(n); err != nil {
 		s.fail(w, r, err, "")
 		return
 	}
@@ -267,7 +251,7 @@ func (s *server) putIRQ(w http.ResponseWriter, r *http.Request) {
 			return "/irq/pins/" + strconv.Itoa(k), nil
 		},
 		result: func(c *config.Config) any {
-			q, err := fs.IRQ(n)
+			q, err := s.core.IRQ(n)
 			if err != nil {
 				q = pin.IRQ{IRQ: n}
 			}

@@ -3,12 +3,9 @@ package core
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
-	"sync/atomic"
-	"time"
 
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/pin"
 	"github.com/spliced-proxy/spliced/core/stats"
 )
 
@@ -46,6 +43,47 @@ type Control interface {
 	// Stopping reports whether Close was called (the process is stopping:
 	// /readyz answers 503 "stopping", writes are refused).
 	Stopping() bool
+
+	Placement
+}
+
+// Placement is the CPU placement part of Control (issue 6): the loop
+// threads and the IRQs as the data plane sees them. The IRQs are read
+// through it, not from a procfs/sysfs root handed out, so the API reads the
+// same tree the data plane pins in (tests give the engine a fake one).
+type Placement interface {
+	// Threads describes every live loop thread: its tid, the CPUs the
+	// cpu_map gives it and what the kernel reports for it now.
+	Threads() []ThreadState
+	// PinWarnings lists the pins of the running config that could not be
+	// applied (at start: a CPU gone, no root), one sentence each.
+	PinWarnings() []string
+	// AffinityMask is the process affinity mask (what cpu_map auto
+	// distributes).
+	AffinityMask() ([]int, error)
+	// IRQs lists every numbered IRQ with its affinity and counts.
+	IRQs() ([]pin.IRQ, error)
+	// IRQ reads one IRQ; an unknown one is an error wrapping
+	// config.ErrNotFound.
+	IRQ(n int) (pin.IRQ, error)
+}
+
+// ThreadState is one loop thread as GET /api/v1/cpu-map shows it.
+type ThreadState struct {
+	Thread int `json:"thread" example:"0"`
+	// TID is the kernel thread id (/proc/PID/task/TID).
+	TID int `json:"tid" example:"4242"`
+	// State is "active", or "draining" for a loop removed by a smaller
+	// nbthread that still finishes its connections.
+	State string `json:"state" example:"active"`
+	// Configured is what the cpu_map asks for this thread; null when the
+	// thread is not pinned (it keeps the process's mask).
+	Configured []int `json:"configured" example:"0"`
+	// Granted is the thread's CPU mask as the kernel reports it now
+	// (sched_getaffinity of the tid).
+	Granted []int `json:"granted" example:"0"`
+	// Error says why Granted could not be read.
+	Error string `json:"error,omitempty"`
 }
 
 // ErrStopping is what Apply returns once Close was called: the data plane
@@ -61,72 +99,3 @@ type Runtime struct {
 	// the data plane (the fd limit lowering maxconn); /readyz lists them.
 	Warnings []string `json:"warnings,omitempty"`
 }
-
-// Nop is a Control that applies nothing to the network. It records the last
-// snapshot so tests and the control-plane-only build can observe Apply.
-type Nop struct {
-	// Fail, when set, is returned by Apply (to test rollback).
-	Fail     func(snap *config.Config) error
-	last     atomic.Pointer[config.Config]
-	stopping atomic.Bool
-}
-
-// Apply records snap, or returns the error Fail gives; ErrStopping after
-// Close.
-func (n *Nop) Apply(_ context.Context, snap *config.Config) error {
-	if n.stopping.Load() {
-		return ErrStopping
-	}
-	if n.Fail != nil {
-		if err := n.Fail(snap); err != nil {
-			return err
-		}
-	}
-	n.last.Store(snap)
-	return nil
-}
-
-// Runtime reports the generation of the last applied snapshot.
-func (n *Nop) Runtime() Runtime {
-	var g int64
-	if last := n.last.Load(); last != nil {
-		g = last.Generation
-	}
-	return Runtime{Nbthread: 0, Generation: g}
-}
-
-// Stats reports the frontends and backends of the last snapshot with zero
-// counters (nothing runs).
-func (n *Nop) Stats() stats.Snapshot {
-	s := stats.Snapshot{Time: time.Now(), Frontends: []stats.Frontend{}, Backends: []stats.Backend{}}
-	last := n.last.Load()
-	if last == nil {
-		return s
-	}
-	s.Generation = last.Generation
-	for _, f := range last.Frontends {
-		s.Frontends = append(s.Frontends, stats.Frontend{Name: f.Name, Mode: f.Mode, Maxconn: f.Maxconn})
-	}
-	for _, b := range last.Backends {
-		sb := stats.Backend{Name: b.Name, Mode: b.Mode, Algo: b.Balance, State: "down", Servers: []stats.Server{}}
-		for _, sv := range b.Servers {
-			w := 0
-			if sv.Weight != nil {
-				w = *sv.Weight
-			}
-			sb.Servers = append(sb.Servers, stats.Server{Name: sv.Name, Address: net.JoinHostPort(sv.Address, strconv.Itoa(sv.Port)),
-				State: "up", Up: true, AdminState: sv.AdminState, Weight: w, Maxconn: sv.Maxconn})
-		}
-		s.Backends = append(s.Backends, sb)
-	}
-	return s
-}
-
-// LoopActivity reports no loops.
-func (n *Nop) LoopActivity() []stats.LoopActivity { return []stats.LoopActivity{} }
-
-// Close only marks n stopping.
-func (n *Nop) Close(context.Context) error { n.stopping.Store(true); return nil }
-
-// Stopping reports whether Close was called.
-func (n *Nop) Stopping() bool { return n.stopping.Load() }

@@ -1,4 +1,8 @@
-// Package core is the appliance behind the admin API. The API reaches it only
-// through the Control interface, so the API can be tested against a fake core
-// and the core without HTTP.
+// Package core is the contract between the admin API and the data plane:
+// the Control interface (with its Placement part), the Runtime and
+// ThreadState values it reports, and its errors (ErrStopping). The API
+// imports this package and never the data plane (core/engine and the
+// packages under it), so the API can be tested against a fake core
+// (core/coretest) and the data plane without HTTP. cmd/spliced wires the
+// real one (engine.New).
 package core

@@ -16,6 +16,17 @@ $GO vet ./...
 step "OpenAPI document is up to date"
 ./scripts/openapi.sh check
 
+step "the admin API does not import the data plane"
+# api talks to the data plane only through package core's Control interface
+# (cmd/spliced wires core/engine); an import of the engine or of a package
+# under it would tie the API to one implementation and make it untestable
+# without sockets.
+bad=$($GO list -deps ./api | grep -E '/core/(engine|proxy|listen|loop)$' || true)
+if [ -n "$bad" ]; then
+	echo "api imports the data plane (talk to it through core.Control instead): $bad" >&2
+	exit 1
+fi
+
 step "unit and integration tests (-race)"
 # One package at a time (-p 1): the end-to-end packages (cmd/spliced and
 # its fault suite) each start dozens of spliced processes with their own

@@ -311,7 +311,7 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 	select {
 	case sig := <-sigc:
 		// The grace is tuning.grace_ms of the running config: the data
-		// plane bounds its soft stop with it (core.Engine.Close).
+		// plane bounds its soft stop with it (engine.Engine.Close).
 		log.Info("stopping", "signal", sig.String(), "grace_ms", store.Current().Tuning.GraceMs)
 	case err := <-errc:
 		return fmt.Errorf("admin server: %w", err)

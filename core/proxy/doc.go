@@ -151,7 +151,7 @@
 // to, reason ("connection refused", "timeout (connect)", "timeout
 // (response)", "status 503", ...), check type and thread.
 //
-// Across generations (core/engine_check.go): identical check settings
+// Across generations (core/engine/check.go): identical check settings
 // over the same Server objects keep the running Checker; otherwise the old
 // one is stopped (Stop waits until every loop closed its probes) and the
 // new one takes over the rise/fall counters of carried-over servers when

@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/listen"
@@ -24,19 +25,19 @@ import (
 	"github.com/spliced-proxy/spliced/core/proxy"
 )
 
-// EngineOptions configure NewEngine.
-type EngineOptions struct {
+// Options configure New.
+type Options struct {
 	Logger *slog.Logger
 	// Resolve turns a server host name into an address; nil = system resolver.
 	Resolve func(host string) (netip.Addr, error)
 	// PinFS names the procfs/sysfs IRQs are read and pinned in; the zero
-	// value is the host (tests use a fake tree). engine_pin.go.
+	// value is the host (tests use a fake tree). pin.go.
 	PinFS pin.FS
 }
 
 // Engine is the data plane: nbthread loops, their proxy workers, the accept
 // group and the runtime objects built from the applied snapshot. It
-// implements Control. Apply and Close are serialised by mu; the loops only
+// implements core.Control. Apply and Close are serialised by mu; the loops only
 // read what Apply publishes through atomics and Exec.
 type Engine struct {
 	log     *slog.Logger
@@ -57,13 +58,13 @@ type Engine struct {
 	nbthread atomic.Int64
 
 	// stopping is set as the first thing Close does, before it waits for
-	// mu: Apply refuses at once from then on (ErrStopping), and Stopping
+	// mu: Apply refuses at once from then on (core.ErrStopping), and Stopping
 	// reports it for /readyz, while Close holds mu for the whole grace.
 	stopping atomic.Bool
 
-	th threads // loop threads, nbthread changes, pins (engine_threads.go, engine_pin.go)
+	th threads // loop threads, nbthread changes, pins (threads.go, pin.go)
 
-	view       atomic.Pointer[statsView] // what Stats reads (engine_stats.go)
+	view       atomic.Pointer[statsView] // what Stats reads (stats.go)
 	stopAccess func()                    // stops the access-log writer
 
 	// conns counts the live client connections of every frontend against
@@ -101,12 +102,12 @@ type bindRT struct {
 type beRT struct {
 	bb    *balance.Backend
 	pb    *proxy.Backend
-	chk   *proxy.Checker // health checks, nil without (engine_check.go)
+	chk   *proxy.Checker // health checks, nil without (check.go)
 	stats *proxy.Counters
 }
 
-// NewEngine returns an engine that runs nothing until the first Apply.
-func NewEngine(o EngineOptions) (*Engine, error) {
+// New returns an engine that runs nothing until the first Apply.
+func New(o Options) (*Engine, error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -122,8 +123,8 @@ func NewEngine(o EngineOptions) (*Engine, error) {
 }
 
 // Runtime reports what runs (any goroutine).
-func (e *Engine) Runtime() Runtime {
-	return Runtime{
+func (e *Engine) Runtime() core.Runtime {
+	return core.Runtime{
 		Nbthread:   int(e.nbthread.Load()),
 		Maxconn:    int(e.conns.Max()),
 		Warnings:   e.limitWarnings(),
@@ -283,7 +284,7 @@ func osErr(err error) error {
 	return err
 }
 
-// Apply makes the data plane run snap; see Control. The order keeps a
+// Apply makes the data plane run snap; see core.Control. The order keeps a
 // failure side-effect free: backends are built (on error rebuilt from the
 // running config, which restores weights and states of shared servers),
 // new and changed binds are opened (on error the ones opened here are
@@ -292,15 +293,15 @@ func osErr(err error) error {
 // connections live on.
 func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	if e.stopping.Load() {
-		return ErrStopping // at once: Close holds mu for the whole grace
+		return core.ErrStopping // at once: Close holds mu for the whole grace
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed || e.stopping.Load() {
-		return ErrStopping
+		return core.ErrStopping
 	}
 	first := e.loops == nil
-	var rs *resize // nbthread change (engine_threads.go)
+	var rs *resize // nbthread change (threads.go)
 	if first {
 		if err := e.start(&snap.Tuning); err != nil {
 			return err
@@ -429,7 +430,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		}
 	}
 
-	// 3b. CPU map and IRQ pins (engine_pin.go): the last step that may fail.
+	// 3b. CPU map and IRQ pins (pin.go): the last step that may fail.
 	if _, err := e.applyPins(ctx, snap, active, first); err != nil {
 		return fail(err)
 	}
@@ -657,7 +658,7 @@ wait:
 	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer ccancel()
 	e.stopCheckers()
-	e.stopAllLoops(cctx) // active and draining loops (engine_threads.go)
+	e.stopAllLoops(cctx) // active and draining loops (threads.go)
 	if e.stopAccess != nil {
 		e.stopAccess()
 	}

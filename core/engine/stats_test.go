@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"bytes"
@@ -139,7 +139,7 @@ func (s *syncBuf) String() string {
 // loop; with it off, none.
 func TestAccessLogOneLinePerConnectionOnlyWhenOn(t *testing.T) {
 	var buf syncBuf
-	e, err := NewEngine(EngineOptions{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	e, err := New(Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"context"
@@ -10,57 +10,33 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/pin"
 )
 
-// Placement is what a Control offers about CPU placement beyond Control
-// (issue 6): the API type-asserts it. The Engine implements it; so does Nop
-// (host FS, no threads).
-type Placement interface {
-	// PinFS is the procfs/sysfs the data plane reads and writes IRQs in.
-	PinFS() pin.FS
-	// Threads describes every live loop thread: its tid, the CPUs the
-	// cpu_map gives it and what the kernel reports for it now.
-	Threads() []ThreadState
-	// PinWarnings lists the pins of the running config that could not be
-	// applied (at start: a CPU gone, no root), one sentence each.
-	PinWarnings() []string
-}
+// AffinityMask is the process affinity mask (what cpu_map auto
+// distributes), read from the engine's FS (any goroutine).
+func (e *Engine) AffinityMask() ([]int, error) { return e.th.fs.AffinityMask() }
 
-// ThreadState is one loop thread as GET /api/v1/cpu-map shows it.
-type ThreadState struct {
-	Thread int `json:"thread" example:"0"`
-	// TID is the kernel thread id (/proc/PID/task/TID).
-	TID int `json:"tid" example:"4242"`
-	// State is "active", or "draining" for a loop removed by a smaller
-	// nbthread that still finishes its connections.
-	State string `json:"state" example:"active"`
-	// Configured is what the cpu_map asks for this thread; null when the
-	// thread is not pinned (it keeps the process's mask).
-	Configured []int `json:"configured" example:"0"`
-	// Granted is the thread's CPU mask as the kernel reports it now
-	// (sched_getaffinity of the tid).
-	Granted []int `json:"granted" example:"0"`
-	// Error says why Granted could not be read.
-	Error string `json:"error,omitempty"`
-}
+// IRQs lists the IRQs of the engine's FS (any goroutine).
+func (e *Engine) IRQs() ([]pin.IRQ, error) { return e.th.fs.IRQs() }
 
-// PinFS is the FS the engine pins IRQs in.
-func (e *Engine) PinFS() pin.FS { return e.th.fs }
+// IRQ reads IRQ n from the engine's FS (any goroutine).
+func (e *Engine) IRQ(n int) (pin.IRQ, error) { return e.th.fs.IRQ(n) }
 
 // Threads reports every live loop thread (any goroutine; waits for an
 // Apply in progress).
-func (e *Engine) Threads() []ThreadState {
+func (e *Engine) Threads() []core.ThreadState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]ThreadState, 0, len(e.th.all))
+	out := make([]core.ThreadState, 0, len(e.th.all))
 	for i, rt := range e.th.all {
 		if rt.state == loopStopped {
 			continue
 		}
-		ts := ThreadState{Thread: i, TID: int(rt.tid.Load()), State: "active", Configured: slices.Clone(rt.cpus)}
+		ts := core.ThreadState{Thread: i, TID: int(rt.tid.Load()), State: "active", Configured: slices.Clone(rt.cpus)}
 		if rt.state == loopDraining {
 			ts.State = "draining"
 		}
@@ -81,15 +57,6 @@ func (e *Engine) PinWarnings() []string {
 	}
 	return []string{}
 }
-
-// PinFS of Nop is the host.
-func (n *Nop) PinFS() pin.FS { return pin.Host() }
-
-// Threads of Nop: no loop runs.
-func (n *Nop) Threads() []ThreadState { return []ThreadState{} }
-
-// PinWarnings of Nop: nothing is pinned.
-func (n *Nop) PinWarnings() []string { return []string{} }
 
 // CPUMapMasks is the CPU list of each of n loops under m: manual gives the
 // listed threads their CPUs, auto gives loop i the i-th CPU of allowed (the

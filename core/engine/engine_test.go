@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func serveOrigin(t *testing.T, serve func(c net.Conn)) int {
 
 func newTestEngine(t *testing.T) *Engine {
 	t.Helper()
-	e, err := NewEngine(EngineOptions{})
+	e, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestEngineFrontendMaxconnPausesAccept(t *testing.T) {
 // TestEngineCloseLetsConnectionsFinish: Close stops accepting at once and
 // returns when the last connection ended, within the grace period.
 func TestEngineCloseLetsConnectionsFinish(t *testing.T) {
-	e, err := NewEngine(EngineOptions{})
+	e, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

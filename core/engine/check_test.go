@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"context"
@@ -106,7 +106,7 @@ func TestEngineHealthChecksAcrossGenerations(t *testing.T) {
 	live := quietOrigin(t)
 	dead := freePort(t)
 	before := openFDs(t)
-	e, err := NewEngine(EngineOptions{})
+	e, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

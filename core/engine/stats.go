@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"context"
@@ -162,7 +162,7 @@ func (e *Engine) startAccessLog() func() {
 		rings[i] = stats.NewLogRing(accessLogRing)
 		w.AccessLog = rings[i]
 	}
-	e.th.logRings.Store(&rings) // loops added by nbthread get theirs (engine_threads.go)
+	e.th.logRings.Store(&rings) // loops added by nbthread get theirs (threads.go)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var dropped atomic.Uint64

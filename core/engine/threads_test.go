@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"bufio"
@@ -102,7 +102,7 @@ func (e *Engine) acceptedOn(id int) uint64 {
 }
 
 func TestNbthreadChangesAtRuntimeUnderTrafficWithoutFailures(t *testing.T) {
-	e, err := NewEngine(EngineOptions{})
+	e, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestNbthreadChangesAtRuntimeUnderTrafficWithoutFailures(t *testing.T) {
 }
 
 func TestDrainingLoopClosesConnectionsAfterGrace(t *testing.T) {
-	e, err := NewEngine(EngineOptions{})
+	e, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func fakeIRQTree(t *testing.T) pin.FS {
 
 func TestIRQPinIsAppliedAndARefusedOneChangesNothing(t *testing.T) {
 	fs := fakeIRQTree(t)
-	e, err := NewEngine(EngineOptions{PinFS: fs})
+	e, err := New(Options{PinFS: fs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestPinThatCannotBeAppliedAtStartIsAWarningNotAnError(t *testing.T) {
 	p31 := filepath.Join(fs.Proc, "irq/31/smp_affinity_list")
 	os.Remove(p31)
 	os.Mkdir(p31, 0o755)
-	e, err := NewEngine(EngineOptions{PinFS: fs})
+	e, err := New(Options{PinFS: fs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +447,7 @@ func TestSeparatePolicyPlacesNICIRQsBesideTheLoops(t *testing.T) {
 	for _, n := range []string{"30", "31", "32"} {
 		w("sys/class/net/eth0/device/msi_irqs/"+n, "msix\n")
 	}
-	e, err := NewEngine(EngineOptions{PinFS: fs})
+	e, err := New(Options{PinFS: fs})
 	if err != nil {
 		t.Fatal(err)
 	}

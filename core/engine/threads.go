@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"context"
@@ -77,7 +77,7 @@ type threads struct {
 	// logRings are the access-log rings by loop ID (copy on write), read
 	// by the access-log writer.
 	logRings atomic.Pointer[[]*stats.LogRing]
-	// Pins (engine_pin.go).
+	// Pins (pin.go).
 	warnings atomic.Pointer[[]string]
 	irqKey   string
 }
