@@ -237,8 +237,13 @@ func TestAcquireRefusesAtMaxconn(t *testing.T) {
 	cfg := cfgBackend(config.BalanceRoundRobin, 1)
 	cfg.Servers[0].Maxconn = 2
 	s := mustBuild(t, cfg, nil).Servers[0]
-	if !s.Acquire() || !s.Acquire() || s.Acquire() || !s.Full() {
-		t.Fatalf("third Acquire with maxconn 2 succeeded (Cur %d)", s.Cur.Load())
+	for i, want := range []bool{true, true, false} {
+		if got := s.Acquire(); got != want {
+			t.Fatalf("Acquire #%d with maxconn 2 = %v, want %v (Cur %d)", i+1, got, want, s.Cur.Load())
+		}
+	}
+	if !s.Full() {
+		t.Fatalf("not Full with 2 of maxconn 2 acquired (Cur %d)", s.Cur.Load())
 	}
 	s.Release()
 	if s.Full() || !s.Acquire() {

@@ -242,10 +242,9 @@ func igbTree(t *testing.T) *tree {
 
 func TestIRQsAttachNICsAffinityAndManagedState(t *testing.T) {
 	type want struct {
-		nic       string
-		aff, eff  []int
-		managed   *bool
-		hasCounts bool
+		nic      string
+		aff, eff []int
+		managed  *bool
 	}
 	yes, no := true, false
 	tests := []struct {
