@@ -13,6 +13,17 @@ if [ -n "$bad" ]; then echo "gofmt needed on: $bad" >&2; exit 1; fi
 step "go vet"
 $GO vet ./...
 
+step "go.mod and go.sum are tidy"
+# Prints the diff `go mod tidy` would make: a direct import marked
+# // indirect, a requirement nothing uses, a missing checksum.
+if ! $GO mod tidy -diff; then
+	echo "go.mod or go.sum is not tidy: run go mod tidy and commit the result" >&2
+	exit 1
+fi
+
+step "govulncheck"
+./scripts/vulncheck.sh
+
 step "OpenAPI document is up to date"
 ./scripts/openapi.sh check
 
