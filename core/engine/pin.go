@@ -102,7 +102,7 @@ type threadUndo struct {
 // changed is restored; undo restores it after a later failure too.
 func (e *Engine) applyPins(ctx context.Context, snap *config.Config, rts []*loopRT, first bool) (undo func(), err error) {
 	var u pinUndo
-	var warn []string
+	var thrWarn []string // cpu_map warnings; only a first Apply has any
 	undo = func() { e.undoThreadPins(u.threads) }
 
 	// Threads.
@@ -111,7 +111,7 @@ func (e *Engine) applyPins(ctx context.Context, snap *config.Config, rts []*loop
 		if !first {
 			return nil, &config.ApplyError{Field: "/cpu_map/mode", Object: "cpu_map", Err: aerr}
 		}
-		warn = append(warn, "cpu_map auto: cannot read the process affinity mask: "+aerr.Error())
+		thrWarn = append(thrWarn, "cpu_map auto: cannot read the process affinity mask: "+aerr.Error())
 	}
 	masks, fields := CPUMapMasks(snap.CPUMap, len(rts), allowed)
 	type job struct {
@@ -147,7 +147,6 @@ func (e *Engine) applyPins(ctx context.Context, snap *config.Config, rts []*loop
 	if werr := waitGroup(ctx, &wg); werr != nil {
 		return nil, werr
 	}
-	var thrWarn []string
 	for k, j := range jobs {
 		if errs[k] == nil {
 			u.threads = append(u.threads, threadUndo{j.rt, j.rt.cpus})

@@ -370,6 +370,29 @@ func TestPinThatCannotBeAppliedAtStartIsAWarningNotAnError(t *testing.T) {
 	}
 }
 
+// cpu_map auto cannot place the loops without the process affinity mask; at
+// start that is a warning like any other pin that cannot be applied, not an
+// error and not silence.
+func TestUnreadableAffinityMaskAtStartIsAWarning(t *testing.T) {
+	fs := fakeIRQTree(t)
+	fs.Mask = []int{pin.MaxCPU + 1} // above any CPU id: AffinityMask fails
+	if _, err := fs.AffinityMask(); err == nil {
+		t.Fatal("AffinityMask of a mask above MaxCPU succeeded; the test needs it to fail")
+	}
+	e, err := New(Options{PinFS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	c := &config.Config{Generation: 1, Tuning: config.Tuning{Nbthread: 1}, CPUMap: config.CPUMap{Mode: config.CPUMapAuto}}
+	c.Normalize()
+	apply(t, e, c)
+	w := e.PinWarnings()
+	if len(w) != 1 || !strings.HasPrefix(w[0], "cpu_map auto: cannot read the process affinity mask") {
+		t.Fatalf("warnings %q, want one about the affinity mask", w)
+	}
+}
+
 // onLoop runs fn on loop i's thread and waits for it.
 func (e *Engine) onLoop(t *testing.T, i int, fn func(*Engine, int)) {
 	t.Helper()
