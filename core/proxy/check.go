@@ -94,7 +94,6 @@ type probe struct {
 	// Outcome of the last finished probe.
 	res    uint8
 	resVal int
-	linger unix.Linger
 	// Counters for States (any goroutine).
 	runs, fails atomic.Uint64
 	last        atomic.Uint64 // res<<32 | resVal of the last probe
@@ -151,7 +150,7 @@ func NewChecker(b *balance.Backend, loops []*loop.Loop, log *slog.Logger) *Check
 		pr.Probe = startProbe
 		pr.OnChange = ck.changed
 		for _, c := range pr.Checks() {
-			p := &probe{ck: ck, l: l, c: c, linger: unix.Linger{Onoff: 1, Linger: 0}}
+			p := &probe{ck: ck, l: l, c: c}
 			p.side.FD = loop.FD{Fd: -1, T: &p.side.Task}
 			p.side.Task.Run, p.side.Task.Owner = runProbeTask, p
 			p.timer.Run, p.timer.Owner = runProbeTimer, p
@@ -355,19 +354,18 @@ func (p *probe) start() {
 		p.finish(false, resSocket, errnoOf(err))
 		return
 	}
-	p.side.FD = loop.FD{Fd: fd, T: &p.side.Task}
-	switch err := unix.Connect(fd, s.SockaddrInto(&p.sa)); err {
-	case nil, unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
+	p.side.adopt(fd, rawSock{})
+	switch e := connectTo(fd, s.SockaddrInto(&p.sa)); e {
+	case 0, unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
 		// Completion (or failure) is reported by EPOLLOUT/EPOLLERR.
 	default:
-		p.finish(false, resConnect, errnoOf(err))
+		p.finish(false, resConnect, int(e))
 		return
 	}
-	if err := p.l.Register(&p.side.FD); err != nil {
+	if err := p.side.register(p.l); err != nil {
 		p.finish(false, resSocket, errnoOf(err))
 		return
 	}
-	p.side.reg = true
 	p.state = prConnecting
 	p.l.Arm(&p.timer, p.l.Now()+int64(p.c.Timeout))
 }
@@ -398,9 +396,9 @@ func (p *probe) process() {
 		fallthrough
 	case prSending:
 		for p.sent < len(p.req) {
-			n, e := send(p.side.FD.Fd, p.req[p.sent:])
+			n, e := p.side.send(p.req[p.sent:], false)
 			if e == unix.EAGAIN {
-				p.side.FD.Ready &^= evOut
+				p.side.blocked()
 				return
 			}
 			if e != 0 {
@@ -413,7 +411,7 @@ func (p *probe) process() {
 		fallthrough
 	case prReading:
 		for {
-			n, e := recv(p.side.FD.Fd, p.buf[p.got:])
+			n, e := p.side.recv(p.buf[p.got:])
 			if e == unix.EAGAIN {
 				p.side.FD.Ready &^= evIn
 				return
@@ -496,19 +494,10 @@ func (p *probe) finish(ok bool, res uint8, val int) {
 // connection has nothing left to say, and this leaves no TIME_WAIT behind
 // on either side at one connection per server per interval.
 func (p *probe) closeFD() {
-	s := &p.side
-	if s.FD.Fd < 0 {
+	if p.side.FD.Fd < 0 {
 		return
 	}
-	if s.reg {
-		p.l.Unregister(&s.FD)
-		s.reg = false
-	}
-	p.l.Unqueue(&s.Task)
-	_ = unix.SetsockoptLinger(s.FD.Fd, unix.SOL_SOCKET, unix.SO_LINGER, &p.linger)
-	unix.Close(s.FD.Fd)
-	s.FD.Fd = -1
-	s.FD.Ready = 0
+	p.side.close(p.l, true)
 }
 
 // errnoOf extracts the errno of a syscall error (EIO when there is none).

@@ -130,7 +130,7 @@ func (w *Worker) StartHTTP(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) 
 	c := w.newConn()
 	c.acc, c.cur = fe, cur
 	c.fe, c.hf = fe, fe.HTTP
-	c.cli.FD = loop.FD{Fd: fd, T: &c.cli.Task}
+	c.cli.adopt(fd, rawSock{})
 	c.cli.Connected = true
 	w.linkHTTP(c)
 	c.fs = fe.Stats.Loop(w.id)
@@ -138,11 +138,10 @@ func (w *Worker) StartHTTP(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) 
 	c.fs.ConnCur.Add(1)
 	c.fs.ConnRate.Add(stats.Sec(w.L.Now()))
 	setNoDelay(fd)
-	if err := w.L.Register(&c.cli.FD); err != nil {
+	if err := c.cli.register(w.L); err != nil {
 		c.close(closeAbort)
 		return
 	}
-	c.cli.reg = true
 	c.peer = peerAddr(fd)
 	c.hash = balance.HashAddr(c.peer)
 	c.phase = phHead
@@ -290,7 +289,7 @@ func (c *httpConn) readHead() {
 		}
 		fresh := c.in.Len() == 0
 		room := c.in.Room()
-		n, e := recv(c.cli.FD.Fd, c.in.Free())
+		n, e := c.cli.recv(c.in.Free())
 		switch {
 		case e == 0 && n > 0:
 			c.in.Produced(n)
@@ -299,8 +298,8 @@ func (c *httpConn) readHead() {
 				// the keep-alive wait ends, the request timeout starts
 				c.armIn(c.hf.RequestTimeout)
 			}
-			if n < room && c.cli.FD.Ready&(evRdHup|evHup|evErr) == 0 {
-				c.cli.FD.Ready &^= evIn
+			if n < room {
+				c.cli.shortRead()
 			}
 		case e == 0:
 			// End of stream between requests is the normal end of a
@@ -309,7 +308,7 @@ func (c *httpConn) readHead() {
 			c.close(closeNormal)
 			return
 		case e == unix.EAGAIN:
-			c.cli.FD.Ready &^= evIn | evRdHup
+			c.cli.drained()
 			c.releaseIn()
 			return
 		default:
@@ -649,7 +648,7 @@ func (c *httpConn) drain() {
 // side and read until the client closes, so that the kernel does not
 // answer unread input with a RST that would destroy the response.
 func (c *httpConn) closeGracefully() {
-	if (c.in == nil || c.in.Len() == 0) && c.cli.FD.Ready&(evIn|evRdHup|evHup|evErr) == 0 {
+	if (c.in == nil || c.in.Len() == 0) && !c.cli.canRecv() {
 		// No byte known to be pending (the last read was short, no new
 		// edge since): a plain close sends a FIN after the answer.
 		c.close(closeNormal)
@@ -657,7 +656,7 @@ func (c *httpConn) closeGracefully() {
 	}
 	if c.in == nil || c.in.Len() == 0 {
 		var b [1]byte
-		_, e := recv(c.cli.FD.Fd, b[:])
+		_, e := c.cli.recv(b[:])
 		if e == unix.EAGAIN {
 			c.close(closeNormal)
 			return
@@ -667,7 +666,7 @@ func (c *httpConn) closeGracefully() {
 			return
 		}
 	}
-	shutWrite(c.cli.FD.Fd)
+	c.cli.shutw()
 	c.phase = phLinger
 	c.arm(c.w.L.Now() + lingerTimeout)
 	c.linger()
@@ -680,13 +679,13 @@ func (c *httpConn) linger() {
 	}
 	for c.cli.canRecv() && !c.spent(&c.cli.Task) {
 		c.in.head, c.in.tail = 0, 0
-		n, e := recv(c.cli.FD.Fd, c.in.b)
+		n, e := c.cli.recv(c.in.b)
 		switch {
 		case e == 0 && n > 0:
 			c.budget -= n
 			continue
 		case e == unix.EAGAIN:
-			c.cli.FD.Ready &^= evIn | evRdHup
+			c.cli.drained()
 			return
 		case e == 0:
 			c.close(closeNormal)
@@ -801,9 +800,9 @@ func (c *httpConn) flushTo(s *Side, b *Buffer) bool {
 	}
 	for b.Len() > 0 {
 		more := next.more()
-		n, e := sendMore(s.FD.Fd, b.Data(), more)
+		n, e := s.send(b.Data(), more)
 		if e == unix.EAGAIN || (e == 0 && n == 0) {
-			s.FD.Ready &^= evOut
+			s.blocked()
 			return true
 		}
 		if e != 0 {
@@ -831,29 +830,15 @@ func (c *httpConn) close(why uint8) {
 	w.dequeue(&c.wait)
 	c.phase = phClosed
 	w.L.Disarm(&c.timer)
-	w.L.Unqueue(&c.cli.Task)
 	// An aborted connection is reset on both sides (see the package doc,
 	// "Aborts"): a peer must not read a cut stream as a complete one.
 	abort := why == closeAbort
 	if c.sc != nil {
-		if abort && c.sc.side.FD.Fd >= 0 {
-			noLinger(c.sc.side.FD.Fd)
-		}
-		w.closeSrv(c.sc)
+		w.endSrv(c.sc, abort)
 		c.sc = nil
 	}
 	c.releaseSlot()
-	if c.cli.FD.Fd >= 0 {
-		if c.cli.reg {
-			w.L.Unregister(&c.cli.FD)
-			c.cli.reg = false
-		}
-		if abort {
-			noLinger(c.cli.FD.Fd)
-		}
-		unix.Close(c.cli.FD.Fd)
-		c.cli.FD.Fd = -1
-	}
+	c.cli.close(w.L, abort)
 	if c.in != nil {
 		c.in.head, c.in.tail = 0, 0
 		w.Bufs.Put(c.in)

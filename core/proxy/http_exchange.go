@@ -210,9 +210,9 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 				break
 			}
 			more := b.more()
-			n, e := spliceMore(p.r, dst.FD.Fd, p.Data, more)
+			n, e := dst.xp.sndPipe(dst.FD.Fd, p, p.Data, more)
 			if e == unix.EAGAIN || (e == 0 && n == 0) {
-				dst.FD.Ready &^= evOut
+				dst.blocked()
 				break
 			}
 			if e != 0 {
@@ -238,9 +238,9 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 				break
 			}
 			more := b.more()
-			n, e := sendMore(dst.FD.Fd, in.Data()[:b.ok], more)
+			n, e := dst.send(in.Data()[:b.ok], more)
 			if e == unix.EAGAIN || (e == 0 && n == 0) {
-				dst.FD.Ready &^= evOut
+				dst.blocked()
 				break
 			}
 			if e != 0 {
@@ -276,7 +276,7 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 				if int64(room) > b.left {
 					room = int(b.left)
 				}
-				n, e := splice(src.FD.Fd, p.w, room)
+				n, e := src.xp.rcvPipe(src.FD.Fd, p, room)
 				switch {
 				case e == 0 && n > 0:
 					p.Data += n
@@ -293,7 +293,7 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 					res = relSrc
 				case e == unix.EAGAIN:
 					if p.Data == 0 {
-						src.FD.Ready &^= evIn | evRdHup
+						src.drained()
 					}
 				case e == unix.EINVAL || e == unix.ENOSYS || e == unix.EOPNOTSUPP:
 					b.noSplice = true
@@ -313,14 +313,14 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 		if room == 0 {
 			break
 		}
-		n, e := recv(src.FD.Fd, in.Free())
+		n, e := src.recv(in.Free())
 		switch {
 		case e == 0 && n > 0:
 			in.Produced(n)
 			budget -= n
 			src.moved = true
-			if n < room && src.FD.Ready&(evRdHup|evHup|evErr) == 0 {
-				src.FD.Ready &^= evIn
+			if n < room {
+				src.shortRead()
 			}
 			continue
 		case e == 0:
@@ -330,7 +330,7 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 			}
 			res = relSrc
 		case e == unix.EAGAIN:
-			src.FD.Ready &^= evIn | evRdHup
+			src.drained()
 		default:
 			res = relSrc
 		}
@@ -342,7 +342,7 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 		// segment MSG_MORE held back now rather than when the next bytes
 		// come (a slow server must not delay what it sent). When dst
 		// blocked instead, bytes are in flight and their ACK pushes it.
-		pushFrames(dst.FD.Fd)
+		dst.push()
 		b.corked = false
 	}
 	if in := *pin; in != nil && in.Len() == 0 {
@@ -522,18 +522,18 @@ func (c *httpConn) readResponse() bool {
 			c.fail(502) // cannot happen: the head limit is below the buffer size
 			return false
 		}
-		n, e := recv(sc.side.FD.Fd, sc.in.Free())
+		n, e := sc.side.recv(sc.in.Free())
 		switch {
 		case e == 0 && n > 0:
 			sc.in.Produced(n)
 			c.budget -= n
 			c.moved = true
 			sc.side.moved = true
-			if n < room && sc.side.FD.Ready&(evRdHup|evHup|evErr) == 0 {
-				sc.side.FD.Ready &^= evIn
+			if n < room {
+				sc.side.shortRead()
 			}
 		case e == unix.EAGAIN:
-			sc.side.FD.Ready &^= evIn | evRdHup
+			sc.side.drained()
 			return true
 		default:
 			// End of stream or reset before a complete head.
@@ -680,8 +680,14 @@ func (c *httpConn) toTunnel() {
 	// The tunnel ends with the OnClose of the frontend that accepted the
 	// connection; its splice mode and timeout are the request's.
 	t := &Tunnel{w: w, fe: c.acc, be: c.be, server: c.slot, fs: c.fs, bs: c.bs, ss: c.ss}
-	t.cli.FD = loop.FD{Fd: c.cli.FD.Fd, T: &t.cli.Task, Ready: c.cli.FD.Ready}
-	t.srv.FD = loop.FD{Fd: sc.side.FD.Fd, T: &t.srv.Task, Ready: sc.side.FD.Ready}
+	// The fds, buffers and slot leave the http side without being closed;
+	// each side keeps its transport.
+	fd, ready := c.cli.detach(w.L)
+	t.cli.adopt(fd, c.cli.xp)
+	t.cli.FD.Ready = ready
+	fd, ready = sc.side.detach(w.L)
+	t.srv.adopt(fd, sc.side.xp)
+	t.srv.FD.Ready = ready
 	t.cli.Connected, t.srv.Connected = true, true
 	t.cli.Task.Run, t.cli.Task.Owner = runTunnelTask, t
 	t.srv.Task.Run, t.srv.Task.Owner = runTunnelTask, t
@@ -693,17 +699,6 @@ func (c *httpConn) toTunnel() {
 		t.idle = bt
 	}
 	t.state = stEstablished
-	// Detach the fds, buffers and slot from the http side without closing
-	// them.
-	if c.cli.reg {
-		w.L.Unregister(&c.cli.FD)
-		c.cli.reg = false
-	}
-	if sc.side.reg {
-		w.L.Unregister(&sc.side.FD)
-		sc.side.reg = false
-	}
-	c.cli.FD.Fd, sc.side.FD.Fd = -1, -1
 	c.in, sc.in = nil, nil
 	c.slot = nil
 	c.sc = nil
@@ -721,16 +716,14 @@ func (c *httpConn) toTunnel() {
 	c.recycle()
 
 	w.link(t)
-	if err := w.L.Register(&t.cli.FD); err != nil {
+	if err := t.cli.register(w.L); err != nil {
 		t.close(closeAbort)
 		return
 	}
-	t.cli.reg = true
-	if err := w.L.Register(&t.srv.FD); err != nil {
+	if err := t.srv.register(w.L); err != nil {
 		t.close(closeAbort)
 		return
 	}
-	t.srv.reg = true
 	t.lastIO = w.L.Now()
 	if t.idle > 0 {
 		t.armAt(t.lastIO + t.idle)

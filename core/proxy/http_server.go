@@ -131,42 +131,35 @@ func (w *Worker) dial(s *balance.Server) (*srvConn, bool) {
 		return nil, false
 	}
 	setNoDelay(fd)
-	err = unix.Connect(fd, s.SockaddrInto(&w.sa))
-	switch err {
-	case nil, unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
-	default:
-		unix.Close(fd)
-		return nil, false
-	}
 	sc := w.newSrv()
 	sc.server = s
-	sc.side.FD.Fd = fd
+	sc.side.adopt(fd, rawSock{})
 	sc.side.Connected = false
-	if err := w.L.Register(&sc.side.FD); err != nil {
-		unix.Close(fd)
-		sc.side.FD.Fd = -1
-		w.recycleSrv(sc)
+	switch connectTo(fd, s.SockaddrInto(&w.sa)) {
+	case 0, unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
+		// EINTR: the connect goes on asynchronously (POSIX).
+	default:
+		w.closeSrv(sc)
 		return nil, false
 	}
-	sc.side.reg = true
+	if err := sc.side.register(w.L); err != nil {
+		w.closeSrv(sc)
+		return nil, false
+	}
 	return sc, true
 }
 
 // closeSrv closes a server connection, attached or pooled.
-func (w *Worker) closeSrv(sc *srvConn) {
+func (w *Worker) closeSrv(sc *srvConn) { w.endSrv(sc, false) }
+
+// endSrv closes a server connection, with an RST when reset is set (an
+// aborted exchange).
+func (w *Worker) endSrv(sc *srvConn, reset bool) {
 	if sc.pool != nil {
 		w.unpool(sc)
 	}
 	w.L.Disarm(&sc.timer)
-	w.L.Unqueue(&sc.side.Task)
-	if sc.side.FD.Fd >= 0 {
-		if sc.side.reg {
-			w.L.Unregister(&sc.side.FD)
-			sc.side.reg = false
-		}
-		unix.Close(sc.side.FD.Fd)
-		sc.side.FD.Fd = -1
-	}
+	sc.side.close(w.L, reset)
 	if sc.in != nil {
 		sc.in.head, sc.in.tail = 0, 0
 		w.Bufs.Put(sc.in)
@@ -208,7 +201,7 @@ func (w *Worker) recycleSrv(sc *srvConn) {
 // returns false (and the caller closes sc) when the pool is full.
 func (w *Worker) poolSrv(sc *srvConn) bool {
 	h := &w.h
-	if sc.server.Retired() || w.stopping || sc.side.FD.Ready&(evRdHup|evHup|evErr) != 0 {
+	if sc.server.Retired() || w.stopping || sc.side.closedByPeer() {
 		// retired, or the server closed (its FIN came with the response)
 		return false
 	}
@@ -279,7 +272,7 @@ func (w *Worker) takeIdle(s *balance.Server) *srvConn {
 		sc := p.head
 		w.unpool(sc)
 		w.L.Disarm(&sc.timer)
-		if sc.side.FD.Ready&(evRdHup|evHup|evErr) != 0 || (sc.in != nil && sc.in.Len() > 0) {
+		if sc.side.closedByPeer() || (sc.in != nil && sc.in.Len() > 0) {
 			w.closeSrv(sc)
 			continue
 		}
@@ -301,7 +294,7 @@ func (sc *srvConn) idleCheck() {
 			return
 		}
 		var b [1]byte
-		_, e := recv(sc.side.FD.Fd, b[:])
+		_, e := sc.side.recv(b[:])
 		if e == unix.EAGAIN {
 			sc.side.FD.Ready &^= evIn
 			return

@@ -21,8 +21,8 @@ type Pipe struct {
 func (p *Pipe) Size() int { return p.size }
 
 func (p *Pipe) close() {
-	unix.Close(p.r)
-	unix.Close(p.w)
+	closeFd(p.r)
+	closeFd(p.w)
 	p.r, p.w = -1, -1
 }
 

@@ -32,12 +32,10 @@ func recv(fd int, p []byte) (int, unix.Errno) {
 	}
 }
 
-// send writes p with MSG_NOSIGNAL: a peer that went away must give EPIPE, not
-// a SIGPIPE delivered to the loop thread.
-func send(fd int, p []byte) (int, unix.Errno) { return sendMore(fd, p, false) }
-
-// sendMore is send with MSG_MORE when more is true: more bytes follow at
-// once, so TCP keeps a partial last segment to fill it (see pushFrames).
+// sendMore writes p with MSG_NOSIGNAL: a peer that went away must give
+// EPIPE, not a SIGPIPE delivered to the loop thread. With more, MSG_MORE:
+// more bytes follow at once, so TCP keeps a partial last segment to fill
+// it (see pushFrames).
 func sendMore(fd int, p []byte, more bool) (int, unix.Errno) {
 	fl := uintptr(unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT)
 	if more {
@@ -56,13 +54,11 @@ func sendMore(fd int, p []byte, more bool) (int, unix.Errno) {
 	}
 }
 
-// splice moves up to n bytes from rfd to wfd (one of them a pipe) without
-// copying through user space. SPLICE_F_MOVE asks the kernel to move pages
-// rather than copy them; SPLICE_F_NONBLOCK makes the pipe end non-blocking
-// whatever the pipe's own flags (the socket end is non-blocking already).
-func splice(rfd, wfd, n int) (int, unix.Errno) { return spliceMore(rfd, wfd, n, false) }
-
-// spliceMore is splice with SPLICE_F_MORE when more is true: for a socket
+// spliceMore moves up to n bytes from rfd to wfd (one of them a pipe)
+// without copying through user space. SPLICE_F_MOVE asks the kernel to
+// move pages rather than copy them; SPLICE_F_NONBLOCK makes the pipe end
+// non-blocking whatever the pipe's own flags (the socket end is
+// non-blocking already). With more, SPLICE_F_MORE: for a socket
 // destination it is MSG_MORE (sendMore).
 func spliceMore(rfd, wfd, n int, more bool) (int, unix.Errno) {
 	fl := uintptr(unix.SPLICE_F_MOVE | unix.SPLICE_F_NONBLOCK)
@@ -100,25 +96,11 @@ func shutWrite(fd int) unix.Errno {
 }
 
 // closeFd closes fd. EINTR is not retried: Linux releases the fd anyway.
+// It is the one close(2) of the data plane's connection and pipe fds: a
+// Side closes through its transport (Side.close), a pipe through
+// Pipe.close, and both end here.
 func closeFd(fd int) {
 	_, _, _ = unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0)
-}
-
-// resetFd closes fd with an RST instead of a FIN: SO_LINGER {1, 0} makes
-// close(2) drop what the send queue still holds and reset the connection,
-// so the peer reads ECONNRESET instead of a clean end of stream (HAProxy's
-// NOLINGER on an aborted stream). Errors of the setsockopt are ignored: a
-// socket that is not TCP (tests use unix socket pairs) is simply closed.
-func resetFd(fd int) {
-	noLinger(fd)
-	closeFd(fd)
-}
-
-// noLinger sets SO_LINGER {1, 0} on fd: its close(2) sends an RST.
-func noLinger(fd int) {
-	l := unix.Linger{Onoff: 1, Linger: 0}
-	_, _, _ = unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER,
-		uintptr(unsafe.Pointer(&l)), unsafe.Sizeof(l), 0)
 }
 
 // connectTo starts a non-blocking connect to sa (IPv4 or IPv6). The raw

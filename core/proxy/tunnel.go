@@ -11,17 +11,6 @@ import (
 	"github.com/spliced-proxy/spliced/core/stats"
 )
 
-// Readiness bits as the loop ORs them into loop.FD.Ready (edge-triggered).
-// The tunnel clears evIn when a read reports the socket drained and evOut
-// when a write would block; the next edge sets them again.
-const (
-	evIn    = unix.EPOLLIN
-	evOut   = unix.EPOLLOUT
-	evRdHup = unix.EPOLLRDHUP
-	evErr   = unix.EPOLLERR
-	evHup   = unix.EPOLLHUP
-)
-
 // runCap is how many bytes one direction may read per run of its tasklet.
 // A direction that used it rewakes itself in the bulk class (seed 000) so a
 // fat transfer yields to connection setup and short exchanges: at 256 KiB a
@@ -36,22 +25,6 @@ const (
 	autoSpliceAfter = 2
 	autoSpliceSmall = 2
 )
-
-// Side is one connection of a tunnel: its fd as the loop sees it and the
-// tasklet the loop wakes (class Urgent) when the fd becomes ready.
-type Side struct {
-	FD        loop.FD
-	Task      loop.Tasklet
-	Connected bool // the fd may carry data (client: from accept; server: connect done)
-	reg       bool // registered with the loop's epoll
-	moved     bool // http exchange: bytes moved to or from it in this run (http_timeout.go)
-}
-
-// canRecv: a read would not block, or would report EOF or an error.
-func (s *Side) canRecv() bool { return s.FD.Ready&(evIn|evRdHup|evErr|evHup) != 0 }
-
-// canSend: a write would not block, or would report an error.
-func (s *Side) canSend() bool { return s.FD.Ready&(evOut|evErr|evHup) != 0 }
 
 // dir is one direction of a tunnel: bytes read from src, written to dst.
 // At most one of buf and pipe holds data at any time, and only one of each
@@ -157,7 +130,7 @@ func runTunnelTimer(tm *loop.Timer)  { tm.Owner.(*Tunnel).onTimer() }
 // starts a tcp tunnel to fe's backend. Loop thread only.
 func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	t := &Tunnel{w: w, fe: fe, be: fe.Backend}
-	t.cli.FD = loop.FD{Fd: fd, T: &t.cli.Task}
+	t.cli.adopt(fd, rawSock{})
 	t.cli.Connected = true
 	t.srv.FD.Fd = -1
 	t.cli.Task.Run, t.cli.Task.Owner = runTunnelTask, t
@@ -190,11 +163,10 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	t.bs.ConnTotal.Add(1)
 	t.bs.ConnCur.Add(1)
 	t.bs.ConnRate.Add(sec)
-	if err := w.L.Register(&t.cli.FD); err != nil {
+	if err := t.cli.register(w.L); err != nil {
 		t.close(closeAbort)
 		return
 	}
-	t.cli.reg = true
 	if t.be.source {
 		t.hash = peerHash(fd)
 	}
@@ -299,7 +271,7 @@ func (t *Tunnel) dial(s *balance.Server) {
 		return
 	}
 	setNoDelay(fd)
-	t.srv.FD = loop.FD{Fd: fd, T: &t.srv.Task}
+	t.srv.adopt(fd, rawSock{})
 	t.srv.Connected = false
 	switch connectTo(fd, s.SockaddrInto(&w.sa)) {
 	case 0:
@@ -312,11 +284,10 @@ func (t *Tunnel) dial(s *balance.Server) {
 		t.connectFailed()
 		return
 	}
-	if err := w.L.Register(&t.srv.FD); err != nil {
+	if err := t.srv.register(w.L); err != nil {
 		t.connectFailed()
 		return
 	}
-	t.srv.reg = true
 	t.state = stConnecting
 	t.deadline = w.L.Now() + int64(t.be.B.ConnectTimeout)
 	w.L.Arm(&t.timer, t.deadline)
@@ -326,7 +297,7 @@ func (t *Tunnel) dial(s *balance.Server) {
 // server, up to the backend's Retries, then closes the client.
 func (t *Tunnel) connectFailed() {
 	s := t.server
-	t.closeSide(&t.srv, false)
+	t.srv.close(t.w.L, false)
 	t.bs.ConnectErrors.Add(1)
 	if s != nil {
 		s.ConnectFailed()
@@ -519,7 +490,7 @@ func (t *Tunnel) pump(d *dir) bool {
 					// Otherwise best effort: ENOTCONN or a reset peer end
 					// the direction all the same.
 					if !d.other.done() {
-						shutWrite(d.dst.FD.Fd)
+						d.dst.shutw()
 					}
 					d.shut = true
 				}
@@ -580,7 +551,7 @@ func (t *Tunnel) fillPipe(d *dir) (int, uint8) {
 	if room <= 0 {
 		return 0, rFull
 	}
-	n, e := splice(d.src.FD.Fd, p.w, room)
+	n, e := d.src.xp.rcvPipe(d.src.FD.Fd, p, room)
 	switch {
 	case e == 0 && n > 0:
 		p.Data += n
@@ -602,7 +573,7 @@ func (t *Tunnel) fillPipe(d *dir) (int, uint8) {
 		if p.Data > 0 {
 			return 0, rFull
 		}
-		d.src.FD.Ready &^= evIn | evRdHup
+		d.src.drained()
 		return 0, rEmpty
 	case e == unix.EINVAL || e == unix.ENOSYS || e == unix.EOPNOTSUPP:
 		// This fd pair cannot splice (not a TCP socket...): buffers
@@ -623,7 +594,7 @@ func (t *Tunnel) fillBuf(d *dir) (int, uint8) {
 	if room == 0 {
 		return 0, rFull
 	}
-	n, e := recv(d.src.FD.Fd, b.Free())
+	n, e := d.src.recv(b.Free())
 	switch {
 	case e == 0 && n > 0:
 		b.Produced(n)
@@ -633,20 +604,14 @@ func (t *Tunnel) fillBuf(d *dir) (int, uint8) {
 			}
 		} else {
 			d.streak = 0
-			// A short read emptied the socket: with edge-triggered epoll a
-			// new arrival raises a new edge, so no EAGAIN round trip is
-			// needed to re-arm (HAProxy's fd_done_recv). Not when the peer
-			// already closed: read on to see the EOF now.
-			if d.src.FD.Ready&(evRdHup|evHup|evErr) == 0 {
-				d.src.FD.Ready &^= evIn
-			}
+			d.src.shortRead()
 		}
 		return n, rMoved
 	case e == 0:
 		d.eof = true
 		return 0, rEOF
 	case e == unix.EAGAIN:
-		d.src.FD.Ready &^= evIn | evRdHup
+		d.src.drained()
 		return 0, rEmpty
 	}
 	return 0, t.ioError(e)
@@ -654,12 +619,11 @@ func (t *Tunnel) fillBuf(d *dir) (int, uint8) {
 
 // flush writes pending bytes to d.dst until none is left or it would block.
 func (t *Tunnel) flush(d *dir) bool {
-	fd := d.dst.FD.Fd
 	if p := d.pipe; p != nil {
 		for p.Data > 0 {
-			n, e := splice(p.r, fd, p.Data)
+			n, e := d.dst.xp.sndPipe(d.dst.FD.Fd, p, p.Data, false)
 			if e == unix.EAGAIN || (e == 0 && n == 0) {
-				d.dst.FD.Ready &^= evOut
+				d.dst.blocked()
 				return true
 			}
 			if e != 0 {
@@ -674,9 +638,9 @@ func (t *Tunnel) flush(d *dir) bool {
 	}
 	if b := d.buf; b != nil {
 		for b.Len() > 0 {
-			n, e := send(fd, b.Data())
+			n, e := d.dst.send(b.Data(), false)
 			if e == unix.EAGAIN || (e == 0 && n == 0) {
-				d.dst.FD.Ready &^= evOut
+				d.dst.blocked()
 				return true
 			}
 			if e != 0 {
@@ -700,28 +664,6 @@ func (t *Tunnel) ioError(e unix.Errno) uint8 {
 	return rErr
 }
 
-// closeSide closes one side's fd, with an RST when reset is set (an
-// aborted tunnel: see the package doc, "Aborts").
-func (t *Tunnel) closeSide(s *Side, reset bool) {
-	if s.FD.Fd < 0 {
-		return
-	}
-	if s.reg {
-		// The fd is closed below and never shared: close(2) removes it
-		// from the epoll set (one epoll_ctl less per side).
-		t.w.L.Forget(&s.FD)
-		s.reg = false
-	}
-	if reset {
-		resetFd(s.FD.Fd)
-	} else {
-		closeFd(s.FD.Fd)
-	}
-	s.FD.Fd = -1
-	s.FD.Ready = 0
-	s.Connected = false
-}
-
 func (t *Tunnel) releaseDir(d *dir) {
 	if d.buf != nil {
 		t.w.Bufs.Put(d.buf)
@@ -742,10 +684,9 @@ func (t *Tunnel) close(why uint8) {
 	w := t.w
 	w.dequeue(&t.wait)
 	w.L.Disarm(&t.timer)
-	w.L.Unqueue(&t.cli.Task)
-	w.L.Unqueue(&t.srv.Task)
-	t.closeSide(&t.cli, why == closeAbort)
-	t.closeSide(&t.srv, why == closeAbort)
+	// An aborted tunnel resets both sides (see the package doc, "Aborts").
+	t.cli.close(w.L, why == closeAbort)
+	t.srv.close(w.L, why == closeAbort)
 	t.releaseDir(&t.c2s)
 	t.releaseDir(&t.s2c)
 	fs := t.fs

@@ -1,0 +1,140 @@
+package proxy
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/loop"
+)
+
+// Side is one connection of the data plane — a tunnel's client or server,
+// an http client or server connection, a health-check probe — and owns its
+// fd from open (adopt, register) to close: the fd as the loop sees it, the
+// tasklet the loop wakes (class Urgent) when the fd becomes ready, and the
+// transport under it. Loop thread only.
+//
+// Every byte goes through the transport (recv, send, spliceIn, spliceOut,
+// shutw), and so does the readiness a side waits for (canRecv, canSend):
+// nothing above a Side knows whether it talks to a raw socket or TLS.
+type Side struct {
+	FD        loop.FD
+	Task      loop.Tasklet
+	Connected bool      // the fd may carry data (client: from accept; server: connect done)
+	reg       bool      // registered with the loop's epoll
+	moved     bool      // http exchange: bytes moved to or from it in this run (http_timeout.go)
+	xp        transport // set by adopt; kept after close (a recycled side is adopted again)
+}
+
+// Readiness bits as the loop ORs them into loop.FD.Ready (edge-triggered).
+// A side clears evIn when a read reports the socket drained and evOut when
+// a write would block; the next edge sets them again.
+const (
+	evIn    = unix.EPOLLIN
+	evOut   = unix.EPOLLOUT
+	evRdHup = unix.EPOLLRDHUP
+	evErr   = unix.EPOLLERR
+	evHup   = unix.EPOLLHUP
+)
+
+// adopt makes fd (non-blocking, open) the side's, over transport xp, not
+// registered yet: from here on only close releases it.
+func (s *Side) adopt(fd int, xp transport) {
+	s.FD = loop.FD{Fd: fd, T: &s.Task}
+	s.xp = xp
+	s.reg = false
+}
+
+// register adds the side's fd to l's epoll set (edge-triggered, both
+// directions): readiness then wakes s.Task.
+func (s *Side) register(l *loop.Loop) error {
+	if err := l.Register(&s.FD); err != nil {
+		return err
+	}
+	s.reg = true
+	return nil
+}
+
+// open is adopt then register. On a registration error the fd is still
+// the side's: the caller closes it (close).
+func (s *Side) open(l *loop.Loop, fd int, xp transport) error {
+	s.adopt(fd, xp)
+	return s.register(l)
+}
+
+// close ends the side, in one order that every teardown shares (as Go's
+// internal/poll FD.destroy keeps the poller's before the close): its
+// tasklet leaves the run queue, the loop forgets the fd, the transport
+// closes it — with an RST when reset is set (an abort: see the package
+// doc, "Aborts") — and the fields are cleared. The loop forgets the fd
+// without epoll_ctl(DEL): the fd is closed right after and never shared
+// (no dup, no fork), so close(2) takes it out of the epoll set (one
+// syscall less per side). Closing a closed side only unqueues its tasklet.
+func (s *Side) close(l *loop.Loop, reset bool) {
+	l.Unqueue(&s.Task)
+	if s.FD.Fd >= 0 {
+		if s.reg {
+			l.Forget(&s.FD)
+			s.reg = false
+		}
+		s.xp.close(s.FD.Fd, reset)
+		s.FD.Fd = -1
+	}
+	s.FD.Ready = 0
+	s.Connected = false
+}
+
+// detach gives the fd up without closing it, for another owner (an http
+// connection upgraded to a tcp tunnel: toTunnel). The fd leaves the epoll
+// set (its new side registers it again) and the side is left closed.
+func (s *Side) detach(l *loop.Loop) (fd int, ready uint32) {
+	fd, ready = s.FD.Fd, s.FD.Ready
+	if s.reg {
+		l.Unregister(&s.FD)
+		s.reg = false
+	}
+	s.FD.Fd = -1
+	s.FD.Ready = 0
+	return fd, ready
+}
+
+// canRecv: a receive would make progress, or report end of stream or an
+// error.
+func (s *Side) canRecv() bool { return s.FD.Ready&s.xp.rcvEvents() != 0 }
+
+// canSend: a send would make progress, or report an error.
+func (s *Side) canSend() bool { return s.FD.Ready&s.xp.sndEvents() != 0 }
+
+// recv reads into p through the transport; n == 0 with errno 0 is end of
+// stream.
+func (s *Side) recv(p []byte) (int, unix.Errno) { return s.xp.rcvBuf(s.FD.Fd, p) }
+
+// send writes p through the transport (more: MSG_MORE, see push).
+func (s *Side) send(p []byte, more bool) (int, unix.Errno) { return s.xp.sndBuf(s.FD.Fd, p, more) }
+
+// push sends what sends with more held back.
+func (s *Side) push() { s.xp.push(s.FD.Fd) }
+
+// shutw ends the write direction (a FIN after the last byte). ENOTCONN
+// (the peer already reset) is not reported: the direction is finished
+// either way.
+func (s *Side) shutw() unix.Errno { return s.xp.shutw(s.FD.Fd) }
+
+// drained: a receive found nothing (EAGAIN). The read readiness is gone
+// until the next edge.
+func (s *Side) drained() { s.FD.Ready &^= evIn | evRdHup }
+
+// blocked: a send would block (EAGAIN). The write readiness is gone until
+// the next edge.
+func (s *Side) blocked() { s.FD.Ready &^= evOut }
+
+// shortRead: a receive returned less than it asked for, so the socket is
+// empty now; with edge-triggered epoll the next arrival raises a new edge,
+// so no EAGAIN round trip is needed to re-arm (HAProxy's fd_done_recv).
+// Not when the peer already closed or failed: read on to see it now.
+func (s *Side) shortRead() {
+	if s.FD.Ready&(evRdHup|evHup|evErr) == 0 {
+		s.FD.Ready &^= evIn
+	}
+}
+
+// closedByPeer: the fd reported the peer's end of stream or an error.
+func (s *Side) closedByPeer() bool { return s.FD.Ready&(evRdHup|evHup|evErr) != 0 }

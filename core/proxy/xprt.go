@@ -1,0 +1,93 @@
+package proxy
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// transport is the layer under a Side, as HAProxy's xprt under its
+// connection (raw_sock.c, ssl_sock.c): how the bytes of one fd get in and
+// out. Everything above it — the Side, the mover, the http and tunnel
+// state machines — calls these operations and never knows which transport
+// it has. The raw socket (rawSock) is the only one today; TLS is the next.
+//
+// The operations return the raw errno (0 = success), as the sys.go
+// wrappers do, so that callers switch on it without boxing an error:
+// EAGAIN means "not now, wait for readiness", n == 0 with errno 0 from a
+// receive is end of stream. EINTR never comes out of a transport.
+type transport interface {
+	// rcvBuf reads into p (len(p) > 0).
+	rcvBuf(fd int, p []byte) (int, unix.Errno)
+	// sndBuf writes p; more says that more bytes follow at once
+	// (MSG_MORE): the transport may hold a partial segment back until
+	// push.
+	sndBuf(fd int, p []byte, more bool) (int, unix.Errno)
+	// push sends at once what a send with more held back.
+	push(fd int)
+	// canSplice: the bytes of fd are the bytes of the stream, so splice(2)
+	// may move them (rcvPipe, sndPipe). TLS cannot: its bytes are records.
+	canSplice() bool
+	// rcvPipe splices at most n bytes from fd into p; sndPipe at most n
+	// bytes from p to fd (more: SPLICE_F_MORE). Both leave p.Data to the
+	// caller. Only called when canSplice.
+	rcvPipe(fd int, p *Pipe, n int) (int, unix.Errno)
+	sndPipe(fd int, p *Pipe, n int, more bool) (int, unix.Errno)
+	// shutw ends the write direction after the last byte (a FIN).
+	shutw(fd int) unix.Errno
+	// close releases fd: a FIN, or an RST when reset is set (abort).
+	close(fd int, reset bool)
+	// rcvEvents and sndEvents are the readiness bits (loop.FD.Ready), any
+	// of which lets the next receive, resp. send, make progress or report
+	// its end. A TLS transport in the middle of a handshake or a
+	// renegotiation answers with the other direction's bits: its read may
+	// need the socket writable, its write the socket readable.
+	rcvEvents() uint32
+	sndEvents() uint32
+}
+
+// rawSock is the plain socket transport: today's sys.go wrappers. It is a
+// zero-size value, so storing it in a transport field allocates nothing
+// (the interface points at the runtime's zero base), and an indirect call
+// costs a few nanoseconds next to a syscall of a microsecond.
+type rawSock struct{}
+
+func (rawSock) rcvBuf(fd int, p []byte) (int, unix.Errno) { return recv(fd, p) }
+
+func (rawSock) sndBuf(fd int, p []byte, more bool) (int, unix.Errno) { return sendMore(fd, p, more) }
+
+func (rawSock) push(fd int) { pushFrames(fd) }
+
+func (rawSock) canSplice() bool { return true }
+
+func (rawSock) rcvPipe(fd int, p *Pipe, n int) (int, unix.Errno) {
+	return spliceMore(fd, p.w, n, false)
+}
+
+func (rawSock) sndPipe(fd int, p *Pipe, n int, more bool) (int, unix.Errno) {
+	return spliceMore(p.r, fd, n, more)
+}
+
+func (rawSock) shutw(fd int) unix.Errno { return shutWrite(fd) }
+
+func (rawSock) close(fd int, reset bool) {
+	if reset {
+		noLinger(fd)
+	}
+	closeFd(fd)
+}
+
+func (rawSock) rcvEvents() uint32 { return evIn | evRdHup | evErr | evHup }
+
+func (rawSock) sndEvents() uint32 { return evOut | evErr | evHup }
+
+// noLinger sets SO_LINGER {1, 0} on fd, so that its close(2) drops what
+// the send queue still holds and resets the connection: the peer reads
+// ECONNRESET instead of a clean end of stream (HAProxy's NOLINGER on an
+// aborted stream). Errors are ignored: a socket that is not TCP (tests use
+// unix socket pairs) is simply closed.
+func noLinger(fd int) {
+	l := unix.Linger{Onoff: 1, Linger: 0}
+	_, _, _ = unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER,
+		uintptr(unsafe.Pointer(&l)), unsafe.Sizeof(l), 0)
+}
