@@ -59,7 +59,9 @@ func TestLowFdLimitDerivesAFittingMaxconnAndWarns(t *testing.T) {
 			var info struct{ Maxconn, Nbthread int }
 			in.MustDo(200, "GET", "/api/v1/info", nil).JSON(t, &info)
 			// No bind yet: the loops and the reserve are the fixed fds.
-			want := config.NewFdBudget(&config.Config{}, info.Nbthread).Maxconn(1024)
+			empty := &config.Config{}
+			empty.Normalize()
+			want := config.NewFdBudget(empty, info.Nbthread).Maxconn(1024)
 			if info.Maxconn != want || want < 250 {
 				t.Fatalf("maxconn %d with a 1024 fd limit, want %d", info.Maxconn, want)
 			}

@@ -15,6 +15,26 @@
 // the data plane (reads snapshots only). Validate, Diff and Decode are pure
 // and safe from any goroutine.
 //
+// # Defaults
+//
+// Normalize fills every default (defaults.go: each constant says what it
+// buys) once, where a config enters: loading config.json or the bootstrap
+// document, every store write (after the client's change is applied),
+// reading a revision (diff, restore), and spliced validate. Everything
+// downstream (Validate, Diff, the engine, loop, listen, proxy) receives
+// normalized configs and fills no default of its own, so a default is
+// changed in one place.
+//
+// The effective values are stored and shown: config.json, the revisions
+// and every GET carry the filled-in values, not the client's omissions.
+// This is the choice of an appliance whose API is its only configuration
+// surface: what GET returns is what runs (reading a config never needs the
+// defaults table), a revision diff names every value that changed, and an
+// upgrade whose defaults differ does not silently change a running
+// appliance — its stored values stay; only objects created afterwards (or
+// fields a client clears to zero) take the new defaults. Fields added by a
+// later version are filled when an older document is loaded.
+//
 // # Decoding
 //
 // Decode accepts exactly one JSON value of valid UTF-8, nested at most

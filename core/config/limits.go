@@ -29,12 +29,10 @@ const LowMaxconn = 1000
 const PipeShare = 4
 
 // PipesFor is the number of pipes the process keeps at most with maxconn
-// connections: maxpipes (0 = DefaultMaxpipes) capped to maxconn/PipeShare,
-// and at least 1 (0 would mean "the default" to the pools).
+// connections: maxpipes (tuning.maxpipes of a normalized config) capped to
+// maxconn/PipeShare, and at least 1 (0 would mean "the default" to the
+// pools).
 func PipesFor(maxpipes, maxconn int) int {
-	if maxpipes <= 0 {
-		maxpipes = DefaultMaxpipes
-	}
 	return max(min(maxpipes, maxconn/PipeShare), 1)
 }
 
@@ -53,11 +51,11 @@ func IdleFor(maxconn int) int { return max(maxconn/IdleShare, 1) }
 // threads. A value type.
 type FdBudget struct {
 	Fixed    int64 // FdReserve + FdsPerLoop per loop + one per listening socket and per checked server
-	Maxpipes int   // tuning.maxpipes (0 = DefaultMaxpipes)
+	Maxpipes int   // tuning.maxpipes of a normalized config
 }
 
-// NewFdBudget is the budget of c on nloops loop threads (draining ones
-// included: they hold their fds until they stop).
+// NewFdBudget is the budget of c (normalized) on nloops loop threads
+// (draining ones included: they hold their fds until they stop).
 func NewFdBudget(c *Config, nloops int) FdBudget {
 	b := FdBudget{Fixed: FdReserve + FdsPerLoop*int64(max(nloops, 1)), Maxpipes: c.Tuning.Maxpipes}
 	for i := range c.Frontends {

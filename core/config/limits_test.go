@@ -17,7 +17,6 @@ func TestFdBudget(t *testing.T) {
 		{"pipes capped to a quarter of maxconn", bare, 1000, 250, FdReserve + 2000 + 500 + 250},
 		{"maxpipes below the quarter", bare, 100000, 1024, FdReserve + 200000 + 2048 + 25000},
 		{"at least one pipe and one idle connection", bare, 2, 1, FdReserve + 4 + 2 + 1},
-		{"maxpipes 0 is the default", FdBudget{Fixed: 300}, 1 << 20, DefaultMaxpipes, 300 + 2<<20 + 2*DefaultMaxpipes + 1<<18},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

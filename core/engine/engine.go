@@ -176,7 +176,7 @@ func (e *Engine) start(t *config.Tuning) error {
 	}
 	loops := make([]*loop.Loop, 0, n)
 	for i := range n {
-		l, err := loop.New(loop.Options{ID: i, RunqueueDepth: t.RunqueueDepth, Maxpollevents: t.Maxpollevents, Sched: t.Sched})
+		l, err := loop.New(loopOptions(i, t))
 		if err != nil {
 			for _, l := range loops {
 				l.Close()
@@ -211,14 +211,16 @@ func (e *Engine) start(t *config.Tuning) error {
 	return nil
 }
 
+// loopOptions is what loop id runs with under t (normalized: the loops
+// take the values as given).
+func loopOptions(id int, t *config.Tuning) loop.Options {
+	return loop.Options{ID: id, RunqueueDepth: t.RunqueueDepth, Maxpollevents: t.Maxpollevents, Sched: loop.Sched(t.Sched)}
+}
+
 // proxyTuning is what the workers run with nloops loops and the global
 // maxconn in force (Apply's last step re-tunes every loop with the maxconn
-// it publishes).
+// it publishes). t is normalized: no default is applied here.
 func proxyTuning(t *config.Tuning, nloops int, maxconn int64) proxy.Tuning {
-	bufsize := t.Bufsize
-	if bufsize <= 0 {
-		bufsize = config.DefaultBufsize
-	}
 	// tuning.maxpipes is process-wide as in HAProxy, capped to a quarter of
 	// the global maxconn (the fd budget, config.PipesFor); each loop gets
 	// its share.
@@ -226,7 +228,7 @@ func proxyTuning(t *config.Tuning, nloops int, maxconn int64) proxy.Tuning {
 	// The idle server connections of the http pools are capped the same
 	// way (config.IdleFor: a quarter of maxconn), each loop its share.
 	maxidle := config.IdleFor(int(maxconn))
-	return proxy.Tuning{Bufsize: bufsize, Maxpipes: (maxpipes + nloops - 1) / nloops, Pipesize: t.Pipesize,
+	return proxy.Tuning{Bufsize: t.Bufsize, Maxpipes: (maxpipes + nloops - 1) / nloops, Pipesize: t.Pipesize,
 		MaxIdle: (maxidle + nloops - 1) / nloops}
 }
 
@@ -484,7 +486,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	t := snap.Tuning
 	pt := proxyTuning(&t, len(e.loops), maxconn)
 	if err := e.onEveryLoop(ctx, func(l *loop.Loop, w *proxy.Worker) {
-		l.SetTuning(t.RunqueueDepth, t.Maxpollevents, t.Sched)
+		l.SetTuning(t.RunqueueDepth, t.Maxpollevents, loop.Sched(t.Sched))
 		w.SetTuning(pt)
 	}); err != nil {
 		// The snapshot is published; only the wait was cut short.
@@ -669,11 +671,12 @@ wait:
 // Stopping reports whether Close was called.
 func (e *Engine) Stopping() bool { return e.stopping.Load() }
 
-// graceOf is tuning.grace_ms of c (the default when c is nil or has none).
+// graceOf is tuning.grace_ms of c (normalized), or the default when no
+// config was applied yet (a first Apply that failed after the loops
+// started).
 func graceOf(c *config.Config) time.Duration {
-	ms := config.DefaultGraceMs
-	if c != nil && c.Tuning.GraceMs > 0 {
-		ms = c.Tuning.GraceMs
+	if c == nil {
+		return config.DefaultGraceMs * time.Millisecond
 	}
-	return time.Duration(ms) * time.Millisecond
+	return time.Duration(c.Tuning.GraceMs) * time.Millisecond
 }

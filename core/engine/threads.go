@@ -174,7 +174,7 @@ func (e *Engine) prepareResize(t *config.Tuning, to int) (*resize, error) {
 				rs.revived = append(rs.revived, rt)
 				continue
 			}
-			l, err := loop.New(loop.Options{ID: id, RunqueueDepth: t.RunqueueDepth, Maxpollevents: t.Maxpollevents, Sched: t.Sched})
+			l, err := loop.New(loopOptions(id, t))
 			if err != nil {
 				e.abortResize(rs)
 				return nil, fmt.Errorf("start loop %d: %w", id, err)

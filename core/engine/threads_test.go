@@ -431,7 +431,7 @@ func TestEveryTuningValueAppliesAtRuntime(t *testing.T) {
 	for i := range 2 {
 		e.onLoop(t, i, func(e *Engine, i int) {
 			d, mpe, s := e.loops[i].Tuning()
-			if d != 50 || mpe != 33 || s != c2.Tuning.Sched {
+			if d != 50 || mpe != 33 || s != loop.Sched(c2.Tuning.Sched) {
 				t.Errorf("loop %d tuning %d %d %+v", i, d, mpe, s)
 			}
 			w := e.workers[i]

@@ -18,6 +18,14 @@ import (
 	"github.com/spliced-proxy/spliced/core/loop"
 )
 
+// loopOptions is loop id with the default tuning, as the engine runs it
+// (the defaults live in config.Normalize only).
+func loopOptions(id int) loop.Options {
+	var t config.Tuning
+	t.Normalize()
+	return loop.Options{ID: id, RunqueueDepth: t.RunqueueDepth, Maxpollevents: t.Maxpollevents, Sched: loop.Sched(t.Sched)}
+}
+
 // startGroup runs n loops and a Group over them; everything is stopped and
 // closed at cleanup.
 func startGroup(t testing.TB, n, ringSize int) *Group {
@@ -25,7 +33,7 @@ func startGroup(t testing.TB, n, ringSize int) *Group {
 	loops := make([]*loop.Loop, n)
 	done := make([]chan struct{}, n)
 	for i := range loops {
-		l, err := loop.New(loop.Options{ID: i})
+		l, err := loop.New(loopOptions(i))
 		if err != nil {
 			t.Fatal(err)
 		}

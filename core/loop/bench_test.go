@@ -11,7 +11,7 @@ import (
 
 func newIdleLoop(t testing.TB) *Loop {
 	t.Helper()
-	l, err := New(Options{})
+	l, err := New(defaultOptions(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/spliced-proxy/spliced/core/config"
 )
 
 // FD is embedded in a connection side (or an acceptor). On readiness the loop
@@ -27,12 +25,22 @@ type FD struct {
 // half-close reported.
 const DefaultEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
 
-// Options configure a loop; zero values take the config defaults.
+// Options configure a loop. The tuning values are used as given: the
+// defaults are filled once, where a config enters (config.Config.Normalize),
+// and the engine passes a normalized tuning; New refuses values a loop
+// cannot run with.
 type Options struct {
 	ID            int
-	RunqueueDepth int
-	Maxpollevents int
-	Sched         config.Sched
+	RunqueueDepth int   // most tasklets per round (tuning.runqueue_depth), > 0
+	Maxpollevents int   // most events per epoll_wait (tuning.maxpollevents), > 0
+	Sched         Sched // class shares (tuning.sched), not all zero
+}
+
+// Sched is the share of a round's budget, in percent, each class of
+// tasklets is offered (tuning.sched; see Split). It has the fields of
+// config.Sched, so one converts to the other.
+type Sched struct {
+	Urgent, Normal, Bulk int
 }
 
 // Source is polled once per round, before tasklets run, with a budget of
@@ -67,7 +75,7 @@ type Loop struct {
 	// Loop-thread state.
 	now     int64
 	depth   int
-	sched   config.Sched
+	sched   Sched
 	events  []unix.EpollEvent
 	fds     []*FD
 	rq      [nClasses]runq
@@ -91,6 +99,12 @@ const (
 
 // New creates a loop's epoll fd and eventfd. It does not start the loop.
 func New(o Options) (*Loop, error) {
+	if o.RunqueueDepth <= 0 || o.Maxpollevents <= 0 || o.Sched == (Sched{}) {
+		// A depth of 0 runs no tasklet, 0 events is EINVAL from epoll_wait,
+		// all shares 0 starve urgent: a tuning that skipped Normalize.
+		return nil, fmt.Errorf("loop %d: runqueue depth %d, maxpollevents %d and sched %+v must be set (config.Normalize)",
+			o.ID, o.RunqueueDepth, o.Maxpollevents, o.Sched)
+	}
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
@@ -126,17 +140,9 @@ func (l *Loop) Now() int64 { return l.now }
 func (l *Loop) Running() bool { return l.state.Load() == stateRunning }
 
 // SetTuning changes the round budget, the events per poll and the class
-// shares. Loop thread (or before Run); reach it with Exec from elsewhere.
-func (l *Loop) SetTuning(depth, maxpollevents int, s config.Sched) {
-	if depth <= 0 {
-		depth = config.DefaultRunqueueDepth
-	}
-	if maxpollevents <= 0 {
-		maxpollevents = config.DefaultMaxpollevents
-	}
-	if s == (config.Sched{}) {
-		s = config.Sched{Urgent: config.DefaultSchedUrgent, Normal: config.DefaultSchedNormal, Bulk: config.DefaultSchedBulk}
-	}
+// shares, as given (the values New accepts: a validated, normalized
+// tuning). Loop thread (or before Run); reach it with Exec from elsewhere.
+func (l *Loop) SetTuning(depth, maxpollevents int, s Sched) {
 	l.depth, l.sched = depth, s
 	if cap(l.events) < maxpollevents {
 		l.events = make([]unix.EpollEvent, maxpollevents)
@@ -145,7 +151,7 @@ func (l *Loop) SetTuning(depth, maxpollevents int, s config.Sched) {
 }
 
 // Tuning returns the values in force (loop thread).
-func (l *Loop) Tuning() (depth, maxpollevents int, s config.Sched) {
+func (l *Loop) Tuning() (depth, maxpollevents int, s Sched) {
 	return l.depth, len(l.events), l.sched
 }
 

@@ -14,6 +14,17 @@ import (
 // startLoop runs a new loop on its own goroutine and stops it at cleanup.
 func startLoop(t testing.TB, o Options) *Loop {
 	t.Helper()
+	// The tuning fields left at zero take the default tuning.
+	d := defaultOptions(o.ID)
+	if o.RunqueueDepth == 0 {
+		o.RunqueueDepth = d.RunqueueDepth
+	}
+	if o.Maxpollevents == 0 {
+		o.Maxpollevents = d.Maxpollevents
+	}
+	if o.Sched == (Sched{}) {
+		o.Sched = d.Sched
+	}
 	l, err := New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +71,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 func TestExecRunsOnLoopInOrderAndNotAfterStop(t *testing.T) {
-	l, err := New(Options{ID: 3})
+	l, err := New(defaultOptions(3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +105,7 @@ func TestExecRunsOnLoopInOrderAndNotAfterStop(t *testing.T) {
 
 func TestExecRacingStopRunsOrIsRefused(t *testing.T) {
 	for range 20 {
-		l, err := New(Options{})
+		l, err := New(defaultOptions(0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,13 +179,13 @@ func TestRoundRunsTheSplitBudgetPerClass(t *testing.T) {
 	tests := []struct {
 		name       string
 		depth      int
-		s          config.Sched
+		s          Sched
 		nU, nN, nB int
 	}{
-		{"defaults", 200, config.Sched{Urgent: 33, Normal: 50, Bulk: 17}, 1000, 1000, 1000},
-		{"urgent short flows down", 200, config.Sched{Urgent: 33, Normal: 50, Bulk: 17}, 10, 1000, 1000},
-		{"bulk only", 50, config.Sched{Urgent: 33, Normal: 50, Bulk: 17}, 0, 0, 300},
-		{"custom shares", 100, config.Sched{Urgent: 10, Normal: 10, Bulk: 80}, 500, 500, 500},
+		{"defaults", 200, Sched{Urgent: 33, Normal: 50, Bulk: 17}, 1000, 1000, 1000},
+		{"urgent short flows down", 200, Sched{Urgent: 33, Normal: 50, Bulk: 17}, 10, 1000, 1000},
+		{"bulk only", 50, Sched{Urgent: 33, Normal: 50, Bulk: 17}, 0, 0, 300},
+		{"custom shares", 100, Sched{Urgent: 10, Normal: 10, Bulk: 80}, 500, 500, 500},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -369,7 +380,7 @@ func TestForgetThenCloseLeavesNothingInTheEpollSet(t *testing.T) {
 		{"forget without close: the kernel still reports it", false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := New(Options{})
+			l, err := New(defaultOptions(0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -432,7 +443,7 @@ func TestIdleLoopSleepsUntilTimer(t *testing.T) {
 }
 
 func TestNotifyCoalesces(t *testing.T) {
-	l, err := New(Options{})
+	l, err := New(defaultOptions(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,18 +462,40 @@ func TestNotifyCoalesces(t *testing.T) {
 	}
 }
 
-func TestSetTuningDefaultsZeroValues(t *testing.T) {
-	l, err := New(Options{})
+// defaultOptions is loop id with the default tuning, as the engine runs it
+// (the defaults live in config.Normalize only).
+func defaultOptions(id int) Options {
+	var t config.Tuning
+	t.Normalize()
+	return Options{ID: id, RunqueueDepth: t.RunqueueDepth, Maxpollevents: t.Maxpollevents, Sched: Sched(t.Sched)}
+}
+
+func TestNewRefusesATuningThatSkippedNormalize(t *testing.T) {
+	ok := defaultOptions(0)
+	for name, o := range map[string]Options{
+		"zero":               {},
+		"no runqueue depth":  {RunqueueDepth: 0, Maxpollevents: ok.Maxpollevents, Sched: ok.Sched},
+		"no maxpollevents":   {RunqueueDepth: ok.RunqueueDepth, Maxpollevents: -1, Sched: ok.Sched},
+		"no class has share": {RunqueueDepth: ok.RunqueueDepth, Maxpollevents: ok.Maxpollevents},
+	} {
+		if l, err := New(o); err == nil {
+			l.Close()
+			t.Errorf("%s: New accepted %+v", name, o)
+		}
+	}
+}
+
+func TestSetTuningAppliesValuesAsGiven(t *testing.T) {
+	l, err := New(defaultOptions(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	d, m, s := l.Tuning()
-	if d != 200 || m != 200 || s != (config.Sched{Urgent: 33, Normal: 50, Bulk: 17}) {
+	if d, m, s := l.Tuning(); d != 200 || m != 200 || s != (Sched{Urgent: 33, Normal: 50, Bulk: 17}) {
 		t.Fatalf("defaults %d %d %+v", d, m, s)
 	}
-	l.SetTuning(10, 5, config.Sched{Urgent: 1, Normal: 2, Bulk: 3})
-	if d, m, s = l.Tuning(); d != 10 || m != 5 || s.Bulk != 3 {
+	l.SetTuning(10, 5, Sched{Urgent: 1, Normal: 2, Bulk: 3})
+	if d, m, s := l.Tuning(); d != 10 || m != 5 || s.Bulk != 3 {
 		t.Fatalf("after SetTuning %d %d %+v", d, m, s)
 	}
 }
@@ -553,7 +586,7 @@ func TestPendingSourceIsPolledAfterNotify(t *testing.T) {
 }
 
 func TestCloseRunsWhatWasExecdToALoopThatNeverRan(t *testing.T) {
-	l, err := New(Options{})
+	l, err := New(defaultOptions(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,5 @@
 package loop
 
-import "github.com/spliced-proxy/spliced/core/config"
-
 // Split is the budget arithmetic of seed 000 (HAProxy's process_runnable_tasks
 // after commit 1dfc9bbdc6), pure so that tests can pin it.
 //
@@ -25,7 +23,7 @@ import "github.com/spliced-proxy/spliced/core/config"
 // left in halves (normal gets ceil(left/2)). A share of 0 for urgent means
 // urgent tasklets only run when the shares are changed; validation should not
 // allow it, Split does not second-guess it. Negative inputs count as 0.
-func Split(depth int, s config.Sched, nUrgent, nNormal, nBulk int) (u, n, b int) {
+func Split(depth int, s Sched, nUrgent, nNormal, nBulk int) (u, n, b int) {
 	if depth <= 0 {
 		return 0, 0, 0
 	}

@@ -1,20 +1,16 @@
 package loop
 
-import (
-	"testing"
-
-	"github.com/spliced-proxy/spliced/core/config"
-)
+import "testing"
 
 // The table is the specification of a round's budget. Each row is computed
 // by hand in its comment: u = min(nU, ceil(depth*U/100)); left = depth-u;
 // n = min(nN, ceil(left*N/(N+B))); left -= n; b = min(nB, left).
 func TestSplitBudgetFlowsDownToNextClasses(t *testing.T) {
-	def := config.Sched{Urgent: 33, Normal: 50, Bulk: 17}
+	def := Sched{Urgent: 33, Normal: 50, Bulk: 17}
 	tests := []struct {
 		name       string
 		depth      int
-		s          config.Sched
+		s          Sched
 		nU, nN, nB int
 		u, n, b    int
 	}{
@@ -42,11 +38,11 @@ func TestSplitBudgetFlowsDownToNextClasses(t *testing.T) {
 		{"small depth", 10, def, 9, 9, 9, 4, 5, 1},
 		// 100/0/0: u = ceil(200)=200 capped by nU=50 -> 50; left 150, N+B=0 ->
 		// halves: ceil(75)=75 normal; bulk 75.
-		{"zero next shares split what is left in halves", 200, config.Sched{Urgent: 100}, 50, 1000, 1000, 50, 75, 75},
+		{"zero next shares split what is left in halves", 200, Sched{Urgent: 100}, 50, 1000, 1000, 50, 75, 75},
 		// urgent share 0: urgent never runs; ceil(200*50/67)=150 normal; 50 bulk.
-		{"urgent share zero starves urgent", 200, config.Sched{Normal: 50, Bulk: 17}, 10, 1000, 1000, 0, 150, 50},
+		{"urgent share zero starves urgent", 200, Sched{Normal: 50, Bulk: 17}, 10, 1000, 1000, 0, 150, 50},
 		// 50/25/25, depth 100: 50; left 50; ceil(50*25/50)=25; 25.
-		{"even shares", 100, config.Sched{Urgent: 50, Normal: 25, Bulk: 25}, 100, 100, 100, 50, 25, 25},
+		{"even shares", 100, Sched{Urgent: 50, Normal: 25, Bulk: 25}, 100, 100, 100, 50, 25, 25},
 		{"nothing queued", 200, def, 0, 0, 0, 0, 0, 0},
 		{"zero depth runs nothing", 0, def, 5, 5, 5, 0, 0, 0},
 		{"negative queue lengths count as empty", 200, def, -1, -1, 7, 0, 0, 7},

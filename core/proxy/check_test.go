@@ -30,7 +30,7 @@ func chkLoops(t testing.TB, n int) []*loop.Loop {
 	var loops []*loop.Loop
 	var wg sync.WaitGroup
 	for i := range n {
-		l, err := loop.New(loop.Options{ID: i})
+		l, err := loop.New(loopOptions(i))
 		if err != nil {
 			t.Fatal(err)
 		}

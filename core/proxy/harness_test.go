@@ -22,7 +22,7 @@ type env struct {
 
 func newEnv(t testing.TB, tu Tuning) *env {
 	t.Helper()
-	l, err := loop.New(loop.Options{ID: 0})
+	l, err := loop.New(loopOptions(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +36,14 @@ func newEnv(t testing.TB, tu Tuning) *env {
 		l.Close()
 	})
 	return e
+}
+
+// loopOptions is loop id with the default tuning, as the engine runs it
+// (the defaults live in config.Normalize only).
+func loopOptions(id int) loop.Options {
+	var t config.Tuning
+	t.Normalize()
+	return loop.Options{ID: id, RunqueueDepth: t.RunqueueDepth, Maxpollevents: t.Maxpollevents, Sched: loop.Sched(t.Sched)}
 }
 
 func defaultTuning() Tuning { return Tuning{Bufsize: 16 << 10, Maxpipes: 64} }

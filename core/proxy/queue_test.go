@@ -19,7 +19,7 @@ import (
 // newEnvOn is newEnv for loop number id (several loops in one test).
 func newEnvOn(t testing.TB, id int) *env {
 	t.Helper()
-	l, err := loop.New(loop.Options{ID: id})
+	l, err := loop.New(loopOptions(id))
 	if err != nil {
 		t.Fatal(err)
 	}
