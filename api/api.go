@@ -134,89 +134,89 @@ func New(o Options) http.Handler {
 		limit = MaxBodyBytes
 	}
 	sec := newGuard(o, r, s.log)
-	r.Use(securityHeaders, requestIDs, accessLog(s.log), s.obs.audit.middleware, recoverer(s.log), sec.handler, maxBody(s.bodyLimit(limit)),
-		mediaTypes(map[string][]string{
+	r.Use(securityHeaders, requestIDs, accessLog(s.log), s.obs.audit.middleware, recoverer(s.log), sec.handler, maxBody(s.log, s.bodyLimit(limit)),
+		mediaTypes(s.log, map[string][]string{
 			http.MethodPost:  {mediaJSON},
 			http.MethodPut:   {mediaJSON},
 			http.MethodPatch: {mediaMerge, mediaJSON},
 		}),
 		middleware.GetHead) // HEAD answers like GET, without the body
-	r.NotFound(s.notFound)
-	r.MethodNotAllowed(s.methodNotAllowed)
+	r.NotFound(s.handle(notFound))
+	r.MethodNotAllowed(s.handle(s.methodNotAllowed))
 	s.routes(r)
 	return r
 }
 
 func (s *server) routes(r chi.Router) {
 	r.Get("/", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
-	r.Get("/healthz", s.healthz)
-	r.Get("/readyz", s.readyz)
-	r.Get("/openapi.json", s.openapiJSON)
+	r.Get("/healthz", s.handle(s.healthz))
+	r.Get("/readyz", s.handle(s.readyz))
+	r.Get("/openapi.json", s.handle(s.openapiJSON))
 	r.Get("/docs", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/docs/", http.StatusMovedPermanently)
 	})
 	r.Get("/docs/*", http.StripPrefix("/docs/", http.FileServerFS(openapi.Docs())).ServeHTTP)
 	r.Get("/ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
 	r.Get("/ui/*", http.StripPrefix("/ui/", http.FileServerFS(web.FS())).ServeHTTP)
-	r.Get("/metrics", s.metrics)
+	r.Get("/metrics", s.metrics) // an http.Handler with its own admission (metrics.go)
 
-	r.Get(base+"/info", s.info)
-	r.Get(base+"/config", s.getConfig)
-	r.Put(base+"/config", s.putConfig)
-	r.Get(base+"/config/revisions", s.listRevisions)
-	r.Get(base+"/config/revisions/{rev}", s.getRevision)
-	r.Post(base+"/config/revisions/{rev}/restore", s.restoreRevision)
+	r.Get(base+"/info", s.handle(s.info))
+	r.Get(base+"/config", s.handle(s.getConfig))
+	r.Put(base+"/config", s.handle(s.putConfig))
+	r.Get(base+"/config/revisions", s.handle(s.listRevisions))
+	r.Get(base+"/config/revisions/{rev}", s.handle(s.getRevision))
+	r.Post(base+"/config/revisions/{rev}/restore", s.handle(s.restoreRevision))
 
-	r.Get(base+"/frontends", s.listFrontends)
-	r.Post(base+"/frontends", s.createFrontend)
-	r.Get(base+"/frontends/{name}", s.getFrontend)
-	r.Put(base+"/frontends/{name}", s.putFrontend)
-	r.Patch(base+"/frontends/{name}", s.patchFrontend)
-	r.Delete(base+"/frontends/{name}", s.deleteFrontend)
-	r.Get(base+"/frontends/{name}/binds", s.listBinds)
-	r.Post(base+"/frontends/{name}/binds", s.createBind)
-	r.Get(base+"/frontends/{name}/binds/{bind}", s.getBind)
-	r.Put(base+"/frontends/{name}/binds/{bind}", s.putBind)
-	r.Delete(base+"/frontends/{name}/binds/{bind}", s.deleteBind)
+	r.Get(base+"/frontends", s.handle(s.listFrontends))
+	r.Post(base+"/frontends", s.handle(s.createFrontend))
+	r.Get(base+"/frontends/{name}", s.handle(s.getFrontend))
+	r.Put(base+"/frontends/{name}", s.handle(s.putFrontend))
+	r.Patch(base+"/frontends/{name}", s.handle(s.patchFrontend))
+	r.Delete(base+"/frontends/{name}", s.handle(s.deleteFrontend))
+	r.Get(base+"/frontends/{name}/binds", s.handle(s.listBinds))
+	r.Post(base+"/frontends/{name}/binds", s.handle(s.createBind))
+	r.Get(base+"/frontends/{name}/binds/{bind}", s.handle(s.getBind))
+	r.Put(base+"/frontends/{name}/binds/{bind}", s.handle(s.putBind))
+	r.Delete(base+"/frontends/{name}/binds/{bind}", s.handle(s.deleteBind))
 
-	r.Get(base+"/backends", s.listBackends)
-	r.Post(base+"/backends", s.createBackend)
-	r.Get(base+"/backends/{name}", s.getBackend)
-	r.Put(base+"/backends/{name}", s.putBackend)
-	r.Patch(base+"/backends/{name}", s.patchBackend)
-	r.Delete(base+"/backends/{name}", s.deleteBackend)
-	r.Get(base+"/backends/{name}/servers", s.listServers)
-	r.Post(base+"/backends/{name}/servers", s.createServer)
-	r.Get(base+"/backends/{name}/servers/{server}", s.getServer)
-	r.Put(base+"/backends/{name}/servers/{server}", s.putServer)
-	r.Patch(base+"/backends/{name}/servers/{server}", s.patchServer)
-	r.Delete(base+"/backends/{name}/servers/{server}", s.deleteServer)
+	r.Get(base+"/backends", s.handle(s.listBackends))
+	r.Post(base+"/backends", s.handle(s.createBackend))
+	r.Get(base+"/backends/{name}", s.handle(s.getBackend))
+	r.Put(base+"/backends/{name}", s.handle(s.putBackend))
+	r.Patch(base+"/backends/{name}", s.handle(s.patchBackend))
+	r.Delete(base+"/backends/{name}", s.handle(s.deleteBackend))
+	r.Get(base+"/backends/{name}/servers", s.handle(s.listServers))
+	r.Post(base+"/backends/{name}/servers", s.handle(s.createServer))
+	r.Get(base+"/backends/{name}/servers/{server}", s.handle(s.getServer))
+	r.Put(base+"/backends/{name}/servers/{server}", s.handle(s.putServer))
+	r.Patch(base+"/backends/{name}/servers/{server}", s.handle(s.patchServer))
+	r.Delete(base+"/backends/{name}/servers/{server}", s.handle(s.deleteServer))
 
-	r.Get(base+"/tuning", s.getTuning)
-	r.Put(base+"/tuning", s.putTuning)
-	r.Patch(base+"/tuning", s.patchTuning)
+	r.Get(base+"/tuning", s.handle(s.getTuning))
+	r.Put(base+"/tuning", s.handle(s.putTuning))
+	r.Patch(base+"/tuning", s.handle(s.patchTuning))
 
 	// Later issues: routed now so clients get a clear 501, not a 404.
-	r.Get(base+"/stats", s.stats)
-	r.Get(base+"/activity", s.activity)
-	r.Get(base+"/events", s.events)
-	r.Get(base+"/audit", s.audit)
-	r.Get(base+"/cpu-map", s.getCPUMap)
-	r.Put(base+"/cpu-map", s.putCPUMap)
-	r.Get(base+"/irqs", s.listIRQs)
-	r.Get(base+"/irqs/{irq}", s.getIRQ)
-	r.Put(base+"/irqs/{irq}", s.putIRQ)
+	r.Get(base+"/stats", s.handle(s.stats))
+	r.Get(base+"/activity", s.handle(s.activity))
+	r.Get(base+"/events", s.handle(s.events))
+	r.Get(base+"/audit", s.handle(s.audit))
+	r.Get(base+"/cpu-map", s.handle(s.getCPUMap))
+	r.Put(base+"/cpu-map", s.handle(s.putCPUMap))
+	r.Get(base+"/irqs", s.handle(s.listIRQs))
+	r.Get(base+"/irqs/{irq}", s.handle(s.getIRQ))
+	r.Put(base+"/irqs/{irq}", s.handle(s.putIRQ))
 }
 
 // notFound answers unknown paths with a 404 problem.
-func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
-	writeProblem(w, r, problemFor(&apiError{Status: http.StatusNotFound, Code: "not-found",
-		Detail: "no such resource: " + truncate(r.URL.Path, 200)}, ""))
+func notFound(w http.ResponseWriter, r *http.Request) error {
+	return &apiError{Status: http.StatusNotFound, Code: "not-found",
+		Detail: "no such resource: " + truncate(r.URL.Path, 200)}
 }
 
 // methodNotAllowed answers a known path with a method it does not take: 405
 // with Allow listing the methods it does take.
-func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) error {
 	var allow []string
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		if s.mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
@@ -227,34 +227,33 @@ func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
-	writeProblem(w, r, problemFor(&apiError{Status: http.StatusMethodNotAllowed, Code: "method-not-allowed",
-		Detail: fmt.Sprintf("%s is not allowed here; allowed: %s", r.Method, strings.Join(allow, ", "))}, ""))
+	return &apiError{Status: http.StatusMethodNotAllowed, Code: "method-not-allowed",
+		Detail: fmt.Sprintf("%s is not allowed here; allowed: %s", r.Method, strings.Join(allow, ", "))}
 }
 
 // ---- reading ----
 
 // get answers the JSON of view(current config) with its ETag and the
 // generation it was read from; If-None-Match gives 304.
-func (s *server) get(w http.ResponseWriter, r *http.Request, view func(c *config.Config) (any, error)) {
+func (s *server) get(w http.ResponseWriter, r *http.Request, view func(c *config.Config) (any, error)) error {
 	c := s.store.Current()
 	v, err := view(c)
 	if err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	body, tag, err := represent(v)
 	if err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	h := w.Header()
 	h.Set("ETag", tag)
 	h.Set("X-Spliced-Generation", strconv.FormatInt(c.Generation, 10))
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, tag) {
 		w.WriteHeader(http.StatusNotModified)
-		return
+		return nil
 	}
 	writeJSON(w, http.StatusOK, body)
+	return nil
 }
 
 // represent marshals v canonically (encoding/json: struct fields in
@@ -291,13 +290,14 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
-func (s *server) writeValue(w http.ResponseWriter, r *http.Request, status int, v any) {
+// writeValue answers the JSON of v; it writes nothing if v does not marshal.
+func writeValue(w http.ResponseWriter, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		s.fail(w, r, fmt.Errorf("api: marshal: %w", err), "")
-		return
+		return fmt.Errorf("api: marshal: %w", err)
 	}
 	writeJSON(w, status, b)
+	return nil
 }
 
 // ---- writing ----
@@ -332,11 +332,10 @@ type writeOp struct {
 // write runs op through the store: one atomic Update under the store's lock
 // (If-Match checked there too), validated, persisted, applied by the core
 // before the answer.
-func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) {
+func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) error {
 	dry, err := dryRun(r)
 	if err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	ifMatch := r.Header.Get("If-Match")
 	var prefix string
@@ -385,8 +384,10 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) {
 	res, err := s.store.Update(ctx, mutate, config.UpdateOptions{DryRun: dry, Env: s.env, Apply: apply})
 	s.noteWrite(r, dry, res, err)
 	if err != nil {
-		s.fail(w, r, err, prefix)
-		return
+		if prefix != "" {
+			err = &inObject{prefix: prefix, err: err}
+		}
+		return err
 	}
 	out := WriteResult{DryRun: dry, Generation: res.Generation, Plan: res.Plan}
 	if out.Plan.Items == nil {
@@ -398,12 +399,11 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) {
 	h := w.Header()
 	h.Set("X-Spliced-Generation", strconv.FormatInt(res.Generation, 10))
 	if dry {
-		s.writeValue(w, r, http.StatusOK, out)
-		return
+		return writeValue(w, http.StatusOK, out)
 	}
 	if op.result == nil {
 		w.WriteHeader(http.StatusNoContent)
-		return
+		return nil
 	}
 	if out.Result != nil {
 		if tag, err := etagOf(out.Result); err == nil {
@@ -413,7 +413,7 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) {
 	if op.location != "" {
 		h.Set("Location", op.location)
 	}
-	s.writeValue(w, r, op.status, out)
+	return writeValue(w, op.status, out)
 }
 
 func dryRun(r *http.Request) (bool, error) {

@@ -536,27 +536,24 @@ func (l *auditLog) read(limit int, before int64) ([]AuditEntry, error) {
 //	@Failure		400		{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/audit [get]
-func (s *server) audit(w http.ResponseWriter, r *http.Request) {
+func (s *server) audit(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	limit, err := intQuery(q.Get("limit"), 100, 1, auditMaxLimit, "limit")
 	if err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	before, err := intQuery(q.Get("before"), 0, 1, 1<<62, "before")
 	if err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	entries, err := s.obs.audit.read(limit, int64(before))
 	if err != nil {
-		s.fail(w, r, fmt.Errorf("read audit log: %w", err), "")
-		return
+		return fmt.Errorf("read audit log: %w", err)
 	}
 	if n := len(entries); n == limit && entries[n-1].Seq > 1 {
 		w.Header().Set("Link", fmt.Sprintf(`<%s/audit?limit=%d&before=%d>; rel="next"`, base, limit, entries[n-1].Seq))
 	}
-	s.writeValue(w, r, http.StatusOK, entries)
+	return writeValue(w, http.StatusOK, entries)
 }
 
 func intQuery(v string, def, lo, hi int, name string) (int, error) {

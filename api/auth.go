@@ -311,7 +311,7 @@ func ActorFrom(ctx context.Context) string { return actor(ctx) }
 // refused client must not keep an admin connection slot).
 func (g *guard) deny(w http.ResponseWriter, r *http.Request, status int, code, detail string) {
 	w.Header().Set("Connection", "close")
-	writeProblem(w, r, problemFor(&apiError{Status: status, Code: code, Detail: detail}, ""))
+	writeError(w, r, g.log, &apiError{Status: status, Code: code, Detail: detail})
 }
 
 // handler is the middleware.

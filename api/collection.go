@@ -86,25 +86,24 @@ func (k *collection[T]) resultOf(parent, name string) func(c *config.Config) any
 	}
 }
 
-func (k *collection[T]) list(s *server, w http.ResponseWriter, r *http.Request) {
-	s.get(w, r, k.listView(k.parentName(r)))
+func (k *collection[T]) list(s *server, w http.ResponseWriter, r *http.Request) error {
+	return s.get(w, r, k.listView(k.parentName(r)))
 }
 
-func (k *collection[T]) get(s *server, w http.ResponseWriter, r *http.Request) {
-	s.get(w, r, k.itemView(k.parentName(r), param(r, k.param)))
+func (k *collection[T]) get(s *server, w http.ResponseWriter, r *http.Request) error {
+	return s.get(w, r, k.itemView(k.parentName(r), param(r, k.param)))
 }
 
 // create adds the object in the body: 201 with Location, 409 if the name is
 // taken, 404 if the parent is unknown. If-Match is about the collection.
-func (k *collection[T]) create(s *server, w http.ResponseWriter, r *http.Request) {
+func (k *collection[T]) create(s *server, w http.ResponseWriter, r *http.Request) error {
 	var v T
 	if err := decodeBody(r, &v); err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	parent := k.parentName(r)
 	name := *k.nameOf(&v)
-	s.write(w, r, writeOp{
+	return s.write(w, r, writeOp{
 		target: k.listView(parent),
 		mutate: func(c *config.Config) (string, error) {
 			p, ptr, err := k.slice(c, parent)
@@ -127,29 +126,26 @@ func (k *collection[T]) create(s *server, w http.ResponseWriter, r *http.Request
 
 // put replaces the named object with the body. The name in the path wins; a
 // different name in the body is refused (renaming is delete + create).
-func (k *collection[T]) put(s *server, w http.ResponseWriter, r *http.Request) {
+func (k *collection[T]) put(s *server, w http.ResponseWriter, r *http.Request) error {
 	var v T
 	if err := decodeBody(r, &v); err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	parent, name := k.parentName(r), param(r, k.param)
 	if err := k.checkName(&v, name); err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
-	s.write(w, r, replaceOp(k, parent, name, func(*T) (T, error) { return v, nil }))
+	return s.write(w, r, replaceOp(k, parent, name, func(*T) (T, error) { return v, nil }))
 }
 
 // patch applies an RFC 7386 merge patch to the named object.
-func (k *collection[T]) patch(s *server, w http.ResponseWriter, r *http.Request) {
+func (k *collection[T]) patch(s *server, w http.ResponseWriter, r *http.Request) error {
 	mp, err := readPatch(r)
 	if err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	parent, name := k.parentName(r), param(r, k.param)
-	s.write(w, r, replaceOp(k, parent, name, func(cur *T) (T, error) {
+	return s.write(w, r, replaceOp(k, parent, name, func(cur *T) (T, error) {
 		var v T
 		if err := patchInto(*cur, mp, &v); err != nil {
 			return v, err
@@ -199,9 +195,9 @@ func replaceOp[T any](k *collection[T], parent, name string, build func(cur *T) 
 }
 
 // del removes the named object: 204, 404 unknown, 409 still referenced.
-func (k *collection[T]) del(s *server, w http.ResponseWriter, r *http.Request) {
+func (k *collection[T]) del(s *server, w http.ResponseWriter, r *http.Request) error {
 	parent, name := k.parentName(r), param(r, k.param)
-	s.write(w, r, writeOp{
+	return s.write(w, r, writeOp{
 		target: k.itemView(parent, name),
 		mutate: func(c *config.Config) (string, error) {
 			p, _, err := k.slice(c, parent)

@@ -73,8 +73,11 @@
 // request_id and errors [{field, code, message}], field being a JSON pointer
 // into the request body; a problem outside the submitted object (a frontend
 // referring to a backend being deleted) points into the whole document as
-// GET /api/v1/config shows it. problemFor is the only place errors become
-// statuses: config.ErrNotFound 404, ErrConflict and ErrInUse 409 (an
+// GET /api/v1/config shows it. Handlers return their error instead of
+// answering it (handlerFunc, as Caddy's AdminHandler; handle adapts them for
+// chi), and writeError answers every error, the middlewares' refusals
+// included: it audits the refusal and logs a 5xx the API did not decide
+// itself. problemFor, under it, is the only place errors become statuses: config.ErrNotFound 404, ErrConflict and ErrInUse 409 (an
 // *config.ApplyError, the OS refusing a bind or pin, is 409 with the OS error
 // in detail: nothing changed), ErrStale 412, *config.ValidationError 422 (409
 // when it says Conflict), *DecodeError 400/422, unknown path 404, wrong

@@ -21,8 +21,8 @@ import (
 //	@Header		200	{integer}	X-Spliced-Generation	"generation read"
 //	@x-spliced-role	"viewer"
 //	@Router		/api/v1/config [get]
-func (s *server) getConfig(w http.ResponseWriter, r *http.Request) {
-	s.get(w, r, configView)
+func (s *server) getConfig(w http.ResponseWriter, r *http.Request) error {
+	return s.get(w, r, configView)
 }
 
 func configView(c *config.Config) (any, error) { return c, nil }
@@ -49,13 +49,12 @@ func configView(c *config.Config) (any, error) { return c, nil }
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/config [put]
-func (s *server) putConfig(w http.ResponseWriter, r *http.Request) {
+func (s *server) putConfig(w http.ResponseWriter, r *http.Request) error {
 	var in config.Config
 	if err := decodeBody(r, &in); err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
-	s.write(w, r, writeOp{
+	return s.write(w, r, writeOp{
 		target: configView,
 		mutate: func(c *config.Config) (string, error) {
 			g := c.Generation
@@ -91,8 +90,8 @@ type RevisionDetail struct {
 //	@Header		200	{string}	ETag	"strong ETag of the list"
 //	@x-spliced-role	"viewer"
 //	@Router		/api/v1/config/revisions [get]
-func (s *server) listRevisions(w http.ResponseWriter, r *http.Request) {
-	s.get(w, r, func(*config.Config) (any, error) {
+func (s *server) listRevisions(w http.ResponseWriter, r *http.Request) error {
+	return s.get(w, r, func(*config.Config) (any, error) {
 		revs, err := s.store.Revisions()
 		if err != nil {
 			return nil, err
@@ -118,21 +117,19 @@ func (s *server) listRevisions(w http.ResponseWriter, r *http.Request) {
 //	@Failure		404		{object}	Problem	"no such revision kept"
 //	@x-spliced-role	"viewer"
 //	@Router			/api/v1/config/revisions/{rev} [get]
-func (s *server) getRevision(w http.ResponseWriter, r *http.Request) {
+func (s *server) getRevision(w http.ResponseWriter, r *http.Request) error {
 	rev, err := generationParam("rev", param(r, "rev"))
 	if err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	against, explicit := rev-1, false
 	if v := r.URL.Query().Get("against"); v != "" {
 		if against, err = generationParam("against", v); err != nil {
-			s.fail(w, r, err, "")
-			return
+			return err
 		}
 		explicit = true
 	}
-	s.get(w, r, func(cur *config.Config) (any, error) {
+	return s.get(w, r, func(cur *config.Config) (any, error) {
 		doc, err := s.revision(cur, rev)
 		if err != nil {
 			return nil, err
@@ -201,18 +198,16 @@ func generationParam(name, v string) (int64, error) {
 //	@Failure		422			{object}	Problem	"the revision is not valid on this machine (e.g. CPU ids)"
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/config/revisions/{rev}/restore [post]
-func (s *server) restoreRevision(w http.ResponseWriter, r *http.Request) {
+func (s *server) restoreRevision(w http.ResponseWriter, r *http.Request) error {
 	rev, err := generationParam("rev", param(r, "rev"))
 	if err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	doc, err := s.revision(s.store.Current(), rev)
 	if err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
-	s.write(w, r, writeOp{
+	return s.write(w, r, writeOp{
 		target: configView,
 		mutate: func(c *config.Config) (string, error) {
 			g := c.Generation
@@ -238,7 +233,9 @@ func tuningView(c *config.Config) (any, error) { return c.Tuning, nil }
 //	@Header		200	{string}	ETag	"strong ETag"
 //	@x-spliced-role	"viewer"
 //	@Router		/api/v1/tuning [get]
-func (s *server) getTuning(w http.ResponseWriter, r *http.Request) { s.get(w, r, tuningView) }
+func (s *server) getTuning(w http.ResponseWriter, r *http.Request) error {
+	return s.get(w, r, tuningView)
+}
 
 // putTuning godoc
 //
@@ -262,13 +259,12 @@ func (s *server) getTuning(w http.ResponseWriter, r *http.Request) { s.get(w, r,
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/tuning [put]
-func (s *server) putTuning(w http.ResponseWriter, r *http.Request) {
+func (s *server) putTuning(w http.ResponseWriter, r *http.Request) error {
 	var in config.Tuning
 	if err := decodeBody(r, &in); err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
-	s.writeTuning(w, r, func(*config.Tuning) (config.Tuning, error) { return in, nil })
+	return s.writeTuning(w, r, func(*config.Tuning) (config.Tuning, error) { return in, nil })
 }
 
 // patchTuning godoc
@@ -294,21 +290,20 @@ func (s *server) putTuning(w http.ResponseWriter, r *http.Request) {
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/tuning [patch]
-func (s *server) patchTuning(w http.ResponseWriter, r *http.Request) {
+func (s *server) patchTuning(w http.ResponseWriter, r *http.Request) error {
 	mp, err := readPatch(r)
 	if err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
-	s.writeTuning(w, r, func(cur *config.Tuning) (config.Tuning, error) {
+	return s.writeTuning(w, r, func(cur *config.Tuning) (config.Tuning, error) {
 		var t config.Tuning
 		err := patchInto(*cur, mp, &t)
 		return t, err
 	})
 }
 
-func (s *server) writeTuning(w http.ResponseWriter, r *http.Request, build func(cur *config.Tuning) (config.Tuning, error)) {
-	s.write(w, r, writeOp{
+func (s *server) writeTuning(w http.ResponseWriter, r *http.Request, build func(cur *config.Tuning) (config.Tuning, error)) error {
+	return s.write(w, r, writeOp{
 		target: tuningView,
 		mutate: func(c *config.Config) (string, error) {
 			t, err := build(&c.Tuning)

@@ -258,12 +258,11 @@ func (h *eventHub) tick(stop chan struct{}) {
 //	@Failure		503	{object}	Problem		"all streams are at --admin-max-event-streams"
 //	@x-spliced-role	"viewer"
 //	@Router			/api/v1/events [get]
-func (s *server) events(w http.ResponseWriter, r *http.Request) {
+func (s *server) events(w http.ResponseWriter, r *http.Request) error {
 	who := actor(r.Context())
 	if err := s.obs.events.acquire(who); err != nil {
 		w.Header().Set("Retry-After", "5")
-		writeProblem(w, r, problemFor(err, ""))
-		return
+		return err
 	}
 	defer s.obs.events.release(who)
 	// A revoked token (or, on an open API, a token created since) ends
@@ -283,6 +282,8 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	sub := s.obs.events.subscribe()
 	defer s.obs.events.unsubscribe(sub)
 	w.WriteHeader(http.StatusOK)
+	// From here the answer has started: however the stream ends, there is
+	// no error left to answer (return nil).
 	send := func(b []byte) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(eventWriteWait))
 		if _, err := w.Write(b); err != nil {
@@ -291,27 +292,27 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		return rc.Flush() == nil
 	}
 	if !send([]byte(": connected\nretry: 2000\n\n")) {
-		return
+		return nil
 	}
 	hb := time.NewTicker(heartbeatEvery)
 	defer hb.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
-			return
+			return nil
 		case <-sub.gone:
-			return
+			return nil
 		case <-recheck:
 			if !valid() {
-				return
+				return nil
 			}
 		case b := <-sub.ch:
 			if !send(b) {
-				return
+				return nil
 			}
 		case <-hb.C:
 			if !send([]byte(": heartbeat\n\n")) {
-				return
+				return nil
 			}
 		}
 	}

@@ -44,7 +44,7 @@ type Info struct {
 //	@Success	200	{object}	Info
 //	@x-spliced-role	"viewer"
 //	@Router		/api/v1/info [get]
-func (s *server) info(w http.ResponseWriter, r *http.Request) {
+func (s *server) info(w http.ResponseWriter, r *http.Request) error {
 	rt := s.core.Runtime()
 	c := s.store.Current()
 	w.Header().Set("X-Spliced-Generation", strconv.FormatInt(c.Generation, 10))
@@ -53,7 +53,7 @@ func (s *server) info(w http.ResponseWriter, r *http.Request) {
 	if role == string(tokens.Admin) {
 		dir = s.dir
 	}
-	s.writeValue(w, r, http.StatusOK, Info{
+	return writeValue(w, http.StatusOK, Info{
 		Version: s.version, UptimeS: int64(time.Since(s.started) / time.Second),
 		Nbthread: rt.Nbthread, Maxconn: rt.Maxconn,
 		Generation: c.Generation, RunningGeneration: rt.Generation,
@@ -82,8 +82,8 @@ type Health struct {
 //	@Success		200	{object}	Health
 //	@x-spliced-role	"public"
 //	@Router			/healthz [get]
-func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
-	s.writeValue(w, r, http.StatusOK, Health{Status: "ok"})
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) error {
+	return writeValue(w, http.StatusOK, Health{Status: "ok"})
 }
 
 // readyz godoc
@@ -96,18 +96,16 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 //	@Failure		503	{object}	Problem
 //	@x-spliced-role	"public"
 //	@Router			/readyz [get]
-func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
 	// From the moment the stop begins (SIGTERM), so that load balancers
 	// take the node out during the grace.
 	if s.core.Stopping() {
-		writeProblem(w, r, problemFor(&apiError{Status: http.StatusServiceUnavailable, Code: "stopping",
-			Detail: "the process is stopping"}, ""))
-		return
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "stopping",
+			Detail: "the process is stopping"}
 	}
 	if s.store == nil || s.store.Current() == nil {
-		writeProblem(w, r, problemFor(&apiError{Status: http.StatusServiceUnavailable, Code: "not-ready",
-			Detail: "the configuration is not loaded"}, ""))
-		return
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "not-ready",
+			Detail: "the configuration is not loaded"}
 	}
 	// After a write the state directory refused (full, read-only), not
 	// ready until a write succeeds again (a change, or the store's probe).
@@ -118,21 +116,19 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		if s.dir != "" {
 			detail = strings.ReplaceAll(detail, s.dir, "<state-dir>")
 		}
-		writeProblem(w, r, problemFor(&apiError{Status: http.StatusServiceUnavailable, Code: "not-ready",
-			Detail: "no change can be saved: " + detail}, ""))
-		return
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "not-ready",
+			Detail: "no change can be saved: " + detail}
 	}
 	want := s.store.Current().Generation
 	got := s.core.Runtime().Generation
 	if got != want {
-		writeProblem(w, r, problemFor(&apiError{Status: http.StatusServiceUnavailable, Code: "not-ready",
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "not-ready",
 			Detail: "the data plane runs generation " + strconv.FormatInt(got, 10) +
-				", the configuration is at generation " + strconv.FormatInt(want, 10)}, ""))
-		return
+				", the configuration is at generation " + strconv.FormatInt(want, 10)}
 	}
 	h := Health{Status: "ready", Generation: want, Warnings: s.core.Runtime().Warnings}
 	h.Warnings = append(h.Warnings, s.core.PinWarnings()...)
-	s.writeValue(w, r, http.StatusOK, h)
+	return writeValue(w, http.StatusOK, h)
 }
 
 // openapiJSON godoc
@@ -143,6 +139,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 //	@Success	200	{object}	object
 //	@x-spliced-role	"public"
 //	@Router		/openapi.json [get]
-func (s *server) openapiJSON(w http.ResponseWriter, r *http.Request) {
+func (s *server) openapiJSON(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, s.spec)
+	return nil
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"compress/gzip"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -440,6 +441,7 @@ type metricsHandler struct {
 	reg      *prometheus.Registry // Go runtime and process
 	inflight chan struct{}
 	maxAge   time.Duration
+	log      *slog.Logger // for writeError
 
 	mu       sync.Mutex
 	cur      *exposition
@@ -457,7 +459,8 @@ func newMetricsHandler(c core.Control, version string, extra ...prometheus.Colle
 	reg.MustRegister(extra...)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return &metricsHandler{core: c, version: version, reg: reg,
-		inflight: make(chan struct{}, metricsMaxInFlight), maxAge: metricsMaxAge}
+		inflight: make(chan struct{}, metricsMaxInFlight), maxAge: metricsMaxAge,
+		log: slog.New(slog.DiscardHandler)}
 }
 
 // get returns an exposition at most maxAge old, rendering one when there
@@ -568,8 +571,8 @@ func (m *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-m.inflight }()
 	default:
 		w.Header().Set("Retry-After", "1")
-		writeProblem(w, r, problemFor(&apiError{Status: http.StatusServiceUnavailable, Code: "too-many-scrapes",
-			Detail: "too many /metrics requests at once (at most " + strconv.Itoa(metricsMaxInFlight) + "); try again later"}, ""))
+		writeError(w, r, m.log, &apiError{Status: http.StatusServiceUnavailable, Code: "too-many-scrapes",
+			Detail: "too many /metrics requests at once (at most " + strconv.Itoa(metricsMaxInFlight) + "); try again later"})
 		return
 	}
 	x := m.get()

@@ -126,7 +126,9 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 				if sw, ok := w.(*statusWriter); ok && sw.status != 0 {
 					return // the answer has started; nothing sane can follow
 				}
-				writeProblem(w, r, problemFor(fmt.Errorf("panic: %v", v), ""))
+				// Logged above with the stack: answered as the API's own 500.
+				writeError(w, r, log, &apiError{Status: http.StatusInternalServerError, Code: "internal",
+					Detail: "internal error; see the server log"})
 			}()
 			next.ServeHTTP(w, r)
 		})
@@ -136,12 +138,12 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 // maxBody refuses bodies over limitFor(r) bytes with 413: at once when
 // Content-Length says so, else when the handler reads past the limit
 // (http.MaxBytesError, mapped in problemFor).
-func maxBody(limitFor func(r *http.Request) int64) func(http.Handler) http.Handler {
+func maxBody(log *slog.Logger, limitFor func(r *http.Request) int64) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			limit := limitFor(r)
 			if r.ContentLength > limit {
-				writeProblem(w, r, problemFor(&http.MaxBytesError{Limit: limit}, ""))
+				writeError(w, r, log, &http.MaxBytesError{Limit: limit})
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
@@ -154,7 +156,7 @@ func maxBody(limitFor func(r *http.Request) int64) func(http.Handler) http.Handl
 // allowed for its method. Requests without a body pass (handlers that need
 // one answer 400). A charset parameter other than utf-8 is refused too:
 // JSON is UTF-8 (RFC 8259).
-func mediaTypes(allowed map[string][]string) func(http.Handler) http.Handler {
+func mediaTypes(log *slog.Logger, allowed map[string][]string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			types, checked := allowed[r.Method]
@@ -182,10 +184,10 @@ func mediaTypes(allowed map[string][]string) func(http.Handler) http.Handler {
 				if ct == "" {
 					ct = "none"
 				}
-				writeProblem(w, r, problemFor(&apiError{
+				writeError(w, r, log, &apiError{
 					Status: http.StatusUnsupportedMediaType, Code: "unsupported-media-type",
 					Detail: fmt.Sprintf("Content-Type %s is not accepted for %s; use %s", truncate(ct, 80), r.Method, strings.Join(types, " or ")),
-				}, ""))
+				})
 				return
 			}
 			next.ServeHTTP(w, r)

@@ -97,7 +97,9 @@ func backendInUse(c *config.Config, name string) error {
 //	@Header		200	{integer}	X-Spliced-Generation	"generation read"
 //	@x-spliced-role	"viewer"
 //	@Router		/api/v1/frontends [get]
-func (s *server) listFrontends(w http.ResponseWriter, r *http.Request) { s.c.frontends.list(s, w, r) }
+func (s *server) listFrontends(w http.ResponseWriter, r *http.Request) error {
+	return s.c.frontends.list(s, w, r)
+}
 
 // createFrontend godoc
 //
@@ -123,8 +125,8 @@ func (s *server) listFrontends(w http.ResponseWriter, r *http.Request) { s.c.fro
 //	@Failure		422			{object}	Problem					"validation failed (wrong type, out of range, unresolved reference)"
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/frontends [post]
-func (s *server) createFrontend(w http.ResponseWriter, r *http.Request) {
-	s.c.frontends.create(s, w, r)
+func (s *server) createFrontend(w http.ResponseWriter, r *http.Request) error {
+	return s.c.frontends.create(s, w, r)
 }
 
 // getFrontend godoc
@@ -138,7 +140,9 @@ func (s *server) createFrontend(w http.ResponseWriter, r *http.Request) {
 //	@Failure	404		{object}	Problem
 //	@x-spliced-role	"viewer"
 //	@Router		/api/v1/frontends/{name} [get]
-func (s *server) getFrontend(w http.ResponseWriter, r *http.Request) { s.c.frontends.get(s, w, r) }
+func (s *server) getFrontend(w http.ResponseWriter, r *http.Request) error {
+	return s.c.frontends.get(s, w, r)
+}
 
 // putFrontend godoc
 //
@@ -164,7 +168,9 @@ func (s *server) getFrontend(w http.ResponseWriter, r *http.Request) { s.c.front
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/frontends/{name} [put]
-func (s *server) putFrontend(w http.ResponseWriter, r *http.Request) { s.c.frontends.put(s, w, r) }
+func (s *server) putFrontend(w http.ResponseWriter, r *http.Request) error {
+	return s.c.frontends.put(s, w, r)
+}
 
 // patchFrontend godoc
 //
@@ -191,7 +197,9 @@ func (s *server) putFrontend(w http.ResponseWriter, r *http.Request) { s.c.front
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/frontends/{name} [patch]
-func (s *server) patchFrontend(w http.ResponseWriter, r *http.Request) { s.c.frontends.patch(s, w, r) }
+func (s *server) patchFrontend(w http.ResponseWriter, r *http.Request) error {
+	return s.c.frontends.patch(s, w, r)
+}
 
 // deleteFrontend godoc
 //
@@ -210,7 +218,9 @@ func (s *server) patchFrontend(w http.ResponseWriter, r *http.Request) { s.c.fro
 //	@Failure	507	{object}	Problem	"the state directory is full: nothing changed"
 //	@x-spliced-role	"admin"
 //	@Router		/api/v1/frontends/{name} [delete]
-func (s *server) deleteFrontend(w http.ResponseWriter, r *http.Request) { s.c.frontends.del(s, w, r) }
+func (s *server) deleteFrontend(w http.ResponseWriter, r *http.Request) error {
+	return s.c.frontends.del(s, w, r)
+}
 
 // ---- binds ----
 
@@ -225,7 +235,9 @@ func (s *server) deleteFrontend(w http.ResponseWriter, r *http.Request) { s.c.fr
 //	@Failure	404		{object}	Problem
 //	@x-spliced-role	"viewer"
 //	@Router		/api/v1/frontends/{name}/binds [get]
-func (s *server) listBinds(w http.ResponseWriter, r *http.Request) { s.c.binds.list(s, w, r) }
+func (s *server) listBinds(w http.ResponseWriter, r *http.Request) error {
+	return s.c.binds.list(s, w, r)
+}
 
 // createBind godoc
 //
@@ -252,7 +264,9 @@ func (s *server) listBinds(w http.ResponseWriter, r *http.Request) { s.c.binds.l
 //	@Failure	422			{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router		/api/v1/frontends/{name}/binds [post]
-func (s *server) createBind(w http.ResponseWriter, r *http.Request) { s.c.binds.create(s, w, r) }
+func (s *server) createBind(w http.ResponseWriter, r *http.Request) error {
+	return s.c.binds.create(s, w, r)
+}
 
 // getBind godoc
 //
@@ -266,7 +280,7 @@ func (s *server) createBind(w http.ResponseWriter, r *http.Request) { s.c.binds.
 //	@Failure	404		{object}	Problem
 //	@x-spliced-role	"viewer"
 //	@Router		/api/v1/frontends/{name}/binds/{bind} [get]
-func (s *server) getBind(w http.ResponseWriter, r *http.Request) { s.c.binds.get(s, w, r) }
+func (s *server) getBind(w http.ResponseWriter, r *http.Request) error { return s.c.binds.get(s, w, r) }
 
 // putBind godoc
 //
@@ -292,7 +306,7 @@ func (s *server) getBind(w http.ResponseWriter, r *http.Request) { s.c.binds.get
 //	@Failure	422			{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router		/api/v1/frontends/{name}/binds/{bind} [put]
-func (s *server) putBind(w http.ResponseWriter, r *http.Request) { s.c.binds.put(s, w, r) }
+func (s *server) putBind(w http.ResponseWriter, r *http.Request) error { return s.c.binds.put(s, w, r) }
 
 // deleteBind godoc
 //
@@ -312,7 +326,9 @@ func (s *server) putBind(w http.ResponseWriter, r *http.Request) { s.c.binds.put
 //	@Failure	507	{object}	Problem	"the state directory is full: nothing changed"
 //	@x-spliced-role	"admin"
 //	@Router		/api/v1/frontends/{name}/binds/{bind} [delete]
-func (s *server) deleteBind(w http.ResponseWriter, r *http.Request) { s.c.binds.del(s, w, r) }
+func (s *server) deleteBind(w http.ResponseWriter, r *http.Request) error {
+	return s.c.binds.del(s, w, r)
+}
 
 // ---- backends ----
 
@@ -326,7 +342,9 @@ func (s *server) deleteBind(w http.ResponseWriter, r *http.Request) { s.c.binds.
 //	@Header		200	{integer}	X-Spliced-Generation	"generation read"
 //	@x-spliced-role	"viewer"
 //	@Router		/api/v1/backends [get]
-func (s *server) listBackends(w http.ResponseWriter, r *http.Request) { s.c.backends.list(s, w, r) }
+func (s *server) listBackends(w http.ResponseWriter, r *http.Request) error {
+	return s.c.backends.list(s, w, r)
+}
 
 // createBackend godoc
 //
@@ -351,7 +369,9 @@ func (s *server) listBackends(w http.ResponseWriter, r *http.Request) { s.c.back
 //	@Failure	422			{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router		/api/v1/backends [post]
-func (s *server) createBackend(w http.ResponseWriter, r *http.Request) { s.c.backends.create(s, w, r) }
+func (s *server) createBackend(w http.ResponseWriter, r *http.Request) error {
+	return s.c.backends.create(s, w, r)
+}
 
 // getBackend godoc
 //
@@ -364,7 +384,9 @@ func (s *server) createBackend(w http.ResponseWriter, r *http.Request) { s.c.bac
 //	@Failure	404		{object}	Problem
 //	@x-spliced-role	"viewer"
 //	@Router		/api/v1/backends/{name} [get]
-func (s *server) getBackend(w http.ResponseWriter, r *http.Request) { s.c.backends.get(s, w, r) }
+func (s *server) getBackend(w http.ResponseWriter, r *http.Request) error {
+	return s.c.backends.get(s, w, r)
+}
 
 // putBackend godoc
 //
@@ -390,7 +412,9 @@ func (s *server) getBackend(w http.ResponseWriter, r *http.Request) { s.c.backen
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/backends/{name} [put]
-func (s *server) putBackend(w http.ResponseWriter, r *http.Request) { s.c.backends.put(s, w, r) }
+func (s *server) putBackend(w http.ResponseWriter, r *http.Request) error {
+	return s.c.backends.put(s, w, r)
+}
 
 // patchBackend godoc
 //
@@ -417,7 +441,9 @@ func (s *server) putBackend(w http.ResponseWriter, r *http.Request) { s.c.backen
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/backends/{name} [patch]
-func (s *server) patchBackend(w http.ResponseWriter, r *http.Request) { s.c.backends.patch(s, w, r) }
+func (s *server) patchBackend(w http.ResponseWriter, r *http.Request) error {
+	return s.c.backends.patch(s, w, r)
+}
 
 // deleteBackend godoc
 //
@@ -437,7 +463,9 @@ func (s *server) patchBackend(w http.ResponseWriter, r *http.Request) { s.c.back
 //	@Failure		507	{object}	Problem	"the state directory is full: nothing changed"
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/backends/{name} [delete]
-func (s *server) deleteBackend(w http.ResponseWriter, r *http.Request) { s.c.backends.del(s, w, r) }
+func (s *server) deleteBackend(w http.ResponseWriter, r *http.Request) error {
+	return s.c.backends.del(s, w, r)
+}
 
 // ---- servers ----
 
@@ -452,7 +480,9 @@ func (s *server) deleteBackend(w http.ResponseWriter, r *http.Request) { s.c.bac
 //	@Failure	404		{object}	Problem
 //	@x-spliced-role	"viewer"
 //	@Router		/api/v1/backends/{name}/servers [get]
-func (s *server) listServers(w http.ResponseWriter, r *http.Request) { s.c.servers.list(s, w, r) }
+func (s *server) listServers(w http.ResponseWriter, r *http.Request) error {
+	return s.c.servers.list(s, w, r)
+}
 
 // createServer godoc
 //
@@ -479,7 +509,9 @@ func (s *server) listServers(w http.ResponseWriter, r *http.Request) { s.c.serve
 //	@Failure	422			{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router		/api/v1/backends/{name}/servers [post]
-func (s *server) createServer(w http.ResponseWriter, r *http.Request) { s.c.servers.create(s, w, r) }
+func (s *server) createServer(w http.ResponseWriter, r *http.Request) error {
+	return s.c.servers.create(s, w, r)
+}
 
 // getServer godoc
 //
@@ -493,7 +525,9 @@ func (s *server) createServer(w http.ResponseWriter, r *http.Request) { s.c.serv
 //	@Failure	404		{object}	Problem
 //	@x-spliced-role	"viewer"
 //	@Router		/api/v1/backends/{name}/servers/{server} [get]
-func (s *server) getServer(w http.ResponseWriter, r *http.Request) { s.c.servers.get(s, w, r) }
+func (s *server) getServer(w http.ResponseWriter, r *http.Request) error {
+	return s.c.servers.get(s, w, r)
+}
 
 // putServer godoc
 //
@@ -519,7 +553,9 @@ func (s *server) getServer(w http.ResponseWriter, r *http.Request) { s.c.servers
 //	@Failure	422			{object}	Problem
 //	@x-spliced-role	"operator"
 //	@Router		/api/v1/backends/{name}/servers/{server} [put]
-func (s *server) putServer(w http.ResponseWriter, r *http.Request) { s.c.servers.put(s, w, r) }
+func (s *server) putServer(w http.ResponseWriter, r *http.Request) error {
+	return s.c.servers.put(s, w, r)
+}
 
 // patchServer godoc
 //
@@ -547,7 +583,9 @@ func (s *server) putServer(w http.ResponseWriter, r *http.Request) { s.c.servers
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"operator"
 //	@Router			/api/v1/backends/{name}/servers/{server} [patch]
-func (s *server) patchServer(w http.ResponseWriter, r *http.Request) { s.c.servers.patch(s, w, r) }
+func (s *server) patchServer(w http.ResponseWriter, r *http.Request) error {
+	return s.c.servers.patch(s, w, r)
+}
 
 // deleteServer godoc
 //
@@ -567,4 +605,6 @@ func (s *server) patchServer(w http.ResponseWriter, r *http.Request) { s.c.serve
 //	@Failure	507	{object}	Problem	"the state directory is full: nothing changed"
 //	@x-spliced-role	"admin"
 //	@Router		/api/v1/backends/{name}/servers/{server} [delete]
-func (s *server) deleteServer(w http.ResponseWriter, r *http.Request) { s.c.servers.del(s, w, r) }
+func (s *server) deleteServer(w http.ResponseWriter, r *http.Request) error {
+	return s.c.servers.del(s, w, r)
+}

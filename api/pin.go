@@ -58,14 +58,14 @@ func (s *server) cpuMapView(c *config.Config) CPUMapView {
 // writeLive answers a view that mixes config and live kernel state: the
 // ETag is that of the config part (what If-Match on the matching PUT
 // compares), and no 304 is given (the live part changes on its own).
-func (s *server) writeLive(w http.ResponseWriter, r *http.Request, c *config.Config, cfgPart, v any) {
+func writeLive(w http.ResponseWriter, c *config.Config, cfgPart, v any) error {
 	h := w.Header()
 	if tag, err := etagOf(cfgPart); err == nil {
 		h.Set("ETag", tag)
 	}
 	h.Set("X-Spliced-Generation", strconv.FormatInt(c.Generation, 10))
 	h.Set("Cache-Control", "no-store")
-	s.writeValue(w, r, http.StatusOK, v)
+	return writeValue(w, http.StatusOK, v)
 }
 
 // getCPUMap godoc
@@ -78,9 +78,9 @@ func (s *server) writeLive(w http.ResponseWriter, r *http.Request, c *config.Con
 //	@Header			200	{string}	ETag	"strong ETag of the configured map"
 //	@x-spliced-role	"viewer"
 //	@Router			/api/v1/cpu-map [get]
-func (s *server) getCPUMap(w http.ResponseWriter, r *http.Request) {
+func (s *server) getCPUMap(w http.ResponseWriter, r *http.Request) error {
 	c := s.store.Current()
-	s.writeLive(w, r, c, c.CPUMap, s.cpuMapView(c))
+	return writeLive(w, c, c.CPUMap, s.cpuMapView(c))
 }
 
 // putCPUMap godoc
@@ -104,13 +104,12 @@ func (s *server) getCPUMap(w http.ResponseWriter, r *http.Request) {
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/cpu-map [put]
-func (s *server) putCPUMap(w http.ResponseWriter, r *http.Request) {
+func (s *server) putCPUMap(w http.ResponseWriter, r *http.Request) error {
 	var in config.CPUMap
 	if err := decodeBody(r, &in); err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
-	s.write(w, r, writeOp{
+	return s.write(w, r, writeOp{
 		target: func(c *config.Config) (any, error) { return c.CPUMap, nil },
 		mutate: func(c *config.Config) (string, error) {
 			c.CPUMap = in
@@ -145,14 +144,13 @@ func (s *server) irqViews(c *config.Config, irqs []pin.IRQ) []IRQView {
 //	@Failure		500	{object}	Problem
 //	@x-spliced-role	"viewer"
 //	@Router			/api/v1/irqs [get]
-func (s *server) listIRQs(w http.ResponseWriter, r *http.Request) {
+func (s *server) listIRQs(w http.ResponseWriter, r *http.Request) error {
 	c := s.store.Current()
 	irqs, err := s.core.IRQs()
 	if err != nil {
-		s.fail(w, r, fmt.Errorf("read IRQs: %w", err), "")
-		return
+		return fmt.Errorf("read IRQs: %w", err)
 	}
-	s.writeLive(w, r, c, c.IRQ, s.irqViews(c, irqs))
+	return writeLive(w, c, c.IRQ, s.irqViews(c, irqs))
 }
 
 // irqParam parses {irq}.
@@ -185,19 +183,17 @@ func pinOf(c *config.Config, irq int) *config.IRQPin {
 //	@Failure		404	{object}	Problem
 //	@x-spliced-role	"viewer"
 //	@Router			/api/v1/irqs/{irq} [get]
-func (s *server) getIRQ(w http.ResponseWriter, r *http.Request) {
+func (s *server) getIRQ(w http.ResponseWriter, r *http.Request) error {
 	n, err := irqParam(r)
 	if err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	q, err := s.core.IRQ(n)
 	if err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	c := s.store.Current()
-	s.writeLive(w, r, c, pinOf(c, n), s.irqViews(c, []pin.IRQ{q})[0])
+	return writeLive(w, c, pinOf(c, n), s.irqViews(c, []pin.IRQ{q})[0])
 }
 
 // putIRQ godoc
@@ -223,22 +219,19 @@ func (s *server) getIRQ(w http.ResponseWriter, r *http.Request) {
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/irqs/{irq} [put]
-func (s *server) putIRQ(w http.ResponseWriter, r *http.Request) {
+func (s *server) putIRQ(w http.ResponseWriter, r *http.Request) error {
 	n, err := irqParam(r)
 	if err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	var in IRQPinBody
 	if err := decodeBody(r, &in); err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
 	if _, err := s.core.IRQ(n); err != nil {
-		s.fail(w, r, err, "")
-		return
+		return err
 	}
-	s.write(w, r, writeOp{
+	return s.write(w, r, writeOp{
 		target: func(c *config.Config) (any, error) { return pinOf(c, n), nil },
 		mutate: func(c *config.Config) (string, error) {
 			if p := pinOf(c, n); p != nil {

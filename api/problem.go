@@ -50,11 +50,23 @@ func (e *apiError) Error() string {
 
 func (e *apiError) Unwrap() error { return e.Err }
 
-// problemFor is the one place where errors become HTTP problems. prefix is
-// the JSON pointer, in the whole config document, of the object the request
-// body stands for ("/backends/2"); field pointers under it are rewritten to
-// point into the request body.
-func problemFor(err error, prefix string) Problem {
+// inObject carries, with an error of a write, the JSON pointer in the whole
+// config document of the object the request body stands for ("/backends/2"):
+// problemFor rewrites field pointers under it to point into the request body.
+type inObject struct {
+	prefix string
+	err    error
+}
+
+func (e *inObject) Error() string { return e.err.Error() }
+func (e *inObject) Unwrap() error { return e.err }
+
+// problemFor is the one place where errors become HTTP problems.
+func problemFor(err error) Problem {
+	var prefix string
+	if o := (*inObject)(nil); errors.As(err, &o) {
+		prefix = o.prefix
+	}
 	var (
 		ae *apiError
 		de *config.DecodeError
@@ -176,12 +188,31 @@ func fieldSummary(errs []config.FieldError) string {
 	return s
 }
 
-// fail answers err as a problem. 5xx answers are logged with the error,
-// which the client does not see.
-func (s *server) fail(w http.ResponseWriter, r *http.Request, err error, prefix string) {
-	p := problemFor(err, prefix)
-	if p.Status >= 500 {
-		s.log.LogAttrs(r.Context(), slog.LevelError, "admin request failed",
+// handlerFunc is an API handler, as Caddy's AdminHandler: it either writes
+// its whole answer and returns nil, or writes no body and returns the error,
+// which handle answers. Headers it set before failing (Retry-After, Allow)
+// go out with the problem.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handle adapts h to the router: the error h returns is answered by
+// writeError.
+func (s *server) handle(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			writeError(w, r, s.log, err)
+		}
+	}
+}
+
+// writeError answers err as a problem (problemFor), audits the refusal
+// (writeProblem) and logs what the client does not see: a 5xx whose cause
+// is not an *apiError, i.e. not a refusal the API decided and explained in
+// the detail (a not-ready /readyz, too many scrapes), is logged with the
+// error, whose text the answer does not carry.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	p := problemFor(err)
+	if ae := (*apiError)(nil); p.Status >= 500 && !errors.As(err, &ae) {
+		log.LogAttrs(r.Context(), slog.LevelError, "admin request failed",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path),
 			slog.String("request_id", requestID(r.Context())), slog.Any("err", err))
 	}

@@ -19,11 +19,9 @@ type observer struct {
 
 func newObserver(s *server) *observer {
 	audit := newAuditLog(s.dir, s.log)
-	return &observer{
-		audit:   audit,
-		events:  newEventHub(s.core, s.log),
-		metrics: newMetricsHandler(s.core, s.version, audit.refused.count),
-	}
+	metrics := newMetricsHandler(s.core, s.version, audit.refused.count)
+	metrics.log = s.log
+	return &observer{audit: audit, events: newEventHub(s.core, s.log), metrics: metrics}
 }
 
 // noteWrite records the outcome of store.Update for the audit trail and,
@@ -57,18 +55,17 @@ func notFoundf(format string, args ...any) error {
 //	@Failure		404			{object}	Problem
 //	@x-spliced-role	"viewer"
 //	@Router			/api/v1/stats [get]
-func (s *server) stats(w http.ResponseWriter, r *http.Request) {
+func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 	snap := s.core.Stats()
 	q := r.URL.Query()
 	fe, be, sv := q.Get("frontend"), q.Get("backend"), q.Get("server")
 	if fe != "" || be != "" || sv != "" {
 		var err error
 		if snap, err = filterStats(snap, fe, be, sv); err != nil {
-			s.fail(w, r, err, "")
-			return
+			return err
 		}
 	}
-	s.writeValue(w, r, http.StatusOK, snap)
+	return writeValue(w, http.StatusOK, snap)
 }
 
 func filterStats(snap stats.Snapshot, fe, be, sv string) (stats.Snapshot, error) {
@@ -130,6 +127,6 @@ func backendWord(be string) string {
 //	@Success		200	{array}	stats.LoopActivity
 //	@x-spliced-role	"viewer"
 //	@Router			/api/v1/activity [get]
-func (s *server) activity(w http.ResponseWriter, r *http.Request) {
-	s.writeValue(w, r, http.StatusOK, s.core.LoopActivity())
+func (s *server) activity(w http.ResponseWriter, r *http.Request) error {
+	return writeValue(w, http.StatusOK, s.core.LoopActivity())
 }
