@@ -196,7 +196,8 @@ func (s *server) routes(r chi.Router) {
 	r.Put(base+"/tuning", s.handle(s.putTuning))
 	r.Patch(base+"/tuning", s.handle(s.patchTuning))
 
-	// Later issues: routed now so clients get a clear 501, not a 404.
+	// Observability (stats.go, events.go, audit.go; /metrics above) and
+	// placement (pin.go).
 	r.Get(base+"/stats", s.handle(s.stats))
 	r.Get(base+"/activity", s.handle(s.activity))
 	r.Get(base+"/events", s.handle(s.events))

@@ -24,7 +24,7 @@ func requestID(ctx context.Context) string {
 }
 
 // requestIDs takes the client's X-Request-Id when it is short and made of
-// safe characters (it ends up in logs and, later, the audit trail), else
+// safe characters (it ends up in logs and in the audit trail), else
 // makes one, and echoes it in the answer.
 func requestIDs(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -6,7 +6,7 @@ package api
 //
 //	@title						spliced admin API
 //	@version					1
-//	@description				REST admin API of spliced, a TCP/HTTP reverse-proxy appliance. Every write is validated, persisted as a new generation and applied to the data plane before the answer; every write accepts ?dry_run=true (answer: the plan). GETs return strong ETags; writes honour If-Match (412). PATCH is a JSON merge patch (RFC 7386). Errors are RFC 9457 problem documents (application/problem+json) whose errors[].field are JSON pointers into the request body. stats, activity, events, audit, cpu-map, irqs and /metrics answer 501 until implemented. Security: once a token exists (spliced token add), every operation except the public ones needs Authorization: Bearer <token> (401 without, 429 with Retry-After after repeated failures); x-spliced-role on each operation is the least role it needs: viewer (reads, except the audit log), operator (viewer + a server's admin_state and weight: PUT/PATCH of a server changing anything else is 403), admin (everything), public (no token). While no token exists a loopback or unix admin address is open (role admin). Requests whose Host is not the admin address, or whose Origin is not its own origin, are refused (403).
+//	@description				REST admin API of spliced, a TCP/HTTP reverse-proxy appliance. Every write is validated, persisted as a new generation and applied to the data plane before the answer; every write accepts ?dry_run=true (answer: the plan). GETs return strong ETags; writes honour If-Match (412). PATCH is a JSON merge patch (RFC 7386). Errors are RFC 9457 problem documents (application/problem+json) whose errors[].field are JSON pointers into the request body. An unknown path answers 404, a known path with a method it does not take 405 with Allow. Security: once a token exists (spliced token add), every operation except the public ones needs Authorization: Bearer <token> (401 without, 429 with Retry-After after repeated failures); x-spliced-role on each operation is the least role it needs: viewer (reads, except the audit log), operator (viewer + a server's admin_state and weight: PUT/PATCH of a server changing anything else is 403), admin (everything), public (no token). While no token exists a loopback or unix admin address is open (role admin). Requests whose Host is not the admin address, or whose Origin is not its own origin, are refused (403).
 //	@BasePath					/
 //	@schemes					http https
 //	@tag.name					config
@@ -21,7 +21,11 @@ package api
 //	@tag.description			Origin servers of a backend: address, weight, maxconn, admin_state.
 //	@tag.name					tuning
 //	@tag.description			Global data-plane knobs.
+//	@tag.name					placement
+//	@tag.description			Where the loop threads run (CPU map) and which CPUs serve each IRQ.
+//	@tag.name					observability
+//	@tag.description			Traffic statistics, per-loop activity, live events, the audit trail and Prometheus metrics.
 //	@tag.name					info
+//	@tag.description			This server and this API's document.
 //	@tag.name					health
-//	@tag.name					later
-//	@tag.description			Part of the API contract, answering 501 Not Implemented until their release.
+//	@tag.description			Liveness and readiness probes (no token needed).

@@ -151,8 +151,6 @@ func title(status int) string {
 		return "Malformed request"
 	case http.StatusUnprocessableEntity:
 		return "Validation failed"
-	case http.StatusNotImplemented:
-		return "Not implemented yet"
 	case http.StatusServiceUnavailable:
 		return "Not ready"
 	case http.StatusInternalServerError:
