@@ -16,24 +16,23 @@
 //
 // # Observability
 //
-// /api/v1/stats, /api/v1/activity and /metrics only read atomics in the
-// core. /metrics writes the text exposition directly from one stats
-// snapshot, at most once a second (scrapes within it share the rendering),
-// and serves at most 4 scrapes at once (503 beyond): see api/metrics.go.
-// /api/v1/events fans config and per-second stats events out to bounded
-// per-client queues: a client that does not keep up is disconnected, a
-// publisher never waits. Streams are capped per token (429) and in all
-// (503), and each rechecks its token every 250 ms: a revoked token's
-// streams end within a second. The audit middleware runs right after the access
-// log, so every refusal of an admitted client (413, 415, 403 by role,
-// 422...) is recorded; writes through server.write add their plan and, for
-// small changes, the before/after of each changed object. Requests refused
-// before authentication (the guard's 401, 403, 429) are not: they are
-// counted (spliced_admin_refused_total) and sampled into the log. A write
-// is in audit.pending (fsynced, under the store's lock) before the store
-// persists it; the entry in audit.log replaces it after the answer, and a
-// record a crash left is completed at start-up (audit_pending.go).
-// Logged paths are redacted (redactURI): no credential from a URL is kept.
+// Rules (the numbers and the walkthrough are next to the code: metrics.go,
+// events.go, audit.go, audit_pending.go):
+//
+//   - /api/v1/stats, /api/v1/activity and /metrics only read atomics in the
+//     core; /metrics renders at most once per metricsMaxAge and serves a
+//     bounded number of scrapes at once (503 beyond).
+//   - /api/v1/events never makes a publisher wait: a client that does not
+//     keep up is disconnected; streams are capped per token (429) and in
+//     all (503), and end soon after their token is revoked.
+//   - Every refusal of an admitted client (413, 415, 403 by role, 422...)
+//     is an audit entry (the audit middleware runs right after the access
+//     log); a refusal before authentication (the guard's 401, 403, 429) is
+//     not, it is counted and sampled into the log.
+//   - A write is durable in the trail (audit.pending, fsynced, under the
+//     store's lock) before the store persists it; a record a crash left is
+//     completed at start-up.
+//   - Logged paths are redacted (redactURI): no credential from a URL is kept.
 //
 // # Conventions
 //
@@ -102,8 +101,9 @@
 // refusal of the guard answers Connection: close, and admission calls the
 // connection's hook (WithAdmitHook; what it returns is called when the
 // handler returns): the admin listener evicts and times out anonymous
-// connections first, and never one whose admitted handler runs (cmd/spliced/admin.go). requiredRole is the one rule mapping method and route to
-// a role, stated per operation in the OpenAPI document (x-spliced-role);
+// connections first, and never one whose admitted handler runs
+// (cmd/spliced/admin.go). requiredRole is the one rule mapping method and
+// route to a role, stated per operation in the OpenAPI document (x-spliced-role);
 // an operator's server PUT/PATCH may change only admin_state and weight,
 // which checkRole verifies inside the store's lock. Secrets never reach a
 // log, an answer or the audit trail: only the token's name does.
