@@ -211,7 +211,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	p := problemFor(err)
 	if ae := (*apiError)(nil); p.Status >= 500 && !errors.As(err, &ae) {
 		log.LogAttrs(r.Context(), slog.LevelError, "admin request failed",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("method", r.Method), slog.String("path", redactPath(r.URL.EscapedPath())),
 			slog.String("request_id", requestID(r.Context())), slog.Any("err", err))
 	}
 	writeProblem(w, r, p)

@@ -173,3 +173,20 @@ func TestHandleAnswersTheReturnedError(t *testing.T) {
 		t.Fatalf("got %d %q", w.Code, w.Body)
 	}
 }
+
+// TestWriteErrorLogRedactsThePath: the log line of a failed request names
+// its path as every other log line does, with a secret pasted into it
+// redacted (a write to /api/v1/backends/<token> while the process stops).
+func TestWriteErrorLogRedactsThePath(t *testing.T) {
+	secret := "spliced_" + strings.Repeat("Ab9_", 10)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	r := httptest.NewRequest("PUT", "/api/v1/backends/"+secret, nil)
+	writeError(httptest.NewRecorder(), r, log, core.ErrStopping)
+	if !strings.Contains(logs.String(), "admin request failed") {
+		t.Fatalf("not logged: %q", logs.String())
+	}
+	if strings.Contains(logs.String(), secret[8:]) || !strings.Contains(logs.String(), "/api/v1/backends/"+redacted) {
+		t.Errorf("the log line holds the secret of the path or no path: %q", logs.String())
+	}
+}
