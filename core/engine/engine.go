@@ -50,9 +50,9 @@ type Engine struct {
 	loopsWG  sync.WaitGroup
 	closed   bool
 	cur      *config.Config
-	binds    map[string]*bindRT // by frontend + "\x00" + bind name
-	fronts   map[string]*feRT   // by frontend name
-	backends map[string]*beRT   // by backend name
+	binds    map[bindID]*bindRT
+	fronts   map[string]*feRT // by frontend name
+	backends map[string]*beRT // by backend name
 
 	gen      atomic.Int64
 	nbthread atomic.Int64
@@ -88,7 +88,7 @@ type feRT struct {
 // frontend; Apply swaps it. tcp connections keep the one they were
 // accepted with; http connections load it for each new request.
 type bindRT struct {
-	key  string
+	id   bindID
 	f    *feRT
 	spec listen.BindSpec // Limits: &f.lim, &Engine.conns
 	// ln is the bind's listener; only Apply's goroutine reads and replaces
@@ -115,7 +115,7 @@ func New(o Options) (*Engine, error) {
 	return &Engine{
 		log:      log,
 		resolve:  o.Resolve,
-		binds:    map[string]*bindRT{},
+		binds:    map[bindID]*bindRT{},
 		fronts:   map[string]*feRT{},
 		backends: map[string]*beRT{},
 		th:       threads{fs: o.PinFS},
@@ -266,7 +266,22 @@ func globalMaxconn(c *config.Config, nloops int) (n int64, warn string) {
 	return int64(fit), ""
 }
 
-func bindKey(fe, bind string) string { return fe + "\x00" + bind }
+// bindID names a bind: its frontend and its name within it. It is a
+// comparable value type (a map key, compared with ==), as net/netip's
+// Addr, not a string joined with a separator.
+type bindID struct {
+	Frontend, Bind string
+}
+
+// LogValue makes a bindID log as the frontend and bind attributes every
+// bind log line carries; logged with attr (under the empty key, which
+// slog inlines), a line reads frontend=pub bind=b1.
+func (id bindID) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("frontend", id.Frontend), slog.String("bind", id.Bind))
+}
+
+// attr is id as the frontend and bind attributes of a log line.
+func (id bindID) attr() slog.Attr { return slog.Any("", id) }
 
 func bindSpec(b *config.Bind) listen.BindSpec {
 	return listen.BindSpec{Address: b.Address, Port: b.Port, Backlog: b.Backlog, Shards: b.Shards, Threads: b.Threads}
@@ -379,7 +394,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	}
 	var opened []*bindRT  // opened by this Apply
 	var replaced []reopen // old binds closed for a rebind, to restore on failure
-	newBinds := make(map[string]*bindRT, len(e.binds))
+	newBinds := make(map[bindID]*bindRT, len(e.binds))
 	fail := func(err error) error {
 		for _, b := range opened {
 			b.ln.Close()
@@ -390,8 +405,8 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		for _, r := range replaced {
 			ln, oerr := e.group.Open(r.spec, r.old, e.accept)
 			if oerr != nil {
-				e.log.Error("could not restore a bind after a failed apply", "bind", r.old.key, "err", oerr)
-				delete(e.binds, r.old.key)
+				e.log.Error("could not restore a bind after a failed apply", r.old.id.attr(), "err", oerr)
+				delete(e.binds, r.old.id)
 				continue
 			}
 			r.old.ln = ln
@@ -403,11 +418,11 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		cf := &snap.Frontends[i]
 		for j := range cf.Binds {
 			cb := &cf.Binds[j]
-			key := bindKey(cf.Name, cb.Name)
+			id := bindID{cf.Name, cb.Name}
 			spec := bindSpec(cb)
-			old := e.binds[key]
+			old := e.binds[id]
 			if old != nil && sameSpec(old.spec, spec) {
-				newBinds[key] = old
+				newBinds[id] = old
 				continue
 			}
 			if old != nil {
@@ -415,7 +430,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 				replaced = append(replaced, reopen{old, old.spec})
 			}
 			spec.Limits = []*listen.Limit{&newFE[cf.Name].lim, &e.conns}
-			b := &bindRT{key: key, f: newFE[cf.Name], spec: spec}
+			b := &bindRT{id: id, f: newFE[cf.Name], spec: spec}
 			b.front.Store(fronts[cf.Name])
 			ln, err := group.Open(spec, b, e.accept)
 			if err != nil {
@@ -427,8 +442,8 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			}
 			b.ln = ln
 			opened = append(opened, b)
-			newBinds[key] = b
-			e.log.Info("bind opened", "frontend", cf.Name, "bind", cb.Name, "address", ln.Addr().String())
+			newBinds[id] = b
+			e.log.Info("bind opened", id.attr(), "address", ln.Addr().String())
 		}
 	}
 
@@ -438,19 +453,18 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	}
 
 	// 4. Publish. From here on nothing fails.
-	for key, b := range newBinds {
+	for id, b := range newBinds {
 		// b.f is fixed at bind creation: the same frontend name keeps its feRT.
-		fe, _, _ := cutKey(key)
-		b.front.Store(fronts[fe])
+		b.front.Store(fronts[id.Frontend])
 	}
 	for i := range snap.Frontends {
 		cf := &snap.Frontends[i]
 		newFE[cf.Name].lim.SetMax(int64(cf.Maxconn))
 	}
-	for key, b := range e.binds {
-		if nb := newBinds[key]; nb == nil {
+	for id, b := range e.binds {
+		if nb := newBinds[id]; nb == nil {
 			b.ln.Close() // removed: stop accepting, connections live on
-			e.log.Info("bind closed", "bind", keyString(key))
+			e.log.Info("bind closed", id.attr())
 		}
 	}
 	if rs != nil {
@@ -499,20 +513,6 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 }
 
 func (e *Engine) resolveFn() func(string) (netip.Addr, error) { return e.resolve }
-
-func cutKey(key string) (fe, bind string, ok bool) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == 0 {
-			return key[:i], key[i+1:], true
-		}
-	}
-	return key, "", false
-}
-
-func keyString(key string) string {
-	fe, b, _ := cutKey(key)
-	return "frontend " + fe + " bind " + b
-}
 
 // restoreBackends undoes the in-place server updates of a failed Apply by
 // rebuilding the running configuration's backends over the ones built.

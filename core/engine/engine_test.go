@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -411,5 +414,24 @@ func TestEngineMaxconnHoldsUnderBurst(t *testing.T) {
 				t.Fatalf("runtime maxconn %d", rt.Maxconn)
 			}
 		})
+	}
+}
+
+// A bindID is a comparable map key whose parts cannot run into each other
+// (a string key joined with a separator could), and it logs as the
+// frontend and bind attributes every bind line carries.
+func TestBindIDIsAValueKeyThatLogsItsParts(t *testing.T) {
+	m := map[bindID]int{{"a", "bc"}: 1, {"ab", "c"}: 2}
+	if len(m) != 2 || m[bindID{"a", "bc"}] != 1 || m[bindID{Frontend: "ab", Bind: "c"}] != 2 {
+		t.Fatalf("map %v", m)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("bind opened", bindID{"pub", "b1"}.attr(), "address", "127.0.0.1:80")
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatal(err)
+	}
+	if line["frontend"] != "pub" || line["bind"] != "b1" || line["address"] != "127.0.0.1:80" {
+		t.Fatalf("log line %s", buf.Bytes())
 	}
 }

@@ -256,8 +256,8 @@ func (e *Engine) applyIRQs(snap *config.Config, masks [][]int, first bool) ([]st
 		}
 	}
 	want := pin.MergePins(policy, q.Pins)
-	key := irqKey(want)
-	if !first && key == e.th.irqKey {
+	wanted := maps.Clone(want) // the loop below may drop IRQs from want
+	if !first && maps.EqualFunc(wanted, e.th.irqs, slices.Equal[[]int]) {
 		return nil, nil
 	}
 	explicit := map[int]int{}
@@ -272,7 +272,7 @@ func (e *Engine) applyIRQs(snap *config.Config, masks [][]int, first bool) ([]st
 				warn = append(warn, err.Error()) // a *pin.PinError naming the IRQ
 			}
 		}
-		e.th.irqKey = key
+		e.th.irqs = wanted
 		if warn == nil {
 			warn = []string{}
 		}
@@ -299,7 +299,7 @@ func (e *Engine) applyIRQs(snap *config.Config, masks [][]int, first bool) ([]st
 		}
 		return nil, &config.ApplyError{Field: field, Object: object, Err: err}
 	}
-	e.th.irqKey = key
+	e.th.irqs = wanted
 	if warn == nil {
 		warn = []string{}
 	}
@@ -316,14 +316,6 @@ func failedIRQ(err error, pe **pin.PinError) (int, bool) {
 		return -1, false
 	}
 	return n, true
-}
-
-func irqKey(m map[int][]int) string {
-	var b strings.Builder
-	for _, irq := range slices.Sorted(maps.Keys(m)) {
-		fmt.Fprintf(&b, "%d:%s;", irq, pin.FormatCPUList(m[irq]))
-	}
-	return b.String()
 }
 
 // waitGroup waits for wg or ctx.

@@ -79,7 +79,7 @@ type threads struct {
 	logRings atomic.Pointer[[]*stats.LogRing]
 	// Pins (pin.go).
 	warnings atomic.Pointer[[]string]
-	irqKey   string
+	irqs     map[int][]int // the IRQ placement the last Apply wrote
 }
 
 // workerOf is the worker of loop l (loop thread; no lock, no allocation).
@@ -228,7 +228,7 @@ func (e *Engine) abortResize(rs *resize) {
 // it, retires the old group, makes the first rs.to loops the active ones and
 // starts draining the loops beyond (Apply's publish step, e.mu held, after
 // the new frontends are published and removed binds are closed).
-func (e *Engine) commitResize(rs *resize, newBinds map[string]*bindRT) {
+func (e *Engine) commitResize(rs *resize, newBinds map[bindID]*bindRT) {
 	old := e.group
 	keepOld := false
 	for _, b := range newBinds {
@@ -239,7 +239,7 @@ func (e *Engine) commitResize(rs *resize, newBinds map[string]*bindRT) {
 		if err != nil {
 			// Rare (no fd left to duplicate): the bind stays on the old
 			// group, whose loops keep accepting for it.
-			e.log.Error("nbthread: could not move a bind to the new loops", "bind", keyString(b.key), "err", err)
+			e.log.Error("nbthread: could not move a bind to the new loops", b.id.attr(), "err", err)
 			keepOld = true
 			continue
 		}

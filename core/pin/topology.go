@@ -112,7 +112,13 @@ func (fs FS) Topology() (Topology, error) {
 
 	nodeOf := fs.readNodes(&t)
 
-	groupIdx := map[string]int{}
+	// A cache group is its level and its CPU list (formatted: a slice is
+	// not comparable); the struct keeps the two apart without a separator.
+	type groupKey struct {
+		level int
+		cpus  string
+	}
+	groupIdx := map[groupKey]int{}
 	var noCache []int
 	t.CPUs = make([]CPU, len(online))
 	for i, id := range online {
@@ -138,7 +144,7 @@ func (fs FS) Topology() (Topology, error) {
 			shared = append(shared, id)
 			slices.Sort(shared)
 		}
-		key := strconv.Itoa(level) + ":" + FormatCPUList(shared)
+		key := groupKey{level, FormatCPUList(shared)}
 		gi, ok := groupIdx[key]
 		if !ok {
 			gi = len(t.L3)
