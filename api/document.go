@@ -42,7 +42,7 @@ func configView(c *config.Config) (any, error) { return c, nil }
 //	@Failure		400			{object}	Problem
 //	@Failure		409			{object}	Problem	"the OS refused part of it (nothing changed)"
 //	@Failure		412			{object}	Problem
-//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem	"body over --admin-max-body and over 3 times the current document"
 //	@Failure		415			{object}	Problem
@@ -193,7 +193,7 @@ func generationParam(name, v string) (int64, error) {
 //	@Failure		404			{object}	Problem	"no such revision kept"
 //	@Failure		409			{object}	Problem	"the OS refused part of it (nothing changed)"
 //	@Failure		412			{object}	Problem
-//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		422			{object}	Problem	"the revision is not valid on this machine (e.g. CPU ids)"
 //	@x-spliced-role	"admin"
@@ -252,7 +252,7 @@ func (s *server) getTuning(w http.ResponseWriter, r *http.Request) error {
 //	@Failure		400			{object}	Problem
 //	@Failure		409			{object}	Problem
 //	@Failure		412			{object}	Problem
-//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
@@ -283,7 +283,7 @@ func (s *server) putTuning(w http.ResponseWriter, r *http.Request) error {
 //	@Failure		400			{object}	Problem
 //	@Failure		409			{object}	Problem
 //	@Failure		412			{object}	Problem
-//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem

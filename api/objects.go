@@ -118,7 +118,7 @@ func (s *server) listFrontends(w http.ResponseWriter, r *http.Request) error {
 //	@Failure		400			{object}	Problem					"malformed body (bad JSON, bad UTF-8, too deep, unknown or duplicate field)"
 //	@Failure		409			{object}	Problem					"name taken, or the OS refused a bind (nothing changed)"
 //	@Failure		412			{object}	Problem					"If-Match does not match"
-//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem					"body over 1 MiB"
 //	@Failure		415			{object}	Problem					"Content-Type is not application/json"
@@ -161,7 +161,7 @@ func (s *server) getFrontend(w http.ResponseWriter, r *http.Request) error {
 //	@Failure		404			{object}	Problem
 //	@Failure		409			{object}	Problem	"the OS refused a bind (nothing changed)"
 //	@Failure		412			{object}	Problem
-//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
@@ -190,7 +190,7 @@ func (s *server) putFrontend(w http.ResponseWriter, r *http.Request) error {
 //	@Failure		404			{object}	Problem
 //	@Failure		409			{object}	Problem
 //	@Failure		412			{object}	Problem
-//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
@@ -214,7 +214,7 @@ func (s *server) patchFrontend(w http.ResponseWriter, r *http.Request) error {
 //	@Failure	404	{object}	Problem
 //	@Failure	409	{object}	Problem	"the data plane refused (nothing changed)"
 //	@Failure	412	{object}	Problem
-//	@Failure	503	{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	503	{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure	507	{object}	Problem	"the state directory is full: nothing changed"
 //	@x-spliced-role	"admin"
 //	@Router		/api/v1/frontends/{name} [delete]
@@ -257,7 +257,7 @@ func (s *server) listBinds(w http.ResponseWriter, r *http.Request) error {
 //	@Failure	404			{object}	Problem	"unknown frontend"
 //	@Failure	409			{object}	Problem	"name taken, address in use (nothing changed)"
 //	@Failure	412			{object}	Problem
-//	@Failure	503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure	507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
@@ -299,7 +299,7 @@ func (s *server) getBind(w http.ResponseWriter, r *http.Request) error { return 
 //	@Failure	404			{object}	Problem
 //	@Failure	409			{object}	Problem
 //	@Failure	412			{object}	Problem
-//	@Failure	503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure	507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
@@ -322,7 +322,7 @@ func (s *server) putBind(w http.ResponseWriter, r *http.Request) error { return 
 //	@Failure	404	{object}	Problem
 //	@Failure	409	{object}	Problem
 //	@Failure	412	{object}	Problem
-//	@Failure	503	{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	503	{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure	507	{object}	Problem	"the state directory is full: nothing changed"
 //	@x-spliced-role	"admin"
 //	@Router		/api/v1/frontends/{name}/binds/{bind} [delete]
@@ -362,7 +362,7 @@ func (s *server) listBackends(w http.ResponseWriter, r *http.Request) error {
 //	@Failure	400			{object}	Problem
 //	@Failure	409			{object}	Problem	"name taken"
 //	@Failure	412			{object}	Problem
-//	@Failure	503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure	507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
@@ -405,7 +405,7 @@ func (s *server) getBackend(w http.ResponseWriter, r *http.Request) error {
 //	@Failure		404			{object}	Problem
 //	@Failure		409			{object}	Problem
 //	@Failure		412			{object}	Problem
-//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
@@ -434,7 +434,7 @@ func (s *server) putBackend(w http.ResponseWriter, r *http.Request) error {
 //	@Failure		404			{object}	Problem
 //	@Failure		409			{object}	Problem
 //	@Failure		412			{object}	Problem
-//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
@@ -459,7 +459,7 @@ func (s *server) patchBackend(w http.ResponseWriter, r *http.Request) error {
 //	@Failure		404	{object}	Problem
 //	@Failure		409	{object}	Problem	"still referenced"
 //	@Failure		412	{object}	Problem
-//	@Failure		503	{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		503	{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure		507	{object}	Problem	"the state directory is full: nothing changed"
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/backends/{name} [delete]
@@ -502,7 +502,7 @@ func (s *server) listServers(w http.ResponseWriter, r *http.Request) error {
 //	@Failure	404			{object}	Problem	"unknown backend"
 //	@Failure	409			{object}	Problem	"name taken"
 //	@Failure	412			{object}	Problem
-//	@Failure	503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure	507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
@@ -546,7 +546,7 @@ func (s *server) getServer(w http.ResponseWriter, r *http.Request) error {
 //	@Failure	404			{object}	Problem
 //	@Failure	409			{object}	Problem
 //	@Failure	412			{object}	Problem
-//	@Failure	503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure	507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure	413			{object}	Problem
 //	@Failure	415			{object}	Problem
@@ -576,7 +576,7 @@ func (s *server) putServer(w http.ResponseWriter, r *http.Request) error {
 //	@Failure		404			{object}	Problem
 //	@Failure		409			{object}	Problem
 //	@Failure		412			{object}	Problem
-//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
 //	@Failure		413			{object}	Problem
 //	@Failure		415			{object}	Problem
@@ -601,7 +601,7 @@ func (s *server) patchServer(w http.ResponseWriter, r *http.Request) error {
 //	@Failure	404	{object}	Problem
 //	@Failure	409	{object}	Problem
 //	@Failure	412	{object}	Problem
-//	@Failure	503	{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure	503	{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure	507	{object}	Problem	"the state directory is full: nothing changed"
 //	@x-spliced-role	"admin"
 //	@Router		/api/v1/backends/{name}/servers/{server} [delete]

@@ -98,8 +98,9 @@ func (s *server) getCPUMap(w http.ResponseWriter, r *http.Request) error {
 //	@Failure		400			{object}	Problem
 //	@Failure		409			{object}	Problem	"the kernel refused the affinity; nothing changed"
 //	@Failure		412			{object}	Problem
-//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
+//	@Failure		413			{object}	Problem	"body over --admin-max-body"
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"
@@ -213,8 +214,9 @@ func (s *server) getIRQ(w http.ResponseWriter, r *http.Request) error {
 //	@Failure		404			{object}	Problem
 //	@Failure		409			{object}	Problem	"the kernel refused the affinity; nothing changed"
 //	@Failure		412			{object}	Problem
-//	@Failure		503			{object}	Problem	"the state directory refused the write (read-only, I/O error): nothing changed"
+//	@Failure		503			{object}	Problem	"the process is stopping, the change did not apply in time (rolled back), or the state directory refused the write (read-only, I/O error): nothing changed"
 //	@Failure		507			{object}	Problem	"the state directory is full: nothing changed"
+//	@Failure		413			{object}	Problem	"body over --admin-max-body"
 //	@Failure		415			{object}	Problem
 //	@Failure		422			{object}	Problem
 //	@x-spliced-role	"admin"
