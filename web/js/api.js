@@ -13,7 +13,6 @@ export class ApiError extends Error {
     this.problem = p;
     this.errors = Array.isArray(p.errors) ? p.errors : [];
   }
-  get notImplemented() { return this.status === 501; }
 }
 
 export function token() {
@@ -94,13 +93,13 @@ export async function request(method, path, body, opts = {}) {
 
 export async function get(path, opts) { return (await request('GET', path, undefined, opts)).data; }
 
-// tryGet answers null instead of failing when the endpoint is not
-// implemented yet (501) or absent (404), so pages can say so.
+// tryGet answers {ok: false} instead of failing when the endpoint is
+// absent (404), so pages can say so.
 export async function tryGet(path, opts) {
   try {
     return { ok: true, data: await get(path, opts) };
   } catch (e) {
-    if (e instanceof ApiError && (e.status === 501 || e.status === 404)) return { ok: false, status: e.status, error: e };
+    if (e instanceof ApiError && e.status === 404) return { ok: false, status: e.status, error: e };
     throw e;
   }
 }

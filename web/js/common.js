@@ -85,9 +85,10 @@ export function paint(root, live) {
   });
 }
 
-// notAvailable is the page's word for an endpoint answering 501.
+// notAvailable is the page's word for an endpoint this spliced does not
+// serve (404: an older build behind the page, or a route turned off).
 export function notAvailable(what, path) {
-  return h('p', { class: 'notice', 'data-na': path }, `Not available yet: ${what} (`, h('code', null, 'GET ' + path), ' answers 501 Not Implemented).');
+  return h('p', { class: 'notice', 'data-na': path }, `Not available: ${what} (`, h('code', null, 'GET ' + path), ' answers 404 Not Found on this spliced).');
 }
 
 // subscribe adds live listeners and returns the function removing them.

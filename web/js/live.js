@@ -1,7 +1,7 @@
 // Live data. The preferred source is /api/v1/events, read with fetch and a
 // ReadableStream (EventSource cannot send the Authorization header); it
 // reconnects by itself with backoff. While the stream carries no stats (or
-// the endpoint answers 501), /api/v1/stats is polled every 2 s. Samples are
+// the endpoint answers 404), /api/v1/stats is polled every 2 s. Samples are
 // kept for HISTORY_S seconds to draw rates; data older than STALE_MS is
 // marked stale on the page.
 
@@ -18,7 +18,7 @@ export class Live extends EventTarget {
     this.mode = 'connecting';   // sse | poll | off
     this.stats = null;          // latest normStats
     this.statsAt = 0;           // ms of the latest stats sample
-    this.statsMissing = false;  // /stats answered 501
+    this.statsMissing = false;  // /stats answered 404
     this.activity = null;       // latest normActivity
     this.activityAt = 0;
     this.activityMissing = false;
@@ -80,7 +80,7 @@ export class Live extends EventTarget {
         await res.text();
         throw new Error('events: HTTP ' + res.status);
       }
-      if (res.status === 501 || res.status === 404) {
+      if (res.status === 404) {
         this.eventsMissing = true;
         this._setMode('poll');
         return;
@@ -149,7 +149,7 @@ export class Live extends EventTarget {
       try {
         this._stats(await get('/api/v1/stats', { noLogin: false }));
       } catch (e) {
-        if (e instanceof ApiError && (e.status === 501 || e.status === 404)) {
+        if (e instanceof ApiError && e.status === 404) {
           this.statsMissing = true;
           this.dispatchEvent(new Event('stats'));
         }
@@ -164,7 +164,7 @@ export class Live extends EventTarget {
     try {
       this._activity(await get('/api/v1/activity'));
     } catch (e) {
-      if (e instanceof ApiError && (e.status === 501 || e.status === 404)) {
+      if (e instanceof ApiError && e.status === 404) {
         this.activityMissing = true;
         this.dispatchEvent(new Event('activity'));
       }

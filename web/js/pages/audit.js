@@ -41,7 +41,7 @@ export default async function audit(ctx, root) {
       res = await request('GET', '/api/v1/audit' + query);
     } catch (e) {
       clear(panel);
-      if (e instanceof ApiError && (e.status === 501 || e.status === 404)) panel.append(notAvailable('the audit log', '/api/v1/audit'));
+      if (e instanceof ApiError && e.status === 404) panel.append(notAvailable('the audit log', '/api/v1/audit'));
       else if (e instanceof ApiError && e.status === 403) panel.append(h('p', { class: 'notice' }, 'Your role may not read the audit log.'));
       else throw e;
       return;
