@@ -8,8 +8,11 @@
 // to the core only through config.Store (every write is one store.Update
 // whose Apply is core.Control.Apply, so the answer comes after the data
 // plane runs the change, and a refused change is rolled back) and
-// core.Control.Runtime, Stats and LoopActivity. It never touches the data
-// plane otherwise. Its only state is observability (stats.go): the audit
+// core.Control.Runtime, Stats, LoopActivity and its placement part
+// (threads, IRQs: read through Control, never from /proc directly). It
+// never touches the data plane otherwise and does not import it
+// (scripts/test.sh fails if go list -deps ./api names core/engine,
+// core/proxy, core/listen or core/loop). Its only state is observability (stats.go): the audit
 // trail (audit.log in the state directory, one JSON line per write or
 // refused write) and the event hub of /api/v1/events. Handlers run on
 // net/http's goroutines, any number at once; the store serialises writes.

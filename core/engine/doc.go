@@ -20,8 +20,9 @@
 //     new request) and run what Apply queued with Exec at their next round.
 //   - Stats, LoopActivity, Runtime, Stopping and PinWarnings read atomics
 //     only: any goroutine, never blocked by the loops or by an Apply in
-//     progress. Threads and CheckStates take Engine.mu (they wait for an
-//     Apply in progress).
+//     progress. Threads, Activity and CheckStates take Engine.mu (they wait
+//     for an Apply in progress). AffinityMask, IRQs and IRQ read the
+//     procfs/sysfs tree the engine pins in (Options.PinFS), no lock.
 //   - A loop's thread is locked for the life of its goroutine; CPU pins
 //     are set from inside the loop thread (Exec), IRQ pins from Apply's
 //     goroutine (threads.go, pin.go).
