@@ -13,7 +13,7 @@ import (
 const (
 	cToken  = 1 << iota // tchar
 	cValue              // field-vchar / SP / HTAB (obs-text included)
-	cTarget             // visible ASCII allowed in a request-target (no '#')
+	cTarget             // visible ASCII allowed in a request-target (no '#': no CTL, SP, DEL, non-ASCII or fragment, as HAProxy without its accept-unsafe option)
 	cHost               // reg-name / IP-literal / port characters of an authority
 	cHex                // HEXDIG
 	cReason             // reason-phrase: HTAB / SP / VCHAR / obs-text

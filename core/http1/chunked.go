@@ -8,6 +8,19 @@ package http1
 //
 // It never allocates and never looks at a byte twice. The zero value is
 // ready for a body with no MaxBody; Reset before each new body.
+//
+// The rules: chunk-size is HEXDIG only (no sign, no "0x", no leading
+// whitespace), at most 16 digits counting leading zeros (as net/http) and
+// below 2^62. Right after the size comes ';' or CRLF: the BWS that RFC
+// 9112 §7.1.1 allows before ';' is refused (400), as net/http does,
+// because parsers disagree on it and no client needs it. Extensions may
+// hold HTAB, SP, visible ASCII and obs-text, and the size line is limited
+// (MaxLine); chunk data must be followed by CRLF; trailer fields follow
+// the header field rules; the body ends at the empty line after the last
+// chunk. The proxy forwards the validated bytes as they arrived (framing
+// included), which is simplest and what HAProxy's legacy mode did; MaxBody
+// enforces a per-frontend body limit (413) before any byte of an oversized
+// chunk is accepted.
 type Chunked struct {
 	// MaxBody bounds the sum of chunk sizes (0 = no bound): a chunk-size
 	// line that would exceed it fails with 413 before any of its data.
@@ -24,7 +37,9 @@ type Chunked struct {
 	chunks int64
 }
 
-// Chunk decoder states.
+// Chunk decoder states. A line's value state (csExt, csTrailerValue) is
+// followed by the state of the LF that ends that line: Decode moves from
+// one to the other with state+1.
 const (
 	csSize0        uint8 = iota // first hex digit of a chunk-size
 	csSize                      // more hex digits, ';' or CR
@@ -121,16 +136,7 @@ func (c *Chunked) Decode(in []byte) (n, data int, err error) {
 		b := in[i]
 		switch c.state {
 		case csData:
-			avail := uint64(len(in) - i)
-			if avail > c.size {
-				avail = c.size
-			}
-			c.size -= avail
-			c.total += int64(avail)
-			if c.size == 0 {
-				c.state = csDataCR
-			}
-			return i + int(avail), int(avail), nil
+			return c.data(in, i)
 		case csSize0, csSize:
 			c.line++
 			if charClass[b]&cHex != 0 {
@@ -154,41 +160,44 @@ func (c *Chunked) Decode(in []byte) (n, data int, err error) {
 					return c.fail(i, ErrChunkSize)
 				}
 			}
-		case csExt:
+		case csExt, csTrailerValue:
+			// a chunk extension or a trailer field value, up to its CR:
+			// HTAB, SP, visible ASCII and obs-text (the field-value rule)
 			c.line++
 			if b == '\r' {
-				c.state = csSizeLF
+				c.state++ // to the LF ending the line
 			} else if charClass[b]&cValue == 0 {
-				return c.fail(i, ErrChunkExt)
+				if c.state == csExt {
+					return c.fail(i, ErrChunkExt)
+				}
+				return c.fail(i, ErrTrailer)
 			}
-		case csSizeLF:
-			c.line++
+		case csSizeLF, csTrailerLF, csEndLF:
 			if b != '\n' {
 				return c.fail(i, ErrChunkBareCR)
 			}
-			if c.MaxBody > 0 && int64(c.size) > c.MaxBody-c.total {
-				return c.fail(i, ErrBodyTooLarge)
-			}
-			c.line = 0
-			c.chunks++
-			if c.size == 0 {
+			switch c.state {
+			case csTrailerLF:
+				c.line++
 				c.state = csTrailer
-			} else {
+			case csEndLF:
+				c.state = csDone
+				return i + 1, 0, nil
+			default: // csSizeLF: the size line is complete
+				if c.MaxBody > 0 && int64(c.size) > c.MaxBody-c.total {
+					return c.fail(i, ErrBodyTooLarge)
+				}
+				c.line = 0
+				c.chunks++
+				if c.size == 0 {
+					c.state = csTrailer
+					break
+				}
 				c.state = csData
 				// the data run starts at i+1: report the framing now
 				// unless data follows in this very input.
 				if i+1 < len(in) {
-					i++
-					avail := uint64(len(in) - i)
-					if avail > c.size {
-						avail = c.size
-					}
-					c.size -= avail
-					c.total += int64(avail)
-					if c.size == 0 {
-						c.state = csDataCR
-					}
-					return i + int(avail), int(avail), nil
+					return c.data(in, i+1)
 				}
 			}
 		case csDataCR:
@@ -225,25 +234,6 @@ func (c *Chunked) Decode(in []byte) (n, data int, err error) {
 			default:
 				return c.fail(i, ErrTrailer)
 			}
-		case csTrailerValue:
-			c.line++
-			if b == '\r' {
-				c.state = csTrailerLF
-			} else if charClass[b]&cValue == 0 {
-				return c.fail(i, ErrTrailer)
-			}
-		case csTrailerLF:
-			c.line++
-			if b != '\n' {
-				return c.fail(i, ErrChunkBareCR)
-			}
-			c.state = csTrailer
-		case csEndLF:
-			if b != '\n' {
-				return c.fail(i, ErrChunkBareCR)
-			}
-			c.state = csDone
-			return i + 1, 0, nil
 		case csDone:
 			return i, 0, nil
 		}
@@ -256,6 +246,18 @@ func (c *Chunked) Decode(in []byte) (n, data int, err error) {
 		i++
 	}
 	return i, 0, nil
+}
+
+// data takes the data of the current chunk that in[i:] holds, up to the
+// chunk's end: one data run, which ends the Decode call.
+func (c *Chunked) data(in []byte, i int) (n, data int, err error) {
+	avail := min(uint64(len(in)-i), c.size)
+	c.size -= avail
+	c.total += int64(avail)
+	if c.size == 0 {
+		c.state = csDataCR
+	}
+	return i + int(avail), int(avail), nil
 }
 
 func (c *Chunked) fail(_ int, e *Error) (int, int, error) {

@@ -337,7 +337,8 @@ func (h *Head) field(buf []byte, start, end int) (Kind, errCode, bool) {
 // lets a recipient take it as one value, but we forward the head as
 // received, and a server or cache behind us that reads it otherwise (the
 // first value, the last, or an error) would frame the body differently
-// (DESIGN.md: duplicate Content-Length is refused).
+// (DESIGN.md: duplicate Content-Length is refused; net/http refuses it
+// too). In a response the same defects are 502.
 func (h *Head) contentLength(v []byte) (errCode, bool) {
 	if h.clSeen {
 		return eCLDup, false
@@ -386,32 +387,154 @@ func (h *Head) transferEncoding(v []byte) (errCode, bool) {
 	return 0, true
 }
 
-// teVerdict: chunked missing, repeated or not final -> 400; chunked final
-// and once but preceded by another coding (gzip, chunked) -> 501, since we
-// do not implement that coding.
-func (h *Head) teVerdict() (errCode, bool) {
+// teVerdict judges the Transfer-Encoding of a head that has one, at its
+// end. A sender must not send it in HTTP/1.0, nor with Content-Length; we
+// refuse both rather than guess (RFC 9112 §6.1, §6.3 item 3). RFC 9112
+// §6.3 lets an intermediary drop Content-Length and close after the
+// response; we reject instead, because such a request is either an attack
+// or a broken client, and rejecting leaves no interpretation for a server
+// behind us to disagree with (dropping Content-Length still forwards a
+// body whose framing was ambiguous on the wire). Then chunked missing,
+// repeated or not final -> 400 (RFC 9112 §6.3: the length cannot be
+// determined); chunked final and once but preceded by another coding
+// (gzip, chunked) -> 501, since we do not implement that coding (RFC 9112
+// §6.1). numErrCodes: the body is chunked.
+func (h *Head) teVerdict() errCode {
 	switch {
+	case h.Minor == 0:
+		return eTEHTTP10
+	case h.clSeen:
+		return eCLandTE
 	case h.teChunked > 1:
-		return eTEDup, false
+		return eTEDup
 	case h.teChunked == 0 || !h.teLast:
-		return eTEFinal, false
+		return eTEFinal
 	case h.teOther:
-		return eTEUnknown, false
+		return eTEUnknown
 	}
-	return 0, true
+	return numErrCodes
 }
 
 // scanner finds the lines of a head incrementally: it remembers how far it
 // has searched for LF, so a head fed in many pieces is still searched once;
 // each complete line is then parsed once, when its LF arrives. Nothing is
 // ever re-parsed, so the total work is linear in the head size.
+//
+// The proxy reads into fixed-size buffers (core/proxy.Buffer, bufsize, 16
+// KiB by default) and passes the pending bytes, always starting at the
+// first byte of the head, so a head delivered one byte at a time still
+// costs one pass. The parsed head holds offsets (Span) into that buffer,
+// up to MaxHeaders field lines in a fixed array. A head that does not fit
+// in Limits.MaxHead (set it to the buffer size) is refused with 431, so the
+// whole head is always in one buffer when Parse completes.
 type scanner struct {
-	scanned   int // bytes of buf already searched for LF
-	lineStart int // offset of the line being received
-	start     int // offset of the start line (after skipped empty lines)
-	lines     int // complete lines, start line included
-	err       *Error
+	scanned   int     // bytes of buf already searched for LF
+	lineStart int     // offset of the line being received
+	start     int     // offset of the start line (after skipped empty lines)
+	lines     int     // complete lines, start line included
+	failed    errCode // the error + 1; 0 while the head is not refused
 	done      bool
+}
+
+// What scan stops at. The start line, a Host field and the end of the head
+// are where a request and a response differ: their Parse methods handle
+// these and call scan again, until headStop.
+const (
+	headStop  = iota // the head is complete, refused, or needs more bytes: see result
+	headStart        // buf[start:end] is the start line; check its verdict
+	headHost         // h.Headers[h.N-1] is a Host field (requests only); check it
+	headEnd          // the empty line that ends the head was read; end it
+)
+
+// scan is the line loop of Request.Parse and Response.Parse: it runs over
+// the complete lines of buf not seen yet, parses the field lines into h
+// with their framing rules, and returns at the first event its caller must
+// handle. For a request (RFC 9112 §2.2) empty lines before the start line
+// are skipped and Host fields are reported; a response gets neither. Once
+// the head is complete or refused, scan stops at once (results are sticky
+// until Reset).
+func (s *scanner) scan(h *Head, buf []byte, l *Limits, request bool) (start, end, ev int) {
+	if s.done || s.failed != 0 {
+		return 0, 0, headStop
+	}
+	maxHead, maxLine, maxN := l.head(), l.requestLine(), l.headers()
+	for {
+		start, end, st := s.next(buf, maxLine, maxHead)
+		switch st {
+		case lineMore:
+			s.check(s.incomplete(buf, maxLine, maxHead))
+			return 0, 0, headStop
+		case lineBad:
+			s.check(eBareLF)
+			return 0, 0, headStop
+		case lineLong:
+			s.check(eRequestLineLong)
+			return 0, 0, headStop
+		}
+		if s.lines == 0 {
+			if start == end && request {
+				// RFC 9112 §2.2: ignore empty lines before the request line
+				// (browsers send a CRLF after a POST body); they count
+				// against MaxHead.
+				s.start = s.lineStart
+				continue
+			}
+			if end+2-start > maxLine {
+				s.check(eRequestLineLong)
+				return 0, 0, headStop
+			}
+			s.lines++
+			return start, end, headStart
+		}
+		if start == end {
+			return 0, 0, headEnd
+		}
+		if h.N >= maxN {
+			s.check(eTooManyHeaders)
+			return 0, 0, headStop
+		}
+		k, e, ok := h.field(buf, start, end)
+		if !ok {
+			s.check(e)
+			return 0, 0, headStop
+		}
+		s.lines++
+		if k == KindHost && request {
+			return 0, 0, headHost
+		}
+	}
+}
+
+// check records the verdict of a check on the head: numErrCodes lets it
+// go on, any other code refuses it.
+func (s *scanner) check(e errCode) {
+	if e != numErrCodes {
+		s.failed = e + 1
+	}
+}
+
+// end records the verdict on a head whose last line scan just read: with
+// no error, the head is complete and its length is known.
+func (s *scanner) end(h *Head, e errCode) {
+	if e != numErrCodes {
+		s.failed = e + 1
+		return
+	}
+	h.Len = s.lineStart
+	s.done = true
+}
+
+// result is what Parse returns when scan stops: the head's length once
+// complete, the error (from errs, the table of the message kind) once
+// refused, else (0, nil) for more bytes.
+func (s *scanner) result(h *Head, errs *[numErrCodes]Error) (int, error) {
+	switch {
+	case s.done:
+		return h.Len, nil
+	case s.failed != 0:
+		return 0, &errs[s.failed-1]
+	}
+	return 0, nil
 }
 
 const (
@@ -422,7 +545,11 @@ const (
 )
 
 // next returns the next complete line buf[start:end] (CRLF excluded).
-// Only the first maxHead bytes of buf are looked at.
+// Only the first maxHead bytes of buf are looked at. A line must end with
+// CRLF: RFC 9112 §2.2 lets a lenient recipient accept a bare LF, but we
+// refuse it (400), since a proxy that accepts what the server may split
+// differently is a request-smuggling vector. A bare CR anywhere in the
+// head is refused by the line parsers (RFC 9112 §2.2 MUST).
 func (s *scanner) next(buf []byte, maxLine, maxHead int) (start, end, st int) {
 	lim := len(buf)
 	if lim > maxHead {

@@ -101,77 +101,35 @@ func (r *Request) Reset() {
 // return the same result until Reset. The zero Request is ready to parse.
 func (r *Request) Parse(buf []byte) (int, error) {
 	s := &r.s
-	if s.done {
-		return r.Len, nil
-	}
-	if s.err != nil {
-		return 0, s.err
-	}
-	maxHead := r.Limits.head()
-	maxLine := r.Limits.requestLine()
-	maxN := r.Limits.headers()
 	for {
-		start, end, st := s.next(buf, maxLine, maxHead)
-		switch st {
-		case lineMore:
-			if e := s.incomplete(buf, maxLine, maxHead); e != numErrCodes {
-				return r.fail(e)
-			}
-			return 0, nil
-		case lineBad:
-			return r.fail(eBareLF)
-		case lineLong:
-			return r.fail(eRequestLineLong)
+		start, end, ev := s.scan(&r.Head, buf, &r.Limits, true)
+		switch ev {
+		case headStart:
+			s.check(r.requestLine(buf, start, end))
+		case headHost:
+			s.check(r.host(buf))
+		case headEnd:
+			s.end(&r.Head, r.finish(buf))
+			fallthrough
+		default:
+			return s.result(&r.Head, &requestErrors)
 		}
-		if s.lines == 0 {
-			if start == end {
-				// RFC 9112 §2.2: ignore empty lines before the request line
-				// (browsers send a CRLF after a POST body).
-				s.start = s.lineStart
-				continue
-			}
-			if end+2-start > maxLine {
-				return r.fail(eRequestLineLong)
-			}
-			if e := r.requestLine(buf, start, end); e != numErrCodes {
-				return r.fail(e)
-			}
-			s.lines++
-			continue
-		}
-		if start == end {
-			if e := r.finish(buf); e != numErrCodes {
-				return r.fail(e)
-			}
-			r.Len = s.lineStart
-			s.done = true
-			return r.Len, nil
-		}
-		if r.N >= maxN {
-			return r.fail(eTooManyHeaders)
-		}
-		k, e, ok := r.field(buf, start, end)
-		if !ok {
-			return r.fail(e)
-		}
-		if k == KindHost {
-			r.hostN++
-			if r.hostN > 1 {
-				return r.fail(eHostDup)
-			}
-			hd := &r.Headers[r.N-1]
-			if !validAuthority(hd.Value.Bytes(buf), false) {
-				return r.fail(eHostInvalid)
-			}
-			r.Host, r.HasHost = hd.Value, true
-		}
-		s.lines++
 	}
 }
 
-func (r *Request) fail(e errCode) (int, error) {
-	r.s.err = &requestErrors[e]
-	return 0, r.s.err
+// host checks the Host field just parsed (the last of r.Headers): one per
+// head (RFC 9112 §3.2), and a valid authority.
+func (r *Request) host(buf []byte) errCode {
+	r.hostN++
+	if r.hostN > 1 {
+		return eHostDup
+	}
+	hd := &r.Headers[r.N-1]
+	if !validAuthority(hd.Value.Bytes(buf), false) {
+		return eHostInvalid
+	}
+	r.Host, r.HasHost = hd.Value, true
+	return numErrCodes
 }
 
 // requestLine parses method SP request-target SP HTTP-version: exactly one
@@ -228,7 +186,9 @@ func (r *Request) requestLine(buf []byte, start, end int) errCode {
 		// (AppendRequestLine).
 		r.Minor = 1
 	case len(v) == 8 && string(v[:5]) == "HTTP/" && isDigit(v[5]) && v[6] == '.' && isDigit(v[7]):
-		// well-formed but another major version (HTTP/2.0, HTTP/0.9...)
+		// well-formed but another major version (HTTP/2.0, HTTP/0.9...):
+		// 505 as nginx answers (HTTP/2 prior knowledge does not come this
+		// way); anything else, HTTP/0.9 without a version included, is 400.
 		return eVersionUnsupported
 	default:
 		return eVersion
@@ -302,7 +262,11 @@ func allDigits(s []byte) bool {
 	return len(s) > 0
 }
 
-// finish applies the rules that need the whole head.
+// finish applies the rules that need the whole head. An absolute-form
+// authority must equal the Host field (case-insensitive), so the proxy and
+// the server cannot route on different hosts. Expect: 100-continue is
+// ignored in HTTP/1.0 (RFC 9110 §10.1.1); other expectations are left to
+// the server.
 func (r *Request) finish(buf []byte) errCode {
 	if r.Minor == 1 && r.hostN == 0 {
 		return eHostMissing
@@ -334,13 +298,7 @@ func (r *Request) finish(buf []byte) errCode {
 // the stricter choices documented in doc.go.
 func (h *Head) framing() errCode {
 	if h.teSeen {
-		if h.Minor == 0 {
-			return eTEHTTP10
-		}
-		if h.clSeen {
-			return eCLandTE
-		}
-		if e, ok := h.teVerdict(); !ok {
+		if e := h.teVerdict(); e != numErrCodes {
 			return e
 		}
 		h.Body = BodyChunked

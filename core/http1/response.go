@@ -30,59 +30,18 @@ func (r *Response) Reset() {
 // tunnel (Upgrade true, no body). Every error carries status 502.
 func (r *Response) Parse(buf []byte, req Method) (int, error) {
 	s := &r.s
-	if s.done {
-		return r.Len, nil
-	}
-	if s.err != nil {
-		return 0, s.err
-	}
-	maxHead := r.Limits.head()
-	maxLine := r.Limits.requestLine()
-	maxN := r.Limits.headers()
 	for {
-		start, end, st := s.next(buf, maxLine, maxHead)
-		switch st {
-		case lineMore:
-			if e := s.incomplete(buf, maxLine, maxHead); e != numErrCodes {
-				return r.fail(e)
-			}
-			return 0, nil
-		case lineBad:
-			return r.fail(eBareLF)
-		case lineLong:
-			return r.fail(eRequestLineLong)
+		start, end, ev := s.scan(&r.Head, buf, &r.Limits, false)
+		switch ev {
+		case headStart:
+			s.check(r.statusLine(buf, start, end))
+		case headEnd:
+			s.end(&r.Head, r.finish(req))
+			fallthrough
+		default:
+			return s.result(&r.Head, &responseErrors)
 		}
-		if s.lines == 0 {
-			if end+2-start > maxLine {
-				return r.fail(eRequestLineLong)
-			}
-			if e := r.statusLine(buf, start, end); e != numErrCodes {
-				return r.fail(e)
-			}
-			s.lines++
-			continue
-		}
-		if start == end {
-			if e := r.finish(req); e != numErrCodes {
-				return r.fail(e)
-			}
-			r.Len = s.lineStart
-			s.done = true
-			return r.Len, nil
-		}
-		if r.N >= maxN {
-			return r.fail(eTooManyHeaders)
-		}
-		if _, e, ok := r.field(buf, start, end); !ok {
-			return r.fail(e)
-		}
-		s.lines++
 	}
-}
-
-func (r *Response) fail(e errCode) (int, error) {
-	r.s.err = &responseErrors[e]
-	return 0, r.s.err
 }
 
 // statusLine parses HTTP-version SP 3DIGIT SP reason-phrase. The SP and
@@ -127,20 +86,17 @@ func (r *Response) statusLine(buf []byte, start, end int) errCode {
 	return numErrCodes
 }
 
-// finish decides the body length per RFC 9112 §6.3.
+// finish decides the body length per RFC 9112 §6.3: 1xx, 204, 304 and
+// responses to HEAD have no body; 101 sets Upgrade, other 1xx Interim; a
+// 2xx to CONNECT sets Upgrade; then chunked, then Content-Length, else the
+// body runs until close (Close set). Transfer-Encoding must be exactly
+// chunked, in HTTP/1.1, without Content-Length: anything else is a 502
+// rather than a guess.
 func (r *Response) finish(req Method) errCode {
 	if r.teSeen {
-		// A sender must not send Transfer-Encoding in HTTP/1.0, nor with
-		// Content-Length; we refuse both rather than guess (RFC 9112 §6.1,
-		// §6.3 item 3). Codings other than a lone chunked would force us
-		// to read until close and pass an encoding we cannot check: 502.
-		if r.Minor == 0 {
-			return eTEHTTP10
-		}
-		if r.clSeen {
-			return eCLandTE
-		}
-		if e, ok := r.teVerdict(); !ok {
+		// Codings other than a lone chunked would force us to read until
+		// close and pass an encoding we cannot check: 502.
+		if e := r.teVerdict(); e != numErrCodes {
 			return e
 		}
 	}

@@ -110,6 +110,12 @@ func AppendError(dst []byte, status int) []byte {
 	return append(dst, errorResponse(status)...)
 }
 
+// The proxy copies a head field by field: AppendRequestLine (always
+// HTTP/1.1 towards servers), Head.AppendEndToEnd, which drops the
+// hop-by-hop fields (HopByHop), then AppendXForwardedFor (a new field
+// line; an existing one is kept before it, as HAProxy does),
+// AppendXForwardedProto and AppendVia.
+
 // AppendRequestLine appends "method SP target SP HTTP/1.1 CRLF": the proxy
 // speaks HTTP/1.1 to servers whatever the client spoke.
 func AppendRequestLine(dst, method, target []byte) []byte {
