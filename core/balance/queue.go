@@ -3,6 +3,8 @@ package balance
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/spliced-proxy/spliced/internal/ilist"
 )
 
 // Queue holds the connections waiting for a server slot of one backend
@@ -30,40 +32,11 @@ type Queue struct {
 	// without the lock: see Wait for why no slot is lost.
 	n   atomic.Int64
 	mu  sync.Mutex
-	any fifo
+	any ilist.List[Waiter] // waiters for any server, oldest first
 	seq uint64
 	// servers is the server list of the committed generation (Build for a
 	// new lineage, Retire afterwards): the servers that may take waiters.
 	servers []*Server
-}
-
-// fifo is an intrusive doubly linked list of waiters, oldest first.
-type fifo struct {
-	head, tail *Waiter
-}
-
-func (f *fifo) push(w *Waiter) {
-	w.prev, w.next = f.tail, nil
-	if f.tail != nil {
-		f.tail.next = w
-	} else {
-		f.head = w
-	}
-	f.tail = w
-}
-
-func (f *fifo) remove(w *Waiter) {
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		f.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		f.tail = w.prev
-	}
-	w.prev, w.next = nil, nil
 }
 
 // Waiter states, guarded by Queue.mu (see Waiter).
@@ -81,15 +54,14 @@ type Waiter struct {
 	// Owner is what Mailbox.Take hands back with the waiter (set once).
 	Owner any
 	mbox  *Mailbox
-	// prev, next: links in a FIFO of q (state wQueued) or in mbox
-	// (wGranted).
-	prev, next *Waiter
-	q          *Queue
-	srv        *Server // the only server it takes (affinity), nil: any
-	got        *Server // granted slot; nil when refused
-	seq        uint64
-	state      uint8
-	busy       bool // owner loop's view: queued or granted, not yet taken
+	// link: in a FIFO of q (state wQueued) or in mbox (wGranted).
+	link  ilist.Link[Waiter]
+	q     *Queue
+	srv   *Server // the only server it takes (affinity), nil: any
+	got   *Server // granted slot; nil when refused
+	seq   uint64
+	state uint8
+	busy  bool // owner loop's view: queued or granted, not yet taken
 }
 
 // Init sets the owner and the mailbox of the loop the waiter lives on
@@ -124,10 +96,10 @@ func (q *Queue) Wait(w *Waiter, srv *Server) (*Server, bool) {
 	}
 	w.srv = srv
 	if srv != nil {
-		srv.own.push(w)
+		srv.own.PushBack(w, &w.link)
 		q.fill(srv, w, &wk)
 	} else {
-		q.any.push(w)
+		q.any.PushBack(w, &w.link)
 		for _, s := range q.servers {
 			q.fill(s, w, &wk)
 		}
@@ -177,9 +149,9 @@ func (w *Waiter) Cancel() {
 // unlink removes a queued waiter from its FIFO (mu held).
 func (q *Queue) unlink(w *Waiter) {
 	if w.srv != nil {
-		w.srv.own.remove(w)
+		w.srv.own.Remove(&w.link)
 	} else {
-		q.any.remove(w)
+		q.any.Remove(&w.link)
 	}
 	w.state = wIdle
 	q.n.Add(-1)
@@ -220,7 +192,7 @@ func (q *Queue) next(s *Server) *Waiter {
 	if !s.listed || !usableState(s.st.Load()) {
 		return nil
 	}
-	a, b := s.own.head, q.any.head
+	a, b := s.own.Front(), q.any.Front()
 	if a == nil || b != nil && b.seq < a.seq {
 		return b
 	}
@@ -292,7 +264,7 @@ func (q *Queue) settle(wk *wakeSet) {
 		for _, x := range q.servers {
 			q.redistribute(x)
 		}
-		for w := q.any.head; w != nil; w = q.any.head {
+		for w := q.any.Front(); w != nil; w = q.any.Front() {
 			q.unlink(w)
 			q.grant(w, nil, wk)
 		}
@@ -305,24 +277,17 @@ func (q *Queue) settle(wk *wakeSet) {
 
 // redistribute merges s's own FIFO into the backend FIFO by age (mu held).
 func (q *Queue) redistribute(s *Server) {
-	at := q.any.head
-	for w := s.own.head; w != nil; w = s.own.head {
-		s.own.remove(w)
+	at := q.any.Front()
+	for w := s.own.PopFront(); w != nil; w = s.own.PopFront() {
 		w.srv = nil
 		for at != nil && at.seq < w.seq {
-			at = at.next
+			at = at.link.Next()
 		}
 		if at == nil {
-			q.any.push(w)
-			continue
-		}
-		w.prev, w.next = at.prev, at
-		if at.prev != nil {
-			at.prev.next = w
+			q.any.PushBack(w, &w.link)
 		} else {
-			q.any.head = w
+			q.any.InsertBefore(w, &w.link, &at.link)
 		}
-		at.prev = w
 	}
 }
 
@@ -367,39 +332,23 @@ func (q *Queue) Len() int { return int(q.n.Load()) }
 // loop drains it with Take (core/proxy polls it as a loop.Source); Notify
 // wakes that loop and is called after each push, outside the queue lock.
 type Mailbox struct {
-	n          atomic.Int32
-	mu         sync.Mutex
-	head, tail *Waiter
+	n    atomic.Int32
+	mu   sync.Mutex
+	list ilist.List[Waiter]
 	// Notify wakes the loop (loop.Loop.Notify); set once before use.
 	Notify func()
 }
 
 func (m *Mailbox) push(w *Waiter) {
 	m.mu.Lock()
-	w.prev, w.next = m.tail, nil
-	if m.tail != nil {
-		m.tail.next = w
-	} else {
-		m.head = w
-	}
-	m.tail = w
+	m.list.PushBack(w, &w.link)
 	m.n.Add(1)
 	m.mu.Unlock()
 }
 
 func (m *Mailbox) remove(w *Waiter) {
 	m.mu.Lock()
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		m.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		m.tail = w.prev
-	}
-	w.prev, w.next = nil, nil
+	m.list.Remove(&w.link)
 	m.n.Add(-1)
 	m.mu.Unlock()
 }
@@ -416,18 +365,11 @@ func (m *Mailbox) Take() (*Waiter, *Server) {
 		return nil, nil
 	}
 	m.mu.Lock()
-	w := m.head
+	w := m.list.PopFront()
 	if w == nil {
 		m.mu.Unlock()
 		return nil, nil
 	}
-	m.head = w.next
-	if m.head != nil {
-		m.head.prev = nil
-	} else {
-		m.tail = nil
-	}
-	w.prev, w.next = nil, nil
 	m.n.Add(-1)
 	s := w.got
 	w.got, w.state, w.busy = nil, wIdle, false

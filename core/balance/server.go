@@ -10,6 +10,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/stats"
+	"github.com/spliced-proxy/spliced/internal/ilist"
 )
 
 // MaxWeight is the largest server weight (config allows 0..256).
@@ -85,7 +86,7 @@ type Server struct {
 	// for this server only, listed says the server is in q's committed
 	// server list and may take waiters.
 	q      *Queue
-	own    fifo
+	own    ilist.List[Waiter]
 	listed bool
 }
 

@@ -1,5 +1,7 @@
 package loop
 
+import "github.com/spliced-proxy/spliced/internal/ilist"
+
 // Class is a tasklet's urgency class (seed 000). The loop runs classes in
 // this order, each within its share of the round's budget (see Split).
 type Class uint8
@@ -33,8 +35,8 @@ type Tasklet struct {
 	Run   func(t *Tasklet)
 	Owner any
 
-	next, prev *Tasklet
-	queued     uint8 // 0 = idle, else Class+1 of the run queue holding it
+	link   ilist.Link[Tasklet]
+	queued uint8 // 0 = idle, else Class+1 of the run queue holding it
 }
 
 // Queued reports whether t waits in a run queue.
@@ -42,43 +44,26 @@ func (t *Tasklet) Queued() bool { return t.queued != 0 }
 
 // runq is an intrusive doubly-linked FIFO of tasklets of one class.
 type runq struct {
-	head, tail *Tasklet
-	n          int
+	l ilist.List[Tasklet]
+	n int
 }
 
 func (q *runq) push(t *Tasklet) {
-	t.next = nil
-	t.prev = q.tail
-	if q.tail != nil {
-		q.tail.next = t
-	} else {
-		q.head = t
-	}
-	q.tail = t
+	q.l.PushBack(t, &t.link)
 	q.n++
 }
 
 func (q *runq) pop() *Tasklet {
-	t := q.head
-	if t == nil {
-		return nil
+	t := q.l.PopFront()
+	if t != nil {
+		t.queued = 0
+		q.n--
 	}
-	q.remove(t)
 	return t
 }
 
 func (q *runq) remove(t *Tasklet) {
-	if t.prev != nil {
-		t.prev.next = t.next
-	} else {
-		q.head = t.next
-	}
-	if t.next != nil {
-		t.next.prev = t.prev
-	} else {
-		q.tail = t.prev
-	}
-	t.next, t.prev = nil, nil
+	q.l.Remove(&t.link)
 	t.queued = 0
 	q.n--
 }
