@@ -18,6 +18,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/coretest"
 	"github.com/spliced-proxy/spliced/core/stats"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // fakeStats is a core whose Stats and LoopActivity are fixed, with every
@@ -306,16 +307,6 @@ func TestMetricsParallelScrapesAtScale(t *testing.T) {
 	}
 }
 
-// metricsWait polls cond until it holds or d has passed.
-func metricsWait(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-	}
-}
-
 // blockingStats is a core whose Stats waits until release is closed.
 type blockingStats struct {
 	*fakeStats
@@ -354,7 +345,7 @@ func TestMetricsScrapesOverTheLimitGet503AtOnce(t *testing.T) {
 	}
 	// The data plane's stats are not readable yet: no scrape can finish but
 	// by being refused.
-	metricsWait(t, 10*time.Second, "the scrapes over the limit to be refused", func() bool { return refused.Load() >= n-4 })
+	testutil.Eventually(t, 10*time.Second, func() bool { return refused.Load() >= n-4 }, "the scrapes over the limit to be refused")
 	close(bc.release)
 	got := map[int]int{}
 	for range n {

@@ -2,15 +2,15 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"net"
-	"os"
-	"sort"
 	"testing"
 	"time"
 
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/proxy"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 func checkConfig(gen int64, hc *config.HealthCheck, ports ...int) *config.Config {
@@ -37,56 +37,12 @@ func engineBackend(e *Engine, name string) (*balance.Backend, *proxy.Checker) {
 	return nil, nil
 }
 
-func waitUntilTrue(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// openFDs maps each open fd of the process to what it refers to
-// ("socket:[123]", "anon_inode:[eventpoll]", ...).
-func openFDs(t *testing.T) map[string]string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fds := make(map[string]string, len(ents))
-	for _, e := range ents {
-		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
-			fds[e.Name()] = target
-		}
-	}
-	return fds
-}
-
-// fdsOpenedSince lists the fds open now that were not open (to the same
-// object) at before. Not a count: fds of earlier tests may close while
-// this one runs (Go's runtime keeps splice pipes of io.Copy in a pool that
-// the GC empties), which would hide a leak or report a false one.
-func fdsOpenedSince(t *testing.T, before map[string]string) []string {
-	t.Helper()
-	var out []string
-	for fd, target := range openFDs(t) {
-		if before[fd] != target {
-			out = append(out, fd+" -> "+target)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // quietOrigin accepts connections and reads them until the peer goes.
 // (Not io.Copy: TCPConn.ReadFrom splices through pipes that Go's runtime
 // caches, which would show as fds that the engine never opened.)
 func quietOrigin(t *testing.T) int {
 	t.Helper()
-	return serveOrigin(t, func(c net.Conn) {
+	return testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		buf := make([]byte, 512)
 		for {
@@ -94,7 +50,7 @@ func quietOrigin(t *testing.T) int {
 				return
 			}
 		}
-	})
+	}).Port()
 }
 
 // TestEngineHealthChecksAcrossGenerations: the engine starts a checker
@@ -105,7 +61,7 @@ func quietOrigin(t *testing.T) int {
 func TestEngineHealthChecksAcrossGenerations(t *testing.T) {
 	live := quietOrigin(t)
 	dead := freePort(t)
-	before := openFDs(t)
+	before := testutil.OpenFDs(t)
 	e, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +79,7 @@ func TestEngineHealthChecksAcrossGenerations(t *testing.T) {
 		t.Fatal("no checker for a backend with a health check")
 	}
 	s1, s2 := bb.Server("s1"), bb.Server("s2")
-	waitUntilTrue(t, 5*time.Second, "s2 down", func() bool { return !s2.Up() })
+	testutil.Eventually(t, 5*time.Second, func() bool { return !s2.Up() }, "s2 down")
 	if !s1.Up() {
 		t.Fatal("live server s1 down")
 	}
@@ -154,7 +110,7 @@ func TestEngineHealthChecksAcrossGenerations(t *testing.T) {
 		return n
 	}
 	r1 := runs(chk1)
-	waitUntilTrue(t, 5*time.Second, "new checker probing", func() bool { return runs(chk3) >= 4 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return runs(chk3) >= 4 }, "new checker probing")
 	if runs(chk1) != r1 {
 		t.Error("replaced checker still probes")
 	}
@@ -175,19 +131,15 @@ func TestEngineHealthChecksAcrossGenerations(t *testing.T) {
 
 	// Back again, then Close: every probe socket and loop fd released.
 	apply(t, e, checkConfig(5, hc, live, dead))
-	waitUntilTrue(t, 5*time.Second, "s2 down again", func() bool { return !s2.Up() })
+	testutil.Eventually(t, 5*time.Second, func() bool { return !s2.Up() }, "s2 down again")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := e.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var left []string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if left = fdsOpenedSince(t, before); len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fds opened by the engine still open 5s after Close: %v", left)
-		}
-	}
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		left = testutil.FDsOpenedSince(t, before)
+		return len(left) == 0
+	}, func() string { return fmt.Sprintf("the fds opened by the engine to close after Close: %v", left) })
 }

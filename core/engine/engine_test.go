@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 func freePort(t *testing.T) int {
@@ -34,33 +35,11 @@ func freePort(t *testing.T) int {
 // echoes what it reads.
 func greeter(t *testing.T, name string) int {
 	t.Helper()
-	return serveOrigin(t, func(c net.Conn) {
+	return testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		c.Write([]byte(name))
 		io.Copy(c, c)
-	})
-}
-
-// serveOrigin listens on a free 127.0.0.1 port and runs serve on a goroutine
-// of its own for every connection until the test's cleanup closes the
-// listener. It returns the port. greeter and quietOrigin are built on it.
-func serveOrigin(t *testing.T, serve func(c net.Conn)) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serve(c)
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	}).Port()
 }
 
 func newTestEngine(t *testing.T) *Engine {
@@ -366,7 +345,7 @@ func TestEngineMaxconnHoldsUnderBurst(t *testing.T) {
 			e := newTestEngine(t)
 			p := freePort(t)
 			var opened, closed, worst atomic.Int64
-			origin := serveOrigin(t, func(c net.Conn) {
+			origin := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 				// closed counts clients before they close, so a correct
 				// proxy (close, release, accept the next) never makes the
 				// difference exceed maxconn.
@@ -376,7 +355,7 @@ func TestEngineMaxconnHoldsUnderBurst(t *testing.T) {
 				defer c.Close()
 				c.Write([]byte("A"))
 				io.Copy(io.Discard, c)
-			})
+			}).Port()
 			cfg := tcpConfig(1, origin, p)
 			tc.set(cfg)
 			apply(t, e, cfg)

@@ -10,18 +10,8 @@ import (
 	"time"
 
 	"github.com/spliced-proxy/spliced/core/stats"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
-
-func waitStats(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func findBackend(s stats.Snapshot, name string) *stats.Backend {
 	for i := range s.Backends {
@@ -49,7 +39,7 @@ func TestStatsCountTrafficExactlyAndSurviveApply(t *testing.T) {
 		c.Close()
 	}
 	fe := func() stats.Frontend { return e.Stats().Frontends[0] }
-	waitStats(t, "every connection closed", func() bool { return fe().ConnTotal == n && fe().ConnCur == 0 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return fe().ConnTotal == n && fe().ConnCur == 0 }, "every connection closed")
 	check := func(gen int64, conns int64) {
 		t.Helper()
 		s := e.Stats()
@@ -86,7 +76,7 @@ func TestStatsCountTrafficExactlyAndSurviveApply(t *testing.T) {
 	c := hello(t, port, "hi")
 	echo(t, c, msg)
 	c.Close()
-	waitStats(t, "the next connection closed", func() bool { return fe().ConnTotal == n+1 && fe().ConnCur == 0 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return fe().ConnTotal == n+1 && fe().ConnCur == 0 }, "the next connection closed")
 	check(2, n+1)
 }
 
@@ -100,13 +90,13 @@ func TestLoopActivityReportsEveryLoop(t *testing.T) {
 	apply(t, e, tcpConfig(1, origin, port))
 	c := hello(t, port, "hi")
 	c.Close()
-	waitStats(t, "an accepted connection counted", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		var acc uint64
 		for _, a := range e.LoopActivity() {
 			acc += a.Accepted
 		}
 		return acc == 1
-	})
+	}, "an accepted connection counted")
 	act := e.LoopActivity()
 	if len(act) != 2 {
 		t.Fatalf("%d loops, want 2", len(act))
@@ -149,7 +139,7 @@ func TestAccessLogOneLinePerConnectionOnlyWhenOn(t *testing.T) {
 	apply(t, e, tcpConfig(1, origin, port))
 	c := hello(t, port, "hi")
 	c.Close()
-	waitStats(t, "connection closed", func() bool { return e.Stats().Frontends[0].ConnCur == 0 && e.Stats().Frontends[0].ConnTotal == 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return e.Stats().Frontends[0].ConnCur == 0 && e.Stats().Frontends[0].ConnTotal == 1 }, "connection closed")
 	time.Sleep(2 * accessLogEvery) // the writer would have drained by now
 	if strings.Contains(buf.String(), `"msg":"access"`) {
 		t.Fatalf("access line with access_log off:\n%s", buf.String())
@@ -165,7 +155,7 @@ func TestAccessLogOneLinePerConnectionOnlyWhenOn(t *testing.T) {
 		c.Close()
 	}
 	var lines []map[string]any
-	waitStats(t, "3 access lines", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		lines = lines[:0]
 		for _, l := range strings.Split(buf.String(), "\n") {
 			var m map[string]any
@@ -174,7 +164,7 @@ func TestAccessLogOneLinePerConnectionOnlyWhenOn(t *testing.T) {
 			}
 		}
 		return len(lines) == n
-	})
+	}, "3 access lines")
 	for _, m := range lines {
 		if m["frontend"] != "fe" || m["backend"] != "be" || m["server"] != "s1" || m["bytes_in"] != 3.0 ||
 			m["bytes_out"] != 5.0 || !strings.HasPrefix(m["client"].(string), "127.0.0.1:") {

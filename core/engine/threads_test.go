@@ -19,19 +19,8 @@ import (
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/pin"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
-
-// waitUntil polls cond until it holds or d passes.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // trafficLoop opens short connections through port (greeting + one echo)
 // until stop is closed, at most max of them; it counts successes and
@@ -129,7 +118,7 @@ func TestNbthreadChangesAtRuntimeUnderTrafficWithoutFailures(t *testing.T) {
 	progress := func(min int64) {
 		t.Helper()
 		start := tl.ok.Load()
-		waitUntil(t, 5*time.Second, "traffic", func() bool { return tl.ok.Load() >= start+min })
+		testutil.Eventually(t, 5*time.Second, func() bool { return tl.ok.Load() >= start+min }, "traffic")
 	}
 	progress(20)
 
@@ -172,15 +161,15 @@ func TestNbthreadChangesAtRuntimeUnderTrafficWithoutFailures(t *testing.T) {
 
 	// 1 -> 2: a draining loop is taken back or a new one started.
 	apply(t, e, cfg(2))
-	waitUntil(t, 5*time.Second, "loop 1 accepts again", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		before := e.acceptedOn(1)
 		time.Sleep(20 * time.Millisecond)
 		return e.acceptedOn(1) > before
-	})
+	}, "loop 1 accepts again")
 	progress(20)
 	echo(t, long, "after-2")
 	long.Close()
-	waitUntil(t, 10*time.Second, "draining loops stop", func() bool { return len(e.Threads()) == 2 })
+	testutil.Eventually(t, 10*time.Second, func() bool { return len(e.Threads()) == 2 }, "draining loops stop")
 
 	close(stop)
 	<-tl.done
@@ -211,7 +200,7 @@ func TestDrainingLoopClosesConnectionsAfterGrace(t *testing.T) {
 	c2.Tuning.Nbthread = 1
 	c2.Tuning.GraceMs = 200
 	apply(t, e, c2)
-	waitUntil(t, 5*time.Second, "loop 1 stops after the grace", func() bool { return len(e.Threads()) == 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return len(e.Threads()) == 1 }, "loop 1 stops after the grace")
 	// One of the two was on loop 1 and is closed now; the other lives.
 	alive := 0
 	for _, conn := range []net.Conn{a, b} {
@@ -585,14 +574,14 @@ func TestRemovedLoopSoftStops(t *testing.T) {
 	for _, cl := range slow {
 		io.WriteString(cl.c, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
 	}
-	waitUntil(t, 5*time.Second, "both slow requests in flight", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		return e.liveOn(0) == 2 && e.liveOn(1) == 2
-	})
+	}, "both slow requests in flight")
 
 	apply(t, e, httpLoopsConfig(2, origin, port, 1, 30000))
 	start := time.Now()
 	closed := -1
-	waitUntil(t, 3*time.Second, "the removed loop's idle connection closed", func() bool {
+	testutil.Eventually(t, 3*time.Second, func() bool {
 		for i, cl := range idle {
 			cl.c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
 			if _, err := cl.br.Peek(1); errors.Is(err, io.EOF) {
@@ -601,7 +590,7 @@ func TestRemovedLoopSoftStops(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, "the removed loop's idle connection closed")
 	t.Logf("idle connection of the removed loop closed %v after the change", time.Since(start))
 	get(idle[1-closed], "/") // the kept loop's client goes on
 
@@ -624,7 +613,7 @@ func TestRemovedLoopSoftStops(t *testing.T) {
 	if last != 1 {
 		t.Fatalf("%d responses in flight carried Connection: close, want the removed loop's one", last)
 	}
-	waitUntil(t, 5*time.Second, "the removed loop stops (long before grace_ms)", func() bool { return len(e.Threads()) == 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return len(e.Threads()) == 1 }, "the removed loop stops (long before grace_ms)")
 }
 
 // liveOn is the number of connections loop id owns (0 once it stopped).

@@ -2,8 +2,10 @@ package listen
 
 import (
 	"testing"
+	"time"
 
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // Moving a listener to a group over more loops keeps what waits in the
@@ -32,11 +34,11 @@ func TestAdoptMovesAListenerWithoutLosingItsBacklog(t *testing.T) {
 	ln.Close()
 	small.Retire()
 	moved.Resume()
-	waitFor(t, "the 5 connections of the backlog", func() bool { return s.total.Load() == 5 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == 5 }, "the 5 connections of the backlog")
 
 	big.SetDistribution(config.DistRoundRobin, 0)
 	dialN(t, moved.Addr().String(), 30)
-	waitFor(t, "30 more", func() bool { return s.total.Load() == 35 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == 35 }, "30 more")
 	for id, n := range s.counts(3) {
 		if n == 0 {
 			t.Errorf("loop %d got no connection after the move: %v", id, s.counts(3))
@@ -55,7 +57,7 @@ func TestRetireIsIdempotentAndClosesNothingHandedOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	dialN(t, ln.Addr().String(), 10)
-	waitFor(t, "accepted", func() bool { return s.total.Load() == 10 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == 10 }, "accepted")
 	ln.Close()
 	g.Retire()
 	g.Retire() // idempotent

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // limitSink keeps the accepted fds and checks, on every accept, that the
@@ -93,10 +94,10 @@ func roundsPass(t *testing.T, g *Group) {
 		l := l
 		start := l.Activity().Loops.Load()
 		l.Exec(func(*loop.Loop) {}) // wake it if it sleeps
-		waitFor(t, "loop rounds", func() bool {
+		testutil.Eventually(t, 5*time.Second, func() bool {
 			l.Exec(func(*loop.Loop) {})
 			return l.Activity().Loops.Load() >= start+3
-		})
+		}, "loop rounds")
 	}
 }
 
@@ -126,7 +127,7 @@ func TestLimitReservedBeforeAcceptAcrossLoops(t *testing.T) {
 			defer ln.Close()
 			const n = 50
 			dialParallel(t, ln.Addr().String(), n)
-			waitFor(t, "2 accepted", func() bool { return s.total.Load() == 2 })
+			testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == 2 }, "2 accepted")
 			roundsPass(t, g)
 			if got := s.total.Load(); got != 2 {
 				t.Fatalf("%d accepted with maxconn 2", got)
@@ -135,7 +136,7 @@ func TestLimitReservedBeforeAcceptAcrossLoops(t *testing.T) {
 				if !s.closeOne(ln) {
 					t.Fatal("nothing held")
 				}
-				waitFor(t, "a waiting client served", func() bool { return s.total.Load() == served+1 })
+				testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == served+1 }, "a waiting client served")
 				if h := s.held(); h > 2 {
 					t.Fatalf("%d held with maxconn 2", h)
 				}
@@ -166,12 +167,12 @@ func TestLimitResumesWithHysteresis(t *testing.T) {
 	}
 	defer ln.Close()
 	dialParallel(t, ln.Addr().String(), 64+12)
-	waitFor(t, "64 accepted", func() bool { return s.total.Load() == 64 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == 64 }, "64 accepted")
 	w0 := m.Wakes()
 	for range 12 {
 		s.closeOne(ln)
 	}
-	waitFor(t, "the 12 waiting clients", func() bool { return s.total.Load() == 76 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == 76 }, "the 12 waiting clients")
 	// Slack 4: ~3 wake-ups (one per 4 releases); one per release without
 	// hysteresis. Room for a recheck or two on a loaded machine.
 	if w := m.Wakes() - w0; w > 6 {
@@ -182,7 +183,7 @@ func TestLimitResumesWithHysteresis(t *testing.T) {
 	roundsPass(t, g)
 	start := time.Now()
 	s.closeOne(ln)
-	waitFor(t, "the client after one release", func() bool { return s.total.Load() == 77 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == 77 }, "the client after one release")
 	if d := time.Since(start); d > 20*LimitRecheck {
 		t.Fatalf("a free slot found after %v", d)
 	}
@@ -205,15 +206,15 @@ func TestLimitSetMaxResumesAndRingCarriesTheSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	dialParallel(t, ln.Addr().String(), 5)
-	waitFor(t, "1 accepted", func() bool { return s.total.Load() == 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == 1 }, "1 accepted")
 	hold := make(chan struct{})
 	held := make(chan struct{})
 	g.loops[1].Exec(func(*loop.Loop) { close(held); <-hold })
 	<-held
 	m.SetMax(5)
 	// Loop 0 accepts the 4 others, pushes 2 to loop 1's ring (held).
-	waitFor(t, "4 more reserved", func() bool { return m.Cur() == 5 })
-	waitFor(t, "2 in loop 1's ring", func() bool { return g.Ring(1).Len() == 2 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return m.Cur() == 5 }, "4 more reserved")
+	testutil.Eventually(t, 5*time.Second, func() bool { return g.Ring(1).Len() == 2 }, "2 in loop 1's ring")
 	if s.total.Load() != 3 {
 		t.Fatalf("%d handed off, want 3 (2 wait in the ring)", s.total.Load())
 	}
@@ -221,7 +222,7 @@ func TestLimitSetMaxResumesAndRingCarriesTheSlot(t *testing.T) {
 	go func() { ln.Close(); close(closed) }() // waits for loop 1
 	close(hold)
 	<-closed
-	waitFor(t, "5 handed off", func() bool { return s.total.Load() == 5 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == 5 }, "5 handed off")
 	for s.closeOne(ln) {
 	}
 	if c := m.Cur(); c != 0 {

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // startLoop runs a new loop on its own goroutine and stops it at cleanup.
@@ -56,17 +57,6 @@ func execWait(t testing.TB, l *Loop, fn func(l *Loop)) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Exec'd function did not run")
-	}
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -217,13 +207,13 @@ func TestRoundRunsTheSplitBudgetPerClass(t *testing.T) {
 				}
 			})
 			// Everything runs eventually, without sleeping in between.
-			waitFor(t, "all tasklets to run", func() bool {
+			testutil.Eventually(t, 5*time.Second, func() bool {
 				var total uint64
 				for c := range nClasses {
 					total += l.Activity().Tasklets[c].Load()
 				}
 				return total == uint64(tt.nU+tt.nN+tt.nB)
-			})
+			}, "all tasklets to run")
 		})
 	}
 }
@@ -344,7 +334,7 @@ func TestReadinessWakesTaskletAsUrgent(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("tasklet not woken")
 	}
-	waitFor(t, "urgent count", func() bool { return l.Activity().Tasklets[Urgent].Load() >= 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return l.Activity().Tasklets[Urgent].Load() >= 1 }, "urgent count")
 	execWait(t, l, func(l *Loop) { l.Unregister(f) })
 	unix.Close(p[0])
 	if a := l.Activity(); a.PollIO.Load() == 0 || a.Loops.Load() == 0 {

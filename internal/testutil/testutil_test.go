@@ -1,0 +1,119 @@
+package testutil
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeT records a Fatalf instead of failing the test, so that the
+// failure path of Eventually can be checked; like testing's Fatalf, it
+// ends the goroutine that calls it.
+type fakeT struct {
+	testing.TB
+	failed string
+}
+
+func (f *fakeT) Helper() {}
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.failed = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// eventually runs Eventually on a goroutine of its own, as a test would,
+// and reports whether it failed.
+func eventually(d time.Duration, cond func() bool, msg ...any) (failed bool) {
+	f := &fakeT{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Eventually(f, d, cond, msg...)
+	}()
+	<-done
+	return f.failed != ""
+}
+
+func TestEventuallyReturnsOnceTheConditionHolds(t *testing.T) {
+	var n atomic.Int32
+	if eventually(5*time.Second, func() bool { return n.Add(1) >= 3 }) {
+		t.Fatal("failed although the condition held at the third poll")
+	}
+	if n.Load() != 3 {
+		t.Fatalf("condition polled %d times, want 3", n.Load())
+	}
+}
+
+func TestEventuallyFailsAtTheDeadline(t *testing.T) {
+	start := time.Now()
+	if !eventually(30*time.Millisecond, func() bool { return false }, "never") {
+		t.Fatal("did not fail")
+	}
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Fatalf("failed after %v, before the deadline", d)
+	}
+}
+
+func TestDescribeSaysWhatWasAwaited(t *testing.T) {
+	for _, tc := range []struct {
+		msg  []any
+		want string
+	}{
+		{nil, "the condition"},
+		{[]any{"a 100% literal"}, "a 100% literal"},
+		{[]any{"%d conns", 3}, "3 conns"},
+		{[]any{func() string { return "late state" }}, "late state"},
+		{[]any{42}, "42"},
+	} {
+		if got := describe(tc.msg); got != tc.want {
+			t.Errorf("describe(%v) = %q, want %q", tc.msg, got, tc.want)
+		}
+	}
+}
+
+func TestFDsOpenedSinceListsOnlyNewFDs(t *testing.T) {
+	before := OpenFDs(t)
+	if len(FDsOpenedSince(t, before)) != 0 {
+		t.Skip("fds of other goroutines come and go") // cannot be judged
+	}
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := FDsOpenedSince(t, before)
+	f.Close()
+	if !slices.ContainsFunc(got, func(s string) bool { return len(s) > 0 && s[len(s)-len(os.DevNull):] == os.DevNull }) {
+		t.Fatalf("opened %s, FDsOpenedSince = %v", os.DevNull, got)
+	}
+}
+
+func TestOriginServesCountsAndClosesAtCleanup(t *testing.T) {
+	var o *Origin
+	var conn net.Conn
+	t.Run("serve", func(t *testing.T) {
+		o = ServeOrigin(t, func(c *net.TCPConn) { io.Copy(c, c) })
+		var err error
+		if conn, err = net.Dial("tcp", o.Addr.String()); err != nil {
+			t.Fatal(err)
+		}
+		conn.Write([]byte("ping"))
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("echo %q %v", buf, err)
+		}
+		if o.Accepted() != 1 || o.Port() != o.Addr.Port {
+			t.Fatalf("accepted %d, port %d", o.Accepted(), o.Port())
+		}
+	})
+	// the subtest's cleanup closed the origin's side of the connection
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := conn.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read after cleanup: %d %v, want EOF", n, err)
+	}
+}
