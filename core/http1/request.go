@@ -253,15 +253,6 @@ func lastIndexByte(s []byte, c byte) int {
 	return -1
 }
 
-func allDigits(s []byte) bool {
-	for _, c := range s {
-		if !isDigit(c) {
-			return false
-		}
-	}
-	return len(s) > 0
-}
-
 // finish applies the rules that need the whole head. An absolute-form
 // authority must equal the Host field (case-insensitive), so the proxy and
 // the server cannot route on different hosts. Expect: 100-continue is
