@@ -21,6 +21,10 @@ if ! $GO mod tidy -diff; then
 	exit 1
 fi
 
+step "staticcheck"
+# The go.mod tool line pins the version; its default checks, no exceptions.
+$GO tool staticcheck ./...
+
 step "govulncheck"
 ./scripts/vulncheck.sh
 
