@@ -13,29 +13,25 @@ import (
 // than the copy they save.
 const spliceMin = 64 << 10
 
-// body is the framing state of one message body being relayed.
+// body is one message body being relayed: the mover that moves its bytes
+// (its pipe splices a long Content-Length body; bytes counts what was
+// relayed) and the framing that tells the mover which bytes belong to it
+// (mover.run's fr).
 type body struct {
-	kind     http1.Body
-	left     int64 // BodyLength: bytes not framed yet
-	ck       http1.Chunked
-	ok       int // framed bytes at the front of the source buffer, not sent yet
-	eof      bool
-	broken   bool  // the destination failed: stop relaying
-	pipe     *Pipe // splice relay of a long Content-Length body
-	noSplice bool
+	mover
+	kind   http1.Body
+	left   int64 // BodyLength: bytes not framed yet
+	ck     http1.Chunked
+	ok     int  // framed bytes at the front of the source buffer, not sent yet
+	broken bool // the destination failed: stop relaying
 	// dechunk: a chunked body relayed to an HTTP/1.0 client, which does
 	// not know chunked framing: only the chunk data goes out (framing,
 	// extensions and trailers are dropped), delimited by the close.
 	dechunk bool
-	// corked: bytes went to the destination with MSG_MORE (more), so its
-	// socket may hold a partial segment back; pushFrames sends it when
-	// the source runs dry.
-	corked bool
-	total  int64 // bytes relayed
 }
 
 func (b *body) start(kind http1.Body, cl, maxBody int64) {
-	b.kind, b.left, b.ok, b.eof, b.broken, b.total, b.corked = kind, 0, 0, false, false, 0, false
+	b.kind, b.left, b.ok, b.eof, b.broken, b.bytes, b.corked = kind, 0, 0, false, false, 0, false
 	b.dechunk = false
 	switch kind {
 	case http1.BodyLength:
@@ -169,189 +165,22 @@ func (b *body) coalesce(in, out *Buffer) int {
 	out.tail += n
 	in.Consumed(n)
 	b.ok -= n
-	b.total += int64(n)
+	b.bytes += int64(n)
 	return 0
 }
 
-// pending: framed bytes not sent yet (buffer or pipe).
-func (b *body) pending() int {
-	n := b.ok
-	if b.pipe != nil {
-		n += b.pipe.Data
-	}
-	return n
-}
-
-func (b *body) release(w *Worker) {
-	if b.pipe != nil {
-		w.Pipes.Put(b.pipe)
-		b.pipe = nil
-	}
-}
-
-// relay results besides 0 (progress made or nothing to do) and a framing
-// status (> 0).
-const (
-	relSrc = -1 // the source ended early or failed
-	relDst = -2 // the destination failed
-)
-
 // relay moves body bytes from src (through the buffer *pin, or a pipe)
-// to dst until the body is complete, the source is drained, or dst would
-// block with no room left to read into: the source is then left unread
-// and TCP flow control slows its sender, as in tcp mode.
+// to dst with the body's mover, framed by the body, until the body is
+// complete, the source is drained, or dst would block with no room left
+// to read into (mover.run). The read budget is the connection's, shared
+// by every read of this run. It returns 0, relSrc, relDst or a framing
+// status.
 func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
-	w := c.w
-	budget := c.budget // this run's, shared by every read of the connection
-	res := 0
-	for {
-		if p := b.pipe; p != nil && p.Data > 0 {
-			if !dst.canSend() {
-				break
-			}
-			more := b.more()
-			n, e := dst.xp.sndPipe(dst.FD.Fd, p, p.Data, more)
-			if e == unix.EAGAIN || (e == 0 && n == 0) {
-				dst.blocked()
-				break
-			}
-			if e != 0 {
-				res = relDst
-				break
-			}
-			b.corked = more
-			p.Data -= n
-			b.total += int64(n)
-			c.moved = true
-			dst.moved = true
-			continue
-		}
-		in := *pin
-		if in != nil && in.Len() > b.ok {
-			if st := b.frameIn(in, in.Len()); st != 0 {
-				res = st
-				break
-			}
-		}
-		if b.ok > 0 {
-			if !dst.canSend() {
-				break
-			}
-			more := b.more()
-			n, e := dst.send(in.Data()[:b.ok], more)
-			if e == unix.EAGAIN || (e == 0 && n == 0) {
-				dst.blocked()
-				break
-			}
-			if e != 0 {
-				res = relDst
-				break
-			}
-			b.corked = more
-			in.Consumed(n)
-			b.ok -= n
-			b.total += int64(n)
-			c.moved = true
-			dst.moved = true
-			continue
-		}
-		if b.complete() || (in != nil && in.Len() > 0) {
-			break
-		}
-		if budget <= 0 {
-			if src.canRecv() {
-				w.L.Wake(&src.Task, loop.Bulk)
-			}
-			break
-		}
-		if !src.canRecv() {
-			break
-		}
-		if b.kind == http1.BodyLength && b.left >= spliceMin && c.fe.Splice != SpliceOff && !b.noSplice {
-			if b.pipe == nil {
-				b.pipe = w.Pipes.Get()
-			}
-			if p := b.pipe; p != nil {
-				room := p.size - p.Data
-				if int64(room) > b.left {
-					room = int(b.left)
-				}
-				n, e := src.xp.rcvPipe(src.FD.Fd, p, room)
-				switch {
-				case e == 0 && n > 0:
-					p.Data += n
-					b.left -= int64(n)
-					budget -= n
-					src.moved = true
-					w.act.SpliceBytes.Add(uint64(n))
-					// A short splice does not mean the socket is drained:
-					// the pipe also fills by slots (16 buffers), not bytes.
-					// Only EAGAIN on an empty pipe says the socket is empty.
-					continue
-				case e == 0:
-					b.eof = true
-					res = relSrc
-				case e == unix.EAGAIN:
-					if p.Data == 0 {
-						src.drained()
-					}
-				case e == unix.EINVAL || e == unix.ENOSYS || e == unix.EOPNOTSUPP:
-					b.noSplice = true
-					continue
-				default:
-					res = relSrc
-				}
-				break
-			}
-		}
-		if in == nil {
-			in = w.Bufs.Get()
-			*pin = in
-		}
-		compact(in)
-		room := in.Room()
-		if room == 0 {
-			break
-		}
-		n, e := src.recv(in.Free())
-		switch {
-		case e == 0 && n > 0:
-			in.Produced(n)
-			budget -= n
-			src.moved = true
-			if n < room {
-				src.shortRead()
-			}
-			continue
-		case e == 0:
-			b.eof = true
-			if b.kind == http1.BodyUntilClose {
-				continue
-			}
-			res = relSrc
-		case e == unix.EAGAIN:
-			src.drained()
-		default:
-			res = relSrc
-		}
-		break
-	}
-	c.budget = budget
-	if b.corked && res == 0 && !src.canRecv() && b.pending() == 0 {
-		// The source ran dry with everything handed to dst: send the
-		// segment MSG_MORE held back now rather than when the next bytes
-		// come (a slow server must not delay what it sent). When dst
-		// blocked instead, bytes are in flight and their ACK pushes it.
-		dst.push()
-		b.corked = false
-	}
-	if in := *pin; in != nil && in.Len() == 0 {
-		w.Bufs.Put(in)
-		*pin = nil
-	}
-	if b.pipe != nil && b.pipe.Data == 0 {
-		w.Pipes.Put(b.pipe)
-		b.pipe = nil
+	b.mode = c.fe.Splice
+	sent := b.bytes
+	res := b.run(c.w, src, dst, pin, &c.budget, b)
+	if b.bytes != sent {
+		c.moved = true
 	}
 	return res
 }
@@ -648,10 +477,10 @@ func (c *httpConn) finishExchange() {
 	if !keep || !w.poolSrv(sc) {
 		w.closeSrv(sc)
 	}
-	c.bytesIn += c.reqBody.total
-	c.bytesOut += c.respBody.total
-	c.bs.BytesIn.Add(c.reqBody.total)
-	c.bs.BytesOut.Add(c.respBody.total)
+	c.bytesIn += c.reqBody.bytes
+	c.bytesOut += c.respBody.bytes
+	c.bs.BytesIn.Add(c.reqBody.bytes)
+	c.bs.BytesOut.Add(c.respBody.bytes)
 	c.putQout()
 	c.releaseSlot()
 	c.putReq()
@@ -692,8 +521,8 @@ func (c *httpConn) toTunnel() {
 	t.cli.Task.Run, t.cli.Task.Owner = runTunnelTask, t
 	t.srv.Task.Run, t.srv.Task.Owner = runTunnelTask, t
 	t.timer.Run, t.timer.Owner = runTunnelTimer, t
-	t.c2s = dir{src: &t.cli, dst: &t.srv, other: &t.s2c, mode: c.fe.Splice, buf: c.in, to: int64(c.be.B.ServerTimeout)}
-	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mode: c.fe.Splice, buf: sc.in, to: int64(c.hf.ClientTimeout)}
+	t.c2s = dir{src: &t.cli, dst: &t.srv, other: &t.s2c, mover: mover{mode: c.fe.Splice}, buf: c.in, to: int64(c.be.B.ServerTimeout)}
+	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mover: mover{mode: c.fe.Splice}, buf: sc.in, to: int64(c.hf.ClientTimeout)}
 	t.idle = int64(c.fe.TunnelTimeout)
 	if bt := int64(c.be.B.TunnelTimeout); bt > 0 && (t.idle <= 0 || bt < t.idle) {
 		t.idle = bt
@@ -703,8 +532,8 @@ func (c *httpConn) toTunnel() {
 	c.slot = nil
 	c.sc = nil
 	w.closeSrv(sc)
-	c.bytesIn += c.reqBody.total
-	c.bytesOut += c.respBody.total
+	c.bytesIn += c.reqBody.bytes
+	c.bytesOut += c.respBody.bytes
 	c.fs.BytesIn.Add(c.bytesIn)
 	c.fs.BytesOut.Add(c.bytesOut)
 	c.phase = phClosed

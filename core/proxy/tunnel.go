@@ -11,37 +11,15 @@ import (
 	"github.com/spliced-proxy/spliced/core/stats"
 )
 
-// runCap is how many bytes one direction may read per run of its tasklet.
-// A direction that used it rewakes itself in the bulk class (seed 000) so a
-// fat transfer yields to connection setup and short exchanges: at 256 KiB a
-// run lasts some tens of microseconds, and the loop interleaves others.
-const runCap = 256 << 10
-
-// autoSpliceAfter is the number of consecutive reads that filled the buffer
-// after which splice=auto moves a direction to splice (HAProxy marks such a
-// channel a "streamer" after two); autoSpliceSmall consecutive spliced
-// reads shorter than a buffer move it back to buffers.
-const (
-	autoSpliceAfter = 2
-	autoSpliceSmall = 2
-)
-
-// dir is one direction of a tunnel: bytes read from src, written to dst.
-// At most one of buf and pipe holds data at any time, and only one of each
-// exists, which bounds a direction's memory to one buffer or one pipe.
+// dir is one direction of a tunnel: bytes read from src, written to dst
+// by its mover, through buf (its own, nil unless bytes are pending) or the
+// mover's pipe.
 type dir struct {
+	mover
 	src, dst *Side
 	other    *dir    // the opposite direction
 	buf      *Buffer // nil unless bytes are pending in it
-	pipe     *Pipe   // nil unless bytes are pending in it (or during a run)
-	mode     SpliceMode
-	noSplice bool  // splice(2) refused this fd pair (EINVAL...): buffers only
-	streak   uint8 // consecutive reads that filled the buffer (auto)
-	small    uint8 // consecutive short spliced reads (auto)
-	eof      bool  // src reported end of stream
-	shut     bool  // dst got shutdown(SHUT_WR)
-	bytes    int64 // bytes written to dst
-	spliced  int64 // of which through a pipe
+	shut     bool    // dst got shutdown(SHUT_WR)
 	// to bounds how long dst may leave pending bytes untaken (client_ms
 	// towards the client, server_ms towards the server; 0 = none); since
 	// is when the current such wait started or last moved a byte (0 = no
@@ -49,32 +27,10 @@ type dir struct {
 	to, since int64
 }
 
-func (d *dir) pending() int {
-	n := 0
-	if d.buf != nil {
-		n += d.buf.Len()
-	}
-	if d.pipe != nil {
-		n += d.pipe.Data
-	}
-	return n
-}
+func (d *dir) pending() int { return d.mover.pending(d.buf, nil) }
 
 // done: nothing more will ever move in this direction.
 func (d *dir) done() bool { return d.eof && d.shut }
-
-func (d *dir) wantSplice() bool {
-	if d.noSplice {
-		return false
-	}
-	switch d.mode {
-	case SpliceOn:
-		return true
-	case SpliceAuto:
-		return d.streak >= autoSpliceAfter
-	}
-	return false
-}
 
 // Tunnel states.
 const (
@@ -137,8 +93,8 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	t.srv.Task.Run, t.srv.Task.Owner = runTunnelTask, t
 	t.timer.Run, t.timer.Owner = runTunnelTimer, t
 	w.initWaiter(&t.wait, t)
-	t.c2s = dir{src: &t.cli, dst: &t.srv, other: &t.s2c, mode: fe.Splice}
-	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mode: fe.Splice, to: int64(fe.ClientTimeout)}
+	t.c2s = dir{src: &t.cli, dst: &t.srv, other: &t.s2c, mover: mover{mode: fe.Splice}}
+	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mover: mover{mode: fe.Splice}, to: int64(fe.ClientTimeout)}
 	t.idle = int64(fe.TunnelTimeout)
 	w.link(t)
 	sec := stats.Sec(w.L.Now())
@@ -445,223 +401,35 @@ func (t *Tunnel) sendWait(d *dir, moved bool) {
 	}
 }
 
-// fill results.
-const (
-	rNone  uint8 = iota // nothing attempted
-	rMoved              // bytes read
-	rEmpty              // source drained (evIn cleared)
-	rFull               // no room: buffer full, or pipe full (EAGAIN with data)
-	rEOF                // source reported end of stream
-	rErr                // I/O error: abort the tunnel
-)
-
-// pump moves bytes from d.src to d.dst until the source is drained, the
-// destination blocks with no room left to read into (backpressure: the
-// source is then not read, its kernel buffer fills, TCP flow control slows
-// the peer), the direction's per-run cap is used (rewake in Bulk), or the
-// direction is finished. It returns false when the tunnel must be aborted.
+// pump moves bytes from d.src to d.dst (mover.run, with runCap for this
+// run of the direction) and passes an end of stream on as a FIN once the
+// pending bytes are flushed. It returns false when the tunnel must be
+// aborted.
 func (t *Tunnel) pump(d *dir) bool {
 	if !d.src.Connected || d.done() {
 		return true
 	}
 	budget := runCap
 	sent := d.bytes
-	for {
-		r := rNone
-		if !d.eof && budget > 0 && d.src.canRecv() {
-			var n int
-			n, r = t.fill(d)
-			if r == rErr {
-				return false
-			}
-			budget -= n
+	if d.run(t.w, d.src, d.dst, &d.buf, &budget, nil) != 0 {
+		return false
+	}
+	moved := d.bytes != sent
+	if moved {
+		t.moved = true
+	}
+	if d.eof && !d.shut && d.dst.Connected && d.pending() == 0 {
+		// When the other direction is finished too the tunnel closes
+		// right after, and close(2) sends the FIN: no shutdown needed
+		// (one syscall less per connection). Otherwise best effort:
+		// ENOTCONN or a reset peer end the direction all the same.
+		if !d.other.done() {
+			d.dst.shutw()
 		}
-		if d.pending() > 0 && d.dst.Connected && d.dst.canSend() {
-			if !t.flush(d) {
-				return false
-			}
-		}
-		if d.pending() == 0 {
-			if d.eof {
-				if !d.shut && d.dst.Connected {
-					// When the other direction is finished too the tunnel
-					// closes right after, and close(2) sends the FIN: no
-					// shutdown needed (one syscall less per connection).
-					// Otherwise best effort: ENOTCONN or a reset peer end
-					// the direction all the same.
-					if !d.other.done() {
-						d.dst.shutw()
-					}
-					d.shut = true
-				}
-				break
-			}
-			if r == rMoved || r == rFull {
-				continue // room again: read on
-			}
-		} else if r == rMoved && d.dst.Connected && d.dst.canSend() {
-			continue // partially flushed and room may remain
-		}
-		break
+		d.shut = true
 	}
-	if budget <= 0 && !d.eof && d.src.canRecv() {
-		t.w.L.Wake(&d.src.Task, loop.Bulk)
-	}
-	t.sendWait(d, d.bytes != sent)
-	// Buffers and pipes are held only while data is pending.
-	if d.buf != nil && d.buf.Len() == 0 {
-		t.w.Bufs.Put(d.buf)
-		d.buf = nil
-	}
-	if d.pipe != nil && d.pipe.Data == 0 {
-		t.w.Pipes.Put(d.pipe)
-		d.pipe = nil
-	}
+	t.sendWait(d, moved)
 	return true
-}
-
-// fill reads once from d.src into the direction's pipe or buffer.
-func (t *Tunnel) fill(d *dir) (int, uint8) {
-	// Buffer -> splice only with an empty buffer, splice -> buffer only
-	// with an empty pipe: bytes leave in the order they came.
-	if d.wantSplice() && (d.buf == nil || d.buf.Len() == 0) {
-		if d.pipe == nil {
-			d.pipe = t.w.Pipes.Get() // nil: none left, buffered copy below
-		}
-		if d.pipe != nil {
-			n, r := t.fillPipe(d)
-			if r != rNone {
-				return n, r
-			}
-		}
-	}
-	if d.pipe != nil && d.pipe.Data > 0 {
-		return 0, rFull
-	}
-	return t.fillBuf(d)
-}
-
-// fillPipe splices socket -> pipe. It follows HAProxy's raw_sock_to_pipe:
-// EAGAIN means either "socket empty" or "pipe full", and the kernel does not
-// say which; a pipe that holds data is taken as full (stop reading, flush),
-// an empty one as a drained socket. rNone asks for a buffered read instead.
-func (t *Tunnel) fillPipe(d *dir) (int, uint8) {
-	p := d.pipe
-	room := p.size - p.Data
-	if room <= 0 {
-		return 0, rFull
-	}
-	n, e := d.src.xp.rcvPipe(d.src.FD.Fd, p, room)
-	switch {
-	case e == 0 && n > 0:
-		p.Data += n
-		t.w.act.SpliceBytes.Add(uint64(n))
-		if d.mode == SpliceAuto {
-			if n < t.w.Bufs.Size() {
-				if d.small++; d.small >= autoSpliceSmall {
-					d.streak, d.small = 0, 0 // no longer a streamer
-				}
-			} else {
-				d.small = 0
-			}
-		}
-		return n, rMoved
-	case e == 0:
-		d.eof = true
-		return 0, rEOF
-	case e == unix.EAGAIN:
-		if p.Data > 0 {
-			return 0, rFull
-		}
-		d.src.drained()
-		return 0, rEmpty
-	case e == unix.EINVAL || e == unix.ENOSYS || e == unix.EOPNOTSUPP:
-		// This fd pair cannot splice (not a TCP socket...): buffers
-		// from now on. Nothing was moved, so order is kept.
-		d.noSplice = true
-		return 0, rNone
-	}
-	return 0, t.ioError(e)
-}
-
-// fillBuf reads socket -> buffer.
-func (t *Tunnel) fillBuf(d *dir) (int, uint8) {
-	if d.buf == nil {
-		d.buf = t.w.Bufs.Get()
-	}
-	b := d.buf
-	room := b.Room()
-	if room == 0 {
-		return 0, rFull
-	}
-	n, e := d.src.recv(b.Free())
-	switch {
-	case e == 0 && n > 0:
-		b.Produced(n)
-		if n == room {
-			if d.streak < 255 {
-				d.streak++
-			}
-		} else {
-			d.streak = 0
-			d.src.shortRead()
-		}
-		return n, rMoved
-	case e == 0:
-		d.eof = true
-		return 0, rEOF
-	case e == unix.EAGAIN:
-		d.src.drained()
-		return 0, rEmpty
-	}
-	return 0, t.ioError(e)
-}
-
-// flush writes pending bytes to d.dst until none is left or it would block.
-func (t *Tunnel) flush(d *dir) bool {
-	if p := d.pipe; p != nil {
-		for p.Data > 0 {
-			n, e := d.dst.xp.sndPipe(d.dst.FD.Fd, p, p.Data, false)
-			if e == unix.EAGAIN || (e == 0 && n == 0) {
-				d.dst.blocked()
-				return true
-			}
-			if e != 0 {
-				t.ioError(e)
-				return false
-			}
-			p.Data -= n
-			d.bytes += int64(n)
-			d.spliced += int64(n)
-			t.moved = true
-		}
-	}
-	if b := d.buf; b != nil {
-		for b.Len() > 0 {
-			n, e := d.dst.send(b.Data(), false)
-			if e == unix.EAGAIN || (e == 0 && n == 0) {
-				d.dst.blocked()
-				return true
-			}
-			if e != 0 {
-				t.ioError(e)
-				return false
-			}
-			b.Consumed(n)
-			d.bytes += int64(n)
-			t.moved = true
-		}
-	}
-	return true
-}
-
-// ioError classifies an errno from a data transfer. ECONNRESET (peer
-// reset), EPIPE (peer closed its read side while we still send), ETIMEDOUT
-// and EHOSTUNREACH (the kernel gave up on the peer) all end the tunnel: a
-// byte stream with a hole in it is worth nothing to either end.
-func (t *Tunnel) ioError(e unix.Errno) uint8 {
-	_ = e
-	return rErr
 }
 
 func (t *Tunnel) releaseDir(d *dir) {
@@ -669,10 +437,7 @@ func (t *Tunnel) releaseDir(d *dir) {
 		t.w.Bufs.Put(d.buf)
 		d.buf = nil
 	}
-	if d.pipe != nil {
-		t.w.Pipes.Put(d.pipe) // closed, not pooled, if it still holds data
-		d.pipe = nil
-	}
+	d.release(t.w) // the pipe: closed, not pooled, if it still holds data
 }
 
 // close ends the tunnel: both fds closed, pools refilled, counters updated.

@@ -60,36 +60,25 @@ func drain(r io.Reader) ([32]byte, int64, error) {
 	return sum, n, err
 }
 
-// TestTunnelPassesBytesUnchanged sends 100 MiB each way at the same time
+// TestTunnelPassesBytesUnchanged sends 16 MiB each way at the same time
 // through one tunnel, in each splice mode, and compares sha256 of what each
 // end sent with what the other received. It also checks that splice was
 // used exactly when the mode asks for it, and that pipes and buffers all
-// went back to the pools.
+// went back to the pools. The byte mover under the tunnel moves 100 MiB
+// each way in TestMoverPassesBytesUnchanged; 16 MiB is still 64 times
+// the per-run cap, and keeps the package's test time.
 func TestTunnelPassesBytesUnchanged(t *testing.T) {
-	size := int64(100 << 20)
+	size := int64(16 << 20)
 	if testing.Short() {
 		size = 8 << 20
 	}
-	for _, tc := range []struct {
-		name       string
-		mode       SpliceMode
-		wantSplice bool
-	}{
-		{"off", SpliceOff, false},
-		{"auto", SpliceAuto, true},
-		{"on", SpliceOn, true},
-	} {
+	for _, tc := range spliceCases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, defaultTuning())
-			type result struct {
-				sent, got [32]byte
-				n         int64
-				err       error
-			}
-			srvRes := make(chan result, 1)
+			srvRes := make(chan transfer, 1)
 			addr := origin(t, func(c *net.TCPConn) {
 				defer c.Close()
-				var r result
+				var r transfer
 				var wg sync.WaitGroup
 				wg.Add(1)
 				go func() {
@@ -117,32 +106,11 @@ func TestTunnelPassesBytesUnchanged(t *testing.T) {
 			}
 			c.CloseWrite()
 			wg.Wait()
-			var sr result
-			select {
-			case sr = <-srvRes:
-			case <-time.After(30 * time.Second):
-				t.Fatal("origin did not finish")
-			}
-			if sr.err != nil {
-				t.Fatalf("origin send: %v", sr.err)
-			}
-			if sr.n != size || sr.got != cliSent {
-				t.Errorf("client->server: got %d bytes, hash match %v", sr.n, sr.got == cliSent)
-			}
-			if cliN != size || cliGot != sr.sent {
-				t.Errorf("server->client: got %d bytes, hash match %v", cliN, cliGot == sr.sent)
-			}
+			sr := awaitTransfer(t, srvRes)
+			sameBytes(t, "client->server", size, sr.n, sr.got, cliSent)
+			sameBytes(t, "server->client", size, cliN, cliGot, sr.sent)
 			e.waitIdle()
-			spliced := e.l.Activity().SpliceBytes.Load()
-			if tc.wantSplice && spliced < uint64(size) {
-				t.Errorf("splice=%s moved only %d bytes with splice", tc.name, spliced)
-			}
-			if !tc.wantSplice && spliced != 0 {
-				t.Errorf("splice=off moved %d bytes with splice", spliced)
-			}
-			if got := e.l.Activity().PipesUsed.Load(); got != 0 {
-				t.Errorf("Activity.PipesUsed = %d after close", got)
-			}
+			checkSpliced(t, e, tc.name, tc.wantSplice, uint64(size))
 			if fe.Stats.Total(0).BytesIn != size || fe.Stats.Total(0).BytesOut != size {
 				t.Errorf("frontend bytes in/out = %d/%d", fe.Stats.Total(0).BytesIn, fe.Stats.Total(0).BytesOut)
 			}

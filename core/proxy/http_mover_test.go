@@ -1,0 +1,78 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestHTTPBodiesPassUnchanged runs the byte mover through http mode: a
+// 16 MiB Content-Length request body to the server, then a 16 MiB
+// response body back, in each splice mode, with sha256 of what each end
+// sent against what the other received, splice used exactly when the mode
+// allows it, and every pipe back in the pool (TestMoverPassesBytesUnchanged
+// moves 100 MiB each way without a mux; see TestTunnelPassesBytesUnchanged
+// for the size).
+func TestHTTPBodiesPassUnchanged(t *testing.T) {
+	size := int64(16 << 20)
+	if testing.Short() {
+		size = 8 << 20
+	}
+	cl := strconv.FormatInt(size, 10)
+	for _, tc := range spliceCases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, defaultTuning())
+			srvRes := make(chan transfer, 1)
+			addr := origin(t, func(c *net.TCPConn) {
+				defer c.Close()
+				var r transfer
+				br := bufio.NewReader(c)
+				if _, r.err = readHead(br); r.err == nil {
+					r.got, r.n, r.err = drain(io.LimitReader(br, size))
+				}
+				if r.err == nil {
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+cl+"\r\n\r\n")
+					r.sent, r.err = stream(c, 2, size)
+				}
+				srvRes <- r
+			})
+			fe := httpFrontend(t, nil, addr)
+			fe.Splice = tc.mode
+			c := e.dialHTTP(fe)
+			c.SetDeadline(time.Now().Add(60 * time.Second))
+			sendErr := make(chan error, 1)
+			var cliSent [32]byte
+			go func() {
+				_, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: "+cl+"\r\n\r\n")
+				if err == nil {
+					cliSent, err = stream(c, 1, size)
+				}
+				sendErr <- err
+			}()
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cliGot, cliN, err := drain(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-sendErr; err != nil {
+				t.Fatalf("client send: %v", err)
+			}
+			sr := awaitTransfer(t, srvRes)
+			sameBytes(t, "request body", size, sr.n, sr.got, cliSent)
+			sameBytes(t, "response body", size, cliN, cliGot, sr.sent)
+			c.Close()
+			e.waitIdle()
+			// The first bytes of a body (with its head) and its last
+			// spliceMin bytes are copied: at least size-2*spliceMin of
+			// each body is spliced.
+			checkSpliced(t, e, tc.name, tc.wantSplice, uint64(2*(size-2*spliceMin)))
+		})
+	}
+}
