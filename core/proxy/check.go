@@ -18,7 +18,46 @@ import (
 	"github.com/spliced-proxy/spliced/core/loop"
 )
 
-// Health check probes (see "Health checks" in doc.go).
+// Health checks (check.go)
+//
+// A Checker runs one backend generation's health_check on the loops:
+// server i is probed by loop i % nbthread, each loop's share through its
+// own balance.Prober, which spreads that share's first checks evenly over
+// one interval (1 000 servers on 4 loops: 250 per loop, 8 ms apart at a
+// 2 s interval) and applies rise/fall (balance.Health, HAProxy's counter);
+// the next check of a server is due one interval after its last one
+// finished. Each server has one loop.Timer (next check, or the running
+// probe's timeout_ms), one Side and its prebuilt request, so a probe
+// cycle allocates nothing (TestCheckProbeCycleDoesNotAllocate).
+//
+//   - tcp: a non-blocking connect; success when connected (EPOLLOUT with
+//     SO_ERROR 0) within timeout_ms.
+//   - http: connect, send "METHOD PATH HTTP/1.1" with Host (the server's
+//     configured address and port), Connection: close and User-Agent:
+//     spliced-check, then read 13 bytes: a strict "HTTP/1.x DDD" status
+//     line start, followed by SP or CR. Success when status_min <= status
+//     <= status_max, all within timeout_ms. Anything else (refused, reset,
+//     closed early, not a status line, timeout) is a failure. The rest of
+//     the response is not read.
+//
+// Probe sockets are closed with SO_LINGER 0 (an RST): a check has nothing
+// left to say, and one connection per server per interval must not leave
+// TIME_WAIT sockets behind. A socket(2) failure (EMFILE) counts as a
+// failed check, as HAProxy's socket errors do.
+//
+// A state change sets balance.Server's observed state (pickers skip a
+// down server at once) and is logged on the loop thread (rare: allocation
+// allowed there) as "server health changed" with backend, server, from,
+// to, reason ("connection refused", "timeout (connect)", "timeout
+// (response)", "status 503", ...), check type and thread.
+//
+// Across generations (core/engine/check.go): identical check settings
+// over the same Server objects keep the running Checker; otherwise the old
+// one is stopped (Stop waits until every loop closed its probes) and the
+// new one takes over the rise/fall counters of carried-over servers when
+// rise and fall did not change, so an unrelated configuration change does
+// not make an up server fall at its first failure. Removing the check sets
+// every server up.
 
 // statusLineLen is what a probe reads of an http check's answer:
 // "HTTP/1.1 200" and the byte after the status code (SP, or CR when the

@@ -14,6 +14,66 @@ import (
 	"github.com/spliced-proxy/spliced/core/stats"
 )
 
+// HTTP mode (http.go, http_exchange.go, http_server.go, http_route.go)
+//
+// A frontend with HTTP set (mode http) hands each accepted fd to
+// StartHTTP. An httpConn serves one request at a time: the head is parsed
+// by core/http1 straight from the connection's pool buffer (the parser's
+// head limit is that buffer's size minus 512, set at each parse from the
+// buffer the head is in, so the rewritten head fits one buffer of the
+// same size). A buffer keeps the size it was taken with; after bufsize
+// changed, every head written (request head, response head, proxy
+// answer) is checked against the buffer it goes into: a request head too
+// large for it is answered 431, a response head 502. Pipelined requests stay in that buffer, unparsed and unread
+// beyond, until the current response is complete, so answers go out in
+// order. Keep-alive: HTTP/1.1 by default, 1.0 with "Connection:
+// keep-alive" (answered with "Connection: keep-alive"). The state of an
+// exchange (response sent, heads pending, backend, attempts, bodies) is
+// cleared when it ends (endExchange), so a later request of the
+// connection refused before it is routed is answered as a first one.
+
+// Phases and their timers (one loop timer per connection):
+//   - head: http_request_ms from the connection start, or from the first
+//     byte of a later request; http_keep_alive_ms between requests. A
+//     partial head at expiry is answered 408, and so is a new connection
+//     that sent nothing (as HAProxy); an idle keep-alive connection
+//     between requests is closed silently.
+//   - queue: every usable server of the chosen backend is at its maxconn
+//     (balance's Acquire fails): the request waits until queue_ms (503)
+//     in the backend's FIFO, balance.Queue, one per backend shared by all
+//     loops (source balancing waits in the FIFO of its server, as
+//     HAProxy's server queue). Server.Release hands the slot to the oldest
+//     waiter that may use it, whatever its loop, under a lock held only to
+//     unlink it; the grant reaches the waiter's loop through that loop's
+//     mailbox (a loop.Source woken by its eventfd, queue.go), so nothing
+//     polls and a release costs O(1). A waiter that times out or closes
+//     while a grant is on its way gives the slot back. Servers that come
+//     up or get a larger maxconn take waiters; the waiters of a server
+//     going away move to the others; with no usable server left they get
+//     503. tcp tunnels use the same queue: a tunnel whose backend is full
+//     waits (its client bytes held in one buffer) until a slot frees or
+//     queue_ms passes, then is closed. A queued client that closes is
+//     noticed when its wait ends (as HAProxy without abortonclose).
+//   - connect: connect_ms per attempt, then another server (the failed one
+//     excluded while another is usable) up to retries; 503 after.
+//   - exchange (http_timeout.go): each side has its timeout only while the
+//     exchange waits for it, restarted by every byte it moves. client_ms
+//     while bytes for the client are left untaken (it stopped reading) or
+//     request body bytes are still to come from it (408 before any answer,
+//     else both connections cut); server_ms while request bytes for the
+//     server are left untaken, the response head is awaited (504), or
+//     response body bytes are still to come (cut).
+
+// Proxy answers (http1.AppendError): 400 and 501 for malformed requests,
+// 413 over http.max_body_size, 414, 431, 505, 408, 502 for a malformed or
+// missing response head, 503 (no route, no usable server, queue timeout,
+// connect failures), 504. All carry Connection: close; the connection is
+// then closed gracefully (write side shut, input discarded for up to 1 s
+// so that a RST does not destroy the answer). Once part of a response went
+// to the client (respSent: a byte left for it, not a head only built), a
+// failure can only cut the connection; a response head built but not sent
+// (a bad chunk size in the same read as the head) is replaced by a 502.
+
 // Phases of an http client connection.
 const (
 	phHead     uint8 = iota // waiting for / reading a request head

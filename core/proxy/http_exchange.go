@@ -7,6 +7,52 @@ import (
 	"github.com/spliced-proxy/spliced/core/loop"
 )
 
+// The forwarded request head is the request line and every end-to-end
+// field as received, byte for byte; hop-by-hop fields are dropped
+// (Connection and the fields it names, Keep-Alive, Proxy-Connection, TE,
+// Trailer, Upgrade unless upgrading) and X-Forwarded-For,
+// X-Forwarded-Proto and Via are appended per the frontend's http options.
+// Transfer-Encoding: chunked is kept: a chunked body is forwarded as it
+// came, its framing validated by http1.Chunked while it passes (the bytes
+// that came with the head are checked before anything is sent, so a
+// malformed body sent in one piece never reaches a server). A
+// Content-Length body is counted down; once at least 64 KiB of it remain
+// and the frontend's splice is not off, the rest moves through a pipe.
+// While bytes of a Content-Length body are still to come, the head and
+// the body go out with MSG_MORE (SPLICE_F_MORE from a pipe), as HAProxy
+// does while to_forward > 0, so TCP sends whole segments rather than one
+// short segment per write; when the source runs dry the held segment is
+// pushed at once (pushFrames), so a slow server delays nothing it sent.
+// An HTTP/1.0 client does not know chunked framing (RFC 9112 §6.1), so a
+// chunked response to one is de-chunked as HAProxy's H1 mux does: the
+// head goes without Transfer-Encoding and Trailer and with Connection:
+// close, and body.frameIn drops the framing bytes (sizes, extensions,
+// trailers) from the server buffer as Decode reports them, moving the
+// chunk data already framed up over them in place (at most dechunkMove
+// bytes per chunk: beyond, that data is sent first); the client
+// connection closes after the last chunk. Such a body is never spliced
+// (only Content-Length bodies are).
+// Bodies are never buffered whole: backpressure works as in tcp mode.
+//
+// Expect: 100-continue is forwarded to the server and its 100 relayed
+// (every 1xx is relayed to HTTP/1.1 clients, dropped for 1.0 ones); the
+// proxy does not answer 100 itself, so a server that refuses the body
+// can say so before the client sends it. A request with Upgrade
+// (websocket) switches to the tcp Tunnel only when the server answers
+// 101; bytes either side sent beyond the heads go with it. Responses to
+// HEAD, 1xx, 204 and 304 have no body; other responses are framed by
+// chunked, Content-Length, or the server's close (then the client
+// connection closes after it).
+//
+// The rewritten request head (qout) lives until it is sent entirely (and
+// until a response head comes, for a replay), or until the request side
+// is aborted on purpose (abortRequest): a final response that comes
+// before the whole request was sent, or a server that stops reading it.
+// Then nothing more of the request is forwarded, the response is relayed
+// with Connection: close, the server connection is not pooled and the
+// backend and server count an abort. An interim response does not end
+// the sending of the request.
+
 // spliceMin is the length of a Content-Length body left to relay from
 // which the rest moves through a pipe (when the frontend's splice policy
 // is not off): below it, the two extra splice calls per chunk cost more

@@ -7,6 +7,22 @@ import (
 	"github.com/spliced-proxy/spliced/core/http1"
 )
 
+// Generations: a connection keeps the frontend it was accepted by for its
+// OnClose (the engine's maxconn accounting); each request is resolved
+// against the bind's current frontend (StartHTTP's cur, an atomic pointer
+// the engine swaps on Apply), loaded when the request head is complete
+// and when the exchange ends (for the keep-alive and request timeouts).
+// A request in flight (queued, connecting, exchanging) keeps the
+// frontend and backend it started with.
+//
+// Routing compares byte spans (no allocation): routes in order (method
+// exact; host exact or "*.suffix", case-insensitive, port and a trailing
+// dot stripped; path prefix of the origin-form target or of the path of
+// an absolute-form one, normalised first: unreserved %XX decoded, dot
+// segments removed, RFC 3986 §6.2.2 and §5.2.4 — into the loop's scratch
+// buffer when the path is not already normal, see normPath), then
+// default_backend, else 503. The request is forwarded as received.
+
 // HTTPFront is the http-mode part of a Frontend (nil in tcp mode). It is
 // immutable once published, like the Frontend that holds it.
 type HTTPFront struct {

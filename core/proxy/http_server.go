@@ -9,6 +9,23 @@ import (
 	"github.com/spliced-proxy/spliced/core/loop"
 )
 
+// Server slots are counted per request, not per connection: Acquire when
+// a server is chosen, Release when its response is complete, so maxconn
+// bounds concurrent requests and leastconn sees requests in flight. Idle
+// server connections are pooled per loop and per server (at most
+// maxIdlePerServer, and at most Tuning.MaxIdle for the whole loop, its
+// share of the fd budget; 5 s; a server's entry in the loop's pool map goes
+// with its last idle connection, so retired servers are not kept
+// reachable; spare request and response parsers are kept up to
+// maxFreeParsers each), stay registered with epoll, and are dropped as
+// soon as the server closes them (EPOLLRDHUP, end of stream, or any
+// unexpected byte), or when their server is retired or put in maint (the
+// engine runs Worker.DropIdleUnusable on every loop after an Apply). A pooled connection is reused only for an idempotent
+// request without body (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, HTTP/1.1,
+// no upgrade): should it turn out closed before any response byte, the
+// request is sent again on a new connection (its rewritten head is kept
+// until the response starts). Other requests get a new connection.
+
 // maxIdlePerServer bounds the idle connections a loop keeps to one server;
 // a connection released beyond it is closed.
 const maxIdlePerServer = 64

@@ -7,6 +7,22 @@ import (
 	"github.com/spliced-proxy/spliced/core/loop"
 )
 
+// Splice (seed 003, HAProxy's raw_sock.c)
+//
+// Per frontend: off (always buffered), on (splice from the first byte),
+// auto (a direction switches to splice after autoSpliceAfter consecutive
+// reads that filled the buffer — a streamer — and back to buffers after
+// autoSpliceSmall consecutive spliced reads shorter than a buffer). Socket
+// to pipe uses SPLICE_F_MOVE|SPLICE_F_NONBLOCK. EAGAIN from socket->pipe
+// is ambiguous (socket empty, or pipe full): a pipe holding data is taken
+// as full — stop reading, flush — an empty one as a drained socket. A
+// direction changes between buffer and pipe only when the one it leaves is
+// empty, so bytes keep their order. No pipe available (pool at maxpipes,
+// or the kernel refuses) means a buffered copy for that read. EINVAL or
+// ENOSYS from splice turns splice off for that direction. A pipe that still
+// holds data when released is closed, never pooled. Bytes spliced in are
+// counted in loop.Activity.SpliceBytes, pipes in use in PipesUsed.
+
 // runCap is how many bytes one direction may read per run of its tasklet.
 // A direction that used it rewakes itself in the bulk class (seed 000) so a
 // fat transfer yields to connection setup and short exchanges: at 256 KiB a

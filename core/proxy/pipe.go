@@ -6,6 +6,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The pipe pool of a loop is bounded: at most Tuning.Maxpipes pipes exist
+// at once, in use and idle together (the engine gives each loop its share
+// of tuning.maxpipes, so the process-wide bound is HAProxy's); pipes are
+// sized with F_SETPIPE_SZ when pipesize is set (kept at the kernel default
+// if refused). Changing pipesize closes idle pipes and, on release, pipes of
+// the old size.
+
 // Pipe is a kernel pipe used as the splice(2) relay between two sockets.
 // Data counts the bytes spliced in and not yet spliced out: the kernel does
 // not tell, and it is what distinguishes "pipe full" from "socket empty"

@@ -6,6 +6,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Soft stop (stop.go)
+//
+// Worker.SoftStop, run by the engine on SIGTERM and on a loop removed by a
+// smaller nbthread: idle keep-alive http clients (no byte pending) and
+// pooled server connections are closed at once; other http connections
+// finish their current request with Connection: close; tcp tunnels go on
+// until CloseAll, when tuning.grace_ms ends. On SIGTERM the engine runs
+// its two halves on all loops in turn (BeginStop everywhere, confirmed,
+// then CloseIdle), so that a client that sees its idle connection closed
+// knows every request in flight ends with Connection: close. Resume undoes
+// it for a draining loop taken back.
+
 // Soft stop (HAProxy's soft-stop, then hard-stop-after): on SIGTERM and on
 // a loop removed by a smaller nbthread, the engine stops giving the loop
 // new connections and calls SoftStop on it; whatever is still open when

@@ -11,6 +11,59 @@ import (
 	"github.com/spliced-proxy/spliced/core/stats"
 )
 
+// The tunnel
+//
+// Both fds are non-blocking, registered edge-triggered; each side has a
+// tasklet that the loop wakes in class Urgent on readiness. Either tasklet
+// runs the whole tunnel: each direction (client->server, server->client)
+// is a mover (mover.go) that reads its source into one buffer (bufsize, from the pool) or one pipe,
+// and writes to its destination, until the source is drained (EAGAIN, or a
+// short read: with edge-triggered epoll the next arrival raises a new edge,
+// as HAProxy's fd_done_recv assumes), the destination blocks with no room
+// left (backpressure: the source is left unread, its kernel receive buffer
+// fills and TCP flow control slows the peer — memory is bounded by one
+// buffer or one pipe per direction), or the direction read runCap (256 KiB)
+// in this run: it then rewakes itself in class Bulk (seed 000) so that long
+// transfers yield to short work. Buffers and pipes are held only while
+// bytes are pending and go back to the pools when empty.
+//
+// Half-close: EOF from a source is passed on as shutdown(SHUT_WR) of the
+// destination once the pending bytes are flushed; the other direction goes
+// on. The tunnel closes when both directions are finished. ECONNRESET,
+// EPIPE or any other I/O error on either side aborts the tunnel (both fds
+// closed). EINTR is retried inside the syscall wrappers; EAGAIN clears the
+// readiness bit it disproves.
+
+// Connect and timeouts
+//
+// The server is chosen by the backend's per-loop Picker (a server at its
+// maxconn is skipped); the socket is non-blocking, TCP_NODELAY (both sides),
+// connected with EINPROGRESS; completion is the first EPOLLOUT/EPOLLERR,
+// checked with SO_ERROR. A failure (refused, unreachable, connect timeout)
+// retries another server (the failed one excluded) up to the backend's
+// Retries, then closes the client; each failure is counted on the backend
+// and the server, the final one on the frontend. No usable server closes
+// the client at once (counted as NoServer); servers that are all at their
+// maxconn put the tunnel in the backend's queue (see the queue phase in
+// http.go's "Phases and their timers").
+//
+// Timeouts in tcp mode, one loop timer per tunnel:
+//   - connect: backend connect_ms, per attempt, from connect(2);
+//   - tunnel: once the server is connected the tunnel is established and
+//     the idle timeout is the shorter of the frontend's and the backend's
+//     tunnel_ms: the tunnel closes when no byte moved in either direction
+//     for that long (a client that never reads stalls the tunnel, so it
+//     is closed after tunnel_ms at the latest);
+//   - send: a side that leaves bytes pending towards it untaken closes the
+//     tunnel after the frontend's client_ms (towards the client) or the
+//     backend's server_ms (towards the server) without progress, as
+//     HAProxy's timeout client and timeout server bound a blocked write:
+//     a client that stops reading is dropped after client_ms.
+//
+// The timer is not re-armed per chunk: it fires at the earliest deadline
+// it knew, and re-arms at the one in force if bytes moved meanwhile; a
+// send that starts blocking arms it earlier when needed.
+
 // dir is one direction of a tunnel: bytes read from src, written to dst
 // by its mover, through buf (its own, nil unless bytes are pending) or the
 // mover's pipe.
@@ -449,7 +502,7 @@ func (t *Tunnel) close(why uint8) {
 	w := t.w
 	w.dequeue(&t.wait)
 	w.L.Disarm(&t.timer)
-	// An aborted tunnel resets both sides (see the package doc, "Aborts").
+	// An aborted tunnel resets both sides (see "Aborts" in the package doc).
 	t.cli.close(w.L, why == closeAbort)
 	t.srv.close(w.L, why == closeAbort)
 	t.releaseDir(&t.c2s)
