@@ -574,7 +574,7 @@ func (e *Engine) accept(l *loop.Loop, fd int, ln *listen.Listener) {
 	fe := b.front.Load()
 	f := b.f
 	if fe == nil || f == nil {
-		unix.Close(fd)
+		proxy.Refuse(fd)
 		ln.Release()
 		return
 	}

@@ -36,7 +36,8 @@
 //     queues and retries whatever mux it came from.
 //
 // The close(2) of a connection or pipe fd is made in one function,
-// closeFd (sys.go), reached through Side.close and Pipe.close only.
+// closeFd (sys.go), reached through Side.close, Pipe.close and Refuse (an
+// accepted fd that no frontend takes) only.
 //
 // # Threads
 //

@@ -138,3 +138,8 @@ func (s *Side) shortRead() {
 
 // closedByPeer: the fd reported the peer's end of stream or an error.
 func (s *Side) closedByPeer() bool { return s.FD.Ready&(evRdHup|evHup|evErr) != 0 }
+
+// Refuse closes an accepted connection fd that no frontend takes (the
+// engine's accept, when the bind has no frontend any more): a FIN, through
+// the same close as every side of the data plane. Loop thread.
+func Refuse(fd int) { rawSock{}.close(fd, false) }
