@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // anonConns opens n connections to addr; each sends first (a whole
@@ -259,8 +261,8 @@ func TestViewerUnreadBodiesCannotLockOutAdmins(t *testing.T) {
 	}
 	// Every handler has returned (its access log line is written then),
 	// every server goroutine now waits for the rest of its body.
-	waitFor(t, 10*time.Second, "128 viewer requests handled", func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		return strings.Count(in.Logs(), `"path":"/api/v1/info","status":200`) >= 128
-	})
+	}, "128 viewer requests handled")
 	adminWithin(t, in.Admin, admin, "128 viewer connections draining unread bodies")
 }

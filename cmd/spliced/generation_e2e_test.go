@@ -62,7 +62,7 @@ func TestHTTPKeptAliveConnectionSeesConfigurationChanges(t *testing.T) {
 	if st, b := get("/"); st != 200 || b != "second" {
 		t.Fatalf("same connection, default backend: %d %q", st, b)
 	}
-	if n := first.conns.Load() + second.conns.Load() + routed.conns.Load(); n != 3 {
+	if n := first.origin.Accepted() + second.origin.Accepted() + routed.origin.Accepted(); n != 3 {
 		t.Fatalf("%d origin connections, want 3 (one each)", n)
 	}
 }

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 var (
@@ -145,7 +147,7 @@ func startWrapped(t testing.TB, wrap []string, stateDir, adminAddr, healthURL st
 			t.Logf("spliced logs:\n%s", in.logs.String())
 		}
 	})
-	waitFor(t, 20*time.Second, "/healthz at "+healthURL, func() bool {
+	testutil.Eventually(t, 20*time.Second, func() bool {
 		select {
 		case <-in.exited:
 			t.Fatalf("spliced exited at start: %v\n%s", in.exitErr, in.logs.String())
@@ -157,7 +159,7 @@ func startWrapped(t testing.TB, wrap []string, stateDir, adminAddr, healthURL st
 		}
 		resp.Body.Close()
 		return resp.StatusCode == 200
-	})
+	}, "/healthz at "+healthURL)
 	return in
 }
 
@@ -253,18 +255,6 @@ func (in *instance) MustDo(want int, method, path string, body any, hdr ...strin
 		in.t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.Status, want, r.Body)
 	}
 	return r
-}
-
-// waitFor polls cond every 10 ms until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // openFDs counts the open file descriptors of a process.

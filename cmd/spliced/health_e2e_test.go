@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // healthOrigin is an http origin: /health answers 200 while healthy (and
@@ -90,10 +92,10 @@ func (o *healthOrigin) restart() {
 	o.t.Helper()
 	var ln net.Listener
 	var err error
-	waitFor(o.t, 5*time.Second, "port "+strconv.Itoa(o.port)+" free again", func() bool {
+	testutil.Eventually(o.t, 5*time.Second, func() bool {
 		ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(o.port))
 		return err == nil
-	})
+	}, "port "+strconv.Itoa(o.port)+" free again")
 	o.serve(ln)
 }
 
@@ -207,9 +209,9 @@ func TestHealthCheckDownAndBackUp(t *testing.T) {
 	if !strings.Contains(in.Logs(), `msg="health checks started" backend=web type=http`) {
 		t.Errorf("no log line for the checks started:\n%s", in.Logs())
 	}
-	waitFor(t, 5*time.Second, "both origins checked and up", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		return a.checks.Load() >= 2 && b.checks.Load() >= 2 && serverState(t, in, "s1") == "up" && serverState(t, in, "s2") == "up"
-	})
+	}, "both origins checked and up")
 	seen := map[string]int{}
 	for range 8 {
 		seen[who(t, port)]++
@@ -221,7 +223,7 @@ func TestHealthCheckDownAndBackUp(t *testing.T) {
 	// A's health endpoint fails while A still answers traffic: any
 	// connection that reaches A after it is down is a balancing bug.
 	a.healthy.Store(false)
-	waitFor(t, 5*time.Second, "s1 down", func() bool { return serverState(t, in, "s1") == "down" })
+	testutil.Eventually(t, 5*time.Second, func() bool { return serverState(t, in, "s1") == "down" }, "s1 down")
 	if a.failed.Load() < 2 {
 		t.Errorf("s1 down after %d failed checks, fall is 2", a.failed.Load())
 	}
@@ -260,15 +262,15 @@ func TestHealthCheckDownAndBackUp(t *testing.T) {
 	ok0 := a.checks.Load()
 	a.healthy.Store(true)
 	a.restart()
-	waitFor(t, 5*time.Second, "s1 up again", func() bool { return serverState(t, in, "s1") == "up" })
+	testutil.Eventually(t, 5*time.Second, func() bool { return serverState(t, in, "s1") == "up" }, "s1 up again")
 	if n := a.checks.Load() - ok0; n < 2 {
 		t.Errorf("s1 up after %d successful checks, rise is 2", n)
 	}
-	waitFor(t, 5*time.Second, "traffic on s1 again", func() bool { return who(t, port) == "A" })
+	testutil.Eventually(t, 5*time.Second, func() bool { return who(t, port) == "A" }, "traffic on s1 again")
 
 	// Killed while up: the port refuses, s1 goes down, clients only see B.
 	a.kill()
-	waitFor(t, 5*time.Second, "killed s1 down", func() bool { return serverState(t, in, "s1") == "down" })
+	testutil.Eventually(t, 5*time.Second, func() bool { return serverState(t, in, "s1") == "down" }, "killed s1 down")
 	if !strings.Contains(in.Logs(), `backend=web server=s1 from=up to=down reason="connection refused"`) {
 		t.Errorf("no down line with connection refused:\n%s", in.Logs())
 	}
@@ -312,20 +314,20 @@ func TestHealthCheckFallRespected(t *testing.T) {
 	port := setupHealth(t, in, map[string]any{
 		"type": "http", "path": "/health", "interval_ms": 200, "timeout_ms": 200, "rise": 2, "fall": 3,
 	}, a.server("s1"), b.server("s2"))
-	waitFor(t, 5*time.Second, "s1 checked", func() bool { return a.checks.Load() >= 2 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return a.checks.Load() >= 2 }, "s1 checked")
 
 	a.failNext.Store(1)
 	ok := a.checks.Load()
-	waitFor(t, 5*time.Second, "one failed check then two good ones", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		return a.failed.Load() == 1 && a.checks.Load() >= ok+2
-	})
+	}, "one failed check then two good ones")
 	if st := serverState(t, in, "s1"); st != "up" || countLines(in.Logs(), `msg="server health changed"`) != 0 {
 		t.Fatalf("one failed check with fall=3: s1 %s, logs:\n%s", st, in.Logs())
 	}
-	waitFor(t, 5*time.Second, "traffic on s1", func() bool { return who(t, port) == "A" })
+	testutil.Eventually(t, 5*time.Second, func() bool { return who(t, port) == "A" }, "traffic on s1")
 
 	a.healthy.Store(false)
-	waitFor(t, 5*time.Second, "s1 down", func() bool { return serverState(t, in, "s1") == "down" })
+	testutil.Eventually(t, 5*time.Second, func() bool { return serverState(t, in, "s1") == "down" }, "s1 down")
 	// Seen within 10 ms of the change, an interval is 200 ms: the count is
 	// that of the failures that took it down (plus the one before).
 	if n := a.failed.Load() - 1; n < 3 {
@@ -342,10 +344,10 @@ func TestHealthCheckNoFDLeak(t *testing.T) {
 	setupHealth(t, in, map[string]any{
 		"type": "http", "path": "/health", "interval_ms": 50, "timeout_ms": 50, "rise": 1, "fall": 1,
 	}, a.server("s1"), map[string]any{"name": "s2", "address": "127.0.0.1", "port": dead})
-	waitFor(t, 5*time.Second, "s2 down", func() bool { return serverState(t, in, "s2") == "down" })
+	testutil.Eventually(t, 5*time.Second, func() bool { return serverState(t, in, "s2") == "down" }, "s2 down")
 	start := openFDs(t, in.Pid())
 	n := a.checks.Load()
-	waitFor(t, 5*time.Second, "20 more checks", func() bool { return a.checks.Load() >= n+20 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return a.checks.Load() >= n+20 }, "20 more checks")
 	// A probe may be in flight at either count: allow for the two servers'.
 	if d := openFDs(t, in.Pid()) - start; d > 2 || d < -2 {
 		t.Errorf("fd count moved by %d over 20 check intervals", d)

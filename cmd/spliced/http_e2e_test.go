@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // rawReq is one request as a raw origin read it.
@@ -35,7 +37,7 @@ type rawReq struct {
 type httpOrigin struct {
 	name   string
 	port   int
-	conns  atomic.Int64
+	origin *testutil.Origin
 	reqs   atomic.Int64
 	mu     sync.Mutex
 	got    bytes.Buffer
@@ -48,7 +50,8 @@ func newHTTPOrigin(t *testing.T, name string, handle func(c net.Conn, r *rawReq)
 	if o.handle == nil {
 		o.handle = func(_ net.Conn, r *rawReq) string { return okResp(name) }
 	}
-	o.port = serveOrigin(t, &o.conns, o.serve)
+	o.origin = testutil.ServeOrigin(t, func(c *net.TCPConn) { o.serve(c) })
+	o.port = o.origin.Port()
 	return o
 }
 
@@ -314,7 +317,7 @@ func TestHTTPKeepAliveReuseAndPipelining(t *testing.T) {
 			t.Fatalf("request %d: %d %q", i, resp.StatusCode, b)
 		}
 	}
-	if n := o.conns.Load(); n != 1 {
+	if n := o.origin.Accepted(); n != 1 {
 		t.Fatalf("20 keep-alive requests used %d server connections, want 1", n)
 	}
 	var batch strings.Builder

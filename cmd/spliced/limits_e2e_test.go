@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // startLimited starts spliced under prlimit --nofile=soft:hard.
@@ -113,7 +114,7 @@ func TestFdLimitFloodKeepsTheAdminAPIAnswering(t *testing.T) {
 	}
 	c, _ := greet(t, port)
 	c.Close()
-	before := o.conns.Load()
+	before := o.origin.Accepted()
 
 	flood := make([]net.Conn, 0, 2*maxconn)
 	defer func() {
@@ -128,7 +129,7 @@ func TestFdLimitFloodKeepsTheAdminAPIAnswering(t *testing.T) {
 		}
 		flood = append(flood, c)
 	}
-	waitFor(t, 20*time.Second, "maxconn tunnels at the origin", func() bool { return o.conns.Load()-before >= int64(maxconn) })
+	testutil.Eventually(t, 20*time.Second, func() bool { return o.origin.Accepted()-before >= int64(maxconn) }, "maxconn tunnels at the origin")
 	fds := openFDs(t, in.Pid())
 	t.Logf("%d fds open under a flood of %d clients, maxconn %d, fd limit %d", fds, 2*maxconn, maxconn, nofile)
 	if fds > nofile-config.FdReserve {
@@ -158,7 +159,7 @@ func TestFdLimitFloodKeepsTheAdminAPIAnswering(t *testing.T) {
 			t.Fatalf("GET and PATCH took %v under the flood", d)
 		}
 	}
-	if n := o.conns.Load() - before; n > int64(maxconn) {
+	if n := o.origin.Accepted() - before; n > int64(maxconn) {
 		t.Fatalf("the origin got %d tunnels with maxconn %d", n, maxconn)
 	}
 
@@ -168,7 +169,7 @@ func TestFdLimitFloodKeepsTheAdminAPIAnswering(t *testing.T) {
 	flood = nil
 	// Every waiting client is served and closes at once; then a new one
 	// gets through.
-	waitFor(t, 20*time.Second, "the data plane serving after the flood", func() bool {
+	testutil.Eventually(t, 20*time.Second, func() bool {
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
 		if err != nil {
 			return false
@@ -177,5 +178,5 @@ func TestFdLimitFloodKeepsTheAdminAPIAnswering(t *testing.T) {
 		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 		_, err = io.ReadFull(c, make([]byte, 1))
 		return err == nil
-	})
+	}, "the data plane serving after the flood")
 }

@@ -23,6 +23,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // obsCounts is the part of a stats object the tests compare.
@@ -109,10 +111,10 @@ func TestObsCountersMatchTrafficExactly(t *testing.T) {
 		echoes(t, c, msg)
 		c.Close()
 	}
-	waitFor(t, 5*time.Second, "every connection counted and closed", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		f := getStats(t, in, "?frontend=pub").Frontends[0]
 		return f.ConnTotal == n && f.ConnCur == 0
-	})
+	}, "every connection counted and closed")
 	wantIn, wantOut := int64(n*len(msg)), int64(n*(1+len(msg)))
 	s := getStats(t, in, "")
 	f := s.Frontends[0]
@@ -127,7 +129,7 @@ func TestObsCountersMatchTrafficExactly(t *testing.T) {
 	if sv.Name != "s1" || sv.ConnTotal != n || sv.ConnCur != 0 || sv.BytesIn != wantIn || sv.BytesOut != wantOut || sv.State != "up" {
 		t.Errorf("server %+v, want %d connections, %d/%d bytes, up", sv, n, wantIn, wantOut)
 	}
-	if got := o.conns.Load(); got != n {
+	if got := o.origin.Accepted(); got != n {
 		t.Errorf("origin saw %d connections, want %d", got, n)
 	}
 
@@ -338,7 +340,7 @@ func TestObsJSONLogsAndAccessLog(t *testing.T) {
 		echoes(t, c, "hello")
 		c.Close()
 	}
-	waitFor(t, 5*time.Second, "3 access lines", func() bool { return len(lines("access")) == n })
+	testutil.Eventually(t, 5*time.Second, func() bool { return len(lines("access")) == n }, "3 access lines")
 	for _, m := range lines("access") {
 		if m["frontend"] != "pub" || m["backend"] != "web" || m["server"] != "s1" || m["bytes_in"] != 5.0 || m["bytes_out"] != 6.0 {
 			t.Errorf("access line %v", m)
@@ -421,10 +423,10 @@ func TestObsScrapeUnderLoadDoesNotStallLoops(t *testing.T) {
 		t.Fatalf("avg_loop_us reached %d µs while scraping, bound 50 ms", maxAvg)
 	}
 	const conns = clients * 3
-	waitFor(t, 5*time.Second, "every connection counted", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		f := getStats(t, in, "?frontend=pub").Frontends[0]
 		return f.ConnTotal == conns && f.ConnCur == 0
-	})
+	}, "every connection counted")
 	f := getStats(t, in, "?frontend=pub").Frontends[0]
 	if want := exchanges.Load() * int64(len(msg)); f.BytesIn != want || f.BytesOut != want+conns {
 		t.Fatalf("bytes in/out %d/%d, want %d/%d", f.BytesIn, f.BytesOut, want, want+conns)
@@ -482,10 +484,10 @@ func TestObsHTTPRequestsAndStatusClassesCountedExactly(t *testing.T) {
 		Frontends []httpCounts `json:"frontends"`
 		Backends  []httpCounts `json:"backends"`
 	}
-	waitFor(t, 5*time.Second, "the connection closed and counted", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		in.MustDo(200, "GET", "/api/v1/stats", nil).JSON(t, &s)
 		return s.Frontends[0].ConnCur == 0 && s.Frontends[0].Requests == int64(len(paths))
-	})
+	}, "the connection closed and counted")
 	for _, obj := range []httpCounts{s.Frontends[0], s.Backends[0]} {
 		if obj.Requests != int64(len(paths)) {
 			t.Errorf("%s: %d requests, want %d", obj.Name, obj.Requests, len(paths))

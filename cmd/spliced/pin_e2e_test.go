@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // cpusAllowedOf reads Cpus_allowed_list of thread tid of process pid.
@@ -262,7 +264,7 @@ func TestPinNbthreadUnderTrafficNoFailure(t *testing.T) {
 	progress := func(step string, n int64) {
 		t.Helper()
 		from := ok.Load()
-		waitFor(t, 20*time.Second, step+": traffic flows", func() bool { return ok.Load() >= from+n })
+		testutil.Eventually(t, 20*time.Second, func() bool { return ok.Load() >= from+n }, step+": traffic flows")
 	}
 	var longs []net.Conn
 	for range 4 {
@@ -303,11 +305,11 @@ func TestPinNbthreadUnderTrafficNoFailure(t *testing.T) {
 	}
 	// Loops removed by 4 -> 1 and not taken back stop once their long
 	// connections are gone.
-	waitFor(t, 10*time.Second, "only 2 loop threads left", func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		var m cpuMapAnswer
 		in.MustDo(200, "GET", "/api/v1/cpu-map", nil).JSON(t, &m)
 		return len(m.Loops) == 2
-	})
+	}, "only 2 loop threads left")
 	if strings.Contains(in.Logs(), "DATA RACE") {
 		t.Fatalf("the race detector reported a race:\n%s", in.Logs())
 	}

@@ -7,10 +7,11 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestSIGTERMSoftStop: on SIGTERM an idle keep-alive client is closed at
@@ -51,9 +52,9 @@ func TestSIGTERMSoftStop(t *testing.T) {
 	}
 	slow := dialProxy(t, hport)
 	io.WriteString(slow, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
-	waitFor(t, 5*time.Second, "the slow request at the origin", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		return strings.Contains(o.received(), "GET /slow ")
-	})
+	}, "the slow request at the origin")
 	tunnel, _ := greet(t, tport)
 
 	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -65,7 +66,7 @@ func TestSIGTERMSoftStop(t *testing.T) {
 		t.Fatalf("idle keep-alive client after SIGTERM: %q, %v; want end of stream at once", b, err)
 	}
 	t.Logf("idle keep-alive connection closed %v after SIGTERM", time.Since(t0))
-	waitFor(t, 5*time.Second, "the binds to close", func() bool { return refuses(hport) && refuses(tport) })
+	testutil.Eventually(t, 5*time.Second, func() bool { return refuses(hport) && refuses(tport) }, "the binds to close")
 
 	close(release)
 	sbr := bufio.NewReader(slow)
@@ -140,9 +141,8 @@ func frontendConns(t *testing.T, in *instance, name string) int64 {
 // 12: it was 8.1 s in http mode and never in tcp mode).
 func TestClientTimeoutBoundsAClientThatStopsReading(t *testing.T) {
 	in := startSpliced(t, "")
-	var conns atomic.Int64
 	stream := func(httpHead bool) int {
-		return serveOrigin(t, &conns, func(c net.Conn) {
+		return testutil.ServeOrigin(t, func(c *net.TCPConn) {
 			defer c.Close()
 			if httpHead {
 				br := bufio.NewReader(c)
@@ -163,7 +163,7 @@ func TestClientTimeoutBoundsAClientThatStopsReading(t *testing.T) {
 					return
 				}
 			}
-		})
+		}).Port()
 	}
 	for _, mode := range []string{"http", "tcp"} {
 		port := freePort(t)
@@ -182,8 +182,8 @@ func TestClientTimeoutBoundsAClientThatStopsReading(t *testing.T) {
 		if mode == "http" {
 			io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
 		}
-		waitFor(t, 5*time.Second, mode+" connection counted", func() bool { return frontendConns(t, in, mode+"-fe") == 1 })
-		waitFor(t, 5*time.Second, mode+" client that never reads dropped", func() bool { return frontendConns(t, in, mode+"-fe") == 0 })
+		testutil.Eventually(t, 5*time.Second, func() bool { return frontendConns(t, in, mode+"-fe") == 1 }, mode+" connection counted")
+		testutil.Eventually(t, 5*time.Second, func() bool { return frontendConns(t, in, mode+"-fe") == 0 }, mode+" client that never reads dropped")
 		t.Logf("%s: client that never reads dropped within %v (client_ms 300, server_ms 8000)", mode, time.Since(start))
 	}
 }

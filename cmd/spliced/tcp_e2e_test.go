@@ -18,61 +18,28 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // tcpOrigin is a Go test server that greets every connection with its name
 // and then echoes; it counts the connections it got.
 type tcpOrigin struct {
-	name  string
-	port  int
-	conns atomic.Int64
+	name   string
+	port   int
+	origin *testutil.Origin
 }
 
 func newTCPOrigin(t *testing.T, name string) *tcpOrigin {
 	t.Helper()
 	o := &tcpOrigin{name: name}
-	o.port = serveOrigin(t, &o.conns, func(c net.Conn) {
+	o.origin = testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		c.Write([]byte(name))
 		io.Copy(c, c)
 	})
+	o.port = o.origin.Port()
 	return o
-}
-
-// serveOrigin listens on a free 127.0.0.1 port and runs serve on a goroutine
-// of its own for every connection, counted in conns; the test's cleanup
-// closes the listener and every connection. It returns the port. The tcp
-// and http origins of these tests are built on it.
-func serveOrigin(t *testing.T, conns *atomic.Int64, serve func(c net.Conn)) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var open []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range open {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			mu.Lock()
-			open = append(open, c)
-			mu.Unlock()
-			go serve(c)
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func (o *tcpOrigin) server(name string) map[string]any {
@@ -168,7 +135,7 @@ func TestTCPRoundRobinAndDrain(t *testing.T) {
 		t.Fatalf("roundrobin spread over 8 connections: %v", seen)
 	}
 	mustOK(t, in.Do("PATCH", "/api/v1/backends/web/servers/s1", map[string]any{"admin_state": "drain"}), "drain s1")
-	before := a.conns.Load()
+	before := a.origin.Accepted()
 	for i := 0; i < 6; i++ {
 		c, name := greet(t, port)
 		if name != "B" {
@@ -176,7 +143,7 @@ func TestTCPRoundRobinAndDrain(t *testing.T) {
 		}
 		c.Close()
 	}
-	if a.conns.Load() != before {
+	if a.origin.Accepted() != before {
 		t.Fatal("drained server got a new connection")
 	}
 	echoes(t, onA, "drained but alive")
@@ -282,9 +249,9 @@ func TestTCPServerRefusingClosesClientNoLeak(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, 5*time.Second, "fd count back to its start value", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		return openFDs(t, in.Pid()) == start
-	})
+	}, "fd count back to its start value")
 }
 
 // TestTCPClientNeverReads: a client that never reads stalls its tunnel
@@ -348,9 +315,9 @@ func TestTCPClientNeverReads(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("tunnel timeout did not close the stalled tunnel (server wrote %d bytes)", written.Load())
 	}
-	waitFor(t, 5*time.Second, "fd count back to its start value", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		return openFDs(t, in.Pid()) == start
-	})
+	}, "fd count back to its start value")
 }
 
 // TestTCPSIGTERMLetsConnectionFinish: SIGTERM stops accepting, a live
@@ -363,7 +330,7 @@ func TestTCPSIGTERMLetsConnectionFinish(t *testing.T) {
 	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the bind to close after SIGTERM", func() bool { return refuses(port) })
+	testutil.Eventually(t, 5*time.Second, func() bool { return refuses(port) }, "the bind to close after SIGTERM")
 	echoes(t, c, "after SIGTERM")
 	select {
 	case <-in.exited:

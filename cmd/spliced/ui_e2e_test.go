@@ -24,6 +24,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // chromiumPath finds Debian's chromium; the test fails (never skips)
@@ -177,7 +179,7 @@ func (u *uiTest) text(sel string) string {
 // waitJS polls a JavaScript condition until it is true.
 func (u *uiTest) waitJS(d time.Duration, what, js string) {
 	u.t.Helper()
-	waitFor(u.t, d, what, func() bool { return evalJS[bool](u, js) })
+	testutil.Eventually(u.t, d, func() bool { return evalJS[bool](u, js) }, what)
 }
 
 func (u *uiTest) shot(name string) {
@@ -272,9 +274,9 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	// console error that fails this test: an inline script added now is
 	// refused, does not run, and is reported.
 	evalJS[bool](u, `(() => { const s = document.createElement('script'); s.textContent = 'window.inlineRan = true'; document.head.appendChild(s); return true; })()`)
-	waitFor(t, 5*time.Second, "the CSP violation of an inline script to be reported", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		return strings.Contains(errs.String(), "Content Security Policy")
-	})
+	}, "the CSP violation of an inline script to be reported")
 	if evalJS[bool](u, `window.inlineRan === true`) {
 		t.Fatal("an inline script ran in the admin page: no CSP")
 	}
@@ -365,7 +367,7 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 		}
 	}()
 	stopClient := func() { close(stop); clientWG.Wait() }
-	waitFor(t, 10*time.Second, "the origin to serve requests through the frontend", func() bool { return served.Load() > 0 })
+	testutil.Eventually(t, 10*time.Second, func() bool { return served.Load() > 0 }, "the origin to serve requests through the frontend")
 	u.page("overview")
 	if st := in.Do("GET", "/api/v1/stats", nil).Status; st != 200 {
 		t.Fatalf("GET /api/v1/stats: status %d", st)
@@ -379,8 +381,8 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 		return n
 	}
 	var first int64
-	waitFor(t, 15*time.Second, "the overview's connection counter of pub to count traffic", func() bool { first = read(); return first > 0 })
-	waitFor(t, 15*time.Second, "the overview's connection counter of pub to move", func() bool { return read() > first })
+	testutil.Eventually(t, 15*time.Second, func() bool { first = read(); return first > 0 }, "the overview's connection counter of pub to count traffic")
+	testutil.Eventually(t, 15*time.Second, func() bool { return read() > first }, "the overview's connection counter of pub to move")
 	u.waitJS(10*time.Second, "the traffic chart to draw", `!!document.querySelector('#chart-req .uplot')`)
 	u.waitJS(5*time.Second, "the live indicator to say live", `document.getElementById('live').classList.contains('on')`)
 	u.shot("overview-1280")
@@ -394,10 +396,10 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	var srv struct {
 		AdminState string `json:"admin_state"`
 	}
-	waitFor(t, 5*time.Second, "web/s1 to be drained in the API", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		u.apiJSON("/api/v1/backends/web/servers/s1", &srv)
 		return srv.AdminState == "drain"
-	})
+	}, "web/s1 to be drained in the API")
 	u.shot("backends-1280")
 	stopClient()
 
@@ -440,10 +442,10 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	u.run("confirm restore",
 		chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)),
 		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
-	waitFor(t, 5*time.Second, "the restore of #2 in the API", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		u.apiJSON("/api/v1/backends/web/servers/s1", &srv)
 		return srv.AdminState == "ready"
-	})
+	}, "the restore of #2 in the API")
 	var info struct {
 		Generation int64 `json:"generation"`
 	}
@@ -460,10 +462,10 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	var w struct {
 		Weight int `json:"weight"`
 	}
-	waitFor(t, 5*time.Second, "web/s1 weight 50 in the API", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		u.apiJSON("/api/v1/backends/web/servers/s1", &w)
 		return w.Weight == 50
-	})
+	}, "web/s1 weight 50 in the API")
 	port2 := freePort(t)
 	u.page("frontends")
 	u.run("open add bind form",
@@ -475,7 +477,7 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)),
 		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-bind="pub/b2"]`)))
-	waitFor(t, 5*time.Second, "bind b2 to listen", func() bool { return !refuses(port2) })
+	testutil.Eventually(t, 5*time.Second, func() bool { return !refuses(port2) }, "bind b2 to listen")
 	u.run("remove bind b2",
 		chromedp.Click(chromedp.CSS(`button[data-action="remove-bind"][data-bind="pub/b2"]`)),
 		chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)),

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // apiRequests counts the API requests in the access log of in.
@@ -57,11 +59,11 @@ func TestUIStaleTabSendsNothingWhileLoginShown(t *testing.T) {
 	u.run("the login box opens", chromedp.WaitVisible(chromedp.CSS(`dialog#login[open] #login-token`)))
 	// Requests already sent when the box opened are answered and logged
 	// within a moment; from then on nothing more may come.
-	waitFor(t, 5*time.Second, "the requests in flight to be logged", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		n := apiRequests(in)
 		time.Sleep(500 * time.Millisecond)
 		return apiRequests(in) == n
-	})
+	}, "the requests in flight to be logged")
 	before := apiRequests(in)
 	select {
 	case <-time.After(7 * time.Second): // three polling periods (live.js POLL_MS 2 s), two reconnects

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // loadStats are what the load saw since the last reset.
@@ -197,9 +199,9 @@ func TestRuntimeChangesUnderLoad(t *testing.T) {
 	// clients did some work (at least 200 ms and 100 http requests).
 	window := func() {
 		t0 := time.Now()
-		waitFor(t, 10*time.Second, "the load to go on", func() bool {
+		testutil.Eventually(t, 10*time.Second, func() bool {
 			return time.Since(t0) > 200*time.Millisecond && hs.reqs.Load()+hs.errs.Load() >= 100 && ts.reqs.Load()+ts.errs.Load() >= 20
-		})
+		}, "the load to go on")
 	}
 	window()
 	hs.take()
@@ -429,7 +431,7 @@ func TestMoreLoopsThanCPUs(t *testing.T) {
 			t.Errorf("nbthread %d asked, info says %d", n, info.Nbthread)
 		}
 		m := reqs.Load()
-		waitFor(t, 5*time.Second, "requests with "+strconv.Itoa(n)+" loops", func() bool { return reqs.Load() > m+100 })
+		testutil.Eventually(t, 5*time.Second, func() bool { return reqs.Load() > m+100 }, "requests with "+strconv.Itoa(n)+" loops")
 	}
 	close(stop)
 	wg.Wait()

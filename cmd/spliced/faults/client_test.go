@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestSlowClientHeaders: with http_request_ms 300, a head that does not
@@ -106,13 +108,13 @@ func stalls(t *testing.T, n *atomic.Int64, d time.Duration) int64 {
 	t.Helper()
 	last := int64(-1)
 	var v int64
-	waitFor(t, d, "the transfer to stall", func() bool {
+	testutil.Eventually(t, d, func() bool {
 		time.Sleep(300 * time.Millisecond) // the sampling period of the measure
 		v = n.Load()
 		stalled := v == last && v > 0
 		last = v
 		return stalled
-	})
+	}, "the transfer to stall")
 	return v
 }
 
@@ -204,14 +206,14 @@ func TestClientTimeoutBoundsANonReadingClient(t *testing.T) {
 			fe := map[string]string{"http": "pub", "tcp": "tpub"}[tc.name]
 			// the stats are a snapshot: see the connection open first,
 			// or a snapshot taken before the accept reads as "closed"
-			waitFor(t, 6*time.Second, "the proxy to count the client", func() bool {
+			testutil.Eventually(t, 6*time.Second, func() bool {
 				f, _ := p.stats(fe, "")
 				return f.ConnTotal == 1
-			})
-			waitFor(t, 6*time.Second, "the proxy to close the client", func() bool {
+			}, "the proxy to count the client")
+			testutil.Eventually(t, 6*time.Second, func() bool {
 				f, _ := p.stats(fe, "")
 				return f.ConnCur == 0
-			})
+			}, "the proxy to close the client")
 			if el := time.Since(t0); el > 4*time.Second {
 				t.Fatalf("closed %v after the request, want about client_ms (1 s) after the stall", el)
 			}
@@ -274,10 +276,10 @@ func TestManySilentConnections(t *testing.T) {
 			t.Fatalf("connection %d: %v %v; want 408", i, resp, err)
 		}
 	}
-	waitFor(t, 5*time.Second, "every connection released", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		f, _ := p.stats("pub", "")
 		return f.ConnCur == 0 && f.ConnTotal == 500
-	})
+	}, "every connection released")
 	p.healthy(t)
 }
 

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestEMFILE: spliced runs with RLIMIT_NOFILE 4096 and maxconn 1000, then
@@ -95,7 +97,7 @@ func TestEMFILE(t *testing.T) {
 	// (cmd/spliced, ed79885) are counted against the limit spliced started
 	// with, not held; a limit lowered under the budget at run time leaves
 	// it none (TestFloodAtTheFdLimit checks it answers at the start limit).
-	waitFor(t, 3*time.Second, "a second of saturation", func() bool { return time.Since(t0) > time.Second })
+	testutil.Eventually(t, 3*time.Second, func() bool { return time.Since(t0) > time.Second }, "a second of saturation")
 	ticks := p.cpuTicks(t) - cpu0 // 100 per second of CPU
 	close(stop)
 	<-flood
@@ -118,14 +120,14 @@ func TestEMFILE(t *testing.T) {
 	}
 	clients = nil
 	mu.Unlock()
-	waitFor(t, 5*time.Second, "a new client to be served", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
 		if err != nil {
 			return false
 		}
 		defer c.Close()
 		return greet(c, 500*time.Millisecond) == nil
-	})
+	}, "a new client to be served")
 	p.healthy(t)
 	f, be := p.stats("pub", "web")
 	t.Logf("counters: frontend %v; backend %v", f, be)

@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 var binPath string
@@ -47,18 +49,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// waitFor polls cond every 5 ms until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func freePort(t testing.TB) int {
@@ -144,7 +134,7 @@ func startWith(t testing.TB, o startOpts, stateDir string) *proc {
 			t.Logf("spliced logs (tail):\n%s", tail(p.logs.String(), 6000))
 		}
 	})
-	waitFor(t, 20*time.Second, "/healthz", func() bool {
+	testutil.Eventually(t, 20*time.Second, func() bool {
 		select {
 		case <-p.exited:
 			t.Fatalf("spliced exited at start: %v\n%s", p.exitErr, p.logs.String())
@@ -156,7 +146,7 @@ func startWith(t testing.TB, o startOpts, stateDir string) *proc {
 		}
 		r.Body.Close()
 		return r.StatusCode == 200
-	})
+	}, "/healthz")
 	return p
 }
 

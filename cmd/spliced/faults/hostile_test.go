@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestEarlyAnswerDoesNotSmuggle: a POST whose 4 MB body is made of
@@ -453,7 +455,7 @@ func TestNbthreadFlapping(t *testing.T) {
 		p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 2})
 	}
 	n := reqs.Load()
-	waitFor(t, 5*time.Second, "more requests after the flapping", func() bool { return reqs.Load() > n+200 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return reqs.Load() > n+200 }, "more requests after the flapping")
 	close(stop)
 	wg.Wait()
 	t.Logf("%d requests, %d errors", reqs.Load(), errs.Load())
@@ -491,13 +493,13 @@ func TestSIGTERMTwiceAndLateClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	waitFor(t, 2*time.Second, "the bind to refuse", func() bool {
+	testutil.Eventually(t, 2*time.Second, func() bool {
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(tp), time.Second)
 		if err == nil {
 			c.Close()
 		}
 		return err != nil
-	})
+	}, "the bind to refuse")
 	t0 := time.Now()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	end := p.waitExit(t, 5*time.Second)
@@ -584,10 +586,10 @@ func TestServerQueueAcrossLoops(t *testing.T) {
 			if peak.Load() > 1 {
 				t.Fatalf("%d requests at once at a server with maxconn 1", peak.Load())
 			}
-			waitFor(t, 3*time.Second, "the queue to drain", func() bool {
+			testutil.Eventually(t, 3*time.Second, func() bool {
 				_, be := p.stats("", "q"+tc.name)
 				return be.ConnCur == 0
-			})
+			}, "the queue to drain")
 		})
 	}
 	p.healthy(t)
@@ -742,7 +744,7 @@ func TestConcurrentAndFailingWrites(t *testing.T) {
 	}()
 	writers.Wait()
 	n := reqs.Load()
-	waitFor(t, 5*time.Second, "requests after the writes", func() bool { return reqs.Load() > n+100 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return reqs.Load() > n+100 }, "requests after the writes")
 	close(stop)
 	wg.Wait()
 	if b := bad.Load(); b != nil {
@@ -791,7 +793,7 @@ func TestServerChurnLeavesNoFds(t *testing.T) {
 	}
 	after := p.openFDs(t)
 	t0 := time.Now()
-	waitFor(t, 8*time.Second, "the pooled connections of removed servers to close", func() bool { return p.openFDs(t) <= base+4 })
+	testutil.Eventually(t, 8*time.Second, func() bool { return p.openFDs(t) <= base+4 }, "the pooled connections of removed servers to close")
 	t.Logf("fds: %d before, %d right after 60 servers came and went, back to %d after %v", base, after, p.openFDs(t), time.Since(t0))
 	p.healthy(t)
 }
@@ -905,16 +907,16 @@ func TestSIGTERMPartialHeadAndQueued(t *testing.T) {
 	<-atOrigin
 	queued := dial(t, fp)
 	io.WriteString(queued, "GET /queued HTTP/1.1\r\nHost: a\r\n\r\n")
-	waitFor(t, 3*time.Second, "the request to be queued", func() bool {
+	testutil.Eventually(t, 3*time.Second, func() bool {
 		_, be := p.stats("", "web")
 		return be.Queue == 1
-	})
+	}, "the request to be queued")
 	partial := dial(t, fp)
 	io.WriteString(partial, "GET /partial HTTP/1.1\r\nHo")
-	waitFor(t, 3*time.Second, "the partial client to be accepted", func() bool {
+	testutil.Eventually(t, 3*time.Second, func() bool {
 		f, _ := p.stats("pub", "")
 		return f.ConnCur == 4
-	})
+	}, "the partial client to be accepted")
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	// the soft stop closes the idle client at once: from then on the
 	// requests of the loop are marked to close
@@ -1001,10 +1003,10 @@ func TestPipelineFlood(t *testing.T) {
 	go io.WriteString(deaf, batch.String())
 	// its kernel takes the small answers in slowly (no stall, so no
 	// client_ms); the proxy reads its requests only as it answers them
-	waitFor(t, 5*time.Second, "the proxy to work on the second client", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		f, _ := p.stats("pub", "")
 		return f.Requests > n+200
-	})
+	}, "the proxy to work on the second client")
 	if rss := p.rssKiB(t); rss-base > 16<<10 {
 		t.Fatalf("RSS grew by %d KiB for one pipelining client", rss-base)
 	}
@@ -1111,9 +1113,9 @@ func TestServerDiesUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 5*time.Second, "load before the death", func() bool { return before.Load() > 300 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return before.Load() > 300 }, "load before the death")
 	kill()
-	waitFor(t, 10*time.Second, "load after the death", func() bool { return after.Load()+errsAfter.Load() > 500 })
+	testutil.Eventually(t, 10*time.Second, func() bool { return after.Load()+errsAfter.Load() > 500 }, "load after the death")
 	close(stop)
 	wg.Wait()
 	t.Logf("after the death: %d ok (%d from the dead server), %d errors (first: %v)", after.Load(), fromA.Load(), errsAfter.Load(), firstErr.Load())
@@ -1163,10 +1165,10 @@ func TestMaxconnSlotsAcrossChanges(t *testing.T) {
 	for _, c := range cs {
 		c.Close()
 	}
-	waitFor(t, 5*time.Second, "the tunnels to end", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		f, _ := p.stats("pub", "")
 		return f.ConnCur == 0
-	})
+	}, "the tunnels to end")
 	cs = open(4)
 	served := 0
 	for _, c := range cs[:3] {
@@ -1335,7 +1337,7 @@ func TestChangeStorm(t *testing.T) {
 	}
 	writers.Wait()
 	n := reqs.Load()
-	waitFor(t, 5*time.Second, "requests after the storm", func() bool { return reqs.Load() > n+100 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return reqs.Load() > n+100 }, "requests after the storm")
 	close(stop)
 	wg.Wait()
 	t.Logf("%d requests, %d errors, slowest %v", reqs.Load(), errs.Load(), time.Duration(worst.Load())*time.Microsecond)
@@ -1732,7 +1734,7 @@ func TestNothingLeaksAfterFaults(t *testing.T) {
 		BuffersUsed int `json:"buffers_used"`
 		PipesUsed   int `json:"pipes_used"`
 	}
-	waitFor(t, 5*time.Second, "every connection, buffer and pipe to come back", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		f, be := p.stats("pub", "web")
 		json.Unmarshal(p.must("GET", "/api/v1/activity", nil), &act)
 		used := 0
@@ -1740,7 +1742,7 @@ func TestNothingLeaksAfterFaults(t *testing.T) {
 			used += a.BuffersUsed + a.PipesUsed
 		}
 		return f.ConnCur == 0 && be.ConnCur == 0 && used == 0
-	})
+	}, "every connection, buffer and pipe to come back")
 	f, be := p.stats("pub", "web")
 	t.Logf("counters: frontend %v; backend %v; fds %d (%d before)", f, be, p.openFDs(t), base)
 	p.healthy(t)
@@ -1833,9 +1835,9 @@ func TestUnsolicitedBytesOnAPooledConnection(t *testing.T) {
 	withPooled := p.openFDs(t)
 	get("/then-poison")
 	<-sent
-	waitFor(t, 2*time.Second, "the proxy to drop the pooled connection that got unrequested bytes", func() bool {
+	testutil.Eventually(t, 2*time.Second, func() bool {
 		return p.openFDs(t) < withPooled
-	})
+	}, "the proxy to drop the pooled connection that got unrequested bytes")
 	if b := get("/"); b != "ok" {
 		t.Fatalf("the next request got %q", b)
 	}
@@ -1884,7 +1886,7 @@ func TestPipeScarcityAndResize(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 20*time.Second, "some transfers done", func() bool { return done.Load() >= 4 })
+	testutil.Eventually(t, 20*time.Second, func() bool { return done.Load() >= 4 }, "some transfers done")
 	p.must("PATCH", "/api/v1/tuning", map[string]any{"maxpipes": 8, "pipesize": 65536})
 	p.must("PATCH", "/api/v1/tuning", map[string]any{"maxpipes": 1, "pipesize": 0})
 	wg.Wait()
@@ -1894,14 +1896,14 @@ func TestPipeScarcityAndResize(t *testing.T) {
 	var act []struct {
 		PipesUsed int `json:"pipes_used"`
 	}
-	waitFor(t, 3*time.Second, "no pipe in use", func() bool {
+	testutil.Eventually(t, 3*time.Second, func() bool {
 		json.Unmarshal(p.must("GET", "/api/v1/activity", nil), &act)
 		used := 0
 		for _, a := range act {
 			used += a.PipesUsed
 		}
 		return used == 0
-	})
+	}, "no pipe in use")
 	p.healthy(t)
 }
 
@@ -2060,10 +2062,10 @@ func TestMutatedTraffic(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, 5*time.Second, "every connection released", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		f, _ := p.stats("pub", "web")
 		return f.ConnCur == 0
-	})
+	}, "every connection released")
 	f, be := p.stats("pub", "web")
 	t.Logf("counters: frontend %v; backend %v", f, be)
 	if n := stuck.Load(); n > 0 {
@@ -2177,10 +2179,10 @@ func TestShardedBindAcrossNbthread(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 1})
 		n := reqs.Load()
-		waitFor(t, 5*time.Second, "requests on one loop", func() bool { return reqs.Load() > n+50 })
+		testutil.Eventually(t, 5*time.Second, func() bool { return reqs.Load() > n+50 }, "requests on one loop")
 		p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 2})
 		n = reqs.Load()
-		waitFor(t, 5*time.Second, "requests on two loops", func() bool { return reqs.Load() > n+50 })
+		testutil.Eventually(t, 5*time.Second, func() bool { return reqs.Load() > n+50 }, "requests on two loops")
 	}
 	close(stop)
 	wg.Wait()

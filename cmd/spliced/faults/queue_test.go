@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestServerQueueIsFIFOAcrossLoops: one server with maxconn 1 behind 2
@@ -59,10 +61,10 @@ func TestServerQueueIsFIFOAcrossLoops(t *testing.T) {
 	<-first
 	for i := 1; i <= 12; i++ {
 		send(i)
-		waitFor(t, 5*time.Second, "request "+strconv.Itoa(i)+" queued", func() bool {
+		testutil.Eventually(t, 5*time.Second, func() bool {
 			_, be := p.stats("", "web")
 			return be.Queue == int64(i)
-		})
+		}, "request "+strconv.Itoa(i)+" queued")
 	}
 	close(release)
 	wg.Wait()
@@ -104,7 +106,7 @@ func TestQueuedRequestsOnARemovedLoop(t *testing.T) {
 		fmt.Fprintf(c, "GET /q%d HTTP/1.1\r\nHost: a\r\n\r\n", i)
 		cs = append(cs, c)
 	}
-	waitFor(t, 5*time.Second, "6 queued", func() bool { _, be := p.stats("", "web"); return be.Queue == 6 })
+	testutil.Eventually(t, 5*time.Second, func() bool { _, be := p.stats("", "web"); return be.Queue == 6 }, "6 queued")
 	p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 1})
 	close(release)
 	for i, c := range append([]net.Conn{hold}, cs...) {

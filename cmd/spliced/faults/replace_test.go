@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestWholeConfigReplacedUnderLoad: while keep-alive clients run, the
@@ -73,14 +75,14 @@ func TestWholeConfigReplacedUnderLoad(t *testing.T) {
 	}
 	answersFrom := func(name string) {
 		t.Helper()
-		waitFor(t, 5*time.Second, "answers from "+name, func() bool {
+		testutil.Eventually(t, 5*time.Second, func() bool {
 			// 20 more answers, so that last is one of a request sent now
 			n := reqs.Load()
 			for end := time.Now().Add(time.Second); reqs.Load() < n+20 && time.Now().Before(end); {
 				time.Sleep(time.Millisecond)
 			}
 			return last.Load() == name
-		})
+		}, "answers from "+name)
 	}
 	for i := 0; i < 3; i++ {
 		p.must("PUT", "/api/v1/config", doc)

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // pattern is n bytes that say where they are: a prefix check finds any
@@ -544,7 +546,7 @@ func TestResetsWhileSplicing(t *testing.T) {
 		PipesUsed   int   `json:"pipes_used"`
 		SpliceBytes int64 `json:"splice_bytes"`
 	}
-	waitFor(t, 5*time.Second, "pipes back in the pool and fds back", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		if err := json.Unmarshal(p.must("GET", "/api/v1/activity", nil), &act); err != nil {
 			t.Fatal(err)
 		}
@@ -553,7 +555,7 @@ func TestResetsWhileSplicing(t *testing.T) {
 			used += a.PipesUsed
 		}
 		return used == 0 && p.openFDs(t) <= base+2*len(act)*4
-	})
+	}, "pipes back in the pool and fds back")
 	var spliced int64
 	for _, a := range act {
 		spliced += a.SpliceBytes

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // waitExit waits up to d for the process to exit and returns when it did.
@@ -95,13 +97,13 @@ func TestSIGTERM(t *testing.T) {
 				t.Fatalf("idle client %d closed %v after SIGTERM, want at once", i, el)
 			}
 		}
-		waitFor(t, 2*time.Second, "the http bind to refuse", func() bool {
+		testutil.Eventually(t, 2*time.Second, func() bool {
 			c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second)
 			if err == nil {
 				c.Close()
 			}
 			return err != nil
-		})
+		}, "the http bind to refuse")
 		close(release)
 		br := bufio.NewReader(slow)
 		resp, b, err := readResp(br, "GET")
@@ -233,19 +235,19 @@ func TestRemovedLoopKeepsTunnelsForTheGrace(t *testing.T) {
 	}
 	t0 := time.Now()
 	p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 1})
-	waitFor(t, 2*time.Second, "a second into the grace", func() bool { return time.Since(t0) > time.Second })
+	testutil.Eventually(t, 2*time.Second, func() bool { return time.Since(t0) > time.Second }, "a second into the grace")
 	for i, c := range tuns {
 		if !works(c) {
 			t.Fatalf("tunnel %d closed %v into a 1.5 s grace", i, time.Since(t0))
 		}
 	}
-	waitFor(t, 5*time.Second, "the grace to end", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		var cm struct {
 			Loops []struct{ State string } `json:"loops"`
 		}
 		json.Unmarshal(p.must("GET", "/api/v1/cpu-map", nil), &cm)
 		return len(cm.Loops) == 1
-	})
+	}, "the grace to end")
 	alive := 0
 	for _, c := range tuns {
 		if works(c) {
@@ -305,10 +307,10 @@ func TestSIGTERMDuringWritesAndLoad(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 5*time.Second, "writes and requests under way", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		f, _ := p.stats("pub", "")
 		return f.Requests > 50
-	})
+	}, "writes and requests under way")
 	t0 := time.Now()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	end := p.waitExit(t, 8*time.Second)

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestStoppingDuringTheGrace: from the moment SIGTERM starts the stop
@@ -48,10 +50,10 @@ func TestStoppingDuringTheGrace(t *testing.T) {
 	}
 
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	waitFor(t, 2*time.Second, "/readyz to answer 503 stopping", func() bool {
+	testutil.Eventually(t, 2*time.Second, func() bool {
 		st, b, err := p.api("GET", "/readyz", nil)
 		return err == nil && st == 503 && strings.Contains(string(b), "urn:spliced:problem:stopping")
-	})
+	}, "/readyz to answer 503 stopping")
 	t0 := time.Now()
 	st, b, err := p.api("PATCH", "/api/v1/tuning", map[string]any{"grace_ms": 1234})
 	if el := time.Since(t0); err != nil || st != 503 || !strings.Contains(string(b), "urn:spliced:problem:stopping") || el > time.Second {
