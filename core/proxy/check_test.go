@@ -3,12 +3,12 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +22,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // chkLoops runs n loops in the background for a test.
@@ -63,18 +64,6 @@ func chkBackend(t testing.TB, hc config.HealthCheck, prev *balance.Backend, port
 		t.Fatal(err)
 	}
 	return b
-}
-
-// chkWait polls cond until it holds or d passes.
-func chkWait(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func chkState(ck *Checker, server string) CheckState {
@@ -245,7 +234,7 @@ func TestCheckProbeOutcomes(t *testing.T) {
 			ck := NewChecker(b, loops, nil)
 			ck.Start(nil)
 			defer ck.Stop()
-			chkWait(t, 5*time.Second, "two probes", func() bool { return chkState(ck, "s1").Runs >= 2 })
+			testutil.Eventually(t, 5*time.Second, func() bool { return chkState(ck, "s1").Runs >= 2 }, "two probes")
 			st := chkState(ck, "s1")
 			if b.Servers[0].Up() != tc.up || st.Last != tc.last {
 				t.Errorf("up=%v last=%q, want up=%v last=%q", b.Servers[0].Up(), st.Last, tc.up, tc.last)
@@ -265,7 +254,7 @@ func TestCheckHTTPRequestIsPrebuiltPerServer(t *testing.T) {
 	ck := NewChecker(b, loops, nil)
 	ck.Start(nil)
 	defer ck.Stop()
-	chkWait(t, 5*time.Second, "a probe", func() bool { return chkState(ck, "s1").Runs >= 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return chkState(ck, "s1").Runs >= 1 }, "a probe")
 	o.mu.Lock()
 	got := o.req
 	o.mu.Unlock()
@@ -406,15 +395,15 @@ func TestCheckRiseFallThroughRealProbes(t *testing.T) {
 	s1 := b.Servers[0]
 
 	// A success first: from then on the server needs fall failures.
-	chkWait(t, 5*time.Second, "a successful check", func() bool { st := chkState(ck, "s1"); return st.Runs-st.Fails >= 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { st := chkState(ck, "s1"); return st.Runs-st.Fails >= 1 }, "a successful check")
 
 	// One failed check (fall=3) does not take it down.
 	before := chkState(ck, "s1")
 	f.failNext.Store(1)
-	chkWait(t, 5*time.Second, "a failed then a successful check", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		st := chkState(ck, "s1")
 		return st.Fails > before.Fails && st.Runs >= before.Runs+2
-	})
+	}, "a failed then a successful check")
 	if !s1.Up() || len(logs.of("s1")) != 0 {
 		t.Fatalf("one failed check changed the state: up=%v events %+v", s1.Up(), logs.of("s1"))
 	}
@@ -424,7 +413,7 @@ func TestCheckRiseFallThroughRealProbes(t *testing.T) {
 	f.healthy.Store(false)
 	// The loop thread flips Up before it logs the change: wait for both,
 	// else the test may read the log in between.
-	chkWait(t, 5*time.Second, "s1 down and logged", func() bool { return !s1.Up() && len(logs.of("s1")) >= 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return !s1.Up() && len(logs.of("s1")) >= 1 }, "s1 down and logged")
 	ev := logs.of("s1")
 	if len(ev) != 1 || ev[0].server != "s1" || ev[0].to != "down" || ev[0].reason != "status 503" {
 		t.Fatalf("events %+v, want one s1 down with status 503", ev)
@@ -441,7 +430,7 @@ func TestCheckRiseFallThroughRealProbes(t *testing.T) {
 
 	// Healthy again: up after exactly rise successes.
 	f.healthy.Store(true)
-	chkWait(t, 5*time.Second, "s1 up and logged", func() bool { return s1.Up() && len(logs.of("s1")) >= 2 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return s1.Up() && len(logs.of("s1")) >= 2 }, "s1 up and logged")
 	ev = logs.of("s1")
 	if len(ev) != 2 || ev[1].to != "up" || ev[1].reason != "status 200" {
 		t.Fatalf("events %+v, want s1 down then up", ev)
@@ -464,7 +453,7 @@ func TestCheckerRestartKeepsRiseFallCounters(t *testing.T) {
 	b1 := chkBackend(t, hc, nil, f.port)
 	ck1 := NewChecker(b1, loops, nil)
 	ck1.Start(nil)
-	chkWait(t, 5*time.Second, "a successful check", func() bool { st := chkState(ck1, "s1"); return st.Runs-st.Fails >= 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { st := chkState(ck1, "s1"); return st.Runs-st.Fails >= 1 }, "a successful check")
 
 	// Same settings and servers: the engine keeps the running checker.
 	b2 := chkBackend(t, hc, b1, f.port)
@@ -487,10 +476,10 @@ func TestCheckerRestartKeepsRiseFallCounters(t *testing.T) {
 	ck3.Start(ck1)
 	defer ck3.Stop()
 	f.failNext.Store(1)
-	chkWait(t, 5*time.Second, "a failed then a successful check", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		st := chkState(ck3, "s1")
 		return st.Fails >= 1 && st.Runs >= st.Fails+1 && f.failNext.Load() == 0
-	})
+	}, "a failed then a successful check")
 	if !b3.Servers[0].Up() {
 		t.Fatal("one failed check after a restart took the server down")
 	}
@@ -499,39 +488,6 @@ func TestCheckerRestartKeepsRiseFallCounters(t *testing.T) {
 	if chkState(ck1, "s1").Runs != runs {
 		t.Error("stopped checker still probes")
 	}
-}
-
-// chkOpenFDs maps each open fd of the process to what it refers to
-// ("socket:[123]", "pipe:[456]", ...).
-func chkOpenFDs(t testing.TB) map[string]string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fds := make(map[string]string, len(ents))
-	for _, e := range ents {
-		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
-			fds[e.Name()] = target
-		}
-	}
-	return fds
-}
-
-// chkFDsOpenedSince lists the fds open now that were not open (to the same
-// object) at before. Not a count: fds of earlier tests may close while
-// this one runs (Go's runtime pools the splice pipes of io.Copy between
-// TCP conns and the GC closes them later), which would fail a count.
-func chkFDsOpenedSince(t testing.TB, before map[string]string) []string {
-	t.Helper()
-	var out []string
-	for fd, target := range chkOpenFDs(t) {
-		if before[fd] != target {
-			out = append(out, fd+" -> "+target)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 func TestCheckerStopLeavesNoFDs(t *testing.T) {
@@ -545,32 +501,30 @@ func TestCheckerStopLeavesNoFDs(t *testing.T) {
 		ports = append(ports, ok.port, silent.port, hole, refused)
 	}
 	hc := config.HealthCheck{Type: config.CheckHTTP, IntervalMs: 50, TimeoutMs: 40, Rise: 1, Fall: 1}
-	before := chkOpenFDs(t)
+	before := testutil.OpenFDs(t)
 	for round := range 3 {
 		b := chkBackend(t, hc, nil, ports...)
 		ck := NewChecker(b, loops, nil)
 		ck.Start(nil)
-		chkWait(t, 5*time.Second, "every server probed twice", func() bool {
+		testutil.Eventually(t, 5*time.Second, func() bool {
 			for _, st := range ck.States() {
 				if st.Runs < 2 {
 					return false
 				}
 			}
 			return true
-		})
+		}, "every server probed twice")
 		if !ck.Stop() {
 			t.Fatalf("round %d: stop not confirmed", round)
 		}
 	}
 	// The origins close their side of the reset connections on their own
 	// goroutines: poll.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(chkFDsOpenedSince(t, before)) != 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if left := chkFDsOpenedSince(t, before); len(left) != 0 {
-		t.Errorf("fds opened by the checks still open after Stop: %v", left)
-	}
+	var left []string
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		left = testutil.FDsOpenedSince(t, before)
+		return len(left) == 0
+	}, func() string { return fmt.Sprintf("the fds opened by the checks to close after Stop: %v", left) })
 }
 
 // rawHTTPServer answers every connection with a fixed response using
@@ -631,7 +585,7 @@ func TestCheckProbeCycleDoesNotAllocate(t *testing.T) {
 			defer ck.Stop()
 			p := ck.parts[0].probes[0]
 			// Warm up: fd table, timer heap and epoll set at their size.
-			chkWait(t, 5*time.Second, "warm-up probes", func() bool { return p.runs.Load() >= 20 })
+			testutil.Eventually(t, 5*time.Second, func() bool { return p.runs.Load() >= 20 }, "warm-up probes")
 			var stuck atomic.Bool
 			allocs := testing.AllocsPerRun(200, func() {
 				n := p.runs.Load()
@@ -750,7 +704,7 @@ func BenchmarkCheckProbes(b *testing.B) {
 			}
 			ck.Start(nil)
 			defer ck.Stop()
-			chkWait(b, 10*time.Second, "warm-up", func() bool { return total() >= 1000 })
+			testutil.Eventually(b, 10*time.Second, func() bool { return total() >= 1000 }, "warm-up")
 			tids := make([]int, len(loops))
 			for i, l := range loops {
 				got := make(chan int, 1)

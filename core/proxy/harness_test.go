@@ -11,6 +11,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // env is one loop with its worker, running in the background for a test.
@@ -77,41 +78,10 @@ func (e *env) state() state {
 // or pipe.
 func (e *env) waitIdle() {
 	e.t.Helper()
-	waitUntil(e.t, 10*time.Second, "tunnels closed and pools refilled", func() bool {
+	testutil.Eventually(e.t, 10*time.Second, func() bool {
 		s := e.state()
 		return s.live == 0 && s.bufs == 0 && s.pipes == 0
-	})
-}
-
-func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// origin is a Go TCP server on 127.0.0.1 handing each connection to handle.
-func origin(t testing.TB, handle func(c *net.TCPConn)) *net.TCPAddr {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go handle(c.(*net.TCPConn))
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr)
+	}, "tunnels closed and pools refilled")
 }
 
 // frontend builds a tcp frontend whose backend has one server per address.

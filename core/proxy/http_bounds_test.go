@@ -10,6 +10,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/http1"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestHTTPParserFreeListsAreBounded: the parsers given back after a peak
@@ -36,7 +37,7 @@ func TestHTTPParserFreeListsAreBounded(t *testing.T) {
 func TestHTTPIdlePoolMapDropsServersWithoutIdleConnections(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	closeIt := make(chan struct{})
-	o := origin(t, func(c *net.TCPConn) {
+	o := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		if _, err := readHead(bufio.NewReader(c)); err != nil {
 			return
@@ -46,7 +47,7 @@ func TestHTTPIdlePoolMapDropsServersWithoutIdleConnections(t *testing.T) {
 		case <-closeIt: // the server ends its idle connection
 		case <-time.After(10 * time.Second):
 		}
-	})
+	}).Addr
 	fe := httpFrontend(t, nil, o)
 	c := e.dialHTTP(fe)
 	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n")); err != nil {
@@ -61,10 +62,10 @@ func TestHTTPIdlePoolMapDropsServersWithoutIdleConnections(t *testing.T) {
 		e.do(func() { n, idle = len(e.w.h.idle), e.w.h.nidle })
 		return
 	}
-	waitUntil(t, 10*time.Second, "the server connection pooled", func() bool { _, idle := pools(); return idle == 1 })
+	testutil.Eventually(t, 10*time.Second, func() bool { _, idle := pools(); return idle == 1 }, "the server connection pooled")
 	fe.Backend.B.Retire(nil) // the server is removed by a configuration change
 	close(closeIt)
-	waitUntil(t, 10*time.Second, "the pooled connection closed", func() bool { _, idle := pools(); return idle == 0 })
+	testutil.Eventually(t, 10*time.Second, func() bool { _, idle := pools(); return idle == 0 }, "the pooled connection closed")
 	if n, _ := pools(); n != 0 {
 		t.Fatalf("the idle-pool map still holds %d servers", n)
 	}
@@ -82,7 +83,7 @@ func TestHTTPIdlePoolsKeepAtMostMaxIdle(t *testing.T) {
 	arrived := make(chan struct{}, 2)
 	answer := make(chan struct{})
 	closed := make(chan struct{}, 2)
-	o := origin(t, func(c *net.TCPConn) {
+	o := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		br := bufio.NewReader(c)
 		if _, err := readHead(br); err != nil {
@@ -95,7 +96,7 @@ func TestHTTPIdlePoolsKeepAtMostMaxIdle(t *testing.T) {
 		if _, err := br.ReadByte(); err == io.EOF {
 			closed <- struct{}{} // the proxy closed this server connection
 		}
-	})
+	}).Addr
 	fe := httpFrontend(t, nil, o)
 	var clients []*net.TCPConn
 	for range 2 {
@@ -145,7 +146,7 @@ func TestHTTPDropIdleUnusableClosesPooledConnections(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			e := newEnv(t, defaultTuning())
 			ended := make(chan struct{})
-			o := origin(t, func(c *net.TCPConn) {
+			o := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 				defer c.Close()
 				br := bufio.NewReader(c)
 				if _, err := readHead(br); err != nil {
@@ -156,7 +157,7 @@ func TestHTTPDropIdleUnusableClosesPooledConnections(t *testing.T) {
 				if _, err := br.ReadByte(); err == io.EOF {
 					close(ended) // the proxy closed its pooled connection
 				}
-			})
+			}).Addr
 			fe := httpFrontend(t, nil, o)
 			c := e.dialHTTP(fe)
 			defer c.Close()
@@ -169,7 +170,7 @@ func TestHTTPDropIdleUnusableClosesPooledConnections(t *testing.T) {
 			}
 			io.ReadAll(resp.Body)
 			idle := func() (n int) { e.do(func() { n = e.w.h.nidle }); return }
-			waitUntil(t, 10*time.Second, "the server connection pooled", func() bool { return idle() == 1 })
+			testutil.Eventually(t, 10*time.Second, func() bool { return idle() == 1 }, "the server connection pooled")
 			e.do(e.w.DropIdleUnusable) // nothing to drop: the server is usable
 			if n := idle(); n != 1 {
 				t.Fatalf("%d idle connections after a drop with every server usable, want 1", n)

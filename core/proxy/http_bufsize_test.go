@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // bigRespHead is a response head of size bytes (HTTP/1.0, body "ok").
@@ -76,7 +78,7 @@ func TestHTTPResponseHeadCheckedAgainstTheBufferItGoesInto(t *testing.T) {
 	head := bigRespHead(30000)
 	first, rest := head[:1000], head[1000:]
 	more := make(chan struct{})
-	o := origin(t, func(c *net.TCPConn) {
+	o := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		if _, err := readHead(bufio.NewReader(c)); err != nil {
 			return
@@ -87,13 +89,13 @@ func TestHTTPResponseHeadCheckedAgainstTheBufferItGoesInto(t *testing.T) {
 		case <-time.After(10 * time.Second):
 		}
 		c.Write([]byte(rest))
-	})
+	}).Addr
 	fe := httpFrontend(t, nil, o)
 	c := e.dialHTTP(fe)
 	if _, err := c.Write([]byte("GET /big HTTP/1.1\r\nHost: a\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "the first part of the response head in the proxy", func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		held := false
 		e.do(func() {
 			for h := e.w.h.live; h != nil; h = h.next {
@@ -103,7 +105,7 @@ func TestHTTPResponseHeadCheckedAgainstTheBufferItGoesInto(t *testing.T) {
 			}
 		})
 		return held
-	})
+	}, "the first part of the response head in the proxy")
 	e.do(func() { e.w.SetTuning(Tuning{Bufsize: 16384, Maxpipes: 64}) })
 	close(more)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)

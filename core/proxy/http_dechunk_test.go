@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // payloadOf is the chunk data a well-formed chunked body prefix carries,
@@ -67,7 +69,7 @@ func TestChunkedResponseDechunkedForHTTP10(t *testing.T) {
 			body := strings.Join(tc.parts, "")
 			for _, req := range []string{"GET / HTTP/1.0\r\n\r\n", "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\r\n\r\n"} {
 				step := make(chan struct{})
-				o := origin(t, func(c *net.TCPConn) {
+				o := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 					defer c.Close()
 					br := bufio.NewReader(c)
 					if _, err := readHead(br); err != nil {
@@ -82,7 +84,7 @@ func TestChunkedResponseDechunkedForHTTP10(t *testing.T) {
 						return
 					}
 					c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
-				})
+				}).Addr
 				fe := httpFrontend(t, nil, o)
 				c := e.dialHTTP(fe)
 				io.WriteString(c, req)

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestHTTPLingerReadsAtMostRunCapPerRun: a connection discarding input
@@ -65,11 +66,11 @@ func TestHTTPLingerReadsAtMostRunCapPerRun(t *testing.T) {
 		}
 		return n
 	}
-	waitUntil(t, 10*time.Second, "the flood queued in the proxy's socket", func() bool { return inq() >= flood })
+	testutil.Eventually(t, 10*time.Second, func() bool { return inq() >= flood }, "the flood queued in the proxy's socket")
 	act := e.l.Activity()
 	bulk := act.Tasklets[loop.Bulk].Load()
 	close(release)
-	waitUntil(t, 10*time.Second, "the flood discarded", func() bool { return inq() == 0 })
+	testutil.Eventually(t, 10*time.Second, func() bool { return inq() == 0 }, "the flood discarded")
 	if runs := act.Tasklets[loop.Bulk].Load() - bulk; runs < flood/runCap-1 {
 		t.Fatalf("%d MiB discarded with %d Bulk runs, want at least %d (runCap per run)", flood>>20, runs, flood/runCap-1)
 	}
@@ -89,7 +90,7 @@ func TestHTTPFloodingConnectionDoesNotHoldTheLoop(t *testing.T) {
 	}{
 		{"1xx to an HTTP/1.0 client", func(t *testing.T, e *env, stop chan struct{}) {
 			burst := bytes.Repeat([]byte("HTTP/1.1 100 Continue\r\n\r\n"), 40000)
-			o := origin(t, func(c *net.TCPConn) {
+			o := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 				defer c.Close()
 				for {
 					select {
@@ -101,7 +102,7 @@ func TestHTTPFloodingConnectionDoesNotHoldTheLoop(t *testing.T) {
 						return
 					}
 				}
-			})
+			}).Addr
 			c := e.dialHTTP(httpFrontend(t, nil, o))
 			c.SetDeadline(time.Time{})
 			if _, err := c.Write([]byte("GET /flood HTTP/1.0\r\n\r\n")); err != nil {

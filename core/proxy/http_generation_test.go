@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestHTTPKeptAliveConnectionFollowsTheCurrentGeneration: an http
@@ -66,9 +68,9 @@ func TestHTTPKeptAliveConnectionFollowsTheCurrentGeneration(t *testing.T) {
 	if _, err := c.Write([]byte("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "the slow request at the origin", func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		return strings.Contains(a.received(), "GET /slow ")
-	})
+	}, "the slow request at the origin")
 	cur.Store(fe2)
 	close(release)
 	resp, err := http.ReadResponse(br, nil)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestHTTPBodiesPassUnchanged runs the byte mover through http mode: a
@@ -27,7 +29,7 @@ func TestHTTPBodiesPassUnchanged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, defaultTuning())
 			srvRes := make(chan transfer, 1)
-			addr := origin(t, func(c *net.TCPConn) {
+			addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 				defer c.Close()
 				var r transfer
 				br := bufio.NewReader(c)
@@ -39,7 +41,7 @@ func TestHTTPBodiesPassUnchanged(t *testing.T) {
 					r.sent, r.err = stream(c, 2, size)
 				}
 				srvRes <- r
-			})
+			}).Addr
 			fe := httpFrontend(t, nil, addr)
 			fe.Splice = tc.mode
 			c := e.dialHTTP(fe)

@@ -16,6 +16,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/http1"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // rawOrigin is an HTTP/1.1 origin written on raw sockets: it reads request
@@ -31,7 +32,7 @@ type rawOrigin struct {
 
 func newRawOrigin(t testing.TB, answer func(head string) string) *rawOrigin {
 	o := &rawOrigin{answer: answer}
-	o.addr = origin(t, func(c *net.TCPConn) {
+	o.addr = testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		o.conns.Add(1)
 		br := bufio.NewReader(c)
@@ -63,7 +64,7 @@ func newRawOrigin(t testing.TB, answer func(head string) string) *rawOrigin {
 				return
 			}
 		}
-	})
+	}).Addr
 	return o
 }
 
@@ -269,7 +270,7 @@ func newRawServer(t testing.TB) *net.TCPAddr {
 // allocation-free in steady state, so that AllocsPerRun and the benchmarks
 // measure the proxy.
 func headServer(t testing.TB, resp []byte) *net.TCPAddr {
-	return origin(t, func(c *net.TCPConn) {
+	return testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		buf := make([]byte, 8192)
 		have := 0
@@ -291,7 +292,7 @@ func headServer(t testing.TB, resp []byte) *net.TCPAddr {
 				have -= i + 4
 			}
 		}
-	})
+	}).Addr
 }
 
 // BenchmarkHTTPKeepAlive measures one keep-alive request/response through
@@ -498,7 +499,7 @@ func exchangeOn(t *testing.T, c net.Conn, br *bufio.Reader, raw, method string) 
 
 func TestHTTPExpectContinueRelaysTheServers100(t *testing.T) {
 	e := newEnv(t, defaultTuning())
-	addr := origin(t, func(c *net.TCPConn) {
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		br := bufio.NewReader(c)
 		head, err := readHead(br)
@@ -511,7 +512,7 @@ func TestHTTPExpectContinueRelaysTheServers100(t *testing.T) {
 			return
 		}
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"+strings.ToUpper(string(b)))
-	})
+	}).Addr
 	fe := httpFrontend(t, nil, addr)
 	c := e.dialHTTP(fe)
 	io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
@@ -535,14 +536,14 @@ func TestHTTPExpectContinueRelaysTheServers100(t *testing.T) {
 func TestHTTPPooledConnectionClosedByServer(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	var conns atomic.Int64
-	addr := origin(t, func(c *net.TCPConn) {
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		conns.Add(1)
 		if _, err := readHead(bufio.NewReader(c)); err != nil {
 			return
 		}
 		io.WriteString(c, rawResponse) // keep-alive by default, then close
-	})
+	}).Addr
 	fe := httpFrontend(t, nil, addr)
 	c := e.dialHTTP(fe)
 	br := bufio.NewReader(c)
@@ -550,11 +551,11 @@ func TestHTTPPooledConnectionClosedByServer(t *testing.T) {
 		if resp, body := exchangeOn(t, c, br, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", "GET"); resp.StatusCode != 200 || body != "hello" {
 			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
 		}
-		waitUntil(t, 5*time.Second, "the closed idle connection to leave the pool", func() bool {
+		testutil.Eventually(t, 5*time.Second, func() bool {
 			n := -1
 			e.do(func() { n = e.w.h.nidle })
 			return n == 0
-		})
+		}, "the closed idle connection to leave the pool")
 	}
 	if n := conns.Load(); n != 3 {
 		t.Fatalf("%d server connections, want 3", n)
@@ -568,7 +569,7 @@ func TestHTTPPooledConnectionClosedByServer(t *testing.T) {
 func TestHTTPReplaysOnAPooledConnectionThatDies(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	var conns atomic.Int64
-	addr := origin(t, func(c *net.TCPConn) {
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		n := conns.Add(1)
 		br := bufio.NewReader(c)
@@ -581,7 +582,7 @@ func TestHTTPReplaysOnAPooledConnectionThatDies(t *testing.T) {
 			}
 			io.WriteString(c, rawResponse)
 		}
-	})
+	}).Addr
 	fe := httpFrontend(t, nil, addr)
 	c := e.dialHTTP(fe)
 	br := bufio.NewReader(c)
@@ -597,10 +598,10 @@ func TestHTTPReplaysOnAPooledConnectionThatDies(t *testing.T) {
 
 func TestHTTPProxyAnswers(t *testing.T) {
 	e := newEnv(t, defaultTuning())
-	silent := origin(t, func(c *net.TCPConn) {
+	silent := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		io.Copy(io.Discard, c)
-	})
+	}).Addr
 	garbage := newRawOrigin(t, func(string) string { return "HTTP/1.1 2x0 OK\r\n\r\n" })
 	// Framing errors in the same read as a valid head: nothing went to
 	// the client yet, so it gets a 502 rather than an empty close.
@@ -761,10 +762,10 @@ func TestHTTP10KeepAlive(t *testing.T) {
 // at queue_ms.
 func TestTCPQueueWaitsForASlot(t *testing.T) {
 	e := newEnv(t, defaultTuning())
-	addr := origin(t, func(c *net.TCPConn) {
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		io.Copy(c, c)
-	})
+	}).Addr
 	for _, tc := range []struct {
 		name    string
 		queue   time.Duration
@@ -848,7 +849,7 @@ func TestHTTPLargeBodySplicedToASlowClient(t *testing.T) {
 	const size = 1 << 20
 	body := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 	e := newEnv(t, defaultTuning())
-	addr := origin(t, func(c *net.TCPConn) {
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		br := bufio.NewReader(c)
 		for {
@@ -864,7 +865,7 @@ func TestHTTPLargeBodySplicedToASlowClient(t *testing.T) {
 				}
 			}
 		}
-	})
+	}).Addr
 	for _, mode := range []SpliceMode{SpliceOn, SpliceOff} {
 		t.Run(modeName(mode), func(t *testing.T) {
 			fe := httpFrontend(t, nil, addr)

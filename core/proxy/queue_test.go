@@ -14,6 +14,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // newEnvOn is newEnv for loop number id (several loops in one test).
@@ -94,10 +95,10 @@ func TestQueueSlotFreedOnAnotherLoopIsHandedOver(t *testing.T) {
 
 	first := ea.dialHTTP(fe)
 	sendGET(t, first, "/first")
-	waitUntil(t, 5*time.Second, "first request at the server", func() bool { return o.conns.Load() == 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return o.conns.Load() == 1 }, "first request at the server")
 	second := eb.dialHTTP(fe)
 	sendGET(t, second, "/second")
-	waitUntil(t, 5*time.Second, "second request queued", func() bool { return q.Len() == 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return q.Len() == 1 }, "second request queued")
 	if n := fe.Backend.Stats.Loop(1).Queue.Load(); n != 1 {
 		t.Fatalf("loop B queue gauge %d, want 1", n)
 	}
@@ -105,7 +106,7 @@ func TestQueueSlotFreedOnAnotherLoopIsHandedOver(t *testing.T) {
 	// Nothing may run on loop B while the request waits: no poll timer.
 	timers := eb.l.Activity().Timers.Load()
 	window := time.Now()
-	waitUntil(t, time.Second, "a 30 ms window", func() bool { return time.Since(window) >= 30*time.Millisecond })
+	testutil.Eventually(t, time.Second, func() bool { return time.Since(window) >= 30*time.Millisecond }, "a 30 ms window")
 	if n := eb.l.Activity().Timers.Load() - timers; n != 0 {
 		t.Fatalf("loop B fired %d timers while its request waited in the queue", n)
 	}
@@ -124,7 +125,7 @@ func TestQueueSlotFreedOnAnotherLoopIsHandedOver(t *testing.T) {
 	}
 	first.Close()
 	second.Close()
-	waitUntil(t, 5*time.Second, "slot released", func() bool { return s.Cur.Load() == 0 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return s.Cur.Load() == 0 }, "slot released")
 }
 
 // TestQueueTimeoutOnEachLoopKeepsOrderAndSlots: requests queued on two
@@ -146,12 +147,12 @@ func TestQueueTimeoutOnEachLoopKeepsOrderAndSlots(t *testing.T) {
 	q := fe.Backend.B.Queue()
 	holder := ea.dialHTTP(fe)
 	sendGET(t, holder, "/h0")
-	waitUntil(t, 5*time.Second, "holder at the server", func() bool { return o.conns.Load() == 1 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return o.conns.Load() == 1 }, "holder at the server")
 	var cs []net.Conn
 	for i, e := range []*env{eb, ea, eb} {
 		c := e.dialHTTP(fe)
 		sendGET(t, c, "/q"+strconv.Itoa(i))
-		waitUntil(t, 5*time.Second, "queued", func() bool { return q.Len() == i+1 })
+		testutil.Eventually(t, 5*time.Second, func() bool { return q.Len() == i+1 }, "queued")
 		cs = append(cs, c)
 	}
 	for range 4 {
@@ -175,13 +176,13 @@ func TestQueueTimeoutOnEachLoopKeepsOrderAndSlots(t *testing.T) {
 	for _, c := range cs {
 		c.Close()
 	}
-	waitUntil(t, 5*time.Second, "slot released", func() bool { return fe.Backend.B.Servers[0].Cur.Load() == 0 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return fe.Backend.B.Servers[0].Cur.Load() == 0 }, "slot released")
 
 	// A queue timeout: 503 at queue_ms, and the slot is not leaked.
 	fe2 := queuedFrontend(t, 2, 100*time.Millisecond, o.addr)
 	h := ea.dialHTTP(fe2)
 	sendGET(t, h, "/h1")
-	waitUntil(t, 5*time.Second, "holder at the server", func() bool { return o.conns.Load() >= 2 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return o.conns.Load() >= 2 }, "holder at the server")
 	late := eb.dialHTTP(fe2)
 	sendGET(t, late, "/late")
 	if st := readStatus(t, late); st != 503 {
@@ -192,7 +193,7 @@ func TestQueueTimeoutOnEachLoopKeepsOrderAndSlots(t *testing.T) {
 		t.Fatalf("holder: %d", st)
 	}
 	h.Close()
-	waitUntil(t, 5*time.Second, "slot released", func() bool { return fe2.Backend.B.Servers[0].Cur.Load() == 0 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return fe2.Backend.B.Servers[0].Cur.Load() == 0 }, "slot released")
 	if fe2.Backend.B.Queue().Len() != 0 {
 		t.Fatal("timed-out request still queued")
 	}
@@ -245,7 +246,7 @@ func TestQueueTimeoutsRacingGrantsLeakNoSlot(t *testing.T) {
 	wg.Wait()
 	t.Logf("200: %d, 503 (queue timeout): %d", ok.Load(), busy.Load())
 	s := fe.Backend.B.Servers[0]
-	waitUntil(t, 5*time.Second, "every slot released", func() bool { return s.Cur.Load() == 0 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return s.Cur.Load() == 0 }, "every slot released")
 	if l := fe.Backend.B.Queue().Len(); l != 0 {
 		t.Fatalf("%d requests still queued", l)
 	}

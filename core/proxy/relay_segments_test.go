@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestHTTPBodyLeavesInFullSegments: while bytes of a Content-Length body
@@ -34,7 +36,7 @@ func TestHTTPBodyLeavesInFullSegments(t *testing.T) {
 	}
 	head := "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(size) + "\r\n\r\n"
 	more := make(chan struct{}, 1)
-	addr := origin(t, func(c *net.TCPConn) {
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		c.SetWriteBuffer(4 << 20) // the first write goes out whole, at once
 		br := bufio.NewReader(c)
@@ -50,7 +52,7 @@ func TestHTTPBodyLeavesInFullSegments(t *testing.T) {
 				return
 			}
 		}
-	})
+	}).Addr
 	for _, mode := range []SpliceMode{SpliceOn, SpliceAuto, SpliceOff} {
 		t.Run(modeName(mode), func(t *testing.T) {
 			tu := defaultTuning()

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // expectEOF reads c until end of stream, which must come within d with no
@@ -46,21 +48,21 @@ func TestSoftStop(t *testing.T) {
 	if resp, body := exchangeOn(t, idle, idleBR, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", "GET"); resp.StatusCode != 200 || body != "hello" {
 		t.Fatalf("idle client's first request: %d %q", resp.StatusCode, body)
 	}
-	waitUntil(t, 5*time.Second, "the server connection pooled", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		n := 0
 		e.do(func() { n = e.w.h.nidle })
 		return n == 1
-	})
+	}, "the server connection pooled")
 
 	slow := e.dialHTTP(fe)
 	io.WriteString(slow, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
-	waitUntil(t, 5*time.Second, "the slow request at the origin", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		return strings.Contains(o.received(), "GET /slow ")
-	})
+	}, "the slow request at the origin")
 	partial := e.dialHTTP(fe)
 	io.WriteString(partial, "GET /p HTTP/1.1\r\nHo")
 
-	echoAddr := origin(t, func(c *net.TCPConn) { defer c.Close(); io.Copy(c, c) })
+	echoAddr := testutil.ServeOrigin(t, func(c *net.TCPConn) { defer c.Close(); io.Copy(c, c) }).Addr
 	tunnel := e.dial(frontend(t, SpliceOff, echoAddr))
 	echo(t, tunnel, "before")
 

@@ -12,12 +12,13 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // endlessServer answers every connection with a response head (http: a
 // head announcing 1 GiB) and then writes until the connection fails.
 func endlessServer(t *testing.T, httpHead bool) *net.TCPAddr {
-	return origin(t, func(c *net.TCPConn) {
+	return testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		if httpHead {
 			if _, err := readHead(bufio.NewReader(c)); err != nil {
@@ -31,7 +32,7 @@ func endlessServer(t *testing.T, httpHead bool) *net.TCPAddr {
 				return
 			}
 		}
-	})
+	}).Addr
 }
 
 // TestHTTPClientTimeoutBoundsAClientThatStopsReading: a client that asks
@@ -44,7 +45,7 @@ func TestHTTPClientTimeoutBoundsAClientThatStopsReading(t *testing.T) {
 	c := e.dialHTTP(fe)
 	start := time.Now()
 	io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
-	waitUntil(t, 5*time.Second, "the stalled client dropped", func() bool { return e.state().live == 0 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return e.state().live == 0 }, "the stalled client dropped")
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Fatalf("dropped after %v, before client_ms", d)
 	}
@@ -58,7 +59,7 @@ func TestHTTPClientTimeoutBoundsAClientThatStopsReading(t *testing.T) {
 func TestHTTPClientTimeoutDoesNotCutASlowServer(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	release := make(chan struct{})
-	addr := origin(t, func(c *net.TCPConn) {
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		if _, err := readHead(bufio.NewReader(c)); err != nil {
 			return
@@ -66,7 +67,7 @@ func TestHTTPClientTimeoutDoesNotCutASlowServer(t *testing.T) {
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello")
 		<-release
 		io.WriteString(c, "world")
-	})
+	}).Addr
 	fe := httpFrontend(t, func(b *config.Backend) { b.Timeouts.ServerMs = 10000 }, addr)
 	fe.HTTP.ClientTimeout = 200 * time.Millisecond
 	c := e.dialHTTP(fe)
@@ -82,9 +83,9 @@ func TestHTTPClientTimeoutDoesNotCutASlowServer(t *testing.T) {
 	}
 	// Several client_ms pass while the server pauses.
 	start := time.Now()
-	waitUntil(t, 5*time.Second, "1 s of server pause", func() bool {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		return time.Since(start) > time.Second || e.state().live == 0
-	})
+	}, "1 s of server pause")
 	if e.state().live == 0 {
 		t.Fatal("connection cut by client_ms while waiting for the server")
 	}
@@ -142,7 +143,7 @@ func TestTCPClientTimeoutBoundsAClientThatStopsReading(t *testing.T) {
 	fe.ClientTimeout = 300 * time.Millisecond
 	start := time.Now()
 	e.dial(fe)
-	waitUntil(t, 5*time.Second, "the stalled client dropped", func() bool { return e.state().live == 0 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return e.state().live == 0 }, "the stalled client dropped")
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Fatalf("dropped after %v, before client_ms", d)
 	}
@@ -157,7 +158,7 @@ func TestTCPServerTimeoutBoundsAServerThatStopsReading(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
-	addr := origin(t, func(c *net.TCPConn) { <-stop; c.Close() }) // never reads
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) { <-stop; c.Close() }).Addr // never reads
 	fe := frontend(t, SpliceOff, addr)
 	cfg := config.Backend{Name: "be", Servers: []config.Server{{Name: "s0", Address: addr.IP.String(), Port: addr.Port}}}
 	cfg.Timeouts.ServerMs = 300
@@ -172,7 +173,7 @@ func TestTCPServerTimeoutBoundsAServerThatStopsReading(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	waitUntil(t, 5*time.Second, "the stalled server dropped", func() bool { return e.state().live == 0 })
+	testutil.Eventually(t, 5*time.Second, func() bool { return e.state().live == 0 }, "the stalled server dropped")
 	t.Logf("server that stopped reading dropped after %v (server_ms 300, tunnel 1h)", time.Since(start))
 }
 
@@ -192,10 +193,10 @@ func backendOf(t *testing.T, cfg *config.Backend) *Backend {
 // server (which waits for the body) has a longer server_ms.
 func TestHTTPClientTimeoutBoundsAStalledRequestBody(t *testing.T) {
 	e := newEnv(t, defaultTuning())
-	addr := origin(t, func(c *net.TCPConn) {
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		io.Copy(io.Discard, c) // reads, never answers
-	})
+	}).Addr
 	fe := httpFrontend(t, func(b *config.Backend) { b.Timeouts.ServerMs = 10000 }, addr)
 	fe.HTTP.ClientTimeout = 300 * time.Millisecond
 	c := e.dialHTTP(fe)
@@ -220,12 +221,12 @@ func TestHTTPServerTimeoutBoundsAServerThatStopsReading(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
-	addr := origin(t, func(c *net.TCPConn) {
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		c.SetReadBuffer(4096)
 		readHead(bufio.NewReader(c))
 		<-stop // never reads the body
-	})
+	}).Addr
 	fe := httpFrontend(t, func(b *config.Backend) { b.Timeouts.ServerMs = 300 }, addr)
 	fe.HTTP.ClientTimeout = 10 * time.Second
 	c := e.dialHTTP(fe)

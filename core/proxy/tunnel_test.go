@@ -17,6 +17,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // pattern is a deterministic pseudo-random stream. Its period (1 MiB + 13)
@@ -76,7 +77,7 @@ func TestTunnelPassesBytesUnchanged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, defaultTuning())
 			srvRes := make(chan transfer, 1)
-			addr := origin(t, func(c *net.TCPConn) {
+			addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 				defer c.Close()
 				var r transfer
 				var wg sync.WaitGroup
@@ -89,7 +90,7 @@ func TestTunnelPassesBytesUnchanged(t *testing.T) {
 				c.CloseWrite()
 				wg.Wait()
 				srvRes <- r
-			})
+			}).Addr
 			fe := frontend(t, tc.mode, addr)
 			c := e.dial(fe)
 			var cliGot [32]byte
@@ -123,12 +124,12 @@ func TestTunnelPassesBytesUnchanged(t *testing.T) {
 // maxpipes, once they closed.
 func TestPipesReturnToPool(t *testing.T) {
 	e := newEnv(t, Tuning{Bufsize: 16 << 10, Maxpipes: 4})
-	addr := origin(t, func(c *net.TCPConn) {
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		stream(c, 3, 4<<20)
 		c.CloseWrite()
 		io.Copy(io.Discard, c)
-	})
+	}).Addr
 	fe := frontend(t, SpliceOn, addr)
 	before := e.state()
 	const n = 8 // more tunnels than pipes: some directions copy instead
@@ -160,12 +161,12 @@ func TestHalfClose(t *testing.T) {
 	for _, mode := range []SpliceMode{SpliceOff, SpliceOn} {
 		t.Run("client_first/"+modeName(mode), func(t *testing.T) {
 			e := newEnv(t, defaultTuning())
-			addr := origin(t, func(c *net.TCPConn) {
+			addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 				defer c.Close()
 				req, _ := io.ReadAll(c) // until the client's FIN
 				c.Write([]byte("got:"))
 				c.Write(req)
-			})
+			}).Addr
 			c := e.dial(frontend(t, mode, addr))
 			c.Write([]byte("hello"))
 			c.CloseWrite()
@@ -178,13 +179,13 @@ func TestHalfClose(t *testing.T) {
 		t.Run("server_first/"+modeName(mode), func(t *testing.T) {
 			e := newEnv(t, defaultTuning())
 			got := make(chan string, 1)
-			addr := origin(t, func(c *net.TCPConn) {
+			addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 				defer c.Close()
 				c.Write([]byte("banner"))
 				c.CloseWrite()
 				b, _ := io.ReadAll(c)
 				got <- string(b)
-			})
+			}).Addr
 			c := e.dial(frontend(t, mode, addr))
 			banner, err := io.ReadAll(c) // the server's FIN reaches us
 			if err != nil || string(banner) != "banner" {
@@ -218,7 +219,7 @@ func TestSlowReaderBoundsMemory(t *testing.T) {
 			e := newEnv(t, defaultTuning())
 			var written atomic.Int64
 			const total = 64 << 20
-			addr := origin(t, func(c *net.TCPConn) {
+			addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 				defer c.Close()
 				c.SetWriteBuffer(64 << 10)
 				buf := make([]byte, 16<<10)
@@ -230,7 +231,7 @@ func TestSlowReaderBoundsMemory(t *testing.T) {
 					}
 				}
 				c.CloseWrite()
-			})
+			}).Addr
 			c := e.dial(frontend(t, mode, addr))
 			c.SetReadBuffer(64 << 10)
 			// Wait until the server is stuck: no progress for 300 ms.
@@ -277,10 +278,10 @@ func TestSlowReaderBoundsMemory(t *testing.T) {
 func TestConnectFailureRetriesAnotherServer(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	refused := closedPort(t)
-	good := origin(t, func(c *net.TCPConn) {
+	good := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		c.Write([]byte("ok"))
-	})
+	}).Addr
 	fe := frontend(t, SpliceOff, refused, good)
 	for i := 0; i < 4; i++ {
 		c := e.dial(fe)
@@ -310,16 +311,16 @@ func TestConnectFailureRetriesAnotherServer(t *testing.T) {
 		t.Fatalf("backend connect attempts failed = %d, want 4 (1 + 3 retries)", got)
 	}
 	c.Close()
-	waitUntil(t, 5*time.Second, "fd count back", func() bool { return countFDs(t) <= fds })
+	testutil.Eventually(t, 5*time.Second, func() bool { return countFDs(t) <= fds }, "fd count back")
 }
 
 // TestTunnelIdleTimeout closes a tunnel on which nothing moves.
 func TestTunnelIdleTimeout(t *testing.T) {
 	e := newEnv(t, defaultTuning())
-	addr := origin(t, func(c *net.TCPConn) {
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
 		io.Copy(io.Discard, c)
-	})
+	}).Addr
 	fe := frontend(t, SpliceOff, addr)
 	fe.TunnelTimeout = 200 * time.Millisecond
 	c := e.dial(fe)
@@ -491,7 +492,7 @@ func BenchmarkForward(b *testing.B) {
 func TestSourceBalanceKeepsClientOnOneServer(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	named := func(name string) *net.TCPAddr {
-		return origin(t, func(c *net.TCPConn) { defer c.Close(); c.Write([]byte(name)) })
+		return testutil.ServeOrigin(t, func(c *net.TCPConn) { defer c.Close(); c.Write([]byte(name)) }).Addr
 	}
 	fe := frontend(t, SpliceOff, named("A"), named("B"), named("C"))
 	cfg := config.Backend{Name: "be", Balance: config.BalanceSource}
