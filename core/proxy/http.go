@@ -12,6 +12,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/http1"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
+	"github.com/spliced-proxy/spliced/internal/ilist"
 )
 
 // HTTP mode (http.go, http_exchange.go, http_server.go, http_route.go)
@@ -148,8 +149,8 @@ type httpConn struct {
 	upgrade           bool // 101 relayed: becomes a tunnel once flushed
 	moved             bool
 
-	wait       waiter // in the loop's queue while phase is phQueue
-	prev, next *httpConn
+	wait waiter               // in the loop's queue while phase is phQueue
+	link ilist.Link[httpConn] // in httpState.live
 
 	bytesIn, bytesOut int64
 	// budget is what the connection may still read in this run of one of
@@ -225,26 +226,14 @@ func (w *Worker) newConn() *httpConn {
 
 func (w *Worker) linkHTTP(c *httpConn) {
 	h := &w.h
-	c.prev, c.next = nil, h.live
-	if h.live != nil {
-		h.live.prev = c
-	}
-	h.live = c
+	h.live.PushFront(c, &c.link)
 	w.nlive++
 	w.act.Conns.Add(1)
 }
 
 func (w *Worker) unlinkHTTP(c *httpConn) {
 	h := &w.h
-	if c.prev != nil {
-		c.prev.next = c.next
-	} else {
-		h.live = c.next
-	}
-	if c.next != nil {
-		c.next.prev = c.prev
-	}
-	c.prev, c.next = nil, nil
+	h.live.Remove(&c.link)
 	w.nlive--
 	w.act.Conns.Add(-1)
 }

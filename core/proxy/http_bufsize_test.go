@@ -98,7 +98,7 @@ func TestHTTPResponseHeadCheckedAgainstTheBufferItGoesInto(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, func() bool {
 		held := false
 		e.do(func() {
-			for h := e.w.h.live; h != nil; h = h.next {
+			for h := e.w.h.live.Front(); h != nil; h = h.link.Next() {
 				if h.sc != nil && h.sc.in != nil && h.sc.in.Len() == len(first) {
 					held = true
 				}

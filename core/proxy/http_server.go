@@ -7,6 +7,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/http1"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/internal/ilist"
 )
 
 // Server slots are counted per request, not per connection: Acquire when
@@ -59,20 +60,19 @@ type srvConn struct {
 	owner  *httpConn
 	reused bool // has carried a request before the current one
 	pool   *srvPool
-	prev   *srvConn // pool links
-	next   *srvConn
+	link   ilist.Link[srvConn] // in pool
 }
 
 // srvPool is a loop's idle connections to one server, most recent first
 // (the most recently used is the most likely to be alive).
 type srvPool struct {
-	head *srvConn
-	n    int
+	l ilist.List[srvConn]
+	n int
 }
 
 // httpState is the http-mode state of a Worker.
 type httpState struct {
-	live *httpConn // live client connections
+	live ilist.List[httpConn] // live client connections
 	// idle holds the pools of the servers that have idle connections on
 	// this loop: an entry is removed when its pool empties, so a retired
 	// server is not kept reachable once its last pooled connection ends.
@@ -243,11 +243,7 @@ func (w *Worker) poolSrv(sc *srvConn) bool {
 	w.putResp(sc)
 	sc.reused = true
 	sc.pool = p
-	sc.prev, sc.next = nil, p.head
-	if p.head != nil {
-		p.head.prev = sc
-	}
-	p.head = sc
+	p.l.PushFront(sc, &sc.link)
 	p.n++
 	h.nidle++
 	w.L.Arm(&sc.timer, w.L.Now()+serverIdleTimeout)
@@ -256,15 +252,8 @@ func (w *Worker) poolSrv(sc *srvConn) bool {
 
 func (w *Worker) unpool(sc *srvConn) {
 	p := sc.pool
-	if sc.prev != nil {
-		sc.prev.next = sc.next
-	} else {
-		p.head = sc.next
-	}
-	if sc.next != nil {
-		sc.next.prev = sc.prev
-	}
-	sc.prev, sc.next, sc.pool = nil, nil, nil
+	p.l.Remove(&sc.link)
+	sc.pool = nil
 	p.n--
 	w.h.nidle--
 	if p.n == 0 {
@@ -285,8 +274,7 @@ func (w *Worker) takeIdle(s *balance.Server) *srvConn {
 	if p == nil {
 		return nil
 	}
-	for p.head != nil {
-		sc := p.head
+	for sc := p.l.Front(); sc != nil; sc = p.l.Front() {
 		w.unpool(sc)
 		w.L.Disarm(&sc.timer)
 		if sc.side.closedByPeer() || (sc.in != nil && sc.in.Len() > 0) {
@@ -329,8 +317,8 @@ func (w *Worker) DropIdleUnusable() {
 		if !s.Retired() && s.AdminState() != config.AdminMaint {
 			continue
 		}
-		for p.head != nil {
-			w.closeSrv(p.head) // the last one deletes s from the map
+		for sc := p.l.Front(); sc != nil; sc = p.l.Front() {
+			w.closeSrv(sc) // the last one deletes s from the map
 		}
 	}
 }
@@ -338,12 +326,12 @@ func (w *Worker) DropIdleUnusable() {
 // closeHTTP closes every http connection and pooled server connection of
 // the worker (shutdown after the grace period).
 func (w *Worker) closeHTTP() {
-	for w.h.live != nil {
-		w.h.live.close(closeAbort)
+	for c := w.h.live.Front(); c != nil; c = w.h.live.Front() {
+		c.close(closeAbort)
 	}
 	for _, p := range w.h.idle {
-		for p.head != nil {
-			w.closeSrv(p.head)
+		for sc := p.l.Front(); sc != nil; sc = p.l.Front() {
+			w.closeSrv(sc)
 		}
 	}
 }

@@ -57,7 +57,7 @@ func (w *Worker) SoftStop() {
 // close.
 func (w *Worker) BeginStop() {
 	w.stopping = true
-	for c := w.h.live; c != nil; c = c.next {
+	for c := w.h.live.Front(); c != nil; c = c.link.Next() {
 		switch c.phase {
 		case phQueue, phConnect, phExchange:
 			// buildRespHead writes Connection: close when the head is
@@ -68,8 +68,8 @@ func (w *Worker) BeginStop() {
 		}
 	}
 	for _, p := range w.h.idle {
-		for p.head != nil {
-			w.closeSrv(p.head)
+		for sc := p.l.Front(); sc != nil; sc = p.l.Front() {
+			w.closeSrv(sc)
 		}
 	}
 }
@@ -77,8 +77,8 @@ func (w *Worker) BeginStop() {
 // CloseIdle closes the http client connections that are between requests
 // (after at least one) with no byte pending (loop thread).
 func (w *Worker) CloseIdle() {
-	for c := w.h.live; c != nil; {
-		next := c.next // c may be closed (unlinked) below
+	for c := w.h.live.Front(); c != nil; {
+		next := c.link.Next() // c may be closed (unlinked) below
 		if c.phase == phHead && c.nreq > 0 && (c.in == nil || c.in.Len() == 0) && !c.inputPending() {
 			c.close(closeNormal)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
+	"github.com/spliced-proxy/spliced/internal/ilist"
 )
 
 // The tunnel
@@ -128,8 +129,7 @@ type Tunnel struct {
 	// Access log only (frontend access_log on): start time and client.
 	start  int64
 	client netip.AddrPort
-	prev   *Tunnel
-	next   *Tunnel
+	link   ilist.Link[Tunnel] // in Worker.live
 }
 
 func runTunnelTask(tk *loop.Tasklet) { tk.Owner.(*Tunnel).process() }

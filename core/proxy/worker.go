@@ -4,6 +4,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
+	"github.com/spliced-proxy/spliced/internal/ilist"
 )
 
 // Tuning is the part of the tuning section a worker applies.
@@ -27,7 +28,7 @@ type Worker struct {
 	Pipes *PipePool
 	act   *loop.Activity
 	id    int
-	live  *Tunnel // intrusive list of live tunnels
+	live  ilist.List[Tunnel] // live tunnels
 	nlive int
 	sa    balance.SockaddrBuf // connect(2) address storage owned by this loop
 	h     httpState           // http mode: client connections, server pools
@@ -74,33 +75,21 @@ func (w *Worker) Live() int { return w.nlive }
 // CloseAll closes every connection of this worker at once (loop thread);
 // used when a shutdown's grace period is over.
 func (w *Worker) CloseAll() {
-	for w.live != nil {
-		w.live.close(closeAbort)
+	for t := w.live.Front(); t != nil; t = w.live.Front() {
+		t.close(closeAbort)
 	}
 	w.closeHTTP()
 	w.Pipes.Close()
 }
 
 func (w *Worker) link(t *Tunnel) {
-	t.next = w.live
-	if w.live != nil {
-		w.live.prev = t
-	}
-	w.live = t
+	w.live.PushFront(t, &t.link)
 	w.nlive++
 	w.act.Conns.Add(1)
 }
 
 func (w *Worker) unlink(t *Tunnel) {
-	if t.prev != nil {
-		t.prev.next = t.next
-	} else {
-		w.live = t.next
-	}
-	if t.next != nil {
-		t.next.prev = t.prev
-	}
-	t.prev, t.next = nil, nil
+	w.live.Remove(&t.link)
 	w.nlive--
 	w.act.Conns.Add(-1)
 }

@@ -1,6 +1,7 @@
 // Package ilist is the intrusive doubly linked list of the data plane: the
-// tasklet run queues of core/loop, and the waiter FIFOs and mailboxes of
-// core/balance's queue. An element embeds a Link, so linking and unlinking
+// tasklet run queues of core/loop, the waiter FIFOs and mailboxes of
+// core/balance's queue, and core/proxy's lists of live connections and
+// idle server connections. An element embeds a Link, so linking and unlinking
 // allocate nothing and unlinking from the middle is O(1) (HAProxy's
 // struct list and LIST_DELETE, which the run queues and queue.c use).
 //
@@ -57,6 +58,18 @@ func (l *List[T]) PushBack(e *T, lk *Link[T]) {
 		l.head = lk
 	}
 	l.tail = lk
+}
+
+// PushFront links e, whose Link is lk, at the front of the list. lk must
+// not be linked.
+func (l *List[T]) PushFront(e *T, lk *Link[T]) {
+	lk.prev, lk.next, lk.elem = nil, l.head, e
+	if l.head != nil {
+		l.head.prev = lk
+	} else {
+		l.tail = lk
+	}
+	l.head = lk
 }
 
 // InsertBefore links e, whose Link is lk, just before the element whose

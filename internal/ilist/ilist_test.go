@@ -48,7 +48,11 @@ func TestListKeepsOrderThroughEveryOperation(t *testing.T) {
 			}
 		}, []int{0, 4, 1}},
 		{"remove head", func() { l.Remove(&it[0].link) }, []int{4, 1}},
+		{"push front", func() { l.PushFront(&it[0], &it[0].link) }, []int{0, 4, 1}},
+		{"remove front", func() { l.Remove(&it[0].link) }, []int{4, 1}},
 		{"remove all", func() { l.Remove(&it[1].link); l.Remove(&it[4].link) }, nil},
+		{"push front on empty", func() { l.PushFront(&it[2], &it[2].link) }, []int{2}},
+		{"remove the only one", func() { l.Remove(&it[2].link) }, nil},
 	}
 	for _, s := range steps {
 		s.do()
@@ -81,6 +85,8 @@ func TestListDoesNotAllocate(t *testing.T) {
 		for i := range it {
 			l.PushBack(&it[i], &it[i].link)
 		}
+		l.Remove(&it[0].link)
+		l.PushFront(&it[0], &it[0].link)
 		l.Remove(&it[2].link)
 		l.InsertBefore(&it[2], &it[2].link, &it[0].link)
 		for l.PopFront() != nil {
