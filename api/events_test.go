@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spliced-proxy/spliced/api/tokens"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // openStream opens /api/v1/events with token on srv; it returns the
@@ -105,17 +107,14 @@ func TestEventStreamsAreCapped(t *testing.T) {
 	// A closed stream frees its slot.
 	open[0].Body.Close()
 	open = open[1:]
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	last := 0
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		r := openStream(t, ctx, srv, a)
-		if r.StatusCode == 200 {
+		if last = r.StatusCode; last == 200 {
 			open = append(open, r)
-			break
+			return true
 		}
 		r.Body.Close()
-		if time.Now().After(deadline) {
-			t.Fatalf("no slot after a stream closed: %d", r.StatusCode)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	}, func() string { return fmt.Sprintf("a slot after a stream closed, still %d", last) })
 }

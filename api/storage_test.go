@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // mountSmallTmpfs mounts a 1 MiB tmpfs on a new directory (root only: the
@@ -55,17 +58,13 @@ func fill(t *testing.T, path string) {
 // waitReady polls /readyz until it answers 200.
 func (f *fixture) waitReady(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var code int
+	var body string
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		w := f.do("GET", "/readyz", "")
-		if w.Code == http.StatusOK {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz still %d: %s", w.Code, w.Body.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		code, body = w.Code, w.Body.String()
+		return code == http.StatusOK
+	}, func() string { return fmt.Sprintf("/readyz to answer 200, still %d: %s", code, body) })
 }
 
 // TestFullOrReadOnlyStateDirIs507Or503AndNotReady: a write the state

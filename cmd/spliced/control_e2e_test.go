@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // readmeCommands returns the shell commands of the README's walk-through
@@ -59,7 +61,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if len(cmds) < 8 {
 		t.Fatalf("walk-through has %d commands, expected the full story", len(cmds))
 	}
-	bindPort := fmt.Sprint(freePort(t))
+	bindPort := fmt.Sprint(testutil.FreePort(t))
 	for _, c := range cmds {
 		if !strings.HasPrefix(c, "curl ") {
 			t.Fatalf("README walk-through line is not a curl command: %q", c)
@@ -149,7 +151,7 @@ func TestCorruptStateRefusesStart(t *testing.T) {
 	if err := os.WriteFile(path, truncated, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(buildBinary(t), "--admin-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--state-dir", in.StateDir)
+	cmd := exec.Command(buildBinary(t), "--admin-addr", fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), "--state-dir", in.StateDir)
 	done := make(chan struct{})
 	var out []byte
 	go func() { out, err = cmd.CombinedOutput(); close(done) }()
@@ -263,7 +265,7 @@ func TestReadmeEveryShellBlock(t *testing.T) {
 	bin := buildBinary(t)
 	// The README's example ports: 8080 and 8090 are binds (replaced by
 	// free ports); 8081, 8082 and 8091 are origins that need not exist.
-	bindPort, httpPort := fmt.Sprint(freePort(t)), fmt.Sprint(freePort(t))
+	bindPort, httpPort := fmt.Sprint(testutil.FreePort(t)), fmt.Sprint(testutil.FreePort(t))
 	command := regexp.MustCompile(`(^|\$\(|\s)spliced `)
 	blocks := readmeShellBlocks(t)
 	if len(blocks) < 5 {

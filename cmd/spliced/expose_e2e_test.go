@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // --admin-host means clients come through another name, usually a proxy
@@ -19,7 +21,7 @@ import (
 // the API would be open to each of them.
 func TestAdminHostNeedsAToken(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	// A refusal exits at once; one that starts serves until killed.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

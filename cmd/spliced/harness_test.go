@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -67,43 +66,15 @@ func buildBinary(t testing.TB) string {
 	return binPath
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // instance is one running spliced process.
 type instance struct {
 	t        testing.TB
 	cmd      *exec.Cmd
 	Admin    string // host:port
 	StateDir string
-	logs     *syncBuffer
+	logs     *testutil.SyncBuffer
 	exited   chan struct{}
 	exitErr  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startSpliced starts the binary on a free admin port with stateDir (a new
@@ -113,7 +84,7 @@ func startSpliced(t testing.TB, stateDir string, extra ...string) *instance {
 	if stateDir == "" {
 		stateDir = t.TempDir()
 	}
-	admin := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	admin := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	in := startAt(t, stateDir, admin, "http://"+admin+"/healthz", http.DefaultClient, extra...)
 	in.Admin = admin
 	return in
@@ -132,7 +103,7 @@ func startAt(t testing.TB, stateDir, adminAddr, healthURL string, client *http.C
 // none. The wrapper must exec, so that the process is the wrapper's.
 func startWrapped(t testing.TB, wrap []string, stateDir, adminAddr, healthURL string, client *http.Client, extra ...string) *instance {
 	t.Helper()
-	in := &instance{t: t, StateDir: stateDir, logs: &syncBuffer{}, exited: make(chan struct{})}
+	in := &instance{t: t, StateDir: stateDir, logs: &testutil.SyncBuffer{}, exited: make(chan struct{})}
 	args := append([]string{buildBinary(t), "--admin-addr", adminAddr, "--state-dir", stateDir}, extra...)
 	args = append(slices.Clone(wrap), args...)
 	in.cmd = exec.Command(args[0], args[1:]...)

@@ -111,7 +111,7 @@ func setupHealth(t *testing.T, in *instance, check map[string]any, servers ...ma
 		"name": "web", "mode": "tcp", "balance": "roundrobin", "servers": servers,
 		"timeouts": map[string]any{"connect_ms": 1000}, "retries": 1, "health_check": check,
 	})
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
 		"name": "pub", "mode": "tcp", "default_backend": "web",
 		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port}},
@@ -340,7 +340,7 @@ func TestHealthCheckFallRespected(t *testing.T) {
 func TestHealthCheckNoFDLeak(t *testing.T) {
 	in := startSpliced(t, "", "--log-format", "text")
 	a := newHealthOrigin(t, "A")
-	dead := freePort(t)
+	dead := testutil.FreePort(t)
 	setupHealth(t, in, map[string]any{
 		"type": "http", "path": "/health", "interval_ms": 50, "timeout_ms": 50, "rise": 1, "fall": 1,
 	}, a.server("s1"), map[string]any{"name": "s2", "address": "127.0.0.1", "port": dead})

@@ -171,7 +171,7 @@ func setupHTTP(t *testing.T, in *instance, s httpSetup) int {
 	for _, b := range s.backends {
 		in.MustDo(201, "POST", "/api/v1/backends", b)
 	}
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	fe := map[string]any{}
 	for k, v := range s.frontend {
 		fe[k] = v
@@ -535,7 +535,7 @@ func TestHTTPBalanceDistribution(t *testing.T) {
 			os := []*httpOrigin{newHTTPOrigin(t, "a", nil), newHTTPOrigin(t, "b", nil), newHTTPOrigin(t, "c", nil)}
 			in.MustDo(201, "POST", "/api/v1/backends", httpBackend("be-"+algo, algo,
 				os[0].server("a", "weight", 1), os[1].server("b", "weight", 2), os[2].server("c", "weight", 3)))
-			port := freePort(t)
+			port := testutil.FreePort(t)
 			in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
 				"name": "fe-" + algo, "mode": "http", "default_backend": "be-" + algo,
 				"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port}},
@@ -607,7 +607,7 @@ func TestHTTPQueueing(t *testing.T) {
 			be := httpBackend("be-"+tc.name, "roundrobin", o.server("s1", "maxconn", 1))
 			be["timeouts"] = map[string]any{"connect_ms": 1000, "server_ms": 5000, "queue_ms": tc.queueMs}
 			in.MustDo(201, "POST", "/api/v1/backends", be)
-			port := freePort(t)
+			port := testutil.FreePort(t)
 			in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
 				"name": "fe-" + tc.name, "mode": "http", "default_backend": "be-" + tc.name,
 				"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port}},

@@ -27,7 +27,7 @@ func startLimited(t *testing.T, soft, hard int, extra ...string) *instance {
 	if _, err := exec.LookPath("prlimit"); err != nil {
 		t.Skip("prlimit (util-linux) not found")
 	}
-	admin := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	admin := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	wrap := []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", soft, hard), "--"}
 	in := startWrapped(t, wrap, t.TempDir(), admin, "http://"+admin+"/healthz", http.DefaultClient, extra...)
 	in.Admin = admin

@@ -30,6 +30,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // tokenCLI runs `spliced token ARGS --state-dir dir` and returns stdout.
@@ -133,7 +135,7 @@ func TestUnixSocketAdminIsOpenToItsOwnerOnly(t *testing.T) {
 
 func TestNonLoopbackAdminNeedsAToken(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	addr := fmt.Sprintf("0.0.0.0:%d", port)
 	out, err := exec.Command(buildBinary(t), "--admin-addr", addr, "--state-dir", dir).CombinedOutput()
 	if err == nil {
@@ -171,7 +173,7 @@ func TestRolesAndRevocationThroughTheBinary(t *testing.T) {
 	in.MustDo(401, "GET", "/api/v1/config", nil, bearerHdr(viewer+"x"))
 	in.MustDo(401, "GET", "/api/v1/config", nil, "Authorization: Basic "+viewer)
 	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "web", "servers": []map[string]any{
-		{"name": "s1", "address": "127.0.0.1", "port": freePort(t)}}}, bearerHdr(admin))
+		{"name": "s1", "address": "127.0.0.1", "port": testutil.FreePort(t)}}}, bearerHdr(admin))
 
 	var info struct {
 		Role string `json:"role"`
@@ -355,7 +357,7 @@ func TestAdminLimits(t *testing.T) {
 func TestAdminTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, pool := selfSigned(t, dir)
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	url := fmt.Sprintf("https://127.0.0.1:%d", port)
 	startAt(t, dir, fmt.Sprintf("127.0.0.1:%d", port), url+"/healthz", client,
@@ -462,11 +464,11 @@ func hostileBodies() map[string]string {
 // config is byte for byte what it was.
 func TestHostileInputNeverChangesTheConfig(t *testing.T) {
 	in := startSpliced(t, "")
-	origin := freePort(t)
+	origin := testutil.FreePort(t)
 	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "web", "servers": []map[string]any{
 		{"name": "s1", "address": "127.0.0.1", "port": origin}}})
 	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{"name": "public", "mode": "tcp", "default_backend": "web",
-		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": freePort(t)}}})
+		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": testutil.FreePort(t)}}})
 	before := in.MustDo(200, "GET", "/api/v1/config", nil)
 
 	bodyEndpoints := []struct{ method, path string }{
@@ -582,7 +584,7 @@ func rawRequest(t *testing.T, addr, req string) (int, http.Header) {
 func TestConcurrentIfMatchWriters(t *testing.T) {
 	in := startSpliced(t, "")
 	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "web", "servers": []map[string]any{
-		{"name": "s1", "address": "127.0.0.1", "port": freePort(t), "weight": 1}}})
+		{"name": "s1", "address": "127.0.0.1", "port": testutil.FreePort(t), "weight": 1}}})
 	const clients, rounds = 50, 5
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	path := "http://" + in.Admin + "/api/v1/backends/web/servers/s1"

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // runToExit runs the binary with args and expects it to exit by itself
@@ -66,7 +68,7 @@ func TestSecondProcessOnTheSameStateDirIsRefused(t *testing.T) {
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"web2","servers":[]}`)
 	before := stateSnapshot(t, in.StateDir)
 
-	out, err := runToExit(t, "--admin-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--state-dir", in.StateDir)
+	out, err := runToExit(t, "--admin-addr", fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), "--state-dir", in.StateDir)
 	if err == nil {
 		t.Fatalf("a second spliced on the same state directory exited 0:\n%s", out)
 	}

@@ -38,7 +38,7 @@ func TestSIGTERMSoftStop(t *testing.T) {
 	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
 		"name": "tweb", "mode": "tcp", "servers": []map[string]any{tcpO.server("t1")},
 	})
-	tport := freePort(t)
+	tport := testutil.FreePort(t)
 	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
 		"name": "tpub", "mode": "tcp", "default_backend": "tweb",
 		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": tport}},
@@ -166,7 +166,7 @@ func TestClientTimeoutBoundsAClientThatStopsReading(t *testing.T) {
 		}).Port()
 	}
 	for _, mode := range []string{"http", "tcp"} {
-		port := freePort(t)
+		port := testutil.FreePort(t)
 		in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
 			"name": mode + "-be", "mode": mode,
 			"servers":  []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": stream(mode == "http")}},

@@ -57,7 +57,7 @@ func setupTCP(t *testing.T, in *instance, servers ...map[string]any) int {
 		"name": "web", "mode": "tcp", "balance": "roundrobin", "servers": servers,
 		"timeouts": map[string]any{"connect_ms": 1000}, "retries": 1,
 	})
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
 		"name": "pub", "mode": "tcp", "default_backend": "web",
 		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port}},
@@ -190,7 +190,7 @@ func TestTCPBindChanges(t *testing.T) {
 	in := startSpliced(t, "")
 	a := newTCPOrigin(t, "A")
 	p1 := setupTCP(t, in, a.server("s1"))
-	p2 := freePort(t)
+	p2 := testutil.FreePort(t)
 	in.MustDo(201, "POST", "/api/v1/frontends/pub/binds", map[string]any{"name": "b2", "address": "127.0.0.1", "port": p2})
 	c2, name := greet(t, p2)
 	if name != "A" {
@@ -227,7 +227,7 @@ func TestTCPBindChanges(t *testing.T) {
 // where it was.
 func TestTCPServerRefusingClosesClientNoLeak(t *testing.T) {
 	in := startSpliced(t, "")
-	dead := freePort(t) // nothing listens there
+	dead := testutil.FreePort(t) // nothing listens there
 	port := setupTCP(t, in, map[string]any{"name": "s1", "address": "127.0.0.1", "port": dead})
 	start := openFDs(t, in.Pid())
 	var wg sync.WaitGroup

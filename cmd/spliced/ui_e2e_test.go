@@ -318,7 +318,7 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	}
 
 	// 3. A tcp frontend through its form.
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	u.page("frontends")
 	u.run("open new frontend form",
 		chromedp.Click(chromedp.CSS(`#new-frontend`)),
@@ -466,7 +466,7 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 		u.apiJSON("/api/v1/backends/web/servers/s1", &w)
 		return w.Weight == 50
 	}, "web/s1 weight 50 in the API")
-	port2 := freePort(t)
+	port2 := testutil.FreePort(t)
 	u.page("frontends")
 	u.run("open add bind form",
 		chromedp.Click(chromedp.CSS(`section[data-frontend="pub"] button[data-action="add-bind"]`)),
@@ -492,7 +492,7 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	u.fill(`dialog[open] [data-ptr="/name"] input`, "site")
 	u.fill(`dialog[open] [data-ptr="/mode"] select`, "http")
 	u.fill(`dialog[open] [data-ptr="/binds/0/address"] input`, "127.0.0.1")
-	u.fill(`dialog[open] [data-ptr="/binds/0/port"] input`, strconv.Itoa(freePort(t)))
+	u.fill(`dialog[open] [data-ptr="/binds/0/port"] input`, strconv.Itoa(testutil.FreePort(t)))
 	u.run("add a route row",
 		chromedp.Click(chromedp.CSS(`dialog[open] fieldset[data-ptr="/routes"] .actions button`)),
 		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/routes/0/path_prefix"] input`)))

@@ -60,7 +60,7 @@ func quietOrigin(t *testing.T) int {
 // fd behind after Close.
 func TestEngineHealthChecksAcrossGenerations(t *testing.T) {
 	live := quietOrigin(t)
-	dead := freePort(t)
+	dead := testutil.FreePort(t)
 	before := testutil.OpenFDs(t)
 	e, err := New(Options{})
 	if err != nil {

@@ -21,16 +21,6 @@ import (
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // greeter is an origin that writes its name on every connection, then
 // echoes what it reads.
 func greeter(t *testing.T, name string) int {
@@ -113,7 +103,7 @@ func echo(t *testing.T, c net.Conn, msg string) {
 
 func TestEngineRunsSnapshotAndReportsRuntime(t *testing.T) {
 	e := newTestEngine(t)
-	p := freePort(t)
+	p := testutil.FreePort(t)
 	apply(t, e, tcpConfig(1, greeter(t, "A"), p))
 	c := hello(t, p, "A")
 	echo(t, c, "ping")
@@ -127,7 +117,7 @@ func TestEngineRunsSnapshotAndReportsRuntime(t *testing.T) {
 // ApplyError naming it, and the running binds and generation are untouched.
 func TestEngineBindConflictChangesNothing(t *testing.T) {
 	e := newTestEngine(t)
-	p1 := freePort(t)
+	p1 := testutil.FreePort(t)
 	origin := greeter(t, "A")
 	apply(t, e, tcpConfig(1, origin, p1))
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
@@ -135,7 +125,7 @@ func TestEngineBindConflictChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	p3 := freePort(t)
+	p3 := testutil.FreePort(t)
 	bad := tcpConfig(2, origin, p1, p3, taken.Addr().(*net.TCPAddr).Port)
 	err = e.Apply(context.Background(), bad)
 	var ae *config.ApplyError
@@ -163,7 +153,7 @@ func TestEngineBindConflictChangesNothing(t *testing.T) {
 // removing one closes its port while a connection made through it goes on.
 func TestEngineBindAddRemoveKeepsConnections(t *testing.T) {
 	e := newTestEngine(t)
-	p1, p2 := freePort(t), freePort(t)
+	p1, p2 := testutil.FreePort(t), testutil.FreePort(t)
 	origin := greeter(t, "A")
 	apply(t, e, tcpConfig(1, origin, p1))
 	apply(t, e, tcpConfig(2, origin, p1, p2))
@@ -181,7 +171,7 @@ func TestEngineBindAddRemoveKeepsConnections(t *testing.T) {
 // gets no new connection, its live connection finishes normally.
 func TestEngineServerChangeKeepsLiveConnections(t *testing.T) {
 	e := newTestEngine(t)
-	p := freePort(t)
+	p := testutil.FreePort(t)
 	a, b := greeter(t, "A"), greeter(t, "B")
 	apply(t, e, tcpConfig(1, a, p))
 	ca := hello(t, p, "A")
@@ -194,7 +184,7 @@ func TestEngineServerChangeKeepsLiveConnections(t *testing.T) {
 // (the next client waits in the backlog) and resumes when one closes.
 func TestEngineFrontendMaxconnPausesAccept(t *testing.T) {
 	e := newTestEngine(t)
-	p := freePort(t)
+	p := testutil.FreePort(t)
 	cfg := tcpConfig(1, greeter(t, "A"), p)
 	cfg.Frontends[0].Maxconn = 1
 	apply(t, e, cfg)
@@ -223,7 +213,7 @@ func TestEngineCloseLetsConnectionsFinish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := freePort(t)
+	p := testutil.FreePort(t)
 	apply(t, e, tcpConfig(1, greeter(t, "A"), p))
 	c := hello(t, p, "A")
 	done := make(chan error, 1)
@@ -232,18 +222,14 @@ func TestEngineCloseLetsConnectionsFinish(t *testing.T) {
 		defer cancel()
 		done <- e.Close(ctx)
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.Eventually(t, 5*time.Second, func() bool {
 		cc, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), time.Second)
 		if err != nil {
-			break
+			return true
 		}
 		cc.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("still accepting after Close")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	}, "the listener to stop accepting after Close")
 	echo(t, c, "finishing")
 	select {
 	case <-done:
@@ -268,7 +254,7 @@ func TestEngineCloseLetsConnectionsFinish(t *testing.T) {
 // -race).
 func TestEngineFailedApplyRestoresBindsWithoutRace(t *testing.T) {
 	e := newTestEngine(t)
-	p1, p2 := freePort(t), freePort(t)
+	p1, p2 := testutil.FreePort(t), testutil.FreePort(t)
 	origin := greeter(t, "A")
 	good := tcpConfig(1, origin, p1, p2)
 	good.Frontends[0].Maxconn = 1
@@ -343,7 +329,7 @@ func TestEngineMaxconnHoldsUnderBurst(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newTestEngine(t)
-			p := freePort(t)
+			p := testutil.FreePort(t)
 			var opened, closed, worst atomic.Int64
 			origin := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 				// closed counts clients before they close, so a correct

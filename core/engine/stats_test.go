@@ -28,7 +28,7 @@ func findBackend(s stats.Snapshot, name string) *stats.Backend {
 func TestStatsCountTrafficExactlyAndSurviveApply(t *testing.T) {
 	e := newTestEngine(t)
 	origin := greeter(t, "hi")
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	apply(t, e, tcpConfig(1, origin, port))
 
 	const n = 10
@@ -86,7 +86,7 @@ func TestLoopActivityReportsEveryLoop(t *testing.T) {
 		t.Fatalf("activity before the first Apply: %d loops", len(got))
 	}
 	origin := greeter(t, "hi")
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	apply(t, e, tcpConfig(1, origin, port))
 	c := hello(t, port, "hi")
 	c.Close()
@@ -135,7 +135,7 @@ func TestAccessLogOneLinePerConnectionOnlyWhenOn(t *testing.T) {
 	}
 	defer e.Close(t.Context())
 	origin := greeter(t, "hi")
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	apply(t, e, tcpConfig(1, origin, port))
 	c := hello(t, port, "hi")
 	c.Close()

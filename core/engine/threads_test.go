@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -101,7 +102,7 @@ func TestNbthreadChangesAtRuntimeUnderTrafficWithoutFailures(t *testing.T) {
 		e.Close(ctx)
 	})
 	origin := greeter(t, "hi")
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	gen := int64(1)
 	cfg := func(n int) *config.Config {
 		c := tcpConfig(gen, origin, port)
@@ -130,14 +131,12 @@ func TestNbthreadChangesAtRuntimeUnderTrafficWithoutFailures(t *testing.T) {
 	if n := e.Runtime().Nbthread; n != 4 {
 		t.Fatalf("nbthread %d after growing to 4", n)
 	}
-	for deadline := time.Now().Add(10 * time.Second); e.acceptedOn(2) == 0 || e.acceptedOn(3) == 0; {
-		if time.Now().After(deadline) {
-			tl.mu.Lock()
-			t.Fatalf("loops 2 and 3 accepted nothing: accepted %d %d %d %d, traffic ok %d, errors %q",
-				e.acceptedOn(0), e.acceptedOn(1), e.acceptedOn(2), e.acceptedOn(3), tl.ok.Load(), tl.errs)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, func() bool { return e.acceptedOn(2) > 0 && e.acceptedOn(3) > 0 }, func() string {
+		tl.mu.Lock()
+		defer tl.mu.Unlock()
+		return fmt.Sprintf("loops 2 and 3 to accept: accepted %d %d %d %d, traffic ok %d, errors %q",
+			e.acceptedOn(0), e.acceptedOn(1), e.acceptedOn(2), e.acceptedOn(3), tl.ok.Load(), tl.errs)
+	})
 	progress(20)
 	echo(t, long, "after-4")
 
@@ -189,7 +188,7 @@ func TestDrainingLoopClosesConnectionsAfterGrace(t *testing.T) {
 	}
 	t.Cleanup(func() { e.Close(context.Background()) })
 	origin := greeter(t, "hi")
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	c := tcpConfig(1, origin, port)
 	c.Tuning.Nbthread = 2
 	c.Tuning.Distribution = config.DistRoundRobin
@@ -535,7 +534,7 @@ func TestRemovedLoopSoftStops(t *testing.T) {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	origin := ln.Addr().(*net.TCPAddr).Port
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	apply(t, e, httpLoopsConfig(1, origin, port, 2, 30000))
 
 	type client struct {

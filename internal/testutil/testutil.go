@@ -1,12 +1,14 @@
 // Package testutil holds what the module's tests share, as
 // net/http/httptest does for net/http: waiting on a condition with a
 // deadline (no sleep as synchronisation), listing the process's open file
-// descriptors, and a TCP origin server.
+// descriptors, a TCP origin server, a free port and a buffer safe for
+// concurrent use.
 //
 // It is imported by _test.go files only; nothing in it runs in spliced.
 package testutil
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -141,4 +143,34 @@ func (o *Origin) Accepted() int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.accepted
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// SyncBuffer is a bytes.Buffer that a process's output and the test may
+// use at once (Write from the copying goroutine, String from the test).
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -74,7 +74,7 @@ func TestRuntimeChangesUnderLoad(t *testing.T) {
 	a, b, c, b2 := named(t, "a"), named(t, "b"), named(t, "c"), named(t, "b2")
 	p.backend("web", "http", map[string]any{"server_ms": 5000}, srv{"s1", a.port}, srv{"s2", b.port})
 	fp := p.frontend("pub", "http", "web", nil)
-	b2port := freePort(t)
+	b2port := testutil.FreePort(t)
 	p.must("POST", "/api/v1/frontends/pub/binds", map[string]any{"name": "b2", "address": "127.0.0.1", "port": b2port})
 	echo := func(c net.Conn) { c.Write([]byte("e")); io.Copy(c, c); c.Close() }
 	e1, _ := listen(t, echo)
@@ -460,7 +460,7 @@ func TestBindMovedUnderAKeptAliveConnection(t *testing.T) {
 		}
 	}
 	get()
-	np := freePort(t)
+	np := testutil.FreePort(t)
 	p.must("PUT", "/api/v1/frontends/pub/binds/b1", map[string]any{"name": "b1", "address": "127.0.0.1", "port": np})
 	get()
 	if nc, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fp), time.Second); err == nil {

@@ -51,40 +51,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is one running spliced.
 type proc struct {
 	t        testing.TB
 	cmd      *exec.Cmd
 	admin    string
 	stateDir string
-	logs     *syncBuffer
+	logs     *testutil.SyncBuffer
 	exited   chan struct{}
 	exitErr  error
 	client   *http.Client
@@ -111,8 +84,8 @@ func startIn(t testing.TB, stateDir string) *proc {
 
 func startWith(t testing.TB, o startOpts, stateDir string) *proc {
 	t.Helper()
-	p := &proc{t: t, logs: &syncBuffer{}, exited: make(chan struct{}), stateDir: stateDir,
-		admin:  "127.0.0.1:" + strconv.Itoa(freePort(t)),
+	p := &proc{t: t, logs: &testutil.SyncBuffer{}, exited: make(chan struct{}), stateDir: stateDir,
+		admin:  "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t)),
 		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
 	args := []string{"--admin-addr", p.admin, "--state-dir", stateDir, "--log-format", "json"}
 	if o.nofile > 0 {
@@ -371,7 +344,7 @@ func (p *proc) backend(name, mode string, timeouts map[string]any, ss ...srv) {
 // backend be, with extra fields; it returns the port.
 func (p *proc) frontend(name, mode, be string, extra map[string]any) int {
 	p.t.Helper()
-	port := freePort(p.t)
+	port := testutil.FreePort(p.t)
 	fe := map[string]any{"name": name, "mode": mode, "default_backend": be,
 		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port}}}
 	for k, v := range extra {

@@ -2136,7 +2136,7 @@ func TestShardedBindAcrossNbthread(t *testing.T) {
 	p := start(t, startOpts{})
 	p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": 2})
 	p.backend("web", "http", map[string]any{"server_ms": 5000}, named(t, "a"))
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	p.must("POST", "/api/v1/frontends", map[string]any{"name": "pub", "mode": "http", "default_backend": "web",
 		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port, "shards": 2}}})
 	var reqs, errs atomic.Int64
