@@ -1,11 +1,9 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -108,27 +106,10 @@ func TestLoopActivityReportsEveryLoop(t *testing.T) {
 	}
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // With access_log on, each connection yields one line, written off the
 // loop; with it off, none.
 func TestAccessLogOneLinePerConnectionOnlyWhenOn(t *testing.T) {
-	var buf syncBuf
+	var buf testutil.SyncBuffer
 	e, err := New(Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	if err != nil {
 		t.Fatal(err)
