@@ -151,45 +151,11 @@ func chkAnswer(resp string) func(c net.Conn, o *chkOrigin) {
 	}
 }
 
-// closedPort is a port nothing listens on (refused).
-func chkClosedPort(t testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return p
-}
+// chkClosedPort is a port whose connects are refused for the whole test.
+func chkClosedPort(t testing.TB) int { return closedPort(t).Port }
 
-// blackholePort is a listener whose accept queue is full and never
-// accepted: the kernel drops further SYNs, so a connect never completes.
-func chkBlackholePort(t testing.TB) int {
-	t.Helper()
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, _ := unix.Getsockname(fd)
-	port := sa.(*unix.SockaddrInet4).Port
-	// Fill the queue: connects that complete at once while there is room.
-	for i := 0; i < 8; i++ {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 100*time.Millisecond)
-		if err != nil {
-			return port
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	t.Fatal("accept queue of a backlog-0 listener never filled")
-	return 0
-}
+// chkBlackholePort is a port whose connects never complete.
+func chkBlackholePort(t testing.TB) int { return testutil.BlackholeAddr(t).Port }
 
 func TestCheckProbeOutcomes(t *testing.T) {
 	loops := chkLoops(t, 1)

@@ -611,12 +611,7 @@ func TestHTTPProxyAnswers(t *testing.T) {
 	longExt := newRawOrigin(t, func(string) string {
 		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;x=" + strings.Repeat("e", 100<<10) + "\r\nMARK\r\n0\r\n\r\n"
 	})
-	refused := func() *net.TCPAddr {
-		ln, _ := net.Listen("tcp", "127.0.0.1:0")
-		a := ln.Addr().(*net.TCPAddr)
-		ln.Close()
-		return a
-	}()
+	refused := closedPort(t)
 	short := func(cfg *config.Backend) {
 		cfg.Timeouts.ServerMs = 200
 		cfg.Timeouts.ConnectMs = 200

@@ -296,8 +296,9 @@ func TestConnectFailureRetriesAnotherServer(t *testing.T) {
 	}
 	e.waitIdle()
 
+	refused2 := closedPort(t) // its socket lives until the test ends: before the fd count
 	fds := countFDs(t)
-	bad := frontend(t, SpliceOff, refused, closedPort(t))
+	bad := frontend(t, SpliceOff, refused, refused2)
 	c := e.dial(bad)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
@@ -339,15 +340,10 @@ func TestTunnelIdleTimeout(t *testing.T) {
 	e.waitIdle()
 }
 
-func closedPort(t *testing.T) *net.TCPAddr {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().(*net.TCPAddr)
-	ln.Close()
-	return a
-}
+// closedPort is an address whose connects are refused for the whole test
+// (testutil.RefusedAddr holds its port: a listener closed at once freed it
+// for the harness's next client listener, which then accepted).
+func closedPort(t testing.TB) *net.TCPAddr { return testutil.RefusedAddr(t) }
 
 func countFDs(t *testing.T) int {
 	ents, err := os.ReadDir("/proc/self/fd")

@@ -1,8 +1,8 @@
 // Package testutil holds what the module's tests share, as
 // net/http/httptest does for net/http: waiting on a condition with a
 // deadline (no sleep as synchronisation), listing the process's open file
-// descriptors, a TCP origin server, a free port and a buffer safe for
-// concurrent use.
+// descriptors, a TCP origin server, a free port, addresses that refuse or
+// never answer a connect, and a buffer safe for concurrent use.
 //
 // It is imported by _test.go files only; nothing in it runs in spliced.
 package testutil
