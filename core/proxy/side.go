@@ -118,13 +118,15 @@ func (s *Side) push() { s.xp.push(s.FD.Fd) }
 // either way.
 func (s *Side) shutw() unix.Errno { return s.xp.shutw(s.FD.Fd) }
 
-// drained: a receive found nothing (EAGAIN). The read readiness is gone
-// until the next edge.
-func (s *Side) drained() { s.FD.Ready &^= evIn | evRdHup }
+// drained: a receive found nothing (EAGAIN). The readiness it needed is
+// gone until the next edge: the bits the transport asked for (evIn and
+// evRdHup for a raw socket; a TLS transport that must write to read asked
+// for evOut), except the error bits, which stay until the close.
+func (s *Side) drained() { s.FD.Ready &^= s.xp.rcvEvents() &^ (evErr | evHup) }
 
-// blocked: a send would block (EAGAIN). The write readiness is gone until
-// the next edge.
-func (s *Side) blocked() { s.FD.Ready &^= evOut }
+// blocked: a send would block (EAGAIN). The readiness it needed is gone
+// until the next edge (evOut for a raw socket), as in drained.
+func (s *Side) blocked() { s.FD.Ready &^= s.xp.sndEvents() &^ (evErr | evHup) }
 
 // shortRead: a receive returned less than it asked for, so the socket is
 // empty now; with edge-triggered epoll the next arrival raises a new edge,
@@ -132,7 +134,7 @@ func (s *Side) blocked() { s.FD.Ready &^= evOut }
 // Not when the peer already closed or failed: read on to see it now.
 func (s *Side) shortRead() {
 	if s.FD.Ready&(evRdHup|evHup|evErr) == 0 {
-		s.FD.Ready &^= evIn
+		s.FD.Ready &^= evIn & s.xp.rcvEvents()
 	}
 }
 

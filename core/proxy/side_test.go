@@ -140,3 +140,49 @@ func BenchmarkSideRecv(b *testing.B) {
 		}
 	})
 }
+
+// wantWriteToRead is a transport in the middle of a handshake: its next
+// receive needs the socket writable (as a TLS read may).
+type wantWriteToRead struct{ rawSock }
+
+func (wantWriteToRead) rcvEvents() uint32 { return evOut | evErr | evHup }
+
+// TestSideReadinessFollowsTheTransport: canRecv/canSend and the bits a
+// drained receive or a blocked send clear are the transport's, so a
+// transport that must write to read is woken by EPOLLOUT, and an EAGAIN
+// clears what it waited for (and never the error bits).
+func TestSideReadinessFollowsTheTransport(t *testing.T) {
+	const all = evIn | evOut | evRdHup | evErr | evHup
+	for _, tc := range []struct {
+		name                       string
+		xp                         transport
+		ready                      uint32
+		canRecv, canSend           bool
+		afterDrained, afterBlocked uint32 // Ready after drained, after blocked (from all)
+	}{
+		{"raw/in", rawSock{}, evIn, true, false, evOut | evErr | evHup, evIn | evRdHup | evErr | evHup},
+		{"raw/out", rawSock{}, evOut, false, true, evOut | evErr | evHup, evIn | evRdHup | evErr | evHup},
+		{"raw/rdhup", rawSock{}, evRdHup, true, false, evOut | evErr | evHup, evIn | evRdHup | evErr | evHup},
+		{"write-to-read/in", wantWriteToRead{}, evIn, false, false, evIn | evRdHup | evErr | evHup, evIn | evRdHup | evErr | evHup},
+		{"write-to-read/out", wantWriteToRead{}, evOut, true, true, evIn | evRdHup | evErr | evHup, evIn | evRdHup | evErr | evHup},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Side
+			s.adopt(-1, tc.xp)
+			s.FD.Ready = tc.ready
+			if s.canRecv() != tc.canRecv || s.canSend() != tc.canSend {
+				t.Errorf("ready %#x: canRecv %v canSend %v, want %v %v", tc.ready, s.canRecv(), s.canSend(), tc.canRecv, tc.canSend)
+			}
+			s.FD.Ready = all
+			s.drained()
+			if s.FD.Ready != tc.afterDrained {
+				t.Errorf("after drained: %#x, want %#x", s.FD.Ready, tc.afterDrained)
+			}
+			s.FD.Ready = all
+			s.blocked()
+			if s.FD.Ready != tc.afterBlocked {
+				t.Errorf("after blocked: %#x, want %#x", s.FD.Ready, tc.afterBlocked)
+			}
+		})
+	}
+}
