@@ -27,7 +27,7 @@ type Backend struct {
 	Servers []*Server
 	Retries int
 	// ConnectTimeout, ServerTimeout, QueueTimeout, TunnelTimeout come from
-	// the backend's timeouts (config defaults when zero).
+	// the backend's timeouts, all > 0 (Build refuses others).
 	ConnectTimeout, ServerTimeout, QueueTimeout, TunnelTimeout time.Duration
 	// Check is a copy of the health check configuration, nil when the
 	// backend has none.
@@ -93,6 +93,13 @@ func (b *Backend) Retire(next *Backend) {
 // intervals. When the backend has no health check, every server is set up
 // (a check that was removed must not leave servers down for ever).
 //
+// Build takes cfg as config.Normalize left it and fills no default of its
+// own (see the config package doc, "Defaults"): mode, balance, retries, every
+// timeout, and each server's weight and admin state are set. A value the
+// data plane cannot run with (a zero timeout, an unset retries or weight: a
+// config that skipped Normalize) is refused with ErrInvalid rather than
+// silently defaulted.
+//
 // Build changes nothing when it returns an error: resolution and checks come
 // first, updates of reused servers last.
 func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.Addr, error)) (*Backend, error) {
@@ -102,35 +109,39 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 	if resolve == nil {
 		resolve = defaultResolve
 	}
-	algo := cfg.Balance
-	if algo == "" {
-		algo = config.BalanceRoundRobin
-	}
-	switch algo {
+	switch cfg.Balance {
 	case config.BalanceRoundRobin, config.BalanceLeastConn, config.BalanceSource, config.BalanceRandom:
 	default:
-		return nil, fmt.Errorf("backend %q: balance %q: %w", cfg.Name, algo, config.ErrInvalid)
+		return nil, fmt.Errorf("backend %q: balance %q: %w", cfg.Name, cfg.Balance, config.ErrInvalid)
 	}
-	mode := cfg.Mode
-	if mode == "" {
-		mode = config.ModeTCP
+	switch cfg.Mode {
+	case config.ModeTCP, config.ModeHTTP:
+	default:
+		return nil, fmt.Errorf("backend %q: mode %q: %w", cfg.Name, cfg.Mode, config.ErrInvalid)
+	}
+	if cfg.Retries == nil || *cfg.Retries < 0 {
+		return nil, fmt.Errorf("backend %q: retries unset or negative (config.Normalize sets it): %w", cfg.Name, config.ErrInvalid)
+	}
+	if t := cfg.Timeouts; t.ConnectMs <= 0 || t.ServerMs <= 0 || t.QueueMs <= 0 || t.TunnelMs <= 0 {
+		// 0 would mean "expire at once" to the proxy: an unset timeout.
+		return nil, fmt.Errorf("backend %q: timeouts %+v: each must be > 0 (config.Normalize sets them): %w", cfg.Name, t, config.ErrInvalid)
 	}
 	b := &Backend{
 		Name:           cfg.Name,
-		Mode:           mode,
-		Algo:           algo,
+		Mode:           cfg.Mode,
+		Algo:           cfg.Balance,
 		Servers:        make([]*Server, len(cfg.Servers)),
-		Retries:        config.DefaultRetries,
-		ConnectTimeout: msOr(cfg.Timeouts.ConnectMs, config.DefaultConnectMs),
-		ServerTimeout:  msOr(cfg.Timeouts.ServerMs, config.DefaultServerMs),
-		QueueTimeout:   msOr(cfg.Timeouts.QueueMs, config.DefaultQueueMs),
-		TunnelTimeout:  msOr(cfg.Timeouts.TunnelMs, config.DefaultTunnelMs),
+		Retries:        *cfg.Retries,
+		ConnectTimeout: ms(cfg.Timeouts.ConnectMs),
+		ServerTimeout:  ms(cfg.Timeouts.ServerMs),
+		QueueTimeout:   ms(cfg.Timeouts.QueueMs),
+		TunnelTimeout:  ms(cfg.Timeouts.TunnelMs),
 		byName:         make(map[string]*Server, len(cfg.Servers)),
 	}
-	if cfg.Retries != nil {
-		b.Retries = *cfg.Retries
-	}
 	if cfg.HealthCheck != nil {
+		if err := runnableCheck(cfg.HealthCheck); err != nil {
+			return nil, fmt.Errorf("backend %q: %w", cfg.Name, err)
+		}
 		hc := *cfg.HealthCheck
 		b.Check = &hc
 	}
@@ -166,6 +177,9 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		if cs.Port < 1 || cs.Port > 65535 {
 			return nil, fmt.Errorf("backend %q server %q: port %d: %w", cfg.Name, cs.Name, cs.Port, config.ErrInvalid)
 		}
+		if cs.Weight == nil {
+			return nil, fmt.Errorf("backend %q server %q: weight unset (config.Normalize sets it): %w", cfg.Name, cs.Name, config.ErrInvalid)
+		}
 		addr, err := resolveAddr(cs.Address, cached)
 		if err != nil {
 			return nil, fmt.Errorf("backend %q server %q: resolve %q: %w", cfg.Name, cs.Name, cs.Address, err)
@@ -186,7 +200,7 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 			s = newServer(cs.Name, cs.Address, ap, sa, b.changes, b.queue)
 			// Not published yet: plain initialisation through the setters
 			// (which bump the counter, harmless).
-			s.SetWeight(cs.EffectiveWeight())
+			s.SetWeight(*cs.Weight)
 			s.SetMaxconn(cs.Maxconn)
 			if err := s.SetAdminState(cs.AdminState); err != nil {
 				return nil, fmt.Errorf("backend %q: %w", cfg.Name, err)
@@ -204,7 +218,7 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 			continue
 		}
 		cs := &cfg.Servers[i]
-		s.SetWeight(cs.EffectiveWeight())
+		s.SetWeight(*cs.Weight)
 		s.SetMaxconn(cs.Maxconn)
 		_ = s.SetAdminState(cs.AdminState) // validated in pass 1
 	}
@@ -273,18 +287,32 @@ func buildSlots(b *Backend, prev *Backend) []*Server {
 
 func validAdmin(s string) error {
 	switch s {
-	case "", config.AdminReady, config.AdminDrain, config.AdminMaint:
+	case config.AdminReady, config.AdminDrain, config.AdminMaint:
 		return nil
 	}
 	return fmt.Errorf("admin state %q: %w", s, config.ErrInvalid)
 }
 
-func msOr(ms, def int) time.Duration {
-	if ms <= 0 {
-		ms = def
+// runnableCheck refuses a health check that Normalize did not fill: an
+// interval of 0 would probe without pause, a timeout of 0 fail every probe,
+// a rise or fall of 0 make one answer mean nothing; an http check needs its
+// request line and the status range it accepts.
+func runnableCheck(hc *config.HealthCheck) error {
+	ok := hc.IntervalMs > 0 && hc.TimeoutMs > 0 && hc.Rise > 0 && hc.Fall > 0
+	switch hc.Type {
+	case config.CheckTCP:
+	case config.CheckHTTP:
+		ok = ok && hc.Method != "" && hc.Path != "" && hc.StatusMin > 0 && hc.StatusMax > 0
+	default:
+		ok = false
 	}
-	return time.Duration(ms) * time.Millisecond
+	if !ok {
+		return fmt.Errorf("health check %+v: type, interval, timeout, rise and fall, and for http the method, path and status range, must be set (config.Normalize sets them): %w", *hc, config.ErrInvalid)
+	}
+	return nil
 }
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // resolveAddr parses an IP literal (with an optional zone) or resolves a
 // host name. IPv4-mapped IPv6 addresses are unmapped so that connect uses

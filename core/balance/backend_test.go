@@ -29,6 +29,7 @@ func TestBuildReusesServersAndCarriesStateOver(t *testing.T) {
 	cfg2.Servers[0].AdminState = config.AdminDrain
 	cfg2.Servers[2].Port = 9090 // address:port changed: a new server
 	cfg2.HealthCheck = &config.HealthCheck{Type: config.CheckTCP}
+	cfg2.Normalize()
 	before := b1.Changes()
 	b2 := mustBuild(t, cfg2, b1)
 
@@ -106,6 +107,51 @@ func TestBuildRemovesServersAndRejectsBadInput(t *testing.T) {
 	}
 }
 
+// TestBuildTakesNormalizedConfigsOnly: Build fills no default (config's
+// Normalize does, once); a value Normalize would have set is refused, not
+// replaced by a default here.
+func TestBuildTakesNormalizedConfigsOnly(t *testing.T) {
+	tests := []struct {
+		name string
+		mut  func(c *config.Backend)
+		want string
+	}{
+		{"mode unset", func(c *config.Backend) { c.Mode = "" }, `mode ""`},
+		{"balance unset", func(c *config.Backend) { c.Balance = "" }, `balance ""`},
+		{"retries unset", func(c *config.Backend) { c.Retries = nil }, `retries unset`},
+		{"connect timeout unset", func(c *config.Backend) { c.Timeouts.ConnectMs = 0 }, `timeouts`},
+		{"server timeout unset", func(c *config.Backend) { c.Timeouts.ServerMs = 0 }, `timeouts`},
+		{"queue timeout unset", func(c *config.Backend) { c.Timeouts.QueueMs = 0 }, `timeouts`},
+		{"tunnel timeout unset", func(c *config.Backend) { c.Timeouts.TunnelMs = 0 }, `timeouts`},
+		{"weight unset", func(c *config.Backend) { c.Servers[1].Weight = nil }, `server "s1": weight unset`},
+		{"admin state unset", func(c *config.Backend) { c.Servers[1].AdminState = "" }, `admin state ""`},
+		{"check interval unset", func(c *config.Backend) {
+			c.HealthCheck = &config.HealthCheck{Type: config.CheckTCP, TimeoutMs: 1, Rise: 1, Fall: 1}
+		}, `health check`},
+		{"check fall unset", func(c *config.Backend) {
+			c.HealthCheck = &config.HealthCheck{Type: config.CheckTCP, IntervalMs: 1, TimeoutMs: 1, Rise: 1}
+		}, `health check`},
+		{"http check path unset", func(c *config.Backend) {
+			c.HealthCheck = &config.HealthCheck{Type: config.CheckHTTP, Method: "GET", StatusMin: 200, StatusMax: 399, IntervalMs: 1, TimeoutMs: 1, Rise: 1, Fall: 1}
+		}, `health check`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cfgBackend(config.BalanceRoundRobin, 1, 1)
+			tt.mut(c)
+			_, err := Build(c, nil, noResolve)
+			if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want ErrInvalid containing %q", err, tt.want)
+			}
+		})
+	}
+	// Zero is a weight (no new connections), not "unset".
+	c := cfgBackend(config.BalanceRoundRobin, 0, 1)
+	if b := mustBuild(t, c, nil); b.Servers[0].Weight() != 0 {
+		t.Errorf("weight 0 built as %d", b.Servers[0].Weight())
+	}
+}
+
 func TestBuildResolvesHostNames(t *testing.T) {
 	t.Run("localhost with the system resolver", func(t *testing.T) {
 		cfg := cfgBackend(config.BalanceRoundRobin, 1)
@@ -167,6 +213,7 @@ func TestBuildResolvesHostNames(t *testing.T) {
 func TestBuildHealthStartsUpAndFollowsCheckRemoval(t *testing.T) {
 	cfg := cfgBackend(config.BalanceRoundRobin, 1, 1)
 	cfg.HealthCheck = &config.HealthCheck{Type: config.CheckTCP}
+	cfg.Normalize()
 	cfg.Normalize()
 	b1 := mustBuild(t, cfg, nil)
 	if !b1.Servers[0].Up() || b1.Check == nil || b1.Check.Rise != config.DefaultCheckRise {

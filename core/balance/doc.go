@@ -12,6 +12,8 @@
 // than config. Health probes (tcp connect, http GET) are run by their caller;
 // this package only turns their outcomes into an up/down state (Health) and
 // schedules them (Prober) through callbacks, so they can run on loop timers.
+// It fills no configuration default: Build takes a config.Backend as
+// config.Normalize left it and refuses (ErrInvalid) one that skipped it.
 //
 // Threads:
 //   - Build, Backend.Retire and the Server setters (SetWeight, SetMaxconn,

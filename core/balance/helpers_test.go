@@ -8,8 +8,8 @@ import (
 	"github.com/spliced-proxy/spliced/core/config"
 )
 
-// cfgBackend returns a backend config with one server per weight, named s0,
-// s1, ... on distinct addresses.
+// cfgBackend returns a normalized backend config with one server per
+// weight, named s0, s1, ... on distinct addresses.
 func cfgBackend(algo string, weights ...int) *config.Backend {
 	b := &config.Backend{Name: "web", Balance: algo}
 	for i, w := range weights {
@@ -19,13 +19,17 @@ func cfgBackend(algo string, weights ...int) *config.Backend {
 	return b
 }
 
+// cfgServer is a normalized server (Build takes configs as Normalize
+// leaves them).
 func cfgServer(i, w int) config.Server {
-	return config.Server{
+	s := config.Server{
 		Name:    fmt.Sprintf("s%d", i),
 		Address: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}).String(),
 		Port:    8080,
 		Weight:  &w,
 	}
+	s.Normalize()
+	return s
 }
 
 func mustBuild(t testing.TB, cfg *config.Backend, prev *Backend) *Backend {

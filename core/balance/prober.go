@@ -19,6 +19,9 @@ import "time"
 // Every server is probed whatever its admin state, so its observed state is
 // known when it returns to ready; retired servers are not.
 type Prober struct {
+	// Interval, Timeout, Rise and Fall are the backend's check settings,
+	// as Build accepted them (all > 0); a caller that builds a Prober
+	// without a check sets them before Start.
 	Interval time.Duration
 	// Timeout is copied into each Check for the probe implementation.
 	Timeout time.Duration
@@ -79,9 +82,6 @@ func (p *Prober) Start() {
 		return
 	}
 	p.started = true
-	if p.Interval <= 0 {
-		p.Interval = time.Second
-	}
 	n := len(p.checks)
 	for i, c := range p.checks {
 		c.Health = NewHealth(c.Server, p.Rise, p.Fall)

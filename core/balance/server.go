@@ -253,7 +253,7 @@ func (s *Server) SetMaxconn(n int) {
 func (s *Server) SetAdminState(state string) error {
 	var a uint32
 	switch state {
-	case config.AdminReady, "":
+	case config.AdminReady:
 		a = adminReady
 	case config.AdminDrain:
 		a = adminDrain

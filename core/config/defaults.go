@@ -145,14 +145,6 @@ func (s *Server) Normalize() {
 	}
 }
 
-// EffectiveWeight is the weight of a normalized or raw server.
-func (s *Server) EffectiveWeight() int {
-	if s.Weight == nil {
-		return DefaultWeight
-	}
-	return *s.Weight
-}
-
 // Normalize fills the tuning defaults. The sched shares are filled only when
 // all three are zero: a client that sets one share sets all three.
 func (t *Tuning) Normalize() {
