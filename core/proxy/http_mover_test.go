@@ -14,14 +14,14 @@ import (
 )
 
 // TestHTTPBodiesPassUnchanged runs the byte mover through http mode: a
-// 16 MiB Content-Length request body to the server, then a 16 MiB
+// 100 MiB Content-Length request body to the server, then a 100 MiB
 // response body back, in each splice mode, with sha256 of what each end
 // sent against what the other received, splice used exactly when the mode
 // allows it, and every pipe back in the pool (TestMoverPassesBytesUnchanged
-// moves 100 MiB each way without a mux; see TestTunnelPassesBytesUnchanged
-// for the size).
+// moves the same without a mux, TestTunnelPassesBytesUnchanged through a
+// tcp tunnel).
 func TestHTTPBodiesPassUnchanged(t *testing.T) {
-	size := int64(16 << 20)
+	size := int64(100 << 20)
 	if testing.Short() {
 		size = 8 << 20
 	}
