@@ -164,7 +164,7 @@ func affinityCPUs() int {
 }
 
 // start creates and runs the loops (first Apply).
-func (e *Engine) start(t *config.Tuning) error {
+func (e *Engine) start(t *config.Tuning, dist listen.Distribution) error {
 	n := t.Nbthread
 	if n <= 0 {
 		n = affinityCPUs()
@@ -191,8 +191,7 @@ func (e *Engine) start(t *config.Tuning) error {
 		e.workers = append(e.workers, proxy.NewWorker(l, pt))
 	}
 	e.stopAccess = e.startAccessLog()
-	e.group = listen.NewGroup(loops, 0)
-	e.group.SetDistribution(t.Distribution, t.Maxaccept)
+	e.group = listen.NewGroup(loops, 0, dist)
 	e.initThreads()
 	e.runLoops()
 	// Wait until every loop runs: listen.Open waits for running loops only,
@@ -317,15 +316,20 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	if e.closed || e.stopping.Load() {
 		return core.ErrStopping
 	}
+	// Refused before anything changes; set with the rest of the snapshot.
+	dist, err := listen.ParseDistribution(snap.Tuning.Distribution, snap.Tuning.Maxaccept)
+	if err != nil {
+		return &config.ApplyError{Field: "/tuning", Object: "tuning", Err: err}
+	}
 	first := e.loops == nil
 	var rs *resize // nbthread change (threads.go)
 	if first {
-		if err := e.start(&snap.Tuning); err != nil {
+		if err := e.start(&snap.Tuning, dist); err != nil {
 			return err
 		}
 	} else if n := wantLoops(&snap.Tuning); n != len(e.loops) {
 		var err error
-		if rs, err = e.prepareResize(&snap.Tuning, n); err != nil {
+		if rs, err = e.prepareResize(&snap.Tuning, n, dist); err != nil {
 			return &config.ApplyError{Field: "/tuning/nbthread", Object: "tuning nbthread", Err: err}
 		}
 	}
@@ -493,7 +497,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	if old := e.limitWarn.Swap(&warn); warn != "" && (old == nil || *old != warn) {
 		e.log.Warn("the fd limit lowers maxconn", "maxconn", maxconn, "why", warn)
 	}
-	e.group.SetDistribution(snap.Tuning.Distribution, snap.Tuning.Maxaccept)
+	e.group.SetDistribution(dist)
 
 	// 5. Every loop picks the snapshot up: tuning applied on its thread;
 	// Apply returns once all of them ran it.

@@ -157,7 +157,7 @@ type resize struct {
 // prepareResize starts or revives the loops a larger nbthread needs and
 // builds the accept group over the new active set (e.mu held). Nothing is
 // visible to traffic yet.
-func (e *Engine) prepareResize(t *config.Tuning, to int) (*resize, error) {
+func (e *Engine) prepareResize(t *config.Tuning, to int, dist listen.Distribution) (*resize, error) {
 	rs := &resize{from: len(e.loops), to: to, grace: graceOf(&config.Config{Tuning: *t})}
 	if to > rs.from {
 		if runtime.GOMAXPROCS(0) < to+1 {
@@ -203,8 +203,7 @@ func (e *Engine) prepareResize(t *config.Tuning, to int) (*resize, error) {
 		}
 	}
 	loops, _ := loopsOf(e.th.all[:to])
-	rs.group = listen.NewGroup(loops, 0)
-	rs.group.SetDistribution(t.Distribution, t.Maxaccept)
+	rs.group = listen.NewGroup(loops, 0, dist)
 	return rs, nil
 }
 

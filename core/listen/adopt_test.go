@@ -13,7 +13,7 @@ import (
 // connections over the new loops.
 func TestAdoptMovesAListenerWithoutLosingItsBacklog(t *testing.T) {
 	big := startGroup(t, 3, 0)
-	small := NewGroup(big.Loops()[:1], 0)
+	small := NewGroup(big.Loops()[:1], 0, distribution(t, "", 0))
 	s := newSink(t, big)
 	ln, err := small.Open(BindSpec{Address: "127.0.0.1"}, "owner", s.accept)
 	if err != nil {
@@ -36,7 +36,7 @@ func TestAdoptMovesAListenerWithoutLosingItsBacklog(t *testing.T) {
 	moved.Resume()
 	testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == 5 }, "the 5 connections of the backlog")
 
-	big.SetDistribution(config.DistRoundRobin, 0)
+	big.SetDistribution(distribution(t, config.DistRoundRobin, 0))
 	dialN(t, moved.Addr().String(), 30)
 	testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == 35 }, "30 more")
 	for id, n := range s.counts(3) {
@@ -50,7 +50,7 @@ func TestAdoptMovesAListenerWithoutLosingItsBacklog(t *testing.T) {
 // stays with its AcceptFunc.
 func TestRetireIsIdempotentAndClosesNothingHandedOff(t *testing.T) {
 	big := startGroup(t, 2, 0)
-	g := NewGroup(big.Loops(), 0)
+	g := NewGroup(big.Loops(), 0, distribution(t, "", 0))
 	s := newSink(t, big)
 	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, s.accept)
 	if err != nil {

@@ -10,8 +10,10 @@
 //     loop (a listener adopted by an nbthread change registers without it:
 //     see Adopt). The woken loop accepts up to maxaccept connections per wake-up
 //     with accept4(SOCK_NONBLOCK|SOCK_CLOEXEC) and picks, per connection, the
-//     loop that will own it: p2c-rr (default: rotating index + random other,
-//     lower load wins), round-robin, least-conn or local. The load of a
+//     loop that will own it: p2c-rr (config's default: rotating index +
+//     random other, lower load wins), round-robin, least-conn or local
+//     (a Distribution from ParseDistribution, which fills no default and
+//     refuses an unknown algorithm or a maxaccept below 1). The load of a
 //     loop is its ring length plus its Activity.Conns. A different target
 //     gets the fd through its ring and a Notify (a syscall only if the
 //     target sleeps: rings implement loop.Pender); a full ring makes the

@@ -21,6 +21,40 @@ const (
 	distLocal
 )
 
+// Distribution is how a Group spreads the connections a loop accepts over
+// the loops of the group, and how many a loop accepts per wake-up. It is a
+// value from ParseDistribution: the zero Distribution accepts nothing.
+type Distribution struct {
+	alg       int32
+	maxaccept int32
+}
+
+// ParseDistribution reads tuning.distribution (config.Dist* values) and
+// tuning.maxaccept as config.Normalize left them; it fills no default (see
+// the config package doc, "Defaults") and refuses, with config.ErrInvalid,
+// an unknown or empty algorithm and a maxaccept below 1 (a loop that
+// accepts nothing per wake-up is woken again at once by its level-triggered
+// listener, for ever).
+func ParseDistribution(alg string, maxaccept int) (Distribution, error) {
+	d := Distribution{maxaccept: int32(min(maxaccept, 1<<30))}
+	switch alg {
+	case config.DistP2CRR:
+		d.alg = distP2CRR
+	case config.DistRoundRobin:
+		d.alg = distRoundRobin
+	case config.DistLeastConn:
+		d.alg = distLeastConn
+	case config.DistLocal:
+		d.alg = distLocal
+	default:
+		return Distribution{}, fmt.Errorf("accept distribution %q: %w", alg, config.ErrInvalid)
+	}
+	if maxaccept < 1 {
+		return Distribution{}, fmt.Errorf("maxaccept %d: must be at least 1 (config.Normalize sets it): %w", maxaccept, config.ErrInvalid)
+	}
+	return d, nil
+}
+
 // Group is the set of loops that accept connections and their accept rings.
 // One Group serves every Listener of the engine.
 type Group struct {
@@ -34,13 +68,14 @@ type Group struct {
 // NewGroup makes one accept ring of ringSize entries (rounded up to a power
 // of two, at least 2; 0 = DefaultRingSize) per loop and adds it to its loop as a Source
 // (through Exec: the loops may already run, or start later). Loop i of the
-// slice is "thread i" of BindSpec.Threads. Any goroutine.
-func NewGroup(loops []*loop.Loop, ringSize int) *Group {
+// slice is "thread i" of BindSpec.Threads. d is its first distribution
+// (see SetDistribution). Any goroutine.
+func NewGroup(loops []*loop.Loop, ringSize int, d Distribution) *Group {
 	if ringSize <= 0 {
 		ringSize = DefaultRingSize
 	}
 	g := &Group{loops: loops, rings: make([]*Ring, len(loops))}
-	g.maxaccept.Store(config.DefaultMaxaccept)
+	g.SetDistribution(d)
 	for i, l := range loops {
 		r := newRing(ringSize)
 		r.g = g
@@ -56,25 +91,12 @@ func (g *Group) Loops() []*loop.Loop { return g.loops }
 // Ring returns loop i's accept ring.
 func (g *Group) Ring(i int) *Ring { return g.rings[i] }
 
-// SetDistribution selects the accept distribution (config.Dist* values;
-// unknown or empty = p2c-rr) and the maximum number of connections a loop
-// accepts per wake-up (<= 0 = config.DefaultMaxaccept). Any goroutine;
-// effective at the next accept.
-func (g *Group) SetDistribution(alg string, maxaccept int) {
-	switch alg {
-	case config.DistRoundRobin:
-		g.alg.Store(distRoundRobin)
-	case config.DistLeastConn:
-		g.alg.Store(distLeastConn)
-	case config.DistLocal:
-		g.alg.Store(distLocal)
-	default:
-		g.alg.Store(distP2CRR)
-	}
-	if maxaccept <= 0 {
-		maxaccept = config.DefaultMaxaccept
-	}
-	g.maxaccept.Store(int32(min(maxaccept, 1<<30)))
+// SetDistribution selects the accept distribution and the maximum number
+// of connections a loop accepts per wake-up, as ParseDistribution accepted
+// them. Any goroutine; effective at the next accept.
+func (g *Group) SetDistribution(d Distribution) {
+	g.alg.Store(d.alg)
+	g.maxaccept.Store(d.maxaccept)
 }
 
 // load is loop i's accept load: connections waiting in its ring plus the

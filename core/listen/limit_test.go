@@ -115,7 +115,7 @@ func TestLimitReservedBeforeAcceptAcrossLoops(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := startGroup(t, 2, 0)
-			g.SetDistribution(config.DistRoundRobin, 0) // every other fd goes through a ring
+			g.SetDistribution(distribution(t, config.DistRoundRobin, 0)) // every other fd goes through a ring
 			var fe, global Limit
 			fe.SetMax(tc.fe)
 			global.SetMax(tc.global)
@@ -197,7 +197,7 @@ func TestLimitResumesWithHysteresis(t *testing.T) {
 // loop reserves, not when the target loop pops it).
 func TestLimitSetMaxResumesAndRingCarriesTheSlot(t *testing.T) {
 	g := startGroup(t, 2, 0)
-	g.SetDistribution(config.DistRoundRobin, 0)
+	g.SetDistribution(distribution(t, config.DistRoundRobin, 0))
 	var m Limit
 	m.SetMax(1)
 	s := &limitSink{limits: []*Limit{&m}}

@@ -27,6 +27,19 @@ func loopOptions(id int) loop.Options {
 	return loop.Options{ID: id, RunqueueDepth: t.RunqueueDepth, Maxpollevents: t.Maxpollevents, Sched: loop.Sched(t.Sched)}
 }
 
+// distribution is alg with maxaccept as a normalized tuning has them ("" and
+// 0 take the defaults): ParseDistribution fills none.
+func distribution(t testing.TB, alg string, maxaccept int) Distribution {
+	t.Helper()
+	tu := config.Tuning{Distribution: alg, Maxaccept: maxaccept}
+	tu.Normalize()
+	d, err := ParseDistribution(tu.Distribution, tu.Maxaccept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // startGroup runs n loops and a Group over them; everything is stopped and
 // closed at cleanup.
 func startGroup(t testing.TB, n, ringSize int) *Group {
@@ -47,7 +60,7 @@ func startGroup(t testing.TB, n, ringSize int) *Group {
 		l.Exec(func(*loop.Loop) { close(ran) })
 		<-ran
 	}
-	g := NewGroup(loops, ringSize)
+	g := NewGroup(loops, ringSize, distribution(t, "", 0))
 	t.Cleanup(func() {
 		g.Close()
 		for i, l := range loops {
@@ -264,7 +277,7 @@ func TestDistributionSpreadsBursts(t *testing.T) {
 		for _, n := range []int{2, 4} {
 			t.Run(alg+"/"+fmtInt(n), func(t *testing.T) {
 				g := startGroup(t, n, 0)
-				g.SetDistribution(alg, 0)
+				g.SetDistribution(distribution(t, alg, 0))
 				s := newSink(t, g)
 				ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, s.accept)
 				if err != nil {
@@ -335,7 +348,7 @@ func TestReuseportShardsKeepConnectionsOnTheirLoop(t *testing.T) {
 // maxaccept 3, no round hands more than 3 connections to OnAccept.
 func TestMaxacceptBoundsAcceptsPerWakeup(t *testing.T) {
 	g := startGroup(t, 1, 0)
-	g.SetDistribution(config.DistLocal, 3)
+	g.SetDistribution(distribution(t, config.DistLocal, 3))
 	perRound := map[uint64]int{}
 	var total atomic.Int64
 	var fds []int
@@ -414,7 +427,7 @@ func TestPauseStopsAcceptingAndResumeRestarts(t *testing.T) {
 // loop 0, 4 target loop 1: 2 fit in its ring, 2 are kept by loop 0.
 func TestFullRingFallsBackToLocal(t *testing.T) {
 	g := startGroup(t, 2, 2)
-	g.SetDistribution(config.DistRoundRobin, 0)
+	g.SetDistribution(distribution(t, config.DistRoundRobin, 0))
 	s := newSink(t, g)
 	ln, err := g.Open(BindSpec{Address: "127.0.0.1", Threads: []int{0, 1}}, nil, s.accept)
 	if err != nil {
@@ -509,7 +522,7 @@ func TestFdExhaustionPausesAcceptWithoutBusyLoop(t *testing.T) {
 // handed to the AcceptFunc: Close stops accepting, it drops nothing accepted.
 func TestCloseKeepsConnectionsAlreadyInRings(t *testing.T) {
 	g := startGroup(t, 2, 0)
-	g.SetDistribution(config.DistRoundRobin, 0)
+	g.SetDistribution(distribution(t, config.DistRoundRobin, 0))
 	s := newSink(t, g)
 	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, s.accept)
 	if err != nil {
@@ -537,7 +550,7 @@ func TestPickAndDispatchAllocateNothing(t *testing.T) {
 	ln.addAcceptor(0, -1, 0, false)
 	a := ln.acc[0]
 	for _, alg := range []string{config.DistP2CRR, config.DistRoundRobin, config.DistLeastConn, config.DistLocal} {
-		g.SetDistribution(alg, 0)
+		g.SetDistribution(distribution(t, alg, 0))
 		if n := testing.AllocsPerRun(1000, func() { _ = a.pick() }); n != 0 {
 			t.Errorf("%s: %v allocations per pick", alg, n)
 		}
@@ -552,5 +565,24 @@ func BenchmarkPickP2CRR(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = a.pick()
+	}
+}
+
+// TestParseDistributionFillsNoDefault: every algorithm of the config is
+// known; an empty or unknown one and a maxaccept below 1 (what a tuning that
+// skipped config.Normalize holds) are refused, not defaulted.
+func TestParseDistributionFillsNoDefault(t *testing.T) {
+	for _, alg := range []string{config.DistP2CRR, config.DistRoundRobin, config.DistLeastConn, config.DistLocal} {
+		if d, err := ParseDistribution(alg, 1); err != nil || d.maxaccept != 1 {
+			t.Errorf("%s: %+v, %v", alg, d, err)
+		}
+	}
+	for _, tt := range []struct {
+		alg       string
+		maxaccept int
+	}{{"", 64}, {"fastest", 64}, {config.DistP2CRR, 0}, {config.DistLocal, -1}} {
+		if _, err := ParseDistribution(tt.alg, tt.maxaccept); !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("ParseDistribution(%q, %d): %v, want ErrInvalid", tt.alg, tt.maxaccept, err)
+		}
 	}
 }
