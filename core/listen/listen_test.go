@@ -16,16 +16,9 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/internal/looptest"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
-
-// loopOptions is loop id with the default tuning, as the engine runs it
-// (the defaults live in config.Normalize only).
-func loopOptions(id int) loop.Options {
-	var t config.Tuning
-	t.Normalize()
-	return loop.Options{ID: id, RunqueueDepth: t.RunqueueDepth, Maxpollevents: t.Maxpollevents, Sched: loop.Sched(t.Sched)}
-}
 
 // distribution is alg with maxaccept as a normalized tuning has them ("" and
 // 0 take the defaults): ParseDistribution fills none.
@@ -44,35 +37,9 @@ func distribution(t testing.TB, alg string, maxaccept int) Distribution {
 // closed at cleanup.
 func startGroup(t testing.TB, n, ringSize int) *Group {
 	t.Helper()
-	loops := make([]*loop.Loop, n)
-	done := make([]chan struct{}, n)
-	for i := range loops {
-		l, err := loop.New(loopOptions(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		loops[i] = l
-		done[i] = make(chan struct{})
-		go func() { l.Run(); close(done[i]) }()
-	}
-	for _, l := range loops { // running, so that Open waits for registration
-		ran := make(chan struct{})
-		l.Exec(func(*loop.Loop) { close(ran) })
-		<-ran
-	}
-	g := NewGroup(loops, ringSize, distribution(t, "", 0))
-	t.Cleanup(func() {
-		g.Close()
-		for i, l := range loops {
-			l.Stop()
-			select {
-			case <-done[i]:
-			case <-time.After(5 * time.Second):
-				t.Error("loop did not stop")
-			}
-			l.Close()
-		}
-	})
+	// Running loops, so that Open waits for registration.
+	g := NewGroup(looptest.Run(t, 0, n, nil), ringSize, distribution(t, "", 0))
+	t.Cleanup(g.Close) // before the loops stop
 	return g
 }
 

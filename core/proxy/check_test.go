@@ -22,33 +22,14 @@ import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/internal/looptest"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // chkLoops runs n loops in the background for a test.
 func chkLoops(t testing.TB, n int) []*loop.Loop {
 	t.Helper()
-	var loops []*loop.Loop
-	var wg sync.WaitGroup
-	for i := range n {
-		l, err := loop.New(loopOptions(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		loops = append(loops, l)
-		wg.Add(1)
-		go func() { defer wg.Done(); l.Run() }()
-	}
-	t.Cleanup(func() {
-		for _, l := range loops {
-			l.Stop()
-		}
-		wg.Wait()
-		for _, l := range loops {
-			l.Close()
-		}
-	})
-	return loops
+	return looptest.Run(t, 0, n, nil)
 }
 
 // chkBackend builds backend "web" with one server per port on 127.0.0.1.

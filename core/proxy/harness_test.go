@@ -11,6 +11,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/internal/looptest"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
@@ -23,28 +24,17 @@ type env struct {
 
 func newEnv(t testing.TB, tu Tuning) *env {
 	t.Helper()
-	l, err := loop.New(loopOptions(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, l: l, w: NewWorker(l, tu)}
-	done := make(chan struct{})
-	go func() { l.Run(); close(done) }()
-	t.Cleanup(func() {
-		e.do(func() { e.w.CloseAll() })
-		l.Stop()
-		<-done
-		l.Close()
-	})
-	return e
+	return startEnv(t, 0, tu)
 }
 
-// loopOptions is loop id with the default tuning, as the engine runs it
-// (the defaults live in config.Normalize only).
-func loopOptions(id int) loop.Options {
-	var t config.Tuning
-	t.Normalize()
-	return loop.Options{ID: id, RunqueueDepth: t.RunqueueDepth, Maxpollevents: t.Maxpollevents, Sched: loop.Sched(t.Sched)}
+// startEnv is an env on loop number id whose worker runs with tu. Its
+// connections are closed at cleanup, before the loop stops.
+func startEnv(t testing.TB, id int, tu Tuning) *env {
+	t.Helper()
+	e := &env{t: t}
+	e.l = looptest.Run(t, id, 1, func(l *loop.Loop) { e.w = NewWorker(l, tu) })[0]
+	t.Cleanup(func() { e.do(func() { e.w.CloseAll() }) })
+	return e
 }
 
 func defaultTuning() Tuning { return Tuning{Bufsize: 16 << 10, Maxpipes: 64} }

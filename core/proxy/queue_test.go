@@ -13,27 +13,13 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
-	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // newEnvOn is newEnv for loop number id (several loops in one test).
 func newEnvOn(t testing.TB, id int) *env {
 	t.Helper()
-	l, err := loop.New(loopOptions(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, l: l, w: NewWorker(l, defaultTuning())}
-	done := make(chan struct{})
-	go func() { l.Run(); close(done) }()
-	t.Cleanup(func() {
-		e.do(func() { e.w.CloseAll() })
-		l.Stop()
-		<-done
-		l.Close()
-	})
-	return e
+	return startEnv(t, id, defaultTuning())
 }
 
 // queuedFrontend is an http frontend for nloops loops whose backend has one
