@@ -155,7 +155,10 @@ func runProbeTimer(t *loop.Timer)  { t.Owner.(*probe).onTimer() }
 
 // NewChecker prepares the checks of b on loops (server i on loop
 // i % len(loops)). It returns nil when b has no health check or there
-// are no loops. Nothing runs until Start.
+// are no loops. Nothing runs until Start. b's check is used as
+// balance.Build accepted it (normalized: interval, timeout, rise and fall
+// set, and for http the method, path and status range); no default is
+// filled here.
 func NewChecker(b *balance.Backend, loops []*loop.Loop, log *slog.Logger) *Checker {
 	if b == nil || b.Check == nil || len(loops) == 0 {
 		return nil
@@ -165,7 +168,7 @@ func NewChecker(b *balance.Backend, loops []*loop.Loop, log *slog.Logger) *Check
 	}
 	ck := &Checker{
 		backend: b.Name,
-		cfg:     checkDefaults(b.Check),
+		cfg:     *b.Check,
 		servers: slices.Clone(b.Servers),
 		nloops:  len(loops),
 		log:     log,
@@ -181,9 +184,6 @@ func NewChecker(b *balance.Backend, loops []*loop.Loop, log *slog.Logger) *Check
 		// NewProber reads only Check and Servers: a Backend value holding
 		// this loop's share is all it needs.
 		pr := balance.NewProber(&balance.Backend{Name: b.Name, Check: b.Check, Servers: share})
-		if pr.Timeout <= 0 {
-			pr.Timeout = pr.Interval
-		}
 		part := &checkPart{l: l, p: pr}
 		pr.Schedule = scheduleProbe
 		pr.Probe = startProbe
@@ -202,28 +202,6 @@ func NewChecker(b *balance.Backend, loops []*loop.Loop, log *slog.Logger) *Check
 		ck.parts = append(ck.parts, part)
 	}
 	return ck
-}
-
-// checkDefaults fills what Normalize would for an http check, so a
-// Checker built from an unnormalized backend still has a method, a path and
-// a status range.
-func checkDefaults(hc *config.HealthCheck) config.HealthCheck {
-	cfg := *hc
-	if cfg.Type == config.CheckHTTP {
-		if cfg.Method == "" {
-			cfg.Method = "GET"
-		}
-		if cfg.Path == "" {
-			cfg.Path = "/"
-		}
-		if cfg.StatusMin == 0 {
-			cfg.StatusMin = 200
-		}
-		if cfg.StatusMax == 0 {
-			cfg.StatusMax = 399
-		}
-	}
-	return cfg
 }
 
 // checkRequest is the http check request for s, built once.
@@ -249,7 +227,7 @@ func (c *Checker) Matches(b *balance.Backend, nloops int) bool {
 	if c == nil || b == nil || b.Check == nil || c.stopped || nloops != c.nloops || b.Name != c.backend {
 		return false
 	}
-	return checkDefaults(b.Check) == c.cfg && slices.Equal(b.Servers, c.servers)
+	return *b.Check == c.cfg && slices.Equal(b.Servers, c.servers)
 }
 
 // Start stops prev (when not nil) and starts c's checks on the loops. A
