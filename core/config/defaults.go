@@ -10,6 +10,7 @@ const (
 	DefaultWeight        = 100       // mid-range of 0-256: a server can be given half (50) or twice (200) the share of its peers
 	DefaultRunqueueDepth = 200       // tasklets per round (HAProxy's runqueue-depth): new I/O events are polled for at least every 200 tasklets (HAProxy measured 5.7 ms average loop time with it under mixed traffic, seed 000)
 	DefaultMaxpollevents = 200       // events per epoll_wait (HAProxy's maxpollevents): one syscall can fill a whole round's budget
+	DefaultBacklog       = 1024      // connections a bind's kernel queue holds before the loops accept them (listen(2) backlog, capped by net.core.somaxconn): a burst or a maxconn pause waits there instead of being refused
 	DefaultMaxaccept     = 64        // accepts per listener wake-up (HAProxy's tune.maxaccept): a connection burst cannot starve the established connections of the accepting loop
 	DefaultBufsize       = 16 * 1024 // bytes per I/O buffer (HAProxy's tune.bufsize): a whole request head (16 KiB at most) fits in one; pooled, held only while data is pending
 	DefaultPipesize      = 0         // 0 = kernel default (64 KiB), as HAProxy's tune.pipesize: no F_SETPIPE_SZ, no pipe-buffer quota spent
@@ -76,6 +77,9 @@ func (f *Frontend) Normalize() {
 	}
 	if f.Binds == nil {
 		f.Binds = []Bind{}
+	}
+	for i := range f.Binds {
+		def(&f.Binds[i].Backlog, DefaultBacklog)
 	}
 	if f.Routes == nil {
 		f.Routes = []Route{}

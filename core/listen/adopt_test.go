@@ -15,7 +15,7 @@ func TestAdoptMovesAListenerWithoutLosingItsBacklog(t *testing.T) {
 	big := startGroup(t, 3, 0)
 	small := NewGroup(big.Loops()[:1], 0, distribution(t, "", 0))
 	s := newSink(t, big)
-	ln, err := small.Open(BindSpec{Address: "127.0.0.1"}, "owner", s.accept)
+	ln, err := small.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1"}, "owner", s.accept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestRetireIsIdempotentAndClosesNothingHandedOff(t *testing.T) {
 	big := startGroup(t, 2, 0)
 	g := NewGroup(big.Loops(), 0, distribution(t, "", 0))
 	s := newSink(t, big)
-	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, s.accept)
+	ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1"}, nil, s.accept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestRetireIsIdempotentAndClosesNothingHandedOff(t *testing.T) {
 func TestAdoptRefusesAClosedListener(t *testing.T) {
 	g := startGroup(t, 1, 0)
 	s := newSink(t, g)
-	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, s.accept)
+	ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1"}, nil, s.accept)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func TestLimitReservedBeforeAcceptAcrossLoops(t *testing.T) {
 			fe.SetMax(tc.fe)
 			global.SetMax(tc.global)
 			s := &limitSink{limits: []*Limit{&fe, &global}}
-			ln, err := g.Open(BindSpec{Address: "127.0.0.1", Limits: []*Limit{&fe, &global}}, nil, s.accept)
+			ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1", Limits: []*Limit{&fe, &global}}, nil, s.accept)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +161,7 @@ func TestLimitResumesWithHysteresis(t *testing.T) {
 	var m Limit
 	m.SetMax(64) // resume slack 4
 	s := &limitSink{limits: []*Limit{&m}}
-	ln, err := g.Open(BindSpec{Address: "127.0.0.1", Limits: []*Limit{&m}}, nil, s.accept)
+	ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1", Limits: []*Limit{&m}}, nil, s.accept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestLimitSetMaxResumesAndRingCarriesTheSlot(t *testing.T) {
 	var m Limit
 	m.SetMax(1)
 	s := &limitSink{limits: []*Limit{&m}}
-	ln, err := g.Open(BindSpec{Address: "127.0.0.1", Limits: []*Limit{&m}}, nil, s.accept)
+	ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1", Limits: []*Limit{&m}}, nil, s.accept)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func countFds(t testing.TB) int {
 func TestOpenCloseReopenSamePort(t *testing.T) {
 	g := startGroup(t, 2, 0)
 	s := newSink(t, g)
-	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, "fe", s.accept)
+	ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1"}, "fe", s.accept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestOpenCloseReopenSamePort(t *testing.T) {
 			c.Close()
 			t.Fatal("connected to a closed listener")
 		}
-		ln, err = g.Open(BindSpec{Address: "127.0.0.1", Port: int(addr.Port())}, "fe", s.accept)
+		ln, err = g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1", Port: int(addr.Port())}, "fe", s.accept)
 		if err != nil {
 			t.Fatalf("reopen %d: %v", round, err)
 		}
@@ -165,11 +165,13 @@ func TestOpenErrorsAreSyscallErrorsAndLeaveNothingOpen(t *testing.T) {
 		spec BindSpec
 		want error
 	}{
-		{"port in use", BindSpec{Address: "127.0.0.1", Port: busyPort}, syscall.EADDRINUSE},
-		{"port in use, reuseport shards", BindSpec{Address: "127.0.0.1", Port: busyPort, Shards: 2}, syscall.EADDRINUSE},
-		{"address not local", BindSpec{Address: "192.0.2.1", Port: 0}, syscall.EADDRNOTAVAIL},
-		{"not an IP literal", BindSpec{Address: "localhost"}, config.ErrInvalid},
-		{"thread out of range", BindSpec{Address: "127.0.0.1", Threads: []int{2}}, config.ErrInvalid},
+		{"port in use", BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1", Port: busyPort}, syscall.EADDRINUSE},
+		{"port in use, reuseport shards", BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1", Port: busyPort, Shards: 2}, syscall.EADDRINUSE},
+		{"address not local", BindSpec{Backlog: config.DefaultBacklog, Address: "192.0.2.1", Port: 0}, syscall.EADDRNOTAVAIL},
+		{"not an IP literal", BindSpec{Backlog: config.DefaultBacklog, Address: "localhost"}, config.ErrInvalid},
+		{"thread out of range", BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1", Threads: []int{2}}, config.ErrInvalid},
+		// Normalize sets it: Open fills no default.
+		{"backlog unset", BindSpec{Address: "127.0.0.1"}, config.ErrInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,7 +200,7 @@ func TestOpenAndCloseReturnFdCountToStart(t *testing.T) {
 	s := newSink(t, g)
 	before := countFds(t)
 	for _, shards := range []int{0, 3} {
-		ln, err := g.Open(BindSpec{Address: "127.0.0.1", Shards: shards}, nil, s.accept)
+		ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1", Shards: shards}, nil, s.accept)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +215,7 @@ func TestOpenIPv6AndWildcard(t *testing.T) {
 	g := startGroup(t, 1, 0)
 	s := newSink(t, g)
 	for _, a := range []string{"::1", "*"} {
-		ln, err := g.Open(BindSpec{Address: a}, nil, s.accept)
+		ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: a}, nil, s.accept)
 		if err != nil {
 			if a == "::1" && errors.Is(err, syscall.EADDRNOTAVAIL) {
 				t.Log("no IPv6 loopback here")
@@ -246,7 +248,7 @@ func TestDistributionSpreadsBursts(t *testing.T) {
 				g := startGroup(t, n, 0)
 				g.SetDistribution(distribution(t, alg, 0))
 				s := newSink(t, g)
-				ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, s.accept)
+				ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1"}, nil, s.accept)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -286,7 +288,7 @@ func TestDistributionSpreadsBursts(t *testing.T) {
 func TestReuseportShardsKeepConnectionsOnTheirLoop(t *testing.T) {
 	g := startGroup(t, 2, 0)
 	s := newSink(t, g)
-	ln, err := g.Open(BindSpec{Address: "127.0.0.1", Shards: 2}, nil, s.accept)
+	ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1", Shards: 2}, nil, s.accept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +331,7 @@ func TestMaxacceptBoundsAcceptsPerWakeup(t *testing.T) {
 		fds = append(fds, fd)
 		total.Add(1)
 	}
-	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, fn)
+	ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1"}, nil, fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +371,7 @@ func waitPaused(t testing.TB, ln *Listener) {
 func TestPauseStopsAcceptingAndResumeRestarts(t *testing.T) {
 	g := startGroup(t, 2, 0)
 	s := newSink(t, g)
-	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, s.accept)
+	ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1"}, nil, s.accept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +398,7 @@ func TestFullRingFallsBackToLocal(t *testing.T) {
 	g := startGroup(t, 2, 2)
 	g.SetDistribution(distribution(t, config.DistRoundRobin, 0))
 	s := newSink(t, g)
-	ln, err := g.Open(BindSpec{Address: "127.0.0.1", Threads: []int{0, 1}}, nil, s.accept)
+	ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1", Threads: []int{0, 1}}, nil, s.accept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +436,7 @@ func TestFdExhaustionPausesAcceptWithoutBusyLoop(t *testing.T) {
 	s := newSink(t, g)
 	var m Limit // every failed accept4 gives its reserved slot back
 	m.SetMax(100)
-	ln, err := g.Open(BindSpec{Address: "127.0.0.1", Limits: []*Limit{&m}}, nil, s.accept)
+	ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1", Limits: []*Limit{&m}}, nil, s.accept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +493,7 @@ func TestCloseKeepsConnectionsAlreadyInRings(t *testing.T) {
 	g := startGroup(t, 2, 0)
 	g.SetDistribution(distribution(t, config.DistRoundRobin, 0))
 	s := newSink(t, g)
-	ln, err := g.Open(BindSpec{Address: "127.0.0.1"}, nil, s.accept)
+	ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1"}, nil, s.accept)
 	if err != nil {
 		t.Fatal(err)
 	}

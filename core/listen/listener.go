@@ -18,10 +18,6 @@ import (
 	"github.com/spliced-proxy/spliced/core/loop"
 )
 
-// DefaultBacklog is the listen(2) backlog when BindSpec.Backlog is 0. The
-// kernel caps it at net.core.somaxconn.
-const DefaultBacklog = 1024
-
 // FdLimitBackoff is how long a loop stops accepting on a listener after
 // accept4 failed for lack of fds or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM):
 // retrying at once would spin on a backlog it cannot drain.
@@ -31,7 +27,7 @@ const FdLimitBackoff = 100 * time.Millisecond
 type BindSpec struct {
 	Address string // IP literal, "*" or "" = 0.0.0.0; IPv6 with optional %zone
 	Port    int    // 0 = kernel-chosen (tests), see Listener.Addr
-	Backlog int    // 0 = DefaultBacklog
+	Backlog int    // listen(2) backlog, > 0 (bind.backlog, set by config.Normalize); the kernel caps it at net.core.somaxconn
 	Shards  int    // > 0: that many SO_REUSEPORT sockets, one per loop in turn
 	Threads []int  // loop indexes allowed to accept; empty = all
 	// Limits are reserved, in order, before each accept4 (limit.go): a
@@ -109,10 +105,12 @@ func (g *Group) Open(spec BindSpec, owner any, fn AcceptFunc) (*Listener, error)
 	if err != nil {
 		return nil, err
 	}
-	backlog := spec.Backlog
-	if backlog <= 0 {
-		backlog = DefaultBacklog
+	if spec.Backlog <= 0 {
+		// listen(2) would take 0 as a queue of one: a bind that skipped
+		// config.Normalize, not a choice.
+		return nil, fmt.Errorf("listen: backlog %d: must be > 0 (config.Normalize sets it): %w", spec.Backlog, config.ErrInvalid)
 	}
+	backlog := spec.Backlog
 	ln := &Listener{Owner: owner, g: g, fn: fn, targets: threads, sharded: spec.Shards > 0,
 		limits: slices.Clone(spec.Limits)}
 	nsock := max(spec.Shards, 1)
