@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -694,4 +695,80 @@ func BenchmarkCheckProbes(b *testing.B) {
 			b.ReportMetric(float64(fails), "failed")
 		})
 	}
+}
+
+// TestCheckProbesCloseWithReset: a probe closes its connection with an
+// RST, never a FIN, whatever the outcome (tcp connected, http answered,
+// http answered with a failing status): at one connection per server per
+// interval, a FIN would leave a TIME_WAIT socket on the proxy's side for
+// every check (package doc, "Health checks"). The origin reads each
+// connection to its end and sees ECONNRESET, and no TIME_WAIT socket to
+// the origin's port is left.
+func TestCheckProbesCloseWithReset(t *testing.T) {
+	loops := chkLoops(t, 1)
+	for _, tc := range []struct {
+		name string
+		typ  string
+		resp string
+	}{
+		{"tcp", config.CheckTCP, ""},
+		// Exactly what a probe reads (statusLineLen): a close with
+		// unread bytes would reset the connection anyway.
+		{"http/up", config.CheckHTTP, "HTTP/1.1 200 "},
+		{"http/down", config.CheckHTTP, "HTTP/1.1 503 "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var resets, fins atomic.Int64
+			o := chkNewOrigin(t, func(c net.Conn, o *chkOrigin) {
+				if tc.typ == config.CheckHTTP {
+					if !o.readHead(c) {
+						return
+					}
+					io.WriteString(c, tc.resp)
+				}
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				_, err := io.Copy(io.Discard, c)
+				switch {
+				case errors.Is(err, unix.ECONNRESET):
+					resets.Add(1)
+				case err == nil:
+					fins.Add(1)
+				}
+			})
+			hc := config.HealthCheck{Type: tc.typ, IntervalMs: 20, TimeoutMs: 1000, Rise: 1, Fall: 1}
+			ck := NewChecker(chkBackend(t, hc, nil, o.port), loops, nil)
+			ck.Start(nil)
+			testutil.Eventually(t, 5*time.Second, func() bool { return resets.Load()+fins.Load() >= 5 }, "five probes ended")
+			if !ck.Stop() {
+				t.Fatal("stop not confirmed")
+			}
+			if n := fins.Load(); n != 0 {
+				t.Errorf("%d probes ended with a FIN (%d with an RST), want RSTs only", n, resets.Load())
+			}
+			if n := timeWaitTo(t, o.port); n != 0 {
+				t.Errorf("%d TIME_WAIT sockets to the checked server, want none", n)
+			}
+		})
+	}
+}
+
+// timeWaitTo counts the sockets in TIME_WAIT whose remote port is port
+// (/proc/net/tcp and tcp6: state 06).
+func timeWaitTo(t *testing.T, port int) int {
+	t.Helper()
+	want := fmt.Sprintf(":%04X", port)
+	n := 0
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(l)
+			if len(fs) > 3 && fs[3] == "06" && strings.HasSuffix(fs[2], want) {
+				n++
+			}
+		}
+	}
+	return n
 }
