@@ -83,7 +83,9 @@
 //   - Aborts: an aborted tunnel or http connection (closeAbort: an I/O
 //     error that is not a clean end of stream on either side, such as
 //     ECONNRESET or EPIPE, a framing error after bytes went out, or the
-//     end of a stop's grace) closes both fds with SO_LINGER {1, 0}, i.e.
+//     end of a stop's grace), and an http exchange that server_ms cuts
+//     once its response started (closeCut: counted as a timeout),
+//     closes both fds with SO_LINGER {1, 0}, i.e.
 //     an RST, as HAProxy's NOLINGER on an aborted stream: the peer reads
 //     ECONNRESET, never a clean end that would make a cut stream or
 //     close-delimited body look complete. The RST is sent at once: what

@@ -75,6 +75,12 @@ import (
 // failure can only cut the connection; a response head built but not sent
 // (a bad chunk size in the same read as the head) is replaced by a 502.
 
+// closeCut (http only) ends an exchange whose server went silent in the
+// middle of its response past server_ms: counted as a timeout, closed with
+// an RST as an abort is, since a FIN would end a close-delimited or
+// dechunked body as if it were whole.
+const closeCut = closeConnect + 1
+
 // Phases of an http client connection.
 const (
 	phHead     uint8 = iota // waiting for / reading a request head
@@ -881,7 +887,7 @@ func (c *httpConn) close(why uint8) {
 	w.L.Disarm(&c.timer)
 	// An aborted connection is reset on both sides (see the package doc,
 	// "Aborts"): a peer must not read a cut stream as a complete one.
-	abort := why == closeAbort
+	abort := why == closeAbort || why == closeCut
 	if c.sc != nil {
 		w.endSrv(c.sc, abort)
 		c.sc = nil

@@ -16,7 +16,9 @@ import "math"
 // When both wait (a request body and an early response moving at once),
 // either timeout ends the exchange. Expiry: the client's is a 408 when
 // nothing was answered yet, the server's a 504 before the response head;
-// afterwards either cuts both connections.
+// afterwards either cuts both connections: the server's with an RST, as an
+// abort (closeCut: the response it left unfinished must not look whole),
+// the client's with a FIN (the kernel still delivers what it queued).
 //
 // exchangeTimers runs after every run of the exchange: it notes for each
 // side whether it holds the exchange up and since when (cliSince, srvSince:
@@ -124,7 +126,7 @@ func (c *httpConn) exchangeTimeout(now int64) {
 		if !c.respHead {
 			c.fail(504)
 		} else {
-			c.close(closeTimeout)
+			c.close(closeCut)
 		}
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,4 +249,56 @@ func TestHTTPServerTimeoutBoundsAServerThatStopsReading(t *testing.T) {
 		t.Fatalf("server that stopped reading: %d, want 504", resp.StatusCode)
 	}
 	t.Logf("504 after %v (server_ms 300, client_ms 10 s)", time.Since(start))
+}
+
+// TestHTTPTimeoutCuttingAResponseResets: server_ms that cuts an exchange
+// after the response started (the server stalls in the middle of the
+// body) resets both connections, as an abort does (package doc, "Aborts"):
+// a clean end would make a close-delimited body, or a dechunked one for an
+// HTTP/1.0 client, look complete to the client. The client reads the
+// bytes before the cut, then ECONNRESET; the stalled server reads
+// ECONNRESET, not an end of stream. The cut still counts as a timeout,
+// not as an abort.
+func TestHTTPTimeoutCuttingAResponseResets(t *testing.T) {
+	for _, tc := range []struct {
+		name, head, proto string
+	}{
+		{"server stalls/close-delimited", "HTTP/1.1 200 OK\r\n\r\n", "1.1"},
+		{"server stalls/content-length", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", "1.1"},
+		{"server stalls/dechunked for 1.0", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n", "1.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, defaultTuning())
+			srvEnd := make(chan error, 1)
+			addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+				defer c.Close()
+				if _, err := readHead(bufio.NewReader(c)); err != nil {
+					return
+				}
+				io.WriteString(c, tc.head+"hello")
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				_, err := c.Read(make([]byte, 1)) // stalls: the proxy cuts
+				srvEnd <- err
+			}).Addr
+			fe := httpFrontend(t, func(b *config.Backend) { b.Timeouts.ServerMs = 200 }, addr)
+			c := e.dialHTTP(fe)
+			io.WriteString(c, "GET / HTTP/"+tc.proto+"\r\nHost: a\r\n\r\n")
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			if string(got) != "hello" || !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("client read %q then %v, want hello then ECONNRESET", got, err)
+			}
+			if err := <-srvEnd; !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("stalled server read %v, want ECONNRESET", err)
+			}
+			e.waitIdle()
+			if n := fe.Stats.Loop(0).Aborts.Load(); n != 0 {
+				t.Errorf("%d aborts counted for a timeout", n)
+			}
+		})
+	}
 }

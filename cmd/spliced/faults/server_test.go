@@ -592,6 +592,47 @@ func TestCloseDelimitedResponse(t *testing.T) {
 	p.healthy(t)
 }
 
+// TestServerStallsMidBody: the server sends a response head and part of
+// a body delimited by the close, then goes silent: after server_ms (300)
+// the client reads the bytes sent, then a reset, never a clean end that
+// would make the cut body look complete; the server's connection is reset
+// too, and the frontend counts a timeout, not an abort.
+func TestServerStallsMidBody(t *testing.T) {
+	t.Parallel()
+	p := start(t, startOpts{})
+	body := pattern(100 << 10)
+	srvEnd := make(chan error, 1)
+	port, _ := httpOrigin(t, func(c net.Conn, r *http.Request) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\n\r\n")
+		c.Write(body)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		srvEnd <- err
+		return false
+	})
+	p.backend("web", "http", map[string]any{"server_ms": 300}, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", nil)
+	c := dial(t, fp)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "GET"})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("response head: %v %v", resp, err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	if !bytes.Equal(got, body) || !isReset(err) {
+		t.Fatalf("the client read %d bytes (the server sent %d) then %v; want them all, then a reset", len(got), len(body), err)
+	}
+	if err := <-srvEnd; !isReset(err) {
+		t.Errorf("the stalled server read %v, want a reset", err)
+	}
+	var f counts
+	testutil.Eventually(t, 5*time.Second, func() bool { f, _ = p.stats("pub", "web"); return f.ConnCur == 0 }, "the connection closed")
+	if f.Timeouts != 1 || f.Aborts != 0 {
+		t.Errorf("frontend %v; want 1 timeout, no abort", f)
+	}
+	p.healthy(t)
+}
+
 // TestResponseWithAHigherMinorVersion: RFC 9110 §2.5: a response whose
 // status line says HTTP/1.2 is handled as HTTP/1.1, as requests are, and
 // reaches the client as HTTP/1.1; HTTP/2.0 is still a 502.
