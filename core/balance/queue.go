@@ -3,6 +3,7 @@ package balance
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/spliced-proxy/spliced/internal/ilist"
 )
@@ -51,11 +52,12 @@ const (
 // Mailbox.Take for it. Another loop touches it only under Queue.mu, while
 // it is queued (to grant or refuse it).
 type Waiter struct {
+	// link: in a FIFO of q (state wQueued) or in mbox (wGranted). First:
+	// ilist finds the waiter from it.
+	link ilist.Link[Waiter]
 	// Owner is what Mailbox.Take hands back with the waiter (set once).
 	Owner any
 	mbox  *Mailbox
-	// link: in a FIFO of q (state wQueued) or in mbox (wGranted).
-	link  ilist.Link[Waiter]
 	q     *Queue
 	srv   *Server // the only server it takes (affinity), nil: any
 	got   *Server // granted slot; nil when refused
@@ -63,6 +65,8 @@ type Waiter struct {
 	state uint8
 	busy  bool // owner loop's view: queued or granted, not yet taken
 }
+
+var _ = [1]struct{}{}[unsafe.Offsetof(Waiter{}.link)] // link first (ilist)
 
 // Init sets the owner and the mailbox of the loop the waiter lives on
 // (once, before the first Wait).
@@ -96,10 +100,10 @@ func (q *Queue) Wait(w *Waiter, srv *Server) (*Server, bool) {
 	}
 	w.srv = srv
 	if srv != nil {
-		srv.own.PushBack(w, &w.link)
+		srv.own.PushBack(&w.link)
 		q.fill(srv, w, &wk)
 	} else {
-		q.any.PushBack(w, &w.link)
+		q.any.PushBack(&w.link)
 		for _, s := range q.servers {
 			q.fill(s, w, &wk)
 		}
@@ -284,9 +288,9 @@ func (q *Queue) redistribute(s *Server) {
 			at = at.link.Next()
 		}
 		if at == nil {
-			q.any.PushBack(w, &w.link)
+			q.any.PushBack(&w.link)
 		} else {
-			q.any.InsertBefore(w, &w.link, &at.link)
+			q.any.InsertBefore(&w.link, &at.link)
 		}
 	}
 }
@@ -341,7 +345,7 @@ type Mailbox struct {
 
 func (m *Mailbox) push(w *Waiter) {
 	m.mu.Lock()
-	m.list.PushBack(w, &w.link)
+	m.list.PushBack(&w.link)
 	m.n.Add(1)
 	m.mu.Unlock()
 }

@@ -1,6 +1,10 @@
 package loop
 
-import "github.com/spliced-proxy/spliced/internal/ilist"
+import (
+	"unsafe"
+
+	"github.com/spliced-proxy/spliced/internal/ilist"
+)
 
 // Class is a tasklet's urgency class (seed 000). The loop runs classes in
 // this order, each within its share of the round's budget (see Split).
@@ -32,12 +36,14 @@ func (c Class) String() string {
 // allocates nothing. A tasklet belongs to one loop at a time and is only
 // touched from that loop's thread.
 type Tasklet struct {
-	Run   func(t *Tasklet)
-	Owner any
+	link ilist.Link[Tasklet] // first: ilist finds the tasklet from it
 
-	link   ilist.Link[Tasklet]
+	Run    func(t *Tasklet)
+	Owner  any
 	queued uint8 // 0 = idle, else Class+1 of the run queue holding it
 }
+
+var _ = [1]struct{}{}[unsafe.Offsetof(Tasklet{}.link)] // link first (ilist)
 
 // Queued reports whether t waits in a run queue.
 func (t *Tasklet) Queued() bool { return t.queued != 0 }
@@ -49,7 +55,7 @@ type runq struct {
 }
 
 func (q *runq) push(t *Tasklet) {
-	q.l.PushBack(t, &t.link)
+	q.l.PushBack(&t.link)
 	q.n++
 }
 

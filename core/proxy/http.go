@@ -106,7 +106,8 @@ const lingerTimeout = 1e9
 // loop; one request at a time (pipelined requests wait in the input buffer
 // until the current response is complete).
 type httpConn struct {
-	w *Worker
+	link ilist.Link[httpConn] // in httpState.live; first: ilist finds the httpConn from it
+	w    *Worker
 	// acc is the frontend the connection was accepted by: its OnClose
 	// (maxconn accounting) runs when the connection ends. fe and hf are
 	// the generation the current request resolves against, loaded from
@@ -155,8 +156,7 @@ type httpConn struct {
 	upgrade           bool // 101 relayed: becomes a tunnel once flushed
 	moved             bool
 
-	wait waiter               // in the loop's queue while phase is phQueue
-	link ilist.Link[httpConn] // in httpState.live
+	wait waiter // in the loop's queue while phase is phQueue
 
 	bytesIn, bytesOut int64
 	// budget is what the connection may still read in this run of one of
@@ -167,6 +167,8 @@ type httpConn struct {
 	// pipelined heads) cannot hold the loop thread.
 	budget int
 }
+
+var _ = [1]struct{}{}[unsafe.Offsetof(httpConn{}.link)] // link first (ilist)
 
 func runHTTPTask(tk *loop.Tasklet) {
 	c := tk.Owner.(*httpConn)
@@ -232,7 +234,7 @@ func (w *Worker) newConn() *httpConn {
 
 func (w *Worker) linkHTTP(c *httpConn) {
 	h := &w.h
-	h.live.PushFront(c, &c.link)
+	h.live.PushFront(&c.link)
 	w.nlive++
 	w.act.Conns.Add(1)
 }

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"unsafe"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/spliced-proxy/spliced/core/balance"
@@ -51,6 +53,7 @@ const maxFreeParsers = 256
 // pool for that server, registered with epoll all along so that a close
 // by the server is seen while idle.
 type srvConn struct {
+	link   ilist.Link[srvConn] // in pool; first: ilist finds the srvConn from it
 	w      *Worker
 	side   Side
 	server *balance.Server
@@ -60,8 +63,9 @@ type srvConn struct {
 	owner  *httpConn
 	reused bool // has carried a request before the current one
 	pool   *srvPool
-	link   ilist.Link[srvConn] // in pool
 }
+
+var _ = [1]struct{}{}[unsafe.Offsetof(srvConn{}.link)] // link first (ilist)
 
 // srvPool is a loop's idle connections to one server, most recent first
 // (the most recently used is the most likely to be alive).
@@ -243,7 +247,7 @@ func (w *Worker) poolSrv(sc *srvConn) bool {
 	w.putResp(sc)
 	sc.reused = true
 	sc.pool = p
-	p.l.PushFront(sc, &sc.link)
+	p.l.PushFront(&sc.link)
 	p.n++
 	h.nidle++
 	w.L.Arm(&sc.timer, w.L.Now()+serverIdleTimeout)

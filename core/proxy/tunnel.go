@@ -108,6 +108,7 @@ const (
 // thread. A Tunnel is never reused after it closes, so a tasklet still
 // queued for it finds it closed and does nothing.
 type Tunnel struct {
+	link     ilist.Link[Tunnel] // in Worker.live; first: ilist finds the Tunnel from it
 	w        *Worker
 	fe       *Frontend
 	be       *Backend
@@ -129,8 +130,9 @@ type Tunnel struct {
 	// Access log only (frontend access_log on): start time and client.
 	start  int64
 	client netip.AddrPort
-	link   ilist.Link[Tunnel] // in Worker.live
 }
+
+var _ = [1]struct{}{}[unsafe.Offsetof(Tunnel{}.link)] // link first (ilist)
 
 func runTunnelTask(tk *loop.Tasklet) { tk.Owner.(*Tunnel).process() }
 func runTunnelTimer(tm *loop.Timer)  { tm.Owner.(*Tunnel).onTimer() }

@@ -83,7 +83,7 @@ func (w *Worker) CloseAll() {
 }
 
 func (w *Worker) link(t *Tunnel) {
-	w.live.PushFront(t, &t.link)
+	w.live.PushFront(&t.link)
 	w.nlive++
 	w.act.Conns.Add(1)
 }

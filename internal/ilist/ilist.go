@@ -7,21 +7,40 @@
 //
 // The list is generic over the element type and calls no method of it: the
 // functions are small enough to be inlined into their callers, with no
-// interface or dictionary call on the hot path. A Link points back to its
-// element (elem): what C's container_of computes from the link's offset,
-// for 8 bytes per element.
+// interface or dictionary call on the hot path.
+//
+// The Link is the FIRST field of its element, and the list finds the
+// element from its Link by converting the pointer (elem: C's container_of
+// with an offset of 0), as HAProxy's LIST_ELEM does. A back-pointer in the
+// Link would cost 8 bytes per link, and the data plane's connection
+// objects carry several (a tcp tunnel: its two sides' tasklets, its
+// queue waiter and its own): enough to push them into a larger malloc
+// size class (core/proxy's TestConnectionObjectsKeepTheirSizeClass). Each
+// element type asserts the offset at compile time, next to its
+// declaration (a constant index out of the range of a one-element array
+// does not compile):
+//
+//	var _ = [1]struct{}{}[unsafe.Offsetof(Tasklet{}.link)] // Link first: ilist
+//
+// The conversion stays inside the element's allocation (the Link is the
+// start of a whole T), which is what -race's checkptr instrumentation
+// verifies.
 //
 // A List and its elements' Links are not safe for concurrent use: the
 // owner of the list serialises access (a loop's thread for run queues, the
 // queue or mailbox lock for waiters).
 package ilist
 
-// Link is embedded in an element to put it in one List at a time. Its zero
-// value is unlinked.
+import "unsafe"
+
+// Link is the first field of an element, to put it in one List at a time.
+// Its zero value is unlinked.
 type Link[T any] struct {
 	prev, next *Link[T]
-	elem       *T
 }
+
+// elem is the element whose Link is lk (its first field).
+func elem[T any](lk *Link[T]) *T { return (*T)(unsafe.Pointer(lk)) }
 
 // Next returns the element after the one lk links, nil at the end of its
 // list (or when it is not linked).
@@ -29,7 +48,7 @@ func (lk *Link[T]) Next() *T {
 	if lk.next == nil {
 		return nil
 	}
-	return lk.next.elem
+	return elem(lk.next)
 }
 
 // List is a FIFO of elements that embed a Link. The zero value is empty.
@@ -45,13 +64,13 @@ func (l *List[T]) Front() *T {
 	if l.head == nil {
 		return nil
 	}
-	return l.head.elem
+	return elem(l.head)
 }
 
-// PushBack links e, whose Link is lk, at the end of the list. lk must not
-// be linked.
-func (l *List[T]) PushBack(e *T, lk *Link[T]) {
-	lk.prev, lk.next, lk.elem = l.tail, nil, e
+// PushBack links the element whose Link is lk at the end of the list. lk
+// must not be linked.
+func (l *List[T]) PushBack(lk *Link[T]) {
+	lk.prev, lk.next = l.tail, nil
 	if l.tail != nil {
 		l.tail.next = lk
 	} else {
@@ -60,10 +79,10 @@ func (l *List[T]) PushBack(e *T, lk *Link[T]) {
 	l.tail = lk
 }
 
-// PushFront links e, whose Link is lk, at the front of the list. lk must
-// not be linked.
-func (l *List[T]) PushFront(e *T, lk *Link[T]) {
-	lk.prev, lk.next, lk.elem = nil, l.head, e
+// PushFront links the element whose Link is lk at the front of the list.
+// lk must not be linked.
+func (l *List[T]) PushFront(lk *Link[T]) {
+	lk.prev, lk.next = nil, l.head
 	if l.head != nil {
 		l.head.prev = lk
 	} else {
@@ -72,10 +91,10 @@ func (l *List[T]) PushFront(e *T, lk *Link[T]) {
 	l.head = lk
 }
 
-// InsertBefore links e, whose Link is lk, just before the element whose
-// Link is at, which must be in the list. lk must not be linked.
-func (l *List[T]) InsertBefore(e *T, lk, at *Link[T]) {
-	lk.prev, lk.next, lk.elem = at.prev, at, e
+// InsertBefore links the element whose Link is lk just before the element
+// whose Link is at, which must be in the list. lk must not be linked.
+func (l *List[T]) InsertBefore(lk, at *Link[T]) {
+	lk.prev, lk.next = at.prev, at
 	if at.prev != nil {
 		at.prev.next = lk
 	} else {
@@ -115,5 +134,5 @@ func (l *List[T]) PopFront() *T {
 		l.tail = nil
 	}
 	lk.next = nil
-	return lk.elem
+	return elem(lk)
 }

@@ -3,12 +3,15 @@ package ilist
 import (
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 type item struct {
-	id   int
 	link Link[item]
+	id   int
 }
+
+var _ = [1]struct{}{}[unsafe.Offsetof(item{}.link)] // Link first: see the package doc
 
 func ids(l *List[item]) []int {
 	var out []int
@@ -33,25 +36,25 @@ func TestListKeepsOrderThroughEveryOperation(t *testing.T) {
 		want []int
 	}{
 		{"push back", func() {
-			l.PushBack(&it[0], &it[0].link)
-			l.PushBack(&it[1], &it[1].link)
-			l.PushBack(&it[2], &it[2].link)
+			l.PushBack(&it[0].link)
+			l.PushBack(&it[1].link)
+			l.PushBack(&it[2].link)
 		}, []int{0, 1, 2}},
 		{"remove middle", func() { l.Remove(&it[1].link) }, []int{0, 2}},
-		{"insert before head", func() { l.InsertBefore(&it[3], &it[3].link, &it[0].link) }, []int{3, 0, 2}},
-		{"insert before tail", func() { l.InsertBefore(&it[4], &it[4].link, &it[2].link) }, []int{3, 0, 4, 2}},
+		{"insert before head", func() { l.InsertBefore(&it[3].link, &it[0].link) }, []int{3, 0, 2}},
+		{"insert before tail", func() { l.InsertBefore(&it[4].link, &it[2].link) }, []int{3, 0, 4, 2}},
 		{"remove tail", func() { l.Remove(&it[2].link) }, []int{3, 0, 4}},
-		{"push back after removing tail", func() { l.PushBack(&it[1], &it[1].link) }, []int{3, 0, 4, 1}},
+		{"push back after removing tail", func() { l.PushBack(&it[1].link) }, []int{3, 0, 4, 1}},
 		{"pop front", func() {
 			if e := l.PopFront(); e != &it[3] {
 				t.Errorf("PopFront = %v, want item 3", e)
 			}
 		}, []int{0, 4, 1}},
 		{"remove head", func() { l.Remove(&it[0].link) }, []int{4, 1}},
-		{"push front", func() { l.PushFront(&it[0], &it[0].link) }, []int{0, 4, 1}},
+		{"push front", func() { l.PushFront(&it[0].link) }, []int{0, 4, 1}},
 		{"remove front", func() { l.Remove(&it[0].link) }, []int{4, 1}},
 		{"remove all", func() { l.Remove(&it[1].link); l.Remove(&it[4].link) }, nil},
-		{"push front on empty", func() { l.PushFront(&it[2], &it[2].link) }, []int{2}},
+		{"push front on empty", func() { l.PushFront(&it[2].link) }, []int{2}},
 		{"remove the only one", func() { l.Remove(&it[2].link) }, nil},
 	}
 	for _, s := range steps {
@@ -62,7 +65,7 @@ func TestListKeepsOrderThroughEveryOperation(t *testing.T) {
 		// walking backwards from the tail finds the same elements
 		var back []int
 		for lk := l.tail; lk != nil; lk = lk.prev {
-			back = append([]int{lk.elem.id}, back...)
+			back = append([]int{elem(lk).id}, back...)
 		}
 		if !slices.Equal(back, s.want) {
 			t.Fatalf("after %s: backwards %v, want %v", s.name, back, s.want)
@@ -83,12 +86,12 @@ func TestListDoesNotAllocate(t *testing.T) {
 	var l List[item]
 	allocs := testing.AllocsPerRun(100, func() {
 		for i := range it {
-			l.PushBack(&it[i], &it[i].link)
+			l.PushBack(&it[i].link)
 		}
 		l.Remove(&it[0].link)
-		l.PushFront(&it[0], &it[0].link)
+		l.PushFront(&it[0].link)
 		l.Remove(&it[2].link)
-		l.InsertBefore(&it[2], &it[2].link, &it[0].link)
+		l.InsertBefore(&it[2].link, &it[0].link)
 		for l.PopFront() != nil {
 		}
 	})
@@ -103,7 +106,7 @@ func BenchmarkPushPop(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for i := range it {
-			l.PushBack(&it[i], &it[i].link)
+			l.PushBack(&it[i].link)
 		}
 		for l.PopFront() != nil {
 		}
