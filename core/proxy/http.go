@@ -134,13 +134,15 @@ type httpConn struct {
 	fs, bs, ss *stats.Slot
 	timer      loop.Timer
 
-	phase    uint8
-	deadline int64 // current phase's deadline (loop.Now units)
+	// phase, cliWait and srvWait share one word (see
+	// TestConnectionObjectsKeepTheirSizeClass).
+	phase uint8
 	// Exchange timeouts per side (http_timeout.go): since when the client
 	// (the server) holds the exchange up without progress, and whether it
 	// did at the end of the last run.
-	cliSince, srvSince int64
 	cliWait, srvWait   bool
+	cliSince, srvSince int64
+	deadline           int64 // current phase's deadline (loop.Now units)
 	peer               netip.Addr
 	hash               uint64
 	attempts           int
@@ -226,7 +228,7 @@ func (w *Worker) newConn() *httpConn {
 		return c
 	}
 	c := &httpConn{w: w}
-	w.initWaiter(&c.wait, c)
+	w.initWaiter(c)
 	c.cli.Task.Run, c.cli.Task.Owner = runHTTPTask, c
 	c.timer.Run, c.timer.Owner = runHTTPTimer, c
 	return c
@@ -534,6 +536,8 @@ func (c *httpConn) acquire(exclude *balance.Server) {
 	}
 	c.granted(s)
 }
+
+func (c *httpConn) waiting() *waiter { return &c.wait }
 
 // granted: the request holds a slot of s; reuse a pooled connection when
 // that is safe, else connect.

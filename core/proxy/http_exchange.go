@@ -65,10 +65,12 @@ const spliceMin = 64 << 10
 // (mover.run's fr).
 type body struct {
 	mover
+	left int64 // BodyLength: bytes not framed yet
+	ck   http1.Chunked
+	ok   int // framed bytes at the front of the source buffer, not sent yet
+	// kind, broken and dechunk share the last word (see
+	// TestConnectionObjectsKeepTheirSizeClass).
 	kind   http1.Body
-	left   int64 // BodyLength: bytes not framed yet
-	ck     http1.Chunked
-	ok     int  // framed bytes at the front of the source buffer, not sent yet
 	broken bool // the destination failed: stop relaying
 	// dechunk: a chunked body relayed to an HTTP/1.0 client, which does
 	// not know chunked framing: only the chunk data goes out (framing,

@@ -57,7 +57,12 @@ type mover struct {
 	// corked: bytes went to the destination with MSG_MORE (more), so its
 	// socket may hold a partial segment back; run pushes it when the
 	// source runs dry (see body.more).
-	corked  bool
+	corked bool
+	// shut: the destination got shutdown(SHUT_WR) after the last byte (a
+	// tcp tunnel direction; an http body ends without it). In the mover's
+	// padding rather than in dir: see
+	// TestConnectionObjectsKeepTheirSizeClass.
+	shut    bool
 	bytes   int64 // bytes written to the destination
 	spliced int64 // of which through a pipe
 }

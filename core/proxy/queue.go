@@ -16,14 +16,20 @@ import (
 // loop's mailbox (grants below), polled as a loop.Source and woken with
 // the loop's eventfd. Nothing polls on a timer; a waiter that timed out or
 // closed meanwhile gives a slot granted to it back (balance.Waiter.Cancel).
+//
+// The connection is the balance.Waiter's Owner, and the waiter is found
+// from the connection (queued.waiting), not the other way round: a second
+// interface field here would cost 16 bytes per connection (see
+// TestConnectionObjectsKeepTheirSizeClass).
 type waiter struct {
-	bw  balance.Waiter
-	who queued
-	qs  *stats.Slot // the backend's slot whose Queue gauge counts us
+	bw balance.Waiter
+	qs *stats.Slot // the backend's slot whose Queue gauge counts us
 }
 
 // queued is what the queue asks of a waiting connection.
 type queued interface {
+	// waiting is the waiter embedded in the connection.
+	waiting() *waiter
 	// granted: the connection holds a slot of s (Acquire succeeded) and
 	// left the queue.
 	granted(s *balance.Server)
@@ -32,9 +38,8 @@ type queued interface {
 	refused()
 }
 
-func (w *Worker) initWaiter(wt *waiter, who queued) {
-	wt.who = who
-	wt.bw.Init(wt, &w.grants.Mailbox)
+func (w *Worker) initWaiter(who queued) {
+	who.waiting().bw.Init(who, &w.grants.Mailbox)
 }
 
 // wait queues wt for a slot of be after s.Acquire failed (s is what the
@@ -81,13 +86,14 @@ func (g *grants) Poll(_ *loop.Loop, budget int) int {
 			break
 		}
 		n++
-		wt := bw.Owner.(*waiter)
+		who := bw.Owner.(queued)
+		wt := who.waiting()
 		wt.qs.Queue.Add(-1)
 		wt.qs = nil
 		if s != nil {
-			wt.who.granted(s)
+			who.granted(s)
 		} else {
-			wt.who.refused()
+			who.refused()
 		}
 	}
 	return n

@@ -73,7 +73,6 @@ type dir struct {
 	src, dst *Side
 	other    *dir    // the opposite direction
 	buf      *Buffer // nil unless bytes are pending in it
-	shut     bool    // dst got shutdown(SHUT_WR)
 	// to bounds how long dst may leave pending bytes untaken (client_ms
 	// towards the client, server_ms towards the server; 0 = none); since
 	// is when the current such wait started or last moved a byte (0 = no
@@ -116,20 +115,28 @@ type Tunnel struct {
 	cli, srv Side
 	c2s, s2c dir
 	timer    loop.Timer
-	state    uint8
-	attempts int   // connect attempts so far
-	deadline int64 // armed timer deadline (loop.Now units); 0 = none
-	idle     int64 // tunnel idle timeout, ns
-	lastIO   int64
-	moved    bool // bytes moved during the current run
-	wait     waiter
-	hash     uint64
+	// The small fields share one word (see
+	// TestConnectionObjectsKeepTheirSizeClass): state, moved, the client's
+	// port (access log) and attempts.
+	state      uint8
+	moved      bool   // bytes moved during the current run
+	clientPort uint16 // with clientIP below
+	attempts   int32  // connect attempts so far
+	deadline   int64  // armed timer deadline (loop.Now units); 0 = none
+	idle       int64  // tunnel idle timeout, ns
+	lastIO     int64
+	wait       waiter
+	hash       uint64
 	// This loop's counter slots of the frontend, the backend and the
 	// current server (nil until a server is acquired).
 	fs, bs, ss *stats.Slot
-	// Access log only (frontend access_log on): start time and client.
-	start  int64
-	client netip.AddrPort
+	// Access log only (frontend access_log on): start time and client,
+	// read at accept (a client that resets has no peer address at close).
+	// The address and the port are stored apart, the port in the word of
+	// the small fields above: a netip.AddrPort would pad its port to 8
+	// bytes.
+	start    int64
+	clientIP netip.Addr
 }
 
 var _ = [1]struct{}{}[unsafe.Offsetof(Tunnel{}.link)] // link first (ilist)
@@ -147,7 +154,7 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	t.cli.Task.Run, t.cli.Task.Owner = runTunnelTask, t
 	t.srv.Task.Run, t.srv.Task.Owner = runTunnelTask, t
 	t.timer.Run, t.timer.Owner = runTunnelTimer, t
-	w.initWaiter(&t.wait, t)
+	w.initWaiter(t)
 	t.c2s = dir{src: &t.cli, dst: &t.srv, other: &t.s2c, mover: mover{mode: fe.Splice}}
 	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mover: mover{mode: fe.Splice}, to: int64(fe.ClientTimeout)}
 	t.idle = int64(fe.TunnelTimeout)
@@ -159,7 +166,8 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	t.fs.ConnRate.Add(sec)
 	if fe.AccessLog {
 		t.start = w.L.Now()
-		t.client = clientAddrPort(fd)
+		ap := clientAddrPort(fd)
+		t.clientIP, t.clientPort = ap.Addr(), ap.Port()
 	}
 	setNoDelay(fd)
 	if t.be == nil {
@@ -248,6 +256,8 @@ func (t *Tunnel) connect(exclude *balance.Server) {
 	t.dial(s)
 }
 
+func (t *Tunnel) waiting() *waiter { return &t.wait }
+
 // granted: a queued tunnel got a slot of s.
 func (t *Tunnel) granted(s *balance.Server) {
 	t.state = stConnecting
@@ -315,7 +325,7 @@ func (t *Tunnel) connectFailed() {
 		s.Release()
 		t.server = nil
 	}
-	if t.attempts > t.be.B.Retries {
+	if int(t.attempts) > t.be.B.Retries {
 		t.close(closeConnect)
 		return
 	}
@@ -564,7 +574,7 @@ var termOf = [...]stats.Termination{
 func (t *Tunnel) logAccess(why uint8, server string) {
 	e := stats.LogEntry{
 		Frontend: t.fe.Name,
-		Client:   t.client,
+		Client:   netip.AddrPortFrom(t.clientIP, t.clientPort),
 		Server:   server,
 		BytesIn:  t.c2s.bytes,
 		BytesOut: t.s2c.bytes,
