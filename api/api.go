@@ -192,6 +192,12 @@ func (s *server) routes(r chi.Router) {
 	r.Patch(base+"/backends/{name}/servers/{server}", s.handle(s.patchServer))
 	r.Delete(base+"/backends/{name}/servers/{server}", s.handle(s.deleteServer))
 
+	r.Get(base+"/certificates", s.handle(s.listCertificates))
+	r.Post(base+"/certificates", s.handle(s.createCertificate))
+	r.Get(base+"/certificates/{name}", s.handle(s.getCertificate))
+	r.Put(base+"/certificates/{name}", s.handle(s.putCertificate))
+	r.Delete(base+"/certificates/{name}", s.handle(s.deleteCertificate))
+
 	r.Get(base+"/tuning", s.handle(s.getTuning))
 	r.Put(base+"/tuning", s.handle(s.putTuning))
 	r.Patch(base+"/tuning", s.handle(s.patchTuning))
@@ -328,6 +334,8 @@ type writeOp struct {
 	result   func(c *config.Config) any
 	status   int
 	location string
+	// certificates are bundles the write adds (UpdateOptions.Certificates).
+	certificates map[string][]byte
 }
 
 // write runs op through the store: one atomic Update under the store's lock
@@ -382,7 +390,7 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) error
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), applyTimeout)
 	defer cancel()
-	res, err := s.store.Update(ctx, mutate, config.UpdateOptions{DryRun: dry, Env: s.env, Apply: apply})
+	res, err := s.store.Update(ctx, mutate, config.UpdateOptions{DryRun: dry, Env: s.env, Apply: apply, Certificates: op.certificates})
 	s.noteWrite(r, dry, res, err)
 	if err != nil {
 		if prefix != "" {

@@ -101,9 +101,13 @@ func (k *collection[T]) create(s *server, w http.ResponseWriter, r *http.Request
 	if err := decodeBody(r, &v); err != nil {
 		return err
 	}
-	parent := k.parentName(r)
+	return s.write(w, r, k.createOp(k.parentName(r), v))
+}
+
+// createOp adds v under parent (see create).
+func (k *collection[T]) createOp(parent string, v T) writeOp {
 	name := *k.nameOf(&v)
-	return s.write(w, r, writeOp{
+	return writeOp{
 		target: k.listView(parent),
 		mutate: func(c *config.Config) (string, error) {
 			p, ptr, err := k.slice(c, parent)
@@ -121,7 +125,7 @@ func (k *collection[T]) create(s *server, w http.ResponseWriter, r *http.Request
 		result:   k.resultOf(parent, name),
 		status:   http.StatusCreated,
 		location: k.url(parent) + "/" + url.PathEscape(name),
-	})
+	}
 }
 
 // put replaces the named object with the body. The name in the path wins; a

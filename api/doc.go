@@ -1,6 +1,6 @@
 // Package api is the REST admin API of spliced: a chi router under /api/v1
 // over the configuration document (config, revisions, frontends and their
-// binds, backends and their servers, tuning), plus /healthz, /readyz,
+// binds, backends and their servers, certificates, tuning), plus /healthz, /readyz,
 // /openapi.json, the API reference at /docs/ and the web page at /ui/.
 //
 // It owns HTTP only: routing, strict body decoding, ETags and If-Match,
@@ -36,6 +36,9 @@
 //     store's lock) before the store persists it; a record a crash left is
 //     completed at start-up.
 //   - Logged paths are redacted (redactURI): no credential from a URL is kept.
+//   - Certificates (certificates.go): uploads carry a key, which goes to the
+//     store's certs/ file only; every answer, audit entry and revision
+//     shows the metadata of the config document.
 //
 // # Conventions
 //

@@ -25,6 +25,8 @@ var fuzzWrites = [...]struct{ method, path string }{
 	{"PATCH", "/api/v1/frontends/public"},
 	{"PATCH", "/api/v1/backends/web/servers/s1"},
 	{"PATCH", "/api/v1/tuning"},
+	{"POST", "/api/v1/certificates"},
+	{"PUT", "/api/v1/certificates/site"},
 }
 
 var fuzzTypes = [...]string{"application/json", "application/merge-patch+json", "application/json; charset=utf-8", "text/plain"}
@@ -50,6 +52,8 @@ func FuzzAPIWrite(f *testing.F) {
 		{6, 0, `{"name":"public","name":"other"}`},
 		{9, 3, `{}`},
 		{7 | 0x80, 0, `{"address":"h","port":65535}`},
+		{14, 0, `{"name":"site","cert_pem":"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n","key_pem":""}`},
+		{15, 0, `{"cert_pem":"x","key_pem":"-----BEGIN EC PRIVATE KEY-----\nMAA=\n-----END EC PRIVATE KEY-----\n"}`},
 	} {
 		f.Add(s.route, s.ctype, []byte(s.body))
 	}

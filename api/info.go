@@ -89,7 +89,7 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) error {
 // readyz godoc
 //
 //	@Summary		Readiness
-//	@Description	200 when the configuration is loaded and the data plane runs its current generation, else 503; 503 "stopping" from the moment the process begins to stop (SIGTERM); also 503, with the OS error, while the state directory refuses writes (full, read-only), until a write or a probe (at most once a second) succeeds. A pin of the config that could not be applied at start (CPU gone, not root), or a global maxconn that the fd limit holds below what the config asks or below 1000, does not make it unready: it is listed in warnings (and logged).
+//	@Description	200 when the configuration is loaded and the data plane runs its current generation, else 503; 503 "stopping" from the moment the process begins to stop (SIGTERM); also 503, with the OS error, while the state directory refuses writes (full, read-only), until a write or a probe (at most once a second) succeeds. A pin of the config that could not be applied at start (CPU gone, not root), or a global maxconn that the fd limit holds below what the config asks or below 1000, or a certificate that expires within 14 days (or has expired), does not make it unready: it is listed in warnings (and logged).
 //	@Tags			health
 //	@Produce		json
 //	@Success		200	{object}	Health
@@ -128,6 +128,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
 	}
 	h := Health{Status: "ready", Generation: want, Warnings: s.core.Runtime().Warnings}
 	h.Warnings = append(h.Warnings, s.core.PinWarnings()...)
+	h.Warnings = append(h.Warnings, certificateWarnings(s.store.Current(), time.Now())...)
 	return writeValue(w, http.StatusOK, h)
 }
 

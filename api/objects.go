@@ -14,12 +14,25 @@ type collections struct {
 	binds     *collection[config.Bind]
 	backends  *collection[config.Backend]
 	servers   *collection[config.Server]
+	// certificates: GET and writes have their own handlers
+	// (certificates.go); the collection gives them create, replace and
+	// delete.
+	certificates *collection[config.Certificate]
 }
 
 func newCollections() collections {
 	feURL := func(string) string { return base + "/frontends" }
 	beURL := func(string) string { return base + "/backends" }
 	return collections{
+		certificates: &collection[config.Certificate]{
+			kind: "certificate", param: "name",
+			url:    func(string) string { return base + "/certificates" },
+			nameOf: func(v *config.Certificate) *string { return &v.Name },
+			slice: func(c *config.Config, _ string) (*[]config.Certificate, string, error) {
+				return &c.Certificates, "/certificates", nil
+			},
+			inUse: certificateInUse,
+		},
 		frontends: &collection[config.Frontend]{
 			kind: "frontend", param: "name", url: feURL,
 			nameOf: func(v *config.Frontend) *string { return &v.Name },

@@ -19,6 +19,8 @@ package api
 //	@tag.description			Server pools: mode, balance, timeouts, health check.
 //	@tag.name					servers
 //	@tag.description			Origin servers of a backend: address, weight, maxconn, admin_state.
+//	@tag.name					certificates
+//	@tag.description			TLS certificates: upload a chain and its key (stored 0600 in the state directory), read their metadata; a key is never answered.
 //	@tag.name					tuning
 //	@tag.description			Global data-plane knobs.
 //	@tag.name					placement

@@ -55,6 +55,14 @@ func (c *Config) Normalize() {
 	if c.Backends == nil {
 		c.Backends = []Backend{}
 	}
+	if c.Certificates == nil {
+		c.Certificates = []Certificate{}
+	}
+	for i := range c.Certificates {
+		if c.Certificates[i].SANs == nil {
+			c.Certificates[i].SANs = []string{}
+		}
+	}
 	for i := range c.Frontends {
 		c.Frontends[i].Normalize()
 	}
@@ -181,6 +189,7 @@ func (c *Config) Clone() *Config {
 	out := *c
 	out.Frontends = cloneSlice(c.Frontends, (*Frontend).clone)
 	out.Backends = cloneSlice(c.Backends, (*Backend).clone)
+	out.Certificates = cloneSlice(c.Certificates, (*Certificate).clone)
 	out.CPUMap.Threads = cloneSlice(c.CPUMap.Threads, func(t *ThreadCPUs) ThreadCPUs {
 		return ThreadCPUs{Thread: t.Thread, CPUs: cloneInts(t.CPUs)}
 	})

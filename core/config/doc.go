@@ -84,6 +84,24 @@
 //     number of online CPUs when it is 0 and the Env is known). Every CPU in
 //     cpu_map and in IRQ pins is online (skipped with an empty Env). IRQ
 //     numbers in pins are unique; irq.nics are interface names.
+//   - certificates: names as above, unique; chain_sha256 is 64 hex digits.
+//     ParseCertificate checks an upload (certs.go): PEM, key matching the
+//     leaf, validity dates, a chain that links, supported keys.
+//
+// # Certificates
+//
+// The document holds certificate metadata only (Certificate: subject, SANs,
+// issuer, dates, fingerprints, key type, chain length), never a key, so
+// revisions, diffs and audit entries are key-free. The chain and key are
+// the file certs/<chain_sha256>.pem of the state directory (0600, directory
+// 0700), written atomically by Update (UpdateOptions.Certificates) before
+// the revision that refers to it, never rewritten with other content and
+// never removed by a write, so every kept revision can be restored with its
+// certificates (garbage collection of unreferenced files is not done yet).
+// Update refuses a certificate that is new or changed and whose file is
+// missing (unknown_reference) or yields other metadata (invalid).
+// CertificateUsers is the one place references are found (none until binds
+// get TLS); the API's delete check (409) and used_by read it.
 //
 // # Plans
 //

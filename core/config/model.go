@@ -67,6 +67,9 @@ type Config struct {
 	Tuning     Tuning     `json:"tuning"`
 	CPUMap     CPUMap     `json:"cpu_map"`
 	IRQ        IRQ        `json:"irq"`
+	// Certificates are the TLS certificates' metadata (certs.go); their
+	// chains and keys are files of the state directory, never in here.
+	Certificates []Certificate `json:"certificates" validate:"dive"`
 }
 
 // Frontend accepts client connections on its binds and hands them to a backend.

@@ -75,7 +75,9 @@ func (p Plan) Summary() string {
 // Diff computes the plan that turns old into new (both Normalize()d; nil is
 // the empty normalized config). The order is deterministic:
 //
-//  1. frontends, then backends, then tuning, cpu_map, irq;
+//  1. frontends, then backends, then tuning, cpu_map, irq, certificates
+//     ("certificate/<name>", in_place: only metadata is compared, and a
+//     new chain or key always comes with a new chain_sha256);
 //  2. within frontends and backends, creates and updates in the order of new
 //     (each object's update item before the items of its binds or servers),
 //     then deletes in the order of old;
@@ -122,6 +124,14 @@ func diff(old, new *Config, unique bool) Plan {
 	if f := changedFields(old.IRQ, new.IRQ); len(f) > 0 {
 		d.add("irq", OpUpdate, ApplyInPlace, f)
 	}
+	diffNamed(old.Certificates, new.Certificates, func(c *Certificate) string { return c.Name },
+		func(c *Certificate) { d.add("certificate/"+c.Name, OpCreate, ApplyInPlace, nil) },
+		func(o, c *Certificate) {
+			if f := changedFields(*o, *c, "name"); len(f) > 0 {
+				d.add("certificate/"+c.Name, OpUpdate, ApplyInPlace, f)
+			}
+		},
+		func(c *Certificate) { d.add("certificate/"+c.Name, OpDelete, ApplyInPlace, nil) })
 	return Plan{Items: d.items}
 }
 

@@ -81,6 +81,11 @@ type UpdateOptions struct {
 	// Apply hands the new config to the data plane after it was persisted;
 	// an error rolls the store back. nil = nothing to apply.
 	Apply func(ctx context.Context, c *Config) error
+	// Certificates are the bundles (ParseCertificate) of certificates the
+	// update adds, by chain_sha256: taken as stored by the check of the
+	// certificates' files, and written to the state directory (CertsDir)
+	// before the revision that refers to them; a dry run writes nothing.
+	Certificates map[string][]byte
 }
 
 // Result of an Update.
@@ -280,6 +285,9 @@ func (s *Store) Update(ctx context.Context, mutate func(c *Config) error, o Upda
 	if err := validate(next, o.Env, cur); err != nil {
 		return nil, err
 	}
+	if err := s.checkCertificateFiles(cur, next, o.Certificates); err != nil {
+		return nil, err
+	}
 	plan := diff(cur, next, true) // both validated: names are unique
 	if o.DryRun {
 		return &Result{Generation: cur.Generation, Plan: plan, Config: next}, nil
@@ -296,6 +304,9 @@ func (s *Store) Update(ctx context.Context, mutate func(c *Config) error, o Upda
 	doc, err := json.Marshal(next)
 	if err != nil {
 		return nil, fmt.Errorf("config store: encode generation %d: %w", next.Generation, err)
+	}
+	if err := s.saveCertificates(next, o.Certificates); err != nil {
+		return nil, err
 	}
 	if err := s.writeRevisionDoc(next.Generation, time.Now(), plan.Summary(), doc); err != nil {
 		return nil, s.storageFailed(err)

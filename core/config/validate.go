@@ -79,6 +79,7 @@ func validate(c *Config, env Env, prev *Config) error {
 	vc.tuning()
 	vc.cpuMap()
 	vc.irq()
+	vc.certificates()
 	return p.err()
 }
 
@@ -142,7 +143,7 @@ func (p *problems) err() error {
 
 // topLevelRank orders the members of a Config as they appear in the
 // document.
-var topLevelRank = map[string]int{"generation": 0, "frontends": 1, "backends": 2, "tuning": 3, "cpu_map": 4, "irq": 5}
+var topLevelRank = map[string]int{"generation": 0, "frontends": 1, "backends": 2, "tuning": 3, "cpu_map": 4, "irq": 5, "certificates": 6}
 
 // comparePointers orders JSON pointers segment by segment: the top-level
 // members in document order, numeric segments numerically (so

@@ -1,0 +1,117 @@
+package config
+
+import (
+	"bytes"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+)
+
+// CertsDir is the directory of the state directory that holds the
+// certificates' chains and keys: one file per chain, <chain_sha256>.pem
+// (the chain's CERTIFICATE blocks, then the PKCS #8 PRIVATE KEY), mode 0600
+// in a 0700 directory, written atomically (WriteFileAtomic) before the
+// revision that refers to it. Files are never rewritten with other content
+// (the name is the chain's hash, the key is determined by the leaf) and
+// never removed by a write, so restoring any kept revision finds its
+// certificates. A file no kept revision refers to any more may be removed;
+// no garbage collection does it yet.
+const CertsDir = "certs"
+
+func (s *Store) certsDir() string { return filepath.Join(s.dir, CertsDir) }
+
+func certFileName(chainSHA256 string) string { return chainSHA256 + ".pem" }
+
+// saveCertificates writes the bundles of the certificates of next that
+// bundles holds, before the revision that refers to them. A refusal of the
+// OS is a *StorageError. Writing a name that exists writes the same content.
+func (s *Store) saveCertificates(next *Config, bundles map[string][]byte) error {
+	if len(bundles) == 0 {
+		return nil
+	}
+	dir := s.certsDir()
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return s.storageFailed(err)
+	}
+	// A symbolic link planted in place of certs/ is refused, not followed.
+	if fi, err := os.Lstat(dir); err != nil {
+		return s.storageFailed(err)
+	} else if !fi.IsDir() {
+		return s.storageFailed(fmt.Errorf("%s is not a directory", dir))
+	}
+	for i := range next.Certificates {
+		sum := next.Certificates[i].ChainSHA256
+		b, ok := bundles[sum]
+		if !ok {
+			continue
+		}
+		if err := s.writeFile(dir, certFileName(sum), b, nil); err != nil {
+			return s.storageFailed(err)
+		}
+	}
+	return nil
+}
+
+// CertificateBundle reads the chain and key of meta (PEM, as SaveCertificate
+// wrote them). It is how the TLS layer loads a certificate; the API never
+// answers it.
+func (s *Store) CertificateBundle(meta Certificate) ([]byte, error) {
+	if !isHexSHA256(meta.ChainSHA256) {
+		return nil, fmt.Errorf("certificate %q: chain_sha256 %q: %w", meta.Name, meta.ChainSHA256, ErrInvalid)
+	}
+	return readFileNoFollow(filepath.Join(s.certsDir(), certFileName(meta.ChainSHA256)))
+}
+
+// splitBundle separates a stored bundle into its certificates and its key.
+func splitBundle(b []byte) (certPEM, keyPEM string) {
+	var certs, key bytes.Buffer
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			break
+		}
+		if blk.Type == "CERTIFICATE" {
+			_ = pem.Encode(&certs, blk)
+		} else {
+			_ = pem.Encode(&key, blk)
+		}
+	}
+	return certs.String(), key.String()
+}
+
+// checkCertificateFiles verifies that every certificate of next that is
+// not unchanged from cur has its file, and that the file yields exactly its
+// metadata: a PUT of the whole document (or a restore) cannot name a chain
+// that is not stored, nor attach metadata of its own choosing. Validity
+// dates are not checked again (restoring a revision is not an upload).
+func (s *Store) checkCertificateFiles(cur, next *Config, bundles map[string][]byte) error {
+	var p problems
+	for i := range next.Certificates {
+		c := &next.Certificates[i]
+		if j := cur.FindCertificate(c.Name); j >= 0 && reflect.DeepEqual(cur.Certificates[j], *c) {
+			continue
+		}
+		ptr := "/certificates/" + strconv.Itoa(i) + "/chain_sha256"
+		b, ok := bundles[c.ChainSHA256]
+		var err error
+		if !ok {
+			b, err = s.CertificateBundle(*c)
+		}
+		if err != nil {
+			p.addf(ptr, CodeUnknownReference, "no stored certificate has chain_sha256 %s: upload it with POST /api/v1/certificates", truncateString(c.ChainSHA256, 64))
+			continue
+		}
+		certPEM, keyPEM := splitBundle(b)
+		got, _, err := ParseCertificate(c.Name, certPEM, keyPEM, noValidityCheck)
+		if err != nil || !reflect.DeepEqual(got, *c) {
+			p.add("/certificates/"+strconv.Itoa(i), CodeInvalid, "the metadata does not match the stored certificate "+c.ChainSHA256+": it is derived from the certificate, not set")
+		}
+	}
+	return p.err()
+}
