@@ -44,17 +44,12 @@ func clientHello(t testing.TB, cfg *tls.Config) []byte {
 func serverSees(b []byte) (ok bool, name string, protos []string, versions []uint16) {
 	srv, cli := net.Pipe()
 	defer srv.Close()
+	// The client side writes the hello and drains what the server answers
+	// (an alert) at the same time, so neither end waits on the other.
 	go func() {
 		cli.Write(b)
 		cli.Close()
 	}()
-	s := tls.Server(srv, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-		ok, name, protos, versions = true, h.ServerName, h.SupportedProtos, h.SupportedVersions
-		return nil, errors.New("stop")
-	}})
-	s.SetDeadline(time.Now().Add(5 * time.Second))
-	s.Handshake()
-	// drain, so the writer goroutine ends
 	go func() {
 		var buf [512]byte
 		for {
@@ -63,6 +58,12 @@ func serverSees(b []byte) (ok bool, name string, protos []string, versions []uin
 			}
 		}
 	}()
+	s := tls.Server(srv, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+		ok, name, protos, versions = true, h.ServerName, h.SupportedProtos, h.SupportedVersions
+		return nil, errors.New("stop")
+	}})
+	s.SetDeadline(time.Now().Add(5 * time.Second))
+	s.Handshake()
 	return ok, name, protos, versions
 }
 
