@@ -65,6 +65,9 @@
 //     253 bytes. No trailing dot (RFC 6066 says HostName has none, and
 //     crypto/tls refuses it too), no empty name, no underscore, no IP
 //     literal (a last label of digits only, or colons): ErrBadHostName.
+//     With Encrypted Client Hello the name read is the outer, public one
+//     (ECH's own extension is skipped), as for any proxy that does not
+//     terminate TLS.
 //   - ALPN (RFC 7301 §3.1): a non-empty list of non-empty names, at most
 //     MaxALPNList bytes (ErrALPN): "h2" and "http/1.1" take 12.
 //   - supported_versions (RFC 8446 §4.2.1): an even list of 2..254 bytes

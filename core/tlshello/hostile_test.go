@@ -2,6 +2,7 @@ package tlshello
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -173,6 +174,12 @@ func TestHostileHellos(t *testing.T) {
 				if _, err := Parse(tc.in[:n]); err != ErrIncomplete {
 					t.Fatalf("prefix %d: %v", n, err)
 				}
+			}
+			// What we accept, crypto/tls's server reads the same way.
+			h, _ := Parse(tc.in)
+			ok, name, protos, _ := serverSees(tc.in)
+			if !ok || name != string(h.ServerName()) || !slices.Equal(protos, protocols(&h)) {
+				t.Fatalf("crypto/tls: parsed %v, name %q, ALPN %q", ok, name, protos)
 			}
 		})
 	}
