@@ -203,6 +203,24 @@ func (u *uiTest) apiJSON(path string, v any, hdr ...string) {
 	u.in.MustDo(200, "GET", path, nil, hdr...).JSON(u.t, v)
 }
 
+// newUITest starts chromium (stopped when t ends) for the admin page of in,
+// its actions bounded by timeout in all, its console watched.
+func newUITest(t *testing.T, in *instance, timeout time.Duration) *uiTest {
+	t.Helper()
+	bctx, cancel := newBrowser(t)
+	t.Cleanup(cancel)
+	// The first action on a chromedp context starts the browser and must
+	// not carry a timeout (the timeout would end the browser).
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	ctx, cancelT := context.WithTimeout(bctx, timeout)
+	t.Cleanup(cancelT)
+	errs := &pageErrors{}
+	errs.watch(ctx)
+	return &uiTest{t: t, ctx: ctx, in: in, base: "http://" + in.Admin + "/ui/", shots: t.TempDir(), errs: errs}
+}
+
 func newBrowser(t *testing.T) (context.Context, context.CancelFunc) {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{

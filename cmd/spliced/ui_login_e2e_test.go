@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -32,16 +31,7 @@ func TestUIStaleTabSendsNothingWhileLoginShown(t *testing.T) {
 	viewer := newToken(t, dir, "viewer", "stale")
 	in := startSpliced(t, dir)
 
-	bctx, cancel := newBrowser(t)
-	defer cancel()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
-	ctx, cancelT := context.WithTimeout(bctx, 60*time.Second)
-	defer cancelT()
-	errs := &pageErrors{}
-	errs.watch(ctx)
-	u := &uiTest{t: t, ctx: ctx, in: in, base: "http://" + in.Admin + "/ui/", shots: t.TempDir(), errs: errs}
+	u := newUITest(t, in, 60*time.Second)
 	u.run("sign in as a viewer",
 		chromedp.EmulateViewport(1280, 800),
 		chromedp.Navigate(u.base),
@@ -67,8 +57,8 @@ func TestUIStaleTabSendsNothingWhileLoginShown(t *testing.T) {
 	before := apiRequests(in)
 	select {
 	case <-time.After(7 * time.Second): // three polling periods (live.js POLL_MS 2 s), two reconnects
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
+	case <-u.ctx.Done():
+		t.Fatal(u.ctx.Err())
 	}
 	if after := apiRequests(in); after != before {
 		var tail []string

@@ -9,6 +9,7 @@ import overview from './pages/overview.js';
 import frontends from './pages/frontends.js';
 import backends from './pages/backends.js';
 import tuning from './pages/tuning.js';
+import certificates from './pages/certificates.js';
 import cpu from './pages/cpu.js';
 import revisions from './pages/revisions.js';
 import audit from './pages/audit.js';
@@ -17,6 +18,7 @@ const pages = {
   overview: { title: 'Overview', render: overview },
   frontends: { title: 'Frontends', render: frontends },
   backends: { title: 'Backends', render: backends },
+  certificates: { title: 'Certificates', render: certificates },
   tuning: { title: 'Tuning', render: tuning },
   cpu: { title: 'CPU & IRQs', render: cpu },
   revisions: { title: 'Revisions', render: revisions },
