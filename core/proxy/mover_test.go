@@ -81,8 +81,9 @@ func (r *moverRig) process() {
 			return
 		}
 		if d.d.m.eof && !d.d.shut && d.d.m.pending(d.d.buf, nil) == 0 {
-			d.dst.shutw()
-			d.d.shut = true
+			// A TLS side answers EAGAIN while its close_notify waits
+			// for EPOLLOUT: shut again on the next run.
+			d.d.shut = d.dst.shutw() != unix.EAGAIN
 		}
 	}
 	if r.ab.shut && r.ba.shut {

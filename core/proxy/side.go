@@ -131,9 +131,10 @@ func (s *Side) blocked() { s.FD.Ready &^= s.xp.sndEvents() &^ (evErr | evHup) }
 // shortRead: a receive returned less than it asked for, so the socket is
 // empty now; with edge-triggered epoll the next arrival raises a new edge,
 // so no EAGAIN round trip is needed to re-arm (HAProxy's fd_done_recv).
-// Not when the peer already closed or failed: read on to see it now.
+// Not when the peer already closed or failed: read on to see it now; nor
+// when the transport holds what the next read returns (rcvPending).
 func (s *Side) shortRead() {
-	if s.FD.Ready&(evRdHup|evHup|evErr) == 0 {
+	if s.FD.Ready&(evRdHup|evHup|evErr) == 0 && !s.xp.rcvPending() {
 		s.FD.Ready &^= evIn & s.xp.rcvEvents()
 	}
 }

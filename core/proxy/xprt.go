@@ -44,6 +44,12 @@ type transport interface {
 	// need the socket writable, its write the socket readable.
 	rcvEvents() uint32
 	sndEvents() uint32
+	// rcvPending: the transport holds what the next receive returns
+	// (bytes, or the end of stream) and the socket will not signal it
+	// again, so a short read must not clear the read readiness
+	// (Side.shortRead). Always false for a raw socket; TLS: an end of
+	// stream read together with the last record.
+	rcvPending() bool
 }
 
 // rawSock is the plain socket transport: today's sys.go wrappers. It is a
@@ -80,6 +86,8 @@ func (rawSock) close(fd int, reset bool) {
 func (rawSock) rcvEvents() uint32 { return evIn | evRdHup | evErr | evHup }
 
 func (rawSock) sndEvents() uint32 { return evOut | evErr | evHup }
+
+func (rawSock) rcvPending() bool { return false }
 
 // noLinger sets SO_LINGER {1, 0} on fd, so that its close(2) drops what
 // the send queue still holds and resets the connection: the peer reads

@@ -1,0 +1,365 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/loop"
+)
+
+// TLS transport (issue 15). A BUILDING BLOCK, NOT WIRED YET: no bind
+// creates a tlsSock today; the next step adds the bind's `tls` config and
+// its certificates, and calls tlsHandshakes.start from the accept path.
+//
+// No goroutine per established connection. crypto/tls cannot pause a
+// handshake, so the handshake runs on a helper goroutine, at most max of
+// them per loop (tlsHandshakes, `tuning.tls.max_handshakes` to come), over
+// tlsFd in blocking mode: its Read and Write poll(2) the non-blocking fd
+// until the handshake deadline. The goroutine then hands the connection
+// back to its loop with Exec (the inbox publishes every write it made to
+// the tls.Conn), and exits: from then on the tls.Conn is used from the loop
+// thread only, and tlsFd is in loop mode:
+//
+//   - Read receives straight into crypto/tls's record buffer; when the
+//     socket is empty it returns os.ErrDeadlineExceeded, a net.Error whose
+//     Temporary() is true, which crypto/tls's readRecordOrCCS returns
+//     without storing it: the partial record stays in its buffer and the
+//     next Read resumes it.
+//   - Write appends the records to tlsFd.out and never fails (crypto/tls
+//     stores ANY write error for good); the transport sends out with
+//     send(2) and keeps what the socket did not take for EPOLLOUT.
+//
+// Backpressure without a mover change: sndBuf encrypts p only when out is
+// empty, and when records remain queued after the send it reports all of
+// p but one byte as written (held = 1). The caller keeps that byte pending,
+// so it stops reading its source and waits for EPOLLOUT, then calls sndBuf
+// again from that byte (write(2)'s contract): sndBuf flushes out, takes the
+// held byte without encrypting it again, and goes on. So "the mover holds
+// bytes" is exactly "records wait for the socket", and a direction's end
+// (shutw) comes only after its records left.
+//
+// Buffered plaintext: crypto/tls may hold decrypted bytes, or whole
+// records, that the socket no longer signals. rcvBuf therefore reads until
+// p is full or crypto/tls asked the socket for more and got EAGAIN: a
+// short read always means "socket drained and nothing buffered", so the
+// Side's shortRead is right to clear evIn, and a full read leaves evIn set
+// for the next one. The handshake may have read ahead as well: the owner
+// sets evIn when it registers the established side (see tlsHandshakes).
+type tlsSock struct {
+	c    *tls.Conn
+	a    tlsFd
+	held int  // bytes of the caller's next p already encrypted (see above)
+	shut bool // close_notify queued
+	eof  bool // end of stream read with the last bytes, not reported yet
+}
+
+// tlsFd is the net.Conn crypto/tls reads and writes: the socket of one
+// connection, blocking with a deadline during the handshake (helper
+// goroutine), non-blocking and buffered once on the loop.
+type tlsFd struct {
+	fd       int
+	loop     bool      // established: loop mode (see tlsSock)
+	deadline time.Time // handshake mode only
+	out      []byte    // loop mode: records not sent yet, from off
+	off      int
+	rerr     unix.Errno // loop mode: the socket's read error, if any
+}
+
+var tlsNoAddr net.Addr = &net.TCPAddr{}
+
+func (a *tlsFd) Read(p []byte) (int, error) {
+	for {
+		n, e := recv(a.fd, p)
+		if e == 0 {
+			if n == 0 {
+				return 0, io.EOF
+			}
+			return n, nil
+		}
+		if e != unix.EAGAIN {
+			a.rerr = e
+			return 0, e
+		}
+		if a.loop {
+			return 0, os.ErrDeadlineExceeded // resumable: see tlsSock
+		}
+		if err := a.wait(unix.POLLIN); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func (a *tlsFd) Write(p []byte) (int, error) {
+	if a.loop {
+		a.out = append(a.out, p...)
+		return len(p), nil
+	}
+	for k := 0; k < len(p); {
+		n, e := sendMore(a.fd, p[k:], false)
+		switch e {
+		case 0:
+			k += n
+		case unix.EAGAIN:
+			if err := a.wait(unix.POLLOUT); err != nil {
+				return k, err
+			}
+		default:
+			return k, e
+		}
+	}
+	return len(p), nil
+}
+
+// wait polls the fd for ev until the handshake deadline (helper goroutine).
+func (a *tlsFd) wait(ev int16) error {
+	d := time.Until(a.deadline)
+	if d <= 0 {
+		return os.ErrDeadlineExceeded
+	}
+	ms := int((d + time.Millisecond - 1) / time.Millisecond)
+	fds := [1]unix.PollFd{{Fd: int32(a.fd), Events: ev}}
+	if _, err := unix.Poll(fds[:], ms); err != nil && err != unix.EINTR {
+		return err
+	}
+	return nil
+}
+
+// flush sends the queued records: 0 when none is left, EAGAIN when the
+// socket is full, or the socket's error.
+func (a *tlsFd) flush() unix.Errno {
+	for a.off < len(a.out) {
+		n, e := sendMore(a.fd, a.out[a.off:], false)
+		if e != 0 {
+			return e
+		}
+		if n == 0 {
+			return unix.EAGAIN
+		}
+		a.off += n
+	}
+	a.out, a.off = a.out[:0], 0
+	return 0
+}
+
+func (a *tlsFd) pending() bool { return a.off < len(a.out) }
+
+// Close is a no-op: the transport closes the fd (tlsSock.close); crypto/tls
+// only calls it from Conn.Close, which the transport never calls.
+func (a *tlsFd) Close() error                     { return nil }
+func (a *tlsFd) LocalAddr() net.Addr              { return tlsNoAddr }
+func (a *tlsFd) RemoteAddr() net.Addr             { return tlsNoAddr }
+func (a *tlsFd) SetDeadline(time.Time) error      { return nil }
+func (a *tlsFd) SetReadDeadline(time.Time) error  { return nil }
+func (a *tlsFd) SetWriteDeadline(time.Time) error { return nil }
+
+// newTLSServer makes the server side of a TLS connection on fd
+// (non-blocking, open), handshake not started.
+func newTLSServer(fd int, cfg *tls.Config) *tlsSock {
+	x := &tlsSock{a: tlsFd{fd: fd}}
+	x.c = tls.Server(&x.a, cfg)
+	return x
+}
+
+// tlsErrno maps a crypto/tls read or write error to the errno a transport
+// returns: the socket's own error when it had one, end of stream for a
+// close_notify (or a clean end at a record boundary), EPROTO otherwise (bad
+// record, alert, unexpected end inside a record).
+func (x *tlsSock) tlsErrno(err error) unix.Errno {
+	if x.a.rerr != 0 {
+		return x.a.rerr
+	}
+	if err == io.EOF {
+		return 0
+	}
+	return unix.EPROTO
+}
+
+func (x *tlsSock) rcvBuf(fd int, p []byte) (int, unix.Errno) {
+	if x.a.pending() { // a post-handshake answer (KeyUpdate) waits
+		if e := x.a.flush(); e != 0 && e != unix.EAGAIN {
+			return 0, e
+		}
+	}
+	n := 0
+	for n < len(p) {
+		k, err := x.c.Read(p[n:])
+		n += k
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if n == 0 {
+				return 0, unix.EAGAIN
+			}
+			break // short: the socket is drained, nothing is buffered
+		}
+		if n > 0 && err == io.EOF {
+			x.eof = true // close_notify right behind the data: next call
+			break
+		}
+		if e := x.tlsErrno(err); e != 0 || n == 0 {
+			return 0, e
+		}
+		break
+	}
+	if x.a.pending() {
+		_ = x.a.flush() // an error comes back from the next send
+	}
+	return n, 0
+}
+
+func (x *tlsSock) sndBuf(fd int, p []byte, more bool) (int, unix.Errno) {
+	if e := x.a.flush(); e != 0 {
+		return 0, e
+	}
+	n := min(x.held, len(p))
+	x.held = 0
+	if n < len(p) {
+		if _, err := x.c.Write(p[n:]); err != nil {
+			return n, unix.EPIPE // after close_notify (errShutdown)
+		}
+		n = len(p)
+		switch e := x.a.flush(); e {
+		case 0:
+		case unix.EAGAIN:
+			x.held = 1
+			if n == 1 {
+				return 0, unix.EAGAIN
+			}
+			return n - 1, 0
+		default:
+			return 0, e
+		}
+	}
+	return n, 0
+}
+
+// rcvPending: the end of stream came with the last bytes (crypto/tls reads
+// a close_notify behind the last record): the socket will not signal it
+// again, so the read readiness must stay.
+func (x *tlsSock) rcvPending() bool { return x.eof }
+
+func (x *tlsSock) push(int) {}
+
+func (x *tlsSock) canSplice() bool { return false }
+
+func (x *tlsSock) rcvPipe(int, *Pipe, int) (int, unix.Errno) { return 0, unix.EINVAL }
+
+func (x *tlsSock) sndPipe(int, *Pipe, int, bool) (int, unix.Errno) { return 0, unix.EINVAL }
+
+// shutw queues a close_notify after the last record, then sends the FIN
+// once every record left: EAGAIN means records wait for EPOLLOUT, and the
+// caller calls shutw again when the side can send (the alert is queued
+// once).
+func (x *tlsSock) shutw(fd int) unix.Errno {
+	if !x.shut {
+		x.shut = true
+		_ = x.c.CloseWrite() // into out: cannot fail
+	}
+	if e := x.a.flush(); e != 0 {
+		return e
+	}
+	return shutWrite(fd)
+}
+
+// close sends what the socket takes of the queued records (not on an
+// abort), then closes as a raw socket does.
+func (x *tlsSock) close(fd int, reset bool) {
+	if !reset && x.a.pending() {
+		_ = x.a.flush()
+	}
+	rawSock{}.close(fd, reset)
+	x.a.out, x.a.off = nil, 0
+}
+
+// rcvEvents: a read may need to send first (a KeyUpdate answer queued).
+func (x *tlsSock) rcvEvents() uint32 {
+	ev := uint32(evIn | evRdHup | evErr | evHup)
+	if x.a.pending() {
+		ev |= evOut
+	}
+	return ev
+}
+
+func (x *tlsSock) sndEvents() uint32 { return evOut | evErr | evHup }
+
+// tlsHandshakes runs the TLS handshakes of one loop's connections on at
+// most max helper goroutines at a time; the others wait in FIFO order (a
+// handshake flood cannot take more than max threads from the loops). Each
+// handshake has timeout from the moment it is started here, waiting time
+// included; a slot is released when its handshake ends, whatever the
+// outcome. Loop thread only, except run (the helper goroutine).
+type tlsHandshakes struct {
+	l       *loop.Loop
+	max     int
+	timeout time.Duration
+	active  int
+	waiting []tlsJob
+	// counters (loop thread)
+	started, ok, failed uint64
+}
+
+type tlsJob struct {
+	x    *tlsSock
+	done func(x *tlsSock, err error)
+}
+
+func newTLSHandshakes(l *loop.Loop, max int, timeout time.Duration) *tlsHandshakes {
+	return &tlsHandshakes{l: l, max: max, timeout: timeout}
+}
+
+// start begins x's handshake. done runs later on the loop thread: with nil,
+// x is established and every later use of it is the loop's (register its
+// fd with x as the Side's transport and set evIn: crypto/tls may have read
+// past the handshake); with an error, x's fd is closed already (an RST).
+func (h *tlsHandshakes) start(x *tlsSock, done func(x *tlsSock, err error)) {
+	x.a.deadline = time.Now().Add(h.timeout)
+	if h.active >= h.max {
+		h.waiting = append(h.waiting, tlsJob{x, done})
+		return
+	}
+	h.launch(tlsJob{x, done})
+}
+
+func (h *tlsHandshakes) launch(j tlsJob) {
+	h.active++
+	h.started++
+	go h.run(j)
+}
+
+// run is the helper goroutine: the handshake, then the hand-over.
+func (h *tlsHandshakes) run(j tlsJob) {
+	err := j.x.c.Handshake()
+	if err == nil {
+		j.x.a.loop = true
+	}
+	if !h.l.Exec(func(*loop.Loop) { h.finish(j, err) }) {
+		// The loop has stopped: nobody owns the connection any more.
+		rawSock{}.close(j.x.a.fd, true)
+	}
+}
+
+// finish releases the slot, starts the next waiting handshake and tells
+// the owner.
+func (h *tlsHandshakes) finish(j tlsJob, err error) {
+	h.active--
+	if len(h.waiting) > 0 {
+		next := h.waiting[0]
+		h.waiting[0] = tlsJob{}
+		h.waiting = h.waiting[1:]
+		h.launch(next)
+	}
+	if err != nil {
+		h.failed++
+		rawSock{}.close(j.x.a.fd, true)
+	} else {
+		h.ok++
+	}
+	j.done(j.x, err)
+}
