@@ -18,8 +18,15 @@
 //     receive, send (with the MSG_MORE hint and its push), splice in and
 //     out when the transport allows it, shutdown, close with a FIN or an
 //     RST, and which readiness the next receive or send needs. rawSock is
-//     the plain socket; TLS is a second implementation, and nothing above
-//     the transport knows which one it has.
+//     the plain socket; tlsSock (xprt_tls.go) is the TLS one, and nothing
+//     above the transport knows which one it has. tlsSock is a building
+//     block not wired to binds yet: its handshake runs on a bounded pool of
+//     helper goroutines per loop (tlsHandshakes) that hands the connection
+//     back with Exec; established, its records are read and written on the
+//     loop thread only, through a buffer that never fails a write (see the
+//     comment at the top of xprt_tls.go). A transport may hold what the
+//     next receive returns (rcvPending: TLS read a close_notify with the
+//     last record), and then Side.shortRead keeps the read readiness.
 //   - Side (side.go): one connection fd, owned from open to close, with
 //     its tasklet and its transport. Side.close is the one teardown, in
 //     one order: unqueue the tasklet, forget the fd in the loop (close(2)

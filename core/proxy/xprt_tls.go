@@ -44,6 +44,17 @@ import (
 // bytes" is exactly "records wait for the socket", and a direction's end
 // (shutw) comes only after its records left.
 //
+// Every caller of sndBuf must call again with p[n:] after a short write
+// (the mover does, and so does write(2)'s every user): the held byte is
+// taken from there. out keeps its capacity for the connection's life (one
+// write's records, about a buffer: no allocation per record); a later step
+// may pool it between writes.
+//
+// A handshake goroutine blocks in poll(2) on the fd (one OS thread each,
+// at most max per loop), never past its deadline: the handshake timeout,
+// counted from start, waiting in the queue included. When the loop has
+// stopped by the time a handshake ends, the goroutine closes the fd.
+//
 // Buffered plaintext: crypto/tls may hold decrypted bytes, or whole
 // records, that the socket no longer signals. rcvBuf therefore reads until
 // p is full or crypto/tls asked the socket for more and got EAGAIN: a
