@@ -400,3 +400,52 @@ func TestTLSTransportAllocations(t *testing.T) {
 		})
 	}
 }
+
+// TestTLSBackpressureHoldsRecords: a TLS client that does not read while
+// 8 MiB come its way. Records wait in the transport's queue, bounded by one
+// write, and the mover keeps the held byte (so it stops reading the raw
+// side); once the client reads, every byte arrives, then the close_notify.
+func TestTLSBackpressureHoldsRecords(t *testing.T) {
+	size := int64(8 << 20)
+	e := newEnv(t, defaultTuning())
+	h := newTLSHandshakes(e.l, 1, 10*time.Second)
+	r, ca, cb := newTLSMoverRig(t, e, h, tls.VersionTLS13)
+	ca.SetDeadline(time.Now().Add(60 * time.Second))
+	cb.SetDeadline(time.Now().Add(60 * time.Second))
+	if err := ca.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan transfer, 1)
+	go func() {
+		var res transfer
+		res.sent, res.err = stream(cb, 3, size)
+		cb.CloseWrite()
+		sent <- res
+	}()
+	var queued, held int
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		e.do(func() {
+			x := r.a.xp.(*tlsSock)
+			queued, held = len(x.a.out)-x.a.off, x.held
+		})
+		return held == 1 && queued > 0
+	}, "records queued behind a client that does not read")
+	if max := defaultTuning().Bufsize + 1024; queued > max {
+		t.Errorf("%d bytes of records queued, want at most one write's (%d)", queued, max)
+	}
+	got, n, err := drain(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := awaitTransfer(t, sent)
+	sameBytes(t, "raw->tls", size, n, got, res.sent)
+	if err := ca.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("rig did not close")
+	}
+	e.waitIdle()
+}
