@@ -312,6 +312,7 @@ type tlsHandshakes struct {
 	timeout time.Duration
 	active  int
 	waiting []tlsJob
+	stopped bool
 	// counters (loop thread)
 	started, ok, failed uint64
 }
@@ -356,10 +357,28 @@ func (h *tlsHandshakes) run(j tlsJob) {
 	}
 }
 
+// stop ends the pool with its owner (the worker's CloseAll, once wired):
+// the waiting handshakes' fds are closed now, the running ones' when their
+// handshake ends (at the latest at its deadline: a helper goroutine cannot
+// be interrupted in poll(2), and closing an fd under it would let the
+// number be reused), and no done runs any more. Loop thread.
+func (h *tlsHandshakes) stop() {
+	h.stopped = true
+	for i, j := range h.waiting {
+		rawSock{}.close(j.x.a.fd, true)
+		h.waiting[i] = tlsJob{}
+	}
+	h.waiting = h.waiting[:0]
+}
+
 // finish releases the slot, starts the next waiting handshake and tells
 // the owner.
 func (h *tlsHandshakes) finish(j tlsJob, err error) {
 	h.active--
+	if h.stopped {
+		rawSock{}.close(j.x.a.fd, true)
+		return
+	}
 	if len(h.waiting) > 0 {
 		next := h.waiting[0]
 		h.waiting[0] = tlsJob{}

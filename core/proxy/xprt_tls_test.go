@@ -449,3 +449,33 @@ func TestTLSBackpressureHoldsRecords(t *testing.T) {
 	}
 	e.waitIdle()
 }
+
+// TestTLSHandshakesStop: stopping the pool closes the waiting handshakes'
+// fds at once and a running one's when it ends, without telling the owner.
+func TestTLSHandshakesStop(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	h := newTLSHandshakes(e.l, 1, 30*time.Second)
+	srv, _ := tlsPair(t, tls.VersionTLS13)
+	told := 0
+	done := func(*tlsSock, error) { told++ }
+	running := tlsAccept(e, h, srv, nil, done)
+	waiting := tlsAccept(e, h, srv, nil, done)
+	if active, n, _, _ := hsState(e, h); active != 1 || n != 1 {
+		t.Fatalf("%d active, %d waiting", active, n)
+	}
+	e.do(h.stop)
+	waiting.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, waiting); err != nil && isTimeout(err) {
+		t.Fatal("the waiting handshake's fd stays open")
+	}
+	running.Close() // its handshake fails now
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		active, n, _, _ := hsState(e, h)
+		return active == 0 && n == 0
+	}, "the running handshake ends")
+	e.do(func() {
+		if told != 0 {
+			t.Errorf("done ran %d times after stop", told)
+		}
+	})
+}
