@@ -1,34 +1,11 @@
 package config
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
 )
-
-func fuzzSeedCert(f *testing.F) (certPEM, keyPEM string) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		f.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "a.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"a.test"}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		f.Fatal(err)
-	}
-	k8, _ := x509.MarshalPKCS8PrivateKey(key)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: k8}))
-}
 
 // FuzzParseCertificate: whatever the cert_pem and key_pem of an upload,
 // ParseCertificate does not panic, refuses with a *ValidationError
@@ -36,7 +13,7 @@ func fuzzSeedCert(f *testing.F) (certPEM, keyPEM string) {
 // message; what it accepts parses again from its own bundle to the same
 // metadata.
 func FuzzParseCertificate(f *testing.F) {
-	c, k := fuzzSeedCert(f)
+	c, k := testCertPEM(f, "a.test")
 	f.Add(c, k)
 	f.Add(c+c, k)
 	f.Add(k, c)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 )
 
 // CertsDir is the directory of the state directory that holds the
@@ -18,9 +20,8 @@ import (
 // in a 0700 directory, written atomically (WriteFileAtomic) before the
 // revision that refers to it. Files are never rewritten with other content
 // (the name is the chain's hash, the key is determined by the leaf) and
-// never removed by a write, so restoring any kept revision finds its
-// certificates. A file no kept revision refers to any more may be removed;
-// no garbage collection does it yet.
+// removed while the current config or a kept revision refers to it, so
+// restoring any kept revision finds its certificates (pruneCertificates).
 const CertsDir = "certs"
 
 func (s *Store) certsDir() string { return filepath.Join(s.dir, CertsDir) }
@@ -114,4 +115,77 @@ func (s *Store) checkCertificateFiles(cur, next *Config, bundles map[string][]by
 		}
 	}
 	return p.err()
+}
+
+// revisionCertificates is the part of a revision file pruneCertificates
+// reads: the chains it refers to.
+type revisionCertificates struct {
+	Config struct {
+		Certificates []struct {
+			ChainSHA256 string `json:"chain_sha256"`
+		} `json:"certificates"`
+	} `json:"config"`
+}
+
+// pruneCertificates removes the files of certs/ that neither the current
+// config nor any kept revision refers to (the keys of replaced or deleted
+// certificates do not stay on disk longer than the history that can restore
+// them), and temporary files a crashed write left there. It runs under the
+// store's lock, at Open and after a write that replaced or deleted a
+// certificate: a file only a pruned revision referred to goes at the next
+// such write or start. A revision that cannot be read keeps every file
+// (nothing is removed), and failures are logged, never returned: the write
+// that triggered it is committed.
+func (s *Store) pruneCertificates(cur *Config) {
+	dir := s.certsDir()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	s.removeTemps(dir, ".")
+	keep := map[string]bool{}
+	for i := range cur.Certificates {
+		keep[cur.Certificates[i].ChainSHA256] = true
+	}
+	names, err := s.revisionNames()
+	if err != nil {
+		s.log.Warn("certificate files not pruned: revisions unreadable", "err", err)
+		return
+	}
+	for _, n := range names {
+		data, err := readFileNoFollow(filepath.Join(s.revDir(), n))
+		var rc revisionCertificates
+		if err == nil {
+			err = json.Unmarshal(data, &rc)
+		}
+		if err != nil {
+			s.log.Warn("certificate files not pruned: a revision is unreadable", "file", n, "err", err)
+			return
+		}
+		for _, c := range rc.Config.Certificates {
+			keep[c.ChainSHA256] = true
+		}
+	}
+	for _, e := range ents {
+		sum, ok := strings.CutSuffix(e.Name(), ".pem")
+		if !ok || !isHexSHA256(sum) || keep[sum] || !e.Type().IsRegular() {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("removing an unreferenced certificate file failed", "file", e.Name(), "err", err)
+			continue
+		}
+		s.log.Info("removed a certificate file no revision refers to", "chain_sha256", sum)
+	}
+}
+
+// certificatesDropped reports whether plan replaces or deletes a
+// certificate, leaving a file that may no longer be referenced.
+func certificatesDropped(plan Plan) bool {
+	for _, it := range plan.Items {
+		if strings.HasPrefix(it.Object, "certificate/") && it.Op != OpCreate {
+			return true
+		}
+	}
+	return false
 }

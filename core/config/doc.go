@@ -96,8 +96,11 @@
 // the file certs/<chain_sha256>.pem of the state directory (0600, directory
 // 0700), written atomically by Update (UpdateOptions.Certificates) before
 // the revision that refers to it, never rewritten with other content and
-// never removed by a write, so every kept revision can be restored with its
-// certificates (garbage collection of unreferenced files is not done yet).
+// kept while the current config or any kept revision refers to it, so every
+// kept revision can be restored with its certificates. Files nothing refers
+// to any more are removed at Open and after a write that replaces or
+// deletes a certificate (pruneCertificates), so an old key does not outlive
+// the history that can bring it back by more than one such write.
 // Update refuses a certificate that is new or changed and whose file is
 // missing (unknown_reference) or yields other metadata (invalid).
 // CertificateUsers is the one place references are found (none until binds

@@ -164,6 +164,7 @@ func Open(dir, bootstrap string, log *slog.Logger) (*Store, error) {
 		if err := s.ensureRevision(c); err != nil {
 			return nil, err
 		}
+		s.pruneCertificates(c)
 		s.log.Info("config resumed", "generation", c.Generation, "frontends", len(c.Frontends), "backends", len(c.Backends))
 		return s, nil
 	case !errors.Is(err, fs.ErrNotExist):
@@ -330,6 +331,9 @@ func (s *Store) Update(ctx context.Context, mutate func(c *Config) error, o Upda
 	}
 	s.cur.Store(next)
 	s.pruneRevisions()
+	if certificatesDropped(plan) {
+		s.pruneCertificates(next)
+	}
 	log.Info("config updated", "plan", plan.Summary())
 	return &Result{Generation: next.Generation, Plan: plan, Config: next}, nil
 }
