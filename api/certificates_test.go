@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spliced-proxy/spliced/api/tokens"
 	"github.com/spliced-proxy/spliced/core/config"
 )
 
@@ -304,4 +305,36 @@ func TestCertificateExpiryWarning(t *testing.T) {
 	if h.Status != "ready" || len(h.Warnings) != 1 || !strings.Contains(h.Warnings[0], `certificate "soon" expires`) {
 		t.Fatalf("readyz: %+v", h)
 	}
+}
+
+// TestCertificateRolesAndLogs: only an admin uploads; a viewer reads the
+// metadata; the server log of accepted and refused uploads holds no key.
+func TestCertificateRolesAndLogs(t *testing.T) {
+	f := newSecFixture(t, true, Options{})
+	now := time.Now()
+	c := makeCert(t, "www.test", now.Add(-time.Hour), now.Add(48*time.Hour), nil, false)
+	other := makeCert(t, "other.test", now.Add(-time.Hour), now.Add(48*time.Hour), nil, false)
+	body := upload("site", c.certPEM, c.keyPEM)
+	for _, r := range []tokens.Role{tokens.Viewer, tokens.Operator} {
+		if w := f.do(req{method: "POST", path: "/api/v1/certificates", body: body, token: f.secrets[r]}); w.Code != 403 {
+			t.Fatalf("%s POST: %d", r, w.Code)
+		}
+	}
+	if w := f.do(req{method: "POST", path: "/api/v1/certificates", body: upload("site", c.certPEM, other.keyPEM), token: f.secrets[tokens.Admin]}); w.Code != 422 {
+		t.Fatalf("admin POST of a mismatched key: %d", w.Code)
+	}
+	if w := f.do(req{method: "POST", path: "/api/v1/certificates", body: body, token: f.secrets[tokens.Admin]}); w.Code != 201 {
+		t.Fatalf("admin POST: %d %s", w.Code, w.Body.String())
+	}
+	w := f.do(req{method: "GET", path: "/api/v1/certificates/site", token: f.secrets[tokens.Viewer]})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"subject":"CN=www.test"`) {
+		t.Fatalf("viewer GET: %d %s", w.Code, w.Body.String())
+	}
+	if w := f.do(req{method: "DELETE", path: "/api/v1/certificates/site", token: f.secrets[tokens.Operator]}); w.Code != 403 {
+		t.Fatalf("operator DELETE: %d", w.Code)
+	}
+	if !strings.Contains(f.logs.String(), "config updated") {
+		t.Fatalf("the log shows no write:\n%s", f.logs.String())
+	}
+	assertNoKey(t, "the server log", f.logs.String(), c, other)
 }
