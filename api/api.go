@@ -58,6 +58,9 @@ type Options struct {
 	// AuditCopy, when set, gets a copy of every audit entry (one JSON
 	// document per Write), e.g. a log/syslog writer.
 	AuditCopy io.Writer
+	// TCPULPPath is the kernel's TCP ULP list /api/v1/info reads for its
+	// "ktls" field; "" means core.TCPULPPath (tests point it at a file).
+	TCPULPPath string
 }
 
 // MaxBodyBytes bounds every request body (413 beyond).
@@ -93,6 +96,7 @@ type server struct {
 	docSize docSize // of the current document, for PUT /config's body limit
 	c       collections
 	obs     *observer // stats, metrics, events, audit (stats.go)
+	ulpPath string    // core.KTLSSupport's file, for /api/v1/info
 }
 
 // New returns the admin HTTP handler: the REST API under /api/v1, /healthz,
@@ -101,7 +105,10 @@ func New(o Options) http.Handler {
 	s := &server{
 		store: o.Store, core: o.Core, env: o.Env, version: o.Version,
 		dir: o.StateDir, addr: o.AdminAddr, log: o.Logger, started: o.Started,
-		spec: openapi.JSON(), c: newCollections(),
+		spec: openapi.JSON(), c: newCollections(), ulpPath: o.TCPULPPath,
+	}
+	if s.ulpPath == "" {
+		s.ulpPath = core.TCPULPPath
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spliced-proxy/spliced/api/tokens"
+	"github.com/spliced-proxy/spliced/core"
 )
 
 // Info describes the running spliced.
@@ -34,6 +35,10 @@ type Info struct {
 	Role string `json:"role" example:"admin" enums:"viewer,operator,admin"`
 	// Auth is true when tokens exist (Authorization: Bearer is required).
 	Auth bool `json:"auth" example:"false"`
+	// KTLS says whether the kernel could run kTLS (its TCP ULP list names
+	// "tls"): "available", "unavailable: no tls ULP" or "unknown: <why>"
+	// when the list cannot be read. spliced has no kTLS transport yet.
+	KTLS string `json:"ktls" example:"unavailable: no tls ULP"`
 }
 
 // info godoc
@@ -59,6 +64,7 @@ func (s *server) info(w http.ResponseWriter, r *http.Request) error {
 		Generation: c.Generation, RunningGeneration: rt.Generation,
 		StateDir: dir, AdminAddr: s.addr, GoVersion: runtime.Version(),
 		Role: role, Auth: authRequired(r.Context()),
+		KTLS: core.KTLSSupport(s.ulpPath),
 	})
 }
 
