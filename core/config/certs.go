@@ -69,6 +69,19 @@ var noValidityCheck = time.Time{}
 // minRSABits is the smallest RSA key accepted (NIST SP 800-131A: 2048).
 const minRSABits = 2048
 
+// maxRSABits is the largest RSA key accepted, in any certificate of the
+// chain as in key_pem (crypto/tls refuses larger server keys by default,
+// GODEBUG tlsmaxrsasize): the cost of one RSA operation grows with the
+// square of the modulus or worse, and a chain holding a multi-megabit
+// modulus (and a signature as long) fits the body limit and would cost a
+// minute of CPU to check. Sizes are checked before any signature or key.
+const maxRSABits = 8192
+
+// maxKeyDER bounds the DER of key_pem, checked before it is parsed (parsing
+// an RSA key validates it, at a cost that grows with its size): a PKCS #8
+// RSA key of maxRSABits takes about 4.8 KB.
+const maxKeyDER = 16 << 10
+
 // ParseCertificate checks an upload (cert_pem: the leaf first, then each
 // certificate that signed the previous one; key_pem: the leaf's private
 // key) at time now, and returns its metadata (named name) and the bundle
@@ -90,7 +103,7 @@ func ParseCertificate(name, certPEM, keyPEM string, now time.Time) (Certificate,
 		p.add("/key_pem", CodeKeyMismatch, "the private key does not belong to the first certificate of cert_pem")
 	}
 	if kt, ok := keyType(leaf.PublicKey); !ok {
-		p.add("/cert_pem", CodeUnsupportedKey, "the first certificate's key is "+kt+"; supported: RSA of 2048 bits or more, ECDSA P-256 or P-384, Ed25519")
+		p.add("/cert_pem", CodeUnsupportedKey, "the first certificate's key is "+kt+"; supported: RSA of 2048 to 8192 bits, ECDSA P-256 or P-384, Ed25519")
 	}
 	for i, c := range chain {
 		if now.IsZero() {
@@ -169,6 +182,11 @@ func parseChain(p *problems, data []byte) []*x509.Certificate {
 			p.addf("/cert_pem", CodeBadPEM, "certificate %d does not parse: %v", len(chain), err)
 			return nil
 		}
+		if k, ok := c.PublicKey.(*rsa.PublicKey); ok && k.N.BitLen() > maxRSABits {
+			p.addf("/cert_pem", CodeUnsupportedKey, "certificate %d (%s) has an RSA key of %d bits; at most %d are accepted",
+				len(chain), truncateString(c.Subject.String(), 200), k.N.BitLen(), maxRSABits)
+			return nil
+		}
 		chain = append(chain, c)
 	}
 	return chain
@@ -188,6 +206,9 @@ func parseKey(p *problems, data []byte) any {
 		return nil
 	case b.Headers["Proc-Type"] != "" || b.Type == "ENCRYPTED PRIVATE KEY":
 		p.add("/key_pem", CodeUnsupportedKey, "encrypted private keys are not supported")
+		return nil
+	case len(b.Bytes) > maxKeyDER:
+		p.addf("/key_pem", CodeUnsupportedKey, "the private key takes %d bytes; supported keys (RSA of at most %d bits) take less than %d", len(b.Bytes), maxRSABits, maxKeyDER)
 		return nil
 	}
 	var key any
@@ -211,7 +232,7 @@ func parseKey(p *problems, data []byte) any {
 	switch k := key.(type) {
 	case *rsa.PrivateKey, *ecdsa.PrivateKey, ed25519.PrivateKey:
 		if _, ok := keyType(publicOf(k)); !ok {
-			p.add("/key_pem", CodeUnsupportedKey, "supported keys: RSA of 2048 bits or more, ECDSA P-256 or P-384, Ed25519")
+			p.add("/key_pem", CodeUnsupportedKey, "supported keys: RSA of 2048 to 8192 bits, ECDSA P-256 or P-384, Ed25519")
 			return nil
 		}
 		return k
@@ -245,7 +266,7 @@ func publicKeyMatches(pub, key any) bool {
 func keyType(pub any) (string, bool) {
 	switch k := pub.(type) {
 	case *rsa.PublicKey:
-		return "rsa-" + strconv.Itoa(k.N.BitLen()), k.N.BitLen() >= minRSABits
+		return "rsa-" + strconv.Itoa(k.N.BitLen()), k.N.BitLen() >= minRSABits && k.N.BitLen() <= maxRSABits
 	case *ecdsa.PublicKey:
 		switch k.Curve {
 		case elliptic.P256():
