@@ -11,6 +11,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +91,50 @@ func TestCertificateRefusesOversizedKeyBeforeParsing(t *testing.T) {
 	var ve *ValidationError
 	if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Field != "/key_pem" || ve.Errors[0].Code != CodeUnsupportedKey {
 		t.Fatalf("want one unsupported_key on /key_pem, got %v", err)
+	}
+}
+
+// TestOpenRefusesCertificateKeysOthersCanRead: the files of certs/ hold
+// private keys; a start with them (or the directory) reachable by other
+// users is refused, as for tokens.json.
+func TestOpenRefusesCertificateKeysOthersCanRead(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, "")
+	cp, kp := testCertPEM(t, "site")
+	meta, bundle, err := ParseCertificate("site", cp, kp, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(t.Context(), func(c *Config) error {
+		c.Certificates = append(c.Certificates, meta)
+		return nil
+	}, UpdateOptions{Certificates: map[string][]byte{meta.ChainSHA256: bundle}}); err != nil {
+		t.Fatal(err)
+	}
+	certs := filepath.Join(dir, CertsDir)
+	file := filepath.Join(certs, meta.ChainSHA256+".pem")
+	for _, tc := range []struct {
+		path string
+		mode os.FileMode
+		want string
+	}{
+		{file, 0o644, "chmod 600"},
+		{certs, 0o755, "chmod 700"},
+	} {
+		if err := os.Chmod(tc.path, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(dir, "", nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s at %o: want a refusal naming %q, got %v", tc.path, tc.mode, tc.want, err)
+		}
+	}
+	if err := os.Chmod(certs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, "", nil); err != nil {
+		t.Fatal(err)
 	}
 }

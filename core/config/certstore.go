@@ -22,6 +22,7 @@ import (
 // (the name is the chain's hash, the key is determined by the leaf) and
 // removed while the current config or a kept revision refers to it, so
 // restoring any kept revision finds its certificates (pruneCertificates).
+// Open refuses a certs/ that other users can reach (checkCertsAccess).
 const CertsDir = "certs"
 
 func (s *Store) certsDir() string { return filepath.Join(s.dir, CertsDir) }
@@ -53,6 +54,43 @@ func (s *Store) saveCertificates(next *Config, bundles map[string][]byte) error 
 		}
 		if err := s.writeFile(dir, certFileName(sum), b, nil); err != nil {
 			return s.storageFailed(err)
+		}
+	}
+	return nil
+}
+
+// checkCertsAccess refuses to open a state directory whose certs/ (or a
+// file in it) other users can reach: the files hold private keys, written
+// 0600 in a 0700 directory; a mode changed since (a restore from backup, a
+// chmod -R) would leave them readable while spliced keeps serving, so the
+// start is refused, naming the fix, as for tokens.json.
+func (s *Store) checkCertsAccess() error {
+	dir := s.certsDir()
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("config store: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("config store: %s must be a directory, not a symbolic link or a file (remove it)", dir)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("config store: %s holds private keys and is accessible to other users (mode %04o): fix it with `chmod 700 %s`", dir, fi.Mode().Perm(), dir)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("config store: %w", err)
+	}
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			path := filepath.Join(dir, e.Name())
+			return fmt.Errorf("config store: %s holds a private key and is accessible to other users (mode %04o): fix it with `chmod 600 %s`", path, fi.Mode().Perm(), path)
 		}
 	}
 	return nil

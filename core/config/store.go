@@ -150,6 +150,9 @@ func Open(dir, bootstrap string, log *slog.Logger) (*Store, error) {
 	}
 	s.removeTemps(s.dir, "."+ConfigFile+tmpMarker)
 	s.removeTemps(s.revDir(), ".")
+	if err := s.checkCertsAccess(); err != nil {
+		return nil, err
+	}
 
 	path := s.configPath()
 	data, err := readFileNoFollow(path)
