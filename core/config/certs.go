@@ -152,8 +152,11 @@ func ParseCertificate(name, certPEM, keyPEM string, now time.Time) (Certificate,
 	return meta, bundle.Bytes(), nil
 }
 
-// parseChain decodes every CERTIFICATE block of data; anything else than
-// blocks and white space is refused.
+// parseChain decodes every CERTIFICATE block of data. Text before a block
+// (openssl's "Bag Attributes" or "subject=" lines) is skipped by
+// pem.Decode, as tls.X509KeyPair does, and never stored (the bundle is
+// re-encoded from the parsed blocks); text after the last block, and any
+// block of another type, is refused.
 func parseChain(p *problems, data []byte) []*x509.Certificate {
 	var chain []*x509.Certificate
 	rest := bytes.TrimSpace(data)
