@@ -263,9 +263,11 @@ func TestReadmeEveryShellBlock(t *testing.T) {
 	}
 	in := startSpliced(t, "")
 	bin := buildBinary(t)
-	// The README's example ports: 8080 and 8090 are binds (replaced by
-	// free ports); 8081, 8082 and 8091 are origins that need not exist.
+	// The README's example ports: 8080, 8090 and 8443 are binds (replaced
+	// by free ports); 8081, 8082, 8091, 8444 and 8445 are origins that
+	// need not exist.
 	bindPort, httpPort := fmt.Sprint(testutil.FreePort(t)), fmt.Sprint(testutil.FreePort(t))
+	sniPort := fmt.Sprint(testutil.FreePort(t)) // the SNI router's bind (8443; 8444 and 8445 need not exist)
 	command := regexp.MustCompile(`(^|\$\(|\s)spliced `)
 	blocks := readmeShellBlocks(t)
 	if len(blocks) < 5 {
@@ -280,6 +282,8 @@ func TestReadmeEveryShellBlock(t *testing.T) {
 			`"port":8080`, `"port":`+bindPort,
 			`"port":8090`, `"port":`+httpPort,
 			"127.0.0.1:8090", "127.0.0.1:"+httpPort,
+			`"port":8443`, `"port":`+sniPort,
+			":8443", ":"+sniPort,
 			"/var/lib/spliced", in.StateDir,
 		).Replace(block)
 		script = command.ReplaceAllString(script, "${1}"+bin+" ")

@@ -29,6 +29,7 @@ const (
 	DefaultQueueMs         = 5000    // a request waits 5 s at most for a server slot (server maxconn): a spike is absorbed, a lasting overload answers 503 fast
 	DefaultTunnelMs        = 3600000 // 1 h of silence on a tcp tunnel or WebSocket: long-lived idle sessions (SSH, database pools) survive, dead peers are reaped
 	DefaultHTTPRequestMs   = 10000   // 10 s to send a whole request head (HAProxy's usual timeout http-request): slowloris defence
+	DefaultHandshakeMs     = 5000    // 5 s for a TLS client to send its ClientHello (SNI routing): a real client sends it at once, a silent one frees its fd
 	DefaultHTTPKeepAliveMs = 10000   // an idle keep-alive connection waits 10 s for its next request: browsers reuse within seconds, idle fds go
 	// Health checks (HAProxy's inter 2000, rise 2, fall 3).
 	DefaultCheckIntervalMs = 2000 // a probe every 2 s per server: a dead server is noticed in seconds at a negligible cost
@@ -97,6 +98,9 @@ func (f *Frontend) Normalize() {
 	}
 	def(&f.Timeouts.ClientMs, DefaultClientMs)
 	def(&f.Timeouts.TunnelMs, DefaultTunnelMs)
+	if f.Mode == ModeTCP && len(f.Routes) > 0 {
+		def(&f.Timeouts.HandshakeMs, DefaultHandshakeMs)
+	}
 	if f.Mode == ModeHTTP {
 		def(&f.Timeouts.HTTPRequestMs, DefaultHTTPRequestMs)
 		def(&f.Timeouts.HTTPKeepAliveMs, DefaultHTTPKeepAliveMs)

@@ -15,3 +15,15 @@ func TestNormalizeFillsBindBacklog(t *testing.T) {
 		t.Errorf("backlog 100 normalized to %d", got)
 	}
 }
+
+func TestHandshakeMsDefaultsOnlyForSNIRouting(t *testing.T) {
+	plain := Frontend{Name: "a", Mode: ModeTCP}
+	plain.Normalize()
+	routed := Frontend{Name: "b", Mode: ModeTCP, Routes: []Route{{SNI: "a.example.com", Backend: "x"}}}
+	routed.Normalize()
+	set := Frontend{Name: "c", Mode: ModeTCP, Routes: []Route{{SNI: "a.example.com", Backend: "x"}}, Timeouts: FrontendTimeouts{HandshakeMs: 100}}
+	set.Normalize()
+	if plain.Timeouts.HandshakeMs != 0 || routed.Timeouts.HandshakeMs != DefaultHandshakeMs || set.Timeouts.HandshakeMs != 100 {
+		t.Fatalf("handshake_ms: plain %d, routed %d, set %d", plain.Timeouts.HandshakeMs, routed.Timeouts.HandshakeMs, set.Timeouts.HandshakeMs)
+	}
+}

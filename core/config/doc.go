@@ -61,9 +61,10 @@
 //     unique in the document, bind names within their frontend, server names
 //     within their backend.
 //   - default_backend and route backends name an existing backend of the
-//     same mode as the frontend. Routes exist only in http mode; a route host
-//     is a host name, an IP literal or "*.suffix"; path_prefix starts with
-//     "/"; method is an HTTP token. A frontend without default_backend and
+//     same mode as the frontend. An http route host is a host name, an IP
+//     literal or "*.suffix"; path_prefix starts with "/"; method is an HTTP
+//     token; sni is refused. A tcp route has sni only (required): a
+//     lower-case host name or "*." followed by one, once per frontend. A frontend without default_backend and
 //     routes is valid (built up step by step); it refuses connections.
 //   - A bind address is an IP literal or "*" (all IPv4 addresses, 0.0.0.0);
 //     no two binds anywhere share address:port, and the unspecified address

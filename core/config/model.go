@@ -95,6 +95,10 @@ type FrontendTimeouts struct {
 	HTTPRequestMs   int `json:"http_request_ms" validate:"gte=0,lte=86400000"`
 	HTTPKeepAliveMs int `json:"http_keep_alive_ms" validate:"gte=0,lte=86400000"`
 	TunnelMs        int `json:"tunnel_ms" validate:"gte=0,lte=86400000"`
+	// HandshakeMs bounds how long a tcp frontend with SNI routes waits for
+	// the client's whole ClientHello before it closes the connection
+	// (HAProxy's tcp-request inspect-delay). Defaulted only there.
+	HandshakeMs int `json:"handshake_ms" validate:"gte=0,lte=86400000"`
 }
 
 // FrontendHTTPOpts are the http-mode options of a frontend.
@@ -119,8 +123,14 @@ type Bind struct {
 	Threads []int `json:"threads,omitempty" validate:"dive,gte=0,lte=1023"`
 }
 
-// Route sends matching http requests to a backend; the first match wins.
+// Route sends matching http requests (host, path_prefix, method) or tcp
+// connections (sni) to a backend; the first match wins.
 type Route struct {
+	// SNI (tcp mode only, and then required) matches the server name of
+	// the client's TLS ClientHello: an exact lower-case host name, or
+	// "*.suffix" matching one or more labels before ".suffix" (not the
+	// suffix itself). The connection is forwarded without terminating TLS.
+	SNI  string `json:"sni,omitempty"`
 	Host string `json:"host,omitempty"`
 	// PathPrefix matches the start of the request path after normalisation:
 	// percent-encoded unreserved characters decoded (%2e is a dot), then

@@ -367,11 +367,14 @@ func (v *validation) frontends() {
 		if f.DefaultBackend != "" {
 			v.backendRef(fp+"/default_backend", f.Mode, f.DefaultBackend)
 		}
-		if len(f.Routes) > 0 && f.Mode == ModeTCP {
-			v.p.addf(fp+"/routes", CodeModeMismatch, "routes need mode http; frontend mode is %q", f.Mode)
-		}
+		snis := map[string]string{}
 		for j := range f.Routes {
-			v.route(fp+"/routes/"+strconv.Itoa(j), f.Mode, &f.Routes[j])
+			rp := fp + "/routes/" + strconv.Itoa(j)
+			if f.Mode == ModeTCP {
+				v.sniRoute(rp, &f.Routes[j], snis)
+				continue
+			}
+			v.route(rp, f.Mode, &f.Routes[j])
 		}
 
 		bnames := uniqueNames{}
@@ -448,7 +451,42 @@ func (v *validation) backendRef(ptr, mode, name string) {
 
 func validMode(m string) bool { return m == ModeTCP || m == ModeHTTP }
 
+// sniRoute checks a tcp frontend's route: sni only (an exact lower-case
+// host name or "*." + one), once per frontend, to a tcp backend.
+func (v *validation) sniRoute(rp string, r *Route, seen map[string]string) {
+	for _, f := range [...]struct{ name, val string }{{"host", r.Host}, {"path_prefix", r.PathPrefix}, {"method", r.Method}} {
+		if f.val != "" {
+			v.p.addf(rp+"/"+f.name, CodeModeMismatch, "%s needs mode http; a tcp frontend routes on sni", f.name)
+		}
+	}
+	switch {
+	case r.SNI == "":
+		v.p.add(rp+"/sni", CodeRequired, "a tcp frontend's route needs sni")
+	case !ValidSNI(r.SNI):
+		v.p.addf(rp+"/sni", CodeFormat, "sni %q must be a lower-case host name or \"*.\" followed by one", r.SNI)
+	default:
+		if prev, dup := seen[r.SNI]; dup {
+			v.p.addf(rp+"/sni", CodeDuplicate, "sni %q is already routed by %s", r.SNI, prev)
+		} else {
+			seen[r.SNI] = rp
+		}
+	}
+	if r.Backend != "" {
+		v.backendRef(rp+"/backend", ModeTCP, r.Backend)
+	}
+}
+
+// ValidSNI reports whether s is an SNI route: a lower-case host name or
+// "*." followed by one.
+func ValidSNI(s string) bool {
+	s = strings.TrimPrefix(s, "*.")
+	return ValidHostName(s) && strings.ToLower(s) == s
+}
+
 func (v *validation) route(rp, mode string, r *Route) {
+	if r.SNI != "" {
+		v.p.add(rp+"/sni", CodeModeMismatch, "sni routes need mode tcp; an http frontend routes on host")
+	}
 	if r.Host != "" && !validRouteHost(r.Host) {
 		v.p.addf(rp+"/host", CodeFormat, "route host %q must be a host name, an IP literal or \"*.suffix\"", r.Host)
 	}

@@ -99,8 +99,34 @@ func TestValidate(t *testing.T) {
 			want: []want{{"/frontends/1/default_backend", CodeModeMismatch}}},
 		{name: "http frontend to tcp backend", mutate: func(c *Config) { c.Frontends[0].DefaultBackend = "db" },
 			want: []want{{"/frontends/0/default_backend", CodeModeMismatch}}},
-		{name: "routes in tcp mode", mutate: func(c *Config) { c.Frontends[1].Routes = []Route{{Backend: "db"}} },
-			want: []want{{"/frontends/1/routes", CodeModeMismatch}}},
+		{name: "sni routes in tcp mode pass", mutate: func(c *Config) {
+			c.Frontends[1].Routes = []Route{{SNI: "a.example.com", Backend: "db"}, {SNI: "*.example.com", Backend: "db"}}
+		}},
+		{name: "tcp route without sni", mutate: func(c *Config) { c.Frontends[1].Routes = []Route{{Backend: "db"}} },
+			want: []want{{"/frontends/1/routes/0/sni", CodeRequired}}},
+		{name: "tcp route with host", mutate: func(c *Config) {
+			c.Frontends[1].Routes = []Route{{SNI: "a.example.com", Host: "a.example.com", Backend: "db"}}
+		},
+			want: []want{{"/frontends/1/routes/0/host", CodeModeMismatch}}},
+		{name: "sni upper case", mutate: func(c *Config) { c.Frontends[1].Routes = []Route{{SNI: "A.example.com", Backend: "db"}} },
+			want: []want{{"/frontends/1/routes/0/sni", CodeFormat}}},
+		{name: "sni not a host name", mutate: func(c *Config) { c.Frontends[1].Routes = []Route{{SNI: "a..example.com", Backend: "db"}} },
+			want: []want{{"/frontends/1/routes/0/sni", CodeFormat}}},
+		{name: "sni bare wildcard", mutate: func(c *Config) { c.Frontends[1].Routes = []Route{{SNI: "*", Backend: "db"}} },
+			want: []want{{"/frontends/1/routes/0/sni", CodeFormat}}},
+		{name: "sni inner wildcard", mutate: func(c *Config) { c.Frontends[1].Routes = []Route{{SNI: "a.*.example.com", Backend: "db"}} },
+			want: []want{{"/frontends/1/routes/0/sni", CodeFormat}}},
+		{name: "sni duplicate", mutate: func(c *Config) {
+			c.Frontends[1].Routes = []Route{{SNI: "*.example.com", Backend: "db"}, {SNI: "*.example.com", Backend: "db"}}
+		}, want: []want{{"/frontends/1/routes/1/sni", CodeDuplicate}}},
+		{name: "sni route to http backend", mutate: func(c *Config) { c.Frontends[1].Routes = []Route{{SNI: "a.example.com", Backend: c.Backends[0].Name}} },
+			want: []want{{"/frontends/1/routes/0/backend", CodeModeMismatch}}},
+		{name: "sni route to missing backend", mutate: func(c *Config) { c.Frontends[1].Routes = []Route{{SNI: "a.example.com", Backend: "nope"}} },
+			want: []want{{"/frontends/1/routes/0/backend", CodeUnknownReference}}},
+		{name: "sni in http mode", mutate: func(c *Config) { c.Frontends[0].Routes[0].SNI = "a.example.com" },
+			want: []want{{"/frontends/0/routes/0/sni", CodeModeMismatch}}},
+		{name: "handshake_ms negative", mutate: func(c *Config) { c.Frontends[1].Timeouts.HandshakeMs = -1 },
+			want: []want{{"/frontends/1/timeouts/handshake_ms", CodeOutOfRange}}},
 		{name: "route host with space", mutate: func(c *Config) { c.Frontends[0].Routes[0].Host = "a b.com" },
 			want: []want{{"/frontends/0/routes/0/host", CodeFormat}}},
 		{name: "route host wildcard in the middle", mutate: func(c *Config) { c.Frontends[0].Routes[0].Host = "a.*.com" },

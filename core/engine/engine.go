@@ -387,6 +387,17 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		}
 		if cf.Mode == config.ModeHTTP {
 			pf.HTTP = httpFront(cf, pf.Backend, newBE)
+		} else if len(cf.Routes) > 0 {
+			// SNI routes, resolved to this generation's backends (a route
+			// to a missing one closes its connections, as no server).
+			pf.InspectTimeout = time.Duration(cf.Timeouts.HandshakeMs) * time.Millisecond
+			for _, r := range cf.Routes {
+				var be *proxy.Backend
+				if b := newBE[r.Backend]; b != nil {
+					be = b.pb
+				}
+				pf.SNI = append(pf.SNI, proxy.NewSNIRoute(r.SNI, be))
+			}
 		}
 		fronts[cf.Name] = pf
 	}

@@ -4,7 +4,7 @@
 // probes, the per-loop buffer pool and pipe pool, and the splice(2)
 // forwarding of seed 003. The walkthrough of each part is at the top of
 // the file that implements it: tunnel.go (the tunnel, connect and tcp
-// timeouts), mover.go (splice), pipe.go (the pipe pool), http.go (http
+// timeouts), sni.go (SNI routing: the inspect phase), mover.go (splice), pipe.go (the pipe pool), http.go (http
 // mode, phases and timers, proxy answers), http_route.go (generations,
 // routing), http_server.go (server slots, pooled connections),
 // http_exchange.go (what is forwarded, bodies, upgrades), http_timeout.go,

@@ -46,7 +46,13 @@ type Frontend struct {
 	ClientTimeout time.Duration
 	Backend       *Backend   // nil: connections are closed at once
 	HTTP          *HTTPFront // http mode when set (see StartHTTP)
-	Stats         *Counters  // carried over across snapshots (same name)
+	// SNI routes of a tcp frontend (sni.go): when set, the tunnel reads
+	// the client's ClientHello before it connects, routes on its server
+	// name and falls back to Backend. InspectTimeout bounds that wait
+	// (handshake_ms; 0 = none).
+	SNI            []SNIRoute
+	InspectTimeout time.Duration
+	Stats          *Counters // carried over across snapshots (same name)
 	// OnClose, when set, runs on the loop thread each time a connection of
 	// this frontend ends (the engine's maxconn accounting).
 	OnClose func()

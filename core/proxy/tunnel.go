@@ -49,6 +49,8 @@ import (
 // http.go's "Phases and their timers").
 //
 // Timeouts in tcp mode, one loop timer per tunnel:
+//   - inspect (frontends with SNI routes only, sni.go): the frontend's
+//     InspectTimeout (handshake_ms) from accept to a complete ClientHello;
 //   - connect: backend connect_ms, per attempt, from connect(2);
 //   - tunnel: once the server is connected the tunnel is established and
 //     the idle timeout is the shorter of the frontend's and the backend's
@@ -90,7 +92,8 @@ const (
 	stConnecting uint8 = iota
 	stEstablished
 	stClosed
-	stQueued // waiting for a server slot (queue.go)
+	stQueued  // waiting for a server slot (queue.go)
+	stInspect // reading the ClientHello of an SNI-routed frontend (sni.go)
 )
 
 // Reasons a tunnel closes, for the counters.
@@ -170,10 +173,34 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 		t.clientIP, t.clientPort = ap.Addr(), ap.Port()
 	}
 	setNoDelay(fd)
+	if len(fe.SNI) > 0 {
+		t.be = nil // chosen by the ClientHello (sni.go)
+		if err := t.cli.register(w.L); err != nil {
+			t.close(closeAbort)
+			return
+		}
+		t.state = stInspect
+		if fe.InspectTimeout > 0 {
+			t.armAt(w.L.Now() + int64(fe.InspectTimeout))
+		}
+		return
+	}
 	if t.be == nil {
 		t.close(closeNoServer)
 		return
 	}
+	t.useBackend(sec)
+	if err := t.cli.register(w.L); err != nil {
+		t.close(closeAbort)
+		return
+	}
+	t.connect(nil)
+}
+
+// useBackend takes t.be's timeouts and counters (and the client's hash
+// for balance=source) before the first connect.
+func (t *Tunnel) useBackend(sec uint32) {
+	w := t.w
 	if bt := int64(t.be.B.TunnelTimeout); bt > 0 && (t.idle <= 0 || bt < t.idle) {
 		t.idle = bt
 	}
@@ -182,14 +209,9 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	t.bs.ConnTotal.Add(1)
 	t.bs.ConnCur.Add(1)
 	t.bs.ConnRate.Add(sec)
-	if err := t.cli.register(w.L); err != nil {
-		t.close(closeAbort)
-		return
-	}
 	if t.be.source {
-		t.hash = peerHash(fd)
+		t.hash = peerHash(t.cli.FD.Fd)
 	}
-	t.connect(nil)
 }
 
 // peerHash is balance.HashAddr of the client's IP address, for
@@ -377,6 +399,11 @@ func (t *Tunnel) process() {
 	if t.state == stClosed {
 		return
 	}
+	if t.state == stInspect {
+		if t.inspect(); t.state != stConnecting {
+			return
+		}
+	}
 	if t.state == stConnecting {
 		t.checkConnect()
 		if t.state == stClosed {
@@ -408,6 +435,13 @@ func (t *Tunnel) process() {
 func (t *Tunnel) onTimer() {
 	now := t.w.L.Now()
 	switch t.state {
+	case stInspect:
+		if now >= t.deadline {
+			t.fs.Timeouts.Add(1)
+			t.close(closeTimeout)
+		} else {
+			t.w.L.Arm(&t.timer, t.deadline)
+		}
 	case stQueued:
 		if now >= t.deadline {
 			t.w.dequeue(&t.wait)

@@ -2,8 +2,8 @@
 // as the bytes come from the socket, and returns what routing needs
 // without terminating TLS: the SNI host name, the ALPN protocols offered
 // and the highest version offered (TLS 1.3 or earlier). It is the parser
-// behind SNI routing in tcp mode (HAProxy's req.ssl_sni); the tunnel does
-// not call it yet: routing on it, with an inspect timeout, comes next.
+// behind SNI routing in tcp mode (HAProxy's req.ssl_sni): core/proxy's
+// tunnel calls it on each read while it inspects (core/proxy/sni.go).
 //
 // # What it must not do
 //

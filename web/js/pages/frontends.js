@@ -64,9 +64,9 @@ export default async function frontends(ctx, root) {
       f.mode === 'http' || (f.routes && f.routes.length) ? [
         h('h3', null, 'Routes ', h('span', { class: 'muted' }, '(first match wins)')),
         f.routes.length ? h('div', { class: 'tablewrap' }, h('table', null,
-          h('thead', null, h('tr', null, ['#', 'Host', 'Path prefix', 'Method', 'Backend'].map((t) => h('th', null, t)))),
+          h('thead', null, h('tr', null, ['#', f.mode === 'tcp' ? 'SNI' : 'Host', 'Path prefix', 'Method', 'Backend'].map((t) => h('th', null, t)))),
           h('tbody', null, f.routes.map((r, i) => h('tr', null,
-            h('td', null, String(i + 1)), h('td', { class: 'mono' }, r.host || '*'), h('td', { class: 'mono' }, r.path_prefix || '*'),
+            h('td', null, String(i + 1)), h('td', { class: 'mono' }, r.sni || r.host || '*'), h('td', { class: 'mono' }, r.path_prefix || '*'),
             h('td', { class: 'mono' }, r.method || '*'), h('td', null, r.backend)))))) : h('p', { class: 'empty' }, 'No route: everything goes to the default backend.'),
       ] : null));
   }
@@ -98,18 +98,19 @@ async function frontendForm(ctx, f, backendNames) {
     const routesBox = h('div');
     const renderRoutes = () => {
       clear(routesBox);
-      if (model.mode === 'http' || (model.routes && model.routes.length)) {
-        routesBox.append(rows(model, ['routes'], {
-          title: 'Routes (http; first match wins)', add: 'Add route',
-          blank: { backend: backendNames[0] || '' },
-          rowFn: (p) => [
-            input(model, [...p, 'host'], 'Host', 'text', { optional: true, placeholder: 'any' }),
-            input(model, [...p, 'path_prefix'], 'Path prefix', 'text', { optional: true, placeholder: '/' }),
-            input(model, [...p, 'method'], 'Method', 'text', { optional: true, placeholder: 'any' }),
-            input(model, [...p, 'backend'], 'Backend', 'select', { options: backendNames }),
-          ],
-        }));
-      }
+      routesBox.append(rows(model, ['routes'], {
+        title: 'Routes (first match wins)', add: 'Add route',
+        blank: { backend: backendNames[0] || '' },
+        rowFn: (p) => model.mode === 'tcp' ? [
+          input(model, [...p, 'sni'], 'SNI', 'text', { placeholder: 'a.example.com or *.example.com' }),
+          input(model, [...p, 'backend'], 'Backend', 'select', { options: backendNames }),
+        ] : [
+          input(model, [...p, 'host'], 'Host', 'text', { optional: true, placeholder: 'any' }),
+          input(model, [...p, 'path_prefix'], 'Path prefix', 'text', { optional: true, placeholder: '/' }),
+          input(model, [...p, 'method'], 'Method', 'text', { optional: true, placeholder: 'any' }),
+          input(model, [...p, 'backend'], 'Backend', 'select', { options: backendNames }),
+        ],
+      }));
     };
     renderRoutes();
     const body = h('div', { data: { ptr: '/' } },
