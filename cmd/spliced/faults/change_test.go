@@ -389,40 +389,7 @@ func TestMoreLoopsThanCPUs(t *testing.T) {
 	p := start(t, startOpts{})
 	p.backend("web", "http", map[string]any{"server_ms": 5000}, named(t, "a"))
 	fp := p.frontend("pub", "http", "web", nil)
-	tr := &http.Transport{MaxIdleConnsPerHost: 4}
-	t.Cleanup(tr.CloseIdleConnections)
-	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
-	var reqs, errs atomic.Int64
-	var firstErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(fp) + "/")
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						err = fmt.Errorf("status %d", resp.StatusCode)
-					}
-				}
-				if err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-				} else {
-					reqs.Add(1)
-				}
-			}
-		}()
-	}
+	load := startGETs(t, fp, 4)
 	for _, n := range []int{4, 8, 1, 2} {
 		p.must("PATCH", "/api/v1/tuning", map[string]any{"nbthread": n})
 		var info struct{ Nbthread int }
@@ -430,14 +397,13 @@ func TestMoreLoopsThanCPUs(t *testing.T) {
 		if info.Nbthread != n {
 			t.Errorf("nbthread %d asked, info says %d", n, info.Nbthread)
 		}
-		m := reqs.Load()
-		testutil.Eventually(t, 5*time.Second, func() bool { return reqs.Load() > m+100 }, "requests with "+strconv.Itoa(n)+" loops")
+		m := load.reqs.Load()
+		testutil.Eventually(t, 5*time.Second, func() bool { return load.reqs.Load() > m+100 }, "requests with "+strconv.Itoa(n)+" loops")
 	}
-	close(stop)
-	wg.Wait()
-	t.Logf("%d requests, %d errors", reqs.Load(), errs.Load())
-	if errs.Load() > 0 {
-		t.Fatalf("%d client errors; first: %v", errs.Load(), firstErr.Load())
+	load.Stop()
+	t.Logf("%d requests, %d errors", load.reqs.Load(), load.errs.Load())
+	if load.errs.Load() > 0 {
+		t.Fatalf("%d client errors; first: %v", load.errs.Load(), load.firstErr.Load())
 	}
 	p.healthy(t)
 }

@@ -493,3 +493,61 @@ func closedAfter(t testing.TB, c net.Conn, br *bufio.Reader, d time.Duration) {
 func isReset(err error) bool {
 	return err != nil && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
 }
+
+// getLoad is keep-alive GET traffic to a frontend from a few goroutines,
+// until stop: every answer other than a 200 counts as an error (the first
+// one kept for the message), and last holds the latest 200's body.
+type getLoad struct {
+	reqs, errs atomic.Int64
+	firstErr   atomic.Value // string
+	last       atomic.Value // string
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+// startGETs starts workers goroutines sending GET / to 127.0.0.1:port over
+// kept-alive connections (5 s per request).
+func startGETs(t *testing.T, port, workers int) *getLoad {
+	tr := &http.Transport{MaxIdleConnsPerHost: workers}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
+	l := &getLoad{stop: make(chan struct{})}
+	l.last.Store("")
+	for i := 0; i < workers; i++ {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				resp, err := client.Get(url)
+				if err == nil {
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					} else {
+						l.last.Store(string(body))
+					}
+				}
+				if err != nil {
+					l.errs.Add(1)
+					l.firstErr.CompareAndSwap(nil, err.Error())
+				} else {
+					l.reqs.Add(1)
+				}
+			}
+		}()
+	}
+	return l
+}
+
+// Stop ends the load and waits for its goroutines.
+func (l *getLoad) Stop() {
+	close(l.stop)
+	l.wg.Wait()
+}

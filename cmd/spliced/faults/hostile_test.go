@@ -686,38 +686,7 @@ func TestConcurrentAndFailingWrites(t *testing.T) {
 	}
 	defer taken.Close()
 	takenPort := taken.Addr().(*net.TCPAddr).Port
-	var errs, reqs atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	tr := &http.Transport{MaxIdleConnsPerHost: 2}
-	t.Cleanup(tr.CloseIdleConnections)
-	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
-	for i := 0; i < 2; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(fp) + "/")
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						err = fmt.Errorf("status %d", resp.StatusCode)
-					}
-				}
-				if err != nil {
-					errs.Add(1)
-				} else {
-					reqs.Add(1)
-				}
-			}
-		}()
-	}
+	load := startGETs(t, fp, 2)
 	var writers sync.WaitGroup
 	var bad atomic.Value
 	for w := 0; w < 4; w++ {
@@ -743,15 +712,14 @@ func TestConcurrentAndFailingWrites(t *testing.T) {
 		}
 	}()
 	writers.Wait()
-	n := reqs.Load()
-	testutil.Eventually(t, 5*time.Second, func() bool { return reqs.Load() > n+100 }, "requests after the writes")
-	close(stop)
-	wg.Wait()
+	n := load.reqs.Load()
+	testutil.Eventually(t, 5*time.Second, func() bool { return load.reqs.Load() > n+100 }, "requests after the writes")
+	load.Stop()
 	if b := bad.Load(); b != nil {
 		t.Fatal(b)
 	}
-	if e := errs.Load(); e > 0 {
-		t.Fatalf("%d client errors during the writes (%d requests)", e, reqs.Load())
+	if e := load.errs.Load(); e > 0 {
+		t.Fatalf("%d client errors during the writes (%d requests)", e, load.reqs.Load())
 	}
 	var fe struct {
 		Binds []struct{ Name string } `json:"binds"`

@@ -2,12 +2,7 @@ package faults
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,53 +30,16 @@ func TestWholeConfigReplacedUnderLoad(t *testing.T) {
 	doc["frontends"].([]any)[0].(map[string]any)["default_backend"] = "web2"
 	delete(doc, "generation")
 
-	var last atomic.Value
-	last.Store("")
-	var reqs, errs atomic.Int64
-	var firstErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	tr := &http.Transport{MaxIdleConnsPerHost: 4}
-	t.Cleanup(tr.CloseIdleConnections)
-	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(fp) + "/")
-				if err == nil {
-					body, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						err = fmt.Errorf("status %d", resp.StatusCode)
-					} else {
-						last.Store(string(body))
-					}
-				}
-				if err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-				} else {
-					reqs.Add(1)
-				}
-			}
-		}()
-	}
+	load := startGETs(t, fp, 4)
 	answersFrom := func(name string) {
 		t.Helper()
 		testutil.Eventually(t, 5*time.Second, func() bool {
 			// 20 more answers, so that last is one of a request sent now
-			n := reqs.Load()
-			for end := time.Now().Add(time.Second); reqs.Load() < n+20 && time.Now().Before(end); {
+			n := load.reqs.Load()
+			for end := time.Now().Add(time.Second); load.reqs.Load() < n+20 && time.Now().Before(end); {
 				time.Sleep(time.Millisecond)
 			}
-			return last.Load() == name
+			return load.last.Load() == name
 		}, "answers from "+name)
 	}
 	for i := 0; i < 3; i++ {
@@ -90,11 +48,10 @@ func TestWholeConfigReplacedUnderLoad(t *testing.T) {
 		p.must("POST", "/api/v1/config/revisions/"+strconv.Itoa(rev1)+"/restore", nil)
 		answersFrom("a")
 	}
-	close(stop)
-	wg.Wait()
-	t.Logf("%d requests, %d errors", reqs.Load(), errs.Load())
-	if errs.Load() > 0 {
-		t.Fatalf("%d client errors across whole-config replacements; first: %v", errs.Load(), firstErr.Load())
+	load.Stop()
+	t.Logf("%d requests, %d errors", load.reqs.Load(), load.errs.Load())
+	if load.errs.Load() > 0 {
+		t.Fatalf("%d client errors across whole-config replacements; first: %v", load.errs.Load(), load.firstErr.Load())
 	}
 	p.healthy(t)
 }
