@@ -1,6 +1,8 @@
 package testutil
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -115,5 +117,26 @@ func TestOriginServesCountsAndClosesAtCleanup(t *testing.T) {
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if n, err := conn.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("read after cleanup: %d %v, want EOF", n, err)
+	}
+}
+
+func TestCertsVerifyAlongTheirChain(t *testing.T) {
+	ca := NewCert(t, CertSpec{Names: []string{"test CA"}, CA: true})
+	leaf := NewCert(t, CertSpec{Names: []string{"a.example", "127.0.0.1"}, Parent: ca})
+	if _, err := leaf.X509.Verify(x509.VerifyOptions{DNSName: "a.example", Roots: leaf.Pool()}); err != nil {
+		t.Fatalf("leaf signed by the CA does not verify: %v", err)
+	}
+	if _, err := leaf.X509.Verify(x509.VerifyOptions{DNSName: "b.example", Roots: leaf.Pool()}); err == nil {
+		t.Fatal("a name not in the SANs verified")
+	}
+	if got := len(leaf.TLS().Certificate); got != 1 {
+		t.Fatalf("served chain has %d certificates, want the leaf only (the root is not sent)", got)
+	}
+	rsaSelf := NewCert(t, CertSpec{RSABits: 2048})
+	if _, err := rsaSelf.X509.Verify(x509.VerifyOptions{DNSName: "localhost", Roots: rsaSelf.Pool()}); err != nil {
+		t.Fatalf("self-signed RSA does not verify against itself: %v", err)
+	}
+	if _, err := tls.X509KeyPair([]byte(leaf.ChainPEM), []byte(leaf.KeyPEM)); err != nil {
+		t.Fatalf("PEM forms do not load: %v", err)
 	}
 }
