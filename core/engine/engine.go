@@ -228,8 +228,13 @@ func proxyTuning(t *config.Tuning, nloops int, maxconn int64) proxy.Tuning {
 	// way (config.IdleFor: a quarter of maxconn), each loop its share.
 	maxidle := config.IdleFor(int(maxconn))
 	return proxy.Tuning{Bufsize: t.Bufsize, Maxpipes: (maxpipes + nloops - 1) / nloops, Pipesize: t.Pipesize,
-		MaxIdle: (maxidle + nloops - 1) / nloops}
+		MaxIdle: (maxidle + nloops - 1) / nloops, TLSMaxHandshakes: tlsMaxHandshakes}
 }
+
+// tlsMaxHandshakes bounds the TLS handshakes each loop runs at once.
+// TODO(issue 15): take it from config tuning.tls.max_handshakes once
+// core/config has it.
+const tlsMaxHandshakes = 16
 
 // globalMaxconn is the global maxconn in force for c on nloops loops:
 // tuning.maxconn, or what the fd limit allows (config.FdBudget: 2 fds per

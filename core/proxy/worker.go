@@ -17,6 +17,10 @@ type Tuning struct {
 	// bound beyond maxIdlePerServer. Lowering it closes none: the excess
 	// ends with the pool's idle timeout or the next reuse.
 	MaxIdle int
+	// TLSMaxHandshakes bounds the TLS handshakes this loop runs at once
+	// on helper goroutines (tuning.tls.max_handshakes, per loop; the
+	// others wait in FIFO order, xprt_tls.go); at least 1.
+	TLSMaxHandshakes int
 }
 
 // Worker is the proxy state of one loop: its buffer and pipe pools and the
@@ -32,6 +36,7 @@ type Worker struct {
 	nlive int
 	sa    balance.SockaddrBuf // connect(2) address storage owned by this loop
 	h     httpState           // http mode: client connections, server pools
+	tls   *tlsHandshakes      // TLS handshakes of this loop's connections (xprt_tls.go)
 	// grants receives this loop's queue outcomes (queue.go); a loop.Source.
 	grants grants
 	// stopping: SoftStop was called (stop.go): no keep-alive, no pooling.
@@ -57,6 +62,7 @@ func NewWorker(l *loop.Loop, t Tuning) *Worker {
 	}
 	w.Bufs.used = &act.BufsUsed
 	w.h.maxIdle = t.MaxIdle
+	w.tls = newTLSHandshakes(l, t.TLSMaxHandshakes)
 	w.grants.Notify = l.Notify
 	l.AddSource(&w.grants)
 	return w
@@ -67,14 +73,17 @@ func (w *Worker) SetTuning(t Tuning) {
 	w.Bufs.SetSize(t.Bufsize)
 	w.Pipes.SetLimits(t.Maxpipes, t.Pipesize)
 	w.h.maxIdle = t.MaxIdle
+	w.tls.setMax(t.TLSMaxHandshakes)
 }
 
 // Live is the number of tunnels this worker owns (loop thread).
 func (w *Worker) Live() int { return w.nlive }
 
 // CloseAll closes every connection of this worker at once (loop thread);
-// used when a shutdown's grace period is over.
+// used when a shutdown's grace period is over, and before the loop stops.
+// TLS handshakes in flight end with it (tlsHandshakes.stop).
 func (w *Worker) CloseAll() {
+	w.tls.stop()
 	for t := w.live.Front(); t != nil; t = w.live.Front() {
 		t.close(closeAbort)
 	}

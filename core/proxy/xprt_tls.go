@@ -19,7 +19,7 @@ import (
 //
 // No goroutine per established connection. crypto/tls cannot pause a
 // handshake, so the handshake runs on a helper goroutine, at most max of
-// them per loop (tlsHandshakes, `tuning.tls.max_handshakes` to come), over
+// them per loop (tlsHandshakes, `tuning.tls.max_handshakes`), over
 // tlsFd in blocking mode: its Read and Write poll(2) the non-blocking fd
 // until the handshake deadline. The goroutine then hands the connection
 // back to its loop with Exec (the inbox publishes every write it made to
@@ -177,6 +177,15 @@ func newTLSServer(fd int, cfg *tls.Config) *tlsSock {
 	return x
 }
 
+// newTLSClient makes the client side of a TLS connection on fd
+// (non-blocking, connected), handshake not started; cfg names the server
+// (ServerName) unless it skips verification.
+func newTLSClient(fd int, cfg *tls.Config) *tlsSock {
+	x := &tlsSock{a: tlsFd{fd: fd}}
+	x.c = tls.Client(&x.a, cfg)
+	return x
+}
+
 // tlsErrno maps a crypto/tls read or write error to the errno a transport
 // returns: the socket's own error when it had one, end of stream for a
 // close_notify (or a clean end at a record boundary), EPROTO otherwise (bad
@@ -300,16 +309,18 @@ func (x *tlsSock) rcvEvents() uint32 {
 
 func (x *tlsSock) sndEvents() uint32 { return evOut | evErr | evHup }
 
-// tlsHandshakes runs the TLS handshakes of one loop's connections on at
-// most max helper goroutines at a time; the others wait in FIFO order (a
-// handshake flood cannot take more than max threads from the loops). Each
-// handshake has timeout from the moment it is started here, waiting time
-// included; a slot is released when its handshake ends, whatever the
-// outcome. Loop thread only, except run (the helper goroutine).
+// tlsHandshakes runs the TLS handshakes of one loop's connections (the
+// Worker's, NewWorker makes it) on at most max helper goroutines at a time
+// (tuning.tls.max_handshakes, per loop); the others wait in FIFO order, so
+// a handshake flood cannot take more than max threads from the loops. Each
+// handshake has the timeout its start gives (a frontend's handshake_ms for
+// a server handshake, a backend's connect_ms for a client one), counted
+// from the start, waiting time included; a slot is released when its
+// handshake ends, whatever the outcome. Loop thread only, except run (the
+// helper goroutine).
 type tlsHandshakes struct {
 	l       *loop.Loop
 	max     int
-	timeout time.Duration
 	active  int
 	waiting []tlsJob
 	stopped bool
@@ -322,16 +333,37 @@ type tlsJob struct {
 	done func(x *tlsSock, err error)
 }
 
-func newTLSHandshakes(l *loop.Loop, max int, timeout time.Duration) *tlsHandshakes {
-	return &tlsHandshakes{l: l, max: max, timeout: timeout}
+// errTLSStopped is what done gets for a handshake the pool's stop ended.
+var errTLSStopped = errors.New("tls: handshake pool stopped")
+
+func newTLSHandshakes(l *loop.Loop, n int) *tlsHandshakes {
+	return &tlsHandshakes{l: l, max: max(n, 1)}
 }
 
-// start begins x's handshake. done runs later on the loop thread: with nil,
-// x is established and every later use of it is the loop's (register its
-// fd with x as the Side's transport and set evIn: crypto/tls may have read
-// past the handshake); with an error, x's fd is closed already (an RST).
-func (h *tlsHandshakes) start(x *tlsSock, done func(x *tlsSock, err error)) {
-	x.a.deadline = time.Now().Add(h.timeout)
+// setMax changes the bound (loop thread): a larger one starts waiting
+// handshakes at once, a smaller one lets the running ones finish.
+func (h *tlsHandshakes) setMax(n int) {
+	h.max = max(n, 1)
+	h.next()
+}
+
+// start begins x's handshake, which must end within timeout from now.
+// done runs exactly once:
+//   - nil: x is established and every later use of it is the loop's
+//     (register its fd with x as the Side's transport and set evIn:
+//     crypto/tls may have read past the handshake). Loop thread.
+//   - an error: x's fd is closed already (an RST). Loop thread, except
+//     after stop (errTLSStopped): when the loop itself has stopped by the
+//     time a running handshake ends, done runs on the helper goroutine, so
+//     on errTLSStopped done may only release what is safe from any
+//     goroutine (atomics: counters, maxconn slots), never loop state.
+func (h *tlsHandshakes) start(x *tlsSock, timeout time.Duration, done func(x *tlsSock, err error)) {
+	x.a.deadline = time.Now().Add(timeout)
+	if h.stopped {
+		rawSock{}.close(x.a.fd, true)
+		done(x, errTLSStopped)
+		return
+	}
 	if h.active >= h.max {
 		h.waiting = append(h.waiting, tlsJob{x, done})
 		return
@@ -345,6 +377,16 @@ func (h *tlsHandshakes) launch(j tlsJob) {
 	go h.run(j)
 }
 
+// next starts waiting handshakes while slots are free.
+func (h *tlsHandshakes) next() {
+	for h.active < h.max && len(h.waiting) > 0 && !h.stopped {
+		j := h.waiting[0]
+		h.waiting[0] = tlsJob{}
+		h.waiting = h.waiting[1:]
+		h.launch(j)
+	}
+}
+
 // run is the helper goroutine: the handshake, then the hand-over.
 func (h *tlsHandshakes) run(j tlsJob) {
 	err := j.x.c.Handshake()
@@ -354,19 +396,22 @@ func (h *tlsHandshakes) run(j tlsJob) {
 	if !h.l.Exec(func(*loop.Loop) { h.finish(j, err) }) {
 		// The loop has stopped: nobody owns the connection any more.
 		rawSock{}.close(j.x.a.fd, true)
+		j.done(j.x, errTLSStopped)
 	}
 }
 
-// stop ends the pool with its owner (the worker's CloseAll, once wired):
-// the waiting handshakes' fds are closed now, the running ones' when their
-// handshake ends (at the latest at its deadline: a helper goroutine cannot
-// be interrupted in poll(2), and closing an fd under it would let the
-// number be reused), and no done runs any more. Loop thread.
+// stop ends the pool with its owner (Worker.CloseAll): the waiting
+// handshakes' fds are closed now, the running ones' when their handshake
+// ends (at the latest at its deadline: a helper goroutine cannot be
+// interrupted in poll(2), and closing an fd under it would let the number
+// be reused); each done gets errTLSStopped, and a handshake started
+// afterwards fails at once. Loop thread.
 func (h *tlsHandshakes) stop() {
 	h.stopped = true
 	for i, j := range h.waiting {
 		rawSock{}.close(j.x.a.fd, true)
 		h.waiting[i] = tlsJob{}
+		j.done(j.x, errTLSStopped)
 	}
 	h.waiting = h.waiting[:0]
 }
@@ -377,14 +422,10 @@ func (h *tlsHandshakes) finish(j tlsJob, err error) {
 	h.active--
 	if h.stopped {
 		rawSock{}.close(j.x.a.fd, true)
+		j.done(j.x, errTLSStopped)
 		return
 	}
-	if len(h.waiting) > 0 {
-		next := h.waiting[0]
-		h.waiting[0] = tlsJob{}
-		h.waiting = h.waiting[1:]
-		h.launch(next)
-	}
+	h.next()
 	if err != nil {
 		h.failed++
 		rawSock{}.close(j.x.a.fd, true)

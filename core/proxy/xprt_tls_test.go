@@ -60,13 +60,13 @@ var tlsVersions = []struct {
 // not nil, gets the transport at once, as an accept path knows it: a mover
 // that reads the other side before the handshake ends must not splice
 // towards it.
-func tlsAccept(e *env, h *tlsHandshakes, cfg *tls.Config, side *Side, done func(x *tlsSock, err error)) *net.TCPConn {
+func tlsAccept(e *env, h *tlsHandshakes, timeout time.Duration, cfg *tls.Config, side *Side, done func(x *tlsSock, err error)) *net.TCPConn {
 	return e.connect(func(fd int) {
 		x := newTLSServer(fd, cfg)
 		if side != nil {
 			side.xp = x
 		}
-		h.start(x, done)
+		h.start(x, timeout, done)
 	})
 }
 
@@ -93,7 +93,7 @@ func newTLSMoverRig(t testing.TB, e *env, h *tlsHandshakes, version uint16) (*mo
 	srv, cli := tlsPair(t, version)
 	r := &moverRig{w: e.w, done: make(chan struct{})}
 	r.ab.m.mode, r.ba.m.mode = SpliceOn, SpliceOn // TLS must refuse it
-	pa := tlsAccept(e, h, srv, &r.a, func(x *tlsSock, err error) {
+	pa := tlsAccept(e, h, 10*time.Second, srv, &r.a, func(x *tlsSock, err error) {
 		if err != nil {
 			t.Errorf("handshake: %v", err)
 			return
@@ -122,7 +122,7 @@ func TestTLSTransportPassesBytesUnchanged(t *testing.T) {
 	for _, tv := range tlsVersions {
 		t.Run(tv.name, func(t *testing.T) {
 			e := newEnv(t, defaultTuning())
-			h := newTLSHandshakes(e.l, 4, 10*time.Second)
+			h := newTLSHandshakes(e.l, 4)
 			r, ca, cb := newTLSMoverRig(t, e, h, tv.v)
 			var ra, rb transfer
 			var wg sync.WaitGroup
@@ -189,11 +189,11 @@ func TestTLSTransportPassesBytesUnchanged(t *testing.T) {
 // peer reads an end) and the helper goroutine is gone.
 func handshakeFailure(t *testing.T, timeout time.Duration, peer func(c *net.TCPConn)) {
 	e := newEnv(t, defaultTuning())
-	h := newTLSHandshakes(e.l, 2, timeout)
+	h := newTLSHandshakes(e.l, 2)
 	srv, _ := tlsPair(t, tls.VersionTLS13)
 	before := runtime.NumGoroutine()
 	errc := make(chan error, 1)
-	c := tlsAccept(e, h, srv, nil, func(x *tlsSock, err error) { errc <- err })
+	c := tlsAccept(e, h, timeout, srv, nil, func(x *tlsSock, err error) { errc <- err })
 	peer(c)
 	select {
 	case err := <-errc:
@@ -243,14 +243,14 @@ func TestTLSHandshakeStallTimesOut(t *testing.T) {
 // client leaves.
 func TestTLSHandshakesAreBounded(t *testing.T) {
 	e := newEnv(t, defaultTuning())
-	h := newTLSHandshakes(e.l, 2, 30*time.Second)
+	h := newTLSHandshakes(e.l, 2)
 	srv, cli := tlsPair(t, tls.VersionTLS13)
 	var stalled []*net.TCPConn
 	for range 2 {
-		stalled = append(stalled, tlsAccept(e, h, srv, nil, func(*tlsSock, error) {}))
+		stalled = append(stalled, tlsAccept(e, h, 30*time.Second, srv, nil, func(*tlsSock, error) {}))
 	}
 	var est *tlsSock
-	c := tlsAccept(e, h, srv, nil, func(x *tlsSock, err error) {
+	c := tlsAccept(e, h, 30*time.Second, srv, nil, func(x *tlsSock, err error) {
 		if err == nil {
 			est = x
 		}
@@ -310,11 +310,11 @@ func TestTLSShutwSendsCloseNotify(t *testing.T) {
 	for _, tv := range tlsVersions {
 		t.Run(tv.name, func(t *testing.T) {
 			e := newEnv(t, defaultTuning())
-			h := newTLSHandshakes(e.l, 1, 10*time.Second)
+			h := newTLSHandshakes(e.l, 1)
 			srv, cli := tlsPair(t, tv.v)
 			srv.SessionTicketsDisabled = true // nothing follows the handshake
 			xc := make(chan *tlsSock, 1)
-			c := tlsAccept(e, h, srv, nil, func(x *tlsSock, err error) {
+			c := tlsAccept(e, h, 10*time.Second, srv, nil, func(x *tlsSock, err error) {
 				if err != nil {
 					t.Error(err)
 				}
@@ -362,7 +362,7 @@ func TestTLSTransportAllocations(t *testing.T) {
 	for _, tv := range tlsVersions {
 		t.Run(tv.name, func(t *testing.T) {
 			e := newEnv(t, defaultTuning())
-			h := newTLSHandshakes(e.l, 1, 10*time.Second)
+			h := newTLSHandshakes(e.l, 1)
 			_, ca, cb := newTLSMoverRig(t, e, h, tv.v)
 			ca.SetDeadline(time.Now().Add(60 * time.Second))
 			if err := ca.Handshake(); err != nil {
@@ -408,7 +408,7 @@ func TestTLSTransportAllocations(t *testing.T) {
 func TestTLSBackpressureHoldsRecords(t *testing.T) {
 	size := int64(8 << 20)
 	e := newEnv(t, defaultTuning())
-	h := newTLSHandshakes(e.l, 1, 10*time.Second)
+	h := newTLSHandshakes(e.l, 1)
 	r, ca, cb := newTLSMoverRig(t, e, h, tls.VersionTLS13)
 	ca.SetDeadline(time.Now().Add(60 * time.Second))
 	cb.SetDeadline(time.Now().Add(60 * time.Second))
@@ -451,15 +451,21 @@ func TestTLSBackpressureHoldsRecords(t *testing.T) {
 }
 
 // TestTLSHandshakesStop: stopping the pool closes the waiting handshakes'
-// fds at once and a running one's when it ends, without telling the owner.
+// fds at once and a running one's when it ends; each owner is told once,
+// with errTLSStopped, and a handshake started afterwards fails at once.
 func TestTLSHandshakesStop(t *testing.T) {
 	e := newEnv(t, defaultTuning())
-	h := newTLSHandshakes(e.l, 1, 30*time.Second)
+	h := newTLSHandshakes(e.l, 1)
 	srv, _ := tlsPair(t, tls.VersionTLS13)
-	told := 0
-	done := func(*tlsSock, error) { told++ }
-	running := tlsAccept(e, h, srv, nil, done)
-	waiting := tlsAccept(e, h, srv, nil, done)
+	told, stopped := 0, 0
+	done := func(_ *tlsSock, err error) {
+		told++
+		if err == errTLSStopped {
+			stopped++
+		}
+	}
+	running := tlsAccept(e, h, 30*time.Second, srv, nil, done)
+	waiting := tlsAccept(e, h, 30*time.Second, srv, nil, done)
 	if active, n, _, _ := hsState(e, h); active != 1 || n != 1 {
 		t.Fatalf("%d active, %d waiting", active, n)
 	}
@@ -473,9 +479,139 @@ func TestTLSHandshakesStop(t *testing.T) {
 		active, n, _, _ := hsState(e, h)
 		return active == 0 && n == 0
 	}, "the running handshake ends")
+	late := tlsAccept(e, h, 30*time.Second, srv, nil, done)
+	late.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, late); err != nil && isTimeout(err) {
+		t.Fatal("a handshake started after stop stays open")
+	}
 	e.do(func() {
-		if told != 0 {
-			t.Errorf("done ran %d times after stop", told)
+		if told != 3 || stopped != 3 {
+			t.Errorf("done ran %d times, %d with errTLSStopped; want 3, 3", told, stopped)
 		}
 	})
+}
+
+// TestTLSHandshakeTimeoutPerStart: each start carries its own timeout (a
+// frontend's handshake_ms, a backend's connect_ms): in one pool, a stalled
+// handshake with a short timeout fails while one with a long timeout,
+// started first, still runs.
+func TestTLSHandshakeTimeoutPerStart(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	h := newTLSHandshakes(e.l, 2)
+	srv, _ := tlsPair(t, tls.VersionTLS13)
+	var longErr, shortErr error
+	longDone, shortDone := false, false
+	long := tlsAccept(e, h, 30*time.Second, srv, nil, func(_ *tlsSock, err error) { longErr, longDone = err, true })
+	short := tlsAccept(e, h, 200*time.Millisecond, srv, nil, func(_ *tlsSock, err error) { shortErr, shortDone = err, true })
+	defer long.Close()
+	defer short.Close()
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		var d bool
+		e.do(func() { d = shortDone })
+		return d
+	}, "the short handshake times out")
+	e.do(func() {
+		if !isTimeout(shortErr) {
+			t.Errorf("short handshake: %v, want a timeout", shortErr)
+		}
+		if longDone {
+			t.Errorf("long handshake ended too: %v", longErr)
+		}
+	})
+	if active, _, _, failed := hsState(e, h); active != 1 || failed != 1 {
+		t.Errorf("pool: %d active, %d failed; want 1, 1", active, failed)
+	}
+	e.do(h.stop)
+}
+
+// TestTLSHandshakesSetMax: raising the bound starts waiting handshakes at
+// once.
+func TestTLSHandshakesSetMax(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	h := newTLSHandshakes(e.l, 1)
+	srv, _ := tlsPair(t, tls.VersionTLS13)
+	var conns []*net.TCPConn
+	for range 3 {
+		conns = append(conns, tlsAccept(e, h, 30*time.Second, srv, nil, func(*tlsSock, error) {}))
+	}
+	if active, n, _, _ := hsState(e, h); active != 1 || n != 2 {
+		t.Fatalf("%d active, %d waiting; want 1, 2", active, n)
+	}
+	e.do(func() { h.setMax(3) })
+	if active, n, _, _ := hsState(e, h); active != 3 || n != 0 {
+		t.Errorf("after setMax(3): %d active, %d waiting; want 3, 0", active, n)
+	}
+	e.do(h.stop)
+	for _, c := range conns {
+		c.Close()
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		active, _, _, _ := hsState(e, h)
+		return active == 0
+	}, "the handshakes end")
+}
+
+// TestWorkerCloseAllStopsHandshakes: the worker's own pool follows its
+// tuning and ends with CloseAll.
+func TestWorkerCloseAllStopsHandshakes(t *testing.T) {
+	tu := defaultTuning()
+	tu.TLSMaxHandshakes = 2
+	e := newEnv(t, tu)
+	h := e.w.tls
+	if h.max != 2 {
+		t.Fatalf("worker pool bound %d, want 2", h.max)
+	}
+	srv, _ := tlsPair(t, tls.VersionTLS13)
+	stopped := 0
+	var conns []*net.TCPConn
+	for range 3 {
+		conns = append(conns, tlsAccept(e, h, 30*time.Second, srv, nil, func(_ *tlsSock, err error) {
+			if err == errTLSStopped {
+				stopped++
+			}
+		}))
+	}
+	e.do(e.w.CloseAll)
+	for _, c := range conns {
+		c.Close()
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		var n int
+		e.do(func() { n = stopped })
+		return n == 3
+	}, "every handshake is told the pool stopped")
+}
+
+// TestTLSClientHandshake: the client side (newTLSClient) through the same
+// pool: the handshake verifies the server, then the loop writes records.
+func TestTLSClientHandshake(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	srv, cli := tlsPair(t, tls.VersionTLS13)
+	errc := make(chan error, 1)
+	var x *tlsSock
+	c := e.connect(func(fd int) {
+		x = newTLSClient(fd, cli)
+		e.w.tls.start(x, 10*time.Second, func(x *tlsSock, err error) {
+			if err == nil {
+				_, e := x.sndBuf(x.a.fd, []byte("hello"), false)
+				if e != 0 {
+					err = e
+				}
+			}
+			errc <- err
+		})
+	})
+	sc := tls.Server(c, srv)
+	sc.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := sc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(sc, got); err != nil || string(got) != "hello" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	e.do(func() { x.close(x.a.fd, false) })
 }
