@@ -37,7 +37,7 @@ type CertificateUpload struct {
 type CertificateInfo struct {
 	config.Certificate
 	// UsedBy names the binds that serve this certificate
-	// ("frontend/public/bind/b1"); empty until binds get TLS.
+	// ("frontend/public/bind/b1"), from their tls.certificates.
 	UsedBy []string `json:"used_by"`
 }
 

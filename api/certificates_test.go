@@ -338,3 +338,64 @@ func TestCertificateRolesAndLogs(t *testing.T) {
 	}
 	assertNoKey(t, "the server log", f.logs.String(), c, other)
 }
+
+// TestCertificateInUse: a bind's tls.certificates shows in used_by, and a
+// certificate in use cannot be deleted (409 naming the bind) until the bind
+// lets it go; the guard that refuses tls binds in this build is off here.
+func TestCertificateInUse(t *testing.T) {
+	t.Cleanup(config.SetBindTLSWiredForTests(true))
+	f := newFixture(t)
+	f.seed(t)
+	now := time.Now()
+	c := makeCert(t, "www.test", now.Add(-time.Hour), now.Add(24*time.Hour), nil, false)
+	f.must(t, 201, "POST", "/api/v1/certificates", upload("site", c.certPEM, c.keyPEM))
+	f.must(t, 201, "POST", "/api/v1/certificates", upload("spare", c.certPEM, c.keyPEM))
+
+	// A bind naming a certificate that does not exist is refused.
+	p := problemOf(t, f.must(t, 422, "POST", "/api/v1/frontends/public/binds",
+		`{"name":"tls","address":"127.0.0.1","port":8443,"tls":{"certificates":["site","nope"]}}`))
+	if len(p.Errors) != 1 || p.Errors[0].Field != "/tls/certificates/1" || p.Errors[0].Code != config.CodeUnknownReference {
+		t.Fatalf("unknown certificate: %+v", p.Errors)
+	}
+	f.must(t, 201, "POST", "/api/v1/frontends/public/binds", `{"name":"tls","address":"127.0.0.1","port":8443,"tls":{"certificates":["site"]}}`)
+
+	info := decodeJSON[CertificateInfo](t, f.must(t, 200, "GET", "/api/v1/certificates/site", ""))
+	if len(info.UsedBy) != 1 || info.UsedBy[0] != "frontend/public/bind/tls" {
+		t.Fatalf("used_by: %v", info.UsedBy)
+	}
+	list := decodeJSON[[]CertificateInfo](t, f.must(t, 200, "GET", "/api/v1/certificates", ""))
+	if len(list) != 2 || len(list[0].UsedBy) != 1 || list[1].UsedBy == nil || len(list[1].UsedBy) != 0 {
+		t.Fatalf("list used_by: %+v", list)
+	}
+
+	p = problemOf(t, f.must(t, 409, "DELETE", "/api/v1/certificates/site", ""))
+	if !strings.Contains(p.Detail, "frontend/public/bind/tls") || len(p.Errors) != 1 ||
+		p.Errors[0].Field != "/frontends/0/binds/1/tls/certificates/0" {
+		t.Fatalf("409: %+v", p)
+	}
+	f.must(t, 200, "GET", "/api/v1/certificates/site", "")
+	f.must(t, 204, "DELETE", "/api/v1/certificates/spare", "")
+
+	// Once the bind lets it go, it can be deleted.
+	f.must(t, 204, "DELETE", "/api/v1/frontends/public/binds/tls", "")
+	f.must(t, 204, "DELETE", "/api/v1/certificates/site", "")
+}
+
+// TestBindTLSRefusedUntilWired: in this build, where the data plane does
+// not terminate TLS yet, a bind with tls is refused (never accepted and
+// served in plaintext).
+func TestBindTLSRefusedUntilWired(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t)
+	now := time.Now()
+	c := makeCert(t, "www.test", now.Add(-time.Hour), now.Add(24*time.Hour), nil, false)
+	f.must(t, 201, "POST", "/api/v1/certificates", upload("site", c.certPEM, c.keyPEM))
+	w := f.do("POST", "/api/v1/frontends/public/binds", `{"name":"tls","address":"127.0.0.1","port":8443,"tls":{"certificates":["site"]}}`)
+	if w.Code == 201 {
+		t.Skip("the data plane terminates TLS: the guard is gone")
+	}
+	p := problemOf(t, w)
+	if w.Code != 422 || len(p.Errors) != 1 || p.Errors[0].Field != "/tls" || !strings.Contains(p.Errors[0].Message, "not wired") {
+		t.Fatalf("%d %+v", w.Code, p)
+	}
+}

@@ -311,14 +311,29 @@ type CertificateUse struct {
 	Object string
 }
 
-// CertificateUsers lists what refers to the certificate named name in c.
-// Nothing does yet: binds get a "tls" member (with the names of their
-// certificates) in a later step, which adds its references here; the
-// delete check (409) and used_by read this function only.
+// CertificateUsers lists what refers to the certificate named name in c:
+// the binds whose tls.certificates name it, in document order. The delete
+// check (409) and used_by read this function only.
 func CertificateUsers(c *Config, name string) []CertificateUse {
-	_ = c
-	_ = name
-	return nil
+	var out []CertificateUse
+	for i := range c.Frontends {
+		f := &c.Frontends[i]
+		for j := range f.Binds {
+			b := &f.Binds[j]
+			if b.TLS == nil {
+				continue
+			}
+			for k, n := range b.TLS.Certificates {
+				if n == name {
+					out = append(out, CertificateUse{
+						Field:  "/frontends/" + strconv.Itoa(i) + "/binds/" + strconv.Itoa(j) + "/tls/certificates/" + strconv.Itoa(k),
+						Object: "frontend/" + f.Name + "/bind/" + b.Name,
+					})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // FindCertificate returns the index of the named certificate or -1.

@@ -40,7 +40,38 @@ const (
 	// complete on stop, short enough for systemd's stop timeout (20 s in
 	// the packaged unit).
 	DefaultGraceMs = 10000
+	// TLS.
+	DefaultTLSMinVersion    = TLSVersion12 // TLS 1.0 and 1.1 are deprecated (RFC 8996): every client of the last ten years speaks 1.2
+	DefaultMaxHandshakes    = 16           // handshakes in flight per loop: one costs ~0.1 ms (ECDSA P-256) to ~1.5 ms (RSA-2048) of CPU plus a client round trip, so 16 keep a CPU busy with handshakes while a flood beyond them waits in the loop's queue instead of taking the CPUs from established connections
+	DefaultTicketRotationMs = 3600000      // a new session ticket key every hour, 3 kept: a client resumes for 2-3 h, and a leaked key decrypts at most 3 h of sessions
+	// DefaultClientCertHeaderPrefix names the headers carrying a verified
+	// client certificate in http mode: X-Client-Cert-Subject and its
+	// siblings, the names nginx users write by hand.
+	DefaultClientCertHeaderPrefix = "X-Client-Cert-"
 )
+
+// DefaultHTTPALPN is the ALPN list of a TLS bind of an http frontend: only
+// HTTP/1.1 until HTTP/2 exists (a client offering h2 and http/1.1 gets
+// http/1.1; one offering only h2 fails the handshake instead of receiving
+// HTTP/1.1 it cannot read).
+func DefaultHTTPALPN() []string { return []string{"http/1.1"} }
+
+// DefaultCiphers are the TLS 1.0-1.2 suites of a TLS bind: ECDHE key
+// exchange (forward secrecy) with AEAD ciphers only, for ECDSA and RSA
+// certificates. No CBC suite (Lucky13-class attacks; testssl.sh rates them
+// LOW), no static RSA key exchange (no forward secrecy), no 3DES or RC4.
+// Go's order of preference applies (AES-GCM first where the CPU has AES
+// instructions, ChaCha20 otherwise), not the order of this list.
+func DefaultCiphers() []string {
+	return []string{
+		"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+		"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+		"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+		"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+		"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+		"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+	}
+}
 
 // Normalize fills every field a client left at its zero value with its
 // default, so that what GET returns is what runs. It is idempotent. It is
@@ -87,8 +118,13 @@ func (f *Frontend) Normalize() {
 	if f.Binds == nil {
 		f.Binds = []Bind{}
 	}
+	tlsBind := false
 	for i := range f.Binds {
 		def(&f.Binds[i].Backlog, DefaultBacklog)
+		if t := f.Binds[i].TLS; t != nil {
+			t.normalize(f.Mode)
+			tlsBind = true
+		}
 	}
 	if f.Routes == nil {
 		f.Routes = []Route{}
@@ -98,7 +134,7 @@ func (f *Frontend) Normalize() {
 	}
 	def(&f.Timeouts.ClientMs, DefaultClientMs)
 	def(&f.Timeouts.TunnelMs, DefaultTunnelMs)
-	if f.Mode == ModeTCP && len(f.Routes) > 0 {
+	if f.Mode == ModeTCP && len(f.Routes) > 0 || tlsBind {
 		def(&f.Timeouts.HandshakeMs, DefaultHandshakeMs)
 	}
 	if f.Mode == ModeHTTP {
@@ -106,6 +142,30 @@ func (f *Frontend) Normalize() {
 		def(&f.Timeouts.HTTPKeepAliveMs, DefaultHTTPKeepAliveMs)
 		if f.HTTP == nil {
 			f.HTTP = &FrontendHTTPOpts{XForwardedFor: true}
+		}
+	}
+}
+
+// normalize fills the TLS defaults of a bind of a frontend of mode mode.
+func (t *BindTLS) normalize(mode string) {
+	if t.Certificates == nil {
+		t.Certificates = []string{}
+	}
+	if t.MinVersion == "" {
+		t.MinVersion = DefaultTLSMinVersion
+	}
+	if len(t.Ciphers) == 0 {
+		t.Ciphers = DefaultCiphers()
+	}
+	if len(t.ALPN) == 0 && mode == ModeHTTP {
+		t.ALPN = DefaultHTTPALPN()
+	}
+	if t.ClientCA != "" {
+		if t.ClientAuth == "" {
+			t.ClientAuth = ClientAuthRequired
+		}
+		if t.ClientCertHeaderPrefix == "" && mode == ModeHTTP {
+			t.ClientCertHeaderPrefix = DefaultClientCertHeaderPrefix
 		}
 	}
 }
@@ -170,6 +230,8 @@ func (t *Tuning) Normalize() {
 	def(&t.Bufsize, DefaultBufsize)
 	def(&t.Maxpipes, DefaultMaxpipes)
 	def(&t.GraceMs, DefaultGraceMs)
+	def(&t.TLS.MaxHandshakes, DefaultMaxHandshakes)
+	def(&t.TLS.TicketRotationMs, DefaultTicketRotationMs)
 	if t.Sched == (Sched{}) {
 		t.Sched = Sched{Urgent: DefaultSchedUrgent, Normal: DefaultSchedNormal, Bulk: DefaultSchedBulk}
 	}
@@ -211,6 +273,9 @@ func (f *Frontend) clone() Frontend {
 	out.Binds = cloneSlice(f.Binds, func(b *Bind) Bind {
 		nb := *b
 		nb.Threads = cloneInts(b.Threads)
+		if b.TLS != nil {
+			nb.TLS = b.TLS.clone()
+		}
 		return nb
 	})
 	if f.Routes != nil {
@@ -221,6 +286,14 @@ func (f *Frontend) clone() Frontend {
 		out.HTTP = &h
 	}
 	return out
+}
+
+func (t *BindTLS) clone() *BindTLS {
+	out := *t
+	out.Certificates = cloneStrings(t.Certificates)
+	out.ALPN = cloneStrings(t.ALPN)
+	out.Ciphers = cloneStrings(t.Ciphers)
+	return &out
 }
 
 func (b *Backend) clone() Backend {
@@ -254,6 +327,13 @@ func cloneSlice[T any](s []T, clone func(*T) T) []T {
 		out[i] = clone(&s[i])
 	}
 	return out
+}
+
+func cloneStrings(s []string) []string {
+	if s == nil {
+		return nil
+	}
+	return append([]string{}, s...)
 }
 
 func cloneInts(s []int) []int {

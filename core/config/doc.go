@@ -85,6 +85,18 @@
 //     number of online CPUs when it is 0 and the Env is known). Every CPU in
 //     cpu_map and in IRQ pins is online (skipped with an empty Env). IRQ
 //     numbers in pins are unique; irq.nics are interface names.
+//   - A bind's tls (bindtls.go): certificates names 1+ existing
+//     certificates, each once; alpn entries are 1-255 bytes, unique, at most
+//     16, and in http mode http/1.1 or http/1.0 ("h2": HTTP/2 is not
+//     supported yet); min_version is 1.0-1.3; ciphers are TLS 1.0-1.2
+//     suites as Go names them (TLS 1.3 suites are not configurable);
+//     client_ca is at most 64 KiB of PEM CERTIFICATE blocks that parse;
+//     client_auth (required, optional) and client_cert_header_prefix (an
+//     HTTP token, http mode only) need client_ca. A tcp frontend with SNI
+//     routes forwards TLS untouched and cannot have a tls bind. Until the
+//     data plane terminates TLS, any bind with tls is refused
+//     (bindTLSWired in validate.go, the one switch).
+//   - tuning.tls.ticket_rotation_ms is 1 min to 1 week.
 //   - certificates: names as above, unique; chain_sha256 is 64 hex digits.
 //     ParseCertificate checks an upload (certs.go): PEM, key matching the
 //     leaf, validity dates, a chain that links, supported keys.
@@ -104,8 +116,8 @@
 // the history that can bring it back by more than one such write.
 // Update refuses a certificate that is new or changed and whose file is
 // missing (unknown_reference) or yields other metadata (invalid).
-// CertificateUsers is the one place references are found (none until binds
-// get TLS); the API's delete check (409) and used_by read it.
+// CertificateUsers is the one place references are found (binds' tls
+// certificates); the API's delete check (409) and used_by read it.
 //
 // # Plans
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -18,6 +19,13 @@ func FuzzDecodeConfig(f *testing.F) {
 	f.Add([]byte(`{"frontends":[{"name":"a","binds":[{"name":"b","address":"*","port":80}],"routes":[{"backend":"x"}]}]}`))
 	f.Add([]byte(`{"cpu_map":{"mode":"manual","threads":[{"thread":0,"cpus":[0,4095]}]},"irq":{"pins":[{"irq":1,"cpus":[]}]}}`))
 	f.Add([]byte(`{"backends":[{"name":"w","health_check":{"type":"http","status_min":500,"status_max":100}}]}`))
+	tc, _ := json.Marshal(tlsConfig())
+	f.Add(tc)
+	f.Add([]byte(`{"certificates":[{"name":"s","chain_sha256":"` + strings.Repeat("0", 64) + `"}],"frontends":[{"name":"a","mode":"http","binds":[{"name":"b","address":"*","port":443,` +
+		`"tls":{"certificates":["s","s","x"],"alpn":["h2",""],"min_version":"1.1","ciphers":["TLS_AES_128_GCM_SHA256","TLS_RSA_WITH_RC4_128_SHA"],` +
+		`"client_ca":"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n","client_auth":"optional","client_cert_header_prefix":"X "}}]}],` +
+		`"tuning":{"tls":{"max_handshakes":1,"ticket_rotation_ms":60000}}}`))
+	f.Add([]byte(`{"frontends":[{"name":"t","routes":[{"sni":"a.b","backend":"x"}],"binds":[{"name":"b","address":"::","port":1,"tls":{"certificates":[]}}]}]}`))
 	env := Env{CPUs: []int{0, 1, 2, 3}}
 	base := goodConfig()
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -97,7 +97,9 @@ type FrontendTimeouts struct {
 	TunnelMs        int `json:"tunnel_ms" validate:"gte=0,lte=86400000"`
 	// HandshakeMs bounds how long a tcp frontend with SNI routes waits for
 	// the client's whole ClientHello before it closes the connection
-	// (HAProxy's tcp-request inspect-delay). Defaulted only there.
+	// (HAProxy's tcp-request inspect-delay), and how long a TLS handshake
+	// on a bind with tls may take, from accept to its end. Defaulted only
+	// on such frontends (5 000).
 	HandshakeMs int `json:"handshake_ms" validate:"gte=0,lte=86400000"`
 }
 
@@ -121,6 +123,63 @@ type Bind struct {
 	Shards  int   `json:"shards" validate:"gte=0,lte=1024"`
 	Backlog int   `json:"backlog" validate:"gte=0,lte=1000000"`
 	Threads []int `json:"threads,omitempty" validate:"dive,gte=0,lte=1023"`
+	// TLS terminates TLS on this bind (tcp and http frontends); absent:
+	// plain TCP.
+	TLS *BindTLS `json:"tls,omitempty"`
+}
+
+// TLS protocol versions of BindTLS.MinVersion.
+const (
+	TLSVersion10 = "1.0"
+	TLSVersion11 = "1.1"
+	TLSVersion12 = "1.2"
+	TLSVersion13 = "1.3"
+)
+
+// Client certificate policies of BindTLS.ClientAuth.
+const (
+	ClientAuthRequired = "required"
+	ClientAuthOptional = "optional"
+)
+
+// BindTLS is the TLS termination of a bind (core/tlsconf builds the
+// crypto/tls configuration from it). Normalize fills min_version, ciphers,
+// alpn (http frontends), client_auth and client_cert_header_prefix (with
+// client_ca).
+type BindTLS struct {
+	// Certificates names entries of /certificates. The certificate served
+	// is chosen by the client's SNI: a SAN equal to it (case-insensitive),
+	// then a wildcard SAN matching it, then the first of this list; among
+	// several matching one name (an ECDSA and an RSA one), the first the
+	// client supports.
+	Certificates []string `json:"certificates" example:"site"`
+	// ALPN lists the protocols offered, in preference order (default
+	// ["http/1.1"] on http frontends, none on tcp ones, where any token is
+	// accepted). "h2" is refused in http mode: HTTP/2 is not supported yet.
+	ALPN []string `json:"alpn,omitempty" example:"http/1.1"`
+	// MinVersion is the oldest protocol version accepted: "1.0", "1.1",
+	// "1.2" (default) or "1.3". The newest is always TLS 1.3.
+	MinVersion string `json:"min_version" validate:"omitempty,oneof=1.0 1.1 1.2 1.3" example:"1.2"`
+	// Ciphers are the TLS 1.0-1.2 cipher suites, named as Go names them
+	// (TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256...). Default: the ECDHE
+	// suites with AEAD ciphers (AES-GCM and ChaCha20-Poly1305, for ECDSA
+	// and RSA keys), no CBC. TLS 1.3 suites are not configurable (Go's
+	// crypto/tls always offers its three).
+	Ciphers []string `json:"ciphers,omitempty"`
+	// ClientCA holds one or more PEM CA certificates (at most 64 KiB):
+	// client certificates are then requested and verified against them
+	// (mTLS).
+	ClientCA string `json:"client_ca,omitempty"`
+	// ClientAuth is "required" (default with client_ca: a client without
+	// a valid certificate fails the handshake) or "optional" (a
+	// certificate, if sent, must be valid). Only with client_ca.
+	ClientAuth string `json:"client_auth,omitempty" validate:"omitempty,oneof=required optional" example:"required"`
+	// ClientCertHeaderPrefix (http frontends with client_ca; default
+	// "X-Client-Cert-") names the request headers carrying the client
+	// certificate to the server: <prefix>Subject, <prefix>Issuer,
+	// <prefix>SHA256 and <prefix>Verified. Headers with this prefix sent
+	// by the client are removed.
+	ClientCertHeaderPrefix string `json:"client_cert_header_prefix,omitempty" example:"X-Client-Cert-"`
 }
 
 // Route sends matching http requests (host, path_prefix, method) or tcp
@@ -205,6 +264,22 @@ type Tuning struct {
 	// after grace_ms (tcp tunnels, slow responses) is closed. HAProxy's
 	// hard-stop-after. 0 = default (10 000).
 	GraceMs int `json:"grace_ms" validate:"gte=0,lte=3600000"`
+	// TLS tunes TLS termination.
+	TLS TLSTuning `json:"tls"`
+}
+
+// TLSTuning holds the process-wide TLS knobs.
+type TLSTuning struct {
+	// MaxHandshakes bounds the TLS handshakes in flight per loop (run on
+	// helper goroutines fed by the loop; crypto/tls cannot pause one): a
+	// flood of handshakes waits in the loop's queue instead of taking the
+	// CPU from established connections. 0 = default.
+	MaxHandshakes int `json:"max_handshakes" validate:"gte=0,lte=100000"`
+	// TicketRotationMs is how often a new session ticket key is generated
+	// (when the keys are not set through /api/v1/tls/ticket-keys); the
+	// three newest keys are kept, so a ticket resumes for up to about
+	// three periods. 60 000 (1 min) to 604 800 000 (1 week); 0 = default (1 h).
+	TicketRotationMs int `json:"ticket_rotation_ms" validate:"gte=60000,lte=604800000"`
 }
 
 // Sched is the CPU-budget split between tasklet classes, in percent (seed 000).
