@@ -228,13 +228,8 @@ func proxyTuning(t *config.Tuning, nloops int, maxconn int64) proxy.Tuning {
 	// way (config.IdleFor: a quarter of maxconn), each loop its share.
 	maxidle := config.IdleFor(int(maxconn))
 	return proxy.Tuning{Bufsize: t.Bufsize, Maxpipes: (maxpipes + nloops - 1) / nloops, Pipesize: t.Pipesize,
-		MaxIdle: (maxidle + nloops - 1) / nloops, TLSMaxHandshakes: tlsMaxHandshakes}
+		MaxIdle: (maxidle + nloops - 1) / nloops, TLSMaxHandshakes: t.TLS.MaxHandshakes}
 }
-
-// tlsMaxHandshakes bounds the TLS handshakes each loop runs at once.
-// TODO(issue 15): take it from config tuning.tls.max_handshakes once
-// core/config has it.
-const tlsMaxHandshakes = 16
 
 // globalMaxconn is the global maxconn in force for c on nloops loops:
 // tuning.maxconn, or what the fd limit allows (config.FdBudget: 2 fds per
@@ -599,12 +594,10 @@ func (e *Engine) accept(l *loop.Loop, fd int, ln *listen.Listener) {
 		return
 	}
 	// The connection holds the slots its acceptor reserved (f.lim and
-	// e.conns); the frontend's OnClose gives them back (release).
-	if fe.HTTP != nil {
-		e.workerOf(l).StartHTTP(fd, fe, &b.front) // requests resolve against b.front
-		return
-	}
-	e.workerOf(l).StartTCP(fd, fe)
+	// e.conns); the frontend's OnClose gives them back (release), whatever
+	// the outcome (a failed TLS handshake included). http requests
+	// resolve against b.front.
+	e.workerOf(l).Accept(fd, fe, &b.front)
 }
 
 // httpFront builds the http-mode part of a frontend: routes resolved to

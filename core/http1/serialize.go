@@ -244,8 +244,20 @@ func (h *Head) HopByHop(buf []byte, i int, keep Keep) bool {
 // AppendEndToEnd appends every header line of h that is not hop-by-hop,
 // as "Name: value CRLF" with the name and value as received.
 func (h *Head) AppendEndToEnd(dst, buf []byte, keep Keep) []byte {
+	return h.AppendEndToEndStrip(dst, buf, keep, nil)
+}
+
+// AppendEndToEndStrip is AppendEndToEnd without the fields whose name
+// starts with strip (compared ASCII case-insensitively): fields the
+// proxy adds itself, which a client must not forge (a TLS client's
+// certificate fields).
+func (h *Head) AppendEndToEndStrip(dst, buf []byte, keep Keep, strip []byte) []byte {
 	for i := 0; i < h.N; i++ {
 		if h.HopByHop(buf, i, keep) {
+			continue
+		}
+		if name := h.Headers[i].Name.Bytes(buf); len(strip) > 0 && len(name) >= len(strip) &&
+			EqualFoldBytes(name[:len(strip)], strip) {
 			continue
 		}
 		dst = append(dst, h.Headers[i].Name.Bytes(buf)...)

@@ -79,3 +79,17 @@ func TestInterimThenFinalResponse(t *testing.T) {
 		t.Fatalf("final: n=%d err=%v status=%d", n2, err, r.Status)
 	}
 }
+
+// TestAppendEndToEndStrip drops the fields with the prefix, whatever their
+// case, and keeps the others (a name shorter than the prefix included).
+func TestAppendEndToEndStrip(t *testing.T) {
+	in := []byte("GET / HTTP/1.1\r\nHost: a\r\nx-client-cert-verified: SUCCESS\r\nX-CLIENT-CERT-Subject: CN=m\r\nX-Client: 1\r\nX-Client-Certs: 2\r\nConnection: close\r\n\r\n")
+	var r Request
+	if _, err := r.Parse(in); err != nil {
+		t.Fatal(err)
+	}
+	got := string(r.AppendEndToEndStrip(nil, in, 0, []byte("X-Client-Cert-")))
+	if want := "Host: a\r\nX-Client: 1\r\nX-Client-Certs: 2\r\n"; got != want {
+		t.Errorf("got %q want %q", got, want)
+	}
+}

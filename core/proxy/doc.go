@@ -4,7 +4,8 @@
 // probes, the per-loop buffer pool and pipe pool, and the splice(2)
 // forwarding of seed 003. The walkthrough of each part is at the top of
 // the file that implements it: tunnel.go (the tunnel, connect and tcp
-// timeouts), sni.go (SNI routing: the inspect phase), mover.go (splice), pipe.go (the pipe pool), http.go (http
+// timeouts), sni.go (SNI routing: the inspect phase), tls_accept.go (TLS
+// termination on binds), mover.go (splice), pipe.go (the pipe pool), http.go (http
 // mode, phases and timers, proxy answers), http_route.go (generations,
 // routing), http_server.go (server slots, pooled connections),
 // http_exchange.go (what is forwarded, bodies, upgrades), http_timeout.go,
@@ -19,12 +20,13 @@
 //     out when the transport allows it, shutdown, close with a FIN or an
 //     RST, and which readiness the next receive or send needs. rawSock is
 //     the plain socket; tlsSock (xprt_tls.go) is the TLS one, and nothing
-//     above the transport knows which one it has. tlsSock is a building
-//     block not wired to binds yet: its handshake runs on a bounded pool of
-//     helper goroutines per loop (tlsHandshakes) that hands the connection
-//     back with Exec; established, its records are read and written on the
-//     loop thread only, through a buffer that never fails a write (see the
-//     comment at the top of xprt_tls.go). A transport may hold what the
+//     above the transport knows which one it has. A frontend with TLS
+//     terminates it on its connections (tls_accept.go, Worker.Accept): the
+//     handshake runs on the worker's bounded pool of helper goroutines
+//     (tlsHandshakes) that hands the connection back with Exec;
+//     established, its records are read and written on the loop thread
+//     only, through a buffer that never fails a write (see the comment at
+//     the top of xprt_tls.go). A transport may hold what the
 //     next receive returns (rcvPending: TLS read a close_notify with the
 //     last record), and then Side.shortRead keeps the read readiness.
 //   - Side (side.go): one connection fd, owned from open to close, with

@@ -159,6 +159,9 @@ type httpConn struct {
 	moved             bool
 
 	wait waiter // in the loop's queue while phase is phQueue
+	// cert: the client-certificate fields of a TLS connection whose
+	// frontend asks for them (tls_accept.go), nil otherwise.
+	cert *clientCert
 
 	bytesIn, bytesOut int64
 	// budget is what the connection may still read in this run of one of
@@ -198,10 +201,16 @@ func runHTTPTimer(tm *loop.Timer) { tm.Owner.(*httpConn).onTimer() }
 // against what it holds then, a request in flight finishes on what it
 // started with. Loop thread only.
 func (w *Worker) StartHTTP(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
+	w.startHTTP(fd, rawSock{}, fe, cur)
+}
+
+// startHTTP is StartHTTP over the client transport xp (a TLS one is
+// established: tls_accept.go).
+func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Pointer[Frontend]) *httpConn {
 	c := w.newConn()
 	c.acc, c.cur = fe, cur
 	c.fe, c.hf = fe, fe.HTTP
-	c.cli.adopt(fd, rawSock{})
+	c.cli.adopt(fd, xp)
 	c.cli.Connected = true
 	w.linkHTTP(c)
 	c.fs = fe.Stats.Loop(w.id)
@@ -211,12 +220,19 @@ func (w *Worker) StartHTTP(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) 
 	setNoDelay(fd)
 	if err := c.cli.register(w.L); err != nil {
 		c.close(closeAbort)
-		return
+		return nil
 	}
 	c.peer = peerAddr(fd)
 	c.hash = balance.HashAddr(c.peer)
 	c.phase = phHead
 	c.armIn(c.hf.RequestTimeout)
+	if _, raw := xp.(rawSock); !raw {
+		// crypto/tls may hold the first request already (read with the
+		// end of the handshake): the socket will not signal it again.
+		c.cli.FD.Ready |= evIn
+		w.L.Wake(&c.cli.Task, loop.Urgent)
+	}
+	return c
 }
 
 func (w *Worker) newConn() *httpConn {
@@ -453,7 +469,14 @@ func (c *httpConn) startRequest(n int) {
 	if r.Upgrade {
 		keep |= http1.KeepUpgrade
 	}
-	d = r.AppendEndToEnd(d, buf, keep)
+	if c.cert != nil {
+		// The client's own fields with the prefix are dropped: only the
+		// proxy's below reach the server.
+		d = r.AppendEndToEndStrip(d, buf, keep, c.cert.strip)
+		d = append(d, c.cert.fields...)
+	} else {
+		d = r.AppendEndToEnd(d, buf, keep)
+	}
 	if r.Upgrade {
 		d = append(d, "Connection: upgrade\r\n"...)
 	}
@@ -461,7 +484,8 @@ func (c *httpConn) startRequest(n int) {
 		d = http1.AppendXForwardedFor(d, c.peer)
 	}
 	if hf.XForwardedProto {
-		d = http1.AppendXForwardedProto(d, false)
+		_, tls := c.cli.xp.(*tlsSock)
+		d = http1.AppendXForwardedProto(d, tls)
 	}
 	if hf.Via {
 		d = http1.AppendVia(d, r.Minor, viaName)
@@ -954,6 +978,8 @@ func (c *httpConn) recycle() {
 	c.nreq = 0
 	c.bytesIn, c.bytesOut = 0, 0
 	c.deadline = 0
+	c.cli.xp = rawSock{} // a TLS transport's state goes with the connection
+	c.cert = nil
 	c.putReq()
 	if len(w.h.freeConn) < maxFreeConns {
 		w.h.freeConn = append(w.h.freeConn, c)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"time"
 
 	"github.com/spliced-proxy/spliced/core/balance"
@@ -59,6 +60,15 @@ type Frontend struct {
 	// AccessLog: each connection that ends is pushed to the worker's
 	// access-log ring (one compact line, formatted off the loop).
 	AccessLog bool
+	// TLS terminates TLS on the connections accepted with this frontend
+	// generation (tls_accept.go; nil = plain): the engine sets it on the
+	// copy of the frontend it gives each bind with a tls section.
+	// HandshakeTimeout bounds each handshake (handshake_ms; 0 = 5 s).
+	// CertHeader (http mode) is the prefix of the client-certificate
+	// fields added to each request ("" = none).
+	TLS              *tls.Config
+	HandshakeTimeout time.Duration
+	CertHeader       string
 }
 
 // Backend pairs a balance.Backend with one Picker per loop (pickers are not

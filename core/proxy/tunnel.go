@@ -149,9 +149,13 @@ func runTunnelTimer(tm *loop.Timer)  { tm.Owner.(*Tunnel).onTimer() }
 
 // StartTCP takes ownership of the accepted client fd (non-blocking) and
 // starts a tcp tunnel to fe's backend. Loop thread only.
-func (w *Worker) StartTCP(fd int, fe *Frontend) {
+func (w *Worker) StartTCP(fd int, fe *Frontend) { w.startTCP(fd, rawSock{}, fe) }
+
+// startTCP is StartTCP over the client transport xp (a TLS one is
+// established: tls_accept.go).
+func (w *Worker) startTCP(fd int, xp transport, fe *Frontend) {
 	t := &Tunnel{w: w, fe: fe, be: fe.Backend}
-	t.cli.adopt(fd, rawSock{})
+	t.cli.adopt(fd, xp)
 	t.cli.Connected = true
 	t.srv.FD.Fd = -1
 	t.cli.Task.Run, t.cli.Task.Owner = runTunnelTask, t
@@ -193,6 +197,12 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) {
 	if err := t.cli.register(w.L); err != nil {
 		t.close(closeAbort)
 		return
+	}
+	if _, raw := xp.(rawSock); !raw {
+		// crypto/tls may hold client bytes already (read with the end of
+		// the handshake): the first pump reads them, whatever the socket
+		// says.
+		t.cli.FD.Ready |= evIn
 	}
 	t.connect(nil)
 }

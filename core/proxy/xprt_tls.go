@@ -13,9 +13,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/loop"
 )
 
-// TLS transport (issue 15). A BUILDING BLOCK, NOT WIRED YET: no bind
-// creates a tlsSock today; the next step adds the bind's `tls` config and
-// its certificates, and calls tlsHandshakes.start from the accept path.
+// TLS transport (issue 15): binds terminate TLS over it (tls_accept.go).
 //
 // No goroutine per established connection. crypto/tls cannot pause a
 // handshake, so the handshake runs on a helper goroutine, at most max of
@@ -68,6 +66,9 @@ type tlsSock struct {
 	held int  // bytes of the caller's next p already encrypted (see above)
 	shut bool // close_notify queued
 	eof  bool // end of stream read with the last bytes, not reported yet
+	// plainHTTP: a failed handshake whose client spoke plain HTTP is
+	// answered 400 (http frontends: tls_accept.go, answerPlain).
+	plainHTTP bool
 }
 
 // tlsFd is the net.Conn crypto/tls reads and writes: the socket of one
@@ -392,6 +393,8 @@ func (h *tlsHandshakes) run(j tlsJob) {
 	err := j.x.c.Handshake()
 	if err == nil {
 		j.x.a.loop = true
+	} else if j.x.plainHTTP {
+		j.x.answerPlain(err)
 	}
 	if !h.l.Exec(func(*loop.Loop) { h.finish(j, err) }) {
 		// The loop has stopped: nobody owns the connection any more.

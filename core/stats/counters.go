@@ -36,6 +36,13 @@ type slotFields struct {
 	RespCount atomic.Int64
 	ConnRate  Rate // connections per second
 	ReqRate   Rate // requests per second
+	// TLS handshakes of a frontend's terminating binds: full, resumed
+	// (from a session ticket), failed (timeouts included, also counted
+	// in TLSTimeouts).
+	TLSFull     atomic.Int64
+	TLSResumed  atomic.Int64
+	TLSFailed   atomic.Int64
+	TLSTimeouts atomic.Int64
 }
 
 // cacheLine is the unit of false sharing on the machines we run on.
@@ -138,6 +145,10 @@ type Totals struct {
 	ConnectCount  int64                `json:"-"`
 	RespNs        int64                `json:"-"`
 	RespCount     int64                `json:"-"`
+	TLSFull       int64                `json:"-"`
+	TLSResumed    int64                `json:"-"`
+	TLSFailed     int64                `json:"-"`
+	TLSTimeouts   int64                `json:"-"`
 }
 
 // Total sums the slots. nowNs is the reader's clock in the loops' time base
@@ -166,6 +177,10 @@ func (c *Counters) Total(nowNs int64) Totals {
 		t.ConnectCount += s.ConnectCount.Load()
 		t.RespNs += s.RespNs.Load()
 		t.RespCount += s.RespCount.Load()
+		t.TLSFull += s.TLSFull.Load()
+		t.TLSResumed += s.TLSResumed.Load()
+		t.TLSFailed += s.TLSFailed.Load()
+		t.TLSTimeouts += s.TLSTimeouts.Load()
 		t.ConnRate += s.ConnRate.read(sec, frac)
 		t.ReqRate += s.ReqRate.read(sec, frac)
 	}

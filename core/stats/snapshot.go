@@ -48,6 +48,18 @@ type Counts struct {
 	ConnectCount int64 `json:"-"`
 	RespNs       int64 `json:"-"`
 	RespCount    int64 `json:"-"`
+	// TLS is the handshakes of a frontend's TLS binds (absent when it
+	// has had none).
+	TLS *TLSCounts `json:"tls,omitempty"`
+}
+
+// TLSCounts are the TLS handshakes of a frontend: full, resumed (a session
+// ticket), failed (timeouts included; Timeouts counts those apart).
+type TLSCounts struct {
+	Full     int64 `json:"handshakes_full"`
+	Resumed  int64 `json:"handshakes_resumed"`
+	Failed   int64 `json:"handshakes_failed"`
+	Timeouts int64 `json:"handshake_timeouts"`
 }
 
 // Counts converts Totals into the API view.
@@ -63,6 +75,9 @@ func (t Totals) Counts() Counts {
 			S3xx: t.Status[3], S4xx: t.Status[4], S5xx: t.Status[5],
 		},
 		ConnectNs: t.ConnectNs, ConnectCount: t.ConnectCount, RespNs: t.RespNs, RespCount: t.RespCount,
+	}
+	if t.TLSFull|t.TLSResumed|t.TLSFailed != 0 {
+		c.TLS = &TLSCounts{Full: t.TLSFull, Resumed: t.TLSResumed, Failed: t.TLSFailed, Timeouts: t.TLSTimeouts}
 	}
 	if t.ConnectCount > 0 {
 		c.ConnectTimeAvgUs = round2(float64(t.ConnectNs) / float64(t.ConnectCount) / 1e3)

@@ -1,0 +1,212 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// TLS termination on binds (issue 15)
+//
+// A frontend generation with TLS set (the engine sets it per bind: each
+// bind with a `tls` section gets its own copy of the frontend, so a plain
+// and a TLS bind of one frontend share everything else) terminates TLS on
+// every connection accepted through it (Accept):
+//
+//   - the accepted fd gets a tlsSock (xprt_tls.go) and its server
+//     handshake starts on the worker's handshake pool, bounded per loop,
+//     within HandshakeTimeout (the frontend's timeouts.handshake_ms),
+//     waiting in the pool's queue included;
+//   - established: the tcp tunnel (startTCP) or the http connection
+//     (startHTTP) starts over that transport, exactly as over a raw
+//     socket; crypto/tls may have read the first client bytes with the
+//     end of the handshake, so the client side starts readable. Nothing
+//     above the transport knows it is TLS, except http mode's
+//     X-Forwarded-Proto (https) and the client-certificate fields below;
+//     no goroutine is left: records are read and written on the loop;
+//   - failed (garbage, a protocol version or cipher refused, no client
+//     certificate where one is required, the deadline): the fd is closed
+//     (an RST) by the pool;
+//   - plain HTTP sent to a TLS bind of an http frontend (the first bytes
+//     are an HTTP method, not a TLS record): the helper goroutine answers
+//     400 "The plain HTTP request was sent to HTTPS port" (nginx's 497)
+//     within the handshake deadline, shuts its write side and reads what
+//     the client still sends until it closes, so that the answer is not
+//     destroyed by an RST; tcp frontends just close.
+//
+// The connection holds its maxconn slots (the engine's OnClose gives them
+// back) from accept: a handshake that fails, times out, or is cut by a
+// stop (errTLSStopped) runs OnClose too. A connection in its handshake
+// counts in the loop's connections (Activity.Conns, what a draining loop
+// waits for), and in the frontend's counters only once established
+// (ConnTotal, ConnCur); the handshakes themselves are counted per
+// frontend: full, resumed (session ticket), failed, of which timeouts.
+//
+// Renegotiation: crypto/tls's server never renegotiates (a TLS 1.2
+// client's renegotiation request is answered with a no_renegotiation
+// alert, after which the client gives up) and TLS 1.3 has none.
+//
+// Client certificates (mTLS, http mode, CertHeader set): the fields
+// <prefix>Subject, <prefix>Issuer, <prefix>SHA256 (of the leaf, hex) and
+// <prefix>Verified (SUCCESS, or NONE without a certificate) are computed
+// once after the handshake and added to every request of the connection;
+// whatever field the client sent with that prefix is dropped, so that a
+// client cannot forge them.
+
+// defaultHandshakeTimeout bounds a handshake whose frontend gives none: a
+// helper goroutine must never wait forever.
+const defaultHandshakeTimeout = 5 * time.Second
+
+// Accept takes ownership of a client fd accepted on a bind whose current
+// frontend is fe (cur is the bind's pointer to it, for http connections:
+// StartHTTP) and starts what fe asks for: TLS termination, then an http
+// connection or a tcp tunnel. Loop thread only.
+func (w *Worker) Accept(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
+	switch {
+	case fe.TLS != nil:
+		w.startTLS(fd, fe, cur)
+	case fe.HTTP != nil:
+		w.StartHTTP(fd, fe, cur)
+	default:
+		w.StartTCP(fd, fe)
+	}
+}
+
+// startTLS runs the server handshake of fd on the worker's pool, then
+// starts the connection over the TLS transport (see above).
+func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
+	x := newTLSServer(fd, fe.TLS)
+	x.plainHTTP = fe.HTTP != nil
+	fs := fe.Stats.Loop(w.id)
+	act := w.act
+	act.Conns.Add(1)
+	timeout := fe.HandshakeTimeout
+	if timeout <= 0 {
+		timeout = defaultHandshakeTimeout
+	}
+	w.tls.start(x, timeout, func(x *tlsSock, err error) {
+		// On errTLSStopped this may run on the helper goroutine: only
+		// atomics (counters, the engine's slots) are touched then.
+		act.Conns.Add(-1)
+		if err != nil {
+			if err != errTLSStopped {
+				fs.TLSFailed.Add(1)
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					fs.TLSTimeouts.Add(1)
+				}
+			}
+			if fe.OnClose != nil {
+				fe.OnClose()
+			}
+			return
+		}
+		st := x.c.ConnectionState()
+		if st.DidResume {
+			fs.TLSResumed.Add(1)
+		} else {
+			fs.TLSFull.Add(1)
+		}
+		if fe.HTTP == nil {
+			w.startTCP(fd, x, fe)
+			return
+		}
+		c := w.startHTTP(fd, x, fe, cur)
+		if c != nil && fe.CertHeader != "" {
+			c.cert = clientCertFields(fe.CertHeader, &st)
+		}
+	})
+}
+
+// clientCert is what an http connection adds to each of its requests
+// about the client's certificate (computed once, after the handshake).
+type clientCert struct {
+	strip  []byte // the fields' prefix: the client's fields with it are dropped
+	fields []byte // "<prefix>Subject: …\r\n" … "<prefix>Verified: …\r\n"
+}
+
+// clientCertFields builds the client-certificate fields of a connection.
+func clientCertFields(prefix string, st *tls.ConnectionState) *clientCert {
+	cc := &clientCert{strip: []byte(prefix)}
+	d := make([]byte, 0, 256)
+	if len(st.PeerCertificates) == 0 {
+		cc.fields = appendField(d, prefix, "Verified", "NONE")
+		return cc
+	}
+	leaf := st.PeerCertificates[0]
+	sum := sha256.Sum256(leaf.Raw)
+	d = appendField(d, prefix, "Subject", leaf.Subject.String())
+	d = appendField(d, prefix, "Issuer", leaf.Issuer.String())
+	d = appendField(d, prefix, "SHA256", hex.EncodeToString(sum[:]))
+	cc.fields = appendField(d, prefix, "Verified", verified(st))
+	return cc
+}
+
+// verified is nginx's $ssl_client_verify for a connection with a client
+// certificate: SUCCESS when crypto/tls verified its chain; a certificate
+// accepted without verification (a config that asks for none) says NONE.
+func verified(st *tls.ConnectionState) string {
+	if len(st.VerifiedChains) > 0 {
+		return "SUCCESS"
+	}
+	return "NONE"
+}
+
+// appendField appends "<prefix><name>: value\r\n"; bytes that may not
+// appear in a field value (controls) become '?'.
+func appendField(d []byte, prefix, name, value string) []byte {
+	d = append(d, prefix...)
+	d = append(d, name...)
+	d = append(d, ": "...)
+	for i := 0; i < len(value); i++ {
+		b := value[i]
+		if b < 0x20 && b != '\t' || b == 0x7f {
+			b = '?'
+		}
+		d = append(d, b)
+	}
+	return append(d, "\r\n"...)
+}
+
+// plainHTTPAnswer is nginx's 497 as it reaches the client: a 400.
+var plainHTTPAnswer = []byte("HTTP/1.1 400 Bad Request\r\n" +
+	"Content-Type: text/plain\r\n" +
+	"Content-Length: 46\r\n" +
+	"Connection: close\r\n" +
+	"\r\n" +
+	"The plain HTTP request was sent to HTTPS port\n")
+
+// looksHTTP: the first bytes of a connection (a record header, 5 bytes)
+// start an HTTP/1 request line: an upper-case method, then a space.
+func looksHTTP(h []byte) bool {
+	n := 0
+	for n < len(h) && 'A' <= h[n] && h[n] <= 'Z' {
+		n++
+	}
+	return n >= 3 && (n == len(h) || h[n] == ' ')
+}
+
+// answerPlain runs on the helper goroutine when the handshake of an http
+// frontend's connection failed: if the client spoke plain HTTP, it gets
+// the 400 above, within the handshake deadline (see the top of this file).
+func (x *tlsSock) answerPlain(err error) {
+	var rh tls.RecordHeaderError
+	if !errors.As(err, &rh) || rh.Conn == nil || !looksHTTP(rh.RecordHeader[:]) {
+		return
+	}
+	if _, err := x.a.Write(plainHTTPAnswer); err != nil {
+		return
+	}
+	if shutWrite(x.a.fd) != 0 {
+		return
+	}
+	var b [512]byte
+	for {
+		if _, err := x.a.Read(b[:]); err != nil {
+			return // end of stream, an error or the deadline
+		}
+	}
+}
