@@ -1,0 +1,320 @@
+package tlsconf
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+// TicketKeysFile is the name of the ticket key file in the state directory.
+const TicketKeysFile = "tls-ticket-keys.json"
+
+// Key sources (TicketKeyInfo.Source).
+const (
+	SourceGenerated = "generated" // made here, rotated on the schedule
+	SourceAPI       = "api"       // set through PUT /api/v1/tls/ticket-keys, never rotated here
+)
+
+// Bounds of the key list.
+const (
+	KeptTicketKeys = 3 // generated keys kept: the newest encrypts, all decrypt, so a ticket lives 2-3 rotation periods
+	MaxTicketKeys  = 8 // keys Set accepts: the current one and enough predecessors for any rotation a cluster runs
+)
+
+// ticketKey is one session ticket key.
+type ticketKey struct {
+	key     [32]byte
+	created time.Time
+}
+
+// TicketKeyInfo describes a key without revealing it.
+type TicketKeyInfo struct {
+	// ID is the first 8 hex digits of the key's SHA-256: enough to tell
+	// which keys two nodes share, useless to recover the key.
+	ID      string
+	Created time.Time
+	Source  string
+}
+
+// TicketKeys holds the session ticket keys every server configuration
+// shares (package doc). Safe for concurrent use.
+type TicketKeys struct {
+	dir string
+	log *slog.Logger
+	// enc holds the keys (SetSessionTicketKeys): its EncryptTicket and
+	// DecryptTicket serve the WrapSession and UnwrapSession of every
+	// configuration wired to this object. Nothing else of it is used.
+	enc *tls.Config
+
+	mu       sync.Mutex
+	keys     []ticketKey // newest first
+	source   string
+	rotation time.Duration
+	timer    *time.Timer // next rotation; nil when the keys come from the API or after Close
+	closed   bool
+}
+
+// NewTicketKeys reads the ticket keys of stateDir (TicketKeysFile), or
+// generates one, and rotates generated keys every rotation (a key older
+// than rotation at start is rotated at once). It refuses a key file that
+// other users may read or that does not parse: never replaced silently,
+// since keys set through the API may be shared with other nodes.
+func NewTicketKeys(stateDir string, rotation time.Duration, log *slog.Logger) (*TicketKeys, error) {
+	if rotation <= 0 {
+		return nil, fmt.Errorf("ticket keys: rotation %v: %w", rotation, config.ErrInvalid)
+	}
+	tk := &TicketKeys{dir: stateDir, log: log.With("object", "tls ticket keys"), enc: &tls.Config{}, rotation: rotation}
+	// Held through the start: the first rotation may be due at once.
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	keys, source, err := readKeyFile(filepath.Join(stateDir, TicketKeysFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		tk.source = SourceGenerated
+		if err := tk.rotateLocked(time.Now()); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	default:
+		tk.keys, tk.source = keys, source
+		tk.install()
+		if source == SourceGenerated {
+			if age := time.Since(keys[0].created); age >= rotation {
+				if err := tk.rotateLocked(time.Now()); err != nil {
+					return nil, err
+				}
+			} else {
+				tk.schedule(rotation - age)
+			}
+		}
+	}
+	tk.log.Info("session ticket keys ready", "source", tk.source, "keys", len(tk.keys), "encrypting", keyID(tk.keys[0].key))
+	return tk, nil
+}
+
+// Set replaces the keys by keys (1 to MaxTicketKeys; the first encrypts,
+// all decrypt), writes them to the state directory and stops the
+// automatic rotation: the operator rotates by setting them again. On error
+// nothing changed.
+func (tk *TicketKeys) Set(keys [][32]byte) error {
+	if len(keys) == 0 || len(keys) > MaxTicketKeys {
+		return fmt.Errorf("ticket keys: %d keys, want 1 to %d: %w", len(keys), MaxTicketKeys, config.ErrInvalid)
+	}
+	now := time.Now().UTC()
+	list := make([]ticketKey, len(keys))
+	for i, k := range keys {
+		list[i] = ticketKey{key: k, created: now}
+	}
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	if err := tk.persist(list, SourceAPI); err != nil {
+		return err
+	}
+	tk.keys, tk.source = list, SourceAPI
+	tk.install()
+	if tk.timer != nil {
+		tk.timer.Stop()
+		tk.timer = nil
+	}
+	tk.log.Info("session ticket keys set through the API", "keys", len(list), "encrypting", keyID(list[0].key))
+	return nil
+}
+
+// Info describes the keys, the encrypting one first; never the keys.
+func (tk *TicketKeys) Info() []TicketKeyInfo {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	out := make([]TicketKeyInfo, len(tk.keys))
+	for i, k := range tk.keys {
+		out[i] = TicketKeyInfo{ID: keyID(k.key), Created: k.created, Source: tk.source}
+	}
+	return out
+}
+
+// SetRotation sets the period of the automatic rotation (ms; Server calls
+// it with tuning.tls.ticket_rotation_ms). The next rotation moves to the
+// encrypting key's creation plus the new period.
+func (tk *TicketKeys) SetRotation(ms int) {
+	d := time.Duration(ms) * time.Millisecond
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	if d <= 0 || d == tk.rotation {
+		return
+	}
+	tk.rotation = d
+	if tk.timer != nil {
+		tk.timer.Stop()
+		tk.schedule(max(0, d-time.Since(tk.keys[0].created)))
+	}
+}
+
+// Close stops the rotation. Configurations already built keep the keys
+// they have.
+func (tk *TicketKeys) Close() {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	tk.closed = true
+	if tk.timer != nil {
+		tk.timer.Stop()
+		tk.timer = nil
+	}
+}
+
+// wire makes tc encrypt its tickets with tk's keys and accept only the
+// tickets issued with the same context (package doc).
+func (tk *TicketKeys) wire(tc *tls.Config, context []byte) {
+	tc.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
+		ss.Extra = [][]byte{context}
+		return tk.enc.EncryptTicket(cs, ss)
+	}
+	tc.UnwrapSession = func(identity []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
+		ss, err := tk.enc.DecryptTicket(identity, cs)
+		if ss == nil || err != nil {
+			return nil, err // nil, nil: not ours, or a key gone: a full handshake
+		}
+		if len(ss.Extra) != 1 || !bytes.Equal(ss.Extra[0], context) {
+			return nil, nil // another bind's, or this bind's before its certificates or client CA changed
+		}
+		return ss, nil
+	}
+}
+
+// rotateLocked puts a new key first, keeps KeptTicketKeys, persists them
+// and schedules the next rotation. tk.mu is held (or tk not yet shared).
+func (tk *TicketKeys) rotateLocked(now time.Time) error {
+	var k ticketKey
+	if _, err := rand.Read(k.key[:]); err != nil {
+		return fmt.Errorf("ticket keys: %w", err)
+	}
+	k.created = now.UTC()
+	list := append([]ticketKey{k}, tk.keys...)
+	if len(list) > KeptTicketKeys {
+		list = list[:KeptTicketKeys]
+	}
+	err := tk.persist(list, SourceGenerated)
+	tk.keys = list
+	tk.install()
+	tk.schedule(tk.rotation)
+	return err
+}
+
+// rotate runs on the rotation timer's goroutine.
+func (tk *TicketKeys) rotate() {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	if tk.closed || tk.source != SourceGenerated {
+		return
+	}
+	if err := tk.rotateLocked(time.Now()); err != nil {
+		// The new key is in use; a restart before the next successful
+		// write reads the previous keys, which still decrypt.
+		tk.log.Error("session ticket key rotated but not saved", "err", err)
+		return
+	}
+	tk.log.Info("session ticket key rotated", "encrypting", keyID(tk.keys[0].key), "keys", len(tk.keys))
+}
+
+func (tk *TicketKeys) schedule(d time.Duration) {
+	if tk.closed {
+		return
+	}
+	tk.timer = time.AfterFunc(d, tk.rotate)
+}
+
+// install hands the keys to enc (safe while handshakes run).
+func (tk *TicketKeys) install() {
+	raw := make([][32]byte, len(tk.keys))
+	for i, k := range tk.keys {
+		raw[i] = k.key
+	}
+	tk.enc.SetSessionTicketKeys(raw)
+}
+
+// keyFile is the JSON form of TicketKeysFile.
+type keyFile struct {
+	Source string        `json:"source"`
+	Keys   []keyFileItem `json:"keys"`
+}
+
+type keyFileItem struct {
+	Key     []byte    `json:"key"` // base64
+	Created time.Time `json:"created"`
+}
+
+func (tk *TicketKeys) persist(keys []ticketKey, source string) error {
+	f := keyFile{Source: source, Keys: make([]keyFileItem, len(keys))}
+	for i, k := range keys {
+		f.Keys[i] = keyFileItem{Key: append([]byte(nil), k.key[:]...), Created: k.created}
+	}
+	data, err := json.MarshalIndent(&f, "", "  ")
+	if err != nil {
+		return err
+	}
+	// WriteFileAtomic creates the file 0600 and renames it into place.
+	if err := config.WriteFileAtomic(tk.dir, TicketKeysFile, append(data, '\n'), nil); err != nil {
+		return &config.StorageError{Err: fmt.Errorf("ticket keys: %w", err)}
+	}
+	return nil
+}
+
+func readKeyFile(path string) ([]ticketKey, string, error) {
+	fd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	defer fd.Close()
+	fi, err := fd.Stat()
+	if err != nil {
+		return nil, "", err
+	}
+	if fi.Mode().Perm()&0o077 != 0 || !fi.Mode().IsRegular() {
+		return nil, "", fmt.Errorf("%s holds the session ticket keys and is accessible to other users (mode %v): fix it with `chmod 600 %s`: %w",
+			path, fi.Mode(), path, config.ErrCorrupt)
+	}
+	data, err := io.ReadAll(io.LimitReader(fd, 64<<10))
+	if err != nil {
+		return nil, "", err
+	}
+	var f keyFile
+	bad := func(why string) error {
+		return fmt.Errorf("%s: %s (remove it to start with generated keys): %w", path, why, config.ErrCorrupt)
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, "", bad(err.Error())
+	}
+	if f.Source != SourceGenerated && f.Source != SourceAPI {
+		return nil, "", bad(fmt.Sprintf("source %q is neither %q nor %q", f.Source, SourceGenerated, SourceAPI))
+	}
+	if len(f.Keys) == 0 || len(f.Keys) > MaxTicketKeys {
+		return nil, "", bad(fmt.Sprintf("%d keys, want 1 to %d", len(f.Keys), MaxTicketKeys))
+	}
+	keys := make([]ticketKey, len(f.Keys))
+	for i, k := range f.Keys {
+		if len(k.Key) != 32 {
+			return nil, "", bad(fmt.Sprintf("key %d has %d bytes, not 32", i, len(k.Key)))
+		}
+		keys[i] = ticketKey{key: [32]byte(k.Key), created: k.Created}
+	}
+	return keys, f.Source, nil
+}
+
+func keyID(k [32]byte) string {
+	sum := sha256.Sum256(k[:])
+	return hex.EncodeToString(sum[:4])
+}
