@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs when it is missing: Debian packages for the
-# browser test (chromium), the package tests (rpm, lintian) and the peers the
-# integration tests may start (nginx). Runs apt-get update first, as root.
+# browser test (chromium), the package tests (rpm, lintian), the peers the
+# integration tests may start (nginx) and the TLS scanner of the TLS audit
+# (testssl.sh, whose Debian command is testssl). Runs apt-get update first, as root.
 set -euo pipefail
 
 need=()
@@ -10,6 +11,7 @@ command -v rpm      >/dev/null 2>&1 || need+=(rpm)
 command -v lintian  >/dev/null 2>&1 || need+=(lintian)
 command -v nginx    >/dev/null 2>&1 || need+=(nginx)
 command -v curl     >/dev/null 2>&1 || need+=(curl)
+command -v testssl  >/dev/null 2>&1 || command -v testssl.sh >/dev/null 2>&1 || need+=(testssl.sh)
 
 if [ ${#need[@]} -eq 0 ]; then
 	echo "test-deps: all present"

@@ -1,0 +1,87 @@
+package testssl
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// testdata/nginx-1.22-debian.json is the scan (Args, testssl.sh 3.0.8)
+// of nginx 1.22.1 on Debian 12 with the ssl settings of Debian's
+// nginx.conf (ssl_protocols TLSv1 to TLSv1.3, ssl_prefer_server_ciphers
+// on) and a self-signed ECDSA P-256 certificate for localhost and
+// 127.0.0.1 valid 90 days, made with the openssl command: the two LOW
+// findings issue 15 quotes for nginx's defaults, CBC suites offered.
+func TestUnexpectedFindsNginxDefaultsTwoLowFindings(t *testing.T) {
+	b, err := os.ReadFile("testdata/nginx-1.22-debian.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := Missing(fs); len(m) > 0 {
+		t.Fatalf("a complete scan lacks %v", m)
+	}
+	got := Unexpected(fs, Merge(Scanner, TestCertificate))
+	var ids []string
+	for _, f := range got {
+		ids = append(ids, f.Severity+" "+f.ID)
+	}
+	want := []string{"LOW cipherlist_AVERAGE", "LOW LUCKY13"}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("unexpected findings %v, want %v:\n%s", ids, want, Report(got))
+	}
+	// Without the expectations, the certificate's and the scanner's own
+	// findings fail too.
+	all := Unexpected(fs, nil)
+	for _, id := range []string{"engine_problem", "cert_chain_of_trust", "cert_revocation"} {
+		if !slices.ContainsFunc(all, func(f Finding) bool { return f.ID == id }) {
+			t.Errorf("%s not reported without expectations", id)
+		}
+	}
+}
+
+func TestCleanSeverities(t *testing.T) {
+	for sev, clean := range map[string]bool{
+		"OK": true, "INFO": true, "DEBUG": true,
+		"LOW": false, "MEDIUM": false, "HIGH": false, "CRITICAL": false,
+		"WARN": false, "FATAL": false, "": false,
+	} {
+		if Clean(sev) != clean {
+			t.Errorf("Clean(%q) = %v, want %v", sev, !clean, clean)
+		}
+	}
+}
+
+func TestParseRefusesWhatIsNotAScan(t *testing.T) {
+	for _, in := range []string{``, `{}`, `[{"id":"x"}]`, `[{"severity":"OK"}]`, `[1]`} {
+		if _, err := Parse([]byte(in)); err == nil {
+			t.Errorf("Parse(%q) accepted", in)
+		}
+	}
+	fs, err := Parse([]byte(`[{"id":"heartbleed","ip":"127.0.0.1/127.0.0.1","port":"443","severity":"OK","cve":"CVE-2014-0160","finding":"not vulnerable"}]`))
+	if err != nil || len(fs) != 1 || fs[0].CVE != "CVE-2014-0160" {
+		t.Fatalf("Parse = %+v, %v", fs, err)
+	}
+	if m := Missing(fs); slices.Contains(m, "heartbleed") || !slices.Contains(m, "TLS1_3") {
+		t.Fatalf("Missing = %v", m)
+	}
+}
+
+func TestArgsStayOffline(t *testing.T) {
+	a := strings.Join(Args("/tmp/x.json", "127.0.0.1:443"), " ")
+	for _, want := range []string{"-n none", "--connect-timeout", "--openssl-timeout", "--warnings off", "--jsonfile /tmp/x.json"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("Args lack %q: %s", want, a)
+		}
+	}
+	if strings.Contains(a, "--phone-out") {
+		t.Errorf("Args would fetch CRL/OCSP: %s", a)
+	}
+	if !strings.HasSuffix(a, " 127.0.0.1:443") {
+		t.Errorf("the target must be last: %s", a)
+	}
+}
