@@ -102,6 +102,7 @@ var (
 	}{{1, "1xx"}, {2, "2xx"}, {3, "3xx"}, {4, "4xx"}, {5, "5xx"}, {0, "other"}}
 	sortedServerStates = [...]string{"down", "drain", "maint", "up"}
 	sortedTaskletClass = [...]string{"bulk", "normal", "urgent"}
+	sortedTLSResults   = [...]string{"failed", "full", "resumed"}
 )
 
 // mobj is one frontend, backend or server: its label values (backend,
@@ -358,6 +359,35 @@ var splicedFamilies = func() []mfamily {
 				for _, st := range sortedServerStates {
 					e.sample("spliced_server_state", "", boolf(o.sv.State == st), "backend", o.lv[0], "server", o.lv[1], "state", st)
 				}
+			}
+		}},
+		mfamily{"spliced_frontend_tls_handshakes_total", "TLS handshakes on the frontend's TLS binds, by result (failed includes timeouts).", "counter", func(e *expo, v *mview) {
+			for i := range v.fe {
+				o := &v.fe[i]
+				var t stats.TLSCounts
+				if o.fe.TLS != nil {
+					t = *o.fe.TLS
+				}
+				for _, r := range sortedTLSResults {
+					n := t.Failed
+					switch r {
+					case "full":
+						n = t.Full
+					case "resumed":
+						n = t.Resumed
+					}
+					e.sample("spliced_frontend_tls_handshakes_total", "", float64(n), "frontend", o.lv[0], "result", r)
+				}
+			}
+		}},
+		mfamily{"spliced_frontend_tls_handshake_timeouts_total", "TLS handshakes that did not end within the frontend's handshake_ms (also counted as failed).", "counter", func(e *expo, v *mview) {
+			for i := range v.fe {
+				o := &v.fe[i]
+				n := 0.0
+				if o.fe.TLS != nil {
+					n = float64(o.fe.TLS.Timeouts)
+				}
+				e.sample("spliced_frontend_tls_handshake_timeouts_total", "", n, "frontend", o.lv[0])
 			}
 		}},
 		mfamily{"spliced_config_generation", "Configuration generation the data plane runs.", "gauge", func(e *expo, v *mview) {

@@ -60,6 +60,7 @@ type collector struct {
 	srvState, srvMax   *prometheus.Desc
 	srvChange, feMax   *prometheus.Desc
 	generation, loopsN *prometheus.Desc
+	feTLS, feTLSTo     *prometheus.Desc
 }
 
 func newCollector(c core.Control) *collector {
@@ -78,6 +79,8 @@ func newCollector(c core.Control) *collector {
 		feMax:       prometheus.NewDesc("spliced_frontend_max_connections", "Connection limit (0 = none).", fe, nil),
 		generation:  prometheus.NewDesc("spliced_config_generation", "Configuration generation the data plane runs.", nil, nil),
 		loopsN:      prometheus.NewDesc("spliced_loops", "Event loops (threads) of the data plane.", nil, nil),
+		feTLS:       prometheus.NewDesc("spliced_frontend_tls_handshakes_total", "TLS handshakes on the frontend's TLS binds, by result (failed includes timeouts).", []string{"frontend", "result"}, nil),
+		feTLSTo:     prometheus.NewDesc("spliced_frontend_tls_handshake_timeouts_total", "TLS handshakes that did not end within the frontend's handshake_ms (also counted as failed).", fe, nil),
 	}
 	for _, m := range loopMetrics {
 		k.loop = append(k.loop, prometheus.NewDesc("spliced_loop_"+m.name, m.help, []string{"loop"}, nil))
@@ -98,7 +101,7 @@ func (k *collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- x
 	}
 	for _, x := range []*prometheus.Desc{k.tasklets, k.beUp, k.beServersUp, k.srvUp, k.srvWeight, k.srvState,
-		k.srvMax, k.srvChange, k.feMax, k.generation, k.loopsN} {
+		k.srvMax, k.srvChange, k.feMax, k.generation, k.loopsN, k.feTLS, k.feTLSTo} {
 		ch <- x
 	}
 }
@@ -119,6 +122,14 @@ func (k *collector) Collect(ch chan<- prometheus.Metric) {
 		f := &s.Frontends[i]
 		k.fe.collect(ch, &f.Counts, f.Name)
 		ch <- prometheus.MustNewConstMetric(k.feMax, prometheus.GaugeValue, float64(f.Maxconn), f.Name)
+		var t stats.TLSCounts
+		if f.TLS != nil {
+			t = *f.TLS
+		}
+		ch <- prometheus.MustNewConstMetric(k.feTLS, prometheus.CounterValue, float64(t.Full), f.Name, "full")
+		ch <- prometheus.MustNewConstMetric(k.feTLS, prometheus.CounterValue, float64(t.Resumed), f.Name, "resumed")
+		ch <- prometheus.MustNewConstMetric(k.feTLS, prometheus.CounterValue, float64(t.Failed), f.Name, "failed")
+		ch <- prometheus.MustNewConstMetric(k.feTLSTo, prometheus.CounterValue, float64(t.Timeouts), f.Name)
 	}
 	for i := range s.Backends {
 		b := &s.Backends[i]

@@ -53,7 +53,11 @@ func newFakeStats(nfe, nbe, spb int) *fakeStats {
 	f := &fakeStats{}
 	f.snap = stats.Snapshot{Time: time.Now(), Generation: 42}
 	for i := nfe - 1; i >= 0; i-- {
-		f.snap.Frontends = append(f.snap.Frontends, stats.Frontend{Name: fmt.Sprintf("fe%d", i), Maxconn: i, Counts: fakeCounts(i)})
+		sf := stats.Frontend{Name: fmt.Sprintf("fe%d", i), Maxconn: i, Counts: fakeCounts(i)}
+		if i%2 == 1 { // a frontend with a TLS bind
+			sf.TLS = &stats.TLSCounts{Full: int64(10 * i), Resumed: int64(i), Failed: int64(i + 1), Timeouts: int64(i % 3)}
+		}
+		f.snap.Frontends = append(f.snap.Frontends, sf)
 	}
 	f.snap.Frontends = append(f.snap.Frontends, stats.Frontend{Name: "q\"uo\\te\nnl", Counts: fakeCounts(3)})
 	states := []string{"up", "down", "drain", "maint"}

@@ -74,6 +74,7 @@ var documentedMetrics = []string{
 	"spliced_frontend_requests_total", "spliced_frontend_request_rate", "spliced_frontend_bytes_in_total",
 	"spliced_frontend_bytes_out_total", "spliced_frontend_denied_total", "spliced_frontend_request_errors_total",
 	"spliced_frontend_http_responses_total", "spliced_frontend_max_connections",
+	"spliced_frontend_tls_handshakes_total", "spliced_frontend_tls_handshake_timeouts_total",
 	"spliced_backend_connections_total", "spliced_backend_connect_errors_total", "spliced_backend_retries_total",
 	"spliced_backend_queue", "spliced_backend_up", "spliced_backend_servers_up", "spliced_backend_connect_time_seconds",
 	"spliced_backend_response_time_seconds", "spliced_backend_http_responses_total",

@@ -27,6 +27,7 @@ type statsView struct {
 type feView struct {
 	name, mode string
 	maxconn    int
+	tls        bool // a bind with tls
 	c          *stats.Counters
 }
 
@@ -64,7 +65,7 @@ func (e *Engine) publishStats(snap *config.Config) {
 	for i := range snap.Frontends {
 		cf := &snap.Frontends[i]
 		if f := e.fronts[cf.Name]; f != nil {
-			v.fronts = append(v.fronts, feView{name: cf.Name, mode: cf.Mode, maxconn: cf.Maxconn, c: f.stats})
+			v.fronts = append(v.fronts, feView{name: cf.Name, mode: cf.Mode, maxconn: cf.Maxconn, tls: hasTLSBind(cf), c: f.stats})
 		}
 	}
 	for i := range snap.Backends {
@@ -87,9 +88,12 @@ func (e *Engine) Stats() stats.Snapshot {
 	now := loop.Mono()
 	snap.Generation = v.gen
 	for _, f := range v.fronts {
-		snap.Frontends = append(snap.Frontends, stats.Frontend{
-			Name: f.name, Mode: f.mode, Maxconn: f.maxconn, Counts: f.c.Total(now).Counts(),
-		})
+		t := f.c.Total(now)
+		sf := stats.Frontend{Name: f.name, Mode: f.mode, Maxconn: f.maxconn, Counts: t.Counts()}
+		if tc := t.TLS(); f.tls || tc != (stats.TLSCounts{}) {
+			sf.TLS = &tc
+		}
+		snap.Frontends = append(snap.Frontends, sf)
 	}
 	for _, b := range v.backends {
 		sb := stats.Backend{Name: b.name, Mode: b.mode, Algo: b.algo, Counts: b.c.Total(now).Counts(),
@@ -211,4 +215,14 @@ func (e *Engine) writeAccess(l *stats.LogEntry) {
 		n-- // tcp mode
 	}
 	e.log.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs[:n]...)
+}
+
+// hasTLSBind: a bind of cf terminates TLS.
+func hasTLSBind(cf *config.Frontend) bool {
+	for i := range cf.Binds {
+		if cf.Binds[i].TLS != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -48,13 +48,11 @@ type Counts struct {
 	ConnectCount int64 `json:"-"`
 	RespNs       int64 `json:"-"`
 	RespCount    int64 `json:"-"`
-	// TLS is the handshakes of a frontend's TLS binds (absent when it
-	// has had none).
-	TLS *TLSCounts `json:"tls,omitempty"`
 }
 
-// TLSCounts are the TLS handshakes of a frontend: full, resumed (a session
-// ticket), failed (timeouts included; Timeouts counts those apart).
+// TLSCounts are the TLS handshakes of a frontend's TLS binds: full,
+// resumed (a session ticket), failed (timeouts included; Timeouts counts
+// those apart).
 type TLSCounts struct {
 	Full     int64 `json:"handshakes_full"`
 	Resumed  int64 `json:"handshakes_resumed"`
@@ -75,9 +73,6 @@ func (t Totals) Counts() Counts {
 			S3xx: t.Status[3], S4xx: t.Status[4], S5xx: t.Status[5],
 		},
 		ConnectNs: t.ConnectNs, ConnectCount: t.ConnectCount, RespNs: t.RespNs, RespCount: t.RespCount,
-	}
-	if t.TLSFull|t.TLSResumed|t.TLSFailed != 0 {
-		c.TLS = &TLSCounts{Full: t.TLSFull, Resumed: t.TLSResumed, Failed: t.TLSFailed, Timeouts: t.TLSTimeouts}
 	}
 	if t.ConnectCount > 0 {
 		c.ConnectTimeAvgUs = round2(float64(t.ConnectNs) / float64(t.ConnectCount) / 1e3)
@@ -102,6 +97,13 @@ type Frontend struct {
 	// Maxconn is the frontend's limit (0 = none); ConnCur counts against it.
 	Maxconn int `json:"maxconn"`
 	Counts
+	// TLS is present when the frontend has a bind with tls, or had one.
+	TLS *TLSCounts `json:"tls,omitempty"`
+}
+
+// TLS returns the TLS handshake counts of t.
+func (t Totals) TLS() TLSCounts {
+	return TLSCounts{Full: t.TLSFull, Resumed: t.TLSResumed, Failed: t.TLSFailed, Timeouts: t.TLSTimeouts}
 }
 
 // Server is one server's statistics. ConnTotal counts connection slots
