@@ -21,6 +21,7 @@ import (
 	"github.com/spliced-proxy/spliced/api/tokens"
 	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/tlsconf"
 	"github.com/spliced-proxy/spliced/openapi"
 	"github.com/spliced-proxy/spliced/web"
 )
@@ -58,6 +59,9 @@ type Options struct {
 	// AuditCopy, when set, gets a copy of every audit entry (one JSON
 	// document per Write), e.g. a log/syslog writer.
 	AuditCopy io.Writer
+	// TicketKeys are the session ticket keys of the TLS binds
+	// (/api/v1/tls/ticket-keys); nil: those routes answer 404.
+	TicketKeys *tlsconf.TicketKeys
 	// TCPULPPath is the kernel's TCP ULP list /api/v1/info reads for its
 	// "ktls" field; "" means core.TCPULPPath (tests point it at a file).
 	TCPULPPath string
@@ -97,6 +101,7 @@ type server struct {
 	c       collections
 	obs     *observer // stats, metrics, events, audit (stats.go)
 	ulpPath string    // core.KTLSSupport's file, for /api/v1/info
+	tickets *tlsconf.TicketKeys
 }
 
 // New returns the admin HTTP handler: the REST API under /api/v1, /healthz,
@@ -106,6 +111,7 @@ func New(o Options) http.Handler {
 		store: o.Store, core: o.Core, env: o.Env, version: o.Version,
 		dir: o.StateDir, addr: o.AdminAddr, log: o.Logger, started: o.Started,
 		spec: openapi.JSON(), c: newCollections(), ulpPath: o.TCPULPPath,
+		tickets: o.TicketKeys,
 	}
 	if s.ulpPath == "" {
 		s.ulpPath = core.TCPULPPath
@@ -204,6 +210,9 @@ func (s *server) routes(r chi.Router) {
 	r.Get(base+"/certificates/{name}", s.handle(s.getCertificate))
 	r.Put(base+"/certificates/{name}", s.handle(s.putCertificate))
 	r.Delete(base+"/certificates/{name}", s.handle(s.deleteCertificate))
+
+	r.Get(base+"/tls/ticket-keys", s.handle(s.getTicketKeys))
+	r.Put(base+"/tls/ticket-keys", s.handle(s.putTicketKeys))
 
 	r.Get(base+"/tuning", s.handle(s.getTuning))
 	r.Put(base+"/tuning", s.handle(s.putTuning))

@@ -21,6 +21,8 @@ package api
 //	@tag.description			Origin servers of a backend: address, weight, maxconn, admin_state.
 //	@tag.name					certificates
 //	@tag.description			TLS certificates: upload a chain and its key (stored 0600 in the state directory), read their metadata; a key is never answered.
+//	@tag.name					tls
+//	@tag.description			Session ticket keys shared by every TLS bind (set them alike on several nodes to resume each other's sessions); a key is never answered.
 //	@tag.name					tuning
 //	@tag.description			Global data-plane knobs.
 //	@tag.name					placement

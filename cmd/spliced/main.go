@@ -30,6 +30,7 @@ import (
 	"github.com/spliced-proxy/spliced/api"
 	"github.com/spliced-proxy/spliced/cmd/spliced/internal/version"
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/tlsconf"
 )
 
 func main() {
@@ -253,6 +254,14 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 	if err != nil {
 		return err
 	}
+	// Session ticket keys of the TLS binds, shared by every bind's
+	// *tls.Config (core/tlsconf) and set through /api/v1/tls/ticket-keys.
+	tickets, err := tlsconf.NewTicketKeys(store.Dir(),
+		time.Duration(store.Current().Tuning.TLS.TicketRotationMs)*time.Millisecond, log)
+	if err != nil {
+		return err
+	}
+	defer tickets.Close()
 	ctl, err := newCore(log)
 	if err != nil {
 		return fmt.Errorf("starting data plane: %w", err)
@@ -284,6 +293,8 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 		AdminHosts:   append(adminBoundHosts(al), adm.hosts...),
 		AdminTLS:     al.tls,
 		MaxBodyBytes: adm.maxBody,
+
+		TicketKeys: tickets,
 
 		AuditKeep: adm.auditKeep,
 		AuditCopy: adm.auditCopy,
