@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -20,7 +21,7 @@ func fill(v reflect.Value, n int) {
 		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
 		fill(v.Index(0), n)
 	case reflect.String:
-		v.SetString("x")
+		v.SetString(strings.Repeat("x", n))
 	case reflect.Int, reflect.Int64:
 		v.SetInt(int64(n))
 	case reflect.Bool:

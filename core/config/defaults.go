@@ -219,6 +219,9 @@ func (s *Server) Normalize() {
 	if s.AdminState == "" {
 		s.AdminState = AdminReady
 	}
+	if s.TLS != nil && s.TLS.Verify == "" {
+		s.TLS.Verify = VerifyRequired
+	}
 }
 
 // Normalize fills the tuning defaults. The sched shares are filled only when
@@ -304,6 +307,10 @@ func (b *Backend) clone() Backend {
 			w := *s.Weight
 			ns.Weight = &w
 		}
+		if s.TLS != nil {
+			t := *s.TLS
+			ns.TLS = &t
+		}
 		return ns
 	})
 	if b.HealthCheck != nil {
@@ -346,6 +353,9 @@ func cloneInts(s []int) []int {
 // equal reports whether two servers have the same settings.
 func (s *Server) equal(o *Server) bool {
 	if (s.Weight == nil) != (o.Weight == nil) || s.Weight != nil && *s.Weight != *o.Weight {
+		return false
+	}
+	if (s.TLS == nil) != (o.TLS == nil) || s.TLS != nil && *s.TLS != *o.TLS {
 		return false
 	}
 	return s.Name == o.Name && s.Address == o.Address && s.Port == o.Port &&

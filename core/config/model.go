@@ -229,6 +229,9 @@ type Server struct {
 	Weight     *int   `json:"weight,omitempty" validate:"omitempty,gte=0,lte=256"`
 	Maxconn    int    `json:"maxconn" validate:"gte=0,lte=10000000"`
 	AdminState string `json:"admin_state" validate:"omitempty,oneof=ready drain maint"`
+	// TLS, when set, makes the proxy a TLS client of the server (an https
+	// origin): see ServerTLS.
+	TLS *ServerTLS `json:"tls,omitempty"`
 }
 
 // HealthCheck describes how a backend probes its servers.
