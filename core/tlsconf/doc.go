@@ -71,6 +71,12 @@
 // at start, so a restart does not end the sessions; the API and the logs
 // show key ids (the first 8 hex digits of the key's SHA-256), never keys.
 //
+// # Client configurations
+//
+// Client (client.go) builds the *tls.Config the proxy speaks TLS to a
+// server with (a server's tls: verify, ca_pem, sni), one per server
+// object, with that server's session cache: see Client.
+//
 // Concurrency: Certs, TicketKeys and the *tls.Config built are safe for
 // concurrent use by any goroutine (the handshake helpers call
 // GetCertificate, WrapSession and UnwrapSession concurrently).
