@@ -77,12 +77,12 @@ func (b *Backend) Retire(next *Backend) {
 	}
 }
 
-// Build makes the runtime backend for cfg. Servers of prev with the same name
-// and the same resolved address:port are reused, so their live connection
-// counts, counters and health carry over; their weight, maxconn and admin
-// state are updated in place atomically. A server whose address changed is a
-// new Server (the old one keeps its live connections and is retired by
-// prev.Retire). resolve turns a host name into an address; nil uses the
+// Build makes the runtime backend for cfg. Servers of prev with the same name,
+// the same resolved address:port and the same tls are reused, so their live
+// connection counts, counters and health carry over; their weight, maxconn
+// and admin state are updated in place atomically. A server whose address or
+// tls changed is a new Server (the old one keeps its live connections and is
+// retired by prev.Retire, which drops its pooled ones). resolve turns a host name into an address; nil uses the
 // system resolver with a ResolveTimeout deadline, preferring the first IPv4
 // address.
 //
@@ -187,7 +187,7 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		ap := netip.AddrPortFrom(addr, uint16(cs.Port))
 		var s *Server
 		if prev != nil {
-			if old := prev.byName[cs.Name]; old != nil && old.Addr == ap && !old.Retired() {
+			if old := prev.byName[cs.Name]; old != nil && old.Addr == ap && !old.Retired() && sameTLS(old.TLSSpec, cs.TLS) {
 				s = old
 				reused[i] = true
 			}
@@ -198,6 +198,10 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 				return nil, fmt.Errorf("backend %q server %q: address %s: %w", cfg.Name, cs.Name, ap, err)
 			}
 			s = newServer(cs.Name, cs.Address, ap, sa, b.changes, b.queue)
+			if cs.TLS != nil {
+				t := *cs.TLS
+				s.TLSSpec = &t
+			}
 			// Not published yet: plain initialisation through the setters
 			// (which bump the counter, harmless).
 			s.SetWeight(*cs.Weight)
@@ -378,4 +382,12 @@ func sockaddrOf(ap netip.AddrPort) (unix.Sockaddr, error) {
 		}
 	}
 	return sa, nil
+}
+
+// sameTLS: a server's tls section is unchanged (both plain, or equal).
+func sameTLS(a, b *config.ServerTLS) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }

@@ -405,3 +405,31 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		})
 	}
 }
+
+// TestBuildMakesANewServerWhenTLSChanges: a server's tls is part of its
+// identity, as its address: a change retires the old Server (its pooled
+// connections were made with the old settings), an unchanged tls keeps it.
+func TestBuildMakesANewServerWhenTLSChanges(t *testing.T) {
+	cfg := cfgBackend(config.BalanceRoundRobin, 1, 1, 1)
+	cfg.Servers[0].TLS = &config.ServerTLS{Verify: config.VerifyNone}
+	cfg.Servers[1].TLS = &config.ServerTLS{Verify: config.VerifyRequired, SNI: "a.test"}
+	b1 := mustBuild(t, cfg, nil)
+	if b1.Servers[0].TLSSpec == nil || *b1.Servers[0].TLSSpec != *cfg.Servers[0].TLS || b1.Servers[2].TLSSpec != nil {
+		t.Fatalf("TLSSpec not recorded: %+v %+v", b1.Servers[0].TLSSpec, b1.Servers[2].TLSSpec)
+	}
+	cfg2 := cfgBackend(config.BalanceRoundRobin, 1, 1, 1)
+	cfg2.Servers[0].TLS = &config.ServerTLS{Verify: config.VerifyNone}                    // same
+	cfg2.Servers[1].TLS = &config.ServerTLS{Verify: config.VerifyRequired, SNI: "b.test"} // sni changed
+	cfg2.Servers[2].TLS = &config.ServerTLS{Verify: config.VerifyNone}                    // plain -> tls
+	b2 := mustBuild(t, cfg2, b1)
+	if b2.Servers[0] != b1.Servers[0] {
+		t.Error("a server with the same tls was not reused")
+	}
+	if b2.Servers[1] == b1.Servers[1] || b2.Servers[2] == b1.Servers[2] {
+		t.Error("a server whose tls changed was reused")
+	}
+	b1.Retire(b2)
+	if !b1.Servers[1].Retired() || !b1.Servers[2].Retired() || b1.Servers[0].Retired() {
+		t.Error("retire does not follow the tls change")
+	}
+}

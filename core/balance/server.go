@@ -1,6 +1,7 @@
 package balance
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/netip"
 	"sync/atomic"
@@ -47,7 +48,8 @@ func usableState(st uint32) bool {
 
 // Server is the runtime object of one configured server. It is shared by all
 // loops (read-mostly, atomics only) and carried over from one Backend
-// generation to the next as long as its name and address:port stay the same.
+// generation to the next as long as its name, address:port and tls stay the
+// same.
 type Server struct {
 	// The fields a pick reads come first: leastconn touches Cur, st and
 	// maxconn of every usable server, so they share the object's first
@@ -72,6 +74,14 @@ type Server struct {
 	// when they are nil; a server carried over to a new generation keeps
 	// them. Nil in tests that build backends directly.
 	Counters *stats.Counters
+	// TLS, when the server has a tls section (TLSSpec), is the client
+	// configuration the proxy speaks TLS to it with (core/tlsconf.Client).
+	// Like Counters, the engine sets it once before the server is
+	// published, when it is nil: a server whose tls changes is a new
+	// Server (Build), so it never changes under a connection.
+	TLS *tls.Config
+	// TLSSpec is the server's tls section as configured (nil: plain TCP).
+	TLSSpec *config.ServerTLS
 
 	lastChange atomic.Int64 // unix ns of the last up/down transition
 	total      atomic.Uint64

@@ -354,6 +354,11 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			e.restoreBackends(newBE)
 			return &config.ApplyError{Field: "/backends/" + strconv.Itoa(i), Object: "backend " + cb.Name, Err: err}
 		}
+		if err := serverTLS(bb, cb, i); err != nil {
+			newBE[cb.Name] = &beRT{bb: bb} // its reused servers were updated: restore them too
+			e.restoreBackends(newBE)
+			return err
+		}
 		e.serverCounters(bb)
 		stats := e.newCounters()
 		if prev != nil {

@@ -8,6 +8,7 @@
 // termination on binds), mover.go (splice), pipe.go (the pipe pool), http.go (http
 // mode, phases and timers, proxy answers), http_route.go (generations,
 // routing), http_server.go (server slots, pooled connections),
+// upstream_tls.go (TLS to servers),
 // http_exchange.go (what is forwarded, bodies, upgrades), http_timeout.go,
 // stop.go (soft stop), check.go (health checks).
 //
@@ -21,7 +22,9 @@
 //     RST, and which readiness the next receive or send needs. rawSock is
 //     the plain socket; tlsSock (xprt_tls.go) is the TLS one, and nothing
 //     above the transport knows which one it has. A frontend with TLS
-//     terminates it on its connections (tls_accept.go, Worker.Accept): the
+//     terminates it on its connections (tls_accept.go, Worker.Accept), and
+//     a server with TLS is spoken to through a TLS client
+//     (upstream_tls.go, after the TCP connect, within connect_ms): the
 //     handshake runs on the worker's bounded pool of helper goroutines
 //     (tlsHandshakes) that hands the connection back with Exec;
 //     established, its records are read and written on the loop thread

@@ -638,6 +638,10 @@ func (c *httpConn) checkConnect() {
 		c.connectFailed()
 		return
 	}
+	if x, ok := sc.side.xp.(*tlsSock); ok {
+		c.startTLS(sc, x) // upstream_tls.go
+		return
+	}
 	sc.side.Connected = true
 	c.startExchange()
 }

@@ -61,7 +61,8 @@ type srvConn struct {
 	resp   *http1.Response // while attached (getResp); nil while pooled
 	timer  loop.Timer      // idle expiry while pooled
 	owner  *httpConn
-	reused bool // has carried a request before the current one
+	reused bool  // has carried a request before the current one
+	hs     uint8 // TLS handshake state (upstream_tls.go)
 	pool   *srvPool
 }
 
@@ -154,7 +155,7 @@ func (w *Worker) dial(s *balance.Server) (*srvConn, bool) {
 	setNoDelay(fd)
 	sc := w.newSrv()
 	sc.server = s
-	sc.side.adopt(fd, rawSock{})
+	sc.side.adopt(fd, srvTransport(s, fd))
 	sc.side.Connected = false
 	switch connectTo(fd, s.SockaddrInto(&w.sa)) {
 	case 0, unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
@@ -176,6 +177,13 @@ func (w *Worker) closeSrv(sc *srvConn) { w.endSrv(sc, false) }
 // endSrv closes a server connection, with an RST when reset is set (an
 // aborted exchange).
 func (w *Worker) endSrv(sc *srvConn, reset bool) {
+	if sc.hs == hsActive {
+		// The handshake owns the fd (upstream_tls.go): its end closes
+		// it and recycles sc.
+		sc.hs = hsOrphan
+		sc.owner = nil
+		return
+	}
 	if sc.pool != nil {
 		w.unpool(sc)
 	}

@@ -272,27 +272,33 @@ func newRawServer(t testing.TB) *net.TCPAddr {
 func headServer(t testing.TB, resp []byte) *net.TCPAddr {
 	return testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
-		buf := make([]byte, 8192)
-		have := 0
+		answerHeads(c, resp)
+	}).Addr
+}
+
+// answerHeads writes resp for every request head (no body) read from c,
+// until c fails or ends.
+func answerHeads(c io.ReadWriter, resp []byte) {
+	buf := make([]byte, 8192)
+	have := 0
+	for {
+		n, err := c.Read(buf[have:])
+		if err != nil {
+			return
+		}
+		have += n
 		for {
-			n, err := c.Read(buf[have:])
-			if err != nil {
+			i := bytes.Index(buf[:have], []byte("\r\n\r\n"))
+			if i < 0 {
+				break
+			}
+			if _, err := c.Write(resp); err != nil {
 				return
 			}
-			have += n
-			for {
-				i := bytes.Index(buf[:have], []byte("\r\n\r\n"))
-				if i < 0 {
-					break
-				}
-				if _, err := c.Write(resp); err != nil {
-					return
-				}
-				copy(buf, buf[i+4:have])
-				have -= i + 4
-			}
+			copy(buf, buf[i+4:have])
+			have -= i + 4
 		}
-	}).Addr
+	}
 }
 
 // BenchmarkHTTPKeepAlive measures one keep-alive request/response through

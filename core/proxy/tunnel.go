@@ -92,8 +92,9 @@ const (
 	stConnecting uint8 = iota
 	stEstablished
 	stClosed
-	stQueued  // waiting for a server slot (queue.go)
-	stInspect // reading the ClientHello of an SNI-routed frontend (sni.go)
+	stQueued    // waiting for a server slot (queue.go)
+	stInspect   // reading the ClientHello of an SNI-routed frontend (sni.go)
+	stHandshake // TLS handshake with the server after its connect (upstream_tls.go)
 )
 
 // Reasons a tunnel closes, for the counters.
@@ -324,7 +325,7 @@ func (t *Tunnel) dial(s *balance.Server) {
 		return
 	}
 	setNoDelay(fd)
-	t.srv.adopt(fd, rawSock{})
+	t.srv.adopt(fd, srvTransport(s, fd))
 	t.srv.Connected = false
 	switch connectTo(fd, s.SockaddrInto(&w.sa)) {
 	case 0:
@@ -379,6 +380,16 @@ func (t *Tunnel) checkConnect() {
 			return
 		}
 	}
+	if x, ok := t.srv.xp.(*tlsSock); ok {
+		t.startTLS(x)
+		return
+	}
+	t.connected()
+}
+
+// connected: the server side is ready for bytes (TCP connected, and the
+// TLS handshake done for a TLS server): the tunnel is established.
+func (t *Tunnel) connected() {
 	t.srv.Connected = true
 	t.state = stEstablished
 	t.lastIO = t.w.L.Now()
@@ -461,7 +472,7 @@ func (t *Tunnel) onTimer() {
 		} else {
 			t.w.L.Arm(&t.timer, t.deadline)
 		}
-	case stConnecting:
+	case stConnecting, stHandshake:
 		if now >= t.deadline {
 			t.fs.Timeouts.Add(1)
 			t.connectFailed()

@@ -61,6 +61,26 @@ func drain(r io.Reader) ([32]byte, int64, error) {
 	return sum, n, err
 }
 
+// bothWays streams size bytes of pattern seed to c while it drains what
+// comes from c, half-closes after the last byte and returns once both
+// directions ended: one end of a transfer test.
+func bothWays(c interface {
+	io.ReadWriter
+	CloseWrite() error
+}, seed uint64, size int64) transfer {
+	var r transfer
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.got, r.n, _ = drain(c)
+	}()
+	r.sent, r.err = stream(c, seed, size)
+	c.CloseWrite()
+	wg.Wait()
+	return r
+}
+
 // TestTunnelPassesBytesUnchanged sends 100 MiB each way at the same time
 // through one tunnel, in each splice mode, and compares sha256 of what each
 // end sent with what the other received. It also checks that splice was
@@ -80,37 +100,17 @@ func TestTunnelPassesBytesUnchanged(t *testing.T) {
 			srvRes := make(chan transfer, 1)
 			addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 				defer c.Close()
-				var r transfer
-				var wg sync.WaitGroup
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					r.got, r.n, _ = drain(c)
-				}()
-				r.sent, r.err = stream(c, 2, size)
-				c.CloseWrite()
-				wg.Wait()
-				srvRes <- r
+				srvRes <- bothWays(c, 2, size)
 			}).Addr
 			fe := frontend(t, tc.mode, addr)
 			c := e.dial(fe)
-			var cliGot [32]byte
-			var cliN int64
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				cliGot, cliN, _ = drain(c)
-			}()
-			cliSent, err := stream(c, 1, size)
-			if err != nil {
-				t.Fatal(err)
+			cr := bothWays(c, 1, size)
+			if cr.err != nil {
+				t.Fatal(cr.err)
 			}
-			c.CloseWrite()
-			wg.Wait()
 			sr := awaitTransfer(t, srvRes)
-			sameBytes(t, "client->server", size, sr.n, sr.got, cliSent)
-			sameBytes(t, "server->client", size, cliN, cliGot, sr.sent)
+			sameBytes(t, "client->server", size, sr.n, sr.got, cr.sent)
+			sameBytes(t, "server->client", size, cr.n, cr.got, sr.sent)
 			e.waitIdle()
 			checkSpliced(t, e, tc.name, tc.wantSplice, uint64(size))
 			if fe.Stats.Total(0).BytesIn != size || fe.Stats.Total(0).BytesOut != size {

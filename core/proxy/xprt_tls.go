@@ -13,7 +13,8 @@ import (
 	"github.com/spliced-proxy/spliced/core/loop"
 )
 
-// TLS transport (issue 15): binds terminate TLS over it (tls_accept.go).
+// TLS transport (issue 15): binds terminate TLS over it (tls_accept.go),
+// and the proxy speaks it to servers with tls (upstream_tls.go).
 //
 // No goroutine per established connection. crypto/tls cannot pause a
 // handshake, so the handshake runs on a helper goroutine, at most max of

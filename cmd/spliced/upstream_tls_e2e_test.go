@@ -1,0 +1,178 @@
+package main
+
+// End-to-end test of TLS to servers: the real binary speaks https to its
+// origins (a server's "tls"), verifies them, reuses and resumes.
+
+import (
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
+
+// httpsOrigin serves HTTPS with cert: "/" answers "secure" on a kept-alive
+// connection, "/close" answers with Connection: close. It counts accepted
+// connections and resumed handshakes.
+type httpsOrigin struct {
+	port              int
+	accepted, resumed atomic.Int64
+}
+
+func newHTTPSOrigin(t *testing.T, cert *testutil.Cert) *httpsOrigin {
+	t.Helper()
+	o := &httpsOrigin{}
+	cfg := &tls.Config{
+		Certificates: []tls.Certificate{cert.TLS()},
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if cs.DidResume {
+				o.resumed.Add(1)
+			}
+			return nil
+		},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/close" {
+				w.Header().Set("Connection", "close")
+			}
+			io.WriteString(w, "secure")
+		}),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				o.accepted.Add(1)
+			}
+		},
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go srv.Serve(tls.NewListener(ln, cfg))
+	t.Cleanup(func() { srv.Close() })
+	o.port = ln.Addr().(*net.TCPAddr).Port
+	return o
+}
+
+func TestUpstreamTLSEndToEnd(t *testing.T) {
+	in := startSpliced(t, "")
+	ca := testutil.NewCert(t, testutil.CertSpec{Names: []string{"test ca"}, CA: true})
+	leaf := testutil.NewCert(t, testutil.CertSpec{Names: []string{"origin.test"}, Parent: ca})
+	other := testutil.NewCert(t, testutil.CertSpec{Names: []string{"other ca"}, CA: true})
+	o := newHTTPSOrigin(t, leaf)
+	server := func(tl map[string]any) []map[string]any {
+		return []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": o.port, "tls": tl}}
+	}
+
+	// Refused with a JSON pointer: a ca_pem that is not PEM, an sni that is
+	// not a host name, an http check on a TLS server.
+	bad := in.Do("POST", "/api/v1/backends", map[string]any{"name": "web", "mode": "http",
+		"servers": server(map[string]any{"verify": "required", "ca_pem": "not pem", "sni": "a b"})})
+	if bad.Status != 422 || !strings.Contains(string(bad.Body), `"field":"/servers/0/tls/ca_pem"`) ||
+		!strings.Contains(string(bad.Body), `"field":"/servers/0/tls/sni"`) {
+		t.Fatalf("bad tls: status %d: %s", bad.Status, bad.Body)
+	}
+	bad = in.Do("POST", "/api/v1/backends", map[string]any{"name": "web", "mode": "http",
+		"servers":      server(map[string]any{"verify": "none"}),
+		"health_check": map[string]any{"type": "http", "interval_ms": 1000, "timeout_ms": 500}})
+	if bad.Status != 422 || !strings.Contains(string(bad.Body), `"field":"/health_check/type"`) {
+		t.Fatalf("http check on a TLS server: status %d: %s", bad.Status, bad.Body)
+	}
+
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "web", "mode": "http",
+		"servers": server(map[string]any{"ca_pem": ca.CertPEM, "sni": "origin.test"})})
+	// verify defaults to required, and GET shows it.
+	if b := in.MustDo(200, "GET", "/api/v1/backends/web", nil).Body; !strings.Contains(string(b), `"verify":"required"`) {
+		t.Fatalf("verify not defaulted: %s", b)
+	}
+	port := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "www", "mode": "http", "default_backend": "web",
+		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port}},
+	})
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	// Kept alive: five requests, one connection to the origin.
+	for i := range 5 {
+		if st, body := get("/"); st != 200 || body != "secure" {
+			t.Fatalf("request %d: %d %q", i, st, body)
+		}
+	}
+	if n := o.accepted.Load(); n != 1 {
+		t.Fatalf("origin accepted %d connections for 5 kept-alive requests, want 1", n)
+	}
+	// The origin closes after each /close (the first one reuses the pooled
+	// connection): every server connection after the first resumes.
+	for i := range 3 {
+		if st, body := get("/close"); st != 200 || body != "secure" {
+			t.Fatalf("/close %d: %d %q", i, st, body)
+		}
+	}
+	if a, r := o.accepted.Load(), o.resumed.Load(); a < 3 || r != a-1 {
+		t.Fatalf("%d server connections, %d resumed: want all but the first", a, r)
+	}
+
+	// The wrong CA: the handshake fails, counted as a connect error; 503.
+	in.MustDo(200, "PUT", "/api/v1/backends/web", map[string]any{"name": "web", "mode": "http",
+		"servers": server(map[string]any{"ca_pem": other.CertPEM, "sni": "origin.test"})})
+	if st, _ := get("/"); st != 503 {
+		t.Fatalf("wrong CA: status %d, want 503", st)
+	}
+	var stats struct {
+		Backends []struct {
+			Name          string `json:"name"`
+			ConnectErrors int64  `json:"connect_errors"`
+		} `json:"backends"`
+	}
+	in.MustDo(200, "GET", "/api/v1/stats", nil).JSON(t, &stats)
+	for _, b := range stats.Backends {
+		if b.Name == "web" && b.ConnectErrors == 0 {
+			t.Fatalf("no connect error counted for a refused certificate: %+v", stats.Backends)
+		}
+	}
+
+	// verify none (through the server's own path, as the README does):
+	// served again.
+	in.MustDo(200, "PUT", "/api/v1/backends/web/servers/s1", server(map[string]any{"verify": "none"})[0])
+	if st, body := get("/"); st != 200 || body != "secure" {
+		t.Fatalf("verify none: %d %q", st, body)
+	}
+
+	// tcp mode through the same origin: the tunnel speaks TLS to it.
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "raw", "mode": "tcp",
+		"servers": server(map[string]any{"ca_pem": ca.CertPEM, "sni": "origin.test"})})
+	tport := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "tun", "mode": "tcp", "default_backend": "raw", "splice": "on",
+		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": tport}},
+	})
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(tport), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: origin.test\r\nConnection: close\r\n\r\n")
+	b, _ := io.ReadAll(c)
+	if !strings.HasPrefix(string(b), "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(string(b), "secure") {
+		t.Fatalf("tcp tunnel to the https origin: %q", b)
+	}
+}

@@ -1,0 +1,144 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/loop"
+)
+
+// TLS to servers (issue 15, config.ServerTLS)
+//
+// A server whose balance.Server.TLS is set (the engine builds it once per
+// Server with core/tlsconf.Client) is spoken to through a tlsSock client.
+// The transport is chosen at the dial (srvTransport), before the TCP
+// connect completes, so that a mover which reads the client meanwhile
+// (splice "on" in tcp mode) already sees a destination that cannot splice
+// and keeps the bytes in a buffer. Once the connect completes (the usual
+// EPOLLOUT check), the fd leaves the loop (detach: the side owns no fd
+// while the handshake runs, so nothing closes it under the helper
+// goroutine) and the handshake runs on the worker's pool (xprt_tls.go)
+// within what is left of the backend's connect_ms: connect and handshake
+// together fit connect_ms, and the connect time counted in the stats is
+// the time to an established TLS session. Established, the fd is adopted
+// and registered again with the same tlsSock, with evIn and evOut set
+// (crypto/tls may have read past the handshake), and the connection goes
+// on as a plain one would: tcp tunnel established, http exchange started.
+//
+// A handshake that fails (a certificate refused, a name that does not
+// match, no common version or cipher, a reset, the deadline) is a failed
+// connect: counted on the backend and the server as one, retried on
+// another server up to the backend's retries, then the client gets what
+// any connect failure gives it (tcp: the connection closed; http: 503).
+// The phase's own timer (connect_ms) may give the attempt up first: the
+// attempt is then stale, and its handshake's end, whenever it comes, only
+// closes the fd (Tunnel: attempt number; srvConn: hsOrphan keeps the
+// object out of the free list until then). errTLSStopped (the worker's
+// CloseAll stopped the pool) touches nothing: CloseAll closes the
+// connections, and that done may run off the loop thread.
+//
+// Established, a server connection over TLS is an ordinary side: pooled
+// http connections keep their tlsSock (a server's close_notify and FIN,
+// or any unexpected record, drop them as for a raw socket; TLS 1.3
+// session tickets are consumed by crypto/tls and never look like
+// unexpected bytes), and the session cache of the server's tls.Config
+// lets the next connect resume.
+
+// srvTransport is the transport a new connection (fd) to s starts with.
+func srvTransport(s *balance.Server, fd int) transport {
+	if s.TLS == nil {
+		return rawSock{}
+	}
+	return newTLSClient(fd, s.TLS)
+}
+
+// handshakeWithin is how long a server handshake may take: what is left
+// until deadline (loop.Now units), at least a millisecond (the connect
+// completed just before it, so the bound is never meant to be zero).
+func handshakeWithin(l *loop.Loop, deadline int64) time.Duration {
+	return max(time.Duration(deadline-l.Now()), time.Millisecond)
+}
+
+// startTLS: the tunnel's TCP connect to a TLS server completed; the
+// handshake takes the fd until it ends (tlsDone).
+func (t *Tunnel) startTLS(x *tlsSock) {
+	w := t.w
+	t.srv.detach(w.L)
+	t.state = stHandshake
+	attempt := t.attempts
+	w.tls.start(x, handshakeWithin(w.L, t.deadline), func(x *tlsSock, err error) { t.tlsDone(x, err, attempt) })
+}
+
+// tlsDone: the handshake of connect attempt number attempt ended.
+func (t *Tunnel) tlsDone(x *tlsSock, err error, attempt int32) {
+	if err == errTLSStopped {
+		return // CloseAll closes the tunnel; maybe not on the loop thread
+	}
+	if t.state != stHandshake || t.attempts != attempt {
+		// Given up meanwhile (connect timeout, client gone): the fd is
+		// nobody's but ours.
+		if err == nil {
+			x.close(x.a.fd, true)
+		}
+		return
+	}
+	if err != nil {
+		t.connectFailed() // the pool closed the fd
+		return
+	}
+	t.srv.adopt(x.a.fd, x)
+	if t.srv.register(t.w.L) != nil {
+		t.connectFailed()
+		return
+	}
+	t.srv.FD.Ready = evIn | evOut
+	t.connected()
+	t.w.L.Wake(&t.srv.Task, loop.Urgent)
+}
+
+// Handshake state of a srvConn (srvConn.hs).
+const (
+	hsNone   uint8 = iota
+	hsActive       // the handshake owns the fd; sc is attached
+	hsOrphan       // given up while the handshake runs: its end recycles sc
+)
+
+// startTLS: the TCP connect of sc to a TLS server completed.
+func (c *httpConn) startTLS(sc *srvConn, x *tlsSock) {
+	w := c.w
+	sc.side.detach(w.L)
+	sc.hs = hsActive
+	w.tls.start(x, handshakeWithin(w.L, c.deadline), sc.tlsDone)
+}
+
+// tlsDone: sc's handshake ended.
+func (sc *srvConn) tlsDone(x *tlsSock, err error) {
+	if err == errTLSStopped {
+		return // CloseAll closed the connection; maybe not on the loop thread
+	}
+	w := sc.w
+	if sc.hs == hsOrphan {
+		sc.hs = hsNone
+		if err == nil {
+			x.close(x.a.fd, true)
+		}
+		w.recycleSrv(sc)
+		return
+	}
+	sc.hs = hsNone
+	c := sc.owner
+	if err != nil {
+		c.connectFailed() // the pool closed the fd
+		return
+	}
+	sc.side.adopt(x.a.fd, x)
+	if sc.side.register(w.L) != nil {
+		c.connectFailed()
+		return
+	}
+	sc.side.FD.Ready = evIn | evOut
+	sc.side.Connected = true
+	c.startExchange()
+	c.budget = runCap
+	c.process()
+}
