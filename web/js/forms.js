@@ -83,6 +83,49 @@ export function input(model, path, label, kind = 'text', opts = {}) {
   return wrap;
 }
 
+// field wraps a control el bound by the caller in a .field with the JSON
+// pointer of path (for errors), a label and an error box.
+function field(path, label, el, hint) {
+  const id = uid('f');
+  el.id = id;
+  el.setAttribute('aria-describedby', id + '-err');
+  el.name = path.join('.');
+  return h('div', { class: 'field', data: { ptr: ptrOf(path) } },
+    h('label', { for: id }, label), el,
+    hint ? h('div', { class: 'hint' }, hint) : null,
+    h('div', { class: 'err', id: id + '-err' }));
+}
+
+// multiSelect edits an array of strings chosen among options (in the
+// options' order); none chosen sets an empty array.
+export function multiSelect(model, path, label, options, opts = {}) {
+  const cur = getAt(model, path) || [];
+  const el = h('select', { multiple: true, size: Math.min(Math.max(options.length, 2), 6) },
+    options.map((o) => h('option', { value: o, selected: cur.includes(o) }, o)));
+  el.addEventListener('change', () => setAt(model, path, [...el.selectedOptions].map((o) => o.value)));
+  return field(path, label, el, opts.hint);
+}
+
+// listInput edits an array of strings as one text input, the items
+// separated by commas or spaces; empty removes the member.
+export function listInput(model, path, label, opts = {}) {
+  const cur = getAt(model, path);
+  const el = h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', placeholder: opts.placeholder,
+    value: Array.isArray(cur) ? cur.join(', ') : '' });
+  el.addEventListener('input', () => {
+    const items = el.value.split(/[\s,]+/).filter((x) => x !== '');
+    setAt(model, path, items.length ? items : undefined);
+  });
+  return field(path, label, el, opts.hint);
+}
+
+// textArea edits a multi-line string; empty removes the member.
+export function textArea(model, path, label, opts = {}) {
+  const el = h('textarea', { rows: opts.rows || 4, spellcheck: 'false', placeholder: opts.placeholder, value: getAt(model, path) || '' });
+  el.addEventListener('input', () => setAt(model, path, el.value === '' ? undefined : el.value));
+  return field(path, label, el, opts.hint);
+}
+
 // group is a fieldset standing for an object pointer (errors like "/sched").
 export function group(path, legend, ...children) {
   return h('fieldset', { data: { ptr: ptrOf(path) } }, h('legend', null, legend), ...children, h('div', { class: 'err' }));
@@ -149,7 +192,7 @@ export function showErrors(form, err) {
     let link = null;
     if (target) {
       target.classList.add('invalid');
-      const ctl = target.querySelector(':scope > input, :scope > select');
+      const ctl = target.querySelector(':scope > input, :scope > select, :scope > textarea');
       if (ctl) ctl.setAttribute('aria-invalid', 'true');
       const box = target.querySelector(':scope > .err');
       if (box) box.textContent = (box.textContent ? box.textContent + ' ' : '') + (target.dataset.ptr === ptr ? fe.message : `${ptr}: ${fe.message}`);

@@ -2,20 +2,21 @@
 
 import { h, clear, badge, modal, num } from '../dom.js';
 import { get, enc } from '../api.js';
-import { input, group, rows, formShell } from '../forms.js';
+import { input, group, rows, formShell, multiSelect, listInput, textArea, getAt, setAt } from '../forms.js';
 import { write, act, cell, statKey, paint, subscribe } from '../common.js';
 import { previewPlan, labelled, openForm } from './backends.js';
 import { loadForEdit, guardedWrite, confirmDelete } from '../conflict.js';
 
 export default async function frontends(ctx, root) {
-  const [list, bks] = await Promise.all([get('/api/v1/frontends'), get('/api/v1/backends')]);
+  const [list, bks, certs] = await Promise.all([get('/api/v1/frontends'), get('/api/v1/backends'), get('/api/v1/certificates')]);
   const backendNames = bks.map((b) => b.name);
+  const certNames = certs.map((c) => c.name);
   const canAdmin = ctx.can('admin');
 
   root.append(h('div', { class: 'page-head' },
     h('h1', null, 'Frontends'),
     h('div', { class: 'actions' },
-      canAdmin ? h('button', { type: 'button', class: 'btn primary', id: 'new-frontend', 'data-write': '', onclick: () => openForm(ctx, () => frontendForm(ctx, null, backendNames)) }, 'New frontend') : null)));
+      canAdmin ? h('button', { type: 'button', class: 'btn primary', id: 'new-frontend', 'data-write': '', onclick: () => openForm(ctx, () => frontendForm(ctx, null, backendNames, certNames)) }, 'New frontend') : null)));
 
   if (!list.length) {
     root.append(h('div', { class: 'panel' }, h('p', { class: 'empty' }, 'No frontend yet.',
@@ -33,8 +34,8 @@ export default async function frontends(ctx, root) {
         h('h2', null, f.name), badge(f.mode), badge(`splice ${f.splice}`, f.splice === 'off' ? '' : 'accent'),
         h('span', { class: 'muted' }, '→ ', f.default_backend ? h('a', { href: '#/backends' }, f.default_backend) : 'no default backend'),
         canAdmin ? h('div', { class: 'actions' },
-          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-bind', onclick: () => bindForm(ctx, f) }, 'Add bind'),
-          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-frontend', onclick: () => openForm(ctx, () => frontendForm(ctx, f, backendNames)) }, 'Edit'),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-bind', onclick: () => bindForm(ctx, f, certNames) }, 'Add bind'),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-frontend', onclick: () => openForm(ctx, () => frontendForm(ctx, f, backendNames, certNames)) }, 'Edit'),
           h('button', { type: 'button', class: 'btn small danger', 'data-write': '', 'data-action': 'delete-frontend', onclick: del }, 'Delete')) : null),
       h('div', { class: 'kv' },
         h('span', null, 'maxconn ', h('b', null, f.maxconn ? num(f.maxconn) : 'global')),
@@ -45,7 +46,7 @@ export default async function frontends(ctx, root) {
         h('span', null, 'out ', cell('b', statKey('fe', f.name, 'bytesOut'), 'bytes'))),
       h('h3', null, 'Binds'),
       f.binds.length ? h('div', { class: 'tablewrap' }, labelled(h('table', { class: 'stack' },
-        h('thead', null, h('tr', null, ['Bind', 'Address', 'Port', 'Shards', 'Backlog', 'Threads', ''].map((t, i) => h('th', { class: i >= 2 && i <= 4 ? 'num' : '' }, t)))),
+        h('thead', null, h('tr', null, ['Bind', 'Address', 'Port', 'Shards', 'Backlog', 'Threads', 'TLS', ''].map((t, i) => h('th', { class: i >= 2 && i <= 4 ? 'num' : '' }, t)))),
         h('tbody', null, f.binds.map((b) => h('tr', { data: { bind: `${f.name}/${b.name}` } },
           h('td', null, h('b', null, b.name)),
           h('td', { class: 'mono' }, b.address),
@@ -53,6 +54,7 @@ export default async function frontends(ctx, root) {
           h('td', { class: 'num' }, b.shards ? String(b.shards) : 'distributor'),
           h('td', { class: 'num' }, b.backlog ? String(b.backlog) : 'default'),
           h('td', { class: 'mono' }, b.threads && b.threads.length ? b.threads.join(',') : 'all'),
+          h('td', { class: 'tls' }, b.tls ? `${b.tls.certificates.join(', ')} · TLS ${b.tls.min_version}+${b.tls.client_ca ? ' · client certs ' + b.tls.client_auth : ''}` : '—'),
           h('td', null, canAdmin ? h('button', {
             type: 'button', class: 'btn small ghost danger', 'data-write': '', 'data-action': 'remove-bind', 'data-bind': `${f.name}/${b.name}`,
             onclick: async (e) => {
@@ -74,19 +76,48 @@ export default async function frontends(ctx, root) {
   return subscribe(ctx.live, { stats: () => paint(root, ctx.live) });
 }
 
-function bindFields(model, base) {
+function bindFields(model, base, certNames, mode) {
   return [
     input(model, [...base, 'name'], 'Name', 'text', { required: true, placeholder: 'b1' }),
     input(model, [...base, 'address'], 'Address', 'text', { required: true, placeholder: '0.0.0.0' }),
     input(model, [...base, 'port'], 'Port', 'int', { min: 1, max: 65535, placeholder: '80' }),
     input(model, [...base, 'shards'], 'Shards', 'int', { min: 0, placeholder: '0' }),
     input(model, [...base, 'backlog'], 'Backlog', 'int', { min: 0, placeholder: 'default' }),
+    tlsFields(model, base, certNames, mode),
   ];
+}
+
+// tlsFields edits the tls member of the bind at base: the checkbox adds
+// it (certificates to choose) or removes it. Members the form does not
+// show (ciphers, client_cert_header_prefix) are kept as GET returned them.
+function tlsFields(model, base, certNames, mode) {
+  const path = [...base, 'tls'];
+  const box = h('div', { class: 'fields' });
+  const render = () => {
+    clear(box);
+    if (!getAt(model, path)) return;
+    box.append(
+      multiSelect(model, [...path, 'certificates'], 'Certificates', certNames,
+        { hint: certNames.length ? 'SNI picks among them; else the first' : 'none uploaded yet: POST /api/v1/certificates' }),
+      input(model, [...path, 'min_version'], 'Min version', 'select', { options: ['1.2', '1.3', '1.1', '1.0'], default: '1.2' }),
+      listInput(model, [...path, 'alpn'], 'ALPN', { placeholder: mode === 'http' ? 'http/1.1' : 'none', hint: 'comma-separated' }),
+      input(model, [...path, 'client_auth'], 'Client certificates', 'select',
+        { options: [['', 'default (required with a CA)'], 'required', 'optional'], optional: true }),
+      textArea(model, [...path, 'client_ca'], 'Client CA (PEM)', { placeholder: 'empty: no client certificate asked' }));
+  };
+  const on = h('input', {
+    type: 'checkbox', checked: !!getAt(model, path), 'aria-label': 'Terminate TLS on this bind',
+    onchange: () => { setAt(model, path, on.checked ? { certificates: certNames.slice(0, 1) } : undefined); render(); },
+  });
+  render();
+  const fs = group(path, 'TLS', h('label', { class: 'check' }, on, ' terminate TLS'), box);
+  fs.classList.add('tls');
+  return fs;
 }
 
 // frontendForm edits f as GET returns it now (its ETag sent back as
 // If-Match), or creates a frontend when f is null.
-async function frontendForm(ctx, f, backendNames) {
+async function frontendForm(ctx, f, backendNames, certNames) {
   const editing = !!f;
   const ed = editing ? await loadForEdit(`/api/v1/frontends/${enc(f.name)}`) : null;
   if (editing) f = ed.data;
@@ -129,7 +160,7 @@ async function frontendForm(ctx, f, backendNames) {
       rows(model, ['binds'], {
         title: 'Binds', add: 'Add bind row',
         blank: (i) => ({ name: `b${i + 1}`, address: '0.0.0.0' }),
-        rowFn: (p) => bindFields(model, p),
+        rowFn: (p) => bindFields(model, p, certNames, model.mode),
       }),
       routesBox);
     return formShell(editing ? `Edit frontend ${f.name}` : 'New frontend', body, {
@@ -140,7 +171,7 @@ async function frontendForm(ctx, f, backendNames) {
         if (dry) return previewPlan(form, method, path, model);
         const what = `${editing ? 'Saved' : 'Created'} frontend ${model.name}`;
         if (editing) {
-          if (!await guardedWrite(ctx, form, ed, method, path, model, what, () => { close(); openForm(ctx, () => frontendForm(ctx, f, backendNames)); })) return;
+          if (!await guardedWrite(ctx, form, ed, method, path, model, what, () => { close(); openForm(ctx, () => frontendForm(ctx, f, backendNames, certNames)); })) return;
         } else {
           await write(ctx, method, path, model, what);
         }
@@ -151,9 +182,11 @@ async function frontendForm(ctx, f, backendNames) {
   }, { label: editing ? `Edit frontend ${f.name}` : 'New frontend', wide: true });
 }
 
-function bindForm(ctx, f) {
+function bindForm(ctx, f, certNames) {
   const model = { name: `b${f.binds.length + 1}`, address: f.binds[0] ? f.binds[0].address : '0.0.0.0' };
-  return modal((close) => formShell(`Add a bind to ${f.name}`, h('div', { data: { ptr: '/' } }, h('div', { class: 'fields' }, bindFields(model, []))), {
+  const fields = bindFields(model, [], certNames, f.mode);
+  const tls = fields.pop(); // a fieldset of its own under the grid of fields
+  return modal((close) => formShell(`Add a bind to ${f.name}`, h('div', { data: { ptr: '/' } }, h('div', { class: 'fields' }, fields), tls), {
     submitLabel: 'Add', preview: true, onCancel: () => close(),
     onSubmit: async (form, dry) => {
       const path = `/api/v1/frontends/${enc(f.name)}/binds`;
