@@ -54,6 +54,9 @@ func FuzzAPIWrite(f *testing.F) {
 		{7 | 0x80, 0, `{"address":"h","port":65535}`},
 		{14, 0, `{"name":"site","cert_pem":"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n","key_pem":""}`},
 		{15, 0, `{"cert_pem":"x","key_pem":"-----BEGIN EC PRIVATE KEY-----\nMAA=\n-----END EC PRIVATE KEY-----\n"}`},
+		{3, 0, `{"name":"b3","address":"127.0.0.1","port":8444,"tls":{"certificates":["site"],"alpn":["h2"],"min_version":"1.0","ciphers":["x"],"client_ca":"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n","client_auth":"optional"}}`},
+		{8, 0, `{"name":"b1","address":"127.0.0.1","port":8080,"tls":{"certificates":[],"client_cert_header_prefix":"X Y"}}`},
+		{9, 0, `{"tls":{"max_handshakes":-1,"ticket_rotation_ms":1}}`},
 	} {
 		f.Add(s.route, s.ctype, []byte(s.body))
 	}

@@ -72,7 +72,7 @@ func (cs *Certs) Retain(c *config.Config) {
 
 // Server builds the server-side *tls.Config of one bind (b, its tls
 // member) of the normalized, validated c, with session tickets encrypted
-// by keys (see the package doc). It also sets the rotation period of keys
+// by keys (see the package doc; not nil: one TicketKeys per process). It also sets the rotation period of keys
 // to c's tuning.tls.ticket_rotation_ms, so that a change of it applies
 // with the config. Errors: a certificate c does not list, or whose bundle
 // cannot be read or parsed; a bad cipher, version or client_ca (which

@@ -295,3 +295,16 @@ func TestTicketKeysRefusals(t *testing.T) {
 	}
 	k.Close()
 }
+
+// TestTicketRotationFollowsTheConfig: Server applies
+// tuning.tls.ticket_rotation_ms to the keys, so a shorter period set by an
+// Apply takes effect without a restart.
+func TestTicketRotationFollowsTheConfig(t *testing.T) {
+	e := newEnv(t)
+	e.add(t, "site", testutil.SelfSigned(t, "site.test"))
+	keys := newKeys(t) // one hour
+	first := keys.Info()[0].ID
+	e.c.Tuning.TLS.TicketRotationMs = 20
+	e.server(t, bind("site"), keys)
+	testutil.Eventually(t, 5*time.Second, func() bool { return keys.Info()[0].ID != first }, "no rotation after the period shrank")
+}
