@@ -39,6 +39,11 @@
 //   - Certificates (certificates.go): uploads carry a key, which goes to the
 //     store's certs/ file only; every answer, audit entry and revision
 //     shows the metadata of the config document.
+//   - Session ticket keys (tlskeys.go): /api/v1/tls/ticket-keys reads and
+//     sets the process's core/tlsconf.TicketKeys (Options.TicketKeys, which
+//     writes its own 0600 file in the state directory): ids in answers,
+//     never a key in an answer, log line or audit entry; admin only, reads
+//     included.
 //
 // # Conventions
 //
