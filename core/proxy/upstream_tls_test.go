@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -335,5 +336,88 @@ func TestHTTPKeepAliveOverTLSServerAllocatesOnlyInCryptoTLS(t *testing.T) {
 	}
 	if n := o.Accepted(); n != 1 {
 		t.Fatalf("origin accepted %d connections, want 1", n)
+	}
+}
+
+// TestTLSServerHandshakeGivenUp: attempts given up while their handshake
+// runs or waits for a slot of the pool — a tunnel whose client resets, an
+// http request whose connect_ms ends first (503) — leave their handshake
+// to end on its own: its end closes the fd (a handshake that succeeds
+// after all) and recycles the server connection object, and no fd,
+// handshake slot or connection stays behind.
+func TestTLSServerHandshakeGivenUp(t *testing.T) {
+	tu := defaultTuning()
+	tu.TLSMaxHandshakes = 1 // the http handshake waits behind the tunnel's
+	e := newEnv(t, tu)
+	cert := testutil.SelfSigned(t, "origin.test")
+	hold := make(chan struct{})
+	var held sync.WaitGroup
+	held.Add(2)
+	o := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer held.Done()
+		defer c.Close()
+		<-hold // the ClientHello waits; then a late handshake
+		tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert.TLS()}})
+		tc.SetDeadline(time.Now().Add(5 * time.Second))
+		tc.Handshake()
+	})
+	fds := countFDs(t)
+	none := config.ServerTLS{Verify: config.VerifyNone}
+	slow := tlsBackend(t, none, func(b *config.Backend) { b.Timeouts.ConnectMs = 30000 }, o.Addr)
+	fast := tlsBackend(t, none, func(b *config.Backend) { r := 0; b.Retries = &r; b.Timeouts.ConnectMs = 300 }, o.Addr)
+	pool := func() (active, waiting int) {
+		e.do(func() { active, waiting = e.w.tls.active, len(e.w.tls.waiting) })
+		return
+	}
+	tc := e.dial(tlsTCPFrontend(t, SpliceOn, slow))
+	testutil.Eventually(t, 5*time.Second, func() bool { a, _ := pool(); return a == 1 }, "the tunnel's handshake running")
+	hc := e.dialHTTP(tlsHTTPFrontend(t, fast))
+	if resp, _ := exchangeOn(t, hc, bufio.NewReader(hc), "GET / HTTP/1.1\r\nHost: a\r\n\r\n", "GET"); resp.StatusCode != 503 {
+		t.Fatalf("http status %d, want 503 after connect_ms", resp.StatusCode)
+	}
+	hc.Close()
+	if a, w := pool(); a != 1 || w != 1 {
+		t.Fatalf("pool: %d running, %d waiting; want 1 and 1", a, w)
+	}
+	tc.SetLinger(0)
+	tc.Close() // an RST: the tunnel aborts
+	testutil.Eventually(t, 5*time.Second, func() bool { return e.state().live == 0 }, "both client connections ended")
+	close(hold)
+	held.Wait()
+	testutil.Eventually(t, 5*time.Second, func() bool { a, w := pool(); return a == 0 && w == 0 }, "handshakes ended")
+	e.waitIdle()
+	var free int
+	var ok, failed uint64
+	e.do(func() { free, ok, failed = len(e.w.h.freeSrv), e.w.tls.ok, e.w.tls.failed })
+	if free != 1 {
+		t.Fatalf("%d server connection objects recycled, want the orphaned one", free)
+	}
+	if ok != 1 || failed != 1 {
+		t.Errorf("handshakes ok %d, failed %d: want the tunnel's late success and the late http one's failure", ok, failed)
+	}
+	testutil.Eventually(t, 5*time.Second, func() bool { return countFDs(t) <= fds }, "fds closed")
+}
+
+// TestTLSServerThatSpeaksPlainHTTP: a server given tls that answers in
+// clear (a 400 to the ClientHello, as nginx's plain port does) fails the
+// handshake at once: a connect error, 503.
+func TestTLSServerThatSpeaksPlainHTTP(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		if _, err := c.Read(make([]byte, 512)); err == nil {
+			io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+		}
+	})
+	r := 0
+	be := tlsBackend(t, config.ServerTLS{Verify: config.VerifyNone}, func(b *config.Backend) { b.Retries = &r; b.Timeouts.ConnectMs = 30000 }, o.Addr)
+	c := e.dialHTTP(tlsHTTPFrontend(t, be))
+	if resp, _ := exchangeOn(t, c, bufio.NewReader(c), "GET / HTTP/1.1\r\nHost: a\r\n\r\n", "GET"); resp.StatusCode != 503 {
+		t.Fatalf("status %d, want 503", resp.StatusCode)
+	}
+	c.Close()
+	e.waitIdle()
+	if ce := be.Stats.Total(0).ConnectErrors; ce != 1 {
+		t.Fatalf("connect errors = %d, want 1", ce)
 	}
 }
