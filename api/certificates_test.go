@@ -341,9 +341,8 @@ func TestCertificateRolesAndLogs(t *testing.T) {
 
 // TestCertificateInUse: a bind's tls.certificates shows in used_by, and a
 // certificate in use cannot be deleted (409 naming the bind) until the bind
-// lets it go; the guard that refuses tls binds in this build is off here.
+// lets it go.
 func TestCertificateInUse(t *testing.T) {
-	t.Cleanup(config.SetBindTLSWiredForTests(true))
 	f := newFixture(t)
 	f.seed(t)
 	now := time.Now()

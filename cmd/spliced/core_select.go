@@ -5,9 +5,11 @@ import (
 
 	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/engine"
+	"github.com/spliced-proxy/spliced/core/tlsconf"
 )
 
-// newCore builds the data plane the admin API drives.
-func newCore(log *slog.Logger) (core.Control, error) {
-	return engine.New(engine.Options{Logger: log})
+// newCore builds the data plane the admin API drives; certs and keys build
+// the TLS configurations of binds with tls.
+func newCore(log *slog.Logger, certs *tlsconf.Certs, keys *tlsconf.TicketKeys) (core.Control, error) {
+	return engine.New(engine.Options{Logger: log, Certs: certs, TicketKeys: keys})
 }

@@ -255,14 +255,15 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 		return err
 	}
 	// Session ticket keys of the TLS binds, shared by every bind's
-	// *tls.Config (core/tlsconf) and set through /api/v1/tls/ticket-keys.
+	// *tls.Config (core/tlsconf) and set through /api/v1/tls/ticket-keys;
+	// certificate bundles are read from the store (cached by hash).
 	tickets, err := tlsconf.NewTicketKeys(store.Dir(),
 		time.Duration(store.Current().Tuning.TLS.TicketRotationMs)*time.Millisecond, log)
 	if err != nil {
 		return err
 	}
 	defer tickets.Close()
-	ctl, err := newCore(log)
+	ctl, err := newCore(log, tlsconf.NewCerts(store.CertificateBundle), tickets)
 	if err != nil {
 		return fmt.Errorf("starting data plane: %w", err)
 	}

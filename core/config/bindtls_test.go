@@ -9,13 +9,6 @@ import (
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
-// withBindTLSWired runs the tls rules as they will run once the data plane
-// terminates TLS (the guard of validate.go off).
-func withBindTLSWired(t *testing.T) {
-	t.Helper()
-	t.Cleanup(SetBindTLSWiredForTests(true))
-}
-
 // tlsConfig is goodConfig with two certificates and a tls bind on each
 // frontend that can have one (public: http; db_front: tcp).
 func tlsConfig() *Config {
@@ -31,7 +24,6 @@ func tlsConfig() *Config {
 }
 
 func TestValidateBindTLS(t *testing.T) {
-	withBindTLSWired(t)
 	ca := testutil.NewCert(t, testutil.CertSpec{CA: true, Names: []string{"client ca"}})
 	ca2 := testutil.NewCert(t, testutil.CertSpec{CA: true, Names: []string{"other ca"}})
 	tls0 := func(c *Config) *BindTLS { return c.Frontends[0].Binds[0].TLS }
@@ -140,20 +132,6 @@ func TestValidateBindTLS(t *testing.T) {
 				t.Fatalf("Validate() problems\n got: %v\nwant: %v\n err: %v", got, tt.want, err)
 			}
 		})
-	}
-}
-
-// TestBindTLSGuard: until the data plane terminates TLS, a bind with tls is
-// refused, at its tls member, whatever else it holds.
-func TestBindTLSGuard(t *testing.T) {
-	if bindTLSWired.Load() {
-		t.Skip("the data plane terminates TLS: the guard is gone")
-	}
-	err := Validate(tlsConfig(), fourCPUs)
-	got := fieldErrors(t, err)
-	want := []want{{"/frontends/0/binds/0/tls", CodeInvalid}, {"/frontends/1/binds/0/tls", CodeInvalid}}
-	if !slices.Equal(got, want) || !strings.Contains(err.Error(), "not wired") {
-		t.Fatalf("got %v (%v), want %v", got, err, want)
 	}
 }
 

@@ -98,9 +98,7 @@
 //     client_ca is at most 64 KiB of PEM CERTIFICATE blocks that parse;
 //     client_auth (required, optional) and client_cert_header_prefix (an
 //     HTTP token, http mode only) need client_ca. A tcp frontend with SNI
-//     routes forwards TLS untouched and cannot have a tls bind. Until the
-//     data plane terminates TLS, any bind with tls is refused
-//     (bindTLSWired in validate.go, the one switch).
+//     routes forwards TLS untouched and cannot have a tls bind.
 //   - tuning.tls.ticket_rotation_ms is 1 min to 1 week.
 //   - certificates: names as above, unique; chain_sha256 is 64 hex digits.
 //     ParseCertificate checks an upload (certs.go): PEM, key matching the

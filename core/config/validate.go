@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/go-playground/validator/v10"
 )
@@ -315,24 +314,6 @@ func namespaceToPointer(ns string) string {
 	return b.String()
 }
 
-// bindTLSWired says whether the data plane terminates TLS on binds. Until
-// it does, Validate refuses every bind with tls (here, in this one place),
-// so that no accepted config listens in plaintext where TLS was asked for;
-// the rules of the tls member (bindtls.go) run all the same, and tests
-// turn the guard off with SetBindTLSWiredForTests. h-bindtls flips this
-// (and removes the switch) when core/proxy serves TLS. An atomic only so
-// that a test may set it while others read it.
-var bindTLSWired atomic.Bool // false: not wired
-
-// SetBindTLSWiredForTests makes Validate accept binds with tls (on) or
-// refuse them (off, the build's setting), for tests of the rules and of
-// what reads them (api: used_by, 409), and returns what restores the
-// previous setting. Production code never calls it.
-func SetBindTLSWiredForTests(on bool) (restore func()) {
-	old := bindTLSWired.Swap(on)
-	return func() { bindTLSWired.Store(old) }
-}
-
 // validation holds the state of one run of the semantic rules.
 type validation struct {
 	c   *Config
@@ -407,9 +388,6 @@ func (v *validation) frontends() {
 			bnames.check(v.p, bp+"/name", "bind", b.Name)
 			v.threadList(bp+"/threads", b.Threads, nb)
 			if b.TLS != nil {
-				if !bindTLSWired.Load() {
-					v.p.add(bp+"/tls", CodeInvalid, "TLS termination on binds is not wired in this build yet")
-				}
 				v.bindTLS(bp, f, b.TLS)
 			}
 			if b.Address == "" {

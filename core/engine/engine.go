@@ -23,6 +23,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/pin"
 	"github.com/spliced-proxy/spliced/core/proxy"
+	"github.com/spliced-proxy/spliced/core/tlsconf"
 )
 
 // Options configure New.
@@ -33,6 +34,11 @@ type Options struct {
 	// PinFS names the procfs/sysfs IRQs are read and pinned in; the zero
 	// value is the host (tests use a fake tree). pin.go.
 	PinFS pin.FS
+	// Certs and TicketKeys build the *tls.Config of each bind with tls
+	// (tlsconf.Certs.Server) at every Apply; without them such a bind
+	// fails the Apply.
+	Certs      *tlsconf.Certs
+	TicketKeys *tlsconf.TicketKeys
 }
 
 // Engine is the data plane: nbthread loops, their proxy workers, the accept
@@ -42,6 +48,8 @@ type Options struct {
 type Engine struct {
 	log     *slog.Logger
 	resolve func(string) (netip.Addr, error)
+	certs   *tlsconf.Certs
+	keys    *tlsconf.TicketKeys
 
 	mu       sync.Mutex // serialises Apply and Close
 	loops    []*loop.Loop
@@ -115,6 +123,8 @@ func New(o Options) (*Engine, error) {
 	return &Engine{
 		log:      log,
 		resolve:  o.Resolve,
+		certs:    o.Certs,
+		keys:     o.TicketKeys,
 		binds:    map[bindID]*bindRT{},
 		fronts:   map[string]*feRT{},
 		backends: map[string]*beRT{},
@@ -407,6 +417,25 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		fronts[cf.Name] = pf
 	}
 
+	// 2b. TLS: each bind with tls gets its own copy of its frontend with
+	// the *tls.Config built from this snapshot (certificates as they are
+	// now: a certificate replaced since the last Apply serves the new
+	// handshakes from here on; established connections keep theirs).
+	bindFronts, err := e.tlsFronts(snap, fronts)
+	if err != nil {
+		if rs != nil {
+			e.abortResize(rs)
+		}
+		e.restoreBackends(newBE)
+		return err
+	}
+	frontOf := func(id bindID) *proxy.Frontend {
+		if f := bindFronts[id]; f != nil {
+			return f
+		}
+		return fronts[id.Frontend]
+	}
+
 	// 3. Binds: open new ones, rebind changed ones.
 	type reopen struct {
 		old  *bindRT
@@ -451,7 +480,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			}
 			spec.Limits = []*listen.Limit{&newFE[cf.Name].lim, &e.conns}
 			b := &bindRT{id: id, f: newFE[cf.Name], spec: spec}
-			b.front.Store(fronts[cf.Name])
+			b.front.Store(frontOf(id))
 			ln, err := group.Open(spec, b, e.accept)
 			if err != nil {
 				return fail(&config.ApplyError{
@@ -475,7 +504,10 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	// 4. Publish. From here on nothing fails.
 	for id, b := range newBinds {
 		// b.f is fixed at bind creation: the same frontend name keeps its feRT.
-		b.front.Store(fronts[id.Frontend])
+		b.front.Store(frontOf(id))
+	}
+	if e.certs != nil {
+		e.certs.Retain(snap) // bundles no certificate names any more
 	}
 	for i := range snap.Frontends {
 		cf := &snap.Frontends[i]
@@ -603,6 +635,48 @@ func (e *Engine) accept(l *loop.Loop, fd int, ln *listen.Listener) {
 	// the outcome (a failed TLS handshake included). http requests
 	// resolve against b.front.
 	e.workerOf(l).Accept(fd, fe, &b.front)
+}
+
+// tlsFronts builds, for each bind of snap with tls, a copy of its
+// frontend (fronts, this Apply's) that terminates TLS with the bind's
+// *tls.Config. An error (a certificate that cannot be read or parsed, no
+// TLS support configured) is the Apply's: nothing has changed yet.
+func (e *Engine) tlsFronts(snap *config.Config, fronts map[string]*proxy.Frontend) (map[bindID]*proxy.Frontend, error) {
+	var out map[bindID]*proxy.Frontend
+	for i := range snap.Frontends {
+		cf := &snap.Frontends[i]
+		for j := range cf.Binds {
+			cb := &cf.Binds[j]
+			if cb.TLS == nil {
+				continue
+			}
+			fail := func(err error) error {
+				return &config.ApplyError{
+					Field:  "/frontends/" + strconv.Itoa(i) + "/binds/" + strconv.Itoa(j) + "/tls",
+					Object: "frontend " + cf.Name + " bind " + cb.Name,
+					Err:    err,
+				}
+			}
+			if e.certs == nil || e.keys == nil {
+				return nil, fail(errors.New("this data plane was started without TLS support"))
+			}
+			tc, err := e.certs.Server(snap, cb.TLS, e.keys)
+			if err != nil {
+				return nil, fail(err)
+			}
+			f := *fronts[cf.Name]
+			f.TLS = tc
+			f.HandshakeTimeout = time.Duration(cf.Timeouts.HandshakeMs) * time.Millisecond
+			if cf.Mode == config.ModeHTTP && cb.TLS.ClientCA != "" {
+				f.CertHeader = cb.TLS.ClientCertHeaderPrefix
+			}
+			if out == nil {
+				out = map[bindID]*proxy.Frontend{}
+			}
+			out[bindID{cf.Name, cb.Name}] = &f
+		}
+	}
+	return out, nil
 }
 
 // httpFront builds the http-mode part of a frontend: routes resolved to

@@ -5,11 +5,9 @@
 // key file of the state directory; it does not accept connections or run
 // handshakes (core/proxy does, with the *tls.Config built here).
 //
-// Building block: core/engine builds one *tls.Config per bind with tls at
-// each Apply and hands it to core/proxy, which runs the handshakes (on its
-// helper goroutines) and then moves records from the loops. Until that
-// wiring lands, config.Validate refuses binds with tls (bindTLSWired), and
-// nothing but the tests builds a configuration here.
+// core/engine builds one *tls.Config per bind with tls at each Apply and
+// hands it to core/proxy, which runs the handshakes (on its helper
+// goroutines) and then moves records from the loops.
 //
 // # Server configurations
 //
