@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -104,6 +105,7 @@ func (v *validation) bindTLS(bp string, f *Frontend, t *BindTLS) {
 				truncateString(name, 80), strings.Join(DefaultCiphers(), ", "))
 		}
 	}
+	v.bindTLSOldVersions(tp, t)
 	if t.ClientCA != "" {
 		if len(t.ClientCA) > MaxClientCABytes {
 			v.p.addf(tp+"/client_ca", CodeOutOfRange, "client_ca must be at most %d bytes, not %d", MaxClientCABytes, len(t.ClientCA))
@@ -167,4 +169,22 @@ func (v *validation) bindTLSALPN(tp, mode string, protos []string) {
 			}
 		}
 	}
+}
+
+// bindTLSOldVersions refuses a min_version below 1.2 that no listed cipher
+// can serve: AEAD suites (the default list) exist from TLS 1.2 on, so
+// such a bind would still refuse every TLS 1.0/1.1 client, silently.
+func (v *validation) bindTLSOldVersions(tp string, t *BindTLS) {
+	minVer, ok := TLSVersion(t.MinVersion)
+	if !ok || minVer >= tls.VersionTLS12 || len(t.Ciphers) == 0 {
+		return
+	}
+	for _, list := range [2][]*tls.CipherSuite{tls.CipherSuites(), tls.InsecureCipherSuites()} {
+		for _, s := range list {
+			if slices.Contains(t.Ciphers, s.Name) && slices.Contains(s.SupportedVersions, minVer) {
+				return
+			}
+		}
+	}
+	v.p.addf(tp+"/ciphers", CodeInvalid, "min_version %s needs a cipher usable in TLS %s (a CBC suite such as TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA): the ciphers listed need TLS 1.2", t.MinVersion, t.MinVersion)
 }

@@ -42,7 +42,12 @@ func TestValidateBindTLS(t *testing.T) {
 			want: []want{{p0 + "/certificates/1", CodeUnknownReference}}},
 		{name: "certificate listed twice", mutate: func(c *Config) { tls0(c).Certificates = []string{"site", "site"} },
 			want: []want{{p0 + "/certificates/1", CodeDuplicate}}},
-		{name: "min_version 1.0 passes when asked for", mutate: func(c *Config) { tls0(c).MinVersion = "1.0" }},
+		{name: "min_version 1.0 passes with a cipher TLS 1.0 can use", mutate: func(c *Config) {
+			tls0(c).MinVersion = "1.0"
+			tls0(c).Ciphers = append(tls0(c).Ciphers, "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA")
+		}},
+		{name: "min_version 1.1 with the default AEAD ciphers only", mutate: func(c *Config) { tls0(c).MinVersion = "1.1" },
+			want: []want{{p0 + "/ciphers", CodeInvalid}}},
 		{name: "min_version 1.3 passes", mutate: func(c *Config) { tls0(c).MinVersion = "1.3" }},
 		{name: "min_version unknown", mutate: func(c *Config) { tls0(c).MinVersion = "1.4" },
 			want: []want{{p0 + "/min_version", CodeOneOf}}},

@@ -94,7 +94,8 @@
 //     certificates, each once; alpn entries are 1-255 bytes, unique, at most
 //     16, and in http mode http/1.1 or http/1.0 ("h2": HTTP/2 is not
 //     supported yet); min_version is 1.0-1.3; ciphers are TLS 1.0-1.2
-//     suites as Go names them (TLS 1.3 suites are not configurable);
+//     suites as Go names them (TLS 1.3 suites are not configurable), and
+//     a min_version below 1.2 needs one usable at that version;
 //     client_ca is at most 64 KiB of PEM CERTIFICATE blocks that parse;
 //     client_auth (required, optional) and client_cert_header_prefix (an
 //     HTTP token, http mode only) need client_ca. A tcp frontend with SNI
