@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -346,4 +347,65 @@ func TestTLSHandshakeTimeoutEndToEnd(t *testing.T) {
 		s := tlsStats(t, in, "slow")
 		return s["handshake_timeouts"] == 1 && s["handshakes_failed"] == 1
 	}, "the timeout counted")
+}
+
+// TestTLSRenegotiationRefusedEndToEnd: a TLS 1.2 client that asks to
+// renegotiate (openssl s_client's "R") is refused and its connection
+// ends (crypto/tls fails the read, the proxy resets the connection: openssl
+// reads ECONNRESET); it does not hang, and the bind serves the next client.
+func TestTLSRenegotiationRefusedEndToEnd(t *testing.T) {
+	openssl, err := exec.LookPath("openssl")
+	if err != nil {
+		t.Fatal("openssl is needed (make test installs it)")
+	}
+	in := startSpliced(t, "")
+	srv := testutil.NewCert(t, testutil.CertSpec{Names: []string{"r.example.com"}})
+	uploadCert(in, "r", srv, false)
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
+		"name": "echo", "mode": "tcp", "servers": []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": echoOrigin(t)}},
+	})
+	port := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "reneg", "mode": "tcp", "default_backend": "echo",
+		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port, "tls": map[string]any{"certificates": []string{"r"}}}},
+	})
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.Command(openssl, "s_client", "-connect", addr, "-tls1_2", "-servername", "r.example.com", "-no_ign_eof")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out testutil.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// An echo through the tunnel first: the handshake is done.
+	io.WriteString(stdin, "ping\n")
+	testutil.Eventually(t, 10*time.Second, func() bool { return strings.Contains(out.String(), "\nping\n") }, "the echo through TLS")
+	io.WriteString(stdin, "R\n")
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("the client asking to renegotiate is still connected:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "RENEGOTIATING") {
+		t.Errorf("openssl did not try to renegotiate:\n%s", out.String())
+	}
+	stdin.Close()
+	// The bind serves the next client.
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{ServerName: "r.example.com", RootCAs: srv.Pool()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "again\n")
+	got := make([]byte, 6)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "again\n" {
+		t.Fatalf("after the refused renegotiation: %q %v", got, err)
+	}
 }
