@@ -82,6 +82,13 @@ func NewTicketKeys(stateDir string, rotation time.Duration, log *slog.Logger) (*
 	// Held through the start: the first rotation may be due at once.
 	tk.mu.Lock()
 	defer tk.mu.Unlock()
+	// A write cut by a crash leaves its temporary file (config.WriteFileAtomic
+	// names it ".<name>.tmp-<random>"), keys included: remove it.
+	if left, _ := filepath.Glob(filepath.Join(stateDir, "."+TicketKeysFile+".tmp-*")); len(left) > 0 {
+		for _, p := range left {
+			_ = os.Remove(p)
+		}
+	}
 	keys, source, err := readKeyFile(filepath.Join(stateDir, TicketKeysFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -178,9 +178,16 @@ func TestTicketKeysPersist(t *testing.T) {
 	dir := t.TempDir()
 	log := slog.New(slog.DiscardHandler)
 	path := filepath.Join(dir, TicketKeysFile)
+	leftover := filepath.Join(dir, "."+TicketKeysFile+".tmp-123")
+	if err := os.WriteFile(leftover, []byte("keys of a write a crash cut"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	a, err := NewTicketKeys(dir, time.Hour, log)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(leftover); err == nil {
+		t.Fatal("the temporary file of an interrupted write is left")
 	}
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
