@@ -465,3 +465,36 @@ func cpuTime() int64 {
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// TestTLSServerPooledConnectionClosedByServer: a pooled TLS connection
+// the server closes (close_notify, then FIN) leaves the pool as a plain
+// one does; the next request gets a new connection, which resumes.
+func TestTLSServerPooledConnectionClosedByServer(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	cert := testutil.SelfSigned(t, "origin.test")
+	o := newTLSOrigin(t, cert, func(c *tls.Conn) {
+		if _, err := readHead(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, rawResponse) // keep-alive by default, then close
+	})
+	fe := tlsHTTPFrontend(t, tlsBackend(t, config.ServerTLS{CAPEM: cert.CertPEM, SNI: "origin.test"}, nil, o.Addr))
+	c := e.dialHTTP(fe)
+	br := bufio.NewReader(c)
+	for i := range 3 {
+		if resp, body := exchangeOn(t, c, br, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", "GET"); resp.StatusCode != 200 || body != "hello" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+		testutil.Eventually(t, 5*time.Second, func() bool {
+			n := -1
+			e.do(func() { n = e.w.h.nidle })
+			return n == 0
+		}, "the closed idle connection to leave the pool")
+	}
+	if n := o.Accepted(); n != 3 {
+		t.Fatalf("%d server connections, want 3", n)
+	}
+	if r := o.resumed.Load(); r != 2 {
+		t.Fatalf("%d resumed, want 2", r)
+	}
+}
