@@ -429,3 +429,54 @@ func TestTLSKeepAliveRequestAllocations(t *testing.T) {
 		t.Fatalf("response %q", buf[:want])
 	}
 }
+
+// wire records every byte a client receives from the socket.
+type wire struct {
+	net.Conn
+	got []byte
+}
+
+func (w *wire) Read(p []byte) (int, error) {
+	n, err := w.Conn.Read(p)
+	w.got = append(w.got, p[:n]...)
+	return n, err
+}
+
+// lastRecordType is the content type of the last whole TLS record in b.
+func lastRecordType(b []byte) byte {
+	var typ byte
+	for len(b) >= 5 {
+		n := 5 + (int(b[3])<<8 | int(b[4]))
+		if len(b) < n {
+			break
+		}
+		typ, b = b[0], b[n:]
+	}
+	return typ
+}
+
+// TestTLSCloseSendsCloseNotify: an http connection that ends after its
+// response (Connection: close) sends a close_notify before the FIN, so
+// the client sees a clean end of the TLS stream (TLS 1.2: the alert
+// record's type is visible on the wire).
+func TestTLSCloseSendsCloseNotify(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newRawOrigin(t, okAnswer("hello"))
+	fe := httpFrontend(t, nil, o.addr)
+	srv, cli := tlsPair(t, tls.VersionTLS12)
+	srv.SessionTicketsDisabled = true
+	tlsFront(fe, srv, 5*time.Second)
+	w := &wire{Conn: e.dialTLS(fe)}
+	tc := tls.Client(w, cli)
+	if _, err := tc.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(tc)
+	if err != nil || !strings.HasSuffix(string(got), "hello") {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if typ := lastRecordType(w.got); typ != 0x15 {
+		t.Errorf("the last record is of type %#x, want an alert (close_notify, 0x15)", typ)
+	}
+	e.waitIdle()
+}

@@ -290,11 +290,20 @@ func (x *tlsSock) shutw(fd int) unix.Errno {
 	return shutWrite(fd)
 }
 
-// close sends what the socket takes of the queued records (not on an
-// abort), then closes as a raw socket does.
+// close ends an established connection with a close_notify after the
+// queued records (not on an abort, which resets) and sends what the socket
+// takes of them, then closes as a raw socket does: a client reading a
+// close-delimited body, or any TLS stack that insists (OpenSSL 3: "unexpected
+// eof while reading"), sees a clean end rather than a truncation.
 func (x *tlsSock) close(fd int, reset bool) {
-	if !reset && x.a.pending() {
-		_ = x.a.flush()
+	if !reset {
+		if !x.shut && x.a.loop {
+			x.shut = true
+			_ = x.c.CloseWrite() // into out: cannot fail
+		}
+		if x.a.pending() {
+			_ = x.a.flush()
+		}
 	}
 	rawSock{}.close(fd, reset)
 	x.a.out, x.a.off = nil, 0
