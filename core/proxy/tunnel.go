@@ -542,9 +542,13 @@ func (t *Tunnel) pump(d *dir) bool {
 		// When the other direction is finished too the tunnel closes
 		// right after, and close(2) sends the FIN: no shutdown needed
 		// (one syscall less per connection). Otherwise best effort:
-		// ENOTCONN or a reset peer end the direction all the same.
-		if !d.other.done() {
-			d.dst.shutw()
+		// ENOTCONN or a reset peer end the direction all the same, but
+		// EAGAIN (a TLS side whose close_notify found the socket full)
+		// is tried again when the side can send.
+		if !d.other.done() && d.dst.shutw() == unix.EAGAIN {
+			d.dst.blocked()
+			t.sendWait(d, moved)
+			return true
 		}
 		d.shut = true
 	}

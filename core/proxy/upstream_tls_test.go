@@ -17,6 +17,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/tlsconf"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
@@ -497,4 +498,69 @@ func TestTLSServerPooledConnectionClosedByServer(t *testing.T) {
 	if r := o.resumed.Load(); r != 2 {
 		t.Fatalf("%d resumed, want 2", r)
 	}
+}
+
+// shutAgain is a transport whose first shutw finds the socket full
+// (EAGAIN), as a TLS side's close_notify may.
+type shutAgain struct {
+	transport
+	calls int
+}
+
+func (x *shutAgain) shutw(fd int) unix.Errno {
+	if x.calls++; x.calls == 1 {
+		return unix.EAGAIN
+	}
+	return x.transport.shutw(fd)
+}
+
+// TestTunnelRetriesAShutdownThatWouldBlock: a half-close towards a side
+// whose shutw reports EAGAIN is passed on once the side can send again,
+// not dropped (the server would wait for the end of the request for
+// ever).
+func TestTunnelRetriesAShutdownThatWouldBlock(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	got := make(chan string, 1)
+	o := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		b, _ := io.ReadAll(c) // until the FIN
+		got <- string(b)
+		io.WriteString(c, "bye")
+	})
+	fe := frontend(t, SpliceOff, o.Addr)
+	c := e.dial(fe)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	var tun *Tunnel
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		e.do(func() {
+			if f := e.w.live.Front(); f != nil && f.state == stEstablished {
+				tun = f
+			}
+		})
+		return tun != nil
+	}, "the tunnel established")
+	sa := &shutAgain{}
+	e.do(func() { sa.transport = tun.srv.xp; tun.srv.xp = sa })
+	io.WriteString(c, "request")
+	c.CloseWrite()
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		n := 0
+		e.do(func() { n = sa.calls })
+		return n == 1
+	}, "the first shutdown refused")
+	// The socket can send again: the edge the kernel would raise.
+	e.do(func() { tun.srv.FD.Ready |= evOut; e.l.Wake(&tun.srv.Task, loop.Urgent) })
+	select {
+	case b := <-got:
+		if b != "request" {
+			t.Fatalf("origin read %q", b)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the origin never saw the end of the request")
+	}
+	if b, err := io.ReadAll(c); string(b) != "bye" {
+		t.Fatalf("client read %q, %v", b, err)
+	}
+	e.waitIdle()
 }
