@@ -31,5 +31,8 @@
 //
 // Files: engine.go (Apply, Close, binds, frontends, backends), threads.go
 // (loop threads, nbthread changes), pin.go (cpu_map, IRQs), stats.go
-// (counters, access log), check.go (health checkers across generations).
+// (counters, access log), check.go (health checkers across generations),
+// servertls.go (each new server with tls gets its client *tls.Config at
+// Apply, kept while the server is: its session cache resumes across
+// Applies).
 package engine
