@@ -7,14 +7,21 @@
 # Environment:
 #   BENCH_SECONDS     seconds per load run (default 10)
 #   BENCH_REPEAT      repetitions of every run; medians printed when > 1 (default 1)
-#   BENCH_MODES       "tcp", "http" or "tcp http" (default "tcp http")
-#   BENCH_ROWS        workloads among "ka close 1m idle apply" (default all;
-#                     apply: server changes with 1 000 and 10 000 servers,
-#                     spliced only, bench/applybench)
+#   BENCH_MODES       among "tcp http tls" (default all three; tls: http
+#                     proxying behind TLS termination, spliced, HAProxy
+#                     and nginx with the same certificate and ciphers)
+#   BENCH_ROWS        workloads among "ka close 1m idle apply hs-ecdsa
+#                     hs-rsa resume flood" (default all; a row runs in the
+#                     modes it applies to: ka and 1m in all three, close
+#                     and idle in tcp and http, hs-ecdsa, hs-rsa, resume
+#                     and flood in tls; apply: server changes with 1 000
+#                     and 10 000 servers, spliced only, bench/applybench)
 #   BENCH_PROXIES     among "spliced haproxy nginx baseline caddy" (default all;
 #                     baseline is tcp only, caddy http only)
 #   BENCH_IDLE_CONNS  idle connections of the idle row (default 5000)
 #   BENCH_1M_CONNS    wrk connections of the 1m row (default 64)
+#   BENCH_HS_CONNS    concurrent connections of the hs-*, resume rows and of
+#                     the flood (default 50)
 #   BENCH_PROXY_CPU   CPU the proxy is pinned to (default 0)
 #   BENCH_LOAD_CPU    CPU of wrk and the origin (default 1)
 #   BENCH_OUT         directory of the JSON results (default bench/out)
@@ -36,11 +43,12 @@ die() { log "bench: $*"; exit 1; }
 
 BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_REPEAT=${BENCH_REPEAT:-1}
-BENCH_MODES=${BENCH_MODES:-tcp http}
-BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle apply}
+BENCH_MODES=${BENCH_MODES:-tcp http tls}
+BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle apply hs-ecdsa hs-rsa resume flood}
 BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
 BENCH_1M_CONNS=${BENCH_1M_CONNS:-64}
+BENCH_HS_CONNS=${BENCH_HS_CONNS:-50}
 BENCH_PROXY_CPU=${BENCH_PROXY_CPU:-0}
 BENCH_LOAD_CPU=${BENCH_LOAD_CPU:-1}
 BENCH_OUT=${BENCH_OUT:-$ROOT/bench/out}
@@ -52,10 +60,13 @@ HAPROXY_SPLICE=${HAPROXY_SPLICE:-force}
 [[ $BENCH_REPEAT =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT must be a positive integer"
 [[ $BENCH_IDLE_CONNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_IDLE_CONNS must be a positive integer"
 [[ $BENCH_1M_CONNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_1M_CONNS must be a positive integer"
+[[ $BENCH_HS_CONNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_HS_CONNS must be a positive integer"
+for mode in $BENCH_MODES; do [[ $mode == tcp || $mode == http || $mode == tls ]] || die "unknown mode $mode"; done
 
 # Proxies that can run in each mode, in table order.
 TCP_PROXIES="spliced haproxy nginx baseline"
 HTTP_PROXIES="spliced haproxy nginx caddy"
+TLS_PROXIES="spliced haproxy nginx"
 # candidates MODE ROW: the proxies of a table; spliced-auto and spliced-off
 # are spliced with splice auto and off (the http 1m row compares them with
 # splice on).
@@ -63,7 +74,19 @@ candidates() {
 	case $1 in
 	tcp) echo "$TCP_PROXIES" ;;
 	http) [[ $2 == 1m ]] && echo "spliced spliced-auto spliced-off haproxy nginx caddy" || echo "$HTTP_PROXIES" ;;
+	tls) echo "$TLS_PROXIES" ;;
 	*) die "unknown mode $1" ;;
+	esac
+}
+
+# row_applies MODE ROW: whether ROW runs in MODE (unknown rows die).
+row_applies() {
+	case $2 in
+	ka | 1m) return 0 ;;
+	close | idle) [[ $1 != tls ]] ;;
+	hs-ecdsa | hs-rsa | resume | flood) [[ $1 == tls ]] ;;
+	apply) return 1 ;;
+	*) die "unknown row $2" ;;
 	esac
 }
 
@@ -155,6 +178,8 @@ command -v nginx >/dev/null || need_pkgs+=(nginx)
 command -v wrk >/dev/null || need_pkgs+=(wrk)
 command -v curl >/dev/null || need_pkgs+=(curl)
 command -v taskset >/dev/null || need_pkgs+=(util-linux)
+command -v jq >/dev/null || need_pkgs+=(jq)
+command -v openssl >/dev/null || need_pkgs+=(openssl)
 # The stream module: a dynamic module (Debian) or built in.
 nginx_static_stream() { [[ $(nginx -V 2>&1) == *"--with-stream "* ]]; }
 [[ -e /usr/lib/nginx/modules/ngx_stream_module.so ]] || nginx_static_stream || need_pkgs+=(libnginx-mod-stream)
@@ -261,10 +286,12 @@ $(nginx_temp "$ORIGIN_DIR")
 }
 EOF
 
-# check PORT PATH SIZE: one GET through the proxy returns 200 and SIZE bytes.
+# check PORT PATH SIZE: one GET through the proxy returns 200 and SIZE bytes
+# (over https when SCHEME is https: the tls mode).
+SCHEME=http
 check() {
 	local got
-	got=$(curl -s -o /dev/null --max-time 3 -w '%{http_code} %{size_download}' "http://127.0.0.1:$1$2" || true)
+	got=$(curl -sk -o /dev/null --max-time 3 -w '%{http_code} %{size_download}' "$SCHEME://127.0.0.1:$1$2" || true)
 	[[ $got == "200 $3" ]]
 }
 
@@ -277,6 +304,36 @@ wait_check() {
 	done
 	return 1
 }
+
+# ------------------------------------------------------------ certificates
+# tls mode: a self-signed ECDSA P-256 and an RSA-2048 certificate for
+# 127.0.0.1, made for this run; every proxy serves the same files. Rows
+# hs-rsa and flood use the RSA one, the others ECDSA.
+CERTS=$TMP/certs
+if [[ " $BENCH_MODES " == *" tls "* ]]; then
+	command -v openssl >/dev/null || die "openssl not found (tls mode makes its certificates with it)"
+	mkdir -p "$CERTS"
+	for kind in ecdsa rsa; do
+		case $kind in
+		ecdsa) keyopt=(-newkey ec -pkeyopt ec_paramgen_curve:P-256) ;;
+		rsa) keyopt=(-newkey rsa:2048) ;;
+		esac
+		openssl req -x509 "${keyopt[@]}" -nodes -days 30 -subj /CN=bench.localhost \
+			-addext "subjectAltName=DNS:bench.localhost,IP:127.0.0.1" \
+			-keyout "$CERTS/$kind.key" -out "$CERTS/$kind.crt" 2>/dev/null || die "openssl could not make the $kind certificate"
+		cat "$CERTS/$kind.crt" "$CERTS/$kind.key" >"$CERTS/$kind.pem" # HAProxy's crt: certificate and key
+	done
+	chmod 644 "$CERTS"/*
+fi
+# cert_for ROW: the certificate of a tls row.
+cert_for() { [[ $1 == hs-rsa || $1 == flood ]] && echo rsa || echo ecdsa; }
+
+# The TLS settings every proxy gets in tls mode, spliced's defaults: TLS
+# 1.2 and 1.3, ECDHE with AEAD ciphers only, TLS 1.3 suites in Go's order
+# (AES-128-GCM first on a CPU with AES instructions), X25519 then P-256.
+# The clients (wrk, benchtool) negotiate TLS 1.3 with X25519.
+TLS12_CIPHERS=ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305
+TLS13_SUITES=TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384
 
 log "bench: origin nginx on 127.0.0.1:$ORIGIN_PORT, CPU $BENCH_LOAD_CPU"
 start origin taskset -c "$BENCH_LOAD_CPU" nginx -p "$ORIGIN_DIR/" -c "$ORIGIN_DIR/nginx.conf" -e "$ORIGIN_DIR/error.log"
@@ -293,9 +350,19 @@ check "$ORIGIN_PORT" /1m $((1 << 20)) || die "origin does not serve /1m"
 splice_for() { [[ $1 == 1m ]] && echo on || echo off; }
 
 start_haproxy() {
-	local mode=$1 row=$2 port=$3 d=$TMP/$RUN_NAME opts=""
+	local mode=$1 row=$2 port=$3 d=$TMP/$RUN_NAME opts="" global="" ssl=""
 	mkdir -p "$d"
-	if [[ $(splice_for "$row") == on ]]; then
+	if [[ $mode == tls ]]; then
+		# TLS terminated, then HTTP proxying as in http mode; no splice
+		# (the bytes are deciphered in user space).
+		mode=http
+		global="ssl-default-bind-ciphers $TLS12_CIPHERS
+    ssl-default-bind-ciphersuites $TLS13_SUITES
+    ssl-default-bind-options ssl-min-ver TLSv1.2
+    ssl-default-bind-curves X25519:P-256
+    tune.ssl.default-dh-param 2048"
+		ssl=" ssl crt $CERTS/$(cert_for "$row").pem"
+	elif [[ $(splice_for "$row") == on ]]; then
 		case $HAPROXY_SPLICE in
 		force) opts="option splice-request
     option splice-response" ;;
@@ -316,6 +383,7 @@ global
     cpu-map 1/1 $BENCH_PROXY_CPU
     maxconn $MAXCONN
     pidfile $d/haproxy.pid
+    $global
 
 defaults
     mode $mode
@@ -325,7 +393,7 @@ defaults
     $opts
 
 frontend fe
-    bind 127.0.0.1:$port
+    bind 127.0.0.1:$port$ssl
     default_backend be
 
 backend be
@@ -336,8 +404,20 @@ EOF
 }
 
 start_nginx() {
-	local mode=$1 row=$2 port=$3 d=$TMP/$RUN_NAME body
+	local mode=$1 row=$2 port=$3 d=$TMP/$RUN_NAME body listen="" tls=""
 	mkdir -p "$d"
+	if [[ $mode == tls ]]; then
+		local c=$CERTS/$(cert_for "$row")
+		listen=" ssl"
+		tls="ssl_certificate $c.crt;
+    ssl_certificate_key $c.key;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_ciphers $TLS12_CIPHERS;
+    ssl_conf_command Ciphersuites $TLS13_SUITES;
+    ssl_ecdh_curve X25519:prime256v1;
+    ssl_prefer_server_ciphers on;
+    ssl_session_tickets on;"
+	fi
 	if [[ $mode == tcp ]]; then
 		[[ -n $NGINX_STREAM_MODULE ]] || nginx_static_stream ||
 			{ FAIL_REASON="nginx stream module not installed"; return 1; }
@@ -361,7 +441,8 @@ $(nginx_temp "$d")
     keepalive_requests 100000000;
   }
   server {
-    listen 127.0.0.1:$port backlog=4096;
+    listen 127.0.0.1:$port$listen backlog=4096;
+    $tls
     location / {
       proxy_pass http://origin;
       proxy_http_version 1.1;
@@ -478,14 +559,23 @@ start_spliced() {
 	((i < 100)) || { FAIL_REASON="admin API did not answer on 127.0.0.1:$admin"; return 1; }
 	# Configured only through the REST API, as a user would. In http mode
 	# it adds X-Forwarded-For like the other proxies here.
-	local http_opts=""
-	[[ $mode == http ]] && http_opts='"http":{"x_forwarded_for":true},'
+	local http_opts="" tls=""
+	[[ $mode == http || $mode == tls ]] && http_opts='"http":{"x_forwarded_for":true},'
 	api "$admin" PATCH /api/v1/tuning '{"nbthread":1}' || return 1
+	if [[ $mode == tls ]]; then
+		# The certificate through the API, the bind with spliced's
+		# default TLS settings (they are the ones given to the others).
+		local c=$CERTS/$(cert_for "$row")
+		api "$admin" POST /api/v1/certificates "$(jq -n --rawfile cert "$c.crt" --rawfile key "$c.key" \
+			'{name:"bench",cert_pem:$cert,key_pem:$key}')" || return 1
+		tls=',"tls":{"certificates":["bench"]}'
+		mode=http splice=off
+	fi
 	api "$admin" POST /api/v1/backends "{\"name\":\"origin\",\"mode\":\"$mode\",\"balance\":\"roundrobin\",
 		\"servers\":[{\"name\":\"o1\",\"address\":\"127.0.0.1\",\"port\":$ORIGIN_PORT}]}" || return 1
 	api "$admin" POST /api/v1/frontends "{\"name\":\"bench\",\"mode\":\"$mode\",\"default_backend\":\"origin\",
 		\"splice\":\"$splice\",\"maxconn\":$MAXCONN,$http_opts
-		\"binds\":[{\"name\":\"b1\",\"address\":\"127.0.0.1\",\"port\":$port}]}" || return 1
+		\"binds\":[{\"name\":\"b1\",\"address\":\"127.0.0.1\",\"port\":$port$tls}]}" || return 1
 }
 
 # ------------------------------------------------------------------ runs
@@ -498,6 +588,8 @@ row_size() { [[ $1 == 1m ]] && echo $((1 << 20)) || echo 64; }
 run_one() {
 	local mode=$1 row=$2 proxy=$3 rep=$4 port
 	local id=(-out "$RESULTS" -mode "$mode" -row "$row" -proxy "$proxy" -rep "$rep")
+	SCHEME=http
+	[[ $mode == tls ]] && SCHEME=https
 	# Every start gets its own directory (configuration, state, logs).
 	RUN_NAME=$proxy-$mode-$row-$rep
 	next_port
@@ -521,7 +613,7 @@ run_one() {
 		stop_pid "$PROXY_PID"
 		return 0
 	fi
-	if [[ $mode == http ]] && ! curl -s -D - -o /dev/null --max-time 3 "http://127.0.0.1:$port/64" |
+	if [[ $mode != tcp ]] && ! curl -sk -D - -o /dev/null --max-time 3 "$SCHEME://127.0.0.1:$port/64" |
 		tr -d '\r' | grep -qi '^X-Bench-XFF: 127\.0\.0\.1'; then
 		local why="http mode: no X-Forwarded-For reached the origin (tunnelling instead of proxying HTTP?)"
 		"$BT" fail "${id[@]}" -reason "$why"
@@ -541,13 +633,24 @@ run_one() {
 		fi
 		wait_fg "$BT" idle "${id[@]}" -pid "$PROXY_PID" -addr "127.0.0.1:$port" -n "$n" -timeout 90s ||
 			"$BT" fail "${id[@]}" -reason "benchtool idle failed"
+	elif [[ $row == hs-* || $row == resume ]]; then
+		local resume=()
+		[[ $row == resume ]] && resume=(-resume)
+		wait_fg "$BT" measure "${id[@]}" -pid "$PROXY_PID" -cpu "$BENCH_PROXY_CPU" -conns "$BENCH_HS_CONNS" -- \
+			taskset -c "$BENCH_LOAD_CPU" "$BT" handshake -addr "127.0.0.1:$port" -conns "$BENCH_HS_CONNS" \
+			-duration "${BENCH_SECONDS}s" "${resume[@]}" ||
+			"$BT" fail "${id[@]}" -reason "benchtool measure failed"
+	elif [[ $row == flood ]]; then
+		wait_fg taskset -c "$BENCH_LOAD_CPU" "$BT" flood "${id[@]}" -pid "$PROXY_PID" -cpu "$BENCH_PROXY_CPU" \
+			-addr "127.0.0.1:$port" -probes 4 -flood "$BENCH_HS_CONNS" -duration "${BENCH_SECONDS}s" ||
+			"$BT" fail "${id[@]}" -reason "benchtool flood failed"
 	else
 		local extra=()
 		[[ $row == close ]] && extra=(-H "Connection: close")
 		wait_fg "$BT" measure "${id[@]}" -pid "$PROXY_PID" -cpu "$BENCH_PROXY_CPU" -conns "$(row_conns "$row")" -- \
 			taskset -c "$BENCH_LOAD_CPU" wrk -t1 -c "$(row_conns "$row")" -d "${BENCH_SECONDS}s" \
 			--timeout 5s -s "$ROOT/bench/wrk-report.lua" "${extra[@]}" \
-			"http://127.0.0.1:$port$(row_path "$row")" ||
+			"$SCHEME://127.0.0.1:$port$(row_path "$row")" ||
 			"$BT" fail "${id[@]}" -reason "benchtool measure failed"
 	fi
 	stop_pid "$PROXY_PID"
@@ -570,6 +673,7 @@ run_one() {
 	echo "haproxy=$(haproxy -v | head -1)"
 	echo "nginx=$(nginx -v 2>&1)"
 	echo "wrk=$(wrk -v 2>&1 | head -1)"
+	echo "openssl=$(openssl version 2>/dev/null || echo missing)"
 	echo "go=$("$GO" version)"
 	echo "spliced_commit=$(git describe --always --dirty 2>/dev/null || echo unknown)"
 	echo "spliced=$("$SPLICED_BIN" version 2>/dev/null | head -1 || echo missing)"
@@ -586,7 +690,7 @@ log "bench: proxies on CPU $BENCH_PROXY_CPU (one thread), wrk -t1 and origin on 
 for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 	for mode in $BENCH_MODES; do
 		for row in $BENCH_ROWS; do
-			case $row in ka | close | 1m | idle) ;; apply) continue ;; *) die "unknown row $row" ;; esac
+			row_applies "$mode" "$row" || continue
 			log "bench: [$rep/$BENCH_REPEAT] $mode/$row"
 			for proxy in $(candidates "$mode" "$row"); do
 				[[ " $BENCH_PROXIES " == *" ${proxy%%-*} "* ]] || continue

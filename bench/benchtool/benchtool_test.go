@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStatTimesSplitsAtTheLastParenthesis(t *testing.T) {
@@ -243,5 +244,61 @@ func TestSpliceNoteComparesSplicedModesToOff(t *testing.T) {
 	}
 	if got := spliceNote(ss[:2]); got != "" {
 		t.Fatalf("no spliced-off: got %q, want nothing", got)
+	}
+}
+
+func TestHandshakeRowsCountResumptionAndHandshakesPerCPUSecond(t *testing.T) {
+	var r Run
+	if err := parseWrkResult("BENCHRESULT requests=1000 bytes=64000 duration_us=2000000 connect=0 read=0 write=0 status=0 timeout=0 p50_us=1 p99_us=2 resumed=990\n", &r); err != nil {
+		t.Fatal(err)
+	}
+	r.Row, r.CPUSeconds = "resume", 0.5
+	if r.Resumed != 990 || validate(&r) != "" {
+		t.Fatalf("resumed %d, validate %q", r.Resumed, validate(&r))
+	}
+	if m := derive(r); m.HandshakesPerCPUSecond != 2000 || m.CPUusPerReq != 500 {
+		t.Fatalf("derive = %+v", m)
+	}
+	r.Resumed = 900 // under 95%: the proxy does not resume
+	if v := validate(&r); !strings.Contains(v, "resumed") {
+		t.Fatalf("validate = %q", v)
+	}
+	r.Row = "hs-ecdsa" // a full-handshake row where some resumed
+	if v := validate(&r); !strings.Contains(v, "must be full") {
+		t.Fatalf("validate = %q", v)
+	}
+	r.Resumed = 0
+	if v := validate(&r); v != "" {
+		t.Fatalf("validate = %q", v)
+	}
+}
+
+func TestFloodTableComparesLatencyToIdleAndToHAProxy(t *testing.T) {
+	runs := []Run{
+		{Mode: "tls", Row: "flood", Proxy: "spliced", Rep: 1, Requests: 100, Seconds: 1, WallSeconds: 1, CPUSeconds: 1,
+			IdleLatP50us: 100, IdleLatP99us: 200, LatP50us: 300, LatP99us: 1000, Handshakes: 500},
+		{Mode: "tls", Row: "flood", Proxy: "haproxy", Rep: 1, Requests: 100, Seconds: 1, WallSeconds: 1, CPUSeconds: 1,
+			IdleLatP50us: 100, IdleLatP99us: 250, LatP50us: 300, LatP99us: 2000, Handshakes: 600},
+	}
+	var b bytes.Buffer
+	printTables(&b, summarize(runs), 1)
+	out := b.String()
+	for _, want := range []string{"5.00×", "0.50×", "500", "600"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("flood table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestPercentiles(t *testing.T) {
+	var lat []time.Duration
+	for i := 100; i >= 1; i-- {
+		lat = append(lat, time.Duration(i)*time.Microsecond)
+	}
+	if p50, p99 := percentiles(lat); p50 != 51*time.Microsecond || p99 != 100*time.Microsecond {
+		t.Fatalf("percentiles = %v, %v", p50, p99)
+	}
+	if p50, p99 := percentiles(nil); p50 != 0 || p99 != 0 {
+		t.Fatal("percentiles of nothing")
 	}
 }

@@ -11,6 +11,8 @@
 //	rss PID                  resident KiB (VmRSS) of PID and its descendants
 //	measure [flags] -- CMD   CPU of -pid before/after CMD (wrk), parse its result line
 //	idle [flags]             RSS of -pid before/after N idle keep-alive connections
+//	handshake [flags]        TLS connections, one handshake and one GET each (full or resumed)
+//	flood [flags]            keep-alive TLS latency idle, then under a handshake flood
 //	fail [flags]             record a run that could not take place, with the reason
 //	report [flags]           medians, ratios to HAProxy, tables, JSON document
 //

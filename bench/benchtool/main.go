@@ -22,6 +22,10 @@ func main() {
 		err = cmdMeasure(args)
 	case "idle":
 		err = cmdIdle(args)
+	case "handshake":
+		err = cmdHandshake(args)
+	case "flood":
+		err = cmdFlood(args)
 	case "fail":
 		err = cmdFail(args)
 	case "report":
@@ -36,6 +40,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: benchtool ports|cpu|rss|measure|idle|fail|report ...")
+	fmt.Fprintln(os.Stderr, "usage: benchtool ports|cpu|rss|measure|idle|handshake|flood|fail|report ...")
 	os.Exit(2)
 }

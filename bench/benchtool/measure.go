@@ -49,6 +49,16 @@ type Run struct {
 	RSSBeforeKiB int64 `json:"rss_before_kib,omitempty"`
 	RSSAfterKiB  int64 `json:"rss_after_kib,omitempty"`
 	IdleClosed   int   `json:"idle_closed,omitempty"` // conns the proxy closed while idle
+
+	// TLS rows (benchtool handshake and flood).
+	Resumed int64 `json:"resumed,omitempty"` // handshakes that resumed a session
+	// Flood row: Requests, LatP50us and LatP99us are the keep-alive
+	// probe's during the flood, IdleRequests and IdleLat* the same probe's
+	// with no flood; Handshakes the flood's over the probe's window.
+	Handshakes   int64 `json:"handshakes,omitempty"`
+	IdleRequests int64 `json:"idle_requests,omitempty"`
+	IdleLatP50us int64 `json:"idle_lat_p50_us,omitempty"`
+	IdleLatP99us int64 `json:"idle_lat_p99_us,omitempty"`
 }
 
 // Errors are wrk's error counters.
@@ -128,6 +138,7 @@ func parseWrkResult(out string, r *Run) error {
 		r.Seconds = float64(kv["duration_us"]) / 1e6
 		r.LatP50us = kv["p50_us"]
 		r.LatP99us = kv["p99_us"]
+		r.Resumed = kv["resumed"] // benchtool handshake only
 		r.Errors = Errors{Connect: kv["connect"], Read: kv["read"], Write: kv["write"],
 			Status: kv["status"], Timeout: kv["timeout"]}
 		return nil
@@ -150,6 +161,10 @@ func validate(r *Run) string {
 	case (r.Errors.Read+r.Errors.Write)*100 > r.Requests:
 		return fmt.Sprintf("%d read and %d write errors for %d requests",
 			r.Errors.Read, r.Errors.Write, r.Requests)
+	case r.Row == "resume" && r.Resumed*100 < r.Requests*95:
+		return fmt.Sprintf("only %d of %d handshakes resumed a session", r.Resumed, r.Requests)
+	case r.Row != "resume" && r.Resumed > 0:
+		return fmt.Sprintf("%d of %d handshakes resumed, where every one must be full", r.Resumed, r.Requests)
 	}
 	return ""
 }

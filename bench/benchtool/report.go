@@ -27,9 +27,18 @@ const reference = "haproxy"
 const sharedWarn = 15
 
 // rowOrder is the order in which workloads are printed.
-var rowOrder = []string{"ka", "close", "1m", "idle"}
+var rowOrder = []string{"ka", "close", "1m", "idle", "hs-ecdsa", "hs-rsa", "resume", "flood"}
 
-func rowTitle(row string) string {
+// handshakeRow: rows whose requests are connections, one handshake each.
+func handshakeRow(row string) bool { return row == "hs-ecdsa" || row == "hs-rsa" || row == "resume" }
+
+func rowTitle(mode, row string) string {
+	switch {
+	case mode == "tls" && row == "ka":
+		return "keep-alive over TLS, 64 B objects"
+	case mode == "tls" && row == "1m":
+		return "1 MiB objects over TLS, keep-alive (no splice: the proxy deciphers and enciphers every byte)"
+	}
 	switch row {
 	case "ka":
 		return "keep-alive, 64 B objects"
@@ -39,6 +48,14 @@ func rowTitle(row string) string {
 		return "1 MiB objects, keep-alive, splice on where the proxy has it (spliced-auto, spliced-off: splice auto, off)"
 	case "idle":
 		return "memory per idle keep-alive client connection"
+	case "hs-ecdsa":
+		return "full TLS handshakes, ECDSA P-256, one GET per connection"
+	case "hs-rsa":
+		return "full TLS handshakes, RSA-2048, one GET per connection"
+	case "resume":
+		return "resumed TLS handshakes (session tickets), ECDSA P-256, one GET per connection"
+	case "flood":
+		return "keep-alive latency (4 connections, 64 B) idle, then under a flood of RSA-2048 full handshakes"
 	}
 	return row
 }
@@ -53,6 +70,16 @@ type Metrics struct {
 	// OtherPercent is the share of the proxy's CPU used by anything else.
 	OtherPercent float64 `json:"other_percent_on_proxy_cpu"`
 	KiBPerConn   float64 `json:"kib_per_conn"`
+	// HandshakesPerCPUSecond: connections (one handshake each) per second
+	// of the proxy's CPU, on the handshake rows.
+	HandshakesPerCPUSecond float64 `json:"handshakes_per_cpu_second,omitempty"`
+	// Flood row: the probe's latency, idle and under the flood, and the
+	// flood's handshakes per second.
+	IdleP50us             float64 `json:"idle_p50_us,omitempty"`
+	IdleP99us             float64 `json:"idle_p99_us,omitempty"`
+	FloodP50us            float64 `json:"flood_p50_us,omitempty"`
+	FloodP99us            float64 `json:"flood_p99_us,omitempty"`
+	FloodHandshakesPerSec float64 `json:"flood_handshakes_per_sec,omitempty"`
 }
 
 func derive(r Run) Metrics {
@@ -77,6 +104,14 @@ func derive(r Run) Metrics {
 	if r.Bytes > 0 {
 		m.CPUmsPerMiB = r.CPUSeconds * 1e3 / (float64(r.Bytes) / mib)
 	}
+	if handshakeRow(r.Row) && r.CPUSeconds > 0 {
+		m.HandshakesPerCPUSecond = float64(r.Requests) / r.CPUSeconds
+	}
+	if r.Row == "flood" && r.Seconds > 0 {
+		m.IdleP50us, m.IdleP99us = float64(r.IdleLatP50us), float64(r.IdleLatP99us)
+		m.FloodP50us, m.FloodP99us = float64(r.LatP50us), float64(r.LatP99us)
+		m.FloodHandshakesPerSec = float64(r.Handshakes) / r.Seconds
+	}
 	return m
 }
 
@@ -99,6 +134,10 @@ type Summary struct {
 	KiBRatio float64 `json:"kib_per_conn_ratio_haproxy,omitempty"`
 	Errors   Errors  `json:"errors"`
 	Error    string  `json:"error,omitempty"` // why no valid run, or first failure
+	// Requests and Resumed are totals over the valid runs (the handshake
+	// rows print the share of resumed handshakes).
+	Requests int64 `json:"requests"`
+	Resumed  int64 `json:"resumed,omitempty"`
 }
 
 func median(xs []float64) float64 {
@@ -172,7 +211,9 @@ func summarize(runs []Run) []Summary {
 
 func summarizeGroup(mode, row, proxy string, rs []Run) Summary {
 	s := Summary{Mode: mode, Row: row, Proxy: proxy, Runs: len(rs)}
-	var rps, mbps, cpuReq, cpuMiB, cpuPct, other, kib []float64
+	var rps, mbps, cpuReq, cpuMiB, cpuPct, other, kib, hsCPU []float64
+	var i50, i99, f50, f99, fhs []float64
+	var resumed int64
 	for _, r := range rs {
 		s.Errors.Connect += r.Errors.Connect
 		s.Errors.Read += r.Errors.Read
@@ -195,7 +236,17 @@ func summarizeGroup(mode, row, proxy string, rs []Run) Summary {
 		cpuPct = append(cpuPct, m.CPUPercent)
 		other = append(other, m.OtherPercent)
 		kib = append(kib, m.KiBPerConn)
+		hsCPU = append(hsCPU, m.HandshakesPerCPUSecond)
+		i50, i99 = append(i50, m.IdleP50us), append(i99, m.IdleP99us)
+		f50, f99 = append(f50, m.FloodP50us), append(f99, m.FloodP99us)
+		fhs = append(fhs, m.FloodHandshakesPerSec)
+		resumed += r.Resumed
+		s.Requests += r.Requests
 	}
+	s.Resumed = resumed
+	s.HandshakesPerCPUSecond = median(hsCPU)
+	s.IdleP50us, s.IdleP99us, s.FloodP50us, s.FloodP99us = median(i50), median(i99), median(f50), median(f99)
+	s.FloodHandshakesPerSec = median(fhs)
 	s.ReqPerSec, s.MiBPerSec = median(rps), median(mbps)
 	s.CPUusPerReq, s.CPUmsPerMiB, s.CPUPercent = median(cpuReq), median(cpuMiB), median(cpuPct)
 	s.KiBPerConn = median(kib)
@@ -269,9 +320,13 @@ func printTables(w io.Writer, ss []Summary, reps int) {
 		for j < len(ss) && ss[j].Mode == ss[i].Mode && ss[j].Row == ss[i].Row {
 			j++
 		}
-		fmt.Fprintf(w, "\n== %s mode: %s%s\n", ss[i].Mode, rowTitle(ss[i].Row), medians)
+		fmt.Fprintf(w, "\n== %s mode: %s%s\n", ss[i].Mode, rowTitle(ss[i].Mode, ss[i].Row), medians)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		if ss[i].Row == "idle" {
+		if handshakeRow(ss[i].Row) {
+			printHandshakes(tw, ss[i:j])
+		} else if ss[i].Row == "flood" {
+			printFlood(tw, ss[i:j])
+		} else if ss[i].Row == "idle" {
 			fmt.Fprintln(tw, "proxy\tconns\tKiB/conn\tspread\tKiB/conn ×HAProxy\t")
 			for _, s := range ss[i:j] {
 				if s.Valid == 0 {
@@ -419,4 +474,63 @@ func short(s string) string {
 		return string(r[:n]) + "…"
 	}
 	return s
+}
+
+// printHandshakes is the table of the handshake rows: a request is a
+// connection with one handshake.
+func printHandshakes(tw *tabwriter.Writer, ss []Summary) {
+	fmt.Fprintln(tw, "proxy\thandshakes/s\tCPU µs/hs\tspread\ths/CPU-s\tproxy CPU\tresumed\tCPU/hs ×HAProxy\ths/s ×HAProxy\terrors\t")
+	for _, s := range ss {
+		if s.Valid == 0 {
+			fmt.Fprintf(tw, "%s\tn/a\t\t\t\t\t\t\t\t\t  %s\n", s.Proxy, short(s.Error))
+			continue
+		}
+		e := s.Errors
+		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%s\t%.0f\t%.0f%%\t%.0f%%\t%s\t%s\t%d\t%s\n",
+			s.Proxy, s.ReqPerSec, s.CPUusPerReq, pct(s.CPUSpread, s.Valid), s.HandshakesPerCPUSecond,
+			s.CPUPercent, 100*float64(s.Resumed)/float64(max(s.Requests, 1)), ratio(s.CPURatio), ratio(s.RPSRatio),
+			e.Connect+e.Read+e.Write+e.Status+e.Timeout, rowNote(s))
+	}
+}
+
+// printFlood is the table of the flood row: the probe's latency idle and
+// under the flood, its p99 relative to idle and to HAProxy's under flood.
+func printFlood(tw *tabwriter.Writer, ss []Summary) {
+	var ref float64
+	for _, s := range ss {
+		if s.Proxy == reference && s.Valid > 0 {
+			ref = s.FloodP99us
+		}
+	}
+	fmt.Fprintln(tw, "proxy\tidle p50 µs\tidle p99 µs\tflood p50 µs\tflood p99 µs\tp99 ×idle\tflood p99 ×HAProxy\tprobe req/s\tflood hs/s\tproxy CPU\terrors\t")
+	for _, s := range ss {
+		if s.Valid == 0 {
+			fmt.Fprintf(tw, "%s\tn/a\t\t\t\t\t\t\t\t\t\t  %s\n", s.Proxy, short(s.Error))
+			continue
+		}
+		var vsIdle, vsRef float64
+		if s.IdleP99us > 0 {
+			vsIdle = s.FloodP99us / s.IdleP99us
+		}
+		if ref > 0 {
+			vsRef = s.FloodP99us / ref
+		}
+		e := s.Errors
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%s\t%.0f\t%.0f\t%.0f%%\t%d\t%s\n",
+			s.Proxy, s.IdleP50us, s.IdleP99us, s.FloodP50us, s.FloodP99us, ratio(vsIdle), ratio(vsRef),
+			s.ReqPerSec, s.FloodHandshakesPerSec, s.CPUPercent,
+			e.Connect+e.Read+e.Write+e.Status+e.Timeout, rowNote(s))
+	}
+}
+
+// rowNote is what follows a table line: failed repetitions, a shared CPU.
+func rowNote(s Summary) string {
+	note := ""
+	if s.Error != "" {
+		note = fmt.Sprintf("  (%d of %d runs failed: %s)", s.Runs-s.Valid, s.Runs, short(s.Error))
+	}
+	if s.OtherPercent >= sharedWarn {
+		note += fmt.Sprintf("  (others used %.0f%% of the proxy's CPU)", s.OtherPercent)
+	}
+	return note
 }
