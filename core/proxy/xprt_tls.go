@@ -56,10 +56,15 @@ import (
 //
 // Buffered plaintext: crypto/tls may hold decrypted bytes, or whole
 // records, that the socket no longer signals. rcvBuf therefore reads until
-// p is full or crypto/tls asked the socket for more and got EAGAIN: a
-// short read always means "socket drained and nothing buffered", so the
-// Side's shortRead is right to clear evIn, and a full read leaves evIn set
-// for the next one. The handshake may have read ahead as well: the owner
+// p is full or it knows that nothing is buffered: crypto/tls asked the
+// socket for more and got EAGAIN, or (the common case, without that extra
+// recv(2), and crypto/tls's allocation per socket read) tlsFd's record
+// count proves it: a recv of this call found the socket drained, the bytes
+// received end on a record boundary, and exactly one record completed
+// since crypto/tls last held none, which the Read that returned data (and
+// drained its plaintext) consumed. A short read thus always means "socket
+// drained and nothing buffered", so the Side's shortRead is right to clear
+// evIn, and a full read leaves evIn set for the next one. The handshake may have read ahead as well: the owner
 // sets evIn when it registers the established side (see tlsHandshakes).
 type tlsSock struct {
 	c    *tls.Conn
@@ -82,7 +87,49 @@ type tlsFd struct {
 	out      []byte    // loop mode: records not sent yet, from off
 	off      int
 	rerr     unix.Errno // loop mode: the socket's read error, if any
+	// Record boundaries of the bytes received (scan), for rcvBuf's
+	// short-read proof: hdr/hdrN is the header being received, left the
+	// body bytes of the current record still to come; recs counts the
+	// records completed since crypto/tls last held no complete record and
+	// no plaintext (recsUnknown after the handshake); drained: a recv of
+	// the current rcvBuf call returned less than asked.
+	hdr     [5]byte
+	hdrN    int
+	left    int
+	recs    int
+	drained bool
 }
+
+// recsUnknown: what crypto/tls holds is not known (it may have read
+// records past the handshake).
+const recsUnknown = 1 << 30
+
+// scan follows the record boundaries of b, the next bytes received.
+func (a *tlsFd) scan(b []byte) {
+	for len(b) > 0 {
+		if a.left > 0 {
+			k := min(a.left, len(b))
+			a.left -= k
+			b = b[k:]
+			if a.left == 0 {
+				a.recs++
+			}
+			continue
+		}
+		k := copy(a.hdr[a.hdrN:], b)
+		a.hdrN += k
+		b = b[k:]
+		if a.hdrN == len(a.hdr) {
+			a.hdrN = 0
+			if a.left = int(a.hdr[3])<<8 | int(a.hdr[4]); a.left == 0 {
+				a.recs++
+			}
+		}
+	}
+}
+
+// aligned: the bytes received end on a record boundary.
+func (a *tlsFd) aligned() bool { return a.hdrN == 0 && a.left == 0 }
 
 var tlsNoAddr net.Addr = &net.TCPAddr{}
 
@@ -92,6 +139,10 @@ func (a *tlsFd) Read(p []byte) (int, error) {
 		if e == 0 {
 			if n == 0 {
 				return 0, io.EOF
+			}
+			a.scan(p[:n])
+			if n < len(p) {
+				a.drained = true
 			}
 			return n, nil
 		}
@@ -208,14 +259,27 @@ func (x *tlsSock) rcvBuf(fd int, p []byte) (int, unix.Errno) {
 			return 0, e
 		}
 	}
+	a := &x.a
+	a.drained = false
 	n := 0
 	for n < len(p) {
 		k, err := x.c.Read(p[n:])
 		n += k
 		if err == nil {
+			if n < len(p) && a.drained && a.recs == 1 && a.aligned() {
+				// The one record received since crypto/tls held nothing
+				// was consumed by this Read, its plaintext taken, and the
+				// socket was empty after it: nothing is buffered (see
+				// above).
+				a.recs = 0
+				break
+			}
 			continue
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// crypto/tls holds no plaintext and no whole record (it
+			// asked the socket for more).
+			a.recs = 0
 			if n == 0 {
 				return 0, unix.EAGAIN
 			}
@@ -403,6 +467,7 @@ func (h *tlsHandshakes) run(j tlsJob) {
 	err := j.x.c.Handshake()
 	if err == nil {
 		j.x.a.loop = true
+		j.x.a.recs = recsUnknown
 	} else if j.x.plainHTTP {
 		j.x.answerPlain(err)
 	}
