@@ -199,7 +199,8 @@ func (e *Engine) startAccessLog() func() {
 }
 
 func (e *Engine) writeAccess(l *stats.LogEntry) {
-	attrs := [...]slog.Attr{
+	var attrs [11]slog.Attr
+	a := append(attrs[:0],
 		slog.String("frontend", l.Frontend),
 		slog.String("backend", l.Backend),
 		slog.String("server", l.Server),
@@ -208,13 +209,14 @@ func (e *Engine) writeAccess(l *stats.LogEntry) {
 		slog.Int64("bytes_in", l.BytesIn),
 		slog.Int64("bytes_out", l.BytesOut),
 		slog.String("termination", l.Term.String()),
-		slog.Int("status", l.Status),
+	)
+	if l.Status != 0 { // http mode
+		a = append(a, slog.Int("status", l.Status))
 	}
-	n := len(attrs)
-	if l.Status == 0 {
-		n-- // tcp mode
+	if l.ClientCert != "" {
+		a = append(a, slog.String("client_cert", l.ClientCert))
 	}
-	e.log.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs[:n]...)
+	e.log.LogAttrs(context.Background(), slog.LevelInfo, "access", a...)
 }
 
 // hasTLSBind: a bind of cf terminates TLS.

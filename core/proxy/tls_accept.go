@@ -171,6 +171,18 @@ func appendField(d []byte, prefix, name, value string) []byte {
 	return append(d, "\r\n"...)
 }
 
+// peerSubject is the subject of the client's certificate, "" without one
+// (access log: once per connection, after the handshake).
+func (x *tlsSock) peerSubject() string {
+	if !x.a.loop {
+		return ""
+	}
+	if pc := x.c.ConnectionState().PeerCertificates; len(pc) > 0 {
+		return pc[0].Subject.String()
+	}
+	return ""
+}
+
 // plainHTTPAnswer is nginx's 497 as it reaches the client: a 400.
 var plainHTTPAnswer = []byte("HTTP/1.1 400 Bad Request\r\n" +
 	"Content-Type: text/plain\r\n" +

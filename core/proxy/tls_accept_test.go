@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spliced-proxy/spliced/core/stats"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
@@ -584,5 +585,38 @@ func TestTLSRecordsInOneSegment(t *testing.T) {
 				readN(len(rawResponse))
 			}
 		})
+	}
+}
+
+// TestTLSClientCertInAccessLog: a tcp tunnel over a TLS bind with client
+// certificates logs the client's subject with its access-log entry.
+func TestTLSClientCertInAccessLog(t *testing.T) {
+	ca := testutil.NewCert(t, testutil.CertSpec{CA: true, Names: []string{"client ca"}})
+	client := testutil.NewCert(t, testutil.CertSpec{Client: true, Parent: ca, Names: []string{"alice"}})
+	e := newEnv(t, defaultTuning())
+	ring := stats.NewLogRing(16)
+	e.do(func() { e.w.AccessLog = ring })
+	origin := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		io.Copy(c, c)
+	})
+	fe := frontend(t, SpliceAuto, origin.Addr)
+	fe.AccessLog = true
+	srv, cli := tlsPair(t, tls.VersionTLS13)
+	srv.ClientCAs = ca.Pool()
+	srv.ClientAuth = tls.RequireAndVerifyClientCert
+	closed := tlsFront(fe, srv, 5*time.Second)
+	cli.Certificates = []tls.Certificate{client.TLS()}
+	tc := tls.Client(e.dialTLS(fe), cli)
+	tc.Write([]byte("x"))
+	if _, err := io.ReadFull(tc, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	tc.Close()
+	testutil.Eventually(t, 10*time.Second, func() bool { return closed.Load() == 1 }, "the tunnel ends")
+	var got []string
+	e.do(func() { ring.Drain(func(le *stats.LogEntry) { got = append(got, le.ClientCert) }) })
+	if len(got) != 1 || got[0] != client.X509.Subject.String() {
+		t.Errorf("access log client_cert %q, want [%q]", got, client.X509.Subject.String())
 	}
 }

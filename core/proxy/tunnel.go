@@ -643,6 +643,9 @@ func (t *Tunnel) logAccess(why uint8, server string) {
 		e.Backend = t.be.Name
 	}
 	e.DurationNs = t.w.L.Now() - t.start
+	if x, ok := t.cli.xp.(*tlsSock); ok {
+		e.ClientCert = x.peerSubject()
+	}
 	t.w.AccessLog.Push(&e)
 }
 

@@ -37,6 +37,9 @@ type LogEntry struct {
 	BytesOut   int64 // server -> client
 	Status     int   // HTTP status, 0 in tcp mode
 	Term       Termination
+	// ClientCert is the subject of the client's certificate on a TLS bind
+	// with client_ca ("" without one).
+	ClientCert string
 }
 
 // LogRing is a bounded single-producer single-consumer ring of access-log
