@@ -19,10 +19,11 @@ import (
 
 // httpsOrigin serves HTTPS with cert: "/" answers "secure" on a kept-alive
 // connection, "/close" answers with Connection: close. It counts accepted
-// connections and resumed handshakes.
+// connections, resumed handshakes and health checks (User-Agent
+// spliced-check).
 type httpsOrigin struct {
-	port              int
-	accepted, resumed atomic.Int64
+	port                      int
+	accepted, resumed, checks atomic.Int64
 }
 
 func newHTTPSOrigin(t *testing.T, cert *testutil.Cert) *httpsOrigin {
@@ -46,6 +47,9 @@ func newHTTPSOrigin(t *testing.T, cert *testutil.Cert) *httpsOrigin {
 			if r.URL.Path == "/close" {
 				w.Header().Set("Connection", "close")
 			}
+			if r.UserAgent() == "spliced-check" {
+				o.checks.Add(1)
+			}
 			io.WriteString(w, "secure")
 		}),
 		ConnState: func(_ net.Conn, s http.ConnState) {
@@ -61,6 +65,26 @@ func newHTTPSOrigin(t *testing.T, cert *testutil.Cert) *httpsOrigin {
 	return o
 }
 
+// checkedUp: backend checked's server s1 is up in the stats.
+func checkedUp(t *testing.T, in *instance) bool {
+	var snap struct {
+		Backends []struct {
+			Name    string `json:"name"`
+			Servers []struct {
+				Up bool `json:"up"`
+			} `json:"servers"`
+		} `json:"backends"`
+	}
+	in.MustDo(200, "GET", "/api/v1/stats", nil).JSON(t, &snap)
+	for _, b := range snap.Backends {
+		if b.Name == "checked" && len(b.Servers) == 1 {
+			return b.Servers[0].Up
+		}
+	}
+	t.Fatal("backend checked not in the stats")
+	return false
+}
+
 func TestUpstreamTLSEndToEnd(t *testing.T) {
 	in := startSpliced(t, "")
 	ca := testutil.NewCert(t, testutil.CertSpec{Names: []string{"test ca"}, CA: true})
@@ -72,19 +96,28 @@ func TestUpstreamTLSEndToEnd(t *testing.T) {
 	}
 
 	// Refused with a JSON pointer: a ca_pem that is not PEM, an sni that is
-	// not a host name, an http check on a TLS server.
+	// not a host name.
 	bad := in.Do("POST", "/api/v1/backends", map[string]any{"name": "web", "mode": "http",
 		"servers": server(map[string]any{"verify": "required", "ca_pem": "not pem", "sni": "a b"})})
 	if bad.Status != 422 || !strings.Contains(string(bad.Body), `"field":"/servers/0/tls/ca_pem"`) ||
 		!strings.Contains(string(bad.Body), `"field":"/servers/0/tls/sni"`) {
 		t.Fatalf("bad tls: status %d: %s", bad.Status, bad.Body)
 	}
-	bad = in.Do("POST", "/api/v1/backends", map[string]any{"name": "web", "mode": "http",
-		"servers":      server(map[string]any{"verify": "none"}),
-		"health_check": map[string]any{"type": "http", "interval_ms": 1000, "timeout_ms": 500}})
-	if bad.Status != 422 || !strings.Contains(string(bad.Body), `"field":"/health_check/type"`) {
-		t.Fatalf("http check on a TLS server: status %d: %s", bad.Status, bad.Body)
+
+	// An http check of a TLS server runs over TLS: up with the right CA,
+	// down with another one (an origin of its own: o counts connections).
+	co := newHTTPSOrigin(t, leaf)
+	checked := func(tl map[string]any) map[string]any {
+		return map[string]any{"name": "checked", "mode": "http",
+			"servers":      []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": co.port, "tls": tl}},
+			"health_check": map[string]any{"type": "http", "path": "/health", "interval_ms": 100, "timeout_ms": 100, "rise": 1, "fall": 1}}
 	}
+	in.MustDo(201, "POST", "/api/v1/backends", checked(map[string]any{"ca_pem": ca.CertPEM, "sni": "origin.test"}))
+	testutil.Eventually(t, 5*time.Second, func() bool { return co.checks.Load() >= 2 && checkedUp(t, in) },
+		"the https origin checked over TLS and up")
+	in.MustDo(200, "PUT", "/api/v1/backends/checked", checked(map[string]any{"ca_pem": other.CertPEM, "sni": "origin.test"}))
+	testutil.Eventually(t, 5*time.Second, func() bool { return !checkedUp(t, in) }, "a certificate of another CA takes the server down")
+	in.MustDo(204, "DELETE", "/api/v1/backends/checked", nil)
 
 	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "web", "mode": "http",
 		"servers": server(map[string]any{"ca_pem": ca.CertPEM, "sni": "origin.test"})})

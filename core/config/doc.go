@@ -74,9 +74,8 @@
 //     apply time); ports are 1-65535, weights 0-256. A server's tls
 //     (ServerTLS, servertls.go): verify is required (default) or none;
 //     ca_pem, with verify required only, is 1 or more PEM CERTIFICATE
-//     blocks of at most 64 KiB (ParseCAPEM); sni is a host name. An http
-//     health check is refused on a backend with a TLS server (the probe
-//     speaks plain HTTP; a tcp check works).
+//     blocks of at most 64 KiB (ParseCAPEM); sni is a host name. Health
+//     checks of a TLS server run over TLS (core/proxy/check.go).
 //   - sched shares add up to 100; bufsize ≥ 1024; pipesize 0 or ≥ 4096.
 //   - tuning.maxconn fits in Env.FdLimit (the process's RLIMIT_NOFILE; 0
 //     skips it): FdBudget.Fds(maxconn) ≤ FdLimit (limits.go: 2 fds per

@@ -70,18 +70,6 @@ func (p *problems) serverTLS(ptr string, t *ServerTLS) {
 	}
 }
 
-// httpCheckTLS refuses an http health check on a backend with a TLS
-// server: the probe speaks plain HTTP only (a tcp check, which only
-// connects, works for any server). hp points at the health check.
-func (v *validation) httpCheckTLS(hp string, b *Backend) {
-	for j := range b.Servers {
-		if b.Servers[j].TLS != nil {
-			v.p.addf(hp+"/type", CodeModeMismatch, "an http check speaks plain HTTP and server %q has tls: use a tcp check", b.Servers[j].Name)
-			return
-		}
-	}
-}
-
 // ParseCAPEM parses a ca_pem: at most MaxCAPEM bytes of one or more PEM
 // CERTIFICATE blocks, each an X.509 certificate, and nothing else (text
 // before a block is skipped, as pem.Decode does). The pool holds them all.

@@ -59,12 +59,14 @@ func TestServerTLSValidation(t *testing.T) {
 	}
 }
 
-func TestHTTPCheckRefusedWithTLSServers(t *testing.T) {
+// TestChecksAcceptedWithTLSServers: http and tcp checks of a backend with
+// a TLS server are accepted (the probe runs over TLS, core/proxy/check.go).
+func TestChecksAcceptedWithTLSServers(t *testing.T) {
 	c := goodConfig() // backend 0 has an http check
 	c.Backends[0].Servers[1].TLS = &ServerTLS{Verify: VerifyNone}
-	got := fieldErrors(t, Validate(c, Env{}))
-	if !slices.Equal(got, []want{{"/backends/0/health_check/type", CodeModeMismatch}}) {
-		t.Fatalf("problems %v", got)
+	c.Normalize()
+	if err := Validate(c, Env{}); err != nil {
+		t.Fatalf("an http check of a TLS server refused: %v", err)
 	}
 	c.Backends[0].HealthCheck = &HealthCheck{Type: CheckTCP}
 	c.Normalize()

@@ -561,7 +561,6 @@ func (v *validation) backends() {
 				v.p.addf(hp+"/status_max", CodeOutOfRange, "status_max (%d) must not be below status_min (%d)", hc.StatusMax, hc.StatusMin)
 			}
 			if hc.Type == CheckHTTP {
-				v.httpCheckTLS(hp, b)
 				if !strings.HasPrefix(hc.Path, "/") {
 					v.p.addf(hp+"/path", CodeFormat, "an http check path must start with \"/\", not %q", hc.Path)
 				} else if !validRequestTarget(hc.Path) {

@@ -28,7 +28,7 @@ func (e *Engine) swapCheckers(newBE map[string]*beRT) {
 			nb.chk = prev
 			continue
 		}
-		nb.chk = proxy.NewChecker(nb.bb, e.loops, e.log)
+		nb.chk = proxy.NewChecker(nb.bb, e.workers, e.log)
 		if nb.chk != nil {
 			nb.chk.Start(prev)
 			hc := nb.bb.Check

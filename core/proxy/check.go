@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -40,6 +41,28 @@ import (
 //     closed early, not a status line, timeout) is a failure. The rest of
 //     the response is not read.
 //
+// A server with tls (balance.Server.TLS) is checked over TLS, as HAProxy
+// checks an "ssl" server with check-ssl by default: once the TCP connect
+// completes, the probe's fd leaves the loop and the client handshake runs
+// on the worker's handshake pool (xprt_tls.go, tuning.tls.max_handshakes,
+// shared with the connections: a check never takes more helper threads
+// than the bound) within what is left of timeout_ms, with the server's own
+// *tls.Config (its verification, its SNI, its session cache, so checks
+// resume like connections do). Established, the fd comes back to the loop
+// with the tlsSock as the Side's transport: an http check sends its
+// request and reads the status line through it; a tcp check succeeds
+// once the handshake completes ("tls handshake completed"), so that a
+// certificate the proxy would refuse (expired, unknown CA, wrong name)
+// takes the server down instead of every request failing behind an up
+// server. A failed handshake is a failed check whose reason is the
+// handshake's error ("tls handshake: tls: failed to verify certificate:
+// x509: ..."); a handshake past timeout_ms is "timeout (handshake)". The
+// Host of an https check is the server's TLS name (sni, else its address),
+// with the port unless it is 443. A handshake given up (timeout, Stop)
+// keeps its fd until it ends, at the latest at its deadline (timeout_ms
+// from the probe's start): the pool closes it then, never under the helper
+// goroutine. TLS probes allocate (crypto/tls); plain ones do not.
+//
 // Probe sockets are closed with SO_LINGER 0 (an RST): a check has nothing
 // left to say, and one connection per server per interval must not leave
 // TIME_WAIT sockets behind. A socket(2) failure (EMFILE) counts as a
@@ -73,6 +96,7 @@ const (
 	prConnecting
 	prSending
 	prReading
+	prHandshake // TLS: the handshake pool owns the fd
 )
 
 // Outcome kinds of a probe, for the reason logged with a state change.
@@ -86,6 +110,8 @@ const (
 	resIO              // send/recv error (val = errno)
 	resClosed          // end of stream before a whole status line
 	resBadStatus       // bytes that are not an HTTP/1.x status line
+	resTLS             // the TLS handshake failed (probe.tlsMsg says why)
+	resTLSOK           // tcp check of a TLS server: handshake completed
 )
 
 // Checker runs the health checks of one backend generation on the loops:
@@ -111,6 +137,7 @@ type Checker struct {
 
 // checkPart is the share of a Checker that one loop runs.
 type checkPart struct {
+	w      *Worker
 	l      *loop.Loop
 	p      *balance.Prober
 	probes []*probe
@@ -121,6 +148,7 @@ type checkPart struct {
 type probe struct {
 	ck    *Checker
 	l     *loop.Loop
+	hs    *tlsHandshakes // the loop's handshake pool (TLS servers)
 	c     *balance.Check
 	side  Side
 	timer loop.Timer
@@ -130,12 +158,19 @@ type probe struct {
 	buf   [statusLineLen]byte
 	got   int
 	state uint8
+	// deadline of the running probe (loop.Now units); attempt numbers the
+	// probes, so that a handshake that ends after its probe was given up
+	// is told apart from the current one.
+	deadline int64
+	attempt  uint32
 	// Outcome of the last finished probe.
 	res    uint8
 	resVal int
 	// Counters for States (any goroutine).
 	runs, fails atomic.Uint64
 	last        atomic.Uint64 // res<<32 | resVal of the last probe
+	// tlsMsg is the error of the last failed handshake (res resTLS).
+	tlsMsg atomic.Pointer[string]
 }
 
 // CheckState is what States reports of one server's check.
@@ -153,14 +188,15 @@ type CheckState struct {
 func runProbeTask(t *loop.Tasklet) { t.Owner.(*probe).process() }
 func runProbeTimer(t *loop.Timer)  { t.Owner.(*probe).onTimer() }
 
-// NewChecker prepares the checks of b on loops (server i on loop
-// i % len(loops)). It returns nil when b has no health check or there
-// are no loops. Nothing runs until Start. b's check is used as
+// NewChecker prepares the checks of b on the workers' loops (server i on
+// loop i % len(workers)); TLS servers' handshakes run on the workers'
+// handshake pools. It returns nil when b has no health check or there
+// are no workers. Nothing runs until Start. b's check is used as
 // balance.Build accepted it (normalized: interval, timeout, rise and fall
 // set, and for http the method, path and status range); no default is
 // filled here.
-func NewChecker(b *balance.Backend, loops []*loop.Loop, log *slog.Logger) *Checker {
-	if b == nil || b.Check == nil || len(loops) == 0 {
+func NewChecker(b *balance.Backend, workers []*Worker, log *slog.Logger) *Checker {
+	if b == nil || b.Check == nil || len(workers) == 0 {
 		return nil
 	}
 	if log == nil {
@@ -170,12 +206,12 @@ func NewChecker(b *balance.Backend, loops []*loop.Loop, log *slog.Logger) *Check
 		backend: b.Name,
 		cfg:     *b.Check,
 		servers: slices.Clone(b.Servers),
-		nloops:  len(loops),
+		nloops:  len(workers),
 		log:     log,
 	}
-	for k, l := range loops {
+	for k, w := range workers {
 		var share []*balance.Server
-		for i := k; i < len(b.Servers); i += len(loops) {
+		for i := k; i < len(b.Servers); i += len(workers) {
 			share = append(share, b.Servers[i])
 		}
 		if len(share) == 0 {
@@ -184,12 +220,12 @@ func NewChecker(b *balance.Backend, loops []*loop.Loop, log *slog.Logger) *Check
 		// NewProber reads only Check and Servers: a Backend value holding
 		// this loop's share is all it needs.
 		pr := balance.NewProber(&balance.Backend{Name: b.Name, Check: b.Check, Servers: share})
-		part := &checkPart{l: l, p: pr}
+		part := &checkPart{w: w, l: w.L, p: pr}
 		pr.Schedule = scheduleProbe
 		pr.Probe = startProbe
 		pr.OnChange = ck.changed
 		for _, c := range pr.Checks() {
-			p := &probe{ck: ck, l: l, c: c}
+			p := &probe{ck: ck, l: w.L, hs: w.tls, c: c}
 			p.side.FD = loop.FD{Fd: -1, T: &p.side.Task}
 			p.side.Task.Run, p.side.Task.Owner = runProbeTask, p
 			p.timer.Run, p.timer.Owner = runProbeTimer, p
@@ -204,16 +240,25 @@ func NewChecker(b *balance.Backend, loops []*loop.Loop, log *slog.Logger) *Check
 	return ck
 }
 
-// checkRequest is the http check request for s, built once.
+// checkRequest is the http check request for s, built once. The Host is
+// the server's configured address, or for a TLS server the name its
+// handshake verifies (sni, else the address), as a browser would send;
+// the port is left out when it is the scheme's default (80, 443 for TLS).
 func checkRequest(method, path string, s *balance.Server) []byte {
-	host := s.Host
+	host, defPort := s.Host, uint16(80)
+	if s.TLS != nil {
+		defPort = 443
+		if s.TLS.ServerName != "" {
+			host = s.TLS.ServerName
+		}
+	}
 	if host == "" {
 		host = s.Addr.Addr().String()
 	}
 	if a, err := netip.ParseAddr(host); err == nil && a.Is6() {
 		host = "[" + host + "]"
 	}
-	if p := s.Addr.Port(); p != 80 {
+	if p := s.Addr.Port(); p != defPort {
 		host += ":" + strconv.Itoa(int(p))
 	}
 	return []byte(method + " " + path + " HTTP/1.1\r\nHost: " + host +
@@ -317,7 +362,7 @@ func (c *Checker) States() []CheckState {
 				Server: p.c.Server.Name,
 				Runs:   p.runs.Load(),
 				Fails:  p.fails.Load(),
-				Last:   reason(uint8(last>>32), int(int32(uint32(last)))),
+				Last:   reason(uint8(last>>32), int(int32(uint32(last))), p.tlsMsg.Load()),
 				Up:     p.c.Server.Up(),
 			})
 		}
@@ -334,7 +379,7 @@ func (c *Checker) changed(ch *balance.Check, up bool) {
 	}
 	c.log.Log(context.Background(), lvl, "server health changed",
 		"backend", c.backend, "server", ch.Server.Name, "from", from, "to", to,
-		"reason", reason(p.res, p.resVal), "check", c.cfg.Type, "thread", p.l.ID())
+		"reason", reason(p.res, p.resVal, p.tlsMsg.Load()), "check", c.cfg.Type, "thread", p.l.ID())
 }
 
 // scheduleProbe is the Prober's Schedule: arm the server's timer.
@@ -360,6 +405,7 @@ func (p *probe) onTimer() {
 func (p *probe) start() {
 	s := p.c.Server
 	p.sent, p.got = 0, 0
+	p.attempt++
 	family := unix.AF_INET
 	if _, ok := s.Sockaddr.(*unix.SockaddrInet6); ok {
 		family = unix.AF_INET6
@@ -371,7 +417,7 @@ func (p *probe) start() {
 		p.finish(false, resSocket, errnoOf(err))
 		return
 	}
-	p.side.adopt(fd, rawSock{})
+	p.side.adopt(fd, srvTransport(s, fd))
 	switch e := connectTo(fd, s.SockaddrInto(&p.sa)); e {
 	case 0, unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
 		// Completion (or failure) is reported by EPOLLOUT/EPOLLERR.
@@ -384,14 +430,62 @@ func (p *probe) start() {
 		return
 	}
 	p.state = prConnecting
-	p.l.Arm(&p.timer, p.l.Now()+int64(p.c.Timeout))
+	p.deadline = p.l.Now() + int64(p.c.Timeout)
+	p.l.Arm(&p.timer, p.deadline)
+}
+
+// startTLS: the TCP connect to a TLS server completed; the handshake
+// takes the fd until it ends (tlsDone), within the probe's timeout.
+func (p *probe) startTLS(x *tlsSock) {
+	p.side.detach(p.l)
+	p.state = prHandshake
+	attempt := p.attempt
+	p.hs.start(x, handshakeWithin(p.l, p.deadline), func(x *tlsSock, err error) { p.tlsDone(x, err, attempt) })
+}
+
+// tlsDone: the handshake of probe number attempt ended (loop thread,
+// except errTLSStopped).
+func (p *probe) tlsDone(x *tlsSock, err error, attempt uint32) {
+	if err == errTLSStopped {
+		return // the worker closes everything; maybe not on the loop thread
+	}
+	if p.state != prHandshake || p.attempt != attempt {
+		// Given up meanwhile (timeout, Stop): the fd is nobody's but ours.
+		if err == nil {
+			x.close(x.a.fd, true)
+		}
+		return
+	}
+	if err != nil { // the pool closed the fd
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			p.finish(false, resTimeout, int(prHandshake))
+			return
+		}
+		msg := "tls handshake: " + err.Error()
+		p.tlsMsg.Store(&msg)
+		p.finish(false, resTLS, 0)
+		return
+	}
+	p.side.adopt(x.a.fd, x)
+	if p.req == nil {
+		p.finish(true, resTLSOK, 0)
+		return
+	}
+	if err := p.side.register(p.l); err != nil {
+		p.finish(false, resSocket, errnoOf(err))
+		return
+	}
+	// crypto/tls may have read past the handshake: look at both ways.
+	p.side.FD.Ready = evIn | evOut
+	p.state = prSending
+	p.process()
 }
 
 // process advances the probe on readiness (loop thread).
 func (p *probe) process() {
 	switch p.state {
-	case prIdle:
-		return // a wakeup left over from a closed probe
+	case prIdle, prHandshake:
+		return // a wakeup left over from a closed or detached fd
 	case prConnecting:
 		r := p.side.FD.Ready
 		if r&(evOut|evErr|evHup) == 0 {
@@ -403,6 +497,10 @@ func (p *probe) process() {
 		}
 		if r&evOut == 0 {
 			p.finish(false, resClosed, 0)
+			return
+		}
+		if x, ok := p.side.xp.(*tlsSock); ok {
+			p.startTLS(x)
 			return
 		}
 		if p.req == nil {
@@ -526,11 +624,19 @@ func errnoOf(err error) int {
 	return int(unix.EIO)
 }
 
-// reason is the human form of a probe outcome (logs, States).
-func reason(res uint8, val int) string {
+// reason is the human form of a probe outcome (logs, States); tlsMsg is
+// the last handshake error (resTLS).
+func reason(res uint8, val int, tlsMsg *string) string {
 	switch res {
 	case resOK:
 		return "connected"
+	case resTLSOK:
+		return "tls handshake completed"
+	case resTLS:
+		if tlsMsg != nil {
+			return *tlsMsg
+		}
+		return "tls handshake failed"
 	case resStatus:
 		return "status " + strconv.Itoa(val)
 	case resSocket:
@@ -541,6 +647,8 @@ func reason(res uint8, val int) string {
 		switch uint8(val) {
 		case prConnecting:
 			return "timeout (connect)"
+		case prHandshake:
+			return "timeout (handshake)"
 		case prSending, prReading:
 			return "timeout (response)"
 		}

@@ -27,10 +27,13 @@ import (
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
-// chkLoops runs n loops in the background for a test.
-func chkLoops(t testing.TB, n int) []*loop.Loop {
+// chkLoops runs n loops in the background for a test, each with its
+// worker (the checks' TLS handshakes run on its pool).
+func chkLoops(t testing.TB, n int) []*Worker {
 	t.Helper()
-	return looptest.Run(t, 0, n, nil)
+	ws := make([]*Worker, 0, n)
+	looptest.Run(t, 0, n, func(l *loop.Loop) { ws = append(ws, NewWorker(l, defaultTuning())) })
+	return ws
 }
 
 // chkBackend builds backend "web" with one server per port on 127.0.0.1.
@@ -574,7 +577,7 @@ func TestCheckSpreadsServersOverLoops(t *testing.T) {
 	}
 	for k, part := range ck.parts {
 		for j, p := range part.probes {
-			if want := b.Servers[k+3*j]; p.c.Server != want || p.l != loops[k] {
+			if want := b.Servers[k+3*j]; p.c.Server != want || p.l != loops[k].L {
 				t.Errorf("loop %d probe %d checks %s on loop %d, want %s", k, j, p.c.Server.Name, p.l.ID(), want.Name)
 			}
 		}
@@ -654,9 +657,9 @@ func BenchmarkCheckProbes(b *testing.B) {
 			defer ck.Stop()
 			testutil.Eventually(b, 10*time.Second, func() bool { return total() >= 1000 }, "warm-up")
 			tids := make([]int, len(loops))
-			for i, l := range loops {
+			for i, w := range loops {
 				got := make(chan int, 1)
-				l.Exec(func(*loop.Loop) { got <- unix.Gettid() })
+				w.L.Exec(func(*loop.Loop) { got <- unix.Gettid() })
 				tids[i] = <-got
 			}
 			loopCPU := func() (ns int64) {
