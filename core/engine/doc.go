@@ -29,6 +29,14 @@
 //   - Close sets stopping before it takes Engine.mu, so Apply refuses at
 //     once (core.ErrStopping) while Close holds mu for the whole grace.
 //
+// TLS on binds: at each Apply, every bind with tls gets its own copy of its
+// frontend carrying the *tls.Config built from the snapshot (tlsFronts:
+// tlsconf.Certs.Server with the process's ticket keys, Options.Certs and
+// Options.TicketKeys), stored in bindRT.front like any generation: the
+// next handshakes use it (a replaced certificate serves from there), the
+// established connections keep theirs. A configuration that cannot be
+// built fails the Apply before anything is opened or published.
+//
 // Files: engine.go (Apply, Close, binds, frontends, backends), threads.go
 // (loop threads, nbthread changes), pin.go (cpu_map, IRQs), stats.go
 // (counters, access log), check.go (health checkers across generations),
