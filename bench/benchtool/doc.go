@@ -13,6 +13,7 @@
 //	idle [flags]             RSS of -pid before/after N idle keep-alive connections
 //	handshake [flags]        TLS connections, one handshake and one GET each (full or resumed)
 //	flood [flags]            keep-alive TLS latency idle, then under a handshake flood
+//	tlsaudit [flags]         testssl.sh scan of one endpoint (bench/tls-audit.sh)
 //	fail [flags]             record a run that could not take place, with the reason
 //	report [flags]           medians, ratios to HAProxy, tables, JSON document
 //

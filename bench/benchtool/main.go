@@ -26,6 +26,8 @@ func main() {
 		err = cmdHandshake(args)
 	case "flood":
 		err = cmdFlood(args)
+	case "tlsaudit":
+		err = cmdTLSAudit(args)
 	case "fail":
 		err = cmdFail(args)
 	case "report":
@@ -40,6 +42,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: benchtool ports|cpu|rss|measure|idle|handshake|flood|fail|report ...")
+	fmt.Fprintln(os.Stderr, "usage: benchtool ports|cpu|rss|measure|idle|handshake|flood|tlsaudit|fail|report ...")
 	os.Exit(2)
 }
