@@ -106,9 +106,7 @@ func TestUIBindTLSFields(t *testing.T) {
 		chromedp.Navigate(u.base),
 		chromedp.WaitVisible(chromedp.CSS(`#page-overview[data-ready="1"]`)))
 	u.page("frontends")
-	// Record the bodies the page sends.
-	evalJS[bool](u, `(() => { window.__sent = []; const f = window.fetch;
-		window.fetch = (u, o) => { if (o && o.body) window.__sent.push(o.body); return f(u, o); }; return true; })()`)
+	u.recordSent()
 	u.run("open add bind form",
 		chromedp.Click(chromedp.CSS(`section[data-frontend="pub"] button[data-action="add-bind"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`dialog[open] form`)))
@@ -136,7 +134,7 @@ func TestUIBindTLSFields(t *testing.T) {
 			ClientAuth   string   `json:"client_auth"`
 		} `json:"tls"`
 	}
-	body := evalJS[string](u, `window.__sent[window.__sent.length - 1] || ''`)
+	body := u.lastSent()
 	if err := json.Unmarshal([]byte(body), &sent); err != nil {
 		t.Fatalf("sent %q: %v", body, err)
 	}

@@ -2,7 +2,7 @@
 
 import { h, clear, badge, modal, num, planList } from '../dom.js';
 import { get, request, enc } from '../api.js';
-import { input, group, rows, formShell } from '../forms.js';
+import { input, group, rows, formShell, textArea, getAt, setAt } from '../forms.js';
 import { write, act, cell, statKey, paint, subscribe } from '../common.js';
 import { loadForEdit, guardedWrite, confirmDelete } from '../conflict.js';
 
@@ -58,10 +58,10 @@ export default async function backends(ctx, root) {
 
 function serverTable(ctx, b, canAdmin, canServer) {
   if (!b.servers.length) return h('p', { class: 'empty' }, 'No server.');
-  const head = ['Server', 'Address', 'Health', 'State', 'Conns now', 'Total', 'Weight', 'Maxconn'];
+  const head = ['Server', 'Address', 'TLS', 'Health', 'State', 'Conns now', 'Total', 'Weight', 'Maxconn'];
   if (canServer) head.push('');
   return h('div', { class: 'tablewrap' }, labelled(h('table', { class: 'stack' },
-    h('thead', null, h('tr', null, head.map((t, i) => h('th', { class: i >= 4 && i <= 7 ? 'num' : '' }, t)))),
+    h('thead', null, h('tr', null, head.map((t, i) => h('th', { class: i >= 5 && i <= 8 ? 'num' : '' }, t)))),
     h('tbody', null, b.servers.map((s) => {
       const id = `${b.name}/${s.name}`;
       const path = `/api/v1/backends/${enc(b.name)}/servers/${enc(s.name)}`;
@@ -83,6 +83,7 @@ function serverTable(ctx, b, canAdmin, canServer) {
       return h('tr', { data: { server: id } },
         h('td', null, h('b', null, s.name)),
         h('td', { class: 'mono' }, `${s.address}:${s.port}`),
+        h('td', { class: 'tls' }, tlsSummary(s.tls)),
         cell('td', statKey('srv', b.name, s.name, 'health'), 'health'),
         h('td', null, badge(s.admin_state, stateKind[s.admin_state] || ''), ' '),
         cell('td', statKey('srv', b.name, s.name, 'connCur'), 'num', { class: 'num' }),
@@ -120,6 +121,13 @@ export function labelled(table) {
   return table;
 }
 
+// tlsSummary is the TLS cell of a server: how it is verified, the name
+// sent, whether a CA of its own is given; a dash for a plain server.
+function tlsSummary(t) {
+  if (!t) return '—';
+  return `verify ${t.verify || 'required'}${t.sni ? ' · sni ' + t.sni : ''}${t.ca_pem ? ' · own CA' : ''}`;
+}
+
 function serverFields(model, base) {
   return [
     input(model, [...base, 'name'], 'Name', 'text', { required: true, placeholder: 's1' }),
@@ -128,7 +136,38 @@ function serverFields(model, base) {
     input(model, [...base, 'weight'], 'Weight', 'int', { min: 0, max: 256, placeholder: '100' }),
     input(model, [...base, 'maxconn'], 'Maxconn', 'int', { min: 0, placeholder: '0 = no limit' }),
     input(model, [...base, 'admin_state'], 'State', 'select', { options: STATES.map(([v]) => v), default: 'ready' }),
+    serverTLSFields(model, base),
   ];
+}
+
+// serverTLSFields edits the tls member of the server at base (an https
+// origin): the checkbox adds it (verify required) or removes it; ca_pem
+// is only shown, and only kept, with verify required (the API refuses it
+// with none).
+function serverTLSFields(model, base) {
+  const path = [...base, 'tls'];
+  const box = h('div', { class: 'fields' });
+  const render = () => {
+    clear(box);
+    const t = getAt(model, path);
+    if (!t) return;
+    box.append(
+      input(model, [...path, 'verify'], 'Verify', 'select', {
+        options: ['required', ['none', 'none (encrypt only)']], default: 'required',
+        onchange: (v) => { if (v === 'none') setAt(model, [...path, 'ca_pem'], undefined); render(); },
+      }),
+      input(model, [...path, 'sni'], 'SNI', 'text', { optional: true, placeholder: 'default: the address', hint: 'the name sent and verified' }),
+      t.verify === 'none' ? null
+        : textArea(model, [...path, 'ca_pem'], 'CA (PEM)', { placeholder: 'empty: the system roots' }));
+  };
+  const on = h('input', {
+    type: 'checkbox', checked: !!getAt(model, path), 'aria-label': 'Speak TLS to this server',
+    onchange: () => { setAt(model, path, on.checked ? { verify: 'required' } : undefined); render(); },
+  });
+  render();
+  const fs = group(path, 'TLS', h('label', { class: 'check' }, on, ' https origin: speak TLS to this server'), box);
+  fs.classList.add('tls');
+  return fs;
 }
 
 function healthFields(model) {
@@ -218,7 +257,9 @@ async function serverForm(ctx, b, s) {
   if (editing) s = ed.data;
   const model = editing ? ed.data : { name: `s${b.servers.length + 1}`, address: '', admin_state: 'ready' };
   return modal((close) => {
-    const body = h('div', { data: { ptr: '/' } }, h('div', { class: 'fields' }, serverFields(model, [])));
+    const fields = serverFields(model, []);
+    const tls = fields.pop(); // a fieldset of its own under the grid of fields
+    const body = h('div', { data: { ptr: '/' } }, h('div', { class: 'fields' }, fields), tls);
     if (editing) {
       const nameField = body.querySelector('[data-ptr="/name"] input');
       nameField.disabled = true;
