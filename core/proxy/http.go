@@ -368,7 +368,7 @@ func (c *httpConn) readHead() {
 		switch {
 		case e == 0 && n > 0:
 			c.in.Produced(n)
-			c.budget -= n
+			c.budget -= c.cli.cost(n)
 			if fresh && c.nreq > 0 {
 				// the keep-alive wait ends, the request timeout starts
 				c.armIn(c.hf.RequestTimeout)
@@ -771,7 +771,7 @@ func (c *httpConn) linger() {
 		n, e := c.cli.recv(c.in.b)
 		switch {
 		case e == 0 && n > 0:
-			c.budget -= n
+			c.budget -= c.cli.cost(n)
 			continue
 		case e == unix.EAGAIN:
 			c.cli.drained()

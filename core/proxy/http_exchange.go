@@ -403,7 +403,7 @@ func (c *httpConn) readResponse() bool {
 		switch {
 		case e == 0 && n > 0:
 			sc.in.Produced(n)
-			c.budget -= n
+			c.budget -= sc.side.cost(n)
 			c.moved = true
 			sc.side.moved = true
 			if n < room {

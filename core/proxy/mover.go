@@ -120,7 +120,7 @@ loop:
 			} else {
 				var n int
 				n, r = m.fill(w, src, dst, in, fr)
-				*budget -= n
+				*budget -= src.cost(n)
 				switch {
 				case r == rErr:
 					res = relSrc

@@ -110,6 +110,10 @@ func (s *Side) recv(p []byte) (int, unix.Errno) { return s.xp.rcvBuf(s.FD.Fd, p)
 // send writes p through the transport (more: MSG_MORE, see push).
 func (s *Side) send(p []byte, more bool) (int, unix.Errno) { return s.xp.sndBuf(s.FD.Fd, p, more) }
 
+// cost is what the receives that returned n bytes cost against a run's
+// read budget (transport.rcvCost).
+func (s *Side) cost(n int) int { return s.xp.rcvCost(n) }
+
 // push sends what sends with more held back.
 func (s *Side) push() { s.xp.push(s.FD.Fd) }
 

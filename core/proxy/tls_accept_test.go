@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
@@ -618,5 +619,46 @@ func TestTLSClientCertInAccessLog(t *testing.T) {
 	e.do(func() { ring.Drain(func(le *stats.LogEntry) { got = append(got, le.ClientCert) }) })
 	if len(got) != 1 || got[0] != client.X509.Subject.String() {
 		t.Errorf("access log client_cert %q, want [%q]", got, client.X509.Subject.String())
+	}
+}
+
+// TestTLSTinyRecordsYield: a client sending one-byte records cannot make
+// one run of the loop decrypt them all: each record costs at least
+// minRecordCost of the run's read budget, so 4096 of them in one segment
+// take several runs (the tunnel rewakes in class Bulk), and every byte
+// arrives.
+func TestTLSTinyRecordsYield(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	var got atomic.Int64
+	origin := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		n, _ := io.Copy(io.Discard, c)
+		got.Store(n)
+	})
+	fe := frontend(t, SpliceAuto, origin.Addr)
+	srv, cli := tlsPair(t, tls.VersionTLS13)
+	srv.SessionTicketsDisabled = true
+	tlsFront(fe, srv, 5*time.Second)
+	raw := e.dialTLS(fe)
+	co := &coalescer{Conn: raw}
+	tc := tls.Client(co, cli)
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	co.hold = true
+	const records = 4096
+	for range records {
+		tc.Write([]byte{'x'})
+	}
+	bulk := func() uint64 { return e.l.Activity().Tasklets[loop.Bulk].Load() }
+	before := bulk()
+	if err := co.flush(); err != nil {
+		t.Fatal(err)
+	}
+	raw.CloseWrite()
+	testutil.Eventually(t, 10*time.Second, func() bool { return got.Load() == records }, "every byte at the origin")
+	// 4096 records at 512 bytes each against 256 KiB per run: 8 runs.
+	if n := bulk() - before; n < records*minRecordCost/runCap-1 {
+		t.Errorf("%d Bulk runs for %d one-byte records, want about %d", n, records, records*minRecordCost/runCap)
 	}
 }

@@ -48,8 +48,15 @@ type transport interface {
 	// (bytes, or the end of stream) and the socket will not signal it
 	// again, so a short read must not clear the read readiness
 	// (Side.shortRead). Always false for a raw socket; TLS: an end of
-	// stream read together with the last record.
+	// stream read together with the last record, or a read stopped after
+	// maxReadsPerCall records (tiny records, see rcvCost).
 	rcvPending() bool
+	// rcvCost is what receives that returned n bytes (since the last
+	// rcvCost) cost against a run's read budget (runCap): n for a raw
+	// socket; TLS charges each record received at least minRecordCost,
+	// so that a client sending tiny records cannot make one run decrypt
+	// hundreds of thousands of them.
+	rcvCost(n int) int
 }
 
 // rawSock is the plain socket transport: today's sys.go wrappers. It is a
@@ -88,6 +95,8 @@ func (rawSock) rcvEvents() uint32 { return evIn | evRdHup | evErr | evHup }
 func (rawSock) sndEvents() uint32 { return evOut | evErr | evHup }
 
 func (rawSock) rcvPending() bool { return false }
+
+func (rawSock) rcvCost(n int) int { return n }
 
 // noLinger sets SO_LINGER {1, 0} on fd, so that its close(2) drops what
 // the send queue still holds and resets the connection: the peer reads

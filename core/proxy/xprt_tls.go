@@ -72,6 +72,7 @@ type tlsSock struct {
 	held int  // bytes of the caller's next p already encrypted (see above)
 	shut bool // close_notify queued
 	eof  bool // end of stream read with the last bytes, not reported yet
+	more bool // rcvBuf stopped at maxReadsPerCall: crypto/tls may hold more
 	// plainHTTP: a failed handshake whose client spoke plain HTTP is
 	// answered 400 (http frontends: tls_accept.go, answerPlain).
 	plainHTTP bool
@@ -98,7 +99,19 @@ type tlsFd struct {
 	left    int
 	recs    int
 	drained bool
+	// seen counts every record received; charged is seen at the last
+	// rcvCost.
+	seen, charged int
 }
+
+// minRecordCost is what a record received costs against a run's read
+// budget at least (rcvCost): runCap (256 KiB) then allows 512 records per
+// run, whatever their size.
+const minRecordCost = 512
+
+// maxReadsPerCall bounds the crypto/tls reads (a record each at least) of
+// one rcvBuf, so that the budget is charged between them.
+const maxReadsPerCall = 64
 
 // recsUnknown: what crypto/tls holds is not known (it may have read
 // records past the handshake).
@@ -113,6 +126,7 @@ func (a *tlsFd) scan(b []byte) {
 			b = b[k:]
 			if a.left == 0 {
 				a.recs++
+				a.seen++
 			}
 			continue
 		}
@@ -123,6 +137,7 @@ func (a *tlsFd) scan(b []byte) {
 			a.hdrN = 0
 			if a.left = int(a.hdr[3])<<8 | int(a.hdr[4]); a.left == 0 {
 				a.recs++
+				a.seen++
 			}
 		}
 	}
@@ -261,8 +276,9 @@ func (x *tlsSock) rcvBuf(fd int, p []byte) (int, unix.Errno) {
 	}
 	a := &x.a
 	a.drained = false
+	x.more = false
 	n := 0
-	for n < len(p) {
+	for reads := 1; n < len(p); reads++ {
 		k, err := x.c.Read(p[n:])
 		n += k
 		if err == nil {
@@ -272,6 +288,12 @@ func (x *tlsSock) rcvBuf(fd int, p []byte) (int, unix.Errno) {
 				// socket was empty after it: nothing is buffered (see
 				// above).
 				a.recs = 0
+				break
+			}
+			if reads == maxReadsPerCall {
+				// Tiny records: stop here, the caller charges them
+				// (rcvCost) and reads on within its budget.
+				x.more = true
 				break
 			}
 			continue
@@ -327,11 +349,18 @@ func (x *tlsSock) sndBuf(fd int, p []byte, more bool) (int, unix.Errno) {
 }
 
 // rcvPending: the end of stream came with the last bytes (crypto/tls reads
-// a close_notify behind the last record): the socket will not signal it
-// again, so the read readiness must stay.
-func (x *tlsSock) rcvPending() bool { return x.eof }
+// a close_notify behind the last record), or rcvBuf stopped at
+// maxReadsPerCall with records maybe left in crypto/tls: the socket will
+// not signal them again, so the read readiness must stay.
+func (x *tlsSock) rcvPending() bool { return x.eof || x.more }
 
 func (x *tlsSock) push(int) {}
+
+func (x *tlsSock) rcvCost(n int) int {
+	r := x.a.seen - x.a.charged
+	x.a.charged = x.a.seen
+	return max(n, r*minRecordCost)
+}
 
 func (x *tlsSock) canSplice() bool { return false }
 
