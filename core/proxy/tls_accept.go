@@ -46,9 +46,11 @@ import (
 // (ConnTotal, ConnCur); the handshakes themselves are counted per
 // frontend: full, resumed (session ticket), failed, of which timeouts.
 //
-// Renegotiation: crypto/tls's server never renegotiates (a TLS 1.2
-// client's renegotiation request is answered with a no_renegotiation
-// alert, after which the client gives up) and TLS 1.3 has none.
+// Renegotiation: crypto/tls's server never renegotiates and TLS 1.3 has
+// none: a TLS 1.2 client's new ClientHello on an established connection
+// fails the read (crypto/tls queues an unexpected_message alert), which
+// aborts the connection: the client reads a reset
+// (TestTLSRenegotiationRefusedEndToEnd).
 //
 // Client certificates (mTLS, http mode, CertHeader set): the fields
 // <prefix>Subject, <prefix>Issuer, <prefix>SHA256 (of the leaf, hex) and
@@ -115,6 +117,7 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
 			return
 		}
 		c := w.startHTTP(fd, x, fe, cur)
+		// Set before the first request: startHTTP only woke the tasklet.
 		if c != nil && fe.CertHeader != "" {
 			c.cert = clientCertFields(fe.CertHeader, &st)
 		}
