@@ -1,10 +1,13 @@
 package testssl
 
 import (
+	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testdata/nginx-1.22-debian.json is the scan (Args, testssl.sh 3.0.8)
@@ -83,5 +86,48 @@ func TestArgsStayOffline(t *testing.T) {
 	}
 	if !strings.HasSuffix(a, " 127.0.0.1:443") {
 		t.Errorf("the target must be last: %s", a)
+	}
+}
+
+// fakeScanner writes an executable shell script standing for testssl.sh.
+func fakeScanner(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "testssl")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRunReadsTheJSONFileItAskedFor(t *testing.T) {
+	// The script writes one finding to the file named after --jsonfile.
+	bin := fakeScanner(t, `while [ "$1" != --jsonfile ]; do shift; done
+printf '[{"id":"TLS1_3","ip":"127.0.0.1/127.0.0.1","port":"443","severity":"OK","finding":"offered"}]' > "$2"
+echo scanned`)
+	fs, out, err := Run(context.Background(), bin, t.TempDir(), "127.0.0.1:443", 10*time.Second)
+	if err != nil || len(fs) != 1 || fs[0].ID != "TLS1_3" || !strings.Contains(out, "scanned") {
+		t.Fatalf("Run = %+v, %q, %v", fs, out, err)
+	}
+}
+
+func TestRunStopsAScanThatOutlivesItsTimeout(t *testing.T) {
+	// A child of the scanner holds the output open: the whole process
+	// group must go, not only the script.
+	bin := fakeScanner(t, `sleep 60 & sleep 60`)
+	start := time.Now()
+	_, _, err := Run(context.Background(), bin, t.TempDir(), "127.0.0.1:443", 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "did not finish within") {
+		t.Fatalf("Run = %v, want a timeout", err)
+	}
+	if d := time.Since(start); d > 3*time.Second { // WaitDelay is 5 s
+		t.Fatalf("Run returned after %v", d)
+	}
+}
+
+func TestRunFailsWhenTheScannerFails(t *testing.T) {
+	bin := fakeScanner(t, `echo "Fatal error: cannot connect" >&2; exit 246`)
+	_, out, err := Run(context.Background(), bin, t.TempDir(), "127.0.0.1:443", 10*time.Second)
+	if err == nil || !strings.Contains(out, "cannot connect") {
+		t.Fatalf("Run = %q, %v; want the failure and its output", out, err)
 	}
 }
