@@ -361,35 +361,6 @@ var splicedFamilies = func() []mfamily {
 				}
 			}
 		}},
-		mfamily{"spliced_frontend_tls_handshakes_total", "TLS handshakes on the frontend's TLS binds, by result (failed includes timeouts).", "counter", func(e *expo, v *mview) {
-			for i := range v.fe {
-				o := &v.fe[i]
-				var t stats.TLSCounts
-				if o.fe.TLS != nil {
-					t = *o.fe.TLS
-				}
-				for _, r := range sortedTLSResults {
-					n := t.Failed
-					switch r {
-					case "full":
-						n = t.Full
-					case "resumed":
-						n = t.Resumed
-					}
-					e.sample("spliced_frontend_tls_handshakes_total", "", float64(n), "frontend", o.lv[0], "result", r)
-				}
-			}
-		}},
-		mfamily{"spliced_frontend_tls_handshake_timeouts_total", "TLS handshakes that did not end within the frontend's handshake_ms (also counted as failed).", "counter", func(e *expo, v *mview) {
-			for i := range v.fe {
-				o := &v.fe[i]
-				n := 0.0
-				if o.fe.TLS != nil {
-					n = float64(o.fe.TLS.Timeouts)
-				}
-				e.sample("spliced_frontend_tls_handshake_timeouts_total", "", n, "frontend", o.lv[0])
-			}
-		}},
 		mfamily{"spliced_config_generation", "Configuration generation the data plane runs.", "gauge", func(e *expo, v *mview) {
 			e.sample("spliced_config_generation", "", float64(v.gen))
 		}},
@@ -415,6 +386,13 @@ var splicedFamilies = func() []mfamily {
 			}
 		}},
 	)
+	fams = append(fams, tlsFamilies("frontend",
+		"TLS handshakes on the frontend's TLS binds, by result (failed includes timeouts).",
+		"TLS handshakes that did not end within the frontend's handshake_ms (also counted as failed).", fe, func(o *mobj) *stats.TLSCounts { return o.fe.TLS }, true)...)
+	fams = append(fams, tlsFamilies("server",
+		"TLS handshakes of the proxy's connections to the server (servers with tls; not health checks), by result (failed includes timeouts).",
+		"TLS handshakes with the server that did not end within the backend's connect_ms (also counted as failed).", srv,
+		func(o *mobj) *stats.TLSCounts { return o.sv.TLS }, false)...)
 	for _, m := range loopMetrics {
 		name := "spliced_loop_" + m.name
 		fams = append(fams, mfamily{name, m.help, typeName(m.typ), func(e *expo, v *mview) {
@@ -427,10 +405,68 @@ var splicedFamilies = func() []mfamily {
 	return fams
 }()
 
+// tlsFamilies are the TLS handshake families of kind (frontend, server):
+// handshakes by result and timeouts, of what tlsOf returns for each
+// object; an object without TLS counts (nil) has zeros when all is set,
+// no sample otherwise.
+func tlsFamilies(kind, help, helpTimeouts string, objs func(v *mview) []mobj, tlsOf func(o *mobj) *stats.TLSCounts, all bool) []mfamily {
+	name := "spliced_" + kind + "_tls_handshakes_total"
+	tname := "spliced_" + kind + "_tls_handshake_timeouts_total"
+	// each calls fn for every object that has samples, with its counts.
+	each := func(v *mview, fn func(o *mobj, t *stats.TLSCounts)) {
+		var zero stats.TLSCounts
+		os := objs(v)
+		for i := range os {
+			o := &os[i]
+			switch t := tlsOf(o); {
+			case t != nil:
+				fn(o, t)
+			case all:
+				fn(o, &zero)
+			}
+		}
+	}
+	// sample writes one sample of o with its labels in name order, as
+	// the collector did (result, when set, between backend and server).
+	sample := func(e *expo, name string, n int64, o *mobj, result string) {
+		switch {
+		case o.sv == nil && result == "":
+			e.sample(name, "", float64(n), kind, o.lv[0])
+		case o.sv == nil:
+			e.sample(name, "", float64(n), kind, o.lv[0], "result", result)
+		case result == "":
+			e.sample(name, "", float64(n), "backend", o.lv[0], "server", o.lv[1])
+		default:
+			e.sample(name, "", float64(n), "backend", o.lv[0], "result", result, "server", o.lv[1])
+		}
+	}
+	return []mfamily{
+		{name, help, "counter", func(e *expo, v *mview) {
+			each(v, func(o *mobj, t *stats.TLSCounts) {
+				for _, r := range sortedTLSResults {
+					n := t.Failed
+					switch r {
+					case "full":
+						n = t.Full
+					case "resumed":
+						n = t.Resumed
+					}
+					sample(e, name, n, o, r)
+				}
+			})
+		}},
+		{tname, helpTimeouts, "counter", func(e *expo, v *mview) {
+			each(v, func(o *mobj, t *stats.TLSCounts) { sample(e, tname, t.Timeouts, o, "") })
+		}},
+	}
+}
+
 // hasSamples reports whether family f has at least one sample in v (the
 // gatherer leaves out a family without samples).
 func (f *mfamily) hasSamples(v *mview) bool {
 	switch {
+	case strings.HasPrefix(f.name, "spliced_server_tls_"):
+		return slices.ContainsFunc(v.srv, func(o mobj) bool { return o.sv.TLS != nil })
 	case strings.HasPrefix(f.name, "spliced_frontend_"):
 		return len(v.fe) > 0
 	case strings.HasPrefix(f.name, "spliced_backend_"):

@@ -61,6 +61,7 @@ type collector struct {
 	srvChange, feMax   *prometheus.Desc
 	generation, loopsN *prometheus.Desc
 	feTLS, feTLSTo     *prometheus.Desc
+	srvTLS, srvTLSTo   *prometheus.Desc
 }
 
 func newCollector(c core.Control) *collector {
@@ -81,6 +82,9 @@ func newCollector(c core.Control) *collector {
 		loopsN:      prometheus.NewDesc("spliced_loops", "Event loops (threads) of the data plane.", nil, nil),
 		feTLS:       prometheus.NewDesc("spliced_frontend_tls_handshakes_total", "TLS handshakes on the frontend's TLS binds, by result (failed includes timeouts).", []string{"frontend", "result"}, nil),
 		feTLSTo:     prometheus.NewDesc("spliced_frontend_tls_handshake_timeouts_total", "TLS handshakes that did not end within the frontend's handshake_ms (also counted as failed).", fe, nil),
+		srvTLS: prometheus.NewDesc("spliced_server_tls_handshakes_total", "TLS handshakes of the proxy's connections to the server (servers with tls; not health checks), by result (failed includes timeouts).",
+			append(srv, "result"), nil),
+		srvTLSTo: prometheus.NewDesc("spliced_server_tls_handshake_timeouts_total", "TLS handshakes with the server that did not end within the backend's connect_ms (also counted as failed).", srv, nil),
 	}
 	for _, m := range loopMetrics {
 		k.loop = append(k.loop, prometheus.NewDesc("spliced_loop_"+m.name, m.help, []string{"loop"}, nil))
@@ -101,7 +105,7 @@ func (k *collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- x
 	}
 	for _, x := range []*prometheus.Desc{k.tasklets, k.beUp, k.beServersUp, k.srvUp, k.srvWeight, k.srvState,
-		k.srvMax, k.srvChange, k.feMax, k.generation, k.loopsN, k.feTLS, k.feTLSTo} {
+		k.srvMax, k.srvChange, k.feMax, k.generation, k.loopsN, k.feTLS, k.feTLSTo, k.srvTLS, k.srvTLSTo} {
 		ch <- x
 	}
 }
@@ -145,6 +149,12 @@ func (k *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(k.srvChange, prometheus.GaugeValue, float64(sv.LastChange.UnixNano())/1e9, b.Name, sv.Name)
 			for _, st := range refServerStates {
 				ch <- prometheus.MustNewConstMetric(k.srvState, prometheus.GaugeValue, refBoolf(sv.State == st), b.Name, sv.Name, st)
+			}
+			if t := sv.TLS; t != nil {
+				ch <- prometheus.MustNewConstMetric(k.srvTLS, prometheus.CounterValue, float64(t.Full), b.Name, sv.Name, "full")
+				ch <- prometheus.MustNewConstMetric(k.srvTLS, prometheus.CounterValue, float64(t.Resumed), b.Name, sv.Name, "resumed")
+				ch <- prometheus.MustNewConstMetric(k.srvTLS, prometheus.CounterValue, float64(t.Failed), b.Name, sv.Name, "failed")
+				ch <- prometheus.MustNewConstMetric(k.srvTLSTo, prometheus.CounterValue, float64(t.Timeouts), b.Name, sv.Name)
 			}
 		}
 	}

@@ -66,6 +66,9 @@ func newFakeStats(nfe, nbe, spb int) *fakeStats {
 		for j := spb - 1; j >= 0; j-- {
 			b.Servers = append(b.Servers, stats.Server{Name: fmt.Sprintf("s%d", j), State: states[(i+j)%4], Up: j%2 == 0,
 				Weight: j, Maxconn: 100 * j, LastChange: time.Unix(1700000000+int64(i), int64(j)*1000), Counts: fakeCounts(i*spb + j)})
+			if (i+j)%3 == 1 { // a server with tls
+				b.Servers[len(b.Servers)-1].TLS = &stats.TLSCounts{Full: int64(j + 1), Resumed: int64(7 * i), Failed: int64(i + j), Timeouts: int64(j % 2)}
+			}
 		}
 		f.snap.Backends = append(f.snap.Backends, b)
 	}

@@ -85,6 +85,38 @@ func checkedUp(t *testing.T, in *instance) bool {
 	return false
 }
 
+// tlsCounts are a server's "tls" in /api/v1/stats.
+type tlsCounts struct {
+	Full     int64 `json:"handshakes_full"`
+	Resumed  int64 `json:"handshakes_resumed"`
+	Failed   int64 `json:"handshakes_failed"`
+	Timeouts int64 `json:"handshake_timeouts"`
+}
+
+// webTLS is the tls of backend web's server s1 in the stats.
+func webTLS(t *testing.T, in *instance) tlsCounts {
+	t.Helper()
+	var snap struct {
+		Backends []struct {
+			Name    string `json:"name"`
+			Servers []struct {
+				Name string     `json:"name"`
+				TLS  *tlsCounts `json:"tls"`
+			} `json:"servers"`
+		} `json:"backends"`
+	}
+	in.MustDo(200, "GET", "/api/v1/stats", nil).JSON(t, &snap)
+	for _, b := range snap.Backends {
+		for _, s := range b.Servers {
+			if b.Name == "web" && s.Name == "s1" && s.TLS != nil {
+				return *s.TLS
+			}
+		}
+	}
+	t.Fatal("no tls in the stats of web/s1")
+	return tlsCounts{}
+}
+
 func TestUpstreamTLSEndToEnd(t *testing.T) {
 	in := startSpliced(t, "")
 	ca := testutil.NewCert(t, testutil.CertSpec{Names: []string{"test ca"}, CA: true})
@@ -162,6 +194,10 @@ func TestUpstreamTLSEndToEnd(t *testing.T) {
 	if a, r := o.accepted.Load(), o.resumed.Load(); a < 3 || r != a-1 {
 		t.Fatalf("%d server connections, %d resumed: want all but the first", a, r)
 	}
+	// The server's handshakes in the stats: as many as the origin saw.
+	if h := webTLS(t, in); h.Full != 1 || h.Resumed != o.resumed.Load() || h.Failed != 0 {
+		t.Fatalf("server tls stats %+v, origin: %d connections, %d resumed", h, o.accepted.Load(), o.resumed.Load())
+	}
 
 	// The wrong CA: the handshake fails, counted as a connect error; 503.
 	in.MustDo(200, "PUT", "/api/v1/backends/web", map[string]any{"name": "web", "mode": "http",
@@ -180,6 +216,13 @@ func TestUpstreamTLSEndToEnd(t *testing.T) {
 		if b.Name == "web" && b.ConnectErrors == 0 {
 			t.Fatalf("no connect error counted for a refused certificate: %+v", stats.Backends)
 		}
+	}
+	// A new server (its tls changed): its counters start again.
+	if h := webTLS(t, in); h.Full != 0 || h.Failed == 0 {
+		t.Fatalf("server tls stats after a refused certificate: %+v", h)
+	}
+	if m := string(in.MustDo(200, "GET", "/metrics", nil).Body); !strings.Contains(m, `spliced_server_tls_handshakes_total{backend="web",result="failed",server="s1"} `) {
+		t.Fatal("no spliced_server_tls_handshakes_total for web/s1 in /metrics")
 	}
 
 	// verify none (through the server's own path, as the README does):

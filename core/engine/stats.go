@@ -117,8 +117,10 @@ func (e *Engine) Stats() stats.Snapshot {
 func serverStats(s *balance.Server, now int64) stats.Server {
 	st := s.Stats()
 	var c stats.Counts
+	var tc stats.TLSCounts
 	if s.Counters != nil {
-		c = s.Counters.Total(now).Counts()
+		t := s.Counters.Total(now)
+		c, tc = t.Counts(), t.TLS()
 	}
 	// Slots taken, live connections and failed connects are kept by
 	// balance (Acquire/Release/ConnectFailed) for the pickers already.
@@ -130,11 +132,15 @@ func serverStats(s *balance.Server, now int64) stats.Server {
 	case !st.Up:
 		state = "down"
 	}
-	return stats.Server{
+	ss := stats.Server{
 		Name: s.Name, Address: s.Addr.String(), State: state, Up: st.Up,
 		AdminState: st.AdminState, Weight: st.Weight, Maxconn: st.Maxconn,
 		LastChange: st.LastChange, Counts: c,
 	}
+	if s.TLSSpec != nil || tc != (stats.TLSCounts{}) {
+		ss.TLS = &tc
+	}
+	return ss
 }
 
 // LoopActivity returns each loop's activity (any goroutine).

@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"errors"
+	"os"
 	"time"
 
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/stats"
 )
 
 // TLS to servers (issue 15, config.ServerTLS)
@@ -37,6 +40,13 @@ import (
 // CloseAll stopped the pool) touches nothing: CloseAll closes the
 // connections, and that done may run off the loop thread.
 //
+// Every server handshake that ends (errTLSStopped aside) is counted in the
+// server's counters (balance.Server.Counters, this loop's slot): full,
+// resumed, failed, and timeouts among the failed (the handshake's
+// deadline passed), given up or not: what the server did, whatever the
+// connection became. Health checks' handshakes are not counted there
+// (their outcome is the server's health).
+//
 // Established, a server connection over TLS is an ordinary side: pooled
 // http connections keep their tlsSock (a server's close_notify and FIN,
 // or any unexpected record, drop them as for a raw socket; TLS 1.3
@@ -65,15 +75,33 @@ func (t *Tunnel) startTLS(x *tlsSock) {
 	w := t.w
 	t.srv.detach(w.L)
 	t.state = stHandshake
-	attempt := t.attempts
-	w.tls.start(x, handshakeWithin(w.L, t.deadline), func(x *tlsSock, err error) { t.tlsDone(x, err, attempt) })
+	attempt, ss := t.attempts, t.ss
+	w.tls.start(x, handshakeWithin(w.L, t.deadline), func(x *tlsSock, err error) { t.tlsDone(x, err, attempt, ss) })
 }
 
-// tlsDone: the handshake of connect attempt number attempt ended.
-func (t *Tunnel) tlsDone(x *tlsSock, err error, attempt int32) {
+// countServerTLS counts the end of a handshake with a server in its slot
+// ss (loop thread).
+func countServerTLS(ss *stats.Slot, x *tlsSock, err error) {
+	switch {
+	case err == nil && x.c.ConnectionState().DidResume:
+		ss.TLSResumed.Add(1)
+	case err == nil:
+		ss.TLSFull.Add(1)
+	default:
+		ss.TLSFailed.Add(1)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			ss.TLSTimeouts.Add(1)
+		}
+	}
+}
+
+// tlsDone: the handshake of connect attempt number attempt, counted in
+// the server slot ss, ended.
+func (t *Tunnel) tlsDone(x *tlsSock, err error, attempt int32, ss *stats.Slot) {
 	if err == errTLSStopped {
 		return // CloseAll closes the tunnel; maybe not on the loop thread
 	}
+	countServerTLS(ss, x, err)
 	if t.state != stHandshake || t.attempts != attempt {
 		// Given up meanwhile (connect timeout, client gone): the fd is
 		// nobody's but ours.
@@ -117,6 +145,7 @@ func (sc *srvConn) tlsDone(x *tlsSock, err error) {
 		return // CloseAll closed the connection; maybe not on the loop thread
 	}
 	w := sc.w
+	countServerTLS(w.ServerSlot(sc.server), x, err)
 	if sc.hs == hsOrphan {
 		sc.hs = hsNone
 		if err == nil {

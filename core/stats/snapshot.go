@@ -50,9 +50,10 @@ type Counts struct {
 	RespCount    int64 `json:"-"`
 }
 
-// TLSCounts are the TLS handshakes of a frontend's TLS binds: full,
-// resumed (a session ticket), failed (timeouts included; Timeouts counts
-// those apart).
+// TLSCounts are TLS handshakes: a frontend's on its TLS binds, or the
+// proxy's with a server that has tls (its connections, not its health
+// checks): full, resumed (a session ticket), failed (timeouts included;
+// Timeouts counts those apart).
 type TLSCounts struct {
 	Full     int64 `json:"handshakes_full"`
 	Resumed  int64 `json:"handshakes_resumed"`
@@ -120,6 +121,8 @@ type Server struct {
 	Maxconn    int       `json:"maxconn"`
 	LastChange time.Time `json:"last_change"`
 	Counts
+	// TLS is present when the server has tls, or had handshakes counted.
+	TLS *TLSCounts `json:"tls,omitempty"`
 }
 
 // Backend is one backend's statistics and its servers'.
