@@ -100,6 +100,9 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					fs.TLSTimeouts.Add(1)
 				}
+				if x.answered {
+					fs.CountStatus(400) // nginx's 497, as http_responses 4xx
+				}
 			}
 			if fe.OnClose != nil {
 				fe.OnClose()
@@ -215,6 +218,7 @@ func (x *tlsSock) answerPlain(err error) {
 	if _, err := x.a.Write(plainHTTPAnswer); err != nil {
 		return
 	}
+	x.answered = true
 	if shutWrite(x.a.fd) != 0 {
 		return
 	}

@@ -187,6 +187,7 @@ func tlsRefused(t *testing.T, http bool, timeout time.Duration, peer func(c *net
 	if err != nil && isTimeout(err) {
 		t.Fatalf("the connection stays open: %v", err)
 	}
+	c.Close() // as curl does once it has the answer
 	testutil.Eventually(t, 10*time.Second, func() bool { return closed.Load() == 1 }, "OnClose runs once")
 	if full, _, failed, to := tlsCounts(fe); full != 0 || failed != 1 || to != timeouts {
 		t.Errorf("handshakes: %d full, %d failed, %d timeouts; want 0, 1, %d", full, failed, to, timeouts)
@@ -203,11 +204,6 @@ func tlsRefused(t *testing.T, http bool, timeout time.Duration, peer func(c *net
 func TestTLSPlainHTTPAnswered400(t *testing.T) {
 	got := tlsRefused(t, true, 5*time.Second, func(c *net.TCPConn) {
 		c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
-		// The client closes once it has the answer, as curl does.
-		go func() {
-			br := bufio.NewReader(io.TeeReader(c, io.Discard))
-			br.Peek(1)
-		}()
 	}, 0)
 	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
 	if err != nil {
@@ -216,6 +212,26 @@ func TestTLSPlainHTTPAnswered400(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 400 || !strings.Contains(string(body), "plain HTTP request was sent to HTTPS port") {
 		t.Errorf("answer %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestTLSPlainHTTPCounted: the 400 answered to plain HTTP counts as a 4xx
+// response of the frontend.
+func TestTLSPlainHTTPCounted(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newRawOrigin(t, okAnswer("hello"))
+	fe := httpFrontend(t, nil, o.addr)
+	srv, _ := tlsPair(t, tls.VersionTLS13)
+	closed := tlsFront(fe, srv, 5*time.Second)
+	c := e.dialTLS(fe)
+	c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
+	if got, _ := io.ReadAll(c); !bytes.HasPrefix(got, []byte("HTTP/1.1 400 ")) {
+		t.Fatalf("answer %q", got)
+	}
+	c.Close() // as curl does once it has the answer
+	testutil.Eventually(t, 10*time.Second, func() bool { return closed.Load() == 1 }, "OnClose runs once")
+	if n := fe.Stats.Total(0).Status[4]; n != 1 {
+		t.Errorf("%d 4xx responses counted, want 1", n)
 	}
 }
 

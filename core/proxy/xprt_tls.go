@@ -76,6 +76,7 @@ type tlsSock struct {
 	// plainHTTP: a failed handshake whose client spoke plain HTTP is
 	// answered 400 (http frontends: tls_accept.go, answerPlain).
 	plainHTTP bool
+	answered  bool // the 400 went out (helper goroutine, read after Exec)
 }
 
 // tlsFd is the net.Conn crypto/tls reads and writes: the socket of one
