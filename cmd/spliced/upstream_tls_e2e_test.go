@@ -148,7 +148,12 @@ func TestUpstreamTLSEndToEnd(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, func() bool { return co.checks.Load() >= 2 && checkedUp(t, in) },
 		"the https origin checked over TLS and up")
 	in.MustDo(200, "PUT", "/api/v1/backends/checked", checked(map[string]any{"ca_pem": other.CertPEM, "sni": "origin.test"}))
-	testutil.Eventually(t, 5*time.Second, func() bool { return !checkedUp(t, in) }, "a certificate of another CA takes the server down")
+	// The loop flips the state before it logs the change: wait for both.
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		logs := in.Logs()
+		return !checkedUp(t, in) && strings.Contains(logs, "server health changed") &&
+			strings.Contains(logs, "tls handshake: tls: failed to verify certificate: x509: certificate signed by unknown authority")
+	}, "a certificate of another CA takes the server down, logged with the handshake's error")
 	in.MustDo(204, "DELETE", "/api/v1/backends/checked", nil)
 
 	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "web", "mode": "http",
