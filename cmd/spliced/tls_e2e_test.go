@@ -409,3 +409,40 @@ func TestTLSRenegotiationRefusedEndToEnd(t *testing.T) {
 		t.Fatalf("after the refused renegotiation: %q %v", got, err)
 	}
 }
+
+// TestTLSSurvivesRestartEndToEnd: a TLS bind is served again after a
+// restart from the state directory (the bundles are read back from
+// certs/), and a session ticket issued before the restart still resumes
+// (the ticket keys are kept in the state directory).
+func TestTLSSurvivesRestartEndToEnd(t *testing.T) {
+	in := startSpliced(t, "")
+	c := testutil.NewCert(t, testutil.CertSpec{Names: []string{"k.example.com"}})
+	uploadCert(in, "k", c, false)
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
+		"name": "web", "mode": "http", "servers": []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": headerOrigin(t)}},
+	})
+	port := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "https", "mode": "http", "default_backend": "web",
+		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port, "tls": map[string]any{"certificates": []string{"k"}}}},
+	})
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cfg := &tls.Config{ServerName: "k.example.com", RootCAs: c.Pool(), ClientSessionCache: tls.NewLRUClientSessionCache(4)}
+	if _, st := tlsGet(t, addr, cfg); st.DidResume {
+		t.Fatal("the first connection resumed")
+	}
+	if err := in.Stop(15 * time.Second); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	again := startSpliced(t, in.StateDir)
+	body, st := tlsGet(t, addr, cfg)
+	if !strings.Contains(body, "X-Forwarded-Proto=") {
+		t.Errorf("after restart the origin answered %q", body)
+	}
+	if !st.DidResume {
+		t.Error("a ticket issued before the restart did not resume after it")
+	}
+	if s := tlsStats(t, again, "https"); s["handshakes_resumed"] != 1 {
+		t.Errorf("stats after restart %v: want 1 resumed", s)
+	}
+}
