@@ -446,3 +446,61 @@ func TestTLSSurvivesRestartEndToEnd(t *testing.T) {
 		t.Errorf("stats after restart %v: want 1 resumed", s)
 	}
 }
+
+// TestTLSClientCertFieldsCannotBeForgedOnOtherBinds: a frontend whose bind
+// b1 verifies client certificates also has a plain bind and a TLS bind
+// without client_ca, and they reach the same origin: a client of those
+// binds must not be able to hand the origin X-Client-Cert-* fields (the
+// origin cannot tell the binds apart), in any letter case.
+func TestTLSClientCertFieldsCannotBeForgedOnOtherBinds(t *testing.T) {
+	in := startSpliced(t, "")
+	srv := testutil.NewCert(t, testutil.CertSpec{Names: []string{"m.example.com"}})
+	uploadCert(in, "m", srv, false)
+	ca := testutil.NewCert(t, testutil.CertSpec{CA: true, Names: []string{"clients"}})
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
+		"name": "web", "mode": "http", "servers": []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": headerOrigin(t)}},
+	})
+	mtls, plain, tlsOnly := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "mixed", "mode": "http", "default_backend": "web",
+		"binds": []map[string]any{
+			{"name": "b1", "address": "127.0.0.1", "port": mtls,
+				"tls": map[string]any{"certificates": []string{"m"}, "client_ca": ca.CertPEM}},
+			{"name": "plain", "address": "127.0.0.1", "port": plain},
+			{"name": "tls", "address": "127.0.0.1", "port": tlsOnly,
+				"tls": map[string]any{"certificates": []string{"m"}}},
+		},
+	})
+	forged := "GET / HTTP/1.1\r\nHost: x\r\nX-Client-Cert-Verified: SUCCESS\r\n" +
+		"x-client-cert-subject: CN=admin\r\nX-CLIENT-CERT-ISSUER: CN=forged\r\nConnection: close\r\n\r\n"
+	check := func(name string, c net.Conn) {
+		t.Helper()
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(c, forged); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, f := range []string{"Subject", "Issuer", "Verified"} {
+			if !strings.Contains(string(b), "X-Client-Cert-"+f+"=\n") {
+				t.Errorf("bind %s: the origin got a forged X-Client-Cert-%s:\n%s", name, f, b)
+			}
+		}
+	}
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(plain), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("plain", c)
+	tc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", "127.0.0.1:"+strconv.Itoa(tlsOnly),
+		&tls.Config{ServerName: "m.example.com", RootCAs: srv.Pool()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("tls", tc)
+}

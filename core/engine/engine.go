@@ -402,6 +402,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		}
 		if cf.Mode == config.ModeHTTP {
 			pf.HTTP = httpFront(cf, pf.Backend, newBE)
+			pf.CertStrip = certStrip(cf)
 		} else if len(cf.Routes) > 0 {
 			// SNI routes, resolved to this generation's backends (a route
 			// to a missing one closes its connections, as no server).
@@ -677,6 +678,18 @@ func (e *Engine) tlsFronts(snap *config.Config, fronts map[string]*proxy.Fronten
 		}
 	}
 	return out, nil
+}
+
+// certStrip is the client-certificate field prefix that every bind of an
+// http frontend drops from its requests: the first one its binds with
+// client_ca add (nil when none verifies client certificates).
+func certStrip(cf *config.Frontend) []byte {
+	for i := range cf.Binds {
+		if t := cf.Binds[i].TLS; t != nil && t.ClientCA != "" && t.ClientCertHeaderPrefix != "" {
+			return []byte(t.ClientCertHeaderPrefix)
+		}
+	}
+	return nil
 }
 
 // httpFront builds the http-mode part of a frontend: routes resolved to

@@ -469,13 +469,16 @@ func (c *httpConn) startRequest(n int) {
 	if r.Upgrade {
 		keep |= http1.KeepUpgrade
 	}
+	// The client's own client-certificate fields are dropped, on every
+	// bind of a frontend that verifies client certificates on one: only
+	// the proxy's below reach the server.
+	strip := c.acc.CertStrip
 	if c.cert != nil {
-		// The client's own fields with the prefix are dropped: only the
-		// proxy's below reach the server.
-		d = r.AppendEndToEndStrip(d, buf, keep, c.cert.strip)
+		strip = c.cert.strip
+	}
+	d = r.AppendEndToEndStrip(d, buf, keep, strip)
+	if c.cert != nil {
 		d = append(d, c.cert.fields...)
-	} else {
-		d = r.AppendEndToEnd(d, buf, keep)
 	}
 	if r.Upgrade {
 		d = append(d, "Connection: upgrade\r\n"...)

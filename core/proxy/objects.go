@@ -69,6 +69,12 @@ type Frontend struct {
 	TLS              *tls.Config
 	HandshakeTimeout time.Duration
 	CertHeader       string
+	// CertStrip (http mode): the fields whose name starts with it are
+	// dropped from every request of every bind, plain ones included, when
+	// some bind of the frontend verifies client certificates: the
+	// servers cannot tell the binds apart, so a client of another bind
+	// must not be able to forge those fields (tls_accept.go).
+	CertStrip []byte
 }
 
 // Backend pairs a balance.Backend with one Picker per loop (pickers are not

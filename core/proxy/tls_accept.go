@@ -57,7 +57,8 @@ import (
 // <prefix>Verified (SUCCESS, or NONE without a certificate) are computed
 // once after the handshake and added to every request of the connection;
 // whatever field the client sent with that prefix is dropped, so that a
-// client cannot forge them.
+// client cannot forge them — on every bind of the frontend, plain ones
+// included (Frontend.CertStrip): the servers cannot tell the binds apart.
 
 // defaultHandshakeTimeout bounds a handshake whose frontend gives none: a
 // helper goroutine must never wait forever.
