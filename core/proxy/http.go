@@ -147,6 +147,10 @@ type httpConn struct {
 	hash               uint64
 	attempts           int
 	nreq               int
+	// reqAt: when the request head was complete (loop.Now units);
+	// sentAt: when its rewritten head left entirely for the server. The
+	// request and response time measures start there.
+	reqAt, sentAt int64
 
 	reqBody, respBody body
 	reqHeadSent       bool // the rewritten head left entirely
@@ -157,6 +161,7 @@ type httpConn struct {
 	closeAfter        bool // the client connection ends after this response
 	upgrade           bool // 101 relayed: becomes a tunnel once flushed
 	moved             bool
+	srvCounted        bool // the request was counted for its server (a replay is not another one)
 
 	wait waiter // in the loop's queue while phase is phQueue
 	// cert: the client-certificate fields of a TLS connection whose
@@ -417,8 +422,9 @@ func (c *httpConn) startRequest(n int) {
 	w, r, hf := c.w, c.req, c.hf
 	buf := c.in.Data()
 	c.nreq++
+	c.reqAt = w.L.Now()
 	c.fs.Requests.Add(1)
-	c.fs.ReqRate.Add(stats.Sec(w.L.Now()))
+	c.fs.ReqRate.Add(stats.Sec(c.reqAt))
 	c.w.L.Disarm(&c.timer)
 	if r.MethodID == http1.MethodCONNECT {
 		c.fail(501) // a reverse proxy does not open tunnels on request
@@ -569,6 +575,7 @@ func (c *httpConn) waiting() *waiter { return &c.wait }
 // granted: the request holds a slot of s; reuse a pooled connection when
 // that is safe, else connect.
 func (c *httpConn) granted(s *balance.Server) {
+	c.queued()
 	c.slot = s
 	c.ss = c.w.ServerSlot(s)
 	c.bs.ConnCur.Add(1)
@@ -583,8 +590,21 @@ func (c *httpConn) granted(s *balance.Server) {
 	c.connect(s)
 }
 
+// queued: the request's wait for a server slot ends (granted, refused or
+// timed out); the queue histogram counts it, 0 when the first slot was
+// free at once. The wait started queue_ms before the deadline it armed.
+func (c *httpConn) queued() {
+	switch {
+	case c.phase == phQueue:
+		c.be.Stats.Timing(c.w.id).Queue.Observe(c.w.L.Now() - (c.deadline - int64(c.be.B.QueueTimeout)))
+	case c.attempts == 0: // a retry that did not wait is not another request
+		c.be.Stats.Timing(c.w.id).Queue.Observe(0)
+	}
+}
+
 // refused: the queue found no usable server any more.
 func (c *httpConn) refused() {
+	c.queued()
 	c.bs.NoServer.Add(1)
 	c.fail(503)
 }
@@ -807,6 +827,7 @@ func (c *httpConn) onTimer() {
 			c.close(closeNormal) // idle keep-alive connection
 		}
 	case phQueue:
+		c.queued()
 		c.fs.Timeouts.Add(1)
 		c.bs.NoServer.Add(1)
 		c.fail(503)
@@ -966,7 +987,7 @@ func (c *httpConn) endExchange() {
 	c.respBody.release(c.w)
 	c.reqBody, c.respBody = body{}, body{}
 	c.be, c.bs, c.ss = nil, nil, nil
-	c.reqHeadSent, c.reqAborted, c.srvAnswered = false, false, false
+	c.reqHeadSent, c.reqAborted, c.srvAnswered, c.srvCounted = false, false, false, false
 	c.respHead, c.respSent, c.closeAfter, c.upgrade = false, false, false, false
 	c.attempts, c.qlen = 0, 0
 	c.cliSince, c.srvSince, c.cliWait, c.srvWait = 0, 0, false, false

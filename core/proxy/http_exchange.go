@@ -5,6 +5,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/http1"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/stats"
 )
 
 // The forwarded request head is the request line and every end-to-end
@@ -235,6 +236,21 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 
 // startExchange: a connected server connection carries the request.
 func (c *httpConn) startExchange() {
+	if c.phase == phConnect && c.be.B.ConnectTimeout > 0 {
+		// A new connection (a pooled one has no connect to measure): the
+		// connect started connect_ms before the deadline it armed.
+		ct := c.w.L.Now() - (c.deadline - int64(c.be.B.ConnectTimeout))
+		c.bs.ConnectNs.Add(ct)
+		c.bs.ConnectCount.Add(1)
+		c.ss.ConnectNs.Add(ct)
+		c.ss.ConnectCount.Add(1)
+		c.be.Stats.Timing(c.w.id).Connect.Observe(ct)
+	}
+	if !c.srvCounted {
+		c.srvCounted = true
+		c.ss.Requests.Add(1)
+		c.ss.ReqRate.Add(stats.Sec(c.w.L.Now()))
+	}
 	c.phase = phExchange
 	c.startExchangeTimers()
 }
@@ -255,8 +271,11 @@ func (c *httpConn) exchange() {
 				// already (an early 413 or 431...); read on, and answer
 				// 502 only when no response head comes.
 				c.abortRequest()
-			} else if c.reqHeadSent = c.qout.Len() == 0; c.reqHeadSent && c.srvAnswered {
-				c.putQout() // sent: it served only a replay, which is excluded now
+			} else if c.reqHeadSent = c.qout.Len() == 0; c.reqHeadSent {
+				c.sentAt = c.w.L.Now()
+				if c.srvAnswered {
+					c.putQout() // sent: it served only a replay, which is excluded now
+				}
 			}
 		}
 		if c.reqHeadSent && !c.reqAborted && !c.reqBody.broken && !c.reqBody.complete() {
@@ -384,6 +403,14 @@ func (c *httpConn) readResponse() bool {
 				}
 				c.fs.CountStatus(r.Status)
 				c.bs.CountStatus(r.Status)
+				c.ss.CountStatus(r.Status)
+				if c.reqHeadSent { // else an early answer: no request time to measure
+					rt := c.w.L.Now() - c.sentAt
+					c.bs.RespNs.Add(rt)
+					c.bs.RespCount.Add(1)
+					c.ss.RespNs.Add(rt)
+					c.ss.RespCount.Add(1)
+				}
 				return true
 			}
 		}
@@ -529,6 +556,7 @@ func (c *httpConn) finishExchange() {
 	c.bytesOut += c.respBody.bytes
 	c.bs.BytesIn.Add(c.reqBody.bytes)
 	c.bs.BytesOut.Add(c.respBody.bytes)
+	c.be.Stats.Timing(w.id).Request.Observe(w.L.Now() - c.reqAt)
 	c.putQout()
 	c.releaseSlot()
 	c.putReq()

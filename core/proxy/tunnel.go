@@ -286,19 +286,30 @@ func (t *Tunnel) connect(exclude *balance.Server) {
 			return
 		}
 	}
+	if t.attempts == 0 { // a retry that did not wait is not another connection
+		t.be.Stats.Timing(w.id).Queue.Observe(0)
+	}
 	t.dial(s)
+}
+
+// queued: a queued tunnel's wait ends (granted, refused, timed out); it
+// started queue_ms before the deadline it armed.
+func (t *Tunnel) queued() {
+	t.be.Stats.Timing(t.w.id).Queue.Observe(t.w.L.Now() - (t.deadline - int64(t.be.B.QueueTimeout)))
 }
 
 func (t *Tunnel) waiting() *waiter { return &t.wait }
 
 // granted: a queued tunnel got a slot of s.
 func (t *Tunnel) granted(s *balance.Server) {
+	t.queued()
 	t.state = stConnecting
 	t.dial(s)
 }
 
 // refused: no usable server is left for a queued tunnel.
 func (t *Tunnel) refused() {
+	t.queued()
 	t.bs.NoServer.Add(1)
 	t.close(closeNoServer)
 }
@@ -399,6 +410,7 @@ func (t *Tunnel) connected() {
 	t.bs.ConnectCount.Add(1)
 	t.ss.ConnectNs.Add(ct)
 	t.ss.ConnectCount.Add(1)
+	t.be.Stats.Timing(t.w.id).Connect.Observe(ct)
 	t.deadline = 0
 	if t.idle > 0 {
 		t.armAt(t.lastIO + t.idle)
@@ -465,6 +477,7 @@ func (t *Tunnel) onTimer() {
 		}
 	case stQueued:
 		if now >= t.deadline {
+			t.queued()
 			t.w.dequeue(&t.wait)
 			t.fs.Timeouts.Add(1)
 			t.bs.NoServer.Add(1)

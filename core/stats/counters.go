@@ -75,7 +75,8 @@ func (s *Slot) CountStatus(code int) {
 // list is copied on write and published with a CAS, and the Slots
 // themselves never move, so no count is lost while it grows.
 type Counters struct {
-	slots atomic.Pointer[[]*Slot]
+	slots   atomic.Pointer[[]*Slot]
+	timings atomic.Pointer[[]*TimingSlot] // backends only (hist.go)
 }
 
 // New returns counters with one slot per loop.
@@ -92,31 +93,36 @@ func New(nloops int) *Counters {
 // Loop returns the slot of loop id. The caller must be that loop's thread
 // (or hold the only reference, in tests). The first call for a loop beyond
 // the slots made so far allocates its slot (once per object and loop).
-func (c *Counters) Loop(id int) *Slot {
-	if p := c.slots.Load(); p != nil && uint(id) < uint(len(*p)) {
-		return (*p)[id]
+func (c *Counters) Loop(id int) *Slot { return loopSlot(&c.slots, id) }
+
+// loopSlot returns loop id's element of the list p points to, growing the
+// list when id is beyond it.
+func loopSlot[T any](p *atomic.Pointer[[]*T], id int) *T {
+	if l := p.Load(); l != nil && uint(id) < uint(len(*l)) {
+		return (*l)[id]
 	}
-	return c.grow(id)
+	return grow(p, id)
 }
 
-// grow publishes a list with a slot for every loop up to id, keeping the
-// slots already there; concurrent growers retry on the list that won.
-func (c *Counters) grow(id int) *Slot {
+// grow publishes a list with an element for every loop up to id, keeping
+// the elements already there; concurrent growers retry on the list that
+// won.
+func grow[T any](p *atomic.Pointer[[]*T], id int) *T {
 	for {
-		p := c.slots.Load()
-		var old []*Slot
-		if p != nil {
-			old = *p
+		l := p.Load()
+		var old []*T
+		if l != nil {
+			old = *l
 		}
 		if id < len(old) {
 			return old[id]
 		}
-		ss := make([]*Slot, id+1)
+		ss := make([]*T, id+1)
 		copy(ss, old)
 		for i := len(old); i < len(ss); i++ {
-			ss[i] = new(Slot)
+			ss[i] = new(T)
 		}
-		if c.slots.CompareAndSwap(p, &ss) {
+		if p.CompareAndSwap(l, &ss) {
 			return ss[id]
 		}
 	}

@@ -25,6 +25,15 @@
 // published with a CAS (one allocation per object and new loop, then
 // none); slots never move, so counts added meanwhile are kept.
 //
+// # Duration histograms
+//
+// A backend's Counters also hold, per loop and made on first use, three
+// Prometheus histograms with fixed buckets (hist.go, 0.5 ms .. 10 s):
+// request (head complete -> response complete, http), queue (wait for a
+// server slot, 0 when none) and connect (connect(2) -> established, TLS
+// handshake included). A bucket is an atomic of the owning loop; Observe
+// neither allocates nor locks; TimingTotal sums and accumulates them.
+//
 // # Rates
 //
 // Rate is HAProxy's freq_ctr: the events of the current second and those

@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"github.com/spliced-proxy/spliced/core/stats"
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
+
+// TestHTTPServerCountsRequestsAndStatusClasses: 7 requests on one
+// keep-alive connection, answered 200 five times then 503 twice by the
+// origin, count 7 requests with 5 2xx and 2 5xx for the server, as for
+// its backend and the frontend; the backend's histograms count every
+// request, one connect and no wait.
+func TestHTTPServerCountsRequestsAndStatusClasses(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	var n atomic.Int64
+	o := newRawOrigin(t, func(string) string {
+		if n.Add(1) <= 5 {
+			return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+		}
+		return "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy"
+	})
+	fe := httpFrontend(t, nil, o.addr)
+	srv := fe.Backend.B.Servers[0]
+	srv.Counters = new(stats.Counters)
+	c := e.dialHTTP(fe)
+	br := bufio.NewReader(c)
+	for i := 0; i < 7; i++ {
+		resp, _ := exchangeOn(t, c, br, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", "GET")
+		if want := map[bool]int{true: 200, false: 503}[i < 5]; resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
+	// The last exchange ends on the loop after its bytes left: wait for
+	// its request to be timed.
+	testutil.Eventually(t, 5e9, func() bool { return fe.Backend.Stats.TimingTotal().Request.Count == 7 }, "7 requests timed")
+	want := stats.StatusCounts{S2xx: 5, S5xx: 2}
+	for _, o := range []struct {
+		name string
+		c    *stats.Counters
+	}{{"frontend", fe.Stats}, {"backend", fe.Backend.Stats}, {"server", srv.Counters}} {
+		got := o.c.Total(0).Counts()
+		if got.Requests != 7 || got.Status != want {
+			t.Errorf("%s: requests %d status %+v, want 7 and %+v", o.name, got.Requests, got.Status, want)
+		}
+		if o.name != "frontend" && (got.RespCount != 7 || got.ConnectCount != 1 || got.ResponseTimeAvgUs <= 0) {
+			t.Errorf("%s: %d responses timed (avg %v us), %d connects, want 7 (> 0) and 1", o.name, got.RespCount, got.ResponseTimeAvgUs, got.ConnectCount)
+		}
+	}
+	tm := fe.Backend.Stats.TimingTotal()
+	if tm.Connect.Count != 1 || tm.Queue.Count != 7 || tm.Queue.Cumulative[0] != 7 || tm.Queue.SumSeconds != 0 {
+		t.Errorf("connect %+v queue %+v: want 1 connect, 7 requests that did not wait", tm.Connect, tm.Queue)
+	}
+	if tm.Request.Cumulative[stats.HistBuckets-1] != 7 {
+		t.Errorf("request durations %+v: want 7 under 10 s", tm.Request)
+	}
+}
+
+// TestHTTPReplayIsOneServerRequest: a request replayed on a new connection
+// after its pooled one died is one request for the server, not two.
+func TestHTTPReplayIsOneServerRequest(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	var conns atomic.Int64
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		n := conns.Add(1)
+		br := bufio.NewReader(c)
+		for i := 0; ; i++ {
+			if _, err := readHead(br); err != nil {
+				return
+			}
+			if n == 1 && i == 1 {
+				return // dies with the request unanswered
+			}
+			io.WriteString(c, rawResponse)
+		}
+	}).Addr
+	fe := httpFrontend(t, nil, addr)
+	srv := fe.Backend.B.Servers[0]
+	srv.Counters = new(stats.Counters)
+	c := e.dialHTTP(fe)
+	br := bufio.NewReader(c)
+	for i := 0; i < 2; i++ {
+		exchangeOn(t, c, br, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", "GET")
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d server connections, want 2 (a replay)", n)
+	}
+	if got := srv.Counters.Total(0); got.Requests != 2 || got.Status[2] != 2 {
+		t.Fatalf("server: %d requests, %d 2xx; want 2 and 2", got.Requests, got.Status[2])
+	}
+}
