@@ -184,6 +184,8 @@ func (e *Engine) start(t *config.Tuning, dist listen.Distribution) error {
 	if runtime.GOMAXPROCS(0) < n+1 {
 		runtime.GOMAXPROCS(n + 1)
 	}
+	// TLS handshakes compute on the Ps the loops leave (xprt_tls.go).
+	proxy.SetHandshakeCPUs(runtime.GOMAXPROCS(0) - n)
 	loops := make([]*loop.Loop, 0, n)
 	for i := range n {
 		l, err := loop.New(loopOptions(i, t))

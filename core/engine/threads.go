@@ -257,6 +257,7 @@ func (e *Engine) commitResize(rs *resize, newBinds map[bindID]*bindRT) {
 	}
 	e.loops, e.workers = loopsOf(e.th.all[:rs.to])
 	e.publishWorkers()
+	proxy.SetHandshakeCPUs(runtime.GOMAXPROCS(0) - e.liveLoops())
 	e.nbthread.Store(int64(rs.to))
 	e.log.Info("nbthread changed", "from", rs.from, "to", rs.to)
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -51,7 +53,9 @@ import (
 //
 // A handshake goroutine blocks in poll(2) on the fd (one OS thread each,
 // at most max per loop), never past its deadline: the handshake timeout,
-// counted from start, waiting in the queue included. When the loop has
+// counted from start, waiting in the queue included. While it computes it
+// holds one of the process's handshake CPU tokens (takeCPU, below), so
+// that a handshake flood cannot take the loops' Ps. When the loop has
 // stopped by the time a handshake ends, the goroutine closes the fd.
 //
 // Buffered plaintext: crypto/tls may hold decrypted bytes, or whole
@@ -88,7 +92,8 @@ type tlsFd struct {
 	deadline time.Time // handshake mode only
 	out      []byte    // loop mode: records not sent yet, from off
 	off      int
-	rerr     unix.Errno // loop mode: the socket's read error, if any
+	rerr     unix.Errno    // loop mode: the socket's read error, if any
+	cpu      chan struct{} // handshake mode: the CPU token held (takeCPU)
 	// Record boundaries of the bytes received (scan), for rcvBuf's
 	// short-read proof: hdr/hdrN is the header being received, left the
 	// body bytes of the current record still to come; recs counts the
@@ -204,10 +209,58 @@ func (a *tlsFd) wait(ev int16) error {
 	}
 	ms := int((d + time.Millisecond - 1) / time.Millisecond)
 	fds := [1]unix.PollFd{{Fd: int32(a.fd), Events: ev}}
-	if _, err := unix.Poll(fds[:], ms); err != nil && err != unix.EINTR {
+	giveCPU(a.cpu) // not held while waiting for the peer
+	_, err := unix.Poll(fds[:], ms)
+	a.cpu = takeCPU()
+	if err != nil && err != unix.EINTR {
 		return err
 	}
 	return nil
+}
+
+// Handshake CPU tokens. The loops keep their Ps while they sleep in
+// epoll_wait (core/loop: a raw syscall when a spare P exists), but the Go
+// scheduler preempts a loop goroutine every 10 ms, and a preempted loop
+// gives its P to whatever goroutine is runnable: under a flood, a handshake
+// goroutine about to sign, which then keeps it for its whole computation
+// (an RSA-2048 signature is over a millisecond) or until its own 10 ms
+// preemption, while the loop waits. So at most SetHandshakeCPUs goroutines
+// of the pools (all loops together) compute at once — the Ps the loops
+// leave — and a handshake goroutine holds its token whenever it runs, not
+// while it waits for the network in poll(2): the others wait for a token
+// without being runnable, and a preempted loop finds no one to give its P
+// to. Measured in make bench's flood row (keep-alive probe p99 under an
+// RSA-2048 handshake flood): see the commit that added them. The loops
+// never touch the tokens.
+var hsCPU atomic.Pointer[chan struct{}]
+
+// SetHandshakeCPUs sets how many TLS handshakes may compute at once,
+// process-wide (at least 1): the engine gives GOMAXPROCS less its loops.
+// Holders of a token of the previous setting give it back there.
+func SetHandshakeCPUs(n int) {
+	ch := make(chan struct{}, max(n, 1))
+	hsCPU.Store(&ch)
+}
+
+// takeCPU waits for a handshake token (helper goroutine). Without
+// SetHandshakeCPUs (tests), GOMAXPROCS less one loop.
+func takeCPU() chan struct{} {
+	p := hsCPU.Load()
+	if p == nil {
+		ch := make(chan struct{}, max(runtime.GOMAXPROCS(0)-1, 1))
+		hsCPU.CompareAndSwap(nil, &ch)
+		p = hsCPU.Load()
+	}
+	ch := *p
+	ch <- struct{}{}
+	return ch
+}
+
+// giveCPU gives a token back (nil: none held).
+func giveCPU(ch chan struct{}) {
+	if ch != nil {
+		<-ch
+	}
 }
 
 // flush sends the queued records: 0 when none is left, EAGAIN when the
@@ -494,6 +547,7 @@ func (h *tlsHandshakes) next() {
 
 // run is the helper goroutine: the handshake, then the hand-over.
 func (h *tlsHandshakes) run(j tlsJob) {
+	j.x.a.cpu = takeCPU()
 	err := j.x.c.Handshake()
 	if err == nil {
 		j.x.a.loop = true
@@ -501,6 +555,8 @@ func (h *tlsHandshakes) run(j tlsJob) {
 	} else if j.x.plainHTTP {
 		j.x.answerPlain(err)
 	}
+	giveCPU(j.x.a.cpu)
+	j.x.a.cpu = nil
 	if !h.l.Exec(func(*loop.Loop) { h.finish(j, err) }) {
 		// The loop has stopped: nobody owns the connection any more.
 		rawSock{}.close(j.x.a.fd, true)

@@ -615,3 +615,42 @@ func TestTLSClientHandshake(t *testing.T) {
 	}
 	e.do(func() { x.close(x.a.fd, false) })
 }
+
+// TestTLSHandshakeCPUTokens: with one CPU token for all handshakes, two
+// clients that stall after connecting do not hold it while they wait for
+// the network (a third handshake completes), and every token is given back
+// once the handshakes end.
+func TestTLSHandshakeCPUTokens(t *testing.T) {
+	SetHandshakeCPUs(1)
+	t.Cleanup(func() { hsCPU.Store(nil) })
+	tokens := *hsCPU.Load()
+	e := newEnv(t, defaultTuning())
+	h := newTLSHandshakes(e.l, 4)
+	srv, cli := tlsPair(t, tls.VersionTLS13)
+	var stalled []*net.TCPConn
+	for range 2 {
+		stalled = append(stalled, tlsAccept(e, h, 30*time.Second, srv, nil, func(*tlsSock, error) {}))
+	}
+	var est *tlsSock
+	c := tlsAccept(e, h, 30*time.Second, srv, nil, func(x *tlsSock, err error) {
+		if err == nil {
+			est = x
+		}
+	})
+	tc := tls.Client(c, cli)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("a handshake with the one token free: %v", err)
+	}
+	for _, s := range stalled {
+		s.Close()
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		active, _, ok, failed := hsState(e, h)
+		return active == 0 && ok == 1 && failed == 2
+	}, "one handshake done, two failed")
+	if n := len(tokens); n != 0 {
+		t.Errorf("%d tokens still held", n)
+	}
+	e.do(func() { est.close(est.a.fd, true) })
+}
