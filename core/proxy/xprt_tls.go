@@ -43,7 +43,11 @@ import (
 // again from that byte (write(2)'s contract): sndBuf flushes out, takes the
 // held byte without encrypting it again, and goes on. So "the mover holds
 // bytes" is exactly "records wait for the socket", and a direction's end
-// (shutw) comes only after its records left.
+// (shutw) comes only after its records left. Records crypto/tls writes
+// while reading (the answer to a TLS 1.3 KeyUpdate that requests one) are
+// held the same way: rcvBuf reads no further while such answers wait for
+// the socket (tlsFd.answers), so a peer that keeps asking and never reads
+// cannot grow out.
 //
 // Every caller of sndBuf must call again with p[n:] after a short write
 // (the mover does, and so does write(2)'s every user): the held byte is
@@ -108,6 +112,10 @@ type tlsFd struct {
 	// seen counts every record received; charged is seen at the last
 	// rcvCost.
 	seen, charged int
+	// answers: out holds records crypto/tls wrote while reading (a
+	// KeyUpdate's answer) that the socket did not take: rcvBuf reads no
+	// further until they left (flush clears it).
+	answers bool
 }
 
 // minRecordCost is what a record received costs against a run's read
@@ -277,6 +285,7 @@ func (a *tlsFd) flush() unix.Errno {
 		a.off += n
 	}
 	a.out, a.off = a.out[:0], 0
+	a.answers = false
 	return 0
 }
 
@@ -327,14 +336,34 @@ func (x *tlsSock) rcvBuf(fd int, p []byte) (int, unix.Errno) {
 		if e := x.a.flush(); e != 0 && e != unix.EAGAIN {
 			return 0, e
 		}
+		if x.a.answers && x.a.pending() {
+			// Answers to the peer's earlier records wait for the socket:
+			// no reading (and answering) more until they left, or a peer
+			// that asks for answers and reads none would grow out without
+			// bound. rcvEvents asks for EPOLLOUT meanwhile.
+			return 0, unix.EAGAIN
+		}
 	}
 	a := &x.a
 	a.drained = false
 	x.more = false
 	n := 0
 	for reads := 1; n < len(p); reads++ {
+		q := len(a.out)
 		k, err := x.c.Read(p[n:])
 		n += k
+		if len(a.out) > q && a.flush() != 0 {
+			// crypto/tls answered (KeyUpdate) and the socket did not take
+			// all of it: stop here (see above); crypto/tls may hold more.
+			a.answers = true
+			if err == nil {
+				if n == 0 {
+					return 0, unix.EAGAIN
+				}
+				x.more = true
+				break
+			}
+		}
 		if err == nil {
 			if n < len(p) && a.drained && a.recs == 1 && a.aligned() {
 				// The one record received since crypto/tls held nothing
