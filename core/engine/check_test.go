@@ -10,6 +10,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/proxy"
+	"github.com/spliced-proxy/spliced/core/stats"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
@@ -142,4 +143,50 @@ func TestEngineHealthChecksAcrossGenerations(t *testing.T) {
 		left = testutil.FDsOpenedSince(t, before)
 		return len(left) == 0
 	}, func() string { return fmt.Sprintf("the fds opened by the engine to close after Close: %v", left) })
+}
+
+// TestEngineStatsShowEachServersCheck: /api/v1/stats shows every checked
+// server's last result as HAProxy names it (L4OK, L4CON) with its reason,
+// and no "check" for the servers of a backend without health check.
+func TestEngineStatsShowEachServersCheck(t *testing.T) {
+	live := quietOrigin(t)
+	dead := testutil.FreePort(t)
+	e, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	hc := &config.HealthCheck{Type: config.CheckTCP, IntervalMs: 40, TimeoutMs: 2000, Rise: 1, Fall: 1}
+	c := checkConfig(1, hc, live, dead)
+	c.Backends = append(c.Backends, config.Backend{Name: "unchecked", Servers: []config.Server{{Name: "u1", Address: "127.0.0.1", Port: live}}})
+	c.Normalize()
+	apply(t, e, c)
+	check := func(be, srv string) *stats.Check {
+		for _, b := range e.Stats().Backends {
+			for _, s := range b.Servers {
+				if b.Name == be && s.Name == srv {
+					return s.Check
+				}
+			}
+		}
+		t.Fatalf("no server %s/%s in the stats", be, srv)
+		return nil
+	}
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		c1, c2 := check("be", "s1"), check("be", "s2")
+		return c1.Runs >= 2 && c2.Runs >= 2
+	}, "two probes each")
+	c1, c2 := check("be", "s1"), check("be", "s2")
+	if c1.Status != "L4OK" || c1.Reason != "connected" || c1.Type != "tcp" || c1.Health != 1 || c1.CheckedAt == nil {
+		t.Errorf("live server: %+v", c1)
+	}
+	if c2.Status != "L4CON" || c2.Reason != "connection refused" || c2.Health != 0 || c2.Fails != c2.Runs {
+		t.Errorf("refusing server: %+v", c2)
+	}
+	if c2.Since.After(*c2.CheckedAt) || c2.Since.Equal(*c2.CheckedAt) {
+		t.Errorf("L4CON since %v, last checked %v: want since the first probe", c2.Since, *c2.CheckedAt)
+	}
+	if u := check("unchecked", "u1"); u != nil {
+		t.Errorf("server without health check has a check: %+v", u)
+	}
 }

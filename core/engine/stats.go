@@ -34,6 +34,7 @@ type feView struct {
 type beView struct {
 	name, mode, algo string
 	bb               *balance.Backend
+	chk              *proxy.Checker // nil without health check
 	c                *stats.Counters
 }
 
@@ -71,7 +72,7 @@ func (e *Engine) publishStats(snap *config.Config) {
 	for i := range snap.Backends {
 		cb := &snap.Backends[i]
 		if b := e.backends[cb.Name]; b != nil {
-			v.backends = append(v.backends, beView{name: cb.Name, mode: cb.Mode, algo: b.bb.Algo, bb: b.bb, c: b.stats})
+			v.backends = append(v.backends, beView{name: cb.Name, mode: cb.Mode, algo: b.bb.Algo, bb: b.bb, chk: b.chk, c: b.stats})
 		}
 	}
 	e.view.Store(v)
@@ -97,9 +98,12 @@ func (e *Engine) Stats() stats.Snapshot {
 	}
 	for _, b := range v.backends {
 		sb := stats.Backend{Name: b.name, Mode: b.mode, Algo: b.algo, Counts: b.c.Total(now).Counts(),
-			Servers: make([]stats.Server, 0, len(b.bb.Servers))}
-		for _, s := range b.bb.Servers {
+			Servers: make([]stats.Server, 0, len(b.bb.Servers)), Timings: b.c.TimingTotal()}
+		for i, s := range b.bb.Servers {
 			ss := serverStats(s, now)
+			if st, ok := b.chk.State(i, s); ok {
+				ss.Check = checkStats(&st)
+			}
 			if s.Usable() {
 				sb.ServersUp++
 			}
@@ -141,6 +145,21 @@ func serverStats(s *balance.Server, now int64) stats.Server {
 		ss.TLS = &tc
 	}
 	return ss
+}
+
+// checkStats is the API view of a server's check state.
+func checkStats(st *proxy.CheckState) *stats.Check {
+	c := &stats.Check{Status: st.Status, Code: st.Code, Reason: st.Last, Since: st.Since,
+		DurationMs: float64(st.Duration.Microseconds()) / 1e3, Type: st.Type,
+		Health: st.Health, Rise: st.Rise, Fall: st.Fall, Runs: st.Runs, Fails: st.Fails}
+	if !st.CheckedAt.IsZero() {
+		at := st.CheckedAt
+		c.CheckedAt = &at
+	}
+	if st.Status == proxy.CheckINI {
+		c.Reason = "not checked yet"
+	}
+	return c
 }
 
 // LoopActivity returns each loop's activity (any goroutine).

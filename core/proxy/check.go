@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -62,6 +63,14 @@ import (
 // keeps its fd until it ends, at the latest at its deadline (timeout_ms
 // from the probe's start): the pool closes it then, never under the helper
 // goroutine. TLS probes allocate (crypto/tls); plain ones do not.
+//
+// Each probe's result is kept for the stats (Checker.State, States) as
+// HAProxy names it (checkStatus: L4OK, L4TOUT, L4CON, L6OK, L6TOUT, L6RSP,
+// L7OK, L7TOUT, L7RSP, L7STS with the status code, SOCKERR; INI before
+// the first), with its reason, when that status began, when the probe
+// ended, how long it took and the rise/fall counter after it. The loop
+// writes them as atomics under a sequence count, so a reader gets one
+// probe's fields without a lock and a probe cycle still allocates nothing.
 //
 // Probe sockets are closed with SO_LINGER 0 (an RST): a check has nothing
 // left to say, and one connection per server per interval must not leave
@@ -166,9 +175,19 @@ type probe struct {
 	// Outcome of the last finished probe.
 	res    uint8
 	resVal int
+	// startedAt: when the running probe started (loop.Now units).
+	startedAt int64
 	// Counters for States (any goroutine).
 	runs, fails atomic.Uint64
-	last        atomic.Uint64 // res<<32 | resVal of the last probe
+	// The last result for States, written by the loop under a sequence
+	// count (odd while it writes) so a reader sees one probe's fields
+	// together without a lock or an allocation per probe.
+	seq       atomic.Uint64
+	last      atomic.Uint64 // ok<<40 | res<<32 | resVal of the last probe
+	checkedAt atomic.Int64  // wall clock (Unix ns) at its end
+	durNs     atomic.Int64
+	health    atomic.Int64 // the rise/fall counter after it
+	since     atomic.Int64 // Unix ns: when the status (and code) became what it is
 	// tlsMsg is the error of the last failed handshake (res resTLS).
 	tlsMsg atomic.Pointer[string]
 }
@@ -183,6 +202,78 @@ type CheckState struct {
 	// e.g. "connected", "status 200", "timeout", "connection refused".
 	Last string `json:"last"`
 	Up   bool   `json:"up"`
+	// Status is the last result as HAProxy names it (checkStatus), INI
+	// before the first probe; Code the HTTP status of L7OK and L7STS.
+	Status string `json:"status"`
+	Code   int    `json:"code,omitempty"`
+	// Since: when Status (with Code) became what it is (the checker's
+	// start for INI); CheckedAt: when the last probe ended (zero before).
+	Since     time.Time     `json:"since"`
+	CheckedAt time.Time     `json:"checked_at"`
+	Duration  time.Duration `json:"duration"`
+	// Health is the rise/fall counter: up while Health >= Rise, a
+	// success fills it to Rise+Fall-1, a failure below Rise drops it to 0.
+	Health, Rise, Fall int
+	Type               string `json:"type"` // tcp or http
+}
+
+// HAProxy's names of check results (its "check status"), as the stats
+// and the metrics show them.
+const (
+	CheckINI     = "INI"     // no probe finished yet
+	CheckSOCKERR = "SOCKERR" // socket(2) or epoll registration failed
+	CheckL4OK    = "L4OK"    // tcp check: connected
+	CheckL4TOUT  = "L4TOUT"  // no connection within timeout_ms
+	CheckL4CON   = "L4CON"   // connection refused, unreachable, reset or closed while connecting
+	CheckL6OK    = "L6OK"    // tcp check of a TLS server: handshake completed
+	CheckL6TOUT  = "L6TOUT"  // TLS handshake past timeout_ms
+	CheckL6RSP   = "L6RSP"   // TLS handshake failed (certificate, protocol...)
+	CheckL7OK    = "L7OK"    // http check: status within status_min..status_max
+	CheckL7TOUT  = "L7TOUT"  // no status line within timeout_ms
+	CheckL7RSP   = "L7RSP"   // not an HTTP/1.x status line, or the connection ended before one
+	CheckL7STS   = "L7STS"   // a status outside status_min..status_max
+)
+
+// CheckStatuses are every Status value, sorted (the metric's label values).
+var CheckStatuses = [...]string{CheckINI, CheckL4CON, CheckL4OK, CheckL4TOUT, CheckL6OK, CheckL6RSP,
+	CheckL6TOUT, CheckL7OK, CheckL7RSP, CheckL7STS, CheckL7TOUT, CheckSOCKERR}
+
+// checkStatus names a probe outcome as HAProxy does; code is the HTTP
+// status for L7OK and L7STS, 0 otherwise.
+func checkStatus(ok bool, res uint8, val int) (status string, code int) {
+	switch res {
+	case resNone:
+		return CheckINI, 0
+	case resOK:
+		return CheckL4OK, 0
+	case resTLSOK:
+		return CheckL6OK, 0
+	case resTLS:
+		return CheckL6RSP, 0
+	case resStatus:
+		if ok {
+			return CheckL7OK, val
+		}
+		return CheckL7STS, val
+	case resSocket:
+		return CheckSOCKERR, 0
+	case resConnect:
+		return CheckL4CON, 0
+	case resTimeout:
+		switch uint8(val) {
+		case prConnecting:
+			return CheckL4TOUT, 0
+		case prHandshake:
+			return CheckL6TOUT, 0
+		}
+		return CheckL7TOUT, 0
+	case resClosed:
+		if uint8(val) == prConnecting {
+			return CheckL4CON, 0
+		}
+		return CheckL7RSP, 0
+	}
+	return CheckL7RSP, 0 // resIO (send/recv error), resBadStatus
 }
 
 func runProbeTask(t *loop.Tasklet) { t.Owner.(*probe).process() }
@@ -300,13 +391,18 @@ func (c *Checker) Start(prev *Checker) {
 			}
 		}
 	}
+	now := time.Now().UnixNano()
 	for _, part := range c.parts {
+		for _, p := range part.probes {
+			p.since.Store(now) // INI since the start
+		}
 		part.l.Exec(func(*loop.Loop) {
 			part.p.Start()
 			for _, ch := range part.p.Checks() {
 				if h := inherit[ch.Server]; h != nil && h.Up() == ch.Server.Up() {
 					ch.Health = h
 				}
+				ch.Owner.(*probe).health.Store(int64(ch.Health.Count()))
 			}
 		})
 	}
@@ -357,17 +453,51 @@ func (c *Checker) States() []CheckState {
 	var out []CheckState
 	for _, part := range c.parts {
 		for _, p := range part.probes {
-			last := p.last.Load()
-			out = append(out, CheckState{
-				Server: p.c.Server.Name,
-				Runs:   p.runs.Load(),
-				Fails:  p.fails.Load(),
-				Last:   reason(uint8(last>>32), int(int32(uint32(last))), p.tlsMsg.Load()),
-				Up:     p.c.Server.Up(),
-			})
+			out = append(out, p.checkState())
 		}
 	}
 	return out
+}
+
+// State reports the check of server s, number i of the backend c was
+// made for (false when c does not check it). Any goroutine.
+func (c *Checker) State(i int, s *balance.Server) (CheckState, bool) {
+	if c == nil || i < 0 || i >= len(c.servers) || c.servers[i] != s {
+		return CheckState{}, false
+	}
+	// Server i is probe i/nloops of loop i%nloops; only loops beyond the
+	// server count have no part.
+	return c.parts[i%c.nloops].probes[i/c.nloops].checkState(), true
+}
+
+// checkState reads the probe's last result (any goroutine): the fields of one
+// probe, retried while the loop writes them.
+func (p *probe) checkState() CheckState {
+	st := CheckState{Server: p.c.Server.Name, Rise: p.ck.cfg.Rise, Fall: p.ck.cfg.Fall, Type: p.ck.cfg.Type}
+	for {
+		seq := p.seq.Load()
+		if seq&1 != 0 {
+			runtime.Gosched() // the loop is writing: a few stores
+			continue
+		}
+		last := p.last.Load()
+		ok, res, val := last>>40&1 == 1, uint8(last>>32), int(int32(uint32(last)))
+		st.Runs, st.Fails = p.runs.Load(), p.fails.Load()
+		st.Last = reason(res, val, p.tlsMsg.Load())
+		st.Status, st.Code = checkStatus(ok, res, val)
+		st.Since = time.Unix(0, p.since.Load())
+		st.CheckedAt = time.Time{}
+		if at := p.checkedAt.Load(); at != 0 {
+			st.CheckedAt = time.Unix(0, at)
+		}
+		st.Duration = time.Duration(p.durNs.Load())
+		st.Health = int(p.health.Load())
+		if p.seq.Load() == seq {
+			break
+		}
+	}
+	st.Up = p.c.Server.Up()
+	return st
 }
 
 // changed logs an up/down transition (loop thread, rare: allocation ok).
@@ -406,6 +536,7 @@ func (p *probe) start() {
 	s := p.c.Server
 	p.sent, p.got = 0, 0
 	p.attempt++
+	p.startedAt = p.l.Now()
 	family := unix.AF_INET
 	if _, ok := s.Sockaddr.(*unix.SockaddrInet6); ok {
 		family = unix.AF_INET6
@@ -496,7 +627,7 @@ func (p *probe) process() {
 			return
 		}
 		if r&evOut == 0 {
-			p.finish(false, resClosed, 0)
+			p.finish(false, resClosed, int(prConnecting))
 			return
 		}
 		if x, ok := p.side.xp.(*tlsSock); ok {
@@ -536,7 +667,7 @@ func (p *probe) process() {
 				return
 			}
 			if n == 0 {
-				p.finish(false, resClosed, 0)
+				p.finish(false, resClosed, int(prReading))
 				return
 			}
 			p.got += n
@@ -596,13 +727,36 @@ func (p *probe) finish(ok bool, res uint8, val int) {
 	p.closeFD()
 	p.l.Disarm(&p.timer)
 	p.state = prIdle
+	prevOK, prevRes, prevVal := p.okLast(), p.res, p.resVal
 	p.res, p.resVal = res, val
-	p.last.Store(uint64(res)<<32 | uint64(uint32(int32(val))))
+	p.c.Done(ok) // rise/fall
+	now := time.Now().UnixNano()
+	var okBit uint64
+	if ok {
+		okBit = 1 << 40
+	}
+	p.seq.Add(1)
+	if s, c := checkStatus(ok, res, val); p.runs.Load() == 0 || !sameStatus(s, c, prevOK, prevRes, prevVal) {
+		p.since.Store(now)
+	}
+	p.last.Store(okBit | uint64(res)<<32 | uint64(uint32(int32(val))))
+	p.checkedAt.Store(now)
+	p.durNs.Store(p.l.Now() - p.startedAt)
+	p.health.Store(int64(p.c.Health.Count()))
 	p.runs.Add(1)
 	if !ok {
 		p.fails.Add(1)
 	}
-	p.c.Done(ok)
+	p.seq.Add(1)
+}
+
+// okLast: the last probe succeeded (loop thread).
+func (p *probe) okLast() bool { return p.last.Load()>>40&1 == 1 }
+
+// sameStatus: status s with code c is what the previous outcome was.
+func sameStatus(s string, c int, prevOK bool, prevRes uint8, prevVal int) bool {
+	ps, pc := checkStatus(prevOK, prevRes, prevVal)
+	return s == ps && c == pc
 }
 
 // closeFD closes the probe's socket with an RST (SO_LINGER 0): a check

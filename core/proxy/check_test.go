@@ -166,19 +166,22 @@ func TestCheckProbeOutcomes(t *testing.T) {
 		port int
 		up   bool
 		last string
+		// HAProxy's name of the result, and the HTTP status it carries.
+		status string
+		code   int
 	}{
-		{"tcp connect succeeds", tcp, accepts.port, true, "connected"},
-		{"tcp connection refused", tcp, refused, false, "connection refused"},
-		{"tcp connect times out", tcp, hole, false, "timeout (connect)"},
-		{"http status in range", http, ok.port, true, "status 200"},
-		{"http status out of range", http, unavailable.port, false, "status 503"},
-		{"http custom range accepts 503", only503, unavailable.port, true, "status 503"},
-		{"http custom range refuses 200", only503, ok.port, false, "status 200"},
-		{"http status line without reason", http, bare.port, true, "status 204"},
-		{"http accepted but never answered", http, silent.port, false, "timeout (response)"},
-		{"http closed before answering", http, closes.port, false, "connection closed before a status line"},
-		{"http answer is not http", http, notHTTP.port, false, "not an HTTP/1.x status line"},
-		{"http connection refused", http, refused, false, "connection refused"},
+		{"tcp connect succeeds", tcp, accepts.port, true, "connected", CheckL4OK, 0},
+		{"tcp connection refused", tcp, refused, false, "connection refused", CheckL4CON, 0},
+		{"tcp connect times out", tcp, hole, false, "timeout (connect)", CheckL4TOUT, 0},
+		{"http status in range", http, ok.port, true, "status 200", CheckL7OK, 200},
+		{"http status out of range", http, unavailable.port, false, "status 503", CheckL7STS, 503},
+		{"http custom range accepts 503", only503, unavailable.port, true, "status 503", CheckL7OK, 503},
+		{"http custom range refuses 200", only503, ok.port, false, "status 200", CheckL7STS, 200},
+		{"http status line without reason", http, bare.port, true, "status 204", CheckL7OK, 204},
+		{"http accepted but never answered", http, silent.port, false, "timeout (response)", CheckL7TOUT, 0},
+		{"http closed before answering", http, closes.port, false, "connection closed before a status line", CheckL7RSP, 0},
+		{"http answer is not http", http, notHTTP.port, false, "not an HTTP/1.x status line", CheckL7RSP, 0},
+		{"http connection refused", http, refused, false, "connection refused", CheckL4CON, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := chkBackend(t, tc.hc, nil, tc.port)
@@ -192,6 +195,16 @@ func TestCheckProbeOutcomes(t *testing.T) {
 			}
 			if tc.up && st.Fails != 0 || !tc.up && st.Fails != st.Runs {
 				t.Errorf("runs %d fails %d", st.Runs, st.Fails)
+			}
+			if st.Status != tc.status || st.Code != tc.code {
+				t.Errorf("status %s code %d, want %s %d", st.Status, st.Code, tc.status, tc.code)
+			}
+			// The same result every time: its status dates from the first probe.
+			if st.CheckedAt.IsZero() || st.Since.After(st.CheckedAt) || st.Since.Equal(st.CheckedAt) && st.Runs > 1 {
+				t.Errorf("since %v checked at %v after %d probes", st.Since, st.CheckedAt, st.Runs)
+			}
+			if want := map[bool]int{true: tc.hc.Rise + tc.hc.Fall - 1, false: 0}[tc.up]; st.Health != want || st.Rise != 1 || st.Fall != 1 {
+				t.Errorf("health %d rise %d fall %d, want %d 1 1", st.Health, st.Rise, st.Fall, want)
 			}
 		})
 	}

@@ -92,17 +92,19 @@ func TestCheckOverTLS(t *testing.T) {
 		port int
 		up   bool
 		last string // the reason, or its start
+		// status is HAProxy's name of the result: L6* for the handshake.
+		status string
 	}{
-		{"https origin up", http, verified, ok.port(), true, "status 200"},
-		{"https origin, verify none", http, none, ok.port(), true, "status 200"},
-		{"https origin answers 503", http, verified, unavailable.port(), false, "status 503"},
-		{"certificate of another CA", http, wrongCA, ok.port(), false, "tls handshake: tls: failed to verify certificate: x509: certificate signed by unknown authority"},
-		{"certificate for another name", http, wrongName, ok.port(), false, "tls handshake: tls: failed to verify certificate: x509: certificate is valid for origin.test"},
-		{"plain server", http, none, plain.port, false, "tls handshake: tls: first record does not look like a TLS handshake"},
-		{"silent after connect", http, none, silent.port, false, "timeout (handshake)"},
-		{"tcp check completes the handshake", tcp, verified, ok.port(), true, "tls handshake completed"},
-		{"tcp check, certificate of another CA", tcp, wrongCA, ok.port(), false, "tls handshake: tls: failed to verify certificate"},
-		{"tcp check, silent after connect", tcp, none, silent.port, false, "timeout (handshake)"},
+		{"https origin up", http, verified, ok.port(), true, "status 200", CheckL7OK},
+		{"https origin, verify none", http, none, ok.port(), true, "status 200", CheckL7OK},
+		{"https origin answers 503", http, verified, unavailable.port(), false, "status 503", CheckL7STS},
+		{"certificate of another CA", http, wrongCA, ok.port(), false, "tls handshake: tls: failed to verify certificate: x509: certificate signed by unknown authority", CheckL6RSP},
+		{"certificate for another name", http, wrongName, ok.port(), false, "tls handshake: tls: failed to verify certificate: x509: certificate is valid for origin.test", CheckL6RSP},
+		{"plain server", http, none, plain.port, false, "tls handshake: tls: first record does not look like a TLS handshake", CheckL6RSP},
+		{"silent after connect", http, none, silent.port, false, "timeout (handshake)", CheckL6TOUT},
+		{"tcp check completes the handshake", tcp, verified, ok.port(), true, "tls handshake completed", CheckL6OK},
+		{"tcp check, certificate of another CA", tcp, wrongCA, ok.port(), false, "tls handshake: tls: failed to verify certificate", CheckL6RSP},
+		{"tcp check, silent after connect", tcp, none, silent.port, false, "timeout (handshake)", CheckL6TOUT},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := chkTLSBackend(t, tc.hc, tc.tl, tc.port)
@@ -120,6 +122,9 @@ func TestCheckOverTLS(t *testing.T) {
 			st := chkState(ck, "s1")
 			if b.Servers[0].Up() != tc.up || !strings.HasPrefix(st.Last, tc.last) {
 				t.Errorf("up=%v last=%q, want up=%v last=%q...", b.Servers[0].Up(), st.Last, tc.up, tc.last)
+			}
+			if st.Status != tc.status {
+				t.Errorf("status %s, want %s", st.Status, tc.status)
 			}
 			if tc.up && st.Fails != 0 || !tc.up && st.Fails != st.Runs {
 				t.Errorf("runs %d fails %d", st.Runs, st.Fails)

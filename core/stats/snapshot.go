@@ -123,6 +123,35 @@ type Server struct {
 	Counts
 	// TLS is present when the server has tls, or had handshakes counted.
 	TLS *TLSCounts `json:"tls,omitempty"`
+	// Check is the server's health check, absent when its backend has
+	// none.
+	Check *Check `json:"check,omitempty"`
+}
+
+// Check is the last result of a server's health check, named as
+// HAProxy's check status: L4OK, L4TOUT, L4CON (refused, unreachable,
+// closed while connecting), L6OK, L6TOUT, L6RSP (TLS handshake), L7OK,
+// L7TOUT, L7RSP (not a status line, or none before the end), L7STS (a
+// status out of range: Code), SOCKERR, and INI before the first probe.
+type Check struct {
+	Status string `json:"status" example:"L7STS"`
+	Code   int    `json:"code,omitempty" example:"503"` // L7OK, L7STS
+	Reason string `json:"reason" example:"status 503"`
+	// Since is when Status (with Code) became what it is; CheckedAt when
+	// the last probe ended (absent before the first), DurationMs how long
+	// it took.
+	Since      time.Time  `json:"since"`
+	CheckedAt  *time.Time `json:"checked_at,omitempty"`
+	DurationMs float64    `json:"duration_ms" example:"2"`
+	Type       string     `json:"type" example:"http"`
+	// Health is the rise/fall counter (HAProxy's "check health"): the
+	// server is up while Health >= Rise; a success takes it to
+	// Rise+Fall-1, a failure below Rise to 0.
+	Health int    `json:"health" example:"0"`
+	Rise   int    `json:"rise" example:"2"`
+	Fall   int    `json:"fall" example:"3"`
+	Runs   uint64 `json:"runs"`  // probes finished
+	Fails  uint64 `json:"fails"` // of them failed
 }
 
 // Backend is one backend's statistics and its servers'.
@@ -136,6 +165,8 @@ type Backend struct {
 	ServersUp int `json:"servers_up" example:"2"`
 	Counts
 	Servers []Server `json:"servers"`
+	// Timings are the duration histograms (Prometheus only).
+	Timings Timings `json:"-"`
 }
 
 // Snapshot is every object's statistics at one instant.
