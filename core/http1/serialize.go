@@ -248,16 +248,15 @@ func (h *Head) AppendEndToEnd(dst, buf []byte, keep Keep) []byte {
 }
 
 // AppendEndToEndStrip is AppendEndToEnd without the fields whose name
-// starts with strip (compared ASCII case-insensitively): fields the
-// proxy adds itself, which a client must not forge (a TLS client's
-// certificate fields).
+// starts with strip (compared ASCII case-insensitively, '_' standing for
+// '-': CGI-style servers read both as '_'): fields the proxy adds itself,
+// which a client must not forge (a TLS client's certificate fields).
 func (h *Head) AppendEndToEndStrip(dst, buf []byte, keep Keep, strip []byte) []byte {
 	for i := 0; i < h.N; i++ {
 		if h.HopByHop(buf, i, keep) {
 			continue
 		}
-		if name := h.Headers[i].Name.Bytes(buf); len(strip) > 0 && len(name) >= len(strip) &&
-			EqualFoldBytes(name[:len(strip)], strip) {
+		if len(strip) > 0 && hasFieldPrefix(h.Headers[i].Name.Bytes(buf), strip) {
 			continue
 		}
 		dst = append(dst, h.Headers[i].Name.Bytes(buf)...)
@@ -266,4 +265,25 @@ func (h *Head) AppendEndToEndStrip(dst, buf []byte, keep Keep, strip []byte) []b
 		dst = append(dst, "\r\n"...)
 	}
 	return dst
+}
+
+// hasFieldPrefix: name starts with prefix, ASCII case-insensitively and
+// with '_' and '-' alike.
+func hasFieldPrefix(name, prefix []byte) bool {
+	if len(name) < len(prefix) {
+		return false
+	}
+	for i, b := range prefix {
+		c := name[i]
+		if c == '_' {
+			c = '-'
+		}
+		if b == '_' {
+			b = '-'
+		}
+		if lower(c) != lower(b) {
+			return false
+		}
+	}
+	return true
 }

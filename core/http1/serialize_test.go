@@ -93,3 +93,19 @@ func TestAppendEndToEndStrip(t *testing.T) {
 		t.Errorf("got %q want %q", got, want)
 	}
 }
+
+// TestAppendEndToEndStripUnderscore: a name that spells the prefix with
+// '_' for '-' is dropped too: CGI, PHP, WSGI and Rack servers read both
+// as HTTP_X_CLIENT_CERT_..., so the client's X_Client_Cert_Verified would
+// stand beside (or replace) the proxy's X-Client-Cert-Verified there.
+func TestAppendEndToEndStripUnderscore(t *testing.T) {
+	in := []byte("GET / HTTP/1.1\r\nHost: a\r\nX_Client_Cert_Verified: SUCCESS\r\nx-client_cert-Subject: CN=m\r\nX_Client_Certs: 2\r\n\r\n")
+	var r Request
+	if _, err := r.Parse(in); err != nil {
+		t.Fatal(err)
+	}
+	got := string(r.AppendEndToEndStrip(nil, in, 0, []byte("X-Client-Cert-")))
+	if want := "Host: a\r\nX_Client_Certs: 2\r\n"; got != want {
+		t.Errorf("got %q want %q", got, want)
+	}
+}

@@ -56,7 +56,8 @@ import (
 // <prefix>Subject, <prefix>Issuer, <prefix>SHA256 (of the leaf, hex) and
 // <prefix>Verified (SUCCESS, or NONE without a certificate) are computed
 // once after the handshake and added to every request of the connection;
-// whatever field the client sent with that prefix is dropped, so that a
+// whatever field the client sent with that prefix (any case, '_' for
+// '-' too: http1.AppendEndToEndStrip) is dropped, so that a
 // client cannot forge them — on every bind of the frontend, plain ones
 // included (Frontend.CertStrip): the servers cannot tell the binds apart.
 
