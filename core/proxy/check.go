@@ -729,7 +729,6 @@ func (p *probe) finish(ok bool, res uint8, val int) {
 	p.state = prIdle
 	prevOK, prevRes, prevVal := p.okLast(), p.res, p.resVal
 	p.res, p.resVal = res, val
-	p.c.Done(ok) // rise/fall
 	now := time.Now().UnixNano()
 	var okBit uint64
 	if ok {
@@ -742,11 +741,14 @@ func (p *probe) finish(ok bool, res uint8, val int) {
 	p.last.Store(okBit | uint64(res)<<32 | uint64(uint32(int32(val))))
 	p.checkedAt.Store(now)
 	p.durNs.Store(p.l.Now() - p.startedAt)
-	p.health.Store(int64(p.c.Health.Count()))
 	p.runs.Add(1)
 	if !ok {
 		p.fails.Add(1)
 	}
+	p.seq.Add(1)
+	p.c.Done(ok) // rise/fall; a state change is logged with the counts above
+	p.seq.Add(1)
+	p.health.Store(int64(p.c.Health.Count()))
 	p.seq.Add(1)
 }
 
