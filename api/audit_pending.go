@@ -10,15 +10,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/internal/redact"
 )
 
 // pendingLine is one line of audit.pending: a write about to be persisted
@@ -239,78 +238,13 @@ func (f *refusals) note(r *http.Request, status int) {
 		slog.String("request_id", requestID(r.Context())), slog.Int64("not_logged_before", dropped))
 }
 
-const redacted = "REDACTED"
+const redacted = redact.Redacted
 
-// redactURI is u's path and query as logged: the values of the query
-// parameters access_token and token, every value starting with the token
-// prefix spliced_, and any path segment as long as a secret that starts
-// with it, replaced by REDACTED.
-func redactURI(u *url.URL) string {
-	path := redactPath(u.EscapedPath())
-	if u.RawQuery == "" && !u.ForceQuery {
-		return path
-	}
-	return path + "?" + redactQuery(u.RawQuery)
-}
+// redactURI is u's path and query as logged (redact.URI): credentials
+// replaced by REDACTED.
+func redactURI(u *url.URL) string { return redact.URI(u) }
 
-func redactPath(p string) string {
-	u, err := url.PathUnescape(p) // %73pliced_ is spliced_ too
-	if err != nil {
-		u = p
-	}
-	if !strings.Contains(strings.ToLower(u), "spliced") {
-		return p
-	}
-	segs := strings.Split(p, "/")
-	for i, s := range segs {
-		if len(s) >= len(tokenPrefix)+32 && isSecretValue(s) { // a name may start with spliced_; a secret is long
-			segs[i] = redacted
-		}
-	}
-	return strings.Join(segs, "/")
-}
+func redactPath(p string) string { return redact.Path(p) }
 
-func redactQuery(q string) string {
-	parts := strings.FieldsFunc(q, func(r rune) bool { return r == '&' || r == ';' })
-	changed := false
-	for i, kv := range parts {
-		k, v, hasV := strings.Cut(kv, "=")
-		name, err := url.QueryUnescape(k)
-		if err != nil {
-			name = k
-		}
-		name = strings.ToLower(name)
-		if secretLike.MatchString(name) { // ?<secret> or ?<secret>=x
-			k = redacted
-			parts[i] = k
-			if hasV {
-				parts[i] = k + "=" + v
-			}
-			changed = true
-		}
-		if name == "access_token" || name == "token" || isSecretValue(v) {
-			parts[i] = k + "=" + redacted
-			changed = true
-		}
-	}
-	if !changed {
-		return q
-	}
-	return strings.Join(parts, "&")
-}
-
-// isSecretValue: v (escaped) starts with the token prefix, whatever its
-// case or escaping, or holds a secret further on ("Bearer spliced_...").
-func isSecretValue(v string) bool {
-	u, err := url.QueryUnescape(v)
-	if err != nil {
-		u = v
-	}
-	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(u)), tokenPrefix) || secretLike.MatchString(u)
-}
-
-const tokenPrefix = "spliced_"
-
-// secretLike is a secret quoted in a text (an error detail naming the path
-// segment it came from): the prefix and at least 32 characters of base64url.
-var secretLike = regexp.MustCompile(`(?i)spliced_[A-Za-z0-9_-]{32,}`)
+// secretLike is a secret quoted in a text (redact.SecretLike).
+var secretLike = redact.SecretLike

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spliced-proxy/spliced/core"
+	"github.com/spliced-proxy/spliced/core/accesslog"
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/listen"
@@ -39,6 +40,10 @@ type Options struct {
 	// fails the Apply.
 	Certs      *tlsconf.Certs
 	TicketKeys *tlsconf.TicketKeys
+	// AccessLog writes the access-log lines of the frontends with
+	// access_log on and keeps the last ones (cmd/spliced builds it from
+	// its --access-log-* flags); nil: lines "access" through Logger.
+	AccessLog *accesslog.Log
 }
 
 // Engine is the data plane: nbthread loops, their proxy workers, the accept
@@ -47,6 +52,7 @@ type Options struct {
 // read what Apply publishes through atomics and Exec.
 type Engine struct {
 	log     *slog.Logger
+	alog    *accesslog.Log
 	resolve func(string) (netip.Addr, error)
 	certs   *tlsconf.Certs
 	keys    *tlsconf.TicketKeys
@@ -122,6 +128,7 @@ func New(o Options) (*Engine, error) {
 	}
 	return &Engine{
 		log:      log,
+		alog:     o.AccessLog,
 		resolve:  o.Resolve,
 		certs:    o.Certs,
 		keys:     o.TicketKeys,

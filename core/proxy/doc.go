@@ -10,6 +10,7 @@
 // routing), http_server.go (server slots, pooled connections),
 // upstream_tls.go (TLS to servers),
 // http_exchange.go (what is forwarded, bodies, upgrades), http_timeout.go,
+// http_log.go (byte counts and access-log entries per request),
 // stop.go (soft stop), check.go (health checks).
 //
 // # Layers of a connection

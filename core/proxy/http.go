@@ -134,23 +134,37 @@ type httpConn struct {
 	fs, bs, ss *stats.Slot
 	timer      loop.Timer
 
-	// phase, cliWait and srvWait share one word (see
+	// phase, cliWait, srvWait, term and port share one word (see
 	// TestConnectionObjectsKeepTheirSizeClass).
 	phase uint8
 	// Exchange timeouts per side (http_timeout.go): since when the client
 	// (the server) holds the exchange up without progress, and whether it
 	// did at the end of the last run.
-	cliWait, srvWait   bool
+	cliWait, srvWait bool
+	// term is the access log's termination state of the request, set where
+	// the cause is known (blame); unset, it is derived when the request
+	// ends (termination).
+	term               stats.Termination
+	port               uint16 // the client's port, with peer
 	cliSince, srvSince int64
 	deadline           int64 // current phase's deadline (loop.Now units)
 	peer               netip.Addr
 	hash               uint64
-	attempts           int
-	nreq               int
 	// reqAt: when the request head was complete (loop.Now units);
 	// sentAt: when its rewritten head left entirely for the server. The
 	// request and response time measures start there.
 	reqAt, sentAt int64
+	// t0 is when the current request began for the access log's timers:
+	// the accept, or the end of the previous request (HAProxy's Tq
+	// includes the wait for the first byte).
+	t0 int64
+	// lg is the access-log entry of the request in flight (frontend
+	// access_log on): from the worker's free list when the first byte of
+	// the head arrives, pushed and given back when the request ends
+	// (endRequest); nil otherwise.
+	lg       *stats.LogEntry
+	attempts int
+	nreq     int
 
 	reqBody, respBody body
 	reqHeadSent       bool // the rewritten head left entirely
@@ -222,12 +236,14 @@ func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Point
 	c.fs.ConnTotal.Add(1)
 	c.fs.ConnCur.Add(1)
 	c.fs.ConnRate.Add(stats.Sec(w.L.Now()))
+	c.t0 = w.L.Now()
 	setNoDelay(fd)
 	if err := c.cli.register(w.L); err != nil {
 		c.close(closeAbort)
 		return nil
 	}
-	c.peer = peerAddr(fd)
+	ap := peerAddrPort(fd)
+	c.peer, c.port = ap.Addr(), ap.Port()
 	c.hash = balance.HashAddr(c.peer)
 	c.phase = phHead
 	c.armIn(c.hf.RequestTimeout)
@@ -269,23 +285,24 @@ func (w *Worker) unlinkHTTP(c *httpConn) {
 	w.act.Conns.Add(-1)
 }
 
-// peerAddr is the client's IP address, read into a stack buffer.
-func peerAddr(fd int) netip.Addr {
+// peerAddrPort is the client's IP address and port, read into a stack
+// buffer.
+func peerAddrPort(fd int) netip.AddrPort {
 	var rsa unix.RawSockaddrAny
 	l := uint32(unsafe.Sizeof(rsa))
 	_, _, e := unix.RawSyscall(unix.SYS_GETPEERNAME, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&l)))
 	if e != 0 {
-		return netip.Addr{}
+		return netip.AddrPort{}
 	}
 	switch rsa.Addr.Family {
 	case unix.AF_INET:
 		p := (*unix.RawSockaddrInet4)(unsafe.Pointer(&rsa))
-		return netip.AddrFrom4(p.Addr)
+		return netip.AddrPortFrom(netip.AddrFrom4(p.Addr), ntohs(p.Port))
 	case unix.AF_INET6:
 		p := (*unix.RawSockaddrInet6)(unsafe.Pointer(&rsa))
-		return netip.AddrFrom16(p.Addr)
+		return netip.AddrPortFrom(netip.AddrFrom16(p.Addr), ntohs(p.Port))
 	}
-	return netip.Addr{}
+	return netip.AddrPort{}
 }
 
 func (c *httpConn) arm(at int64) {
@@ -338,6 +355,7 @@ func (c *httpConn) readHead() {
 		if c.in != nil && c.in.Len() > 0 {
 			if c.req == nil {
 				c.req = c.w.getReq()
+				c.beginLog()
 			}
 			// The head limit is that of the buffer the head is parsed
 			// from (its size was fixed when it was taken; bufsize may
@@ -346,6 +364,7 @@ func (c *httpConn) readHead() {
 			n, err := c.req.Parse(c.in.Data())
 			if err != nil {
 				c.fs.Errors.Add(1)
+				c.bytesIn += int64(c.in.Len()) // what came of the bad head
 				c.fail(err.(*http1.Error).Status)
 				return
 			}
@@ -426,6 +445,14 @@ func (c *httpConn) startRequest(n int) {
 	c.fs.Requests.Add(1)
 	c.fs.ReqRate.Add(stats.Sec(c.reqAt))
 	c.w.L.Disarm(&c.timer)
+	c.bytesIn += int64(n)
+	if lg := c.lg; lg != nil {
+		lg.Head = w.L.Now()
+		lg.Frontend = c.fe.Name // the generation the request resolves against
+		// The request line: method, target, " HTTP/1.x" (the parser
+		// takes single spaces and an 8-byte version only).
+		lg.SetLine(buf[r.Method.Off : r.Target.Off+r.Target.Len+9])
+	}
 	if r.MethodID == http1.MethodCONNECT {
 		c.fail(501) // a reverse proxy does not open tunnels on request
 		return
@@ -437,10 +464,14 @@ func (c *httpConn) startRequest(n int) {
 	}
 	be, ok := hf.route(buf, r, &c.w.h.path)
 	if !ok || be == nil {
+		c.blame('P', 'R') // no route: the proxy's answer
 		c.fail(503)
 		return
 	}
 	c.be = be
+	if c.lg != nil {
+		c.lg.Backend = be.Name
+	}
 	c.reqBody.start(r.Body, r.ContentLength, hf.MaxBody)
 	// Check the body bytes that came with the head now: a malformed
 	// chunked body sent in one piece is refused before anything reaches
@@ -545,12 +576,14 @@ func (c *httpConn) acquire(exclude *balance.Server) {
 	s := c.be.pickers[c.w.id].Pick(c.hash, exclude)
 	if s == nil {
 		c.bs.NoServer.Add(1)
+		c.blame('S', 'C') // HAProxy's <NOSRV> SC
 		c.fail(503)
 		return
 	}
 	if !s.Acquire() {
 		if c.be.B.QueueTimeout <= 0 {
 			c.bs.NoServer.Add(1)
+			c.blame('S', 'C')
 			c.fail(503)
 			return
 		}
@@ -558,6 +591,7 @@ func (c *httpConn) acquire(exclude *balance.Server) {
 		if got == nil {
 			if !queued {
 				c.bs.NoServer.Add(1)
+				c.blame('S', 'C')
 				c.fail(503)
 				return
 			}
@@ -579,6 +613,12 @@ func (c *httpConn) granted(s *balance.Server) {
 	c.slot = s
 	c.ss = c.w.ServerSlot(s)
 	c.bs.ConnCur.Add(1)
+	if lg := c.lg; lg != nil {
+		lg.Server = s.Name
+		if lg.Granted == 0 {
+			lg.Granted = c.w.L.Now()
+		}
+	}
 	if c.mayReuse() {
 		if sc := c.w.takeIdle(s); sc != nil {
 			c.attach(sc)
@@ -640,6 +680,9 @@ func (c *httpConn) connect(s *balance.Server) {
 	if c.attempts > 1 {
 		c.bs.Retries.Add(1)
 	}
+	if lg := c.lg; lg != nil && lg.ConnStart == 0 {
+		lg.ConnStart = c.w.L.Now()
+	}
 	sc, ok := c.w.dial(s)
 	if !ok {
 		c.connectFailed()
@@ -684,9 +727,10 @@ func (c *httpConn) connectFailed() {
 	c.releaseSlot()
 	if c.attempts > c.be.B.Retries {
 		c.fs.ConnectErrors.Add(1)
-		c.fail(503)
+		c.fail(503) // SC, or sC after a connect timeout (onTimer)
 		return
 	}
+	c.term = stats.Termination{} // the last attempt's outcome is what counts
 	c.acquire(s)
 }
 
@@ -731,6 +775,14 @@ func (c *httpConn) fail(status int) {
 		return
 	}
 	c.rout.head, c.rout.tail = 0, len(ans)
+	c.bytesOut += int64(len(ans))
+	if c.lg != nil {
+		c.lg.Status = int32(status)
+		if c.term[0] == 0 {
+			c.term = stats.Termination{failWho(status), c.phaseByte()}
+		}
+	}
+	c.endRequest()
 	c.putQout()
 	c.phase = phDrain
 	c.armIn(c.hf.ClientTimeout)
@@ -830,9 +882,11 @@ func (c *httpConn) onTimer() {
 		c.queued()
 		c.fs.Timeouts.Add(1)
 		c.bs.NoServer.Add(1)
+		c.blame('s', 'Q')
 		c.fail(503)
 	case phConnect:
 		c.fs.Timeouts.Add(1)
+		c.blame('s', 'C')
 		c.connectFailed()
 	case phExchange:
 		c.exchangeTimeout(now)
@@ -940,6 +994,9 @@ func (c *httpConn) close(why uint8) {
 		return
 	}
 	w := c.w
+	if c.lg != nil && c.term[0] == 0 {
+		c.term = c.termination(why) // from the phase it ends in
+	}
 	w.dequeue(&c.wait)
 	c.phase = phClosed
 	w.L.Disarm(&c.timer)
@@ -959,12 +1016,11 @@ func (c *httpConn) close(why uint8) {
 	}
 	c.putQout()
 	c.putRout()
+	c.endRequest() // a request cut: counted and logged
 	c.reqBody.release(w)
 	c.respBody.release(w)
 	fs := c.fs
 	fs.ConnCur.Add(-1)
-	fs.BytesIn.Add(c.bytesIn)
-	fs.BytesOut.Add(c.bytesOut)
 	switch why {
 	case closeAbort:
 		fs.Aborts.Add(1)
@@ -987,6 +1043,7 @@ func (c *httpConn) endExchange() {
 	c.respBody.release(c.w)
 	c.reqBody, c.respBody = body{}, body{}
 	c.be, c.bs, c.ss = nil, nil, nil
+	c.term = stats.Termination{}
 	c.reqHeadSent, c.reqAborted, c.srvAnswered, c.srvCounted = false, false, false, false
 	c.respHead, c.respSent, c.closeAfter, c.upgrade = false, false, false, false
 	c.attempts, c.qlen = 0, 0
@@ -1008,6 +1065,7 @@ func (c *httpConn) recycle() {
 	c.deadline = 0
 	c.cli.xp = rawSock{} // a TLS transport's state goes with the connection
 	c.cert = nil
+	c.peer, c.port = netip.Addr{}, 0
 	c.putReq()
 	if len(w.h.freeConn) < maxFreeConns {
 		w.h.freeConn = append(w.h.freeConn, c)

@@ -236,6 +236,9 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 
 // startExchange: a connected server connection carries the request.
 func (c *httpConn) startExchange() {
+	if lg := c.lg; lg != nil && lg.ConnStart != 0 && lg.Connected == 0 {
+		lg.Connected = c.w.L.Now()
+	}
 	if c.phase == phConnect && c.be.B.ConnectTimeout > 0 {
 		// A new connection (a pooled one has no connect to measure): the
 		// connect started connect_ms before the deadline it armed.
@@ -281,6 +284,7 @@ func (c *httpConn) exchange() {
 		if c.reqHeadSent && !c.reqAborted && !c.reqBody.broken && !c.reqBody.complete() {
 			switch st := c.relay(&c.reqBody, &c.cli, &c.in, &sc.side); {
 			case st == relSrc:
+				c.blame('C', 'D')
 				c.close(closeAbort) // the client left in the middle of its body
 				return
 			case st == relDst:
@@ -316,6 +320,11 @@ func (c *httpConn) exchange() {
 					// A server that breaks its framing or vanishes in the
 					// middle of a body, or a client that went away: the
 					// response cannot be completed, cut the connection.
+					if st == relDst {
+						c.blame('C', 'D')
+					} else {
+						c.blame('S', 'D')
+					}
 					c.close(closeAbort)
 					return
 				}
@@ -345,6 +354,7 @@ func (c *httpConn) readResponse() bool {
 			r.Limits.MaxHead = headLimit(sc.in.Cap()) // the buffer's, as readHead
 			n, err := r.Parse(sc.in.Data(), c.req.MethodID)
 			if err != nil {
+				c.blame('P', 'H') // HAProxy's PH: a response it refused
 				c.fail(502)
 				return false
 			}
@@ -378,6 +388,7 @@ func (c *httpConn) readResponse() bool {
 				}
 				if r.Upgrade {
 					if r.Status != 101 || !c.req.Upgrade || c.reqAborted || !c.reqBody.complete() {
+						c.blame('P', 'H')
 						c.fail(502)
 						return false
 					}
@@ -410,6 +421,10 @@ func (c *httpConn) readResponse() bool {
 					c.bs.RespCount.Add(1)
 					c.ss.RespNs.Add(rt)
 					c.ss.RespCount.Add(1)
+				}
+				if lg := c.lg; lg != nil {
+					lg.Resp = c.w.L.Now()
+					lg.Status = int32(r.Status)
 				}
 				return true
 			}
@@ -533,6 +548,7 @@ func (c *httpConn) buildRespHead(n int, final bool) bool {
 		return false // cannot happen (headSlack covers what is added)
 	}
 	c.rout.head, c.rout.tail = 0, len(d)
+	c.bytesOut += int64(len(d))
 	return true
 }
 
@@ -552,11 +568,9 @@ func (c *httpConn) finishExchange() {
 	if !keep || !w.poolSrv(sc) {
 		w.closeSrv(sc)
 	}
-	c.bytesIn += c.reqBody.bytes
-	c.bytesOut += c.respBody.bytes
-	c.bs.BytesIn.Add(c.reqBody.bytes)
-	c.bs.BytesOut.Add(c.respBody.bytes)
 	c.be.Stats.Timing(w.id).Request.Observe(w.L.Now() - c.reqAt)
+	c.endRequest()
+	c.t0 = w.L.Now() // the next request's timers start here
 	c.putQout()
 	c.releaseSlot()
 	c.putReq()
@@ -608,10 +622,9 @@ func (c *httpConn) toTunnel() {
 	c.slot = nil
 	c.sc = nil
 	w.closeSrv(sc)
-	c.bytesIn += c.reqBody.bytes
-	c.bytesOut += c.respBody.bytes
-	c.fs.BytesIn.Add(c.bytesIn)
-	c.fs.BytesOut.Add(c.bytesOut)
+	// The upgrade request ends here (its entry says 101); the tunnel
+	// counts the bytes that follow and logs nothing more.
+	c.endRequest()
 	c.phase = phClosed
 	w.L.Disarm(&c.timer)
 	w.L.Unqueue(&c.cli.Task)

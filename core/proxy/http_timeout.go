@@ -114,6 +114,7 @@ func (c *httpConn) exchangeTimeout(now int64) {
 	if t := int64(c.hf.ClientTimeout); t > 0 && c.cliWait && now >= c.cliSince+t {
 		c.fs.Timeouts.Add(1)
 		if !c.respSent && (c.rout == nil || c.rout.Len() == 0) {
+			c.blame('c', 'D')
 			c.fail(408) // the request body stalled
 		} else {
 			c.close(closeTimeout) // the client stopped reading

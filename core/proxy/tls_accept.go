@@ -134,6 +134,9 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
 type clientCert struct {
 	strip  []byte // the fields' prefix: the client's fields with it are dropped
 	fields []byte // "<prefix>Subject: …\r\n" … "<prefix>Verified: …\r\n"
+	// subject is the certificate's subject, for the access log ("" without
+	// a certificate).
+	subject string
 }
 
 // clientCertFields builds the client-certificate fields of a connection.
@@ -146,7 +149,8 @@ func clientCertFields(prefix string, st *tls.ConnectionState) *clientCert {
 	}
 	leaf := st.PeerCertificates[0]
 	sum := sha256.Sum256(leaf.Raw)
-	d = appendField(d, prefix, "Subject", leaf.Subject.String())
+	cc.subject = leaf.Subject.String()
+	d = appendField(d, prefix, "Subject", cc.subject)
 	d = appendField(d, prefix, "Issuer", leaf.Issuer.String())
 	d = appendField(d, prefix, "SHA256", hex.EncodeToString(sum[:]))
 	cc.fields = appendField(d, prefix, "Verified", verified(st))

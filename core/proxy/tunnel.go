@@ -120,27 +120,26 @@ type Tunnel struct {
 	c2s, s2c dir
 	timer    loop.Timer
 	// The small fields share one word (see
-	// TestConnectionObjectsKeepTheirSizeClass): state, moved, the client's
-	// port (access log) and attempts.
-	state      uint8
-	moved      bool   // bytes moved during the current run
-	clientPort uint16 // with clientIP below
-	attempts   int32  // connect attempts so far
-	deadline   int64  // armed timer deadline (loop.Now units); 0 = none
-	idle       int64  // tunnel idle timeout, ns
-	lastIO     int64
-	wait       waiter
-	hash       uint64
+	// TestConnectionObjectsKeepTheirSizeClass): state, moved, the
+	// termination (access log) and attempts.
+	state    uint8
+	moved    bool              // bytes moved during the current run
+	term     stats.Termination // access log: who ended the tunnel, in which phase (0: derived at close)
+	attempts int32             // connect attempts so far
+	deadline int64             // armed timer deadline (loop.Now units); 0 = none
+	idle     int64             // tunnel idle timeout, ns
+	lastIO   int64
+	wait     waiter
+	hash     uint64
 	// This loop's counter slots of the frontend, the backend and the
 	// current server (nil until a server is acquired).
 	fs, bs, ss *stats.Slot
-	// Access log only (frontend access_log on): start time and client,
-	// read at accept (a client that resets has no peer address at close).
-	// The address and the port are stored apart, the port in the word of
-	// the small fields above: a netip.AddrPort would pad its port to 8
-	// bytes.
-	start    int64
-	clientIP netip.Addr
+	// lg is the access-log entry being filled (frontend access_log on and
+	// a ring to push to; nil otherwise): the client, read at accept (a
+	// client that resets has no peer address at close), and the times of
+	// the phases (logEntry). From the worker's free list, back to it at
+	// close.
+	lg *stats.LogEntry
 }
 
 var _ = [1]struct{}{}[unsafe.Offsetof(Tunnel{}.link)] // link first (ilist)
@@ -172,10 +171,10 @@ func (w *Worker) startTCP(fd int, xp transport, fe *Frontend) {
 	t.fs.ConnTotal.Add(1)
 	t.fs.ConnCur.Add(1)
 	t.fs.ConnRate.Add(sec)
-	if fe.AccessLog {
-		t.start = w.L.Now()
-		ap := clientAddrPort(fd)
-		t.clientIP, t.clientPort = ap.Addr(), ap.Port()
+	if fe.AccessLog && w.AccessLog != nil {
+		t.lg = w.getLog()
+		t.lg.Start = w.L.Now()
+		t.lg.Client = clientAddrPort(fd)
 	}
 	setNoDelay(fd)
 	if len(fe.SNI) > 0 {
@@ -196,6 +195,7 @@ func (w *Worker) startTCP(fd int, xp transport, fe *Frontend) {
 	}
 	t.useBackend(sec)
 	if err := t.cli.register(w.L); err != nil {
+		t.term = stats.Termination{'R', 'C'}
 		t.close(closeAbort)
 		return
 	}
@@ -324,6 +324,10 @@ func (t *Tunnel) dial(s *balance.Server) {
 	if t.attempts > 1 {
 		t.bs.Retries.Add(1)
 	}
+	if lg := t.lg; lg != nil && lg.ConnStart == 0 {
+		lg.Granted = w.L.Now()
+		lg.ConnStart = lg.Granted
+	}
 	family := unix.AF_INET
 	if _, ok := s.Sockaddr.(*unix.SockaddrInet6); ok {
 		family = unix.AF_INET6
@@ -332,6 +336,7 @@ func (t *Tunnel) dial(s *balance.Server) {
 	if err != nil {
 		// EMFILE/ENFILE/ENOBUFS: no other server would do better.
 		t.attempts = 1 << 30
+		t.term = stats.Termination{'R', 'C'}
 		t.connectFailed()
 		return
 	}
@@ -373,6 +378,7 @@ func (t *Tunnel) connectFailed() {
 		t.close(closeConnect)
 		return
 	}
+	t.term = stats.Termination{} // the last attempt's outcome is what counts
 	t.connect(s)
 }
 
@@ -411,6 +417,9 @@ func (t *Tunnel) connected() {
 	t.ss.ConnectNs.Add(ct)
 	t.ss.ConnectCount.Add(1)
 	t.be.Stats.Timing(t.w.id).Connect.Observe(ct)
+	if t.lg != nil {
+		t.lg.Connected = t.lastIO
+	}
 	t.deadline = 0
 	if t.idle > 0 {
 		t.armAt(t.lastIO + t.idle)
@@ -445,7 +454,7 @@ func (t *Tunnel) process() {
 	}
 	t.moved = false
 	if !t.pump(&t.c2s) || !t.pump(&t.s2c) {
-		t.close(closeAbort)
+		t.close(closeAbort) // pump set who failed
 		return
 	}
 	if t.c2s.done() && t.s2c.done() {
@@ -471,6 +480,7 @@ func (t *Tunnel) onTimer() {
 	case stInspect:
 		if now >= t.deadline {
 			t.fs.Timeouts.Add(1)
+			t.term = stats.Termination{'c', 'R'}
 			t.close(closeTimeout)
 		} else {
 			t.w.L.Arm(&t.timer, t.deadline)
@@ -481,6 +491,7 @@ func (t *Tunnel) onTimer() {
 			t.w.dequeue(&t.wait)
 			t.fs.Timeouts.Add(1)
 			t.bs.NoServer.Add(1)
+			t.term = stats.Termination{'s', 'Q'}
 			t.close(closeNoServer)
 		} else {
 			t.w.L.Arm(&t.timer, t.deadline)
@@ -488,6 +499,7 @@ func (t *Tunnel) onTimer() {
 	case stConnecting, stHandshake:
 		if now >= t.deadline {
 			t.fs.Timeouts.Add(1)
+			t.term = stats.Termination{'s', 'C'}
 			t.connectFailed()
 		} else {
 			t.w.L.Arm(&t.timer, t.deadline)
@@ -495,15 +507,21 @@ func (t *Tunnel) onTimer() {
 	case stEstablished:
 		t.deadline = 0
 		next := int64(noDeadline)
+		who := byte('c') // the idle timeout: HAProxy's cD
 		if t.idle > 0 {
 			next = t.lastIO + t.idle
 		}
 		for _, d := range [2]*dir{&t.c2s, &t.s2c} {
-			if d.since != 0 && d.to > 0 {
-				next = min(next, d.since+d.to)
+			if d.since != 0 && d.to > 0 && d.since+d.to < next {
+				next = d.since + d.to
+				who = 'c'
+				if d == &t.c2s {
+					who = 's' // the server does not take what is sent to it
+				}
 			}
 		}
 		if now >= next {
+			t.term = stats.Termination{who, 'D'}
 			t.fs.Timeouts.Add(1)
 			t.bs.Timeouts.Add(1)
 			t.ss.Timeouts.Add(1)
@@ -544,7 +562,14 @@ func (t *Tunnel) pump(d *dir) bool {
 	}
 	budget := runCap
 	sent := d.bytes
-	if d.run(t.w, d.src, d.dst, &d.buf, &budget, nil) != 0 {
+	if res := d.run(t.w, d.src, d.dst, &d.buf, &budget, nil); res != 0 {
+		// Who failed, for the access log: the client is the source of
+		// c2s and the destination of s2c.
+		who := byte('S')
+		if (d == &t.c2s) == (res == relSrc) {
+			who = 'C'
+		}
+		t.term = stats.Termination{who, 'D'}
 		return false
 	}
 	moved := d.bytes != sent
@@ -581,6 +606,9 @@ func (t *Tunnel) releaseDir(d *dir) {
 func (t *Tunnel) close(why uint8) {
 	if t.state == stClosed {
 		return
+	}
+	if t.lg != nil {
+		t.lg.Term = t.termination(why) // from the state it ends in
 	}
 	t.state = stClosed
 	w := t.w
@@ -623,8 +651,8 @@ func (t *Tunnel) close(why uint8) {
 			t.server = nil
 		}
 	}
-	if t.fe.AccessLog && w.AccessLog != nil {
-		t.logAccess(why, srvName)
+	if t.lg != nil {
+		t.logAccess(srvName)
 	}
 	w.unlink(t)
 	if t.fe.OnClose != nil {
@@ -632,34 +660,76 @@ func (t *Tunnel) close(why uint8) {
 	}
 }
 
-var termOf = [...]stats.Termination{
-	closeNormal:   stats.TermNormal,
-	closeAbort:    stats.TermAbort,
-	closeTimeout:  stats.TermTimeout,
-	closeNoServer: stats.TermNoServer,
-	closeConnect:  stats.TermConnect,
+// termination is the access log's termination state of a tunnel closed
+// for why, when the place that closed it did not say (t.term).
+func (t *Tunnel) termination(why uint8) stats.Termination {
+	if t.term[0] != 0 {
+		return t.term
+	}
+	phase := t.phaseByte()
+	switch why {
+	case closeNormal:
+		return stats.TermNormal
+	case closeTimeout:
+		return stats.Termination{'c', phase}
+	case closeNoServer, closeConnect:
+		return stats.Termination{'S', 'C'}
+	}
+	return stats.Termination{'C', phase} // closeAbort
 }
 
-// logAccess pushes the tunnel's access-log entry to the worker's ring (only
-// for frontends with access_log on). A full ring drops the entry (counted
-// by the ring).
-func (t *Tunnel) logAccess(why uint8, server string) {
-	e := stats.LogEntry{
-		Frontend: t.fe.Name,
-		Client:   netip.AddrPortFrom(t.clientIP, t.clientPort),
-		Server:   server,
-		BytesIn:  t.c2s.bytes,
-		BytesOut: t.s2c.bytes,
-		Term:     termOf[why],
+// phaseByte is the termination phase of the tunnel's state.
+func (t *Tunnel) phaseByte() byte {
+	switch t.state {
+	case stInspect:
+		return 'R'
+	case stQueued:
+		return 'Q'
+	case stConnecting, stHandshake:
+		return 'C'
 	}
+	return 'D'
+}
+
+// logAccess pushes the tunnel's access-log entry to the worker's ring and
+// gives the entry back to the free list. A full ring drops the entry
+// (counted by the ring).
+func (t *Tunnel) logAccess(server string) {
+	e := t.lg
+	t.lg = nil
+	e.Frontend = t.fe.Name
+	e.Server = server
+	e.BytesIn, e.BytesOut = t.c2s.bytes, t.s2c.bytes
 	if t.be != nil {
 		e.Backend = t.be.Name
 	}
-	e.DurationNs = t.w.L.Now() - t.start
+	if t.attempts > 1 {
+		e.Retries = t.attempts - 1
+	}
+	e.End = t.w.L.Now()
 	if x, ok := t.cli.xp.(*tlsSock); ok {
 		e.ClientCert = x.peerSubject()
 	}
-	t.w.AccessLog.Push(&e)
+	t.w.AccessLog.Push(e)
+	t.w.putLog(e)
+}
+
+// getLog returns a cleared access-log entry from the worker's free list
+// (at most maxFreeConns are kept), so that steady-state logging does not
+// allocate.
+func (w *Worker) getLog() *stats.LogEntry {
+	if e := popFree(&w.freeLog); e != nil {
+		return e
+	}
+	return new(stats.LogEntry)
+}
+
+// putLog clears e and keeps it for getLog.
+func (w *Worker) putLog(e *stats.LogEntry) {
+	if len(w.freeLog) < maxFreeConns {
+		*e = stats.LogEntry{}
+		w.freeLog = append(w.freeLog, e)
+	}
 }
 
 // clientAddrPort is the client's address and port (access log only).

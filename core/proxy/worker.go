@@ -44,6 +44,7 @@ type Worker struct {
 	// AccessLog receives one entry per connection of a frontend with
 	// access_log on; set by the engine before the loop runs (nil: none).
 	AccessLog *stats.LogRing
+	freeLog   []*stats.LogEntry // cleared entries for the connections being logged (getLog)
 	// noCounters stands in for the counters of a server that has none
 	// (backends built without the engine, in tests).
 	noCounters stats.Slot
@@ -85,6 +86,7 @@ func (w *Worker) Live() int { return w.nlive }
 func (w *Worker) CloseAll() {
 	w.tls.stop()
 	for t := w.live.Front(); t != nil; t = w.live.Front() {
+		t.term = stats.Termination{'K', t.phaseByte()}
 		t.close(closeAbort)
 	}
 	w.closeHTTP()

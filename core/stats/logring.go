@@ -5,42 +5,70 @@ import (
 	"sync/atomic"
 )
 
-// Termination says how a logged connection ended.
-type Termination uint8
+// Termination is how a logged request or connection ended, as HAProxy's
+// two-letter termination state: the first byte says who or what ended it
+// ('-' normal, 'C' client abort, 'S' server abort or refusal, 'P' the
+// proxy (an error it answered), 'R' a resource of the proxy ran out, 'K'
+// killed by the end of a stop's grace, 'c' client timeout, 's' server
+// timeout), the second in which phase ('R' waiting for the request, 'Q'
+// queue, 'C' connect, 'H' response headers, 'D' data, 'L' last data to
+// the client, '-' normal end).
+type Termination [2]byte
 
-const (
-	TermNormal   Termination = iota // both sides closed cleanly
-	TermAbort                       // reset or I/O error
-	TermTimeout                     // idle or connect timeout
-	TermNoServer                    // no usable server
-	TermConnect                     // every connect attempt failed
-)
-
-var termNames = [...]string{"normal", "abort", "timeout", "no_server", "connect_failed"}
+// TermNormal is a request or connection that ended normally.
+var TermNormal = Termination{'-', '-'}
 
 func (t Termination) String() string {
-	if int(t) < len(termNames) {
-		return termNames[t]
+	if t[0] == 0 {
+		return "--"
 	}
-	return "unknown"
+	return string(t[:])
 }
 
-// LogEntry is one access-log record, fixed size: the strings point at the
-// names of immutable runtime objects (no copy, no allocation).
+// LineMax is how many bytes of a request line an entry keeps (the rest is
+// cut, and LineCut set).
+const LineMax = 256
+
+// LogEntry is one access-log record, fixed size, filled on the loop thread
+// without allocating: the strings point at the names of immutable runtime
+// objects (no copy), the request line is copied into Line. Times are
+// loop.Now values (monotonic ns); 0 means the phase was not reached. The
+// writer derives HAProxy's timers from them off the loop.
 type LogEntry struct {
-	Frontend   string
-	Backend    string
-	Server     string
-	Client     netip.AddrPort
-	DurationNs int64
-	BytesIn    int64 // client -> server
-	BytesOut   int64 // server -> client
-	Status     int   // HTTP status, 0 in tcp mode
-	Term       Termination
+	Frontend string
+	Backend  string
+	Server   string
 	// ClientCert is the subject of the client's certificate on a TLS bind
 	// with client_ca ("" without one).
 	ClientCert string
+	Client     netip.AddrPort
+	// Start: accept, or for a later request of a kept-alive connection
+	// the end of the previous one. Head: the request head was complete.
+	// Granted: a server slot was granted (after a queue, if any).
+	// ConnStart, Connected: the first connect attempt, and the connection
+	// established (TLS included); both 0 for a reused connection.
+	// Resp: the response head was received. End: the log point.
+	Start, Head, Granted, ConnStart, Connected, Resp, End int64
+	BytesIn                                               int64 // from the client (request heads included)
+	BytesOut                                              int64 // to the client (response heads included)
+	Status                                                int32 // HTTP status, 0 in tcp mode or without one
+	Retries                                               int32
+	HTTP                                                  bool // an http request (else a tcp connection)
+	LineCut                                               bool // Line was cut at LineMax
+	Term                                                  Termination
+	LineLen                                               uint16
+	Line                                                  [LineMax]byte // "METHOD target HTTP/1.x", raw (redacted by the writer)
 }
+
+// SetLine copies the request line p into e (cut at LineMax).
+func (e *LogEntry) SetLine(p []byte) {
+	n := copy(e.Line[:], p)
+	e.LineLen = uint16(n)
+	e.LineCut = n < len(p)
+}
+
+// RequestLine is the request line copied by SetLine.
+func (e *LogEntry) RequestLine() []byte { return e.Line[:e.LineLen] }
 
 // LogRing is a bounded single-producer single-consumer ring of access-log
 // entries: the loop pushes (never blocks: a full ring drops the entry and

@@ -1,0 +1,212 @@
+// Package accesslog turns the data plane's access-log entries
+// (stats.LogEntry, filled by the loops) into records and lines: it
+// derives HAProxy's timers, redacts the request line, writes one line per
+// entry through a slog.Logger (JSON or text, to stderr, a file or syslog:
+// sinks.go), keeps the last entries for GET /api/v1/logs and hands each
+// new one to the subscribers of the event stream.
+//
+// Threads: Write is called by one goroutine, the engine's access-log
+// writer (core/engine), never by a loop; Recent and Subscribe by any
+// goroutine. Nothing here runs on a loop thread.
+package accesslog
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/stats"
+	"github.com/spliced-proxy/spliced/internal/redact"
+)
+
+// KeepDefault is how many of the last entries Recent can return: at 1000
+// requests per second, the last second; about 500 KB.
+const KeepDefault = 1000
+
+// Record is one access-log entry as the API and the lines show it.
+// Timers are HAProxy's, in milliseconds, -1 when the phase was not
+// reached: tq_ms the request head (from the accept, or from the end of the
+// previous request on a kept-alive connection), tw_ms the wait for a
+// server slot (queue), tc_ms the connect (-1 for a reused connection),
+// tr_ms the server's response head from when the request could go to it,
+// ta_ms the whole request (tcp: the connection).
+type Record struct {
+	Time     time.Time `json:"time" example:"2026-12-01T20:53:44.123Z"` // when the request (tcp: the connection) began
+	Mode     string    `json:"mode" example:"http"`                     // http or tcp
+	Frontend string    `json:"frontend" example:"public"`
+	Backend  string    `json:"backend" example:"web"`
+	Server   string    `json:"server" example:"s1"`
+	Client   string    `json:"client" example:"192.0.2.7:51234"`
+	// Request is the request line, credentials redacted (userinfo, the
+	// access_token and token query parameters, values starting with
+	// spliced_), cut at 256 bytes; "" in tcp mode.
+	Request string `json:"request" example:"GET /index.html HTTP/1.1"`
+	// Status is the HTTP status sent to the client (0: none, tcp).
+	Status   int   `json:"status" example:"200"`
+	TqMs     int64 `json:"tq_ms" example:"0"`
+	TwMs     int64 `json:"tw_ms" example:"0"`
+	TcMs     int64 `json:"tc_ms" example:"1"`
+	TrMs     int64 `json:"tr_ms" example:"3"`
+	TaMs     int64 `json:"ta_ms" example:"4"`
+	BytesIn  int64 `json:"bytes_in" example:"78"`
+	BytesOut int64 `json:"bytes_out" example:"512"`
+	Retries  int   `json:"retries" example:"0"`
+	// Termination is HAProxy's two-letter termination state: who ended
+	// the request ('-' normal, C client, S server, P proxy, R resource, K
+	// stop, c client timeout, s server timeout) and in which phase (R
+	// request, Q queue, C connect, H response headers, D data, '-' normal).
+	Termination string `json:"termination" example:"--"`
+	// ClientCert is the subject of the client's TLS certificate.
+	ClientCert string `json:"client_cert,omitempty" example:"CN=alice"`
+}
+
+// Log writes the access-log lines and keeps the last records.
+type Log struct {
+	out *slog.Logger
+
+	mu     sync.Mutex
+	recent []Record // ring of the last len(recent) records
+	next   int      // where the next record goes
+	n      int      // records held (up to len(recent))
+	subs   map[chan Record]struct{}
+}
+
+// New returns a Log that writes a line per entry to out (message
+// "access") and keeps the last keep records (KeepDefault when keep <= 0).
+func New(out *slog.Logger, keep int) *Log {
+	if keep <= 0 {
+		keep = KeepDefault
+	}
+	return &Log{out: out, recent: make([]Record, keep), subs: make(map[chan Record]struct{})}
+}
+
+// Write writes e's line, keeps its record and sends it to the subscribers
+// (the writer goroutine only; e is not kept).
+func (l *Log) Write(e *stats.LogEntry) {
+	r := RecordOf(e, time.Now(), loop.Mono())
+	l.line(&r)
+	l.mu.Lock()
+	l.recent[l.next] = r
+	l.next = (l.next + 1) % len(l.recent)
+	l.n = min(l.n+1, len(l.recent))
+	for ch := range l.subs {
+		select {
+		case ch <- r:
+		default: // a subscriber that does not keep up loses records, never blocks the writer
+		}
+	}
+	l.mu.Unlock()
+}
+
+// Recent returns the last limit records (all it keeps when limit <= 0),
+// oldest first.
+func (l *Log) Recent(limit int) []Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.n
+	if limit > 0 && limit < n {
+		n = limit
+	}
+	out := make([]Record, n)
+	start := l.next - n
+	if start < 0 {
+		start += len(l.recent)
+	}
+	for i := range out {
+		out[i] = l.recent[(start+i)%len(l.recent)]
+	}
+	return out
+}
+
+// Subscribe returns a channel that receives every record written from now
+// on (up to buf of them queued: beyond, records are dropped for this
+// subscriber) and the function that ends the subscription.
+func (l *Log) Subscribe(buf int) (<-chan Record, func()) {
+	ch := make(chan Record, buf)
+	l.mu.Lock()
+	l.subs[ch] = struct{}{}
+	l.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			l.mu.Lock()
+			delete(l.subs, ch)
+			l.mu.Unlock()
+		})
+	}
+}
+
+// RecordOf is e as a record; wall and mono are the same instant read from
+// the wall clock and from loop.Mono (e's times are loop.Now values).
+func RecordOf(e *stats.LogEntry, wall time.Time, mono int64) Record {
+	r := Record{
+		Time:     wall.Add(-time.Duration(mono - e.Start)).UTC(),
+		Mode:     "tcp",
+		Frontend: e.Frontend, Backend: e.Backend, Server: e.Server,
+		Status:  int(e.Status),
+		BytesIn: e.BytesIn, BytesOut: e.BytesOut,
+		Retries:     int(e.Retries),
+		Termination: e.Term.String(),
+		ClientCert:  e.ClientCert,
+		TqMs:        -1, TwMs: -1, TcMs: -1, TrMs: -1,
+		TaMs: ms(e.End - e.Start),
+	}
+	if e.Client.IsValid() {
+		r.Client = e.Client.String()
+	}
+	if e.HTTP {
+		r.Mode = "http"
+		r.Request = redact.RequestLine(string(e.RequestLine()))
+	}
+	from := e.Start // where the wait for a slot starts
+	if e.Head != 0 {
+		r.TqMs = ms(e.Head - e.Start)
+		from = e.Head
+	}
+	if e.Granted != 0 {
+		r.TwMs = ms(e.Granted - from)
+	}
+	ready := e.Granted // when the request could go to the server
+	if e.Connected != 0 {
+		r.TcMs = ms(e.Connected - e.ConnStart)
+		ready = e.Connected
+	}
+	if e.Resp != 0 && ready != 0 {
+		r.TrMs = ms(e.Resp - ready)
+	}
+	return r
+}
+
+func ms(ns int64) int64 { return max(ns, 0) / 1e6 }
+
+// line writes r as one line through l.out.
+func (l *Log) line(r *Record) {
+	h := l.out.Handler()
+	if !h.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	rec := slog.NewRecord(r.Time, slog.LevelInfo, "access", 0)
+	rec.AddAttrs(
+		slog.String("mode", r.Mode),
+		slog.String("frontend", r.Frontend),
+		slog.String("backend", r.Backend),
+		slog.String("server", r.Server),
+		slog.String("client", r.Client),
+	)
+	if r.Mode == "http" {
+		rec.AddAttrs(slog.String("request", r.Request), slog.Int("status", r.Status))
+	}
+	rec.AddAttrs(
+		slog.Int64("tq_ms", r.TqMs), slog.Int64("tw_ms", r.TwMs), slog.Int64("tc_ms", r.TcMs),
+		slog.Int64("tr_ms", r.TrMs), slog.Int64("ta_ms", r.TaMs),
+		slog.Int64("bytes_in", r.BytesIn), slog.Int64("bytes_out", r.BytesOut),
+		slog.Int("retries", r.Retries),
+		slog.String("termination", r.Termination),
+	)
+	if r.ClientCert != "" {
+		rec.AddAttrs(slog.String("client_cert", r.ClientCert))
+	}
+	_ = h.Handle(context.Background(), rec)
+}

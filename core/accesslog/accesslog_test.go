@@ -1,0 +1,82 @@
+package accesslog
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/stats"
+)
+
+// TestRecordOfDerivesHAProxyTimers: the timers from the phase times, -1
+// for a phase not reached, and the request line redacted.
+func TestRecordOfDerivesHAProxyTimers(t *testing.T) {
+	const msec = int64(time.Millisecond)
+	wall := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name           string
+		e              stats.LogEntry
+		tq, tw, tc, tr int64
+		ta             int64
+	}{
+		{"connected", stats.LogEntry{HTTP: true, Start: 1000 * msec, Head: 1002 * msec, Granted: 1003 * msec,
+			ConnStart: 1003 * msec, Connected: 1007 * msec, Resp: 1017 * msec, End: 1020 * msec}, 2, 1, 4, 10, 20},
+		{"reused connection", stats.LogEntry{HTTP: true, Start: 1000 * msec, Head: 1001 * msec, Granted: 1001 * msec,
+			Resp: 1006 * msec, End: 1006 * msec}, 1, 0, -1, 5, 6},
+		{"no server", stats.LogEntry{HTTP: true, Start: 1000 * msec, Head: 1001 * msec, End: 1001 * msec}, 1, -1, -1, -1, 1},
+		{"tcp", stats.LogEntry{Start: 1000 * msec, Granted: 1000 * msec, ConnStart: 1000 * msec, Connected: 1003 * msec,
+			End: 1100 * msec}, -1, 0, 3, -1, 100},
+	} {
+		r := RecordOf(&tc.e, wall, 1100*msec)
+		if r.TqMs != tc.tq || r.TwMs != tc.tw || r.TcMs != tc.tc || r.TrMs != tc.tr || r.TaMs != tc.ta {
+			t.Errorf("%s: tq %d tw %d tc %d tr %d ta %d, want %d %d %d %d %d", tc.name,
+				r.TqMs, r.TwMs, r.TcMs, r.TrMs, r.TaMs, tc.tq, tc.tw, tc.tc, tc.tr, tc.ta)
+		}
+		if want := wall.Add(-100 * time.Millisecond); !r.Time.Equal(want) {
+			t.Errorf("%s: time %v, want the start %v", tc.name, r.Time, want)
+		}
+	}
+}
+
+// TestLogWritesLinesAndKeepsTheLast: one JSON line per entry with the
+// record's fields; Recent returns the newest last, bounded; a subscriber
+// gets the records written after it subscribed.
+func TestLogWritesLinesAndKeepsTheLast(t *testing.T) {
+	var buf bytes.Buffer
+	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), 3)
+	ch, stop := l.Subscribe(8)
+	defer stop()
+	for i := range 5 {
+		e := stats.LogEntry{HTTP: true, Frontend: "fe", Backend: "be", Server: "s1", Status: 200,
+			Client: netip.MustParseAddrPort("192.0.2.1:4242"), BytesIn: int64(i), Term: stats.TermNormal}
+		e.SetLine([]byte("GET /?access_token=x HTTP/1.1"))
+		l.Write(&e)
+	}
+	lines := bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n"))
+	if len(lines) != 5 {
+		t.Fatalf("%d lines, want 5", len(lines))
+	}
+	var m map[string]any
+	if err := json.Unmarshal(lines[4], &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["msg"] != "access" || m["request"] != "GET /?access_token=REDACTED HTTP/1.1" || m["status"] != 200.0 ||
+		m["bytes_in"] != 4.0 || m["termination"] != "--" || m["client"] != "192.0.2.1:4242" || m["tc_ms"] != -1.0 {
+		t.Errorf("line %s", lines[4])
+	}
+	got := l.Recent(0)
+	if len(got) != 3 || got[0].BytesIn != 2 || got[2].BytesIn != 4 {
+		t.Fatalf("recent %+v, want the last 3, newest last", got)
+	}
+	if got := l.Recent(1); len(got) != 1 || got[0].BytesIn != 4 {
+		t.Fatalf("recent(1) %+v", got)
+	}
+	for i := range 5 {
+		if r := <-ch; r.BytesIn != int64(i) {
+			t.Fatalf("subscriber got %d, want %d", r.BytesIn, i)
+		}
+	}
+}

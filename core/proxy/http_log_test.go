@@ -1,0 +1,189 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/stats"
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
+
+// logged gives the worker of e an access-log ring and turns fe's
+// access_log on; the returned function waits for n entries and returns
+// them (copies, in order).
+func logged(t *testing.T, e *env, fe *Frontend) func(n int) []stats.LogEntry {
+	ring := stats.NewLogRing(64)
+	e.do(func() { e.w.AccessLog = ring })
+	fe.AccessLog = true
+	var got []stats.LogEntry
+	return func(n int) []stats.LogEntry {
+		t.Helper()
+		testutil.Eventually(t, 10*time.Second, func() bool {
+			e.do(func() { ring.Drain(func(le *stats.LogEntry) { got = append(got, *le) }) })
+			return len(got) >= n
+		}, "access-log entries")
+		if len(got) != n {
+			t.Fatalf("%d entries, want %d", len(got), n)
+		}
+		return got
+	}
+}
+
+func ms(ns int64) time.Duration { return time.Duration(ns) }
+
+// TestHTTPAccessLogKeepAlive: each request of a kept-alive connection has
+// its own entry: request line, status, exact bytes each way (heads
+// included), a connect for the first only (the second reuses the pooled
+// connection), and the second's tq counts from the end of the first.
+func TestHTTPAccessLogKeepAlive(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	fe := httpFrontend(t, nil, newRawServer(t))
+	fe.HTTP.XForwardedFor = false
+	entries := logged(t, e, fe)
+	c := e.dialHTTP(fe)
+	br := bufio.NewReader(c)
+	req := "GET /x?token=secret HTTP/1.1\r\nHost: a\r\n\r\n"
+	get := func() {
+		io.WriteString(c, req)
+		if _, err := io.ReadFull(br, make([]byte, len(rawResponse))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get()
+	const pause = 50 * time.Millisecond
+	time.Sleep(pause) // the idle time the second request's tq includes (not synchronisation)
+	get()
+	got := entries(2)
+	for i, le := range got {
+		if le.Status != 200 || le.Term != stats.TermNormal || string(le.RequestLine()) != "GET /x?token=secret HTTP/1.1" ||
+			le.BytesIn != int64(len(req)) || le.BytesOut != int64(len(rawResponse)) || !le.HTTP ||
+			le.Frontend != fe.Name || le.Backend != fe.Backend.Name || le.Server != "s0" ||
+			le.Client.Addr().String() != "127.0.0.1" || le.Client.Port() != uint16(c.LocalAddr().(*net.TCPAddr).Port) {
+			t.Errorf("entry %d: %+v", i, le)
+		}
+		if le.Head < le.Start || le.Resp < le.Granted || le.End < le.Resp {
+			t.Errorf("entry %d: times out of order: %+v", i, le)
+		}
+	}
+	if got[0].ConnStart == 0 || got[0].Connected < got[0].ConnStart {
+		t.Errorf("first request: no connect timed: %+v", got[0])
+	}
+	if got[1].ConnStart != 0 || got[1].Connected != 0 {
+		t.Errorf("second request reused the pooled connection, yet a connect is timed: %+v", got[1])
+	}
+	if tq := ms(got[1].Head - got[1].Start); tq < pause || got[1].Start < got[0].End {
+		t.Errorf("second request's tq %v, want from the end of the first (>= %v)", tq, pause)
+	}
+	// The counters see the same bytes, while the connection is still open.
+	var tot stats.Totals
+	e.do(func() { tot = fe.Stats.Total(e.l.Now()) })
+	if tot.BytesIn != 2*int64(len(req)) || tot.BytesOut != 2*int64(len(rawResponse)) {
+		t.Errorf("frontend bytes in %d out %d, want %d and %d", tot.BytesIn, tot.BytesOut, 2*len(req), 2*len(rawResponse))
+	}
+	e.do(func() { tot = fe.Backend.Stats.Total(e.l.Now()) })
+	if tot.BytesIn != 2*int64(len(req)) || tot.BytesOut != 2*int64(len(rawResponse)) {
+		t.Errorf("backend bytes in %d out %d, want %d and %d", tot.BytesIn, tot.BytesOut, 2*len(req), 2*len(rawResponse))
+	}
+}
+
+// TestHTTPAccessLogTerminations: the termination state of each way a
+// request can end that a test can provoke, with its status.
+func TestHTTPAccessLogTerminations(t *testing.T) {
+	silent := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		io.Copy(io.Discard, c) // reads, never answers
+	}).Addr
+	refused := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: testutil.FreePort(t)}
+	for _, tc := range []struct {
+		name    string
+		addr    *net.TCPAddr
+		opts    func(*config.Backend)
+		request string
+		abort   bool // the client resets after sending
+		status  int32
+		term    string
+	}{
+		{"bad request", newRawServer(t), nil, "BAD\x01 / HTTP/1.1\r\n\r\n", false, 400, "PR"},
+		{"no server", newRawServer(t), func(b *config.Backend) { b.Servers[0].AdminState = config.AdminMaint },
+			"GET / HTTP/1.1\r\nHost: a\r\n\r\n", false, 503, "SC"},
+		{"connect refused", refused, func(b *config.Backend) { one := 1; b.Retries = &one }, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", false, 503, "SC"},
+		{"server timeout", silent, func(b *config.Backend) { b.Timeouts.ServerMs = 200 }, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", false, 504, "sH"},
+		{"client abort", silent, nil, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\npart", true, 0, "CD"},
+		{"client leaves within its head", silent, nil, "GET / HTTP/1.1\r\nHost:", true, 0, "CR"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, defaultTuning())
+			opts := tc.opts
+			if opts == nil {
+				opts = func(*config.Backend) {}
+			}
+			fe := httpFrontend(t, opts, tc.addr)
+			entries := logged(t, e, fe)
+			c := e.dialHTTP(fe)
+			io.WriteString(c, tc.request)
+			if tc.abort {
+				time.Sleep(50 * time.Millisecond) // let the proxy read the bytes first (pacing: any delay works)
+				c.SetLinger(0)
+				c.Close()
+			} else if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != int(tc.status) {
+				t.Fatalf("response %v %v, want %d", resp, err, tc.status)
+			}
+			le := entries(1)[0]
+			if le.Status != tc.status || le.Term.String() != tc.term {
+				t.Errorf("status %d termination %s, want %d %s (%+v)", le.Status, le.Term, tc.status, tc.term, le)
+			}
+			if tc.name == "connect refused" && le.Retries != 1 {
+				t.Errorf("retries %d, want 1", le.Retries)
+			}
+		})
+	}
+}
+
+// TestHTTPKeepAliveRequestWithAccessLogDoesNotAllocate: logging a request
+// (entry from the free list, line copied, pushed to the ring) allocates
+// nothing on the loop.
+func TestHTTPKeepAliveRequestWithAccessLogDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	e := newEnv(t, defaultTuning())
+	fe := httpFrontend(t, nil, newRawServer(t))
+	ring := stats.NewLogRing(1 << 10)
+	e.do(func() { e.w.AccessLog = ring })
+	fe.AccessLog = true
+	c := e.dialHTTP(fe)
+	c.SetDeadline(time.Time{})
+	req := []byte("GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+	buf := make([]byte, 4096)
+	one := func() {
+		if _, err := c.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; n < len(rawResponse); {
+			m, err := c.Read(buf[n:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += m
+		}
+	}
+	drain := func() { e.do(func() { ring.Drain(func(*stats.LogEntry) {}) }) }
+	for range 50 {
+		one()
+	}
+	drain()
+	// 200 runs fit the ring: nothing is dropped, and draining (the writer's
+	// side) is not measured.
+	if a := testing.AllocsPerRun(200, one); a > 0.05 {
+		t.Fatalf("%.2f allocations per logged request, want 0", a)
+	}
+	drain()
+	if ring.Dropped() != 0 {
+		t.Fatalf("%d entries dropped", ring.Dropped())
+	}
+}
