@@ -504,3 +504,48 @@ func TestTLSClientCertFieldsCannotBeForgedOnOtherBinds(t *testing.T) {
 	}
 	check("tls", tc)
 }
+
+// TestTLSClientCertFieldsStrippedOnKeptAliveConnections: a bind of a
+// frontend gets client_ca while a client of its other, plain bind keeps
+// its connection alive: from the next request on, that client's
+// X-Client-Cert-* fields are dropped too (requests follow the frontend's
+// current generation).
+func TestTLSClientCertFieldsStrippedOnKeptAliveConnections(t *testing.T) {
+	in := startSpliced(t, "")
+	srv := testutil.NewCert(t, testutil.CertSpec{Names: []string{"m.example.com"}})
+	uploadCert(in, "m", srv, false)
+	ca := testutil.NewCert(t, testutil.CertSpec{CA: true, Names: []string{"clients"}})
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
+		"name": "web", "mode": "http", "servers": []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": headerOrigin(t)}},
+	})
+	tlsPort, plain := testutil.FreePort(t), testutil.FreePort(t)
+	fe := func(tlsCfg map[string]any) map[string]any {
+		return map[string]any{
+			"name": "mixed", "mode": "http", "default_backend": "web",
+			"binds": []map[string]any{
+				{"name": "b1", "address": "127.0.0.1", "port": tlsPort, "tls": tlsCfg},
+				{"name": "plain", "address": "127.0.0.1", "port": plain},
+			},
+		}
+	}
+	in.MustDo(201, "POST", "/api/v1/frontends", fe(map[string]any{"certificates": []string{"m"}}))
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(plain), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(c)
+	// Before: no bind verifies client certificates, the field passes.
+	if body, err := getOn(c, br); err != nil || !strings.Contains(body, "X-Client-Cert-Verified=SUCCESS\n") {
+		t.Fatalf("before client_ca: %q %v", body, err)
+	}
+	in.MustDo(200, "PUT", "/api/v1/frontends/mixed", fe(map[string]any{"certificates": []string{"m"}, "client_ca": ca.CertPEM}))
+	body, err := getOn(c, br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(body, "X-Client-Cert-Verified=\n") {
+		t.Errorf("after client_ca, the kept-alive plain connection forged a field:\n%s", body)
+	}
+}

@@ -507,9 +507,10 @@ func (c *httpConn) startRequest(n int) {
 		keep |= http1.KeepUpgrade
 	}
 	// The client's own client-certificate fields are dropped, on every
-	// bind of a frontend that verifies client certificates on one: only
-	// the proxy's below reach the server.
-	strip := c.acc.CertStrip
+	// bind of a frontend that verifies client certificates on one (as it
+	// is now: a kept-alive connection follows the change): only the
+	// proxy's below reach the server.
+	strip := c.fe.CertStrip
 	if c.cert != nil {
 		strip = c.cert.strip
 	}
