@@ -236,9 +236,14 @@ type Server struct {
 
 // HealthCheck describes how a backend probes its servers.
 type HealthCheck struct {
-	Type       string `json:"type" validate:"required,oneof=tcp http"`
-	Method     string `json:"method,omitempty"`
-	Path       string `json:"path,omitempty"`
+	Type   string `json:"type" validate:"required,oneof=tcp http"`
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+	// Host is the Host header of an http check: host[:port], an IP
+	// literal (IPv6 in brackets) or an RFC 1123 name. Empty: the server's
+	// address (or, with tls, its sni) and port, as today. tcp checks
+	// ignore it.
+	Host       string `json:"host,omitempty" example:"www.example.com"`
 	StatusMin  int    `json:"status_min,omitempty" validate:"omitempty,gte=100,lte=599"`
 	StatusMax  int    `json:"status_max,omitempty" validate:"omitempty,gte=100,lte=599"`
 	IntervalMs int    `json:"interval_ms" validate:"gte=0,lte=86400000"`

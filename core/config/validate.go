@@ -570,6 +570,9 @@ func (v *validation) backends() {
 					v.p.addf(hp+"/method", CodeFormat, "method %q is not an HTTP token", hc.Method)
 				}
 			}
+			if hc.Host != "" && !ValidHostPort(hc.Host) {
+				v.p.addf(hp+"/host", CodeFormat, "host %q must be host[:port]: an IP literal (IPv6 in brackets) or an RFC 1123 host name, and a port 1-65535", hc.Host)
+			}
 		}
 	}
 }
@@ -681,6 +684,43 @@ func ValidServerAddress(s string) bool {
 		return true
 	}
 	return ValidHostName(s)
+}
+
+// ValidHostPort reports whether s is a Host header value the proxy may
+// send: host[:port], host an RFC 1123 name or an IPv4 literal, or an
+// IPv6 literal in brackets; port 1-65535 without leading zero.
+func ValidHostPort(s string) bool {
+	host, port := s, ""
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return false
+		}
+		a, err := netip.ParseAddr(s[1:end])
+		if err != nil || !a.Is6() || a.Zone() != "" {
+			return false
+		}
+		host, port = "", s[end+1:]
+		if port != "" && port[0] != ':' {
+			return false
+		}
+	} else if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		host, port = s[:i], s[i:]
+	}
+	if port != "" {
+		p := port[1:]
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 || p[0] == '0' || p[0] == '+' || p[0] == '-' {
+			return false
+		}
+	}
+	if host == "" {
+		return strings.HasPrefix(s, "[")
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Is4()
+	}
+	return ValidHostName(host)
 }
 
 // ValidHostName reports whether s is an RFC 1123 host name: dot-separated

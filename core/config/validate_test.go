@@ -235,6 +235,14 @@ func TestValidate(t *testing.T) {
 			want: []want{{"/backends/0/health_check/path", CodeFormat}}},
 		{name: "check type required", mutate: func(c *Config) { c.Backends[2].HealthCheck.Type = "" },
 			want: []want{{"/backends/2/health_check/type", CodeRequired}}},
+		{name: "check host with a path", mutate: func(c *Config) { c.Backends[0].HealthCheck.Host = "www.example.com/x" },
+			want: []want{{"/backends/0/health_check/host", CodeFormat}}},
+		{name: "check host with port 0", mutate: func(c *Config) { c.Backends[0].HealthCheck.Host = "www.example.com:0" },
+			want: []want{{"/backends/0/health_check/host", CodeFormat}}},
+		{name: "check host IPv6 without brackets", mutate: func(c *Config) { c.Backends[0].HealthCheck.Host = "::1" },
+			want: []want{{"/backends/0/health_check/host", CodeFormat}}},
+		{name: "check host with a port passes", mutate: func(c *Config) { c.Backends[0].HealthCheck.Host = "www.example.com:8443" }},
+		{name: "check host IPv6 literal passes", mutate: func(c *Config) { c.Backends[0].HealthCheck.Host = "[2001:db8::1]:80" }},
 		{name: "check status 600", mutate: func(c *Config) { c.Backends[0].HealthCheck.StatusMax = 600 },
 			want: []want{{"/backends/0/health_check/status_max", CodeOutOfRange}}},
 
@@ -517,5 +525,23 @@ func TestValidateChecksChangedServersAfterAShift(t *testing.T) {
 				t.Fatalf("validate = %v, want one problem at %s", err, field)
 			}
 		})
+	}
+}
+
+func TestValidHostPort(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"www.example.com", true}, {"www.example.com:8080", true}, {"10.0.0.1", true}, {"10.0.0.1:80", true},
+		{"[::1]", true}, {"[2001:db8::1]:65535", true}, {"localhost", true},
+		{"", false}, {":80", false}, {"www.example.com:", false}, {"www.example.com:65536", false},
+		{"www.example.com:080", false}, {"www.example.com:+80", false}, {"::1", false}, {"[::1", false},
+		{"[10.0.0.1]", false}, {"[::1]x", false}, {"[fe80::1%eth0]", false}, {"a b", false},
+		{"host\r\nX-Evil: 1", false}, {"10.0.0.300", false}, {"user@host", false},
+	} {
+		if got := ValidHostPort(tc.in); got != tc.ok {
+			t.Errorf("ValidHostPort(%q) = %v, want %v", tc.in, got, tc.ok)
+		}
 	}
 }

@@ -34,10 +34,10 @@ import (
 //
 //   - tcp: a non-blocking connect; success when connected (EPOLLOUT with
 //     SO_ERROR 0) within timeout_ms.
-//   - http: connect, send "METHOD PATH HTTP/1.1" with Host (the server's
-//     configured address and port), Connection: close and User-Agent:
-//     spliced-check, then read 13 bytes: a strict "HTTP/1.x DDD" status
-//     line start, followed by SP or CR. Success when status_min <= status
+//   - http: connect, send "METHOD PATH HTTP/1.1" with Host (health_check
+//     host when set, else the server's configured address and port),
+//     Connection: close and User-Agent: spliced-check, then read 13
+//     bytes: a strict "HTTP/1.x DDD" status line start, followed by SP or CR. Success when status_min <= status
 //     <= status_max, all within timeout_ms. Anything else (refused, reset,
 //     closed early, not a status line, timeout) is a failure. The rest of
 //     the response is not read.
@@ -321,7 +321,7 @@ func NewChecker(b *balance.Backend, workers []*Worker, log *slog.Logger) *Checke
 			p.side.Task.Run, p.side.Task.Owner = runProbeTask, p
 			p.timer.Run, p.timer.Owner = runProbeTimer, p
 			if ck.cfg.Type == config.CheckHTTP {
-				p.req = checkRequest(ck.cfg.Method, ck.cfg.Path, c.Server)
+				p.req = checkRequest(&ck.cfg, c.Server)
 			}
 			c.Owner = p
 			part.probes = append(part.probes, p)
@@ -331,11 +331,15 @@ func NewChecker(b *balance.Backend, workers []*Worker, log *slog.Logger) *Checke
 	return ck
 }
 
-// checkRequest is the http check request for s, built once. The Host is
-// the server's configured address, or for a TLS server the name its
-// handshake verifies (sni, else the address), as a browser would send;
-// the port is left out when it is the scheme's default (80, 443 for TLS).
-func checkRequest(method, path string, s *balance.Server) []byte {
+// checkRequest is the http check request of hc for s, built once. The
+// Host is hc.Host when set (validated as host[:port], sent as it is);
+// else the server's configured address, or for a TLS server the name its
+// handshake verifies (sni, else the address), as a browser would send,
+// the port left out when it is the scheme's default (80, 443 for TLS).
+func checkRequest(hc *config.HealthCheck, s *balance.Server) []byte {
+	if hc.Host != "" {
+		return checkRequestTo(hc, hc.Host)
+	}
 	host, defPort := s.Host, uint16(80)
 	if s.TLS != nil {
 		defPort = 443
@@ -352,7 +356,11 @@ func checkRequest(method, path string, s *balance.Server) []byte {
 	if p := s.Addr.Port(); p != defPort {
 		host += ":" + strconv.Itoa(int(p))
 	}
-	return []byte(method + " " + path + " HTTP/1.1\r\nHost: " + host +
+	return checkRequestTo(hc, host)
+}
+
+func checkRequestTo(hc *config.HealthCheck, host string) []byte {
+	return []byte(hc.Method + " " + hc.Path + " HTTP/1.1\r\nHost: " + host +
 		"\r\nConnection: close\r\nUser-Agent: spliced-check\r\n\r\n")
 }
 

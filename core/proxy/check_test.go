@@ -212,20 +212,28 @@ func TestCheckProbeOutcomes(t *testing.T) {
 
 func TestCheckHTTPRequestIsPrebuiltPerServer(t *testing.T) {
 	loops := chkLoops(t, 1)
-	o := chkNewOrigin(t, chkAnswer("HTTP/1.1 200 OK\r\n\r\n"))
-	hc := config.HealthCheck{Type: config.CheckHTTP, Method: "HEAD", Path: "/healthz?full=1", IntervalMs: 100, TimeoutMs: 100}
-	b := chkBackend(t, hc, nil, o.port)
-	ck := NewChecker(b, loops, nil)
-	ck.Start(nil)
-	defer ck.Stop()
-	testutil.Eventually(t, 5*time.Second, func() bool { return chkState(ck, "s1").Runs >= 1 }, "a probe")
-	o.mu.Lock()
-	got := o.req
-	o.mu.Unlock()
-	want := "HEAD /healthz?full=1 HTTP/1.1\r\nHost: 127.0.0.1:" + strconv.Itoa(o.port) +
-		"\r\nConnection: close\r\nUser-Agent: spliced-check\r\n\r\n"
-	if got != want {
-		t.Errorf("request %q, want %q", got, want)
+	for _, host := range []string{"", "www.example.com:8443"} {
+		o := chkNewOrigin(t, chkAnswer("HTTP/1.1 200 OK\r\n\r\n"))
+		hc := config.HealthCheck{Type: config.CheckHTTP, Method: "HEAD", Path: "/healthz?full=1", Host: host, IntervalMs: 100, TimeoutMs: 100}
+		b := chkBackend(t, hc, nil, o.port)
+		ck := NewChecker(b, loops, nil)
+		ck.Start(nil)
+		testutil.Eventually(t, 5*time.Second, func() bool { return chkState(ck, "s1").Runs >= 1 }, "a probe")
+		ck.Stop()
+		o.mu.Lock()
+		got := o.req
+		o.mu.Unlock()
+		// health_check.host, when set, is the Host as it is; else the
+		// server's address and port.
+		wantHost := host
+		if host == "" {
+			wantHost = "127.0.0.1:" + strconv.Itoa(o.port)
+		}
+		want := "HEAD /healthz?full=1 HTTP/1.1\r\nHost: " + wantHost +
+			"\r\nConnection: close\r\nUser-Agent: spliced-check\r\n\r\n"
+		if got != want {
+			t.Errorf("host %q: request %q, want %q", host, got, want)
+		}
 	}
 }
 

@@ -158,7 +158,7 @@ func TestCheckRequestHostOfTLSServer(t *testing.T) {
 		{config.ServerTLS{Verify: config.VerifyNone}, 443, "127.0.0.1"},
 	} {
 		b := chkTLSBackend(t, config.HealthCheck{Type: config.CheckHTTP}, tc.tl, tc.port)
-		got := string(checkRequest("GET", "/", b.Servers[0]))
+		got := string(checkRequest(&config.HealthCheck{Method: "GET", Path: "/"}, b.Servers[0]))
 		if want := "GET / HTTP/1.1\r\nHost: " + tc.host + "\r\n"; !strings.HasPrefix(got, want) {
 			t.Errorf("%+v port %d: %q, want %q...", tc.tl, tc.port, got, want)
 		}
