@@ -20,6 +20,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/api/tokens"
 	"github.com/spliced-proxy/spliced/core"
+	"github.com/spliced-proxy/spliced/core/accesslog"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/tlsconf"
 	"github.com/spliced-proxy/spliced/openapi"
@@ -62,6 +63,10 @@ type Options struct {
 	// TicketKeys are the session ticket keys of the TLS binds
 	// (/api/v1/tls/ticket-keys); nil: those routes answer 404.
 	TicketKeys *tlsconf.TicketKeys
+	// AccessLog is the data plane's access log (the one given to the
+	// engine): GET /api/v1/logs reads its last entries and follows it;
+	// nil: an empty list and a stream without events.
+	AccessLog *accesslog.Log
 	// TCPULPPath is the kernel's TCP ULP list /api/v1/info reads for its
 	// "ktls" field; "" means core.TCPULPPath (tests point it at a file).
 	TCPULPPath string
@@ -102,6 +107,7 @@ type server struct {
 	obs     *observer // stats, metrics, events, audit (stats.go)
 	ulpPath string    // core.KTLSSupport's file, for /api/v1/info
 	tickets *tlsconf.TicketKeys
+	alog    *accesslog.Log // GET /api/v1/logs (logs.go)
 }
 
 // New returns the admin HTTP handler: the REST API under /api/v1, /healthz,
@@ -111,7 +117,7 @@ func New(o Options) http.Handler {
 		store: o.Store, core: o.Core, env: o.Env, version: o.Version,
 		dir: o.StateDir, addr: o.AdminAddr, log: o.Logger, started: o.Started,
 		spec: openapi.JSON(), c: newCollections(), ulpPath: o.TCPULPPath,
-		tickets: o.TicketKeys,
+		tickets: o.TicketKeys, alog: o.AccessLog,
 	}
 	if s.ulpPath == "" {
 		s.ulpPath = core.TCPULPPath
@@ -224,6 +230,7 @@ func (s *server) routes(r chi.Router) {
 	r.Get(base+"/activity", s.handle(s.activity))
 	r.Get(base+"/events", s.handle(s.events))
 	r.Get(base+"/audit", s.handle(s.audit))
+	r.Get(base+"/logs", s.handle(s.logs))
 	r.Get(base+"/cpu-map", s.handle(s.getCPUMap))
 	r.Put(base+"/cpu-map", s.handle(s.putCPUMap))
 	r.Get(base+"/irqs", s.handle(s.listIRQs))

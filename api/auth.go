@@ -244,7 +244,7 @@ func requiredRole(method, pattern string) tokens.Role {
 		switch pattern {
 		case "/", "/healthz", "/readyz", "/openapi.json", "/docs", "/docs/*", "/ui", "/ui/*":
 			return rolePublic
-		case base + "/audit", base + "/tls/ticket-keys":
+		case base + "/audit", base + "/logs", base + "/tls/ticket-keys":
 			return tokens.Admin
 		}
 		if pattern == base+"/tokens" || strings.HasPrefix(pattern, base+"/tokens/") {

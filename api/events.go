@@ -265,6 +265,18 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer s.obs.events.release(who)
+	sub := s.obs.events.subscribe()
+	defer s.obs.events.unsubscribe(sub)
+	serveStream(w, r, sub.ch, sub.gone)
+	return nil
+}
+
+// serveStream answers r with a text/event-stream of the events from ch
+// (each a whole "event:/data:" block) until the client leaves, gone is
+// closed, a write takes longer than eventWriteWait, or the request's token
+// is revoked; with a heartbeat comment every heartbeatEvery. The caller
+// holds a stream slot (events.acquire).
+func serveStream(w http.ResponseWriter, r *http.Request, ch <-chan []byte, gone <-chan struct{}) {
 	// A revoked token (or, on an open API, a token created since) ends
 	// the stream at the next recheck.
 	var recheck <-chan time.Time
@@ -279,11 +291,9 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) error {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	sub := s.obs.events.subscribe()
-	defer s.obs.events.unsubscribe(sub)
 	w.WriteHeader(http.StatusOK)
 	// From here the answer has started: however the stream ends, there is
-	// no error left to answer (return nil).
+	// no error left to answer.
 	send := func(b []byte) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(eventWriteWait))
 		if _, err := w.Write(b); err != nil {
@@ -292,27 +302,27 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) error {
 		return rc.Flush() == nil
 	}
 	if !send([]byte(": connected\nretry: 2000\n\n")) {
-		return nil
+		return
 	}
 	hb := time.NewTicker(heartbeatEvery)
 	defer hb.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
-			return nil
-		case <-sub.gone:
-			return nil
+			return
+		case <-gone:
+			return
 		case <-recheck:
 			if !valid() {
-				return nil
+				return
 			}
-		case b := <-sub.ch:
+		case b := <-ch:
 			if !send(b) {
-				return nil
+				return
 			}
 		case <-hb.C:
 			if !send([]byte(": heartbeat\n\n")) {
-				return nil
+				return
 			}
 		}
 	}

@@ -15,8 +15,8 @@ gen() { # gen OUTDIR
 	local out=$1 tmp
 	tmp=$(mktemp -d)
 	# -d: api holds the operations, core/config, core/stats, core (ThreadState) and
-	# core/pin (IRQ) the models they refer to.
-	if ! "$GO" tool swag init --quiet -g openapi.go -d ./api,./core/config,./core/stats,./core,./core/pin \
+	# core/pin (IRQ), core/accesslog (Record) the models they refer to.
+	if ! "$GO" tool swag init --quiet -g openapi.go -d ./api,./core/config,./core/stats,./core,./core/pin,./core/accesslog \
 		-o "$tmp" --outputTypes json,yaml >"$tmp/log" 2>&1; then
 		cat "$tmp/log" >&2
 		rm -rf "$tmp"

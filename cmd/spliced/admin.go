@@ -42,6 +42,8 @@ type adminOptions struct {
 	auditCopy io.Writer // --audit-syslog
 
 	anonIdle time.Duration // idle anonymous connections are closed after it
+
+	accessLog *accessLogSink // --access-log-*
 }
 
 // adminListener is the opened admin listener and what api needs to know

@@ -72,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	maxStreamsTok := fs.Int("admin-max-event-streams-per-token", api.DefaultMaxEventStreamsPerToken, "most /api/v1/events streams open at once per token (429 beyond)")
 	auditKeep := fs.Int("audit-keep", api.AuditKeepDefault, "rotated audit files kept (audit.log.1 .. audit.log.N, 16 MiB each)")
 	auditSyslog := fs.Bool("audit-syslog", false, "also send every audit entry to the local syslog (journald), facility authpriv, tag spliced-audit")
+	alf := addAccessLogFlags(fs)
 	fs.Usage = func() { usage(stderr, fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -124,7 +125,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer w.Close()
 		auditCopy = w
 	}
-	adm := adminOptions{addr: *adminAddr, stateDir: *stateDir, hosts: adminHosts,
+	alog, err := openAccessLog(alf, *logFormat, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "spliced:", err)
+		return 2
+	}
+	defer alog.close()
+	adm := adminOptions{addr: *adminAddr, accessLog: alog, stateDir: *stateDir, hosts: adminHosts,
 		auditKeep: *auditKeep, auditCopy: auditCopy,
 		tlsCert: *tlsCert, tlsKey: *tlsKey, maxBody: *maxBody, maxConns: *maxConns,
 		maxStreams: *maxStreams, maxStreamsPerToken: *maxStreamsTok, anonIdle: *anonIdle}
@@ -162,6 +169,7 @@ Flags:
 		fs.Int("admin-max-event-streams", api.DefaultMaxEventStreams, "most /api/v1/events streams open at once (503 beyond)")
 		fs.Int("admin-max-event-streams-per-token", api.DefaultMaxEventStreamsPerToken, "most /api/v1/events streams open at once per token (429 beyond)")
 		fs.String("log-format", "auto", "log format: text, json, or auto (text on a terminal, json otherwise)")
+		addAccessLogFlags(fs)
 	}
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -263,7 +271,7 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 		return err
 	}
 	defer tickets.Close()
-	ctl, err := newCore(log, tlsconf.NewCerts(store.CertificateBundle), tickets)
+	ctl, err := newCore(log, tlsconf.NewCerts(store.CertificateBundle), tickets, adm.accessLog.log)
 	if err != nil {
 		return fmt.Errorf("starting data plane: %w", err)
 	}
@@ -296,6 +304,7 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 		MaxBodyBytes: adm.maxBody,
 
 		TicketKeys: tickets,
+		AccessLog:  adm.accessLog.log,
 
 		AuditKeep: adm.auditKeep,
 		AuditCopy: adm.auditCopy,
@@ -320,6 +329,24 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 	sigc := make(chan os.Signal, 2)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigc)
+	// SIGHUP reopens the access-log file (logrotate's postrotate).
+	hupc := make(chan os.Signal, 1)
+	signal.Notify(hupc, syscall.SIGHUP)
+	defer signal.Stop(hupc)
+	hupDone := make(chan struct{})
+	defer close(hupDone)
+	go func() {
+		for {
+			select {
+			case <-hupc:
+				if err := adm.accessLog.reopen(); err != nil {
+					log.Error("SIGHUP: reopening the access log failed", "err", err)
+				}
+			case <-hupDone:
+				return
+			}
+		}
+	}()
 	select {
 	case sig := <-sigc:
 		// The grace is tuning.grace_ms of the running config: the data

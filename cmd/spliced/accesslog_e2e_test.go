@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
+
+// TestAccessLogFileHTTPTerminations: with --access-log-file, each http
+// request of a frontend with access_log on is one JSON line in the file:
+// a normal 200 (and a kept-alive second request), the proxy's 400, no
+// usable server, a refused connect, a server timeout and a client abort,
+// each with its status and termination state; the frontend's byte counts
+// are exact; GET /api/v1/logs lists the same entries; SIGHUP reopens the
+// file after a rotation.
+func TestAccessLogFileHTTPTerminations(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "access.log")
+	in := startSpliced(t, "", "--access-log-file", logPath)
+	web := newHTTPOrigin(t, "web", nil)
+	silent := newHTTPOrigin(t, "silent", func(c net.Conn, r *rawReq) string {
+		io.Copy(io.Discard, c) // never answers
+		return ""
+	})
+	refused := testutil.FreePort(t)
+	slow := httpBackend("slow", "roundrobin", silent.server("s1"))
+	slow["timeouts"] = map[string]any{"connect_ms": 1000, "server_ms": 300}
+	port := setupHTTP(t, in, httpSetup{
+		backends: []map[string]any{
+			httpBackend("web", "roundrobin", web.server("s1")),
+			httpBackend("maint", "roundrobin", web.server("s1", "admin_state", "maint")),
+			httpBackend("refused", "roundrobin", map[string]any{"name": "s1", "address": "127.0.0.1", "port": refused}),
+			slow,
+		},
+		frontend: map[string]any{"default_backend": "web", "access_log": true},
+	})
+	use := func(be string) {
+		in.MustDo(200, "PATCH", "/api/v1/frontends/pub", map[string]any{"default_backend": be})
+	}
+
+	get := "GET /a?token=secret HTTP/1.1\r\nHost: x\r\n\r\n"
+	c := dialProxy(t, port)
+	br := bufio.NewReader(c)
+	io.WriteString(c, get)
+	readResp(t, br, "GET")
+	time.Sleep(30 * time.Millisecond) // the second request's idle time (not synchronisation)
+	io.WriteString(c, get)
+	readResp(t, br, "GET")
+	c.Close()
+	roundTrip(t, port, "GET /\x01 HTTP/1.1\r\n\r\n")
+	use("maint")
+	roundTrip(t, port, get)
+	use("refused")
+	roundTrip(t, port, get)
+	use("slow")
+	roundTrip(t, port, get)
+	use("web")
+	a := dialProxy(t, port)
+	io.WriteString(a, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\npart")
+	time.Sleep(50 * time.Millisecond) // let the proxy forward the head first (pacing)
+	a.(*net.TCPConn).SetLinger(0)
+	a.Close()
+
+	want := []struct {
+		status int
+		term   string
+	}{{200, "--"}, {200, "--"}, {400, "PR"}, {503, "SC"}, {503, "SC"}, {504, "sH"}, {0, "CD"}}
+	var lines []map[string]any
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(logPath)
+		lines = lines[:0]
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "access" {
+				lines = append(lines, m)
+			}
+		}
+		return len(lines) >= len(want)
+	}, "access lines in the file")
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d", len(lines), len(want))
+	}
+	// Each loop's lines come in order; across loops, by when the
+	// (sequential) requests began.
+	at := func(m map[string]any) time.Time { t, _ := time.Parse(time.RFC3339Nano, m["time"].(string)); return t }
+	sort.SliceStable(lines, func(i, j int) bool { return at(lines[i]).Before(at(lines[j])) })
+	for i, w := range want {
+		m := lines[i]
+		if m["status"] != float64(w.status) || m["termination"] != w.term || m["frontend"] != "pub" || m["mode"] != "http" {
+			t.Errorf("line %d: status %v termination %v, want %d %s: %v", i, m["status"], m["termination"], w.status, w.term, m)
+		}
+	}
+	first, second := lines[0], lines[1]
+	if first["request"] != "GET /a?token=REDACTED HTTP/1.1" || first["backend"] != "web" || first["server"] != "s1" ||
+		first["bytes_in"] != float64(len(get)) || first["bytes_out"] != float64(len(okResp("web"))) ||
+		first["tc_ms"].(float64) < 0 || second["tc_ms"] != -1.0 || second["tq_ms"].(float64) < 30 {
+		t.Errorf("kept-alive requests: %v\n%v", first, second)
+	}
+	if lines[4]["retries"] != 1.0 || lines[3]["server"] != "" {
+		t.Errorf("refused: %v; no server: %v", lines[4], lines[3])
+	}
+
+	var recs []map[string]any
+	in.MustDo(200, "GET", "/api/v1/logs?limit=3", nil).JSON(t, &recs)
+	if len(recs) != 3 {
+		t.Errorf("/api/v1/logs?limit=3: %v", recs)
+	}
+
+	// logrotate: rename, SIGHUP, the next line goes to a new file.
+	if err := os.Rename(logPath, logPath+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(in.Pid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, func() bool { _, err := os.Stat(logPath); return err == nil }, "reopened on SIGHUP")
+	roundTrip(t, port, get)
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		b, _ := os.ReadFile(logPath)
+		return strings.Count(string(b), `"msg":"access"`) == 1
+	}, "a line in the new file")
+}
