@@ -103,6 +103,15 @@ var (
 	sortedServerStates = [...]string{"down", "drain", "maint", "up"}
 	sortedTaskletClass = [...]string{"bulk", "normal", "urgent"}
 	sortedTLSResults   = [...]string{"failed", "full", "resumed"}
+	sortedCheckStatus  = stats.CheckStatuses()
+	// histLe are the le label values of the duration buckets, as expfmt
+	// writes a float.
+	histLe = func() (le [stats.HistBuckets]string) {
+		for i := range le {
+			le[i] = strconv.FormatFloat(stats.HistBound(i), 'g', -1, 64)
+		}
+		return le
+	}()
 )
 
 // mobj is one frontend, backend or server: its label values (backend,
@@ -120,6 +129,7 @@ type mobj struct {
 // render to the next.
 type mview struct {
 	fe, be, srv []mobj
+	checked     int   // servers with a health check
 	loops       []int // indexes into act, sorted by the loop label (a string)
 	loopIDs     []string
 	act         []stats.LoopActivity
@@ -136,6 +146,7 @@ func cmpObj(a, b mobj) int {
 
 func (v *mview) load(s *stats.Snapshot, act []stats.LoopActivity) {
 	v.fe, v.be, v.srv = v.fe[:0], v.be[:0], v.srv[:0]
+	v.checked = 0
 	v.gen = s.Generation
 	for i := range s.Frontends {
 		f := &s.Frontends[i]
@@ -147,6 +158,9 @@ func (v *mview) load(s *stats.Snapshot, act []stats.LoopActivity) {
 		for j := range b.Servers {
 			sv := &b.Servers[j]
 			v.srv = append(v.srv, mobj{lv: [2]string{b.Name, sv.Name}, c: &sv.Counts, sv: sv})
+			if sv.Check != nil {
+				v.checked++
+			}
 		}
 	}
 	slices.SortFunc(v.fe, cmpObj)
@@ -361,6 +375,25 @@ var splicedFamilies = func() []mfamily {
 				}
 			}
 		}},
+		mfamily{"spliced_server_check_status", "1 for the result of the server's last health check as HAProxy names it (INI before the first); servers with a health check only.", "gauge", func(e *expo, v *mview) {
+			for i := range v.srv {
+				if o := &v.srv[i]; o.sv.Check != nil {
+					for _, st := range sortedCheckStatus {
+						e.sample("spliced_server_check_status", "", boolf(o.sv.Check.Status == st), "backend", o.lv[0], "server", o.lv[1], "status", st)
+					}
+				}
+			}
+		}},
+		checkGauge("spliced_server_check_code", "HTTP status of the last http health check (0 when none came).",
+			func(c *stats.Check) float64 { return float64(c.Code) }),
+		checkGauge("spliced_server_check_duration_seconds", "Duration of the last health check.",
+			func(c *stats.Check) float64 { return c.DurationMs / 1e3 }),
+		histFamily("spliced_backend_request_duration_seconds", "Time from a request head received to its response sent entirely (http mode).",
+			func(t *stats.Timings) *stats.HistTotals { return &t.Request }),
+		histFamily("spliced_backend_queue_duration_seconds", "Time waiting for a server slot (0 when one was free), per request (http) or connection (tcp).",
+			func(t *stats.Timings) *stats.HistTotals { return &t.Queue }),
+		histFamily("spliced_backend_connect_duration_seconds", "Time from connect(2) to an established server connection, TLS handshake included.",
+			func(t *stats.Timings) *stats.HistTotals { return &t.Connect }),
 		mfamily{"spliced_config_generation", "Configuration generation the data plane runs.", "gauge", func(e *expo, v *mview) {
 			e.sample("spliced_config_generation", "", float64(v.gen))
 		}},
@@ -404,6 +437,34 @@ var splicedFamilies = func() []mfamily {
 	slices.SortFunc(fams, func(a, b mfamily) int { return strings.Compare(a.name, b.name) })
 	return fams
 }()
+
+// checkGauge is a family of one sample per server with a health check.
+func checkGauge(name, help string, val func(c *stats.Check) float64) mfamily {
+	return mfamily{name, help, "gauge", func(e *expo, v *mview) {
+		for i := range v.srv {
+			if o := &v.srv[i]; o.sv.Check != nil {
+				e.sample(name, "", val(o.sv.Check), "backend", o.lv[0], "server", o.lv[1])
+			}
+		}
+	}}
+}
+
+// histFamily is a backend duration histogram: cumulative buckets (le),
+// +Inf, _sum and _count, as expfmt writes a const histogram.
+func histFamily(name, help string, of func(t *stats.Timings) *stats.HistTotals) mfamily {
+	return mfamily{name, help, "histogram", func(e *expo, v *mview) {
+		for i := range v.be {
+			o := &v.be[i]
+			h := of(&o.be.Timings)
+			for j, le := range histLe {
+				e.sample(name, "_bucket", float64(h.Cumulative[j]), "backend", o.lv[0], "le", le)
+			}
+			e.sample(name, "_bucket", float64(h.Count), "backend", o.lv[0], "le", "+Inf")
+			e.sample(name, "_sum", h.SumSeconds, "backend", o.lv[0])
+			e.sample(name, "_count", float64(h.Count), "backend", o.lv[0])
+		}
+	}}
+}
 
 // tlsFamilies are the TLS handshake families of kind (frontend, server):
 // handshakes by result and timeouts, of what tlsOf returns for each
@@ -467,6 +528,8 @@ func (f *mfamily) hasSamples(v *mview) bool {
 	switch {
 	case strings.HasPrefix(f.name, "spliced_server_tls_"):
 		return slices.ContainsFunc(v.srv, func(o mobj) bool { return o.sv.TLS != nil })
+	case strings.HasPrefix(f.name, "spliced_server_check_"):
+		return slices.ContainsFunc(v.srv, func(o mobj) bool { return o.sv.Check != nil })
 	case strings.HasPrefix(f.name, "spliced_frontend_"):
 		return len(v.fe) > 0
 	case strings.HasPrefix(f.name, "spliced_backend_"):
@@ -601,7 +664,9 @@ func (m *metricsHandler) render(b []byte) []byte {
 	// costs five times the final size in garbage.
 	need := m.lastLen + m.lastLen/32
 	if need == 0 {
-		need = 64<<10 + 2200*(len(v.fe)+len(v.be)+len(v.srv)) // ~2 kB of text per object
+		// ~2 kB of text per object, ~1 kB more per checked server (14
+		// lines) and ~4 kB per backend (3 histograms of 17 lines).
+		need = 64<<10 + 2200*(len(v.fe)+len(v.be)+len(v.srv)) + 1100*v.checked + 4200*len(v.be)
 	}
 	if cap(b) < need {
 		b = make([]byte, 0, need+need/8)

@@ -62,6 +62,9 @@ type collector struct {
 	generation, loopsN *prometheus.Desc
 	feTLS, feTLSTo     *prometheus.Desc
 	srvTLS, srvTLSTo   *prometheus.Desc
+	chkStatus, chkCode *prometheus.Desc
+	chkDur             *prometheus.Desc
+	beHist             [3]*prometheus.Desc // request, queue, connect
 }
 
 func newCollector(c core.Control) *collector {
@@ -84,7 +87,15 @@ func newCollector(c core.Control) *collector {
 		feTLSTo:     prometheus.NewDesc("spliced_frontend_tls_handshake_timeouts_total", "TLS handshakes that did not end within the frontend's handshake_ms (also counted as failed).", fe, nil),
 		srvTLS: prometheus.NewDesc("spliced_server_tls_handshakes_total", "TLS handshakes of the proxy's connections to the server (servers with tls; not health checks), by result (failed includes timeouts).",
 			append(srv, "result"), nil),
-		srvTLSTo: prometheus.NewDesc("spliced_server_tls_handshake_timeouts_total", "TLS handshakes with the server that did not end within the backend's connect_ms (also counted as failed).", srv, nil),
+		srvTLSTo:  prometheus.NewDesc("spliced_server_tls_handshake_timeouts_total", "TLS handshakes with the server that did not end within the backend's connect_ms (also counted as failed).", srv, nil),
+		chkStatus: prometheus.NewDesc("spliced_server_check_status", "1 for the result of the server's last health check as HAProxy names it (INI before the first); servers with a health check only.", append(srv, "status"), nil),
+		chkCode:   prometheus.NewDesc("spliced_server_check_code", "HTTP status of the last http health check (0 when none came).", srv, nil),
+		chkDur:    prometheus.NewDesc("spliced_server_check_duration_seconds", "Duration of the last health check.", srv, nil),
+		beHist: [3]*prometheus.Desc{
+			prometheus.NewDesc("spliced_backend_request_duration_seconds", "Time from a request head received to its response sent entirely (http mode).", be, nil),
+			prometheus.NewDesc("spliced_backend_queue_duration_seconds", "Time waiting for a server slot (0 when one was free), per request (http) or connection (tcp).", be, nil),
+			prometheus.NewDesc("spliced_backend_connect_duration_seconds", "Time from connect(2) to an established server connection, TLS handshake included.", be, nil),
+		},
 	}
 	for _, m := range loopMetrics {
 		k.loop = append(k.loop, prometheus.NewDesc("spliced_loop_"+m.name, m.help, []string{"loop"}, nil))
@@ -105,7 +116,8 @@ func (k *collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- x
 	}
 	for _, x := range []*prometheus.Desc{k.tasklets, k.beUp, k.beServersUp, k.srvUp, k.srvWeight, k.srvState,
-		k.srvMax, k.srvChange, k.feMax, k.generation, k.loopsN, k.feTLS, k.feTLSTo, k.srvTLS, k.srvTLSTo} {
+		k.srvMax, k.srvChange, k.feMax, k.generation, k.loopsN, k.feTLS, k.feTLSTo, k.srvTLS, k.srvTLSTo,
+		k.chkStatus, k.chkCode, k.chkDur, k.beHist[0], k.beHist[1], k.beHist[2]} {
 		ch <- x
 	}
 }
@@ -140,6 +152,13 @@ func (k *collector) Collect(ch chan<- prometheus.Metric) {
 		k.be.collect(ch, &b.Counts, b.Name)
 		ch <- prometheus.MustNewConstMetric(k.beUp, prometheus.GaugeValue, refBoolf(b.State == "up"), b.Name)
 		ch <- prometheus.MustNewConstMetric(k.beServersUp, prometheus.GaugeValue, float64(b.ServersUp), b.Name)
+		for h, ht := range []*stats.HistTotals{&b.Timings.Request, &b.Timings.Queue, &b.Timings.Connect} {
+			buckets := map[float64]uint64{}
+			for i := range stats.HistBuckets {
+				buckets[stats.HistBound(i)] = ht.Cumulative[i]
+			}
+			ch <- prometheus.MustNewConstHistogram(k.beHist[h], ht.Count, ht.SumSeconds, buckets, b.Name)
+		}
 		for j := range b.Servers {
 			sv := &b.Servers[j]
 			k.srv.collect(ch, &sv.Counts, b.Name, sv.Name)
@@ -149,6 +168,13 @@ func (k *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(k.srvChange, prometheus.GaugeValue, float64(sv.LastChange.UnixNano())/1e9, b.Name, sv.Name)
 			for _, st := range refServerStates {
 				ch <- prometheus.MustNewConstMetric(k.srvState, prometheus.GaugeValue, refBoolf(sv.State == st), b.Name, sv.Name, st)
+			}
+			if c := sv.Check; c != nil {
+				for _, st := range stats.CheckStatuses() {
+					ch <- prometheus.MustNewConstMetric(k.chkStatus, prometheus.GaugeValue, refBoolf(c.Status == st), b.Name, sv.Name, st)
+				}
+				ch <- prometheus.MustNewConstMetric(k.chkCode, prometheus.GaugeValue, float64(c.Code), b.Name, sv.Name)
+				ch <- prometheus.MustNewConstMetric(k.chkDur, prometheus.GaugeValue, c.DurationMs/1e3, b.Name, sv.Name)
 			}
 			if t := sv.TLS; t != nil {
 				ch <- prometheus.MustNewConstMetric(k.srvTLS, prometheus.CounterValue, float64(t.Full), b.Name, sv.Name, "full")

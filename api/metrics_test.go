@@ -63,9 +63,18 @@ func newFakeStats(nfe, nbe, spb int) *fakeStats {
 	states := []string{"up", "down", "drain", "maint"}
 	for i := nbe - 1; i >= 0; i-- {
 		b := stats.Backend{Name: fmt.Sprintf("be%d", i), State: states[i%2], ServersUp: i % 3, Counts: fakeCounts(i + 1)}
+		for k, h := range []*stats.HistTotals{&b.Timings.Request, &b.Timings.Queue, &b.Timings.Connect} {
+			for j := range h.Cumulative {
+				h.Cumulative[j] = uint64(i*k + j*j)
+			}
+			h.Count, h.SumSeconds = uint64(i*k+200), float64(i)*0.123+float64(k)
+		}
 		for j := spb - 1; j >= 0; j-- {
 			b.Servers = append(b.Servers, stats.Server{Name: fmt.Sprintf("s%d", j), State: states[(i+j)%4], Up: j%2 == 0,
 				Weight: j, Maxconn: 100 * j, LastChange: time.Unix(1700000000+int64(i), int64(j)*1000), Counts: fakeCounts(i*spb + j)})
+			if (i+j)%2 == 0 { // a server with a health check
+				b.Servers[len(b.Servers)-1].Check = &stats.Check{Status: stats.CheckStatuses()[(i+j)%12], Code: 200 + j, DurationMs: float64(i) + 0.25}
+			}
 			if (i+j)%3 == 1 { // a server with tls
 				b.Servers[len(b.Servers)-1].TLS = &stats.TLSCounts{Full: int64(j + 1), Resumed: int64(7 * i), Failed: int64(i + j), Timeouts: int64(j % 2)}
 			}

@@ -157,7 +157,7 @@ func checkStats(st *proxy.CheckState) *stats.Check {
 		at := st.CheckedAt
 		c.CheckedAt = &at
 	}
-	if st.Status == proxy.CheckINI {
+	if st.Status == stats.CheckINI {
 		c.Reason = "not checked yet"
 	}
 	return c

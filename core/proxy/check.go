@@ -18,6 +18,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/stats"
 )
 
 // Health checks (check.go)
@@ -202,8 +203,8 @@ type CheckState struct {
 	// e.g. "connected", "status 200", "timeout", "connection refused".
 	Last string `json:"last"`
 	Up   bool   `json:"up"`
-	// Status is the last result as HAProxy names it (checkStatus), INI
-	// before the first probe; Code the HTTP status of L7OK and L7STS.
+	// Status is the last result as HAProxy names it (checkStatus,
+	// stats.CheckL4OK...), INI before the first probe; Code the HTTP status of L7OK and L7STS.
 	Status string `json:"status"`
 	Code   int    `json:"code,omitempty"`
 	// Since: when Status (with Code) became what it is (the checker's
@@ -217,63 +218,42 @@ type CheckState struct {
 	Type               string `json:"type"` // tcp or http
 }
 
-// HAProxy's names of check results (its "check status"), as the stats
-// and the metrics show them.
-const (
-	CheckINI     = "INI"     // no probe finished yet
-	CheckSOCKERR = "SOCKERR" // socket(2) or epoll registration failed
-	CheckL4OK    = "L4OK"    // tcp check: connected
-	CheckL4TOUT  = "L4TOUT"  // no connection within timeout_ms
-	CheckL4CON   = "L4CON"   // connection refused, unreachable, reset or closed while connecting
-	CheckL6OK    = "L6OK"    // tcp check of a TLS server: handshake completed
-	CheckL6TOUT  = "L6TOUT"  // TLS handshake past timeout_ms
-	CheckL6RSP   = "L6RSP"   // TLS handshake failed (certificate, protocol...)
-	CheckL7OK    = "L7OK"    // http check: status within status_min..status_max
-	CheckL7TOUT  = "L7TOUT"  // no status line within timeout_ms
-	CheckL7RSP   = "L7RSP"   // not an HTTP/1.x status line, or the connection ended before one
-	CheckL7STS   = "L7STS"   // a status outside status_min..status_max
-)
-
-// CheckStatuses are every Status value, sorted (the metric's label values).
-var CheckStatuses = [...]string{CheckINI, CheckL4CON, CheckL4OK, CheckL4TOUT, CheckL6OK, CheckL6RSP,
-	CheckL6TOUT, CheckL7OK, CheckL7RSP, CheckL7STS, CheckL7TOUT, CheckSOCKERR}
-
 // checkStatus names a probe outcome as HAProxy does; code is the HTTP
 // status for L7OK and L7STS, 0 otherwise.
 func checkStatus(ok bool, res uint8, val int) (status string, code int) {
 	switch res {
 	case resNone:
-		return CheckINI, 0
+		return stats.CheckINI, 0
 	case resOK:
-		return CheckL4OK, 0
+		return stats.CheckL4OK, 0
 	case resTLSOK:
-		return CheckL6OK, 0
+		return stats.CheckL6OK, 0
 	case resTLS:
-		return CheckL6RSP, 0
+		return stats.CheckL6RSP, 0
 	case resStatus:
 		if ok {
-			return CheckL7OK, val
+			return stats.CheckL7OK, val
 		}
-		return CheckL7STS, val
+		return stats.CheckL7STS, val
 	case resSocket:
-		return CheckSOCKERR, 0
+		return stats.CheckSOCKERR, 0
 	case resConnect:
-		return CheckL4CON, 0
+		return stats.CheckL4CON, 0
 	case resTimeout:
 		switch uint8(val) {
 		case prConnecting:
-			return CheckL4TOUT, 0
+			return stats.CheckL4TOUT, 0
 		case prHandshake:
-			return CheckL6TOUT, 0
+			return stats.CheckL6TOUT, 0
 		}
-		return CheckL7TOUT, 0
+		return stats.CheckL7TOUT, 0
 	case resClosed:
 		if uint8(val) == prConnecting {
-			return CheckL4CON, 0
+			return stats.CheckL4CON, 0
 		}
-		return CheckL7RSP, 0
+		return stats.CheckL7RSP, 0
 	}
-	return CheckL7RSP, 0 // resIO (send/recv error), resBadStatus
+	return stats.CheckL7RSP, 0 // resIO (send/recv error), resBadStatus
 }
 
 func runProbeTask(t *loop.Tasklet) { t.Owner.(*probe).process() }

@@ -23,6 +23,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/stats"
 	"github.com/spliced-proxy/spliced/internal/looptest"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
@@ -170,18 +171,18 @@ func TestCheckProbeOutcomes(t *testing.T) {
 		status string
 		code   int
 	}{
-		{"tcp connect succeeds", tcp, accepts.port, true, "connected", CheckL4OK, 0},
-		{"tcp connection refused", tcp, refused, false, "connection refused", CheckL4CON, 0},
-		{"tcp connect times out", tcp, hole, false, "timeout (connect)", CheckL4TOUT, 0},
-		{"http status in range", http, ok.port, true, "status 200", CheckL7OK, 200},
-		{"http status out of range", http, unavailable.port, false, "status 503", CheckL7STS, 503},
-		{"http custom range accepts 503", only503, unavailable.port, true, "status 503", CheckL7OK, 503},
-		{"http custom range refuses 200", only503, ok.port, false, "status 200", CheckL7STS, 200},
-		{"http status line without reason", http, bare.port, true, "status 204", CheckL7OK, 204},
-		{"http accepted but never answered", http, silent.port, false, "timeout (response)", CheckL7TOUT, 0},
-		{"http closed before answering", http, closes.port, false, "connection closed before a status line", CheckL7RSP, 0},
-		{"http answer is not http", http, notHTTP.port, false, "not an HTTP/1.x status line", CheckL7RSP, 0},
-		{"http connection refused", http, refused, false, "connection refused", CheckL4CON, 0},
+		{"tcp connect succeeds", tcp, accepts.port, true, "connected", stats.CheckL4OK, 0},
+		{"tcp connection refused", tcp, refused, false, "connection refused", stats.CheckL4CON, 0},
+		{"tcp connect times out", tcp, hole, false, "timeout (connect)", stats.CheckL4TOUT, 0},
+		{"http status in range", http, ok.port, true, "status 200", stats.CheckL7OK, 200},
+		{"http status out of range", http, unavailable.port, false, "status 503", stats.CheckL7STS, 503},
+		{"http custom range accepts 503", only503, unavailable.port, true, "status 503", stats.CheckL7OK, 503},
+		{"http custom range refuses 200", only503, ok.port, false, "status 200", stats.CheckL7STS, 200},
+		{"http status line without reason", http, bare.port, true, "status 204", stats.CheckL7OK, 204},
+		{"http accepted but never answered", http, silent.port, false, "timeout (response)", stats.CheckL7TOUT, 0},
+		{"http closed before answering", http, closes.port, false, "connection closed before a status line", stats.CheckL7RSP, 0},
+		{"http answer is not http", http, notHTTP.port, false, "not an HTTP/1.x status line", stats.CheckL7RSP, 0},
+		{"http connection refused", http, refused, false, "connection refused", stats.CheckL4CON, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := chkBackend(t, tc.hc, nil, tc.port)

@@ -14,6 +14,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/stats"
 	"github.com/spliced-proxy/spliced/core/tlsconf"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
@@ -95,16 +96,16 @@ func TestCheckOverTLS(t *testing.T) {
 		// status is HAProxy's name of the result: L6* for the handshake.
 		status string
 	}{
-		{"https origin up", http, verified, ok.port(), true, "status 200", CheckL7OK},
-		{"https origin, verify none", http, none, ok.port(), true, "status 200", CheckL7OK},
-		{"https origin answers 503", http, verified, unavailable.port(), false, "status 503", CheckL7STS},
-		{"certificate of another CA", http, wrongCA, ok.port(), false, "tls handshake: tls: failed to verify certificate: x509: certificate signed by unknown authority", CheckL6RSP},
-		{"certificate for another name", http, wrongName, ok.port(), false, "tls handshake: tls: failed to verify certificate: x509: certificate is valid for origin.test", CheckL6RSP},
-		{"plain server", http, none, plain.port, false, "tls handshake: tls: first record does not look like a TLS handshake", CheckL6RSP},
-		{"silent after connect", http, none, silent.port, false, "timeout (handshake)", CheckL6TOUT},
-		{"tcp check completes the handshake", tcp, verified, ok.port(), true, "tls handshake completed", CheckL6OK},
-		{"tcp check, certificate of another CA", tcp, wrongCA, ok.port(), false, "tls handshake: tls: failed to verify certificate", CheckL6RSP},
-		{"tcp check, silent after connect", tcp, none, silent.port, false, "timeout (handshake)", CheckL6TOUT},
+		{"https origin up", http, verified, ok.port(), true, "status 200", stats.CheckL7OK},
+		{"https origin, verify none", http, none, ok.port(), true, "status 200", stats.CheckL7OK},
+		{"https origin answers 503", http, verified, unavailable.port(), false, "status 503", stats.CheckL7STS},
+		{"certificate of another CA", http, wrongCA, ok.port(), false, "tls handshake: tls: failed to verify certificate: x509: certificate signed by unknown authority", stats.CheckL6RSP},
+		{"certificate for another name", http, wrongName, ok.port(), false, "tls handshake: tls: failed to verify certificate: x509: certificate is valid for origin.test", stats.CheckL6RSP},
+		{"plain server", http, none, plain.port, false, "tls handshake: tls: first record does not look like a TLS handshake", stats.CheckL6RSP},
+		{"silent after connect", http, none, silent.port, false, "timeout (handshake)", stats.CheckL6TOUT},
+		{"tcp check completes the handshake", tcp, verified, ok.port(), true, "tls handshake completed", stats.CheckL6OK},
+		{"tcp check, certificate of another CA", tcp, wrongCA, ok.port(), false, "tls handshake: tls: failed to verify certificate", stats.CheckL6RSP},
+		{"tcp check, silent after connect", tcp, none, silent.port, false, "timeout (handshake)", stats.CheckL6TOUT},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := chkTLSBackend(t, tc.hc, tc.tl, tc.port)

@@ -128,6 +128,29 @@ type Server struct {
 	Check *Check `json:"check,omitempty"`
 }
 
+// HAProxy's names of check results (its "check status").
+const (
+	CheckINI     = "INI"     // no probe finished yet
+	CheckSOCKERR = "SOCKERR" // socket(2) or epoll registration failed
+	CheckL4OK    = "L4OK"    // tcp check: connected
+	CheckL4TOUT  = "L4TOUT"  // no connection within timeout_ms
+	CheckL4CON   = "L4CON"   // connection refused, unreachable, or closed while connecting
+	CheckL6OK    = "L6OK"    // tcp check of a TLS server: handshake completed
+	CheckL6TOUT  = "L6TOUT"  // TLS handshake past timeout_ms
+	CheckL6RSP   = "L6RSP"   // TLS handshake failed (certificate, protocol...)
+	CheckL7OK    = "L7OK"    // http check: status within status_min..status_max
+	CheckL7TOUT  = "L7TOUT"  // no status line within timeout_ms
+	CheckL7RSP   = "L7RSP"   // not an HTTP/1.x status line, or the connection ended (or failed) before one
+	CheckL7STS   = "L7STS"   // a status outside status_min..status_max
+)
+
+// CheckStatuses are every Check.Status value, sorted (the metric's label
+// values).
+func CheckStatuses() [12]string {
+	return [12]string{CheckINI, CheckL4CON, CheckL4OK, CheckL4TOUT, CheckL6OK, CheckL6RSP,
+		CheckL6TOUT, CheckL7OK, CheckL7RSP, CheckL7STS, CheckL7TOUT, CheckSOCKERR}
+}
+
 // Check is the last result of a server's health check, named as
 // HAProxy's check status: L4OK, L4TOUT, L4CON (refused, unreachable,
 // closed while connecting), L6OK, L6TOUT, L6RSP (TLS handshake), L7OK,
