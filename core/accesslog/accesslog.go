@@ -5,14 +5,16 @@
 // sinks.go), keeps the last entries for GET /api/v1/logs and hands each
 // new one to the subscribers of the event stream.
 //
-// Threads: Write is called by one goroutine, the engine's access-log
-// writer (core/engine), never by a loop; Recent and Subscribe by any
+// Threads: Add, Flush and Write are called by one goroutine, the engine's
+// access-log writer (core/engine), never by a loop; Recent and Subscribe by any
 // goroutine. Nothing here runs on a loop thread.
 package accesslog
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,6 +68,8 @@ type Record struct {
 type Log struct {
 	out *slog.Logger
 
+	batch []pending // Add'ed, not flushed yet (writer goroutine only)
+
 	mu     sync.Mutex
 	recent []Record // ring of the last len(recent) records
 	next   int      // where the next record goes
@@ -82,22 +86,49 @@ func New(out *slog.Logger, keep int) *Log {
 	return &Log{out: out, recent: make([]Record, keep), subs: make(map[chan Record]struct{})}
 }
 
-// Write writes e's line, keeps its record and sends it to the subscribers
-// (the writer goroutine only; e is not kept).
-func (l *Log) Write(e *stats.LogEntry) {
-	r := RecordOf(e, time.Now(), loop.Mono())
-	l.line(&r)
+// pending is a record of the current batch and when its entry ended.
+type pending struct {
+	end int64
+	r   Record
+}
+
+// Add takes e into the current batch (the writer goroutine only; e is not
+// kept): the engine adds what every loop's ring holds, then flushes.
+func (l *Log) Add(e *stats.LogEntry) {
+	l.batch = append(l.batch, pending{end: e.End, r: RecordOf(e, time.Now(), loop.Mono())})
+}
+
+// Flush writes the lines of the batch in the order its entries ended
+// (each loop's ring is in order; this merges the loops), keeps their
+// records and sends them to the subscribers (the writer goroutine only).
+func (l *Log) Flush() {
+	b := l.batch
+	slices.SortStableFunc(b, func(x, y pending) int { return cmp.Compare(x.end, y.end) })
+	for i := range b {
+		l.line(&b[i].r)
+	}
 	l.mu.Lock()
-	l.recent[l.next] = r
-	l.next = (l.next + 1) % len(l.recent)
-	l.n = min(l.n+1, len(l.recent))
-	for ch := range l.subs {
-		select {
-		case ch <- r:
-		default: // a subscriber that does not keep up loses records, never blocks the writer
+	for i := range b {
+		r := b[i].r
+		l.recent[l.next] = r
+		l.next = (l.next + 1) % len(l.recent)
+		l.n = min(l.n+1, len(l.recent))
+		for ch := range l.subs {
+			select {
+			case ch <- r:
+			default: // a subscriber that does not keep up loses records, never blocks the writer
+			}
 		}
 	}
 	l.mu.Unlock()
+	clear(b)
+	l.batch = b[:0]
+}
+
+// Write is Add and Flush of one entry.
+func (l *Log) Write(e *stats.LogEntry) {
+	l.Add(e)
+	l.Flush()
 }
 
 // Recent returns the last limit records (all it keeps when limit <= 0),

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,5 +79,26 @@ func TestLogWritesLinesAndKeepsTheLast(t *testing.T) {
 		if r := <-ch; r.BytesIn != int64(i) {
 			t.Fatalf("subscriber got %d, want %d", r.BytesIn, i)
 		}
+	}
+}
+
+// TestFlushOrdersABatchByEnd: entries added from several loops' rings
+// are written in the order they ended.
+func TestFlushOrdersABatchByEnd(t *testing.T) {
+	var buf bytes.Buffer
+	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), 0)
+	for _, end := range []int64{30, 10, 40, 20} { // loop 0: 30, 40; loop 1: 10, 20
+		l.Add(&stats.LogEntry{End: end, BytesIn: end})
+	}
+	l.Flush()
+	var got []int64
+	for _, r := range l.Recent(0) {
+		got = append(got, r.BytesIn)
+	}
+	if !slices.Equal(got, []int64{10, 20, 30, 40}) {
+		t.Errorf("recent in order %v, want by end", got)
+	}
+	if i, j := bytes.Index(buf.Bytes(), []byte(`"bytes_in":10`)), bytes.Index(buf.Bytes(), []byte(`"bytes_in":40`)); i < 0 || j < i {
+		t.Errorf("lines not in end order:\n%s", buf.String())
 	}
 }

@@ -202,9 +202,10 @@ func (e *Engine) startAccessLog() func() {
 	drain := func() {
 		var lost uint64
 		for _, r := range *e.th.logRings.Load() {
-			r.Drain(e.writeAccess)
+			r.Drain(e.alog.Add)
 			lost += r.Dropped()
 		}
+		e.alog.Flush()
 		if d := lost - dropped.Load(); d > 0 {
 			dropped.Store(lost)
 			e.log.Warn("access log lines dropped: the log writer is slower than the traffic", "dropped", d, "dropped_total", lost)
@@ -226,8 +227,6 @@ func (e *Engine) startAccessLog() func() {
 	}()
 	return func() { cancel(); <-done }
 }
-
-func (e *Engine) writeAccess(l *stats.LogEntry) { e.alog.Write(l) }
 
 // hasTLSBind: a bind of cf terminates TLS.
 func hasTLSBind(cf *config.Frontend) bool {

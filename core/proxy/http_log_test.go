@@ -187,3 +187,105 @@ func TestHTTPKeepAliveRequestWithAccessLogDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%d entries dropped", ring.Dropped())
 	}
 }
+
+// TestAccessLogKilledAtTheEndOfTheGrace: a request still waiting for its
+// server when CloseAll ends a stop's grace is logged as K (HAProxy's
+// killed), in the phase it was in; a tunnel too.
+func TestAccessLogKilledAtTheEndOfTheGrace(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	silent := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		io.Copy(io.Discard, c)
+	}).Addr
+	fe := httpFrontend(t, nil, silent)
+	entries := logged(t, e, fe)
+	c := e.dialHTTP(fe)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	tfe := frontend(t, SpliceAuto, silent)
+	tfe.AccessLog = true
+	tc := e.dial(tfe)
+	tc.Write([]byte("x"))
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		n := 0
+		e.do(func() {
+			for h := e.w.h.live.Front(); h != nil; h = h.link.Next() {
+				if h.phase == phExchange {
+					n++
+				}
+			}
+			for tu := e.w.live.Front(); tu != nil; tu = tu.link.Next() {
+				if tu.state == stEstablished {
+					n++
+				}
+			}
+		})
+		return n == 2
+	}, "the request at its server, the tunnel established")
+	e.do(func() { e.w.CloseAll() })
+	got := entries(2)
+	terms := map[bool]string{}
+	for _, le := range got {
+		terms[le.HTTP] = le.Term.String()
+	}
+	if terms[true] != "KH" || terms[false] != "KD" {
+		t.Errorf("terminations %v, want http KH and tcp KD", terms)
+	}
+}
+
+// TestTunnelAccessLogTerminations: a tcp connection's entry says how it
+// ended: normally, the server refusing every connect (SC, with the retry
+// counted), the client resetting (CD), the server resetting (SD).
+func TestTunnelAccessLogTerminations(t *testing.T) {
+	echo := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		io.Copy(c, c)
+	}).Addr
+	resetting := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		c.Read(make([]byte, 1))
+		c.SetLinger(0)
+		c.Close()
+	}).Addr
+	refused := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: testutil.FreePort(t)}
+	for _, tc := range []struct {
+		name  string
+		addrs []*net.TCPAddr
+		end   func(c *net.TCPConn)
+		term  string
+	}{
+		{"normal", []*net.TCPAddr{echo}, func(c *net.TCPConn) {
+			c.Write([]byte("x"))
+			c.Read(make([]byte, 1))
+			c.CloseWrite()
+			io.Copy(io.Discard, c)
+		}, "--"},
+		{"connect refused", []*net.TCPAddr{refused, refused}, func(c *net.TCPConn) { io.Copy(io.Discard, c) }, "SC"},
+		{"client reset", []*net.TCPAddr{echo}, func(c *net.TCPConn) {
+			c.Write([]byte("x"))
+			c.Read(make([]byte, 1))
+			c.SetLinger(0)
+			c.Close()
+		}, "CD"},
+		{"server reset", []*net.TCPAddr{resetting}, func(c *net.TCPConn) {
+			c.Write([]byte("x"))
+			io.Copy(io.Discard, c)
+		}, "SD"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, defaultTuning())
+			fe := frontend(t, SpliceAuto, tc.addrs...)
+			entries := logged(t, e, fe)
+			c := e.dial(fe)
+			tc.end(c)
+			le := entries(1)[0]
+			if le.Term.String() != tc.term || le.HTTP || le.Frontend != "fe" {
+				t.Errorf("termination %s, want %s (%+v)", le.Term, tc.term, le)
+			}
+			if tc.name == "connect refused" && int(le.Retries) != fe.Backend.B.Retries {
+				t.Errorf("retries %d, want the backend's %d", le.Retries, fe.Backend.B.Retries)
+			}
+			if tc.name == "normal" && (le.BytesIn != 1 || le.BytesOut != 1 || le.Connected == 0) {
+				t.Errorf("normal: %+v", le)
+			}
+		})
+	}
+}

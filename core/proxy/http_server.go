@@ -339,6 +339,7 @@ func (w *Worker) DropIdleUnusable() {
 // the worker (shutdown after the grace period).
 func (w *Worker) closeHTTP() {
 	for c := w.h.live.Front(); c != nil; c = w.h.live.Front() {
+		c.blame('K', c.phaseByte()) // the access log's "killed" (end of a stop's grace)
 		c.close(closeAbort)
 	}
 	for _, p := range w.h.idle {
