@@ -39,7 +39,9 @@
 //
 // Files: engine.go (Apply, Close, binds, frontends, backends), threads.go
 // (loop threads, nbthread changes), pin.go (cpu_map, IRQs), stats.go
-// (counters, access log), check.go (health checkers across generations),
+// (counters; the access-log writer: a goroutine drains every loop's
+// stats.LogRing each 50 ms into the accesslog.Log of Options.AccessLog,
+// sorted by end time), check.go (health checkers across generations),
 // servertls.go (each new server with tls gets its client *tls.Config at
 // Apply, kept while the server is: its session cache resumes across
 // Applies).

@@ -289,3 +289,46 @@ func TestTunnelAccessLogTerminations(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkHTTPKeepAliveAccessLog is BenchmarkHTTPKeepAlive with the
+// frontend's access log on (a goroutine drains the ring, as the engine's
+// writer does, without formatting): what an entry costs the loop.
+func BenchmarkHTTPKeepAliveAccessLog(b *testing.B) {
+	e := newEnv(b, defaultTuning())
+	fe := httpFrontend(b, nil, newRawServer(b))
+	ring := stats.NewLogRing(8192)
+	e.do(func() { e.w.AccessLog = ring })
+	fe.AccessLog = true
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			ring.Drain(func(*stats.LogEntry) {})
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	c := e.dialHTTP(fe)
+	c.SetDeadline(time.Time{})
+	req := []byte("GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+	buf := make([]byte, 4096)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		for n := 0; n < len(rawResponse); {
+			m, err := c.Read(buf[n:])
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += m
+		}
+	}
+}

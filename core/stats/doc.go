@@ -42,6 +42,16 @@
 // its cached clock (loop.Now, in whole seconds), the reader loop.Mono():
 // the same monotonic clock, no system call on the hot path.
 //
+// # Access-log entries
+//
+// LogEntry is one access-log record as a loop fills it (core/proxy): fixed
+// size, names pointing at immutable objects, the request line copied into
+// a 256-byte array, phase times as loop.Now values and HAProxy's
+// two-letter Termination. LogRing is a bounded single-producer (the loop)
+// single-consumer (the engine's writer) ring of them: Push never blocks
+// (a full ring drops and counts), Drain hands each entry to the writer,
+// which formats it off the loop (core/accesslog).
+//
 // # What it must not do
 //
 // Allocate, lock or log on the increment path; know about connections,
@@ -49,6 +59,7 @@
 //
 // # Threads
 //
-// Slot fields and Rate.Add: the loop that owns the slot only. Total,
+// Slot fields, Rate.Add and LogRing.Push: the loop that owns them only;
+// LogRing.Drain: the one writer goroutine. Total,
 // Snapshot types and everything else: any goroutine.
 package stats
