@@ -46,9 +46,9 @@ import (
 // A server with tls (balance.Server.TLS) is checked over TLS, as HAProxy
 // checks an "ssl" server with check-ssl by default: once the TCP connect
 // completes, the probe's fd leaves the loop and the client handshake runs
-// on the worker's handshake pool (xprt_tls.go, tuning.tls.max_handshakes,
-// shared with the connections: a check never takes more helper threads
-// than the bound) within what is left of timeout_ms, with the server's own
+// on the worker's pool of outgoing handshakes (Worker.tlsOut, xprt_tls.go,
+// tuning.tls.max_handshakes, shared with the connections to servers: a
+// check never takes more helper threads than the bound) within what is left of timeout_ms, with the server's own
 // *tls.Config (its verification, its SNI, its session cache, so checks
 // resume like connections do). Established, the fd comes back to the loop
 // with the tlsSock as the Side's transport: an http check sends its
@@ -296,7 +296,7 @@ func NewChecker(b *balance.Backend, workers []*Worker, log *slog.Logger) *Checke
 		pr.Probe = startProbe
 		pr.OnChange = ck.changed
 		for _, c := range pr.Checks() {
-			p := &probe{ck: ck, l: w.L, hs: w.tls, c: c}
+			p := &probe{ck: ck, l: w.L, hs: w.tlsOut, c: c}
 			p.side.FD = loop.FD{Fd: -1, T: &p.side.Task}
 			p.side.Task.Run, p.side.Task.Owner = runProbeTask, p
 			p.timer.Run, p.timer.Owner = runProbeTimer, p

@@ -20,7 +20,8 @@ import (
 // and keeps the bytes in a buffer. Once the connect completes (the usual
 // EPOLLOUT check), the fd leaves the loop (detach: the side owns no fd
 // while the handshake runs, so nothing closes it under the helper
-// goroutine) and the handshake runs on the worker's pool (xprt_tls.go)
+// goroutine) and the handshake runs on the worker's pool of outgoing
+// handshakes (Worker.tlsOut, xprt_tls.go)
 // within what is left of the backend's connect_ms: connect and handshake
 // together fit connect_ms, and the connect time counted in the stats is
 // the time to an established TLS session. Established, the fd is adopted
@@ -76,7 +77,7 @@ func (t *Tunnel) startTLS(x *tlsSock) {
 	t.srv.detach(w.L)
 	t.state = stHandshake
 	attempt, ss := t.attempts, t.ss
-	w.tls.start(x, handshakeWithin(w.L, t.deadline), func(x *tlsSock, err error) { t.tlsDone(x, err, attempt, ss) })
+	w.tlsOut.start(x, handshakeWithin(w.L, t.deadline), func(x *tlsSock, err error) { t.tlsDone(x, err, attempt, ss) })
 }
 
 // countServerTLS counts the end of a handshake with a server in its slot
@@ -136,7 +137,7 @@ func (c *httpConn) startTLS(sc *srvConn, x *tlsSock) {
 	w := c.w
 	sc.side.detach(w.L)
 	sc.hs = hsActive
-	w.tls.start(x, handshakeWithin(w.L, c.deadline), sc.tlsDone)
+	w.tlsOut.start(x, handshakeWithin(w.L, c.deadline), sc.tlsDone)
 }
 
 // tlsDone: sc's handshake ended.

@@ -369,7 +369,7 @@ func TestTLSServerHandshakeGivenUp(t *testing.T) {
 	slow := tlsBackend(t, none, func(b *config.Backend) { b.Timeouts.ConnectMs = 30000 }, o.Addr)
 	fast := tlsBackend(t, none, func(b *config.Backend) { r := 0; b.Retries = &r; b.Timeouts.ConnectMs = 300 }, o.Addr)
 	pool := func() (active, waiting int) {
-		e.do(func() { active, waiting = e.w.tls.active, len(e.w.tls.waiting) })
+		e.do(func() { active, waiting = e.w.tlsOut.active, len(e.w.tlsOut.waiting) })
 		return
 	}
 	tc := e.dial(tlsTCPFrontend(t, SpliceOn, slow))
@@ -391,7 +391,7 @@ func TestTLSServerHandshakeGivenUp(t *testing.T) {
 	e.waitIdle()
 	var free int
 	var ok, failed uint64
-	e.do(func() { free, ok, failed = len(e.w.h.freeSrv), e.w.tls.ok, e.w.tls.failed })
+	e.do(func() { free, ok, failed = len(e.w.h.freeSrv), e.w.tlsOut.ok, e.w.tlsOut.failed })
 	if free != 1 {
 		t.Fatalf("%d server connection objects recycled, want the orphaned one", free)
 	}

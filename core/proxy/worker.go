@@ -19,7 +19,8 @@ type Tuning struct {
 	MaxIdle int
 	// TLSMaxHandshakes bounds the TLS handshakes this loop runs at once
 	// on helper goroutines (tuning.tls.max_handshakes, per loop; the
-	// others wait in FIFO order, xprt_tls.go); at least 1.
+	// others wait in FIFO order, xprt_tls.go), once for its clients' and
+	// once for its own with servers (Worker.tlsOut); at least 1.
 	TLSMaxHandshakes int
 }
 
@@ -36,7 +37,13 @@ type Worker struct {
 	nlive int
 	sa    balance.SockaddrBuf // connect(2) address storage owned by this loop
 	h     httpState           // http mode: client connections, server pools
-	tls   *tlsHandshakes      // TLS handshakes of this loop's connections (xprt_tls.go)
+	tls   *tlsHandshakes      // TLS handshakes of this loop's clients on TLS binds (xprt_tls.go)
+	// tlsOut: the TLS handshakes this loop makes as a client (servers
+	// with tls, their health checks), in a pool of their own: a client
+	// of a bind can stall its handshake until handshake_ms, so clients
+	// that hold every slot of tls must not delay them (a 503 at
+	// connect_ms, a server marked down).
+	tlsOut *tlsHandshakes
 	// grants receives this loop's queue outcomes (queue.go); a loop.Source.
 	grants grants
 	// stopping: SoftStop was called (stop.go): no keep-alive, no pooling.
@@ -64,6 +71,7 @@ func NewWorker(l *loop.Loop, t Tuning) *Worker {
 	w.Bufs.used = &act.BufsUsed
 	w.h.maxIdle = t.MaxIdle
 	w.tls = newTLSHandshakes(l, t.TLSMaxHandshakes)
+	w.tlsOut = newTLSHandshakes(l, t.TLSMaxHandshakes)
 	w.grants.Notify = l.Notify
 	l.AddSource(&w.grants)
 	return w
@@ -75,6 +83,7 @@ func (w *Worker) SetTuning(t Tuning) {
 	w.Pipes.SetLimits(t.Maxpipes, t.Pipesize)
 	w.h.maxIdle = t.MaxIdle
 	w.tls.setMax(t.TLSMaxHandshakes)
+	w.tlsOut.setMax(t.TLSMaxHandshakes)
 }
 
 // Live is the number of tunnels this worker owns (loop thread).
@@ -85,6 +94,7 @@ func (w *Worker) Live() int { return w.nlive }
 // TLS handshakes in flight end with it (tlsHandshakes.stop).
 func (w *Worker) CloseAll() {
 	w.tls.stop()
+	w.tlsOut.stop()
 	for t := w.live.Front(); t != nil; t = w.live.Front() {
 		t.term = stats.Termination{'K', t.phaseByte()}
 		t.close(closeAbort)

@@ -497,7 +497,9 @@ func (x *tlsSock) rcvEvents() uint32 {
 func (x *tlsSock) sndEvents() uint32 { return evOut | evErr | evHup }
 
 // tlsHandshakes runs the TLS handshakes of one loop's connections (the
-// Worker's, NewWorker makes it) on at most max helper goroutines at a time
+// Worker makes two: its clients' on TLS binds, and its own with servers
+// and their checks, so that clients stalling theirs cannot delay those) on
+// at most max helper goroutines at a time
 // (tuning.tls.max_handshakes, per loop); the others wait in FIFO order, so
 // a handshake flood cannot take more than max threads from the loops. Each
 // handshake has the timeout its start gives (a frontend's handshake_ms for
