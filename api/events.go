@@ -205,12 +205,24 @@ type StatsEventItem struct {
 	BytesIn  int64   `json:"bytes_in"`
 	BytesOut int64   `json:"bytes_out"`
 	Errors   int64   `json:"errors"` // connect errors + aborts + timeouts + malformed requests
+	// Status, NoServer, ConnectErrors, Retries and Queue are as in
+	// /api/v1/stats, so the web page shows errors as they happen.
+	Status        stats.StatusCounts `json:"status"`
+	NoServer      int64              `json:"no_server"`
+	ConnectErrors int64              `json:"connect_errors"`
+	Retries       int64              `json:"retries"`
+	Queue         int64              `json:"queue"`
+	// ServersUp is a backend's usable servers; Check a server's last
+	// health check (absent without one), as in /api/v1/stats.
+	ServersUp *int         `json:"servers_up,omitempty"`
+	Check     *stats.Check `json:"check,omitempty"`
 }
 
 func eventItem(name, state string, c *stats.Counts) StatsEventItem {
 	return StatsEventItem{Name: name, State: state, ConnCur: c.ConnCur, Conns: c.ConnTotal, ConnRate: c.ConnRate,
 		Requests: c.Requests, ReqRate: c.ReqRate, BytesIn: c.BytesIn, BytesOut: c.BytesOut,
-		Errors: c.ConnectErrors + c.Aborts + c.Timeouts + c.Errors}
+		Errors: c.ConnectErrors + c.Aborts + c.Timeouts + c.Errors,
+		Status: c.Status, NoServer: c.NoServer, ConnectErrors: c.ConnectErrors, Retries: c.Retries, Queue: c.Queue}
 }
 
 func statsEvent(s stats.Snapshot) StatsEvent {
@@ -222,10 +234,14 @@ func statsEvent(s stats.Snapshot) StatsEvent {
 	}
 	for i := range s.Backends {
 		b := &s.Backends[i]
-		ev.Backends = append(ev.Backends, eventItem(b.Name, b.State, &b.Counts))
+		be := eventItem(b.Name, b.State, &b.Counts)
+		be.ServersUp = &b.ServersUp
+		ev.Backends = append(ev.Backends, be)
 		for j := range b.Servers {
 			sv := &b.Servers[j]
-			ev.Servers = append(ev.Servers, eventItem(b.Name+"/"+sv.Name, sv.State, &sv.Counts))
+			it := eventItem(b.Name+"/"+sv.Name, sv.State, &sv.Counts)
+			it.Check = sv.Check
+			ev.Servers = append(ev.Servers, it)
 		}
 	}
 	return ev

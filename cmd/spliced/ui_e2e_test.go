@@ -410,6 +410,8 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 	u.page("backends")
 	u.run("drain web/s1",
 		chromedp.Click(chromedp.CSS(`button[data-action="drain"][data-server="web/s1"]`)),
+		// web/s1 is web's last usable server: the page asks first.
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`button[data-action="drain"][data-server="web/s1"][aria-pressed="true"]`)))
 	var srv struct {
 		AdminState string `json:"admin_state"`

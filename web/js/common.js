@@ -50,11 +50,39 @@ export function cell(tag, key, fmt = 'num', attrs = {}) {
   return h(tag, { ...attrs, data: { stat: key, fmt } }, '—');
 }
 
+// healthBadge is a server's health: "up" only when a check says so (a
+// server without health check is "no check"), "down" with the reason.
 export function healthBadge(s) {
   if (!s || (s.health === null && s.up === null)) return badge('unknown');
   const st = s.health || (s.up ? 'up' : 'down');
+  if (s.check === null && s.up === true) {
+    const b = badge('no check');
+    b.title = 'No health check: the server is used as if up';
+    return b;
+  }
   const kind = s.up === true ? 'ok' : s.up === false ? 'bad' : /^(drain|maint)/.test(st) ? 'warn' : '';
   return badge(st, kind);
+}
+
+// checkText says a health check's last result as HAProxy names it, with
+// its reason: "L7STS 503: status 503".
+export function checkText(c) {
+  if (!c) return '';
+  const head = c.status + (c.code && !/^L7OK/.test(c.status) ? ' ' + c.code : '');
+  const plain = !c.reason || c.reason === head || (c.code && c.reason === `status ${c.code}`);
+  return plain ? head : `${head}: ${c.reason}`;
+}
+
+// healthCell is the content of a server's health cell: the badge and,
+// when the check fails, why and since when.
+export function healthCell(s) {
+  const out = [healthBadge(s)];
+  const c = s && s.check;
+  if (c && (s.up === false || !/OK$/.test(c.status))) {
+    out.push(h('div', { class: 'check-why', 'data-check': c.status },
+      checkText(c), c.since ? h('span', { class: 'muted' }, ` · since ${ago(c.since)}`) : null));
+  }
+  return out;
 }
 
 export function paint(root, live) {
@@ -62,10 +90,10 @@ export function paint(root, live) {
   root.querySelectorAll('[data-stat]').forEach((el) => {
     const key = el.dataset.stat;
     const fmt = el.dataset.fmt;
-    if (fmt === 'rate-req' || fmt === 'rate-bytes') {
+    if (fmt === 'rate-req' || fmt === 'rate-bytes' || fmt === 'rate-e5') {
       const r = live.rates.get(key.split('/')[1]);
-      const v = r ? (fmt === 'rate-req' ? r.req : r.bytes) : null;
-      const text = fmt === 'rate-req' ? rate(v) : (v === null ? '—' : bytes(v) + '/s');
+      const v = r ? (fmt === 'rate-req' ? r.req : fmt === 'rate-e5' ? r.e5 : r.bytes) : null;
+      const text = fmt === 'rate-bytes' ? (v === null || v === undefined ? '—' : bytes(v) + '/s') : rate(v);
       if (el.textContent !== text) el.textContent = text;
       return;
     }
@@ -73,7 +101,7 @@ export function paint(root, live) {
       const p = key.split('/');
       const b = st && st.backends.get(p[1]);
       const s = b && b.servers.get(p[2]);
-      el.replaceChildren(healthBadge(s));
+      el.replaceChildren(...healthCell(s));
       return;
     }
     const v = lookup(st, key);
@@ -82,6 +110,8 @@ export function paint(root, live) {
     else if (fmt === 'ago') text = v === undefined || v === null ? '—' : (typeof v === 'number' ? ago(Date.now() - v * 1000) : ago(v));
     else text = num(v ?? null);
     if (el.textContent !== text) el.textContent = text;
+    // Error counters (data-fmt="err") turn red when not zero.
+    if (fmt === 'err') el.classList.toggle('bad-v', typeof v === 'number' && v > 0);
   });
 }
 

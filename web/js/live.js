@@ -23,9 +23,9 @@ export class Live extends EventTarget {
     this.activityAt = 0;
     this.activityMissing = false;
     this.eventsMissing = false;
-    this.history = [];          // [{t (s), fe: Map name -> {req, bytes}}]
+    this.history = [];          // [{t (s), rates: Map name -> {req, bytes, e5}}]
     this.prev = null;           // previous sample, for rates
-    this.rates = new Map();     // frontend -> {req, bytes} per second
+    this.rates = new Map();     // frontend -> {req, bytes, e5 (5xx)} per second
     this.generation = null;
     this._abort = null;
     this._timers = [];
@@ -197,6 +197,7 @@ export class Live extends EventTarget {
         req: http ? f.requests : f.connTotal,
         bytes: (f.bytesIn ?? 0) + (f.bytesOut ?? 0),
         rate: http ? f.reqRate : f.connRate,
+        s5: http ? f.s5xx : null,
       });
     }
     const rates = new Map();
@@ -206,7 +207,9 @@ export class Live extends EventTarget {
       let req = cur.rate;
       if (req === null && p && cur.req !== null && p.req !== null) req = Math.max(0, (cur.req - p.req) / dt);
       const bytes = p ? Math.max(0, (cur.bytes - p.bytes) / dt) : null;
-      if (req !== null || bytes !== null) rates.set(name, { req, bytes });
+      // 5xx responses per second, from two samples (http frontends).
+      const e5 = p && cur.s5 !== null && p.s5 !== null && p.s5 !== undefined ? Math.max(0, (cur.s5 - p.s5) / dt) : null;
+      if (req !== null || bytes !== null) rates.set(name, { req, bytes, e5 });
     }
     this.prev = sample;
     this.rates = rates;

@@ -65,6 +65,35 @@ function counters(o) {
     denied: n(o, 'denied', 'denied_total', 'dreq'),
     queue: n(o, 'queue', 'queue_length', 'qcur', 'queued'),
     rtimeMs: n(o, 'response_time_avg_ms', 'rtime_ms', 'rtime', 'response_time_ms', 'avg_response_ms'),
+    s2xx: n(o, 'status.2xx'),
+    s3xx: n(o, 'status.3xx'),
+    s4xx: n(o, 'status.4xx'),
+    s5xx: n(o, 'status.5xx'),
+    noServer: n(o, 'no_server'),
+    connectErrors: n(o, 'connect_errors'),
+    retries: n(o, 'retries'),
+    timeouts: n(o, 'timeouts'),
+  };
+}
+
+// check reads a server's last health check result ("check" member of
+// /api/v1/stats); null when the server has no health check.
+function check(o) {
+  const c = o.check;
+  if (!isObj(c)) return { check: null };
+  return {
+    check: {
+      status: s(c, 'status') || '',
+      code: n(c, 'code'),
+      reason: s(c, 'reason') || '',
+      since: s(c, 'since'),
+      checkedAt: s(c, 'checked_at'),
+      durationMs: n(c, 'duration_ms'),
+      type: s(c, 'type'),
+      health: n(c, 'health'),
+      rise: n(c, 'rise'),
+      fall: n(c, 'fall'),
+    },
   };
 }
 
@@ -94,8 +123,8 @@ export function normStats(raw) {
   if (Number.isFinite(t)) out.time = t;
   for (const [name, o] of list(doc.frontends)) out.frontends.set(name, { name, mode: s(o, 'mode'), ...counters(o) });
   for (const [name, o] of list(doc.backends)) {
-    const be = { name, ...counters(o), servers: new Map() };
-    for (const [sn, so] of list(o.servers)) be.servers.set(sn, { name: sn, ...counters(so), ...health(so) });
+    const be = { name, ...counters(o), state: s(o, 'state'), serversUp: n(o, 'servers_up'), servers: new Map() };
+    for (const [sn, so] of list(o.servers)) be.servers.set(sn, { name: sn, ...counters(so), ...health(so), ...check(so) });
     out.backends.set(name, be);
   }
   // Servers may also come as a flat list with a backend field.
@@ -111,7 +140,7 @@ export function normStats(raw) {
       sn = full.slice(i + 1);
     }
     if (!out.backends.has(bn)) out.backends.set(bn, { name: bn, servers: new Map() });
-    out.backends.get(bn).servers.set(sn, { name: sn, ...counters(so), ...health(so) });
+    out.backends.get(bn).servers.set(sn, { name: sn, ...counters(so), ...health(so), ...check(so) });
   }
   const loops = doc.loops ?? doc.threads ?? doc.activity;
   if (loops !== undefined) out.loops = normActivity(loops);

@@ -1,6 +1,6 @@
 // Backends and their servers: health, connections, weight, admin state.
 
-import { h, clear, badge, modal, num, planList } from '../dom.js';
+import { h, clear, badge, modal, num, planList, confirmBox } from '../dom.js';
 import { get, request, enc } from '../api.js';
 import { input, group, rows, formShell, textArea, getAt, setAt } from '../forms.js';
 import { write, act, cell, statKey, paint, subscribe } from '../common.js';
@@ -30,6 +30,7 @@ export default async function backends(ctx, root) {
       h('div', { class: 'obj-head' },
         h('h2', null, b.name), badge(b.mode), badge(b.balance, 'accent'),
         hc ? badge(`check ${hc.type}${hc.path ? ' ' + hc.path : ''}`) : badge('no health check'),
+        h('span', { class: 'be-state', data: { stateOf: b.name } }),
         h('span', { class: 'badge warn stale-note' }, 'stale'),
         canAdmin ? h('div', { class: 'actions' },
           h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-server', onclick: () => openForm(ctx, () => serverForm(ctx, b, null)) }, 'Add server'),
@@ -48,12 +49,53 @@ export default async function backends(ctx, root) {
         h('span', null, 'queue ', h('b', null, `${num(b.timeouts.queue_ms)} ms`)),
         h('span', null, 'retries ', h('b', null, num(b.retries))),
         h('span', null, 'conns now ', cell('b', statKey('be', b.name, 'connCur'))),
-        h('span', null, 'queued ', cell('b', statKey('be', b.name, 'queue')))),
+        h('span', null, 'queued ', cell('b', statKey('be', b.name, 'queue'), 'err'))),
+      h('div', { class: 'kv', 'aria-label': `Responses and errors of ${b.name}` },
+        ...['2xx', '3xx', '4xx'].map((c) => h('span', null, `${c} `, cell('b', statKey('be', b.name, 's' + c)))),
+        h('span', null, '5xx ', cell('b', statKey('be', b.name, 's5xx'), 'err')),
+        h('span', null, 'no server ', cell('b', statKey('be', b.name, 'noServer'), 'err')),
+        h('span', null, 'connect errors ', cell('b', statKey('be', b.name, 'connectErrors'), 'err')),
+        h('span', null, 'retried ', cell('b', statKey('be', b.name, 'retries'), 'err'))),
+      hc ? h('p', { class: 'hint check-settings' }, 'Health check: ', checkSettings(hc)) : null,
       serverTable(ctx, b, canAdmin, canServer));
     root.append(panel);
   }
-  paint(root, ctx.live);
-  return subscribe(ctx.live, { stats: () => paint(root, ctx.live) });
+  const onStats = () => { paint(root, ctx.live); paintStates(root, ctx.live); };
+  onStats();
+  // #/backends/new (the first-visit guide) opens the form at once.
+  if (ctx.sub === 'new' && canAdmin) {
+    history.replaceState(null, '', '#/backends');
+    openForm(ctx, () => backendForm(ctx, null));
+  }
+  return subscribe(ctx.live, { stats: onStats });
+}
+
+// paintStates shows each backend's state: red when no server is usable
+// (its clients get 503).
+function paintStates(root, live) {
+  root.querySelectorAll('[data-state-of]').forEach((el) => {
+    const b = live.stats && live.stats.backends.get(el.dataset.stateOf);
+    const st = b && b.state;
+    const text = st === 'down' ? 'DOWN: no usable server' : st ? `${b.serversUp ?? '?'} usable` : '';
+    if (el.textContent === text) return;
+    el.textContent = text;
+    el.className = 'be-state badge ' + (st === 'down' ? 'bad' : st ? 'ok' : '');
+    el.closest('section').classList.toggle('down', st === 'down');
+  });
+}
+
+// checkSettings says how a backend's health check probes: type, request,
+// expected status, interval, timeout, rise and fall.
+export function checkSettings(hc) {
+  if (!hc) return 'no health check';
+  const parts = [hc.type];
+  if (hc.type === 'http') {
+    parts.push(`${hc.method || 'GET'} ${hc.path || '/'}`);
+    if (hc.host) parts.push(`Host ${hc.host}`);
+    parts.push(`expects ${hc.status_min || 200}–${hc.status_max || 399}`);
+  }
+  parts.push(`every ${num(hc.interval_ms)} ms`, `timeout ${num(hc.timeout_ms)} ms`, `rise ${hc.rise}`, `fall ${hc.fall}`);
+  return parts.join(' · ');
 }
 
 function serverTable(ctx, b, canAdmin, canServer) {
@@ -94,10 +136,18 @@ function serverTable(ctx, b, canAdmin, canServer) {
           h('div', { class: 'btngroup', role: 'group', 'aria-label': `Admin state of ${id}` }, STATES.map(([st, label]) => h('button', {
             type: 'button', class: 'btn small' + (s.admin_state === st ? ' on' : ''), 'aria-pressed': String(s.admin_state === st),
             'data-write': '', 'data-action': st, 'data-server': id,
-            onclick: (e) => act(ctx, e.target, async () => {
-              await write(ctx, 'PATCH', path, { admin_state: st }, `${id} is now ${st}`);
-              ctx.refresh();
-            }),
+            onclick: async (e) => {
+              const btn = e.currentTarget;
+              if (st !== 'ready' && lastUsable(ctx.live, b, s) && !await confirmBox(`${st === 'drain' ? 'Drain' : 'Put in maintenance'} the last usable server of ${b.name}?`,
+                h('div', null,
+                  h('p', null, `${id} is the only server of ${b.name} that can take traffic now.`),
+                  h('p', null, h('b', null, `Clients of ${b.name} will get 503 Service Unavailable`), ' until a server is ready (and up) again.')),
+                { ok: st === 'drain' ? 'Drain it' : 'Put in maintenance', danger: true })) return;
+              await act(ctx, btn, async () => {
+                await write(ctx, 'PATCH', path, { admin_state: st }, `${id} is now ${st}`);
+                ctx.refresh();
+              });
+            },
           }, label))),
           canAdmin ? h('button', { type: 'button', class: 'btn small ghost', 'data-write': '', 'data-action': 'edit-server', 'data-server': id, onclick: () => openForm(ctx, () => serverForm(ctx, b, s)) }, 'Edit') : null,
           canAdmin ? h('button', {
@@ -109,6 +159,18 @@ function serverTable(ctx, b, canAdmin, canServer) {
             },
           }, 'Remove') : null)) : null);
     })))));
+}
+
+// lastUsable says whether s is the only server of b that takes traffic:
+// admin state ready and not down by its health check (from the latest
+// stats when there are some, else from the configuration).
+function lastUsable(live, b, s) {
+  const rb = live.stats && live.stats.backends.get(b.name);
+  const usable = (x) => {
+    const rs = rb && rb.servers.get(x.name);
+    return ((rs && rs.admin) || x.admin_state || 'ready') === 'ready' && !(rs && rs.up === false);
+  };
+  return usable(s) && !b.servers.some((x) => x.name !== s.name && usable(x));
 }
 
 // labelled copies each column's heading into data-label of its cells, so
@@ -170,6 +232,10 @@ function serverTLSFields(model, base) {
   return fs;
 }
 
+// HC_HOST: the API has a host member in health_check (the check's Host
+// header).
+const HC_HOST = false;
+
 function healthFields(model) {
   const box = h('div');
   const render = () => {
@@ -185,7 +251,13 @@ function healthFields(model) {
         },
       }),
       hc ? [
-        hc.type === 'http' ? input(model, ['health_check', 'path'], 'Path', 'text', { optional: true, placeholder: '/healthz' }) : null,
+        hc.type === 'http' ? [
+          input(model, ['health_check', 'method'], 'Method', 'text', { optional: true, placeholder: 'GET' }),
+          input(model, ['health_check', 'path'], 'Path', 'text', { optional: true, placeholder: '/' }),
+          HC_HOST ? input(model, ['health_check', 'host'], 'Host header', 'text', { optional: true, placeholder: 'the server address' }) : null,
+          input(model, ['health_check', 'status_min'], 'Expected status from', 'int', { min: 100, max: 599, placeholder: '200' }),
+          input(model, ['health_check', 'status_max'], 'Expected status to', 'int', { min: 100, max: 599, placeholder: '399' }),
+        ] : null,
         input(model, ['health_check', 'interval_ms'], 'Interval (ms)', 'int', { min: 0 }),
         input(model, ['health_check', 'timeout_ms'], 'Timeout (ms)', 'int', { min: 0 }),
         input(model, ['health_check', 'rise'], 'Rise', 'int', { min: 0 }),

@@ -16,7 +16,7 @@ export default async function frontends(ctx, root) {
   root.append(h('div', { class: 'page-head' },
     h('h1', null, 'Frontends'),
     h('div', { class: 'actions' },
-      canAdmin ? h('button', { type: 'button', class: 'btn primary', id: 'new-frontend', 'data-write': '', onclick: () => openForm(ctx, () => frontendForm(ctx, null, backendNames, certNames)) }, 'New frontend') : null)));
+      canAdmin ? h('button', { type: 'button', class: 'btn primary', id: 'new-frontend', 'data-write': '', onclick: () => openForm(ctx, () => frontendForm(ctx, null, bks, certNames)) }, 'New frontend') : null)));
 
   if (!list.length) {
     root.append(h('div', { class: 'panel' }, h('p', { class: 'empty' }, 'No frontend yet.',
@@ -35,7 +35,7 @@ export default async function frontends(ctx, root) {
         h('span', { class: 'muted' }, '→ ', f.default_backend ? h('a', { href: '#/backends' }, f.default_backend) : 'no default backend'),
         canAdmin ? h('div', { class: 'actions' },
           h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-bind', onclick: () => bindForm(ctx, f, certNames) }, 'Add bind'),
-          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-frontend', onclick: () => openForm(ctx, () => frontendForm(ctx, f, backendNames, certNames)) }, 'Edit'),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-frontend', onclick: () => openForm(ctx, () => frontendForm(ctx, f, bks, certNames)) }, 'Edit'),
           h('button', { type: 'button', class: 'btn small danger', 'data-write': '', 'data-action': 'delete-frontend', onclick: del }, 'Delete')) : null),
       h('div', { class: 'kv' },
         h('span', null, 'maxconn ', h('b', null, f.maxconn ? num(f.maxconn) : 'global')),
@@ -43,7 +43,15 @@ export default async function frontends(ctx, root) {
         h('span', null, 'conns now ', cell('b', statKey('fe', f.name, 'connCur'))),
         h('span', null, 'total ', cell('b', statKey('fe', f.name, 'connTotal'))),
         h('span', null, 'in ', cell('b', statKey('fe', f.name, 'bytesIn'), 'bytes')),
-        h('span', null, 'out ', cell('b', statKey('fe', f.name, 'bytesOut'), 'bytes'))),
+        h('span', null, 'out ', cell('b', statKey('fe', f.name, 'bytesOut'), 'bytes')),
+        h('span', null, 'access log ', h('b', null, f.access_log ? 'on' : 'off'))),
+      f.mode === 'http' ? h('div', { class: 'kv', 'aria-label': `Responses of ${f.name}` },
+        h('span', null, 'requests ', cell('b', statKey('fe', f.name, 'requests'))),
+        ...['2xx', '3xx', '4xx'].map((c) => h('span', null, `${c} `, cell('b', statKey('fe', f.name, 's' + c)))),
+        h('span', null, '5xx ', cell('b', statKey('fe', f.name, 's5xx'), 'err')),
+        h('span', null, '5xx/s ', cell('b', statKey('fe', f.name, 'e5'), 'rate-e5')),
+        h('span', null, 'bad requests ', cell('b', statKey('fe', f.name, 'errors'), 'err')),
+        h('span', null, 'headers ', h('b', null, httpSummary(f.http)))) : null,
       h('h3', null, 'Binds'),
       f.binds.length ? h('div', { class: 'tablewrap' }, labelled(h('table', { class: 'stack' },
         h('thead', null, h('tr', null, ['Bind', 'Address', 'Port', 'Shards', 'Backlog', 'Threads', 'TLS', ''].map((t, i) => h('th', { class: i >= 2 && i <= 4 ? 'num' : '' }, t)))),
@@ -73,7 +81,21 @@ export default async function frontends(ctx, root) {
       ] : null));
   }
   paint(root, ctx.live);
+  // #/frontends/new (the first-visit guide) opens the form at once.
+  if (ctx.sub === 'new' && canAdmin) {
+    history.replaceState(null, '', '#/frontends');
+    openForm(ctx, () => frontendForm(ctx, null, bks, certNames));
+  }
   return subscribe(ctx.live, { stats: () => paint(root, ctx.live) });
+}
+
+// httpSummary says what an http frontend adds to requests.
+function httpSummary(o) {
+  const on = [];
+  if (o && o.x_forwarded_for) on.push('X-Forwarded-For');
+  if (o && o.x_forwarded_proto) on.push('X-Forwarded-Proto');
+  if (o && o.via) on.push('Via');
+  return (on.join(', ') || 'none added') + (o && o.max_body_size ? ` · body ≤ ${num(o.max_body_size)} B` : '');
 }
 
 function bindFields(model, base, certNames, mode) {
@@ -83,8 +105,28 @@ function bindFields(model, base, certNames, mode) {
     input(model, [...base, 'port'], 'Port', 'int', { min: 1, max: 65535, placeholder: '80' }),
     input(model, [...base, 'shards'], 'Shards', 'int', { min: 0, placeholder: '0' }),
     input(model, [...base, 'backlog'], 'Backlog', 'int', { min: 0, placeholder: 'default' }),
+    intList(model, [...base, 'threads'], 'Threads', { placeholder: 'all', hint: 'loops that accept on it: 0, 1, …' }),
     tlsFields(model, base, certNames, mode),
   ];
+}
+
+// intList edits an array of integers as one text input ("0, 2"); a word
+// that is not a number is sent as is, for the API to name it.
+function intList(model, path, label, opts) {
+  const f = listInput(model, path, label, opts);
+  const el = f.querySelector('input');
+  el.addEventListener('input', () => {
+    const v = getAt(model, path);
+    if (v) setAt(model, path, v.map((x) => (/^\d+$/.test(x) ? Number(x) : x)));
+  });
+  return f;
+}
+
+// loopbackAdmin: the page itself is served on a loopback address, so a
+// new bind defaults to one too (nothing exposed by surprise).
+export function defaultBindAddress() {
+  const host = location.hostname.replace(/^\[|\]$/g, '');
+  return /^(127\.|localhost$|::1$)/.test(host) ? '127.0.0.1' : '0.0.0.0';
 }
 
 // tlsFields edits the tls member of the bind at base: the checkbox adds
@@ -117,13 +159,15 @@ function tlsFields(model, base, certNames, mode) {
 
 // frontendForm edits f as GET returns it now (its ETag sent back as
 // If-Match), or creates a frontend when f is null.
-async function frontendForm(ctx, f, backendNames, certNames) {
+async function frontendForm(ctx, f, backends, certNames) {
+  const backendNames = backends.map((b) => b.name);
   const editing = !!f;
   const ed = editing ? await loadForEdit(`/api/v1/frontends/${enc(f.name)}`) : null;
   if (editing) f = ed.data;
+  const modeOf = (name) => { const b = backends.find((x) => x.name === name); return b ? b.mode || 'tcp' : null; };
   const model = editing ? ed.data : {
-    name: '', mode: 'tcp', default_backend: backendNames[0] || '', splice: 'auto',
-    binds: [{ name: 'b1', address: '0.0.0.0', port: undefined }], routes: [],
+    name: '', mode: modeOf(backendNames[0]) || 'tcp', default_backend: backendNames[0] || '', splice: 'auto',
+    binds: [{ name: 'b1', address: defaultBindAddress(), port: undefined }], routes: [],
   };
   return modal((close) => {
     const routesBox = h('div');
@@ -144,14 +188,38 @@ async function frontendForm(ctx, f, backendNames, certNames) {
       }));
     };
     renderRoutes();
+    // The http options, shown in http mode.
+    const httpBox = h('div');
+    const renderHTTP = () => {
+      clear(httpBox);
+      if (model.mode !== 'http') return;
+      httpBox.append(group(['http'], 'HTTP', h('div', { class: 'fields' },
+        input(model, ['http', 'x_forwarded_for'], 'Add X-Forwarded-For', 'bool'),
+        input(model, ['http', 'x_forwarded_proto'], 'Add X-Forwarded-Proto', 'bool'),
+        input(model, ['http', 'via'], 'Add Via', 'bool'),
+        input(model, ['http', 'max_body_size'], 'Max body size (bytes)', 'int', { min: 0, placeholder: '0 = unlimited', hint: 'larger bodies get 413' }))));
+    };
+    renderHTTP();
+    const onMode = () => { renderRoutes(); renderHTTP(); };
+    const modeField = input(model, ['mode'], 'Mode', 'select', { options: ['tcp', 'http'], onchange: onMode });
+    // A new frontend takes the mode of the backend chosen (a tcp frontend
+    // cannot send to an http backend); the operator may still change it.
+    const onBackend = (name) => {
+      const m = modeOf(name);
+      if (editing || !m || m === model.mode) return;
+      model.mode = m;
+      modeField.querySelector('select').value = m;
+      onMode();
+    };
     const body = h('div', { data: { ptr: '/' } },
       h('div', { class: 'fields' },
         editing ? h('div', { class: 'field', data: { ptr: '/name' } }, h('label', null, 'Name'), h('input', { value: f.name, disabled: true }), h('div', { class: 'err' }))
           : input(model, ['name'], 'Name', 'text', { required: true, placeholder: 'public' }),
-        input(model, ['mode'], 'Mode', 'select', { options: ['tcp', 'http'], onchange: renderRoutes }),
-        input(model, ['default_backend'], 'Default backend', 'select', { options: [['', '(none)'], ...backendNames], optional: true }),
+        modeField,
+        input(model, ['default_backend'], 'Default backend', 'select', { options: [['', '(none)'], ...backendNames], optional: true, onchange: onBackend }),
         input(model, ['splice'], 'Splice', 'select', { options: ['auto', 'on', 'off'] }),
-        input(model, ['maxconn'], 'Maxconn', 'int', { min: 0, placeholder: '0 = global' })),
+        input(model, ['maxconn'], 'Maxconn', 'int', { min: 0, placeholder: '0 = global' }),
+        input(model, ['access_log'], 'Access log', 'bool', { hint: 'one line per request (http) or connection (tcp)' })),
       group(['timeouts'], 'Timeouts (ms; empty = default)', h('div', { class: 'fields' },
         input(model, ['timeouts', 'client_ms'], 'Client', 'int', { min: 0, placeholder: '30000' }),
         input(model, ['timeouts', 'tunnel_ms'], 'Tunnel', 'int', { min: 0, placeholder: '3600000' }),
@@ -159,9 +227,10 @@ async function frontendForm(ctx, f, backendNames, certNames) {
         input(model, ['timeouts', 'http_keep_alive_ms'], 'HTTP keep-alive', 'int', { min: 0 }))),
       rows(model, ['binds'], {
         title: 'Binds', add: 'Add bind row',
-        blank: (i) => ({ name: `b${i + 1}`, address: '0.0.0.0' }),
+        blank: (i) => ({ name: `b${i + 1}`, address: defaultBindAddress() }),
         rowFn: (p) => bindFields(model, p, certNames, model.mode),
       }),
+      httpBox,
       routesBox);
     return formShell(editing ? `Edit frontend ${f.name}` : 'New frontend', body, {
       submitLabel: editing ? 'Save' : 'Create', preview: true, onCancel: () => close(),
@@ -171,7 +240,7 @@ async function frontendForm(ctx, f, backendNames, certNames) {
         if (dry) return previewPlan(form, method, path, model);
         const what = `${editing ? 'Saved' : 'Created'} frontend ${model.name}`;
         if (editing) {
-          if (!await guardedWrite(ctx, form, ed, method, path, model, what, () => { close(); openForm(ctx, () => frontendForm(ctx, f, backendNames, certNames)); })) return;
+          if (!await guardedWrite(ctx, form, ed, method, path, model, what, () => { close(); openForm(ctx, () => frontendForm(ctx, f, backends, certNames)); })) return;
         } else {
           await write(ctx, method, path, model, what);
         }
@@ -183,7 +252,7 @@ async function frontendForm(ctx, f, backendNames, certNames) {
 }
 
 function bindForm(ctx, f, certNames) {
-  const model = { name: `b${f.binds.length + 1}`, address: f.binds[0] ? f.binds[0].address : '0.0.0.0' };
+  const model = { name: `b${f.binds.length + 1}`, address: f.binds[0] ? f.binds[0].address : defaultBindAddress() };
   const fields = bindFields(model, [], certNames, f.mode);
   const tls = fields.pop(); // a fieldset of its own under the grid of fields
   return modal((close) => formShell(`Add a bind to ${f.name}`, h('div', { data: { ptr: '/' } }, h('div', { class: 'fields' }, fields), tls), {

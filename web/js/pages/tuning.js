@@ -1,6 +1,6 @@
 // Tuning: the global data-plane knobs, validated by the API.
 
-import { h, badge } from '../dom.js';
+import { h, badge, confirmBox } from '../dom.js';
 import { input, group, formShell } from '../forms.js';
 import { loadForEdit, guardedWrite } from '../conflict.js';
 import { previewPlan } from './backends.js';
@@ -9,6 +9,7 @@ export default async function tuning(ctx, root) {
   // The form is built from the tuning as GET returns it, with its ETag.
   const ed = await loadForEdit('/api/v1/tuning');
   const model = ed.data;
+  const nb0 = model.nbthread;
   const canAdmin = ctx.can('admin');
   const body = h('div', { data: { ptr: '/' } },
     group([], 'Loops', h('div', { class: 'fields' },
@@ -45,6 +46,13 @@ export default async function tuning(ctx, root) {
     submitLabel: 'Apply', preview: true,
     onSubmit: async (f, dry) => {
       if (dry) return previewPlan(f, 'PUT', '/api/v1/tuning', model);
+      // A new nbthread restarts the loops: say so before.
+      if (model.nbthread !== nb0 && !await confirmBox(`Change nbthread from ${nb0 || 'one per CPU'} to ${model.nbthread || 'one per CPU'}?`,
+        h('div', null,
+          h('p', null, h('b', null, 'This restarts loops.'), ' More loops: they start and the binds move to them (no listening socket closes).',
+            ' Fewer loops: the removed ones take no new connection, close their idle keep-alive connections, and close what is left after the grace period (', String(model.grace_ms ?? 10000), ' ms).'),
+          h('p', null, 'Use Preview to see the plan first.')),
+        { ok: 'Restart loops', danger: true })) return;
       if (await guardedWrite(ctx, f, ed, 'PUT', '/api/v1/tuning', model, 'Tuning applied', () => ctx.refresh())) ctx.refresh();
     },
   });
