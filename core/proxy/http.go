@@ -511,7 +511,7 @@ func (c *httpConn) startRequest(n int) {
 	// is now: a kept-alive connection follows the change): only the
 	// proxy's below reach the server.
 	strip := c.fe.CertStrip
-	if c.cert != nil {
+	if c.cert != nil && c.cert.fields != nil { // not a subject kept for the access log only
 		strip = c.cert.strip
 	}
 	d = r.AppendEndToEndStrip(d, buf, keep, strip)

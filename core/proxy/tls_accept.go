@@ -123,8 +123,13 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
 		}
 		c := w.startHTTP(fd, x, fe, cur)
 		// Set before the first request: startHTTP only woke the tasklet.
-		if c != nil && fe.CertHeader != "" {
+		switch {
+		case c == nil:
+		case fe.CertHeader != "":
 			c.cert = clientCertFields(fe.CertHeader, &st)
+		case fe.AccessLog && len(st.PeerCertificates) > 0:
+			// No fields for the server, the subject for the access log.
+			c.cert = &clientCert{subject: st.PeerCertificates[0].Subject.String()}
 		}
 	})
 }
@@ -132,8 +137,10 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
 // clientCert is what an http connection adds to each of its requests
 // about the client's certificate (computed once, after the handshake).
 type clientCert struct {
-	strip  []byte // the fields' prefix: the client's fields with it are dropped
-	fields []byte // "<prefix>Subject: …\r\n" … "<prefix>Verified: …\r\n"
+	strip []byte // the fields' prefix: the client's fields with it are dropped
+	// fields: "<prefix>Subject: …\r\n" … "<prefix>Verified: …\r\n"; nil
+	// when the frontend adds none and only the access log wants subject.
+	fields []byte
 	// subject is the certificate's subject, for the access log ("" without
 	// a certificate).
 	subject string
