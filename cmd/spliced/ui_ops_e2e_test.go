@@ -90,6 +90,7 @@ func TestUIFirstVisitAndForms(t *testing.T) {
 	u.fill(`dialog[open] fieldset[data-ptr="/health_check"] select`, "http")
 	u.fill(`dialog[open] [data-ptr="/health_check/method"] input`, "HEAD")
 	u.fill(`dialog[open] [data-ptr="/health_check/path"] input`, "/ready")
+	u.fill(`dialog[open] [data-ptr="/health_check/host"] input`, "app.example.com")
 	u.fill(`dialog[open] [data-ptr="/health_check/status_min"] input`, "200")
 	u.fill(`dialog[open] [data-ptr="/health_check/status_max"] input`, "204")
 	u.shot("backend-form-check-1280")
@@ -101,6 +102,7 @@ func TestUIFirstVisitAndForms(t *testing.T) {
 		Type      string `json:"type"`
 		Method    string `json:"method"`
 		Path      string `json:"path"`
+		Host      string `json:"host"`
 		StatusMin int    `json:"status_min"`
 		StatusMax int    `json:"status_max"`
 	}
@@ -108,7 +110,7 @@ func TestUIFirstVisitAndForms(t *testing.T) {
 		HealthCheck *check `json:"health_check"`
 	}
 	u.sentJSON(&sentBe)
-	want := check{Type: "http", Method: "HEAD", Path: "/ready", StatusMin: 200, StatusMax: 204}
+	want := check{Type: "http", Method: "HEAD", Path: "/ready", Host: "app.example.com", StatusMin: 200, StatusMax: 204}
 	if sentBe.HealthCheck == nil || *sentBe.HealthCheck != want {
 		t.Fatalf("the backend form sent health_check %+v, want %+v", sentBe.HealthCheck, want)
 	}
@@ -120,7 +122,7 @@ func TestUIFirstVisitAndForms(t *testing.T) {
 		t.Fatalf("stored health_check %+v, want %+v", be.HealthCheck, want)
 	}
 	// The backend's panel says how its servers are checked.
-	if s := u.text(`section[data-backend="web"] .check-settings`); !strings.Contains(s, "HEAD /ready") || !strings.Contains(s, "expects 200–204") {
+	if s := u.text(`section[data-backend="web"] .check-settings`); !strings.Contains(s, "HEAD /ready") || !strings.Contains(s, "Host app.example.com") || !strings.Contains(s, "expects 200–204") {
 		t.Fatalf("check settings shown = %q", s)
 	}
 

@@ -232,10 +232,6 @@ function serverTLSFields(model, base) {
   return fs;
 }
 
-// HC_HOST: the API has a host member in health_check (the check's Host
-// header).
-const HC_HOST = false;
-
 function healthFields(model) {
   const box = h('div');
   const render = () => {
@@ -254,7 +250,7 @@ function healthFields(model) {
         hc.type === 'http' ? [
           input(model, ['health_check', 'method'], 'Method', 'text', { optional: true, placeholder: 'GET' }),
           input(model, ['health_check', 'path'], 'Path', 'text', { optional: true, placeholder: '/' }),
-          HC_HOST ? input(model, ['health_check', 'host'], 'Host header', 'text', { optional: true, placeholder: 'the server address' }) : null,
+          input(model, ['health_check', 'host'], 'Host header', 'text', { optional: true, placeholder: 'the server address', hint: 'host[:port]' }),
           input(model, ['health_check', 'status_min'], 'Expected status from', 'int', { min: 100, max: 599, placeholder: '200' }),
           input(model, ['health_check', 'status_max'], 'Expected status to', 'int', { min: 100, max: 599, placeholder: '399' }),
         ] : null,
