@@ -365,6 +365,7 @@ func (c *httpConn) readHead() {
 			if err != nil {
 				c.fs.Errors.Add(1)
 				c.bytesIn += int64(c.in.Len()) // what came of the bad head
+				c.logBadLine()
 				c.fail(err.(*http1.Error).Status)
 				return
 			}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"net/netip"
 
 	"github.com/spliced-proxy/spliced/core/stats"
@@ -44,6 +45,20 @@ func (c *httpConn) beginLog() {
 		lg.ClientCert = c.cert.subject
 	}
 	c.lg = lg
+}
+
+// logBadLine copies the first line of a head the parser refused (up to
+// its LF, or what came of it) into the entry: the operator sees what was
+// sent, as HAProxy's <BADREQ> capture.
+func (c *httpConn) logBadLine() {
+	if c.lg == nil {
+		return
+	}
+	line := c.in.Data()
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	c.lg.SetLine(bytes.TrimSuffix(line, []byte{'\r'}))
 }
 
 // blame sets the termination state of the request: who ended it, in

@@ -137,6 +137,9 @@ func TestHTTPAccessLogTerminations(t *testing.T) {
 			if le.Status != tc.status || le.Term.String() != tc.term {
 				t.Errorf("status %d termination %s, want %d %s (%+v)", le.Status, le.Term, tc.status, tc.term, le)
 			}
+			if tc.name == "bad request" && string(le.RequestLine()) != "BAD\x01 / HTTP/1.1" {
+				t.Errorf("bad request line %q, want the line as sent", le.RequestLine())
+			}
 			if tc.name == "connect refused" && le.Retries != 1 {
 				t.Errorf("retries %d, want 1", le.Retries)
 			}
