@@ -123,6 +123,11 @@ func (v *validation) bindTLS(bp string, f *Frontend, t *BindTLS) {
 			v.p.add(tp+"/client_cert_header_prefix", CodeInvalid, "client_cert_header_prefix needs client_ca")
 		case len(pfx) > MaxClientCertPrefixLen || !ValidMethod(pfx):
 			v.p.addf(tp+"/client_cert_header_prefix", CodeFormat, "client_cert_header_prefix must be 1-%d HTTP token characters", MaxClientCertPrefixLen)
+		default:
+			if f := framingFieldWithPrefix(pfx); f != "" {
+				v.p.addf(tp+"/client_cert_header_prefix", CodeInvalid,
+					"client_cert_header_prefix %q would remove the client's %s field too (the client's fields with the prefix are dropped)", pfx, f)
+			}
 		}
 	}
 }
@@ -187,4 +192,33 @@ func (v *validation) bindTLSOldVersions(tp string, t *BindTLS) {
 		}
 	}
 	v.p.addf(tp+"/ciphers", CodeInvalid, "min_version %s needs a cipher usable in TLS %s (a CBC suite such as TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA): the ciphers listed need TLS 1.2", t.MinVersion, t.MinVersion)
+}
+
+// framingFields are the request fields the proxy frames, routes or
+// upgrades a request with and forwards as received: the client's fields
+// whose name starts with a client_cert_header_prefix are dropped, and a
+// dropped Content-Length whose body is forwarded makes the server read
+// that body as a next request.
+var framingFields = []string{"Host", "Content-Length", "Transfer-Encoding", "Upgrade", "Expect"}
+
+// framingFieldWithPrefix is the framing field whose name starts with pfx
+// (ASCII case-insensitively, '_' and '-' alike, as the proxy strips), or "".
+func framingFieldWithPrefix(pfx string) string {
+	for _, f := range framingFields {
+		if len(f) < len(pfx) {
+			continue
+		}
+		match := true
+		for i := 0; i < len(pfx) && match; i++ {
+			a := pfx[i]
+			if a == '_' {
+				a = '-'
+			}
+			match = a == f[i] || 'A' <= a && a <= 'Z' && a+'a'-'A' == f[i] || 'a' <= a && a <= 'z' && a-('a'-'A') == f[i]
+		}
+		if match {
+			return f
+		}
+	}
+	return ""
 }
