@@ -126,3 +126,41 @@ func TestAccessLogFileHTTPTerminations(t *testing.T) {
 		return strings.Count(string(b), `"msg":"access"`) == 1
 	}, "a line in the new file")
 }
+
+// TestAccessLogSyslogText: --access-log-syslog sends each line as one
+// datagram (RFC 5424 here), in --access-log-format text, and nothing of
+// it goes to stderr.
+func TestAccessLogSyslogText(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	in := startSpliced(t, "", "--log-format", "json", "--access-log-format", "text",
+		"--access-log-syslog", "udp://"+pc.LocalAddr().String(), "--access-log-syslog-format", "rfc5424")
+	web := newHTTPOrigin(t, "web", nil)
+	port := setupHTTP(t, in, httpSetup{
+		backends: []map[string]any{httpBackend("web", "roundrobin", web.server("s1"))},
+		frontend: map[string]any{"default_backend": "web", "access_log": true},
+	})
+	roundTrip(t, port, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+	buf := make([]byte, 4096)
+	pc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, _, err := pc.ReadFrom(buf)
+	if err != nil {
+		t.Fatalf("no syslog datagram: %v", err)
+	}
+	msg := string(buf[:n])
+	for _, want := range []string{"<134>1 ", " spliced ", " access - ", "msg=access", "frontend=pub", `request="GET /hello HTTP/1.1"`,
+		"status=200", "termination=--"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("datagram %q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("datagram %q holds a newline", msg)
+	}
+	if strings.Contains(in.Logs(), `"msg":"access"`) || strings.Contains(in.Logs(), "msg=access") {
+		t.Errorf("access line on stderr too")
+	}
+}
