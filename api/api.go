@@ -359,6 +359,8 @@ type writeOp struct {
 	location string
 	// certificates are bundles the write adds (UpdateOptions.Certificates).
 	certificates map[string][]byte
+	// restoreOf is the generation a restore brings back (UpdateOptions.RestoreOf).
+	restoreOf int64
 }
 
 // write runs op through the store: one atomic Update under the store's lock
@@ -413,7 +415,10 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) error
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), applyTimeout)
 	defer cancel()
-	res, err := s.store.Update(ctx, mutate, config.UpdateOptions{DryRun: dry, Env: s.env, Apply: apply, Certificates: op.certificates})
+	res, err := s.store.Update(ctx, mutate, config.UpdateOptions{
+		DryRun: dry, Env: s.env, Apply: apply, Certificates: op.certificates,
+		Actor: actor(r.Context()), RestoreOf: op.restoreOf,
+	})
 	s.noteWrite(r, dry, res, err)
 	if err != nil {
 		if prefix != "" {

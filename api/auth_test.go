@@ -397,9 +397,41 @@ func TestInfoReportsTheCallersRole(t *testing.T) {
 	for _, r := range []tokens.Role{tokens.Viewer, tokens.Operator, tokens.Admin} {
 		w := f.do(req{method: "GET", path: "/api/v1/info", token: f.secrets[r]})
 		info := decodeJSON[Info](t, w)
-		if info.Role != string(r) || !info.Auth {
-			t.Errorf("as %s: role %q auth %v", r, info.Role, info.Auth)
+		if info.Role != string(r) || !info.Auth || info.TokenName != "t-"+string(r) {
+			t.Errorf("as %s: role %q token_name %q auth %v", r, info.Role, info.TokenName, info.Auth)
 		}
+	}
+}
+
+// A revision names who made it and, for a restore, the generation it
+// brought back (the web page's history shows both).
+func TestRevisionsNameTheActorAndTheRestoredGeneration(t *testing.T) {
+	f := newSecFixture(t, true, Options{Open: true})
+	f.seed(t) // generations 1 (backend) and 2 (frontend), by t-admin
+	admin := f.secrets[tokens.Admin]
+	if w := f.do(req{method: "POST", path: "/api/v1/config/revisions/1/restore?dry_run=true", token: admin}); w.Code != 200 {
+		t.Fatalf("dry-run restore: %d %s", w.Code, w.Body)
+	}
+	if w := f.do(req{method: "POST", path: "/api/v1/config/revisions/1/restore", token: admin}); w.Code != 200 {
+		t.Fatalf("restore: %d %s", w.Code, w.Body)
+	}
+	w := f.do(req{method: "GET", path: "/api/v1/config/revisions", token: f.secrets[tokens.Viewer]})
+	revs := decodeJSON[[]config.RevisionInfo](t, w)
+	if len(revs) != 3 {
+		t.Fatalf("%d revisions (a dry run makes none): %s", len(revs), w.Body)
+	}
+	want := []config.RevisionInfo{{Generation: 3, Actor: "t-admin", RestoreOf: 1}, {Generation: 2, Actor: "t-admin"}, {Generation: 1, Actor: "t-admin"}}
+	for i, r := range revs {
+		if r.Generation != want[i].Generation || r.Actor != want[i].Actor || r.RestoreOf != want[i].RestoreOf {
+			t.Errorf("revision %d: %+v, want actor %q restore_of %d", r.Generation, r, want[i].Actor, want[i].RestoreOf)
+		}
+	}
+	if !strings.Contains(w.Body.String(), `"restore_of":1`) || strings.Count(w.Body.String(), "restore_of") != 1 {
+		t.Errorf("restore_of is only on the restore: %s", w.Body)
+	}
+	// The restored document is still readable whole.
+	if w := f.do(req{method: "GET", path: "/api/v1/config/revisions/3", token: admin}); w.Code != 200 {
+		t.Fatalf("revision 3: %d %s", w.Code, w.Body)
 	}
 }
 

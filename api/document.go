@@ -215,8 +215,9 @@ func (s *server) restoreRevision(w http.ResponseWriter, r *http.Request) error {
 			c.Generation = g
 			return "", nil
 		},
-		result: func(c *config.Config) any { return c },
-		status: http.StatusOK,
+		result:    func(c *config.Config) any { return c },
+		status:    http.StatusOK,
+		restoreOf: rev,
 	})
 }
 

@@ -33,6 +33,9 @@ type Info struct {
 	// Role is the caller's role: that of its token, "admin" while no token
 	// exists (open loopback or unix admin address).
 	Role string `json:"role" example:"admin" enums:"viewer,operator,admin"`
+	// TokenName is the name of the caller's token ("local" while no token
+	// exists): the web page's header shows it with the role.
+	TokenName string `json:"token_name" example:"ops-alice"`
 	// Auth is true when tokens exist (Authorization: Bearer is required).
 	Auth bool `json:"auth" example:"false"`
 	// KTLS says whether the kernel could run kTLS (its TCP ULP list names
@@ -63,7 +66,7 @@ func (s *server) info(w http.ResponseWriter, r *http.Request) error {
 		Nbthread: rt.Nbthread, Maxconn: rt.Maxconn,
 		Generation: c.Generation, RunningGeneration: rt.Generation,
 		StateDir: dir, AdminAddr: s.addr, GoVersion: runtime.Version(),
-		Role: role, Auth: authRequired(r.Context()),
+		Role: role, TokenName: actor(r.Context()), Auth: authRequired(r.Context()),
 		KTLS: core.KTLSSupport(s.ulpPath),
 	})
 }

@@ -86,6 +86,12 @@ type UpdateOptions struct {
 	// certificates' files, and written to the state directory (CertsDir)
 	// before the revision that refers to them; a dry run writes nothing.
 	Certificates map[string][]byte
+	// Actor names who made the change (the API's token name); kept in the
+	// revision's header (RevisionInfo.Actor).
+	Actor string
+	// RestoreOf is the generation a restore brings back (0: not a
+	// restore); kept as RevisionInfo.RestoreOf.
+	RestoreOf int64
 }
 
 // Result of an Update.
@@ -99,11 +105,17 @@ type Result struct {
 	Config *Config `json:"-"`
 }
 
-// RevisionInfo describes one persisted revision.
+// RevisionInfo describes one persisted revision. Actor and RestoreOf are
+// absent from revisions written before they existed (and from the ones the
+// store writes itself: bootstrap, a missing revision of the current config).
 type RevisionInfo struct {
 	Generation int64     `json:"generation"`
 	Time       time.Time `json:"time"`
 	Summary    string    `json:"summary"`
+	// Actor is who made the change (UpdateOptions.Actor).
+	Actor string `json:"actor,omitempty"`
+	// RestoreOf is the generation this one restored (UpdateOptions.RestoreOf).
+	RestoreOf int64 `json:"restore_of,omitempty"`
 }
 
 // revisionFile is the content of dir/revisions/NNNN.json. The small
@@ -112,6 +124,8 @@ type revisionFile struct {
 	Generation int64     `json:"generation"`
 	Time       time.Time `json:"time"`
 	Summary    string    `json:"summary"`
+	Actor      string    `json:"actor,omitempty"`
+	RestoreOf  int64     `json:"restore_of,omitempty"`
 	Config     *Config   `json:"config"`
 }
 
@@ -312,7 +326,7 @@ func (s *Store) Update(ctx context.Context, mutate func(c *Config) error, o Upda
 	if err := s.saveCertificates(next, o.Certificates); err != nil {
 		return nil, err
 	}
-	if err := s.writeRevisionDoc(next.Generation, time.Now(), plan.Summary(), doc); err != nil {
+	if err := s.writeRevisionDoc(RevisionInfo{Generation: next.Generation, Time: time.Now(), Summary: plan.Summary(), Actor: o.Actor, RestoreOf: o.RestoreOf}, doc); err != nil {
 		return nil, s.storageFailed(err)
 	}
 	if err := s.writeConfigDoc(doc); err != nil {
@@ -603,18 +617,16 @@ func (s *Store) writeRevision(c *Config, t time.Time, summary string) error {
 	if err != nil {
 		return fmt.Errorf("config store: encode revision %d: %w", c.Generation, err)
 	}
-	return s.writeRevisionDoc(c.Generation, t, summary, doc)
+	return s.writeRevisionDoc(RevisionInfo{Generation: c.Generation, Time: t, Summary: summary}, doc)
 }
 
 // writeRevisionDoc writes revisions/NNN.json as one line of compact JSON:
 // the header members first (so the listing reads them without decoding the
 // config), then the config, reusing doc so a write encodes the config once.
-func (s *Store) writeRevisionDoc(gen int64, t time.Time, summary string, doc []byte) error {
-	hdr, err := json.Marshal(struct {
-		Generation int64     `json:"generation"`
-		Time       time.Time `json:"time"`
-		Summary    string    `json:"summary"`
-	}{gen, t.UTC(), summary})
+func (s *Store) writeRevisionDoc(info RevisionInfo, doc []byte) error {
+	gen := info.Generation
+	info.Time = info.Time.UTC()
+	hdr, err := json.Marshal(info)
 	if err != nil {
 		return fmt.Errorf("config store: encode revision %d: %w", gen, err)
 	}
@@ -737,8 +749,8 @@ func readRevision(path string) (*revisionFile, error) {
 	return &r, nil
 }
 
-// readRevisionHeader reads generation, time and summary, which precede the
-// config in the file, without decoding the config.
+// readRevisionHeader reads the header members (RevisionInfo), which precede
+// the config in the file, without decoding the config.
 func readRevisionHeader(path string) (RevisionInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
@@ -750,8 +762,7 @@ func readRevisionHeader(path string) (RevisionInfo, error) {
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return info, fmt.Errorf("%s: not a revision object", path)
 	}
-	seen := 0
-	for seen < 3 && dec.More() {
+	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
 			return info, fmt.Errorf("%s: %w", path, err)
@@ -765,15 +776,22 @@ func readRevisionHeader(path string) (RevisionInfo, error) {
 			dst = &info.Time
 		case "summary":
 			dst = &info.Summary
+		case "actor":
+			dst = &info.Actor
+		case "restore_of":
+			dst = &info.RestoreOf
+		case "config":
+			// written last (writeRevisionDoc): the header is complete
 		default:
 			var skip json.RawMessage
 			dst = &skip
-			seen-- // not one of ours
+		}
+		if dst == nil {
+			break
 		}
 		if err := dec.Decode(dst); err != nil {
 			return info, fmt.Errorf("%s: %s: %w", path, key, err)
 		}
-		seen++
 	}
 	if g, _ := parseRevisionName(filepath.Base(path)); g != info.Generation {
 		return info, fmt.Errorf("%s: holds generation %d", path, info.Generation)
