@@ -135,7 +135,10 @@
 // JSON with its generation, and revisions/, one file per accepted
 // generation named by the zero-padded generation (00000000000000000042.json,
 // so lexical order is generation order) holding
-// {"generation", "time" (UTC), "summary" (the plan on one line), "config"};
+// {"generation", "time" (UTC), "summary" (the plan on one line), "actor"
+// (who wrote it: UpdateOptions.Actor, the API's token name), "restore_of"
+// (the generation a restore brought back), "config"}, the last two of the
+// header absent when empty (and in files older than them);
 // the newest 100 are kept. Every file is written atomically (temporary file
 // in the same directory, fsync, rename, fsync of the directory).
 // config.json is the commit point: at Open, temporary files and revisions

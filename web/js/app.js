@@ -2,7 +2,7 @@
 // and the pages in ./pages/. Every page reads and writes through the REST
 // API only (api.js); live counters come from live.js.
 
-import { h, clear, toast } from './dom.js';
+import { h, clear, toast, ago } from './dom.js';
 import { get, request, setToken, token, setLoginUI, ApiError } from './api.js';
 import { Live } from './live.js';
 import overview from './pages/overview.js';
@@ -22,8 +22,15 @@ const pages = {
   tuning: { title: 'Tuning', render: tuning },
   cpu: { title: 'CPU & IRQs', render: cpu },
   revisions: { title: 'Revisions', render: revisions },
-  audit: { title: 'Audit log', render: audit },
+  audit: { title: 'Audit log', render: audit, need: 'admin' }, // GET /api/v1/audit is admin only
 };
+
+// mayRead says whether the signed-in role may open a page: a page whose
+// reads need a higher role has no link in the nav.
+function mayRead(key) {
+  const need = pages[key] && pages[key].need;
+  return !need || ctx.role === need || ctx.role === 'admin';
+}
 
 const main = document.getElementById('main');
 const liveEl = document.getElementById('live');
@@ -43,7 +50,14 @@ const ctx = {
     if (this.role === 'operator') return kind === 'server';
     return false;
   },
-  refresh() { route(true); },
+  // refresh renders the page again; focus, a CSS selector, names the
+  // control that gets the focus back once it is rendered (the edited
+  // row's button after a save: the old one is gone with the old page).
+  async refresh(focus) {
+    await route(true);
+    const el = focus && main.querySelector(focus);
+    if (el) el.focus();
+  },
   dialogOpen() { return !!document.querySelector('dialog[open]'); },
 };
 
@@ -118,8 +132,10 @@ async function loadInfo() {
     ctx.role = typeof r === 'string' && r ? r.toLowerCase() : (token() ? await probeRole() : 'admin');
     document.getElementById('version').textContent = info.version ? 'v' + String(info.version).replace(/^v/, '') : '';
     const name = info.token_name ?? (info.token && info.token.name) ?? (info.auth && info.auth.name) ?? info.actor;
-    whoEl.textContent = token() || info.auth ? `${name ? name + ' · ' : ''}${ctx.role}` : '';
+    whoEl.textContent = `${name ? name + ' · ' : ''}${ctx.role}`;
+    whoEl.title = name ? `Signed in as token "${name}", role ${ctx.role}` : `Role ${ctx.role}`;
     document.body.dataset.role = ctx.role;
+    document.querySelectorAll('#nav a').forEach((a) => { a.hidden = !mayRead(a.dataset.route); });
   } catch (e) {
     if (!(e instanceof ApiError)) toast('The admin API cannot be reached.', 'bad');
   }
@@ -159,6 +175,16 @@ ctx.live.addEventListener('change', (e) => {
   if (gen !== null) toast(`Generation ${gen}${d.actor ? ' by ' + d.actor : ''}${editing ? ' — reload the page to see it' : ''}`);
   if (!editing) route(true);
 });
+
+// Relative times ("3 min ago"): elements with data-ago="<time>" are
+// rewritten every 15 s, so a page left open does not keep saying "5 s ago".
+function paintAgo() {
+  main.querySelectorAll('[data-ago]').forEach((el) => {
+    const text = ago(el.dataset.ago);
+    if (el.textContent !== text) el.textContent = text;
+  });
+}
+setInterval(paintAgo, 15000);
 
 // ---- routing ----
 let cleanup = null;

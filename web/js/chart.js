@@ -7,6 +7,33 @@ const PALETTE = ['#2f6fed', '#e8590c', '#2b8a3e', '#ae3ec9', '#d6336c', '#0c8599
 
 function css(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || '#888'; }
 
+// timeLabels draws the time axis labels (uPlot axis "values"): HH:MM:SS
+// (HH:MM when ticks are whole minutes apart), and on a narrow chart only
+// every n-th label, n chosen from the measured label width against the
+// space between ticks, so that labels never overlap.
+function timeLabels(u, splits, axisIdx, space, incr) {
+  const two = (n) => String(n).padStart(2, '0');
+  const secs = !(incr >= 60 && splits.every((t) => t % 60 === 0));
+  const labels = splits.map((t) => {
+    const d = new Date(t * 1000);
+    return `${two(d.getHours())}:${two(d.getMinutes())}${secs ? ':' + two(d.getSeconds()) : ''}`;
+  });
+  if (splits.length < 2) return labels;
+  const px = (v) => u.valToPos(v, 'x'); // CSS pixels
+  const gap = Math.abs(px(splits[1]) - px(splits[0]));
+  let width = 0;
+  const c = u.ctx;
+  if (c) {
+    c.save();
+    c.font = u.axes[axisIdx].font ? u.axes[axisIdx].font[0] : '12px system-ui';
+    width = Math.max(...labels.map((l) => c.measureText(l).width)) / (window.devicePixelRatio || 1);
+    c.restore();
+  }
+  if (!(width > 0)) width = labels[0].length * 7.5;
+  const every = gap > 0 ? Math.max(1, Math.ceil((width + 12) / gap)) : 1;
+  return labels.map((l, i) => (i % every === 0 ? l : ''));
+}
+
 // RateChart plots one rate per frontend (field "req" or "bytes") from the
 // sample history of live.js.
 export class RateChart {
@@ -55,7 +82,7 @@ export class RateChart {
         cursor: { drag: { x: false, y: false } },
         scales: { x: { time: true, range: (u, min, max) => [Math.min(min, max - 60), max] }, y: { range: (u, min, max) => [0, Math.max(max * 1.15, this.isBytes ? 1024 : 1)] } },
         axes: [
-          { ...axis },
+          { ...axis, values: timeLabels },
           { ...axis, size: this.isBytes ? 78 : 56, values: (u, vals) => vals.map((v) => (this.isBytes ? bytes(v) : String(+v.toFixed(2)))) },
         ],
         series: [

@@ -91,11 +91,15 @@ export function modal(build, { label = 'Dialog', wide = false } = {}) {
     const dlg = h('dialog', { 'aria-label': label });
     if (wide) dlg.style.width = 'min(980px, calc(100vw - 24px))';
     let done = false;
+    // The control that opened the dialog gets the focus back when it
+    // closes (keyboard users continue where they were).
+    const opener = document.activeElement;
     const close = (v) => {
       if (done) return;
       done = true;
       dlg.close();
       dlg.remove();
+      if (opener && opener.isConnected && typeof opener.focus === 'function') opener.focus();
       resolve(v);
     };
     dlg.addEventListener('cancel', (e) => { e.preventDefault(); close(undefined); });

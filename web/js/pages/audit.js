@@ -1,7 +1,10 @@
-// Audit log: who changed what, newest first, a page at a time.
+// Audit log: who changed what, newest first, a page at a time. Dry runs
+// (?dry_run=true: nothing changed) are hidden unless asked for, and marked
+// "dry run" when shown; the filters (actor, object, result) apply to the
+// entries of the page loaded.
 
 import { h, clear, ago, badge, planList } from '../dom.js';
-import { jsonDiff, show } from '../diff.js';
+import { jsonDiff, diffTable } from '../diff.js';
 import { request, ApiError } from '../api.js';
 import { notAvailable } from '../common.js';
 
@@ -21,61 +24,92 @@ function entriesOf(d) {
 function changeTable(before, after) {
   const d = jsonDiff(before ?? undefined, after ?? undefined);
   if (!d.length) return h('p', { class: 'muted' }, 'no field changed');
-  return h('table', { class: 'diff' }, h('tbody', null, d.map((x) => h('tr', { class: x.op },
-    h('td', { class: 'op' }, x.op === 'add' ? '+' : x.op === 'del' ? '−' : '~'),
-    h('td', { class: 'path' }, x.path.replace(/^\./, '') || '(object)'),
-    h('td', { class: 'old' }, show(x.old)), h('td', { class: 'new' }, show(x.new))))));
+  return diffTable(d, 'before', 'after');
 }
 
 function str(v) { return v === undefined || v === null ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v); }
 
+function statusOf(e) { return e.status ?? e.code ?? (e.result && e.result.status); }
+function okOf(e) {
+  const status = statusOf(e);
+  return e.ok ?? (typeof status === 'number' ? (status > 0 && status < 400) || (status === 0 && e.recovered === 'applied')
+    : (typeof e.result === 'string' ? /ok|success|accept/i.test(e.result) : null));
+}
+function actorOf(e) { return str(e.actor ?? e.token ?? e.user ?? '—'); }
+// objectsOf is what the entry is about: its path and the changed objects.
+function objectsOf(e) {
+  const out = [str(e.path)];
+  if (Array.isArray(e.changes)) for (const c of e.changes) out.push(str(c.object));
+  if (e.plan && Array.isArray(e.plan.items)) for (const it of e.plan.items) out.push(str(it.object));
+  return out.join(' ').toLowerCase();
+}
+
 export default async function audit(ctx, root) {
   root.append(h('div', { class: 'page-head' }, h('h1', null, 'Audit log'), h('span', { class: 'muted' }, 'every write and every refused write, newest first')));
+  const actorSel = h('select', { id: 'audit-actor' }, h('option', { value: '' }, 'anyone'));
+  const objectIn = h('input', { id: 'audit-object', type: 'search', placeholder: 'backend/web', autocomplete: 'off', spellcheck: 'false' });
+  const resultSel = h('select', { id: 'audit-result' },
+    h('option', { value: '' }, 'any'), h('option', { value: 'ok' }, 'accepted'), h('option', { value: 'bad' }, 'refused'));
+  const dryBox = h('input', { id: 'audit-dry', type: 'checkbox' });
+  const shown = h('span', { class: 'muted', id: 'audit-shown', 'aria-live': 'polite' });
+  const filters = h('form', { class: 'filters', id: 'audit-filters', role: 'search', 'aria-label': 'Filter the audit log', onsubmit: (e) => e.preventDefault() },
+    h('div', { class: 'field' }, h('label', { for: 'audit-actor' }, 'Who'), actorSel),
+    h('div', { class: 'field' }, h('label', { for: 'audit-object' }, 'Object or path'), objectIn),
+    h('div', { class: 'field' }, h('label', { for: 'audit-result' }, 'Result'), resultSel),
+    h('label', { class: 'check', for: 'audit-dry' }, dryBox, ' Show dry runs'),
+    shown);
   const panel = h('section', { class: 'panel', id: 'audit' });
-  root.append(panel);
+  root.append(h('section', { class: 'panel' }, filters), panel);
   const stack = []; // query strings of the pages before this one
+  let items = [];
+  let res = null;
+  let query = '';
 
-  const load = async (query) => {
-    let res;
-    try {
-      res = await request('GET', '/api/v1/audit' + query);
-    } catch (e) {
-      clear(panel);
-      if (e instanceof ApiError && e.status === 404) panel.append(notAvailable('the audit log', '/api/v1/audit'));
-      else if (e instanceof ApiError && e.status === 403) panel.append(h('p', { class: 'notice' }, 'Your role may not read the audit log.'));
-      else throw e;
-      return;
-    }
-    const { items, next } = entriesOf(res.data);
+  // paint draws the entries of the loaded page that pass the filters.
+  const paint = () => {
+    const who = actorSel.value;
+    const obj = objectIn.value.trim().toLowerCase();
+    const want = resultSel.value;
+    const dry = dryBox.checked;
+    const rows = items.filter((e) => (dry || !e.dry_run) && (!who || actorOf(e) === who)
+      && (!obj || objectsOf(e).includes(obj)) && (!want || (want === 'ok') === (okOf(e) === true)));
+    const hiddenDry = dry ? 0 : items.filter((e) => e.dry_run).length;
+    shown.textContent = `${rows.length} of ${items.length} entries of this page${hiddenDry ? ` · ${hiddenDry} dry run${hiddenDry > 1 ? 's' : ''} hidden` : ''}`;
     clear(panel);
     if (!items.length && !stack.length) { panel.append(h('p', { class: 'empty' }, 'No entry yet.')); return; }
-    panel.append(h('div', { class: 'tablewrap' }, h('table', { id: 'audit-table' },
+    panel.append(rows.length ? h('table', { id: 'audit-table', class: 'stack audit' },
       h('thead', null, h('tr', null, ['When', 'Who', 'Request', 'Result', 'Change'].map((t) => h('th', null, t)))),
-      h('tbody', null, items.map((e) => {
-        const status = e.status ?? e.code ?? (e.result && e.result.status);
-        const ok = e.ok ?? (typeof status === 'number' ? status < 400 : (typeof e.result === 'string' ? /ok|success|accept/i.test(e.result) : null));
+      h('tbody', null, rows.map((e) => {
+        const status = statusOf(e);
+        const ok = okOf(e);
         const changes = Array.isArray(e.changes) ? e.changes : null;
         const diff = e.diff ?? e.change ?? null;
-        return h('tr', { data: { seq: String(e.seq ?? '') } },
-          h('td', { title: str(e.time ?? e.ts), style: 'white-space:nowrap' }, ago(e.time ?? e.ts)),
-          h('td', null, h('b', null, str(e.actor ?? e.token ?? e.user ?? '—')), h('div', { class: 'muted mono' }, str(e.remote ?? e.remote_addr ?? ''))),
-          h('td', { class: 'mono' }, `${str(e.method)} ${str(e.path)}`, h('div', { class: 'muted' }, str(e.request_id ?? ''))),
-          h('td', null, badge(str(status ?? (typeof e.result === 'string' ? e.result : '')) || (ok ? 'ok' : 'refused'), ok === true ? 'ok' : ok === false ? 'bad' : ''),
-            e.generation !== undefined ? h('div', { class: 'muted' }, `gen ${e.generation}`) : null,
-            e.error ? h('div', { class: 'muted' }, str(e.error).replace(/^urn:spliced:problem:[a-z-]+:\s*/, '')) : null),
-          h('td', null,
+        const when = e.time ?? e.ts;
+        return h('tr', { class: e.dry_run ? 'dry' : null, data: { seq: String(e.seq ?? ''), dry: e.dry_run ? '1' : '0' } },
+          h('td', { 'data-label': 'When', title: str(when), class: 'nowrap' }, h('span', { data: { ago: str(when) } }, ago(when))),
+          h('td', { 'data-label': 'Who' }, h('div', null, h('b', null, actorOf(e)), h('div', { class: 'muted mono' }, str(e.remote ?? e.remote_addr ?? '')))),
+          h('td', { 'data-label': 'Request', class: 'mono req' }, h('div', null, `${str(e.method)} ${str(e.path)}`, h('div', { class: 'muted' }, str(e.request_id ?? '')))),
+          h('td', { 'data-label': 'Result' }, h('div', null,
+            e.dry_run ? [badge('dry run', 'accent'), ' '] : null,
+            badge(str(status || (typeof e.result === 'string' ? e.result : '')) || (ok ? 'ok' : 'refused'), ok === true ? 'ok' : ok === false ? 'bad' : ''),
+            e.recovered ? [' ', badge(`recovered: ${e.recovered}`, 'warn')] : null,
+            e.generation !== undefined ? h('div', { class: 'muted' }, e.dry_run ? `at gen ${e.generation}, nothing changed` : `gen ${e.generation}`) : null,
+            e.error ? h('div', { class: 'muted' }, str(e.error).replace(/^urn:spliced:problem:[a-z-]+:\s*/, '')) : null)),
+          h('td', { 'data-label': 'Change', class: 'change' }, h('div', null,
             e.plan && e.plan.items && e.plan.items.length ? planList(e.plan) : null,
-            changes && changes.length ? h('details', null, h('summary', null, `${changes.length} object${changes.length > 1 ? 's' : ''} changed`),
+            changes && changes.length ? h('details', null, h('summary', null, `${changes.length} object${changes.length > 1 ? 's' : ''} ${e.dry_run ? 'would change' : 'changed'}`),
               changes.map((c) => h('div', null, h('code', null, c.object || ''), changeTable(c.before, c.after)))) : null,
             diff ? h('details', null, h('summary', null, 'show'), h('pre', { class: 'mono' }, JSON.stringify(diff, null, 2))) : null,
-            !changes && !diff && !(e.plan && e.plan.items && e.plan.items.length) ? '—' : null));
-      })))));
+            !changes && !diff && !(e.plan && e.plan.items && e.plan.items.length) ? '—' : null)));
+      })))
+      : h('p', { class: 'empty', id: 'audit-none' }, 'No entry of this page matches the filters.'));
     const pager = h('div', { class: 'pager' });
     if (stack.length) {
-      pager.append(h('button', { type: 'button', class: 'btn small', onclick: () => load(stack.pop()) }, 'Newer'));
+      pager.append(h('button', { type: 'button', class: 'btn small', 'data-page': 'newer', onclick: () => turn(stack.pop(), 'newer') }, 'Newer'));
     }
     // Older entries: the Link rel="next" of the answer, else the seq of
     // the last entry (?before=), else the server's cursor.
+    const { next } = entriesOf(res.data);
     let nextQuery = null;
     const link = res.headers.get('Link') || '';
     const m = /<([^>]*)>\s*;\s*rel="?next"?/.exec(link);
@@ -83,8 +117,38 @@ export default async function audit(ctx, root) {
     if (m) nextQuery = m[1].slice(m[1].indexOf('?'));
     else if (next !== null && next !== undefined && next !== '') nextQuery = `?limit=${PAGE}&before=${encodeURIComponent(next)}`;
     else if (items.length >= PAGE && last && typeof last.seq === 'number') nextQuery = `?limit=${PAGE}&before=${last.seq}`;
-    if (nextQuery && nextQuery.startsWith('?')) pager.append(h('button', { type: 'button', class: 'btn small', onclick: () => { stack.push(query); load(nextQuery); } }, 'Older'));
+    if (nextQuery && nextQuery.startsWith('?')) pager.append(h('button', { type: 'button', class: 'btn small', 'data-page': 'older', onclick: () => { stack.push(query); turn(nextQuery, 'older'); } }, 'Older'));
     panel.append(pager);
   };
+
+  const load = async (q) => {
+    try {
+      res = await request('GET', '/api/v1/audit' + q);
+    } catch (e) {
+      clear(panel);
+      if (e instanceof ApiError && e.status === 404) panel.append(notAvailable('the audit log', '/api/v1/audit'));
+      else if (e instanceof ApiError && e.status === 403) panel.append(h('p', { class: 'notice' }, 'Your role may not read the audit log.'));
+      else throw e;
+      return false;
+    }
+    query = q;
+    items = entriesOf(res.data).items;
+    const actors = [...new Set(items.map(actorOf))].sort();
+    const keep = actorSel.value;
+    clear(actorSel).append(h('option', { value: '' }, 'anyone'), actors.map((a) => h('option', { value: a, selected: a === keep }, a)));
+    if (keep && !actors.includes(keep)) actorSel.append(h('option', { value: keep, selected: true }, keep));
+    paint();
+    return true;
+  };
+  // turn loads another page and gives the focus back to the pager button
+  // that was used (or its neighbour when that one is gone).
+  const turn = async (q, which) => {
+    if (await load(q)) {
+      const b = panel.querySelector(`.pager [data-page="${which}"]`) || panel.querySelector('.pager button');
+      if (b) b.focus();
+    }
+  };
+  [actorSel, resultSel, dryBox].forEach((el) => el.addEventListener('change', paint));
+  objectIn.addEventListener('input', paint);
   await load(`?limit=${PAGE}`);
 }

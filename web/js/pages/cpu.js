@@ -1,10 +1,14 @@
-// CPU map and IRQs: which CPU runs which loop and which interrupts. Read
-// only on this page; the API (PUT /api/v1/cpu-map, /api/v1/irqs/{irq})
-// changes them.
+// CPU map and IRQs: which CPU runs which loop and which interrupts, live.
+// The IRQ counts are read again every 2 s: the rates (interrupts per
+// second, per CPU and per IRQ) come from the last two reads. Admins pin a
+// loop (PUT /api/v1/cpu-map) or an IRQ (PUT /api/v1/irqs/{irq}) from here:
+// the dialog shows the API's dry-run plan first and applies only that.
 
-import { h, badge, num } from '../dom.js';
-import { get, tryGet } from '../api.js';
+import { h, clear, badge, num, rate, modal, btn, planList, toast } from '../dom.js';
+import { get, tryGet, request, enc, ApiError } from '../api.js';
 import { notAvailable } from '../common.js';
+
+const POLL_MS = 2000;
 
 function cpuList(v) {
   if (Array.isArray(v)) return v.map(Number).filter((x) => Number.isFinite(x));
@@ -19,6 +23,16 @@ function cpuList(v) {
     return out;
   }
   return [];
+}
+
+// parseCPUs reads what an admin typed ("0,2-3"): the CPU ids, or null
+// when the text is not a CPU list.
+function parseCPUs(text) {
+  const t = text.trim();
+  if (!t) return [];
+  if (!/^\d+(-\d+)?(\s*,\s*\d+(-\d+)?)*$/.test(t)) return null;
+  const l = cpuList(t);
+  return [...new Set(l)].sort((a, b) => a - b);
 }
 
 // threadsOf reads the loops of GET /api/v1/cpu-map (running: granted
@@ -50,23 +64,97 @@ function irqsOf(doc) {
     else if (q.counts && typeof q.counts === 'object') count = Object.values(q.counts).reduce((a, b) => a + Number(b || 0), 0);
     return {
       irq: q.irq ?? q.id ?? q.number,
-      name: q.name ?? q.device ?? q.desc ?? q.description ?? q.nic ?? '',
+      name: q.name ?? q.device ?? q.desc ?? q.description ?? '',
+      nic: q.nic || '',
       chip: q.chip ?? '',
       affinity, effective,
       runs: effective.length ? effective : affinity,
       count,
+      counts: q.counts && typeof q.counts === 'object' ? q.counts : {},
       managed: q.managed === true,
+      pinned: Array.isArray(q.pinned) ? q.pinned : null,
     };
   });
 }
 
+// rates compares two reads of the IRQs: interrupts per second for each IRQ
+// and for each CPU (from the per-CPU counts), or null before a second read.
+function rates(prev, cur, dt) {
+  const perIRQ = new Map(); const perCPU = new Map();
+  if (!prev || !(dt > 0)) return { perIRQ, perCPU };
+  const old = new Map(prev.map((q) => [q.irq, q]));
+  for (const q of cur) {
+    const p = old.get(q.irq);
+    if (!p) continue;
+    if (q.count !== null && p.count !== null && q.count >= p.count) perIRQ.set(q.irq, (q.count - p.count) / dt);
+    for (const [c, v] of Object.entries(q.counts)) {
+      const d = Number(v) - Number(p.counts[c] ?? v);
+      if (d >= 0) perCPU.set(Number(c), (perCPU.get(Number(c)) || 0) + d / dt);
+    }
+  }
+  return { perIRQ, perCPU };
+}
+
+// pinDialog asks for the CPUs of a loop or an IRQ, shows the plan of a dry
+// run of exactly that, and applies it on request. send(cpus, dry) makes
+// the write. Resolves true once applied.
+function pinDialog(ctx, { title, what, initial, allowEmpty, send }) {
+  return modal((close) => {
+    const inp = h('input', { id: 'pin-cpus', type: 'text', value: initial, autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'pin-hint pin-err', placeholder: '0,2-3' });
+    const err = h('div', { class: 'err', id: 'pin-err', role: 'alert' });
+    const out = h('div', { id: 'pin-plan', 'aria-live': 'polite' });
+    const applyBtn = btn('Apply', { class: 'primary', id: 'pin-apply', disabled: true });
+    let planned = null; // the CPU list the plan shown is for
+    const reset = () => { planned = null; applyBtn.disabled = true; clear(out); };
+    const preview = async () => {
+      const cpus = parseCPUs(inp.value);
+      err.textContent = '';
+      if (cpus === null || (!cpus.length && !allowEmpty)) { err.textContent = 'Enter CPU ids such as 0,2-3.'; inp.focus(); return; }
+      clear(out).append(h('p', { class: 'muted' }, 'Asking for the plan…'));
+      try {
+        const r = await send(cpus, true);
+        clear(out).append(h('h3', null, 'Plan (dry run: nothing changed yet)'), planList(r.data && r.data.plan));
+        planned = inp.value;
+        applyBtn.disabled = false;
+        applyBtn.focus();
+      } catch (e) {
+        clear(out);
+        err.textContent = e instanceof ApiError ? `${e.status}: ${e.message}` : e.message;
+      }
+    };
+    applyBtn.addEventListener('click', async () => {
+      if (planned !== inp.value) { reset(); return; }
+      applyBtn.disabled = true;
+      try {
+        await ctx.writing(() => send(parseCPUs(inp.value), false));
+        close(true);
+      } catch (e) {
+        err.textContent = e instanceof ApiError ? `${e.status}: ${e.message}` : e.message;
+        applyBtn.disabled = false;
+      }
+    });
+    inp.addEventListener('input', reset);
+    return h('form', { class: 'pinbox', onsubmit: (e) => { e.preventDefault(); preview(); } },
+      h('h2', null, title),
+      h('div', { class: 'field' }, h('label', { for: 'pin-cpus' }, `CPUs for ${what}`), inp,
+        h('div', { class: 'hint', id: 'pin-hint' }, allowEmpty ? 'Comma-separated ids or ranges; empty removes the pin.' : 'Comma-separated ids or ranges.'), err),
+      out,
+      h('div', { class: 'actions' },
+        btn('Cancel', { class: 'ghost' }, () => close(false)),
+        h('button', { type: 'submit', class: 'btn', id: 'pin-preview' }, 'Show plan'),
+        applyBtn));
+  }, { label: title });
+}
+
 export default async function cpu(ctx, root) {
   const [cfg, map, irqs] = await Promise.all([get('/api/v1/config'), tryGet('/api/v1/cpu-map'), tryGet('/api/v1/irqs')]);
-  root.append(h('div', { class: 'page-head' }, h('h1', null, 'CPU map & IRQs'), badge('read only')));
+  const canPin = ctx.can('admin');
+  root.append(h('div', { class: 'page-head' }, h('h1', null, 'CPU map & IRQs'), canPin ? null : badge('read only')));
 
   const threads = map.ok ? threadsOf(map.data) : threadsOf(cfg.cpu_map);
-  const irqList = irqs.ok ? irqsOf(irqs.data) : [];
+  let irqList = irqs.ok ? irqsOf(irqs.data) : [];
   const pinned = (cfg.irq && cfg.irq.pins) || [];
+  const cfgThreads = (cfg.cpu_map && cfg.cpu_map.threads) || [];
 
   // Which CPU runs what: loops on their granted CPUs, IRQs where they are
   // delivered (effective affinity), busiest first.
@@ -82,16 +170,38 @@ export default async function cpu(ctx, root) {
   const cpuCard = (c) => {
     const d = byCPU.get(c);
     const busy = [...d.irqs].sort((a, b) => (b.count || 0) - (a.count || 0));
-    const total = busy.reduce((a, q) => a + (q.count || 0), 0);
     return h('div', { class: 'cpu', data: { cpu: String(c) } },
       h('b', null, `CPU ${c}`),
       h('div', null, d.loops.length ? d.loops.map((t) => [badge(`loop #${t.thread}`, t.cpus.length === 1 ? 'accent' : ''), ' '])
         : h('span', { class: 'muted' }, 'no loop')),
+      irqs.ok ? h('div', { class: 'rate' }, h('b', { data: { cpuRate: String(c) } }, '…'), ' interrupts/s') : null,
       h('div', { class: 'what' }, busy.length
-        ? [`${busy.length} IRQ${busy.length > 1 ? 's' : ''}${total ? `, ${num(total)} interrupts` : ''}: `,
-          busy.slice(0, 3).map((q) => `#${q.irq}${q.name ? ' ' + q.name : ''}`).join(', '), busy.length > 3 ? ' …' : '']
+        ? [`${busy.length} IRQ${busy.length > 1 ? 's' : ''}: `,
+          busy.slice(0, 3).map((q) => `#${q.irq}${q.nic ? ' ' + q.nic : q.name ? ' ' + q.name : ''}`).join(', '), busy.length > 3 ? ' …' : '']
         : 'no IRQ'));
   };
+
+  const pinLoop = async (t, button) => {
+    const cur = cfgThreads.find((x) => x.thread === t.thread);
+    const ok = await pinDialog(ctx, {
+      title: `Pin loop #${t.thread}`, what: `loop #${t.thread}`, initial: cur ? cur.cpus.join(',') : t.cpus.join(','), allowEmpty: true,
+      send: (cpus, dry) => {
+        const rest = cfgThreads.filter((x) => x.thread !== t.thread);
+        const list = cpus.length ? [...rest, { thread: t.thread, cpus }].sort((a, b) => a.thread - b.thread) : rest;
+        const body = list.length ? { mode: 'manual', threads: list } : { mode: 'none' };
+        return request('PUT', '/api/v1/cpu-map' + (dry ? '?dry_run=true' : ''), body);
+      },
+    });
+    if (ok) { toast(`Loop #${t.thread} pinned`); await ctx.refresh(`button[data-action="pin-loop"][data-thread="${t.thread}"]`); } else if (button.isConnected) button.focus();
+  };
+  const pinIRQ = async (q, button) => {
+    const ok = await pinDialog(ctx, {
+      title: `Pin IRQ ${q.irq}`, what: `IRQ ${q.irq}${q.nic ? ' (' + q.nic + ')' : ''}`, initial: (q.pinned || q.affinity).join(','), allowEmpty: false,
+      send: (cpus, dry) => request('PUT', `/api/v1/irqs/${enc(q.irq)}` + (dry ? '?dry_run=true' : ''), { cpus }),
+    });
+    if (ok) { toast(`IRQ ${q.irq} pinned`); await ctx.refresh(`button[data-action="pin-irq"][data-irq="${q.irq}"]`); } else if (button.isConnected) button.focus();
+  };
+
   root.append(h('section', { class: 'panel', id: 'cpu-map' },
     h('h2', null, 'Which CPU runs what'),
     h('div', { class: 'kv' },
@@ -101,25 +211,93 @@ export default async function cpu(ctx, root) {
     map.ok ? null : notAvailable('the running CPU map', '/api/v1/cpu-map'),
     cpus.length ? h('div', { class: 'cpus' }, cpus.map(cpuCard))
       : h('p', { class: 'empty' }, mode === 'none' ? 'Loops are not pinned (cpu_map mode "none"): the kernel schedules them on any CPU.' : 'No pinning known.'),
-    threads.length ? h('div', { class: 'tablewrap' }, h('table', { id: 'loops-cpus' },
-      h('thead', null, h('tr', null, ['Loop', 'Thread id', 'State', 'Configured CPUs', 'Granted CPUs'].map((x) => h('th', null, x)))),
-      h('tbody', null, threads.map((t) => h('tr', null,
-        h('td', null, `#${t.thread}`), h('td', { class: 'mono' }, t.tid === null ? '—' : String(t.tid)),
-        h('td', null, t.state ? badge(t.state, t.state === 'active' ? 'ok' : 'warn') : '—'),
-        h('td', { class: 'mono' }, t.configured && t.configured.length ? t.configured.join(',') : 'any'),
-        h('td', { class: 'mono' }, t.cpus.join(',') || '—')))))) : null));
+    threads.length ? h('table', { id: 'loops-cpus', class: 'stack' },
+      h('thead', null, h('tr', null, ['Loop', 'Thread id', 'State', 'Configured CPUs', 'Granted CPUs', ...(canPin && map.ok ? [''] : [])].map((x) => h('th', null, x)))),
+      h('tbody', null, threads.map((t) => h('tr', { data: { thread: String(t.thread) } },
+        h('td', { 'data-label': 'Loop', class: 'first' }, `#${t.thread}`), h('td', { 'data-label': 'Thread id', class: 'mono' }, t.tid === null ? '—' : String(t.tid)),
+        h('td', { 'data-label': 'State' }, t.state ? badge(t.state, t.state === 'active' ? 'ok' : 'warn') : '—'),
+        h('td', { 'data-label': 'Configured CPUs', class: 'mono' }, t.configured && t.configured.length ? t.configured.join(',') : 'any'),
+        h('td', { 'data-label': 'Granted CPUs', class: 'mono' }, t.cpus.join(',') || '—'),
+        canPin && map.ok ? h('td', { 'data-label': '', class: 'num' }, h('button', {
+          type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'pin-loop', 'data-thread': String(t.thread),
+          'aria-label': `Pin loop ${t.thread} to CPUs`, onclick: (e) => pinLoop(t, e.currentTarget),
+        }, 'Pin…')) : null)))) : null));
 
+  const nicCount = irqList.filter((q) => q.nic).length;
+  const nicBox = h('input', { type: 'checkbox', id: 'irq-nic-only', checked: nicCount > 0 });
+  const updated = h('span', { class: 'muted', id: 'irq-updated', 'aria-live': 'off' });
+  const noNIC = h('p', { class: 'empty', id: 'irq-no-nic', hidden: true }, 'No IRQ belongs to a known network interface here (the API\'s nic field is empty for all of them).');
+  const rowsByIRQ = new Map();
+  const irqTable = irqList.length ? h('table', { id: 'irq-table', class: 'stack' },
+    h('thead', null, h('tr', null, h('th', null, 'IRQ'), h('th', null, 'Device'), h('th', null, 'Affinity'), h('th', null, 'Runs on'),
+      h('th', { class: 'num' }, 'Count'), h('th', { class: 'num' }, 'Rate'), canPin ? h('th', null, '') : null)),
+    h('tbody', null, irqList.map((q) => {
+      const tr = h('tr', { data: { irq: String(q.irq), nic: q.nic } },
+        h('td', { 'data-label': 'IRQ', class: 'first' }, String(q.irq)),
+        h('td', { 'data-label': 'Device' }, h('div', null, q.nic ? [badge(q.nic, 'accent'), ' '] : null, h('span', { class: 'mono' }, q.name), q.managed ? [' ', badge('managed')] : null,
+          q.chip ? h('div', { class: 'muted' }, q.chip) : null)),
+        h('td', { 'data-label': 'Affinity', class: 'mono' }, q.affinity.join(',') || '—', q.pinned ? [' ', badge('pinned', 'accent')] : null),
+        h('td', { 'data-label': 'Runs on', class: 'mono' }, q.effective.join(',') || '—'),
+        h('td', { 'data-label': 'Count', class: 'num', data: { irqCount: String(q.irq) } }, num(q.count)),
+        h('td', { 'data-label': 'Rate', class: 'num', data: { irqRate: String(q.irq) } }, '…'),
+        canPin ? h('td', { 'data-label': '', class: 'num' }, q.managed ? null : h('button', {
+          type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'pin-irq', 'data-irq': String(q.irq),
+          'aria-label': `Pin IRQ ${q.irq} to CPUs`, onclick: (e) => pinIRQ(q, e.currentTarget),
+        }, 'Pin…')) : null);
+      rowsByIRQ.set(q.irq, tr);
+      return tr;
+    }))) : null;
+  const filter = () => {
+    const only = nicBox.checked;
+    for (const [, tr] of rowsByIRQ) tr.hidden = only && !tr.dataset.nic;
+    noNIC.hidden = !(only && nicCount === 0);
+  };
+  nicBox.addEventListener('change', filter);
   root.append(h('section', { class: 'panel', id: 'irqs' },
     h('h2', null, 'IRQs'),
-    irqs.ok ? (irqList.length ? h('div', { class: 'tablewrap' }, h('table', null,
-      h('thead', null, h('tr', null, h('th', null, 'IRQ'), h('th', null, 'Device'), h('th', null, 'Affinity'), h('th', null, 'Runs on'), h('th', { class: 'num' }, 'Count'))),
-      h('tbody', null, irqList.map((q) => h('tr', null,
-        h('td', null, String(q.irq)),
-        h('td', null, h('span', { class: 'mono' }, q.name), q.managed ? [' ', badge('managed')] : null, q.chip ? h('div', { class: 'muted' }, q.chip) : null),
-        h('td', { class: 'mono' }, q.affinity.join(',') || '—'),
-        h('td', { class: 'mono' }, q.effective.join(',') || '—'),
-        h('td', { class: 'num' }, num(q.count)))))))
-      : h('p', { class: 'empty' }, 'No IRQ reported.'))
+    irqs.ok ? [
+      h('div', { class: 'toolbar' }, h('label', { class: 'check', for: 'irq-nic-only' }, nicBox, ` Network IRQs only (${nicCount})`), updated),
+      irqTable ? [noNIC, irqTable] : h('p', { class: 'empty' }, 'No IRQ reported.')]
       : [notAvailable('IRQ affinities and counts', '/api/v1/irqs'),
         pinned.length ? h('p', null, 'Configured pins: ', pinned.map((p) => `IRQ ${p.irq} → CPU ${p.cpus.join(',')}`).join('; ')) : null]));
+  filter();
+  if (!irqs.ok) return undefined;
+
+  // Live counts: read again every POLL_MS, rates from the last two reads.
+  let prevAt = performance.now();
+  let reads = 1;
+  let stopped = false;
+  let busy = false;
+  const tick = async () => {
+    if (stopped || busy || document.hidden || ctx.dialogOpen()) return;
+    busy = true;
+    try {
+      const data = await get('/api/v1/irqs');
+      if (stopped) return;
+      const now = performance.now();
+      const cur = irqsOf(data);
+      const { perIRQ, perCPU } = rates(irqList, cur, (now - prevAt) / 1000);
+      irqList = cur; prevAt = now; reads++;
+      for (const q of cur) {
+        const c = root.querySelector(`[data-irq-count="${q.irq}"]`);
+        if (c) c.textContent = num(q.count);
+        const r = root.querySelector(`[data-irq-rate="${q.irq}"]`);
+        if (r) r.textContent = perIRQ.has(q.irq) ? rate(perIRQ.get(q.irq)) : '—';
+      }
+      root.querySelectorAll('[data-cpu-rate]').forEach((el) => {
+        const v = perCPU.get(Number(el.dataset.cpuRate)) || 0;
+        el.textContent = rate(v, '');
+      });
+      root.dataset.reads = String(reads);
+      updated.textContent = `rates from the last two reads · updated ${new Date().toLocaleTimeString()}`;
+    } catch (e) {
+      updated.textContent = `not updated: ${e.message}`;
+    } finally {
+      busy = false;
+    }
+  };
+  // The first rates a second after the page opened, then every POLL_MS.
+  const first = setTimeout(tick, 1000);
+  const timer = setInterval(tick, POLL_MS);
+  return () => { stopped = true; clearTimeout(first); clearInterval(timer); };
 }

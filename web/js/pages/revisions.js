@@ -4,7 +4,7 @@
 import { h, clear, ago, planList, confirmBox, badge, toast } from '../dom.js';
 import { get, request, enc, ApiError } from '../api.js';
 import { write, act } from '../common.js';
-import { jsonDiff, show } from '../diff.js';
+import { jsonDiff, diffTable } from '../diff.js';
 
 export default async function revisions(ctx, root) {
   const [revs, info] = await Promise.all([get('/api/v1/config/revisions'), get('/api/v1/info')]);
@@ -38,27 +38,26 @@ export default async function revisions(ctx, root) {
       clear(out).append(
         h('h3', null, `Plan from #${a} to #${b}`), planList(rb.plan),
         h('h3', null, `Changes in the document (${d.length})`),
-        d.length ? h('div', { class: 'tablewrap' }, h('table', { class: 'diff' },
-          h('thead', null, h('tr', null, h('th', null, ''), h('th', null, 'Where'), h('th', null, `#${a}`), h('th', null, `#${b}`))),
-          h('tbody', null, d.map((x) => h('tr', { class: x.op },
-            h('td', { class: 'op' }, x.op === 'add' ? '+' : x.op === 'del' ? '−' : '~'),
-            h('td', { class: 'path' }, x.path.replace(/^\./, '')),
-            h('td', { class: 'old' }, show(x.old)),
-            h('td', { class: 'new' }, show(x.new)))))))
-          : h('p', { class: 'muted' }, 'The two documents are the same.'));
+        d.length ? diffTable(d, `#${a}`, `#${b}`) : h('p', { class: 'muted' }, 'The two documents are the same.'));
     } catch (e) {
       clear(out).append(h('p', { class: 'notice warn', role: 'alert' }, e instanceof ApiError ? `${e.status}: ${e.message}` : e.message));
     }
   };
 
+  // restore asks first, showing the plan and each value that changes
+  // (now → after the restore), then writes.
   const restore = async (rev, button) => {
-    let plan = null;
+    let plan = null; let d = null;
     try {
-      plan = (await get(`/api/v1/config/revisions/${rev}?against=${current}`)).plan;
+      const [target, now] = await Promise.all([get(`/api/v1/config/revisions/${rev}?against=${current}`), get('/api/v1/config')]);
+      plan = target.plan;
+      const strip = (c) => { const x = structuredClone(c); delete x.generation; return x; };
+      d = jsonDiff(strip(now), strip(target.config || target));
     } catch { /* the plan is a courtesy; the restore answer carries it too */ }
-    const ok = await confirmBox(`Restore generation ${rev}?`, h('div', null,
+    const ok = await confirmBox(`Restore generation ${rev}?`, h('div', { id: 'restore-preview' },
       h('p', null, `The configuration of generation ${rev} becomes generation ${current + 1}. Nothing is lost: the current one stays in the list.`),
-      plan ? [h('h3', null, 'What changes'), planList(plan)] : null), { ok: `Restore #${rev}` });
+      plan ? [h('h3', null, 'What changes'), planList(plan)] : null,
+      d && d.length ? [h('h3', null, `Values (${d.length})`), diffTable(d, 'now', 'after restore', { id: 'restore-diff' })] : null), { ok: `Restore #${rev}` });
     if (!ok) return;
     const restoreWrite = async () => {
       try {
@@ -68,17 +67,21 @@ export default async function revisions(ctx, root) {
         toast(`The configuration changed since this page showed generation ${current}: nothing was restored. The page now shows the current one; restore again if still wanted.`, 'bad');
       }
     };
-    if (await act(ctx, button, restoreWrite)) ctx.refresh();
+    // The page is drawn again: the focus goes to the new current row.
+    if (await act(ctx, button, restoreWrite)) ctx.refresh('#revisions tbody tr:first-child button');
   };
 
   root.append(h('div', { class: 'grid two' },
-    h('section', { class: 'panel' }, h('h2', null, 'History'), h('div', { class: 'tablewrap' }, h('table', { id: 'revisions' },
-      h('thead', null, h('tr', null, h('th', null, 'Gen'), h('th', null, 'When'), h('th', null, 'Change'), h('th', null, ''))),
+    h('section', { class: 'panel' }, h('h2', null, 'History'), h('table', { id: 'revisions', class: 'stack' },
+      h('thead', null, h('tr', null, h('th', null, 'Gen'), h('th', null, 'When'), h('th', null, 'By'), h('th', null, 'Change'), h('th', null, ''))),
       h('tbody', null, revs.map((r, i) => h('tr', { data: { generation: String(r.generation) } },
-        h('td', null, h('b', null, `#${r.generation}`)),
-        h('td', { title: new Date(r.time).toLocaleString() }, ago(r.time)),
-        h('td', null, r.summary || '—', r.generation === current ? [' ', badge('current', 'ok')] : null),
-        h('td', { class: 'num' }, h('div', { class: 'inline' },
+        h('td', { 'data-label': 'Generation', class: 'first' }, h('b', null, `#${r.generation}`)),
+        h('td', { 'data-label': 'When', class: 'nowrap', title: new Date(r.time).toLocaleString() }, h('span', { data: { ago: r.time } }, ago(r.time))),
+        h('td', { 'data-label': 'By', class: 'actor' }, r.actor || '—'),
+        h('td', { 'data-label': 'Change', class: 'summary-cell' }, h('div', null,
+          r.restore_of ? [badge(`restore of #${r.restore_of}`, 'accent'), ' '] : null,
+          r.summary || '—', r.generation === current ? [' ', badge('current', 'ok')] : null)),
+        h('td', { 'data-label': '', class: 'num' }, h('div', { class: 'inline' },
           i + 1 < revs.length ? h('button', {
             type: 'button', class: 'btn small ghost', 'data-action': 'compare', 'data-generation': String(r.generation),
             'aria-label': `What generation ${r.generation} changed`,
@@ -86,8 +89,8 @@ export default async function revisions(ctx, root) {
           }, 'Diff') : null,
           canAdmin && r.generation !== current ? h('button', {
             type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'restore', 'data-generation': String(r.generation),
-            onclick: (e) => restore(r.generation, e.target),
-          }, 'Restore…') : null)))))))),
+            onclick: (e) => restore(r.generation, e.currentTarget),
+          }, 'Restore…') : null))))))),
     h('section', { class: 'panel' }, h('h2', null, 'Compare'),
       h('form', { class: 'inline', id: 'diff-form', onsubmit: (e) => { e.preventDefault(); compare(); } },
         h('label', { for: 'diff-from' }, 'From'), fromSel, h('label', { for: 'diff-to' }, 'to'), toSel,
