@@ -32,14 +32,7 @@ func TestUIStaleTabSendsNothingWhileLoginShown(t *testing.T) {
 	in := startSpliced(t, dir)
 
 	u := newUITest(t, in, 60*time.Second)
-	u.run("sign in as a viewer",
-		chromedp.EmulateViewport(1280, 800),
-		chromedp.Navigate(u.base),
-		chromedp.WaitVisible(chromedp.CSS(`dialog#login[open] #login-token`)),
-		chromedp.SendKeys(chromedp.CSS(`#login-token`), viewer),
-		chromedp.Click(chromedp.CSS(`#login-submit`)),
-		chromedp.WaitNotPresent(chromedp.CSS(`dialog#login[open]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#page-overview[data-ready="1"]`)))
+	u.signIn(viewer)
 	u.waitJS(10*time.Second, "live data over the event stream", `document.getElementById('live').textContent === 'live'`)
 
 	if _, errs, err := tokenCLI(t, dir, "revoke", "stale"); err != nil {
