@@ -54,7 +54,9 @@ export default async function overview(ctx, root) {
   const nc = (k, fmt = 'num') => cell('td', k, fmt, { class: 'num' });
   // classes are the cells of the responses by status class of an object
   // (kind fe or be), the 5xx in red when not zero.
-  const classes = (kind, name) => ['2xx', '3xx', '4xx', '5xx'].map((c) => nc(statKey(kind, name, 's' + c), c === '5xx' ? 'err' : 'num'));
+  // A tcp frontend has no responses: dashes.
+  const classes = (kind, name, tcp) => ['2xx', '3xx', '4xx', '5xx'].map((c) => (tcp ? h('td', { class: 'num muted' }, '—')
+    : nc(statKey(kind, name, 's' + c), c === '5xx' ? 'err' : 'num')));
   if (!cfg.frontends.length) {
     feTable.append(h('p', { class: 'empty' }, 'No frontend yet. ', h('a', { href: '#/frontends/new' }, 'Create one'), '.'));
   } else {
@@ -67,7 +69,7 @@ export default async function overview(ctx, root) {
         h('td', { class: 'mono' }, f.binds.map((b) => `${b.address}:${b.port}`).join(', ') || '—'),
         nc(statKey('fe', f.name, 'connTotal')),
         nc(statKey('fe', f.name, 'requests')),
-        classes('fe', f.name),
+        classes('fe', f.name, f.mode === 'tcp'),
         nc(statKey('fe', f.name, 'errors'), 'err'),
         nc(statKey('fe', f.name, 'req'), 'rate-req'),
         nc(statKey('fe', f.name, 'e5'), 'rate-e5'),
