@@ -189,4 +189,18 @@ func TestEngineStatsShowEachServersCheck(t *testing.T) {
 	if u := check("unchecked", "u1"); u != nil {
 		t.Errorf("server without health check has a check: %+v", u)
 	}
+
+	// A changed check restarts the checker: s2 keeps its result and since
+	// when, not INI until its next probe.
+	hc2 := *hc
+	hc2.IntervalMs = 60000
+	hc2.TimeoutMs = 2000
+	cfg2 := checkConfig(2, &hc2, live, dead)
+	cfg2.Backends = append(cfg2.Backends, c.Backends[1])
+	cfg2.Normalize()
+	before := check("be", "s2")
+	apply(t, e, cfg2)
+	if after := check("be", "s2"); after.Status != "L4CON" || !after.Since.Equal(before.Since) || after.Reason != "connection refused" {
+		t.Errorf("after a check change: %+v, want L4CON since %v", after, before.Since)
+	}
 }

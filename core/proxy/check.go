@@ -69,7 +69,9 @@ import (
 // HAProxy names it (checkStatus: L4OK, L4TOUT, L4CON, L6OK, L6TOUT, L6RSP,
 // L7OK, L7TOUT, L7RSP, L7STS with the status code, SOCKERR; INI before
 // the first), with its reason, when that status began, when the probe
-// ended, how long it took and the rise/fall counter after it. The loop
+// ended, how long it took and the rise/fall counter after it. A checker
+// that replaces another starts from the last results of the servers both
+// check, so the status and its "since" survive a configuration change. The loop
 // writes them as atomics under a sequence count, so a reader gets one
 // probe's fields without a lock and a probe cycle still allocates nothing.
 //
@@ -365,15 +367,24 @@ func (c *Checker) Start(prev *Checker) {
 	}
 	c.started = true
 	var inherit map[*balance.Server]*balance.Health
+	var results map[*balance.Server]*probe
 	if prev != nil {
-		// Once Stop confirmed, no loop touches prev's Health objects any
-		// more: reading them here is ordered after their last use.
-		if prev.Stop() && prev.started && prev.cfg.Rise == c.cfg.Rise && prev.cfg.Fall == c.cfg.Fall {
-			inherit = make(map[*balance.Server]*balance.Health)
+		// Once Stop confirmed, no loop touches prev's Health objects and
+		// probes any more: reading them here is ordered after their last use.
+		if prev.Stop() && prev.started {
+			results = make(map[*balance.Server]*probe)
 			for _, part := range prev.parts {
-				for _, ch := range part.p.Checks() {
-					if ch.Health != nil {
-						inherit[ch.Server] = ch.Health
+				for _, p := range part.probes {
+					results[p.c.Server] = p
+				}
+			}
+			if prev.cfg.Rise == c.cfg.Rise && prev.cfg.Fall == c.cfg.Fall {
+				inherit = make(map[*balance.Server]*balance.Health)
+				for _, part := range prev.parts {
+					for _, ch := range part.p.Checks() {
+						if ch.Health != nil {
+							inherit[ch.Server] = ch.Health
+						}
 					}
 				}
 			}
@@ -382,6 +393,18 @@ func (c *Checker) Start(prev *Checker) {
 	now := time.Now().UnixNano()
 	for _, part := range c.parts {
 		for _, p := range part.probes {
+			if old := results[p.c.Server]; old != nil && old.last.Load() != 0 {
+				// A carried-over server keeps its last result (and since
+				// when) until its first probe here: a change elsewhere in
+				// the backend does not turn its L4CON into INI.
+				p.res, p.resVal = old.res, old.resVal
+				p.last.Store(old.last.Load())
+				p.since.Store(old.since.Load())
+				p.checkedAt.Store(old.checkedAt.Load())
+				p.durNs.Store(old.durNs.Load())
+				p.tlsMsg.Store(old.tlsMsg.Load())
+				continue
+			}
 			p.since.Store(now) // INI since the start
 		}
 		part.l.Exec(func(*loop.Loop) {
@@ -723,7 +746,7 @@ func (p *probe) finish(ok bool, res uint8, val int) {
 		okBit = 1 << 40
 	}
 	p.seq.Add(1)
-	if s, c := checkStatus(ok, res, val); p.runs.Load() == 0 || !sameStatus(s, c, prevOK, prevRes, prevVal) {
+	if s, c := checkStatus(ok, res, val); !sameStatus(s, c, prevOK, prevRes, prevVal) {
 		p.since.Store(now)
 	}
 	p.last.Store(okBit | uint64(res)<<32 | uint64(uint32(int32(val))))
