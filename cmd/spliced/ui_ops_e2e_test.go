@@ -218,7 +218,11 @@ func TestUIErrorsHealthAndSafety(t *testing.T) {
 	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":"web","mode":"http","servers":[{"name":"s1","address":"127.0.0.1","port":%d}]}`, oport))
 	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":"chk","mode":"http","health_check":{"type":"http","interval_ms":200,"timeout_ms":200,"rise":1,"fall":1},
 		"servers":[{"name":"s1","address":"127.0.0.1","port":%d}]}`, oport))
-	p1, p2 := testutil.FreePort(t), testutil.FreePort(t)
+	// dead: its only server refuses connections (a port nothing listens
+	// on), no check: connect errors and retries, then 503.
+	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":"dead","mode":"http","retries":2,"servers":[{"name":"s1","address":"127.0.0.1","port":%d}]}`, testutil.FreePort(t)))
+	p1, p2, p3 := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", fmt.Sprintf(`{"name":"pub3","mode":"http","default_backend":"dead","binds":[{"name":"b1","address":"127.0.0.1","port":%d}]}`, p3))
 	in.MustDo(201, "POST", "/api/v1/frontends", fmt.Sprintf(`{"name":"pub","mode":"http","default_backend":"web","binds":[{"name":"b1","address":"127.0.0.1","port":%d}]}`, p1))
 	in.MustDo(201, "POST", "/api/v1/frontends", fmt.Sprintf(`{"name":"pub2","mode":"http","default_backend":"chk","binds":[{"name":"b1","address":"127.0.0.1","port":%d}]}`, p2))
 	testutil.Eventually(t, 10*time.Second, func() bool {
@@ -262,6 +266,11 @@ func TestUIErrorsHealthAndSafety(t *testing.T) {
 		if s := get(p2); s != 503 {
 			t.Fatalf("pub2 answered %d, want 503 (no server)", s)
 		}
+		if i < 5 {
+			if s := get(p3); s != 503 {
+				t.Fatalf("pub3 answered %d, want 503 (connect refused)", s)
+			}
+		}
 		if i%10 == 9 {
 			time.Sleep(300 * time.Millisecond) // spread over a few stats ticks, for the chart
 		}
@@ -276,8 +285,12 @@ func TestUIErrorsHealthAndSafety(t *testing.T) {
 	}
 	testutil.Eventually(t, 10*time.Second, func() bool {
 		return num(`#fe-stats [data-stat="fe/pub/s5xx"]`) == 60 && num(`#be-stats [data-stat="be/web/s5xx"]`) == 60 &&
-			num(`#be-stats [data-stat="be/chk/noServer"]`) == 60 && num(`#total-5xx`) == 120
-	}, "the 503s in the overview: pub 60, web 60, chk 60 without server, 120 in all")
+			num(`#be-stats [data-stat="be/chk/noServer"]`) == 60 && num(`#total-5xx`) == 125
+	}, "the 503s in the overview: pub 60, web 60, chk 60 without server, 125 in all (pub3's 5)")
+	// dead: 5 requests, each tried 3 times (2 retries), all refused.
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		return num(`#be-stats [data-stat="be/dead/connectErrors"]`) == 15 && num(`#be-stats [data-stat="be/dead/retries"]`) == 10
+	}, "dead's connect errors (15) and retries (10) in the overview")
 	if !evalJS[bool](u, `document.querySelector('#fe-stats [data-stat="fe/pub/s5xx"]').classList.contains('bad-v')`) {
 		t.Fatal("the 5xx count is not shown as an error")
 	}

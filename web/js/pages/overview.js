@@ -177,7 +177,7 @@ export default async function overview(ctx, root) {
         h('tbody', null, down.map((d) => h('tr', { data: { server: `${d.backend}/${d.server}` } },
           h('td', null, h('a', { href: '#/backends' }, `${d.backend}/${d.server}`)),
           h('td', { class: 'check-why' }, d.check ? checkText(d.check) : '—'),
-          h('td', null, d.check && d.check.since ? ago(d.check.since) : '—'),
+          h('td', { data: d.check && d.check.since ? { since: d.check.since } : {} }, d.check && d.check.since ? ago(d.check.since) : '—'),
           h('td', { class: 'muted' }, checkSettings(d.hc)))))))));
     }
   };
@@ -222,10 +222,15 @@ export default async function overview(ctx, root) {
         h('td', { class: 'num' }, num(l.pipesUsed)))))));
   };
 
-  const onStats = () => { paint(root, live); paintHealth(); paintTraffic(); if (!live.activity && live.stats && live.stats.loops) paintLoops(); };
+  // The "since" of the down servers moves on with the clock.
+  const paintSince = () => health.querySelectorAll('[data-since]').forEach((el) => {
+    const t = ago(el.dataset.since);
+    if (el.textContent !== t) el.textContent = t;
+  });
+  const onStats = () => { paint(root, live); paintHealth(); paintSince(); paintTraffic(); if (!live.activity && live.stats && live.stats.loops) paintLoops(); };
   onStats();
   paintLoops();
-  const off = subscribe(live, { stats: onStats, activity: paintLoops });
+  const off = subscribe(live, { stats: onStats, activity: paintLoops, clock: paintSince });
   return () => { off(); if (charts) charts.forEach((c) => c.destroy()); };
 }
 
