@@ -75,6 +75,17 @@ import (
 // failure can only cut the connection; a response head built but not sent
 // (a bad chunk size in the same read as the head) is replaced by a 502.
 
+// Counters (this loop's slots, per request, never per chunk): the
+// frontend counts every request and the status of every answer, the
+// proxy's own included; the backend its routed requests, its servers'
+// response statuses, connect and response times; a server the requests
+// handed to a connection of it (once: a replay on a new connection is the
+// same request), their response statuses, connect and response times
+// (request head sent -> response head). Health checks count apart
+// (check.go). The backend's histograms (stats.TimingSlot) time each
+// request from its head complete to its response complete, its wait for a
+// server slot (0 when a slot was free) and each new server connection.
+
 // closeCut (http only) ends an exchange whose server went silent in the
 // middle of its response past server_ms: counted as a timeout, closed with
 // an RST as an abort is, since a FIN would end a close-delimited or
