@@ -27,6 +27,12 @@ function changeTable(before, after) {
   return diffTable(d, 'before', 'after');
 }
 
+// breakable lets a long path wrap after its slashes, ? and &, never
+// inside a word.
+function breakable(text) {
+  return text.split(/(?<=[/?&])/).map((part, i) => (i ? [h('wbr'), part] : part));
+}
+
 function str(v) { return v === undefined || v === null ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v); }
 
 function statusOf(e) { return e.status ?? e.code ?? (e.result && e.result.status); }
@@ -88,7 +94,7 @@ export default async function audit(ctx, root) {
         return h('tr', { class: e.dry_run ? 'dry' : null, data: { seq: String(e.seq ?? ''), dry: e.dry_run ? '1' : '0' } },
           h('td', { 'data-label': 'When', title: str(when), class: 'nowrap' }, h('span', { data: { ago: str(when) } }, ago(when))),
           h('td', { 'data-label': 'Who' }, h('div', null, h('b', null, actorOf(e)), h('div', { class: 'muted mono' }, str(e.remote ?? e.remote_addr ?? '')))),
-          h('td', { 'data-label': 'Request', class: 'mono req' }, h('div', null, `${str(e.method)} ${str(e.path)}`, h('div', { class: 'muted' }, str(e.request_id ?? '')))),
+          h('td', { 'data-label': 'Request', class: 'mono req' }, h('div', null, `${str(e.method)} `, breakable(str(e.path)), h('div', { class: 'muted' }, str(e.request_id ?? '')))),
           h('td', { 'data-label': 'Result' }, h('div', null,
             e.dry_run ? [badge('dry run', 'accent'), ' '] : null,
             badge(str(status || (typeof e.result === 'string' ? e.result : '')) || (ok ? 'ok' : 'refused'), ok === true ? 'ok' : ok === false ? 'bad' : ''),
