@@ -335,6 +335,7 @@ func TestUIErrorsHealthAndSafety(t *testing.T) {
 	if s := adminState(); s != "ready" {
 		t.Fatalf("after cancel web/s1 is %q, want ready", s)
 	}
+	u.waitJS(5*time.Second, "focus back on the Maint button", `document.activeElement && document.activeElement.matches('button[data-action="maint"][data-server="web/s1"]')`)
 	u.run("drain web/s1",
 		chromedp.Click(chromedp.CSS(`button[data-action="drain"][data-server="web/s1"]`)),
 		chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)),

@@ -142,7 +142,7 @@ function serverTable(ctx, b, canAdmin, canServer) {
                 h('div', null,
                   h('p', null, `${id} is the only server of ${b.name} that can take traffic now.`),
                   h('p', null, h('b', null, `Clients of ${b.name} will get 503 Service Unavailable`), ' until a server is ready (and up) again.')),
-                { ok: st === 'drain' ? 'Drain it' : 'Put in maintenance', danger: true })) return;
+                { ok: st === 'drain' ? 'Drain it' : 'Put in maintenance', danger: true })) { btn.focus(); return; }
               await act(ctx, btn, async () => {
                 await write(ctx, 'PATCH', path, { admin_state: st }, `${id} is now ${st}`);
                 ctx.refresh();

@@ -52,7 +52,7 @@ export default async function tuning(ctx, root) {
           h('p', null, h('b', null, 'This restarts loops.'), ' More loops: they start and the binds move to them (no listening socket closes).',
             ' Fewer loops: the removed ones take no new connection, close their idle keep-alive connections, and close what is left after the grace period (', String(model.grace_ms ?? 10000), ' ms).'),
           h('p', null, 'Use Preview to see the plan first.')),
-        { ok: 'Restart loops', danger: true })) return;
+        { ok: 'Restart loops', danger: true })) { f.querySelector('[data-action="submit"]').focus(); return; }
       if (await guardedWrite(ctx, f, ed, 'PUT', '/api/v1/tuning', model, 'Tuning applied', () => ctx.refresh())) ctx.refresh();
     },
   });
