@@ -313,6 +313,8 @@ func TestUIErrorsHealthAndSafety(t *testing.T) {
 	u.page("backends")
 	u.waitJS(5*time.Second, "no check and the reason", `document.querySelector('tr[data-server="web/s1"]').textContent.includes('no check') &&
 		(document.querySelector('tr[data-server="chk/s1"] .check-why') || {textContent: ''}).textContent.includes('L7STS 503')`)
+	u.waitJS(5*time.Second, "web/s1's requests and 5xx", `document.querySelector('tr[data-server="web/s1"] [data-stat="srv/web/s1/requests"]').textContent === '60' &&
+		document.querySelector('tr[data-server="web/s1"] [data-stat="srv/web/s1/s5xx"]').textContent === '60'`)
 	u.waitJS(5*time.Second, "chk's panel red", `document.querySelector('section[data-backend="chk"]').classList.contains('down')`)
 	u.shotBoth("backends-503")
 

@@ -100,10 +100,13 @@ export function checkSettings(hc) {
 
 function serverTable(ctx, b, canAdmin, canServer) {
   if (!b.servers.length) return h('p', { class: 'empty' }, 'No server.');
-  const head = ['Server', 'Address', 'TLS', 'Health', 'State', 'Conns now', 'Total', 'Weight', 'Maxconn'];
+  // An http backend's servers show their requests and 5xx too.
+  const http = b.mode === 'http';
+  const head = ['Server', 'Address', 'TLS', 'Health', 'State', 'Conns now', 'Total', ...(http ? ['Requests', '5xx'] : []), 'Weight', 'Maxconn'];
+  const numCols = new Set(['Conns now', 'Total', 'Requests', '5xx', 'Weight', 'Maxconn']);
   if (canServer) head.push('');
   return h('div', { class: 'tablewrap' }, labelled(h('table', { class: 'stack' },
-    h('thead', null, h('tr', null, head.map((t, i) => h('th', { class: i >= 5 && i <= 8 ? 'num' : '' }, t)))),
+    h('thead', null, h('tr', null, head.map((t) => h('th', { class: numCols.has(t) ? 'num' : '' }, t)))),
     h('tbody', null, b.servers.map((s) => {
       const id = `${b.name}/${s.name}`;
       const path = `/api/v1/backends/${enc(b.name)}/servers/${enc(s.name)}`;
@@ -130,6 +133,8 @@ function serverTable(ctx, b, canAdmin, canServer) {
         h('td', null, badge(s.admin_state, stateKind[s.admin_state] || ''), ' '),
         cell('td', statKey('srv', b.name, s.name, 'connCur'), 'num', { class: 'num' }),
         cell('td', statKey('srv', b.name, s.name, 'connTotal'), 'num', { class: 'num' }),
+        http ? [cell('td', statKey('srv', b.name, s.name, 'requests'), 'num', { class: 'num' }),
+          cell('td', statKey('srv', b.name, s.name, 's5xx'), 'err', { class: 'num' })] : null,
         weightCell,
         h('td', { class: 'num' }, s.maxconn ? num(s.maxconn) : '∞'),
         canServer ? h('td', null, h('div', { class: 'inline' },
