@@ -151,8 +151,8 @@ func TestUIOperatorPages(t *testing.T) {
 	}
 	// Pin loop 0 to CPU 0: the plan of a dry run first, then apply.
 	pin0 := `button[data-action="pin-loop"][data-thread="0"]`
-	u.run("open the pin dialog", chromedp.Click(chromedp.CSS(pin0)), chromedp.WaitVisible(chromedp.CSS(`dialog[open] #pin-cpus`)))
-	u.fill(`#pin-cpus`, "0")
+	u.run("open the pin dialog", chromedp.Click(chromedp.CSS(pin0)), chromedp.WaitVisible(chromedp.CSS(`dialog[open] #pin-value`)))
+	u.fill(`#pin-value`, "0")
 	u.run("show the plan", chromedp.Click(chromedp.CSS(`#pin-preview`)), chromedp.WaitVisible(chromedp.CSS(`#pin-plan .plan`)))
 	var cm struct {
 		Mode string `json:"mode"`
@@ -169,6 +169,16 @@ func TestUIOperatorPages(t *testing.T) {
 	}, "the CPU map to be manual")
 	u.waitJS(5*time.Second, "the focus back on the loop's Pin button", fmt.Sprintf(`!!document.activeElement && document.activeElement.matches(%q)`, pin0))
 	u.shot("ops-cpu-1280")
+	// The map's mode: auto, again with the plan first.
+	u.run("open the mode dialog", chromedp.Click(chromedp.CSS(`#cpu-mode`)), chromedp.WaitVisible(chromedp.CSS(`dialog[open] select#pin-value`)))
+	u.fill(`#pin-value`, "auto")
+	u.run("show the mode's plan", chromedp.Click(chromedp.CSS(`#pin-preview`)), chromedp.WaitVisible(chromedp.CSS(`#pin-plan .plan`)))
+	u.run("apply the mode", chromedp.Click(chromedp.CSS(`#pin-apply`)), chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		u.apiJSON("/api/v1/cpu-map", &cm, auth)
+		return cm.Mode == "auto"
+	}, "the CPU map to be auto")
+	u.waitJS(5*time.Second, "the focus back on the mode button", `!!document.activeElement && document.activeElement.id === 'cpu-mode'`)
 
 	// 375 px: every action and column inside the viewport, no sideways scroll.
 	u.run("phone viewport", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))

@@ -95,55 +95,69 @@ function rates(prev, cur, dt) {
   return { perIRQ, perCPU };
 }
 
-// pinDialog asks for the CPUs of a loop or an IRQ, shows the plan of a dry
-// run of exactly that, and applies it on request. send(cpus, dry) makes
-// the write. Resolves true once applied.
-function pinDialog(ctx, { title, what, initial, allowEmpty, send }) {
+// planDialog asks for one value (control: an input or a select whose
+// value read() turns into what send takes, or null with bad set), shows
+// the plan of a dry run of exactly that, and applies it on request.
+// send(value, dry) makes the write. Resolves true once applied.
+function planDialog(ctx, { title, label, control, hint, bad, read, send }) {
   return modal((close) => {
-    const inp = h('input', { id: 'pin-cpus', type: 'text', value: initial, autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'pin-hint pin-err', placeholder: '0,2-3' });
+    control.id = 'pin-value';
+    control.setAttribute('aria-describedby', 'pin-hint pin-err');
     const err = h('div', { class: 'err', id: 'pin-err', role: 'alert' });
     const out = h('div', { id: 'pin-plan', 'aria-live': 'polite' });
     const applyBtn = btn('Apply', { class: 'primary', id: 'pin-apply', disabled: true });
-    let planned = null; // the CPU list the plan shown is for
+    let planned = null; // the control's value the plan shown is for
     const reset = () => { planned = null; applyBtn.disabled = true; clear(out); };
+    const fail = (e) => { err.textContent = e instanceof ApiError ? `${e.status}: ${e.message}` : e.message; };
     const preview = async () => {
-      const cpus = parseCPUs(inp.value);
+      const v = read(control.value);
       err.textContent = '';
-      if (cpus === null || (!cpus.length && !allowEmpty)) { err.textContent = 'Enter CPU ids such as 0,2-3.'; inp.focus(); return; }
+      if (v === null) { err.textContent = bad; control.focus(); return; }
       clear(out).append(h('p', { class: 'muted' }, 'Asking for the plan…'));
       try {
-        const r = await send(cpus, true);
+        const r = await send(v, true);
         clear(out).append(h('h3', null, 'Plan (dry run: nothing changed yet)'), planList(r.data && r.data.plan));
-        planned = inp.value;
+        planned = control.value;
         applyBtn.disabled = false;
         applyBtn.focus();
       } catch (e) {
         clear(out);
-        err.textContent = e instanceof ApiError ? `${e.status}: ${e.message}` : e.message;
+        fail(e);
       }
     };
     applyBtn.addEventListener('click', async () => {
-      if (planned !== inp.value) { reset(); return; }
+      if (planned !== control.value) { reset(); return; }
       applyBtn.disabled = true;
       try {
-        await ctx.writing(() => send(parseCPUs(inp.value), false));
+        await ctx.writing(() => send(read(control.value), false));
         close(true);
       } catch (e) {
-        err.textContent = e instanceof ApiError ? `${e.status}: ${e.message}` : e.message;
+        fail(e);
         applyBtn.disabled = false;
       }
     });
-    inp.addEventListener('input', reset);
+    control.addEventListener('input', reset);
+    control.addEventListener('change', reset);
     return h('form', { class: 'pinbox', onsubmit: (e) => { e.preventDefault(); preview(); } },
       h('h2', null, title),
-      h('div', { class: 'field' }, h('label', { for: 'pin-cpus' }, `CPUs for ${what}`), inp,
-        h('div', { class: 'hint', id: 'pin-hint' }, allowEmpty ? 'Comma-separated ids or ranges; empty removes the pin.' : 'Comma-separated ids or ranges.'), err),
+      h('div', { class: 'field' }, h('label', { for: 'pin-value' }, label), control, h('div', { class: 'hint', id: 'pin-hint' }, hint), err),
       out,
       h('div', { class: 'actions' },
         btn('Cancel', { class: 'ghost' }, () => close(false)),
         h('button', { type: 'submit', class: 'btn', id: 'pin-preview' }, 'Show plan'),
         applyBtn));
   }, { label: title });
+}
+
+// pinDialog is planDialog for the CPUs of a loop or an IRQ.
+function pinDialog(ctx, { title, what, initial, allowEmpty, send }) {
+  return planDialog(ctx, {
+    title, label: `CPUs for ${what}`, send,
+    control: h('input', { type: 'text', value: initial, autocomplete: 'off', spellcheck: 'false', placeholder: '0,2-3' }),
+    hint: allowEmpty ? 'Comma-separated ids or ranges; empty removes the pin.' : 'Comma-separated ids or ranges.',
+    bad: 'Enter CPU ids such as 0,2-3.',
+    read: (text) => { const c = parseCPUs(text); return c === null || (!c.length && !allowEmpty) ? null : c; },
+  });
 }
 
 export default async function cpu(ctx, root) {
@@ -202,10 +216,22 @@ export default async function cpu(ctx, root) {
     if (ok) { toast(`IRQ ${q.irq} pinned`); await ctx.refresh(`button[data-action="pin-irq"][data-irq="${q.irq}"]`); } else if (button.isConnected) button.focus();
   };
 
+  // The map's mode: none or auto here (manual: pin a loop below).
+  const setMode = async (button) => {
+    const ok = await planDialog(ctx, {
+      title: 'CPU map mode', label: 'Mode', bad: 'Choose a mode.',
+      control: h('select', null, ['none', 'auto'].map((m) => h('option', { value: m, selected: m === mode }, m))),
+      hint: 'none: loops keep the process\'s CPUs; auto: loop i on the i-th allowed CPU. Pin a loop below for a manual map.',
+      read: (v) => (v === 'none' || v === 'auto' ? v : null),
+      send: (m, dry) => request('PUT', '/api/v1/cpu-map' + (dry ? '?dry_run=true' : ''), { mode: m }),
+    });
+    if (ok) { toast('CPU map mode changed'); await ctx.refresh('#cpu-mode'); } else if (button.isConnected) button.focus();
+  };
   root.append(h('section', { class: 'panel', id: 'cpu-map' },
     h('h2', null, 'Which CPU runs what'),
     h('div', { class: 'kv' },
-      h('span', null, 'CPU map mode ', h('b', null, mode)),
+      h('span', null, 'CPU map mode ', h('b', null, mode),
+        canPin && map.ok ? [' ', h('button', { type: 'button', class: 'btn small', id: 'cpu-mode', 'data-write': '', onclick: (e) => setMode(e.currentTarget) }, 'Change…')] : null),
       h('span', null, 'IRQ policy ', h('b', null, (cfg.irq && cfg.irq.policy) || 'none')),
       cfg.irq && cfg.irq.nics && cfg.irq.nics.length ? h('span', null, 'NICs ', h('b', null, cfg.irq.nics.join(', '))) : null),
     map.ok ? null : notAvailable('the running CPU map', '/api/v1/cpu-map'),
