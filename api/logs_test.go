@@ -26,7 +26,7 @@ func logsFixture(t *testing.T) (http.Handler, *accesslog.Log) {
 	if err := nop.Apply(t.Context(), st.Current()); err != nil {
 		t.Fatal(err)
 	}
-	al := accesslog.New(log, 0)
+	al := accesslog.New(log, 0, func() int64 { return 0 })
 	h := New(Options{Store: st, Core: nop, Version: "test", StateDir: st.Dir(), AdminAddr: "127.0.0.1:0", Logger: log,
 		AdminHosts: []string{"example.com:80"}, AccessLog: al})
 	return h, al

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/spliced-proxy/spliced/core/accesslog"
+	"github.com/spliced-proxy/spliced/core/loop"
 )
 
 // accessLogFlags are the --access-log-* flags: where the access-log lines
@@ -83,6 +84,6 @@ func openAccessLog(f accessLogFlags, logFormat string, stderr io.Writer) (*acces
 	if format == "text" {
 		h = slog.NewTextHandler(w, nil)
 	}
-	sink.log = accesslog.New(slog.New(h), 0)
+	sink.log = accesslog.New(slog.New(h), 0, loop.Mono)
 	return sink, nil
 }

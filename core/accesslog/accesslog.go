@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
 	"github.com/spliced-proxy/spliced/internal/redact"
 )
@@ -66,7 +65,8 @@ type Record struct {
 
 // Log writes the access-log lines and keeps the last records.
 type Log struct {
-	out *slog.Logger
+	out  *slog.Logger
+	mono func() int64 // the clock of the entries' times (loop.Mono)
 
 	batch []pending // Add'ed, not flushed yet (writer goroutine only)
 
@@ -79,11 +79,14 @@ type Log struct {
 
 // New returns a Log that writes a line per entry to out (message
 // "access") and keeps the last keep records (KeepDefault when keep <= 0).
-func New(out *slog.Logger, keep int) *Log {
+// mono is the monotonic clock the entries' times were read from (the
+// data plane's loop.Mono): it is handed in so that this package, which
+// the admin API imports, does not depend on the data plane.
+func New(out *slog.Logger, keep int, mono func() int64) *Log {
 	if keep <= 0 {
 		keep = KeepDefault
 	}
-	return &Log{out: out, recent: make([]Record, keep), subs: make(map[chan Record]struct{})}
+	return &Log{out: out, mono: mono, recent: make([]Record, keep), subs: make(map[chan Record]struct{})}
 }
 
 // pending is a record of the current batch and when its entry ended.
@@ -95,7 +98,7 @@ type pending struct {
 // Add takes e into the current batch (the writer goroutine only; e is not
 // kept): the engine adds what every loop's ring holds, then flushes.
 func (l *Log) Add(e *stats.LogEntry) {
-	l.batch = append(l.batch, pending{end: e.End, r: RecordOf(e, time.Now(), loop.Mono())})
+	l.batch = append(l.batch, pending{end: e.End, r: RecordOf(e, time.Now(), l.mono())})
 }
 
 // Flush writes the lines of the batch in the order its entries ended

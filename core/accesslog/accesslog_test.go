@@ -47,7 +47,7 @@ func TestRecordOfDerivesHAProxyTimers(t *testing.T) {
 // gets the records written after it subscribed.
 func TestLogWritesLinesAndKeepsTheLast(t *testing.T) {
 	var buf bytes.Buffer
-	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), 3)
+	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), 3, fixedClock)
 	ch, stop := l.Subscribe(8)
 	defer stop()
 	for i := range 5 {
@@ -86,7 +86,7 @@ func TestLogWritesLinesAndKeepsTheLast(t *testing.T) {
 // are written in the order they ended.
 func TestFlushOrdersABatchByEnd(t *testing.T) {
 	var buf bytes.Buffer
-	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), 0)
+	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), 0, fixedClock)
 	for _, end := range []int64{30, 10, 40, 20} { // loop 0: 30, 40; loop 1: 10, 20
 		l.Add(&stats.LogEntry{End: end, BytesIn: end})
 	}
@@ -102,3 +102,6 @@ func TestFlushOrdersABatchByEnd(t *testing.T) {
 		t.Errorf("lines not in end order:\n%s", buf.String())
 	}
 }
+
+// fixedClock is a monotonic clock at 0: entries with Start 0 are stamped now.
+func fixedClock() int64 { return 0 }
