@@ -51,8 +51,9 @@ export default async function backends(ctx, root) {
         h('span', null, 'conns now ', cell('b', statKey('be', b.name, 'connCur'))),
         h('span', null, 'queued ', cell('b', statKey('be', b.name, 'queue'), 'err'))),
       h('div', { class: 'kv', 'aria-label': `Responses and errors of ${b.name}` },
-        ...['2xx', '3xx', '4xx'].map((c) => h('span', null, `${c} `, cell('b', statKey('be', b.name, 's' + c)))),
-        h('span', null, '5xx ', cell('b', statKey('be', b.name, 's5xx'), 'err')),
+        b.mode === 'http' ? [
+          ...['2xx', '3xx', '4xx'].map((c) => h('span', null, `${c} `, cell('b', statKey('be', b.name, 's' + c)))),
+          h('span', null, '5xx ', cell('b', statKey('be', b.name, 's5xx'), 'err'))] : null,
         h('span', null, 'no server ', cell('b', statKey('be', b.name, 'noServer'), 'err')),
         h('span', null, 'connect errors ', cell('b', statKey('be', b.name, 'connectErrors'), 'err')),
         h('span', null, 'retried ', cell('b', statKey('be', b.name, 'retries'), 'err'))),

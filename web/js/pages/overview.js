@@ -54,7 +54,7 @@ export default async function overview(ctx, root) {
   const nc = (k, fmt = 'num') => cell('td', k, fmt, { class: 'num' });
   // classes are the cells of the responses by status class of an object
   // (kind fe or be), the 5xx in red when not zero.
-  // A tcp frontend has no responses: dashes.
+  // A tcp frontend or backend has no responses: dashes.
   const classes = (kind, name, tcp) => ['2xx', '3xx', '4xx', '5xx'].map((c) => (tcp ? h('td', { class: 'num muted' }, '—')
     : nc(statKey(kind, name, 's' + c), c === '5xx' ? 'err' : 'num')));
   if (!cfg.frontends.length) {
@@ -92,7 +92,7 @@ export default async function overview(ctx, root) {
         return h('tr', { data: { backend: b.name } },
           h('td', null, h('a', { href: '#/backends' }, b.name)),
           sc,
-          classes('be', b.name),
+          classes('be', b.name, b.mode === 'tcp'),
           nc(statKey('be', b.name, 'noServer'), 'err'),
           nc(statKey('be', b.name, 'connectErrors'), 'err'),
           nc(statKey('be', b.name, 'retries'), 'err'),
