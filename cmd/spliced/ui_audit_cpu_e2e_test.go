@@ -129,6 +129,21 @@ func TestUIOperatorPages(t *testing.T) {
 	u.waitJS(5*time.Second, "the focus on the new current row", `!!document.activeElement && !!document.activeElement.closest('#revisions tbody tr:first-child')`)
 	u.shot("ops-revisions-1280")
 
+	// A quick action redraws the page: the focus goes to the same control
+	// of the new page (app.js refresh), here the server's weight button.
+	u.page("backends")
+	u.fill(`input[data-weight="web/s1"]`, "5")
+	setW := `button[data-action="weight"][data-server="web/s1"]`
+	u.run("set the weight", chromedp.Click(chromedp.CSS(setW)))
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		var s struct {
+			Weight int `json:"weight"`
+		}
+		u.apiJSON("/api/v1/backends/web/servers/s1", &s, auth)
+		return s.Weight == 5
+	}, "the weight to be 5")
+	u.waitJS(5*time.Second, "the focus on the new page's weight button", fmt.Sprintf(`(() => { const a = document.activeElement; return !!a && a.matches(%q) && a.closest('#page-backends[data-ready="1"]') !== null; })()`, setW))
+
 	// CPU & IRQs: the rates come from two reads and keep refreshing.
 	u.page("cpu")
 	u.waitJS(10*time.Second, "three reads of the IRQs", `Number(document.getElementById('page-cpu').dataset.reads || 0) >= 3`)

@@ -50,16 +50,44 @@ const ctx = {
     if (this.role === 'operator') return kind === 'server';
     return false;
   },
-  // refresh renders the page again; focus, a CSS selector, names the
-  // control that gets the focus back once it is rendered (the edited
-  // row's button after a save: the old one is gone with the old page).
+  // refresh renders the page again and gives the focus back to the
+  // control that was used: focus, a CSS selector, names it, else it is
+  // found again from the control last used on the old page (focusKey).
   async refresh(focus) {
+    const key = focus ? null : focusKey(lastUsed);
     await route(true);
-    const el = focus && main.querySelector(focus);
+    const el = focus ? main.querySelector(focus) : findKey(key);
     if (el) el.focus();
+    else if (key || focus) main.focus({ preventScroll: true }); // the control is gone (deleted row)
   },
   dialogOpen() { return !!document.querySelector('dialog[open]'); },
 };
+
+// ---- focus after an action ----
+// The control last clicked or typed in (inside the page): an action's
+// redraw replaces it, refresh() focuses its counterpart on the new page.
+let lastUsed = null;
+['click', 'keydown'].forEach((ev) => document.addEventListener(ev, (e) => {
+  const el = e.target instanceof Element && e.target.closest('button, a, input, select, textarea, summary, [tabindex]');
+  if (el && main.contains(el)) lastUsed = el;
+}, true));
+
+// focusKey describes el by what names it across a redraw (its tag, id,
+// name, aria-label and data-* attributes other than live values) and its
+// rank among the elements matching that, or null.
+function focusKey(el) {
+  if (!el || !el.isConnected || !main.contains(el) || el === main) return null;
+  const keep = (a) => a.name === 'id' || a.name === 'name' || a.name === 'aria-label'
+    || (a.name.startsWith('data-') && !/^data-(stat|fmt|ready|ago)$/.test(a.name));
+  const sel = el.tagName.toLowerCase() + [...el.attributes].filter(keep).map((a) => `[${a.name}="${CSS.escape(a.value)}"]`).join('');
+  return { sel, rank: [...main.querySelectorAll(sel)].indexOf(el) };
+}
+
+function findKey(key) {
+  if (!key) return null;
+  const all = main.querySelectorAll(key.sel);
+  return all[key.rank] || all[0] || null;
+}
 
 // ---- login ----
 setLoginUI(() => new Promise((resolve) => {
