@@ -214,6 +214,32 @@ func TestUIOperatorPages(t *testing.T) {
 	u.fullShot("ops-cpu-375")
 	u.page("overview")
 	u.shot("ops-overview-375")
+	// Time labels 20 px apart are thinned so that none overlaps; 120 px
+	// apart all are drawn.
+	for _, gap := range []int{20, 120} {
+		js := fmt.Sprintf(`import('./js/chart.js').then((m) => {
+			const gap = %d, t0 = 1764547200, dpr = window.devicePixelRatio || 1;
+			const splits = [...Array(12).keys()].map((i) => t0 + 5 * i);
+			const c = document.createElement('canvas').getContext('2d');
+			const u = { valToPos: (v) => (v - t0) / 5 * gap, ctx: c, axes: [{ font: [(12 * dpr) + 'px system-ui'] }] };
+			const l = m.timeLabels(u, splits, 0, 50, 5);
+			c.font = (12 * dpr) + 'px system-ui';
+			const shown = l.map((s, i) => [s, i]).filter(([s]) => s !== '');
+			for (let k = 1; k < shown.length; k++) {
+				const [a, i] = shown[k - 1]; const j = shown[k][1];
+				if ((j - i) * gap < c.measureText(a).width / dpr) return 'labels ' + i + ' and ' + j + ' overlap: ' + l.join('|');
+			}
+			if (gap >= 120 && shown.length !== splits.length) return 'labels dropped with room for all: ' + l.join('|');
+			if (shown.length < 2) return 'fewer than two labels: ' + l.join('|');
+			return '';
+		})`, gap)
+		ctx, cancel := context.WithTimeout(u.ctx, 10*time.Second)
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+		cancel()
+		if err != nil || got != "" {
+			t.Fatalf("chart time labels %d px apart: %v %s", gap, err, got)
+		}
+	}
 
 	// Relative times are rewritten while the page stays open.
 	u.page("revisions")

@@ -11,7 +11,7 @@ function css(name) { return getComputedStyle(document.documentElement).getProper
 // (HH:MM when ticks are whole minutes apart), and on a narrow chart only
 // every n-th label, n chosen from the measured label width against the
 // space between ticks, so that labels never overlap.
-function timeLabels(u, splits, axisIdx, space, incr) {
+export function timeLabels(u, splits, axisIdx, space, incr) {
   const two = (n) => String(n).padStart(2, '0');
   const secs = !(incr >= 60 && splits.every((t) => t % 60 === 0));
   const labels = splits.map((t) => {
