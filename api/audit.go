@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -514,12 +515,12 @@ func objectJSON(c *config.Config, obj string) json.RawMessage {
 
 // read returns up to limit entries older than before (0 = newest), newest
 // first.
-func (l *auditLog) read(limit int, before int64) ([]AuditEntry, error) {
+func (l *auditLog) read(limit int, before int64, keep auditFilter) ([]AuditEntry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := []AuditEntry{}
 	err := l.scan(func(e *AuditEntry) bool {
-		if before > 0 && e.Seq >= before {
+		if (before > 0 && e.Seq >= before) || !keep.match(e) {
 			return true
 		}
 		out = append(out, *e)
@@ -528,14 +529,87 @@ func (l *auditLog) read(limit int, before int64) ([]AuditEntry, error) {
 	return out, err
 }
 
+// auditFilter selects entries of GET /api/v1/audit (the zero value: all).
+type auditFilter struct {
+	actor  string // exact token name
+	object string // lower case; in the path or a changed or planned object
+	result string // "ok" (answered 1xx-3xx, or recovered applied) or "refused"
+	dry    string // "true": dry runs only, "false": none
+}
+
+func (f auditFilter) match(e *AuditEntry) bool {
+	if f.actor != "" && e.Actor != f.actor {
+		return false
+	}
+	if f.dry != "" && e.DryRun != (f.dry == "true") {
+		return false
+	}
+	if f.result != "" && auditOK(e) != (f.result == "ok") {
+		return false
+	}
+	if f.object == "" {
+		return true
+	}
+	if p := strings.ToLower(e.Path); strings.Contains(p, f.object) || strings.Contains(objectPath.Replace(p), f.object) {
+		return true
+	}
+	for _, c := range e.Changes {
+		if strings.Contains(strings.ToLower(c.Object), f.object) {
+			return true
+		}
+	}
+	if e.Plan != nil {
+		for _, it := range e.Plan.Items {
+			if strings.Contains(strings.ToLower(it.Object), f.object) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// objectPath names the objects of a request path as plans do:
+// /api/v1/backends/web/servers/s1 holds backend/web/server/s1.
+var objectPath = strings.NewReplacer("backends/", "backend/", "servers/", "server/", "frontends/", "frontend/",
+	"binds/", "bind/", "certificates/", "certificate/", "irqs/", "irq/")
+
+// auditOK says whether the write was accepted: answered below 400, or
+// recovered as applied (no answer was sent).
+func auditOK(e *AuditEntry) bool {
+	return (e.Status > 0 && e.Status < 400) || (e.Status == 0 && e.Recovered == "applied")
+}
+
+// auditFilterOf reads the filters of GET /api/v1/audit and returns them
+// with their query string ("&actor=..." in a fixed order, for the Link).
+func auditFilterOf(q url.Values) (auditFilter, string, error) {
+	f := auditFilter{actor: q.Get("actor"), object: strings.ToLower(q.Get("object")), result: q.Get("result"), dry: q.Get("dry_run")}
+	if f.result != "" && f.result != "ok" && f.result != "refused" {
+		return f, "", &apiError{Status: http.StatusBadRequest, Code: "bad-query", Detail: fmt.Sprintf("result must be ok or refused, not %q", truncate(f.result, 40))}
+	}
+	if f.dry != "" && f.dry != "true" && f.dry != "false" {
+		return f, "", &apiError{Status: http.StatusBadRequest, Code: "bad-query", Detail: fmt.Sprintf("dry_run must be true or false, not %q", truncate(f.dry, 40))}
+	}
+	var b strings.Builder
+	for _, kv := range [][2]string{{"actor", f.actor}, {"object", q.Get("object")}, {"result", f.result}, {"dry_run", f.dry}} {
+		if kv[1] != "" {
+			b.WriteString("&" + kv[0] + "=" + url.QueryEscape(kv[1]))
+		}
+	}
+	return f, b.String(), nil
+}
+
 // audit godoc
 //
 //	@Summary		Audit trail of writes, newest first
-//	@Description	Every write through the API (POST, PUT, PATCH, DELETE), accepted or refused, dry runs included: who (actor), from where, which request, the plan and, for changes of at most 8 plan items, the before/after of each changed object, and the result. Kept in audit.log in the state directory (rotated past 16 MiB; --audit-keep rotated files kept). Requests refused before authentication are not entries (see spliced_admin_refused_total). An entry with recovered set was written at start-up for a write under way when spliced stopped. Page with ?before= set to the seq of the last entry received; the Link header (rel="next") gives the next page.
+//	@Description	Every write through the API (POST, PUT, PATCH, DELETE), accepted or refused, dry runs included: who (actor), from where, which request, the plan and, for changes of at most 8 plan items, the before/after of each changed object, and the result. Kept in audit.log in the state directory (rotated past 16 MiB; --audit-keep rotated files kept). Requests refused before authentication are not entries (see spliced_admin_refused_total). An entry with recovered set was written at start-up for a write under way when spliced stopped. Page with ?before= set to the seq of the last entry received; the Link header (rel="next") gives the next page. actor, object, result and dry_run select entries (all of them on every page).
 //	@Tags			observability
 //	@Produce		json
 //	@Param			limit	query		integer	false	"entries per page (1..1000, default 100)"
 //	@Param			before	query		integer	false	"only entries with a seq below this"
+//	@Param			actor	query		string	false	"only the entries of this actor (token name)"
+//	@Param			object	query		string	false	"only entries whose path, changed or planned objects contain this (case-insensitive), e.g. backend/web"
+//	@Param			result	query		string	false	"ok: accepted writes (status below 400, or recovered applied); refused: the others"	Enums(ok, refused)
+//	@Param			dry_run	query		bool	false	"true: dry runs only; false: no dry run; absent: both"
 //	@Success		200		{array}		AuditEntry
 //	@Failure		400		{object}	Problem
 //	@x-spliced-role	"admin"
@@ -550,12 +624,16 @@ func (s *server) audit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	entries, err := s.obs.audit.read(limit, int64(before))
+	keep, filters, err := auditFilterOf(q)
+	if err != nil {
+		return err
+	}
+	entries, err := s.obs.audit.read(limit, int64(before), keep)
 	if err != nil {
 		return fmt.Errorf("read audit log: %w", err)
 	}
 	if n := len(entries); n == limit && entries[n-1].Seq > 1 {
-		w.Header().Set("Link", fmt.Sprintf(`<%s/audit?limit=%d&before=%d>; rel="next"`, base, limit, entries[n-1].Seq))
+		w.Header().Set("Link", fmt.Sprintf(`<%s/audit?limit=%d&before=%d%s>; rel="next"`, base, limit, entries[n-1].Seq, filters))
 	}
 	return writeValue(w, http.StatusOK, entries)
 }

@@ -180,7 +180,7 @@ func TestAuditKeepsNRotatedFiles(t *testing.T) {
 	if _, err := os.Stat(l.path(4)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("audit.log.4 exists with keep=3: %v", err)
 	}
-	got, err := l.read(1000, 0)
+	got, err := l.read(1000, 0, auditFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

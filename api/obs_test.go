@@ -201,18 +201,15 @@ func TestAuditOneEntryPerWriteWithTheDiff(t *testing.T) {
 	}
 }
 
-func TestAuditPagesWithTheBeforeCursor(t *testing.T) {
-	f := newFixture(t)
-	f.seed(t)
-	for i := range 5 {
-		f.must(t, 200, "PATCH", "/api/v1/backends/web/servers/s1", fmt.Sprintf(`{"weight":%d}`, 10+i))
-	}
-	var seqs []int64
-	q := "?limit=3"
+// auditSeqs reads the audit trail from query on, following the Link of
+// each page (10 pages at most), and lists the seqs read.
+func (f *fixture) auditSeqs(t *testing.T, q string) string {
+	t.Helper()
+	var out []int64
 	for range 10 {
 		page, w := f.audit(t, q)
 		for _, e := range page {
-			seqs = append(seqs, e.Seq)
+			out = append(out, e.Seq)
 		}
 		link := w.Header().Get("Link")
 		if link == "" {
@@ -220,12 +217,49 @@ func TestAuditPagesWithTheBeforeCursor(t *testing.T) {
 		}
 		q = strings.TrimPrefix(link[1:strings.Index(link, ">")], base+"/audit")
 	}
-	want := []int64{7, 6, 5, 4, 3, 2, 1}
-	if fmt.Sprint(seqs) != fmt.Sprint(want) {
-		t.Fatalf("paged seqs %v, want %v", seqs, want)
+	return fmt.Sprint(out)
+}
+
+func TestAuditPagesWithTheBeforeCursor(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t)
+	for i := range 5 {
+		f.must(t, 200, "PATCH", "/api/v1/backends/web/servers/s1", fmt.Sprintf(`{"weight":%d}`, 10+i))
+	}
+	if seqs := f.auditSeqs(t, "?limit=3"); seqs != "[7 6 5 4 3 2 1]" {
+		t.Fatalf("paged seqs %v, want [7 6 5 4 3 2 1]", seqs)
 	}
 	f.must(t, 400, "GET", "/api/v1/audit?limit=0", "")
 	f.must(t, 400, "GET", "/api/v1/audit?before=x", "")
+}
+
+// The filters of GET /api/v1/audit select over the whole trail, and the
+// Link of a page keeps them.
+func TestAuditFiltersByActorObjectResultAndDryRun(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t)                                                                               // 1 POST backend web, 2 POST frontend pub
+	f.must(t, 200, "PATCH", "/api/v1/backends/web/servers/s1?dry_run=true", `{"weight":3}`) // 3
+	f.must(t, 422, "PATCH", "/api/v1/backends/web/servers/s1", `{"port":0}`)                // 4
+	for i := range 3 {
+		f.must(t, 200, "PATCH", "/api/v1/backends/web/servers/s1", fmt.Sprintf(`{"weight":%d}`, 10+i)) // 5, 6, 7
+	}
+	for _, tc := range []struct{ q, want string }{
+		{"?dry_run=false", "[7 6 5 4 2 1]"},
+		{"?dry_run=true", "[3]"},
+		{"?result=refused", "[4]"},
+		{"?result=ok&dry_run=false", "[7 6 5 2 1]"},
+		{"?object=FRONTEND/pub", "[2]"},
+		{"?object=backend/web/server/s1&dry_run=false&limit=2", "[7 6 5 4]"}, // paged: the Link keeps the filters
+		{"?object=backend/web/server/s1&result=ok&limit=1", "[7 6 5 3]"},
+		{"?actor=local", "[7 6 5 4 3 2 1]"},
+		{"?actor=nobody", "[]"},
+	} {
+		if got := f.auditSeqs(t, tc.q); got != tc.want {
+			t.Errorf("%s: seqs %s, want %s", tc.q, got, tc.want)
+		}
+	}
+	f.must(t, 400, "GET", "/api/v1/audit?result=maybe", "")
+	f.must(t, 400, "GET", "/api/v1/audit?dry_run=yes", "")
 }
 
 func TestAuditRotatesPastItsBound(t *testing.T) {
@@ -246,7 +280,7 @@ func TestAuditRotatesPastItsBound(t *testing.T) {
 			t.Fatalf("%s is %d bytes, bound 2000", name, fi.Size())
 		}
 	}
-	got, err := l.read(1000, 0)
+	got, err := l.read(1000, 0, auditFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
 // Audit log: who changed what, newest first, a page at a time. Dry runs
-// (?dry_run=true: nothing changed) are hidden unless asked for, and marked
-// "dry run" when shown; the filters (actor, object, result) apply to the
-// entries of the page loaded.
+// (?dry_run=true: nothing changed) are left out unless asked for, and
+// marked "dry run" when shown; the filters (actor, object, result, dry
+// runs) are the API's (GET /api/v1/audit?actor=&object=&result=&dry_run=):
+// they select over the whole trail, and paging keeps them.
 
 import { h, clear, ago, badge, planList } from '../dom.js';
 import { jsonDiff, diffTable } from '../diff.js';
@@ -42,20 +43,13 @@ function okOf(e) {
     : (typeof e.result === 'string' ? /ok|success|accept/i.test(e.result) : null));
 }
 function actorOf(e) { return str(e.actor ?? e.token ?? e.user ?? '—'); }
-// objectsOf is what the entry is about: its path and the changed objects.
-function objectsOf(e) {
-  const out = [str(e.path)];
-  if (Array.isArray(e.changes)) for (const c of e.changes) out.push(str(c.object));
-  if (e.plan && Array.isArray(e.plan.items)) for (const it of e.plan.items) out.push(str(it.object));
-  return out.join(' ').toLowerCase();
-}
 
 export default async function audit(ctx, root) {
   root.append(h('div', { class: 'page-head' }, h('h1', null, 'Audit log'), h('span', { class: 'muted' }, 'every write and every refused write, newest first')));
   const actorSel = h('select', { id: 'audit-actor' }, h('option', { value: '' }, 'anyone'));
   const objectIn = h('input', { id: 'audit-object', type: 'search', placeholder: 'backend/web', autocomplete: 'off', spellcheck: 'false' });
   const resultSel = h('select', { id: 'audit-result' },
-    h('option', { value: '' }, 'any'), h('option', { value: 'ok' }, 'accepted'), h('option', { value: 'bad' }, 'refused'));
+    h('option', { value: '' }, 'any'), h('option', { value: 'ok' }, 'accepted'), h('option', { value: 'refused' }, 'refused'));
   const dryBox = h('input', { id: 'audit-dry', type: 'checkbox' });
   const shown = h('span', { class: 'muted', id: 'audit-shown', 'aria-live': 'polite' });
   const filters = h('form', { class: 'filters', id: 'audit-filters', role: 'search', 'aria-label': 'Filter the audit log', onsubmit: (e) => e.preventDefault() },
@@ -67,22 +61,18 @@ export default async function audit(ctx, root) {
   const panel = h('section', { class: 'panel', id: 'audit' });
   root.append(h('section', { class: 'panel' }, filters), panel);
   const stack = []; // query strings of the pages before this one
+  const seen = new Set(); // actors of the entries read so far
   let items = [];
   let res = null;
   let query = '';
 
-  // paint draws the entries of the loaded page that pass the filters.
+  // paint draws the entries of the page loaded.
   const paint = () => {
-    const who = actorSel.value;
-    const obj = objectIn.value.trim().toLowerCase();
-    const want = resultSel.value;
-    const dry = dryBox.checked;
-    const rows = items.filter((e) => (dry || !e.dry_run) && (!who || actorOf(e) === who)
-      && (!obj || objectsOf(e).includes(obj)) && (!want || (want === 'ok') === (okOf(e) === true)));
-    const hiddenDry = dry ? 0 : items.filter((e) => e.dry_run).length;
-    shown.textContent = `${rows.length} of ${items.length} entries of this page${hiddenDry ? ` · ${hiddenDry} dry run${hiddenDry > 1 ? 's' : ''} hidden` : ''}`;
+    const rows = items;
+    const active = [actorSel.value && 'who', objectIn.value.trim() && 'object', resultSel.value && 'result'].filter(Boolean);
+    shown.textContent = `${rows.length} entr${rows.length === 1 ? 'y' : 'ies'} on this page${active.length ? ` · filtered by ${active.join(', ')}` : ''}${dryBox.checked ? '' : ' · dry runs hidden'}`;
     clear(panel);
-    if (!items.length && !stack.length) { panel.append(h('p', { class: 'empty' }, 'No entry yet.')); return; }
+    if (!items.length && !stack.length && !active.length && dryBox.checked) { panel.append(h('p', { class: 'empty' }, 'No entry yet.')); return; }
     panel.append(rows.length ? h('table', { id: 'audit-table', class: 'stack audit' },
       h('thead', null, h('tr', null, ['When', 'Who', 'Request', 'Result', 'Change'].map((t) => h('th', null, t)))),
       h('tbody', null, rows.map((e) => {
@@ -108,7 +98,7 @@ export default async function audit(ctx, root) {
             diff ? h('details', null, h('summary', null, 'show'), h('pre', { class: 'mono' }, JSON.stringify(diff, null, 2))) : null,
             !changes && !diff && !(e.plan && e.plan.items && e.plan.items.length) ? '—' : null)));
       })))
-      : h('p', { class: 'empty', id: 'audit-none' }, 'No entry of this page matches the filters.'));
+      : h('p', { class: 'empty', id: 'audit-none' }, 'No entry matches the filters.'));
     const pager = h('div', { class: 'pager' });
     if (stack.length) {
       pager.append(h('button', { type: 'button', class: 'btn small', 'data-page': 'newer', onclick: () => turn(stack.pop(), 'newer') }, 'Newer'));
@@ -127,10 +117,16 @@ export default async function audit(ctx, root) {
     panel.append(pager);
   };
 
+  let seq = 0; // answers to older requests are dropped
   const load = async (q) => {
+    const my = ++seq;
+    let r;
     try {
-      res = await request('GET', '/api/v1/audit' + q);
+      r = await request('GET', '/api/v1/audit' + q);
+      if (my !== seq) return false;
+      res = r;
     } catch (e) {
+      if (my !== seq) return false;
       clear(panel);
       if (e instanceof ApiError && e.status === 404) panel.append(notAvailable('the audit log', '/api/v1/audit'));
       else if (e instanceof ApiError && e.status === 403) panel.append(h('p', { class: 'notice' }, 'Your role may not read the audit log.'));
@@ -139,10 +135,13 @@ export default async function audit(ctx, root) {
     }
     query = q;
     items = entriesOf(res.data).items;
-    const actors = [...new Set(items.map(actorOf))].sort();
-    const keep = actorSel.value;
-    clear(actorSel).append(h('option', { value: '' }, 'anyone'), actors.map((a) => h('option', { value: a, selected: a === keep }, a)));
-    if (keep && !actors.includes(keep)) actorSel.append(h('option', { value: keep, selected: true }, keep));
+    // The actors seen so far (the list grows as pages are read).
+    const known = actorSel.options.length;
+    items.forEach((e) => seen.add(actorOf(e)));
+    if (seen.size + 1 !== known) {
+      const keep = actorSel.value;
+      clear(actorSel).append(h('option', { value: '' }, 'anyone'), [...seen].sort().map((a) => h('option', { value: a, selected: a === keep }, a)));
+    }
     paint();
     return true;
   };
@@ -154,7 +153,19 @@ export default async function audit(ctx, root) {
       if (b) b.focus();
     }
   };
-  [actorSel, resultSel, dryBox].forEach((el) => el.addEventListener('change', paint));
-  objectIn.addEventListener('input', paint);
-  await load(`?limit=${PAGE}`);
+  // first is the query of the newest page under the filters set.
+  const first = () => {
+    const p = new URLSearchParams({ limit: String(PAGE) });
+    if (actorSel.value) p.set('actor', actorSel.value);
+    if (objectIn.value.trim()) p.set('object', objectIn.value.trim());
+    if (resultSel.value) p.set('result', resultSel.value);
+    if (!dryBox.checked) p.set('dry_run', 'false');
+    return '?' + p.toString();
+  };
+  const refilter = () => { stack.length = 0; load(first()); };
+  let typing = null;
+  [actorSel, resultSel, dryBox].forEach((el) => el.addEventListener('change', refilter));
+  objectIn.addEventListener('input', () => { clearTimeout(typing); typing = setTimeout(refilter, 250); });
+  await load(first());
+  return () => clearTimeout(typing);
 }
