@@ -209,6 +209,11 @@ func TestUIOperatorPages(t *testing.T) {
 	u.page("revisions")
 	u.fitsWidth("revisions", `#revisions td, button[data-action="restore"], #diff-out td`)
 	u.fullShot("ops-revisions-375")
+	u.run("ask to restore #2 at 375 px", chromedp.Click(chromedp.CSS(`button[data-action="restore"][data-generation="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] #restore-diff`)))
+	u.fitsWidth("restore dialog", `dialog[open] #restore-diff td, dialog[open] [data-confirm]`)
+	u.shot("ops-restore-confirm-375")
+	u.run("cancel", chromedp.KeyEvent(kb.Escape), chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
 	u.page("cpu")
 	u.fitsWidth("cpu", `#irq-table td, #loops-cpus td, button[data-action^="pin"]`)
 	u.fullShot("ops-cpu-375")
