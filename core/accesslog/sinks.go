@@ -2,7 +2,9 @@ package accesslog
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -12,6 +14,26 @@ import (
 	"syscall"
 	"time"
 )
+
+// Tee writes each line to every sink in turn: a sink that fails (a full
+// disk, an unreachable syslog) loses that line and does not keep it from
+// the others, where io.MultiWriter would stop at the first error.
+type Tee []io.Writer
+
+// Write writes p to every sink; the error joins those of the sinks that
+// failed.
+func (t Tee) Write(p []byte) (int, error) {
+	var errs []error
+	for _, w := range t {
+		if _, err := w.Write(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return 0, errors.Join(errs...)
+	}
+	return len(p), nil
+}
 
 // File is an access-log file that can be reopened (logrotate: after
 // SIGHUP, or by itself when it finds the path renamed or removed). Each
