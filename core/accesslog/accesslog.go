@@ -42,7 +42,8 @@ type Record struct {
 	Client   string    `json:"client" example:"192.0.2.7:51234"`
 	// Request is the request line, credentials redacted (userinfo, the
 	// access_token and token query parameters, values starting with
-	// spliced_), cut at 256 bytes; "" in tcp mode.
+	// spliced_), cut at 256 bytes (a cut piece that holds spliced_ is
+	// replaced whole); "" in tcp mode.
 	Request string `json:"request" example:"GET /index.html HTTP/1.1"`
 	// Status is the HTTP status sent to the client (0: none, tcp).
 	Status   int   `json:"status" example:"200"`
@@ -192,7 +193,11 @@ func RecordOf(e *stats.LogEntry, wall time.Time, mono int64) Record {
 	}
 	if e.HTTP {
 		r.Mode = "http"
-		r.Request = redact.RequestLine(string(e.RequestLine()))
+		if e.LineCut { // it may end inside a secret
+			r.Request = redact.CutRequestLine(string(e.RequestLine()))
+		} else {
+			r.Request = redact.RequestLine(string(e.RequestLine()))
+		}
 	}
 	from := e.Start // where the wait for a slot starts
 	if e.Head != 0 {
