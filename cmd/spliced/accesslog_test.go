@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"flag"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestAccessLogSinkFailingFileKeepsSyslog: with both --access-log-file
@@ -45,4 +47,25 @@ func TestAccessLogSinkFailingFileKeepsSyslog(t *testing.T) {
 	if msg := string(buf[:n]); !strings.Contains(msg, "GET /full HTTP/1.1") {
 		t.Errorf("datagram %q, want the access line", msg)
 	}
+}
+
+// TestAccessLogFullFileIsWarnedOf: an access-log file that cannot be
+// written (disk full: /dev/full) is said in a warning, with the error and
+// the lines lost, instead of losing every line in silence.
+func TestAccessLogFullFileIsWarnedOf(t *testing.T) {
+	if f, err := os.OpenFile("/dev/full", os.O_WRONLY, 0); err != nil {
+		t.Skipf("no /dev/full here: %v", err)
+	} else {
+		f.Close()
+	}
+	in := startSpliced(t, "", "--log-format", "json", "--access-log-file", "/dev/full")
+	web := newHTTPOrigin(t, "web", nil)
+	port := setupHTTP(t, in, httpSetup{
+		backends: []map[string]any{httpBackend("web", "roundrobin", web.server("s1"))},
+		frontend: map[string]any{"default_backend": "web", "access_log": true},
+	})
+	roundTrip(t, port, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(in.Logs(), `"msg":"access log lines not written: a sink fails","lost":1,"lost_total":1,"error":"write /dev/full: no space left on device"`)
+	}, "a warning of the lines lost")
 }

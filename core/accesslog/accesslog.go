@@ -71,6 +71,9 @@ type Log struct {
 
 	batch []pending // Add'ed, not flushed yet (writer goroutine only)
 
+	unwritten uint64 // lines a sink failed to take (writer goroutine only)
+	lastErr   error  // the last sink's error (writer goroutine only)
+
 	mu     sync.Mutex
 	recent []Record // ring of the last len(recent) records
 	next   int      // where the next record goes
@@ -134,6 +137,10 @@ func (l *Log) Write(e *stats.LogEntry) {
 	l.Add(e)
 	l.Flush()
 }
+
+// Unwritten is how many lines a sink failed to take so far (a full disk,
+// an unreachable syslog) and the last error (the writer goroutine only).
+func (l *Log) Unwritten() (uint64, error) { return l.unwritten, l.lastErr }
 
 // Recent returns the last limit records (all it keeps when limit <= 0),
 // oldest first.
@@ -247,5 +254,8 @@ func (l *Log) line(r *Record) {
 	if r.ClientCert != "" {
 		rec.AddAttrs(slog.String("client_cert", r.ClientCert))
 	}
-	_ = h.Handle(context.Background(), rec)
+	if err := h.Handle(context.Background(), rec); err != nil {
+		l.unwritten++
+		l.lastErr = err
+	}
 }
