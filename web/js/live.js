@@ -7,6 +7,7 @@
 
 import { authHeaders, needLogin, onLogin, loginShown, get, ApiError } from './api.js';
 import { normStats, normActivity } from './stats.js';
+import { readEvents } from './sse.js';
 
 export const STALE_MS = 5000;
 const HISTORY_S = 300;
@@ -88,19 +89,7 @@ export class Live extends EventTarget {
       if (!res.ok || !res.body) throw new Error('events: HTTP ' + res.status);
       this._setMode('sse');
       this._backoff = 1000;
-      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buf = '';
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += value;
-        let i;
-        while ((i = buf.search(/\r?\n\r?\n/)) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + (buf[i] === '\r' ? 4 : 2));
-          this._event(block);
-        }
-      }
+      await readEvents(res.body, (type, payload) => this._event(type, payload));
       throw new Error('events: stream ended');
     } catch (e) {
       if (this._stopped || ctl.signal.aborted) return;
@@ -112,20 +101,7 @@ export class Live extends EventTarget {
 
   _again(ms, epoch) { setTimeout(() => this._stream(epoch), ms); }
 
-  _event(block) {
-    let type = 'message'; const data = [];
-    for (const line of block.split(/\r?\n/)) {
-      if (!line || line.startsWith(':')) continue;
-      const c = line.indexOf(':');
-      const field = c < 0 ? line : line.slice(0, c);
-      let v = c < 0 ? '' : line.slice(c + 1);
-      if (v.startsWith(' ')) v = v.slice(1);
-      if (field === 'event') type = v;
-      else if (field === 'data') data.push(v);
-    }
-    if (!data.length) return;
-    let payload;
-    try { payload = JSON.parse(data.join('\n')); } catch { return; }
+  _event(type, payload) {
     const t = type.toLowerCase();
     const inner = payload && typeof payload === 'object' && payload.data && typeof payload.data === 'object' ? payload.data : payload;
     const kind = (payload && typeof payload.type === 'string' ? payload.type : t).toLowerCase();
