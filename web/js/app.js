@@ -13,6 +13,7 @@ import certificates from './pages/certificates.js';
 import cpu from './pages/cpu.js';
 import revisions from './pages/revisions.js';
 import audit from './pages/audit.js';
+import logs from './pages/logs.js';
 
 const pages = {
   overview: { title: 'Overview', render: overview },
@@ -23,6 +24,7 @@ const pages = {
   cpu: { title: 'CPU & IRQs', render: cpu },
   revisions: { title: 'Revisions', render: revisions },
   audit: { title: 'Audit log', render: audit, need: 'admin' }, // GET /api/v1/audit is admin only
+  logs: { title: 'Access log', render: logs, need: 'admin' }, // GET /api/v1/logs is admin only
 };
 
 // mayRead says whether the signed-in role may open a page: a page whose

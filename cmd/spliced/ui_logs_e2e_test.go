@@ -1,0 +1,217 @@
+package main
+
+// Issue 16, the Logs page: the access log's last entries (GET
+// /api/v1/logs) with status and termination, live from its event stream
+// (?follow=1), pause/resume, filters, the empty state, the stream closed
+// when the page is left (per-token stream cap), polling when the server
+// refuses the stream, 375 px, and a viewer without the page.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
+
+func TestUILogsPage(t *testing.T) {
+	chromiumPath(t)
+	dir := t.TempDir()
+	admin := newToken(t, dir, "admin", "ops-alice")
+	viewer := newToken(t, dir, "viewer", "watcher")
+	in := startSpliced(t, dir)
+	auth := bearerHdr(admin)
+
+	// The origin answers 503 under /fail, 200 elsewhere.
+	web := newHTTPOrigin(t, "web", func(_ net.Conn, r *rawReq) string {
+		if strings.HasPrefix(r.Path, "/fail") {
+			return "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\n\r\nbusy\n"
+		}
+		return okResp("web")
+	})
+	in.MustDo(201, "POST", "/api/v1/backends", httpBackend("web", "roundrobin", web.server("s1")), auth)
+	port := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", fmt.Sprintf(`{"name":"pub","mode":"http","default_backend":"web","binds":[{"name":"b1","address":"127.0.0.1","port":%d}]}`, port), auth)
+	get := func(path string) {
+		t.Helper()
+		resp, _ := roundTrip(t, port, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp.Body.Close()
+	}
+
+	u := newUITest(t, in, 170*time.Second)
+	u.shotsTo()
+	u.signIn(admin)
+
+	// No frontend logs: the page says how to turn the access log on.
+	u.page("logs")
+	u.waitJS(5*time.Second, "the empty state", `!!document.querySelector('#logs-off a[href="#/frontends"]') && document.getElementById('logs-off').textContent.includes('"access_log": true')`)
+	u.shot("logs-empty-1280")
+	in.MustDo(200, "PATCH", "/api/v1/frontends/pub", `{"access_log":true}`, auth)
+	// The configuration change redraws the page: pub now logs.
+	u.waitJS(5*time.Second, "the empty state naming pub", `(() => { const e = document.getElementById('logs-empty'); return !!e && e.textContent.includes('No entry yet: pub logs'); })()`)
+
+	// A 200, a 503 from the server, a client that leaves during its body.
+	get("/ok")
+	get("/fail?token=secret")
+	a := dialProxy(t, port)
+	io.WriteString(a, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\npart")
+	testutil.Eventually(t, 5*time.Second, func() bool { return strings.Contains(web.received(), "POST /up") }, "the origin to get the POST head")
+	a.(*net.TCPConn).SetLinger(0)
+	a.Close()
+
+	rows := `#logs-table > tbody > tr`
+	u.waitJS(10*time.Second, "three entries, live", fmt.Sprintf(`document.querySelectorAll(%q).length === 3`, rows))
+	// Newest first: the abort, the 503, the 200.
+	type rowInfo struct {
+		Status, Term, Cls, Req, Title, Route string
+	}
+	rowsNow := func() []rowInfo {
+		return evalJS[[]rowInfo](u, fmt.Sprintf(`[...document.querySelectorAll(%q)].filter((r) => !r.hidden).map((r) => ({
+			Status: r.querySelector('td.st').textContent, Term: r.querySelector('td.term abbr').textContent, Cls: r.dataset.cls,
+			Req: r.querySelector('td.req').textContent, Title: r.querySelector('td.term abbr').title, Route: r.querySelector('td.route').textContent }))`, rows))
+	}
+	got := rowsNow()
+	want := []struct{ status, term, cls, req string }{
+		{"—", "CD", "none", "POST /up HTTP/1.1"},
+		{"503", "--", "5xx", "GET /fail?token=REDACTED HTTP/1.1"},
+		{"200", "--", "2xx", "GET /ok HTTP/1.1"},
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Status != w.status || g.Term != w.term || g.Cls != w.cls || g.Req != w.req || g.Route != "pub → web/s1" {
+			u.shot("logs-failure")
+			t.Fatalf("row %d: %+v, want status %s termination %s class %s request %q via pub → web/s1", i, g, w.status, w.term, w.cls, w.req)
+		}
+	}
+	if !strings.Contains(got[0].Title, "ended by the client, in the data phase") {
+		t.Fatalf("the CD tooltip says %q", got[0].Title)
+	}
+	if !evalJS[bool](u, `document.querySelector('#logs-table td.st .badge').classList.length > 0 && [...document.querySelectorAll('#logs-table td.st .badge')][1].classList.contains('bad') && [...document.querySelectorAll('#logs-table td.st .badge')][2].classList.contains('ok')`) {
+		t.Fatal("the 503 is not red or the 200 not green")
+	}
+	u.shot("logs-1280")
+
+	// A new request appears without a reload.
+	evalJS[bool](u, `(window.__noReload = true)`)
+	get("/live")
+	u.waitJS(5*time.Second, "the new request on top", fmt.Sprintf(`document.querySelector(%q).textContent.includes('GET /live')`, rows))
+	if !evalJS[bool](u, `window.__noReload === true`) {
+		t.Fatal("the page was reloaded")
+	}
+
+	// Filters: 5xx hides the 200s; abnormal ends only shows the abort.
+	u.fill(`#logs-class`, "5xx")
+	if g := rowsNow(); len(g) != 1 || g[0].Status != "503" {
+		t.Fatalf("5xx filter shows %+v, want the 503 alone", g)
+	}
+	if s := u.text(`#logs-shown`); !strings.Contains(s, "1 of 4") {
+		t.Fatalf("the count says %q, want 1 of 4", s)
+	}
+	u.shot("logs-5xx-1280")
+	u.fill(`#logs-class`, "")
+	u.run("abnormal only", chromedp.Click(chromedp.CSS(`#logs-abnormal`)))
+	if g := rowsNow(); len(g) != 1 || g[0].Term != "CD" {
+		t.Fatalf("abnormal filter shows %+v, want the abort alone", g)
+	}
+	u.run("all ends", chromedp.Click(chromedp.CSS(`#logs-abnormal`)))
+	u.fill(`#logs-q`, "/fail")
+	if g := rowsNow(); len(g) != 1 || g[0].Status != "503" {
+		t.Fatalf("search /fail shows %+v", g)
+	}
+	u.fill(`#logs-q`, "")
+
+	// Pause: new entries wait (counted on the button), Resume shows them.
+	u.run("pause", chromedp.Click(chromedp.CSS(`#logs-pause`)))
+	get("/while-paused")
+	u.waitJS(5*time.Second, "the button to count one new entry", `document.getElementById('logs-pause').textContent === 'Resume (1 new)'`)
+	if evalJS[bool](u, `document.getElementById('logs-table').textContent.includes('/while-paused')`) {
+		t.Fatal("a new entry was drawn while paused")
+	}
+	u.run("resume", chromedp.Click(chromedp.CSS(`#logs-pause`)))
+	u.waitJS(5*time.Second, "the held entry drawn", fmt.Sprintf(`document.querySelector(%q).textContent.includes('/while-paused')`, rows))
+	if !u.focusIn(`#logs-pause`) {
+		t.Fatal("the focus left the pause button")
+	}
+
+	// Leaving the page closes its stream: more visits than the per-token
+	// cap (4, one held by /api/v1/events) each get a live stream.
+	for i := 0; i < 5; i++ {
+		u.page("overview")
+		u.page("logs")
+		u.waitJS(5*time.Second, "the stream live", `document.getElementById('logs-state').dataset.state === 'live'`)
+	}
+
+	// When the server refuses the stream (this token's streams at the
+	// cap), the page polls and still shows new entries.
+	u.page("overview")
+	for i := 0; i < 3; i++ { // /api/v1/events of the page + 3 = 4
+		testutil.Eventually(t, 5*time.Second, func() bool {
+			req, _ := http.NewRequest("GET", "http://"+in.Admin+"/api/v1/logs?follow=1", nil)
+			req.Header.Set("Authorization", "Bearer "+admin)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != 200 { // the page's last stream not released yet
+				resp.Body.Close()
+				return false
+			}
+			bufio.NewReader(resp.Body).ReadString('\n')
+			t.Cleanup(func() { resp.Body.Close() })
+			return true
+		}, "a stream slot")
+	}
+	u.page("logs")
+	u.waitJS(5*time.Second, "polling", `document.getElementById('logs-state').dataset.state === 'polling'`)
+	u.shot("logs-polling-1280")
+	get("/polled")
+	u.waitJS(10*time.Second, "the polled entry", fmt.Sprintf(`document.querySelector(%q).textContent.includes('/polled')`, rows))
+
+	// 375 px: every column inside the viewport, no sideways scroll.
+	u.run("phone viewport", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
+	u.waitJS(5*time.Second, "rows", fmt.Sprintf(`document.querySelectorAll(%q).length >= 6`, rows))
+	evalJS[bool](u, `(document.getElementById('logs-legend').open = true)`)
+	u.fitsWidth("logs", `#logs-table td, #logs-filters select, #logs-filters input, #logs-pause, #logs-legend td, #nav a`)
+	if w := evalJS[int](u, `window.innerWidth`); w != 375 {
+		t.Fatalf("the phone viewport is %d px wide", w)
+	}
+	u.fullShot("logs-375")
+	evalJS[bool](u, `(window.scrollTo(0, 0), true)`)
+	u.shot("logs-top-375")
+	evalJS[bool](u, `(document.getElementById('logs-legend').open = false)`)
+	evalJS[bool](u, `(document.getElementById('logs').scrollIntoView(), true)`)
+	u.shot("logs-rows-375")
+	u.errs.check(t, "admin")
+
+	// A viewer: no Logs link, and the URL says it may not read the log.
+	v := u.newTab(30 * time.Second)
+	v.signIn(viewer)
+	if evalJS[bool](v, `(() => { const a = document.querySelector('#nav a[data-route="logs"]'); return !!a && a.offsetParent !== null; })()`) {
+		t.Fatal("a viewer sees the Logs link")
+	}
+	evalJS[string](v, `(location.hash = '#/logs')`)
+	v.waitJS(5*time.Second, "the refusal", `!!document.querySelector('#page-logs[data-ready="1"] #logs-refused')`)
+	v.shot("logs-viewer-1280")
+	v.errs.check(t, "viewer")
+}
+
+// newTab opens a new tab of u's browser (its own sessionStorage: signed
+// out), its actions bounded by timeout, its console watched.
+func (u *uiTest) newTab(timeout time.Duration) *uiTest {
+	u.t.Helper()
+	tab, cancel := chromedp.NewContext(u.ctx)
+	u.t.Cleanup(cancel)
+	tab, cancelT := context.WithTimeout(tab, timeout)
+	u.t.Cleanup(cancelT)
+	errs := &pageErrors{}
+	errs.watch(tab)
+	return &uiTest{t: u.t, ctx: tab, in: u.in, base: u.base, shots: u.shots, errs: errs}
+}
