@@ -79,7 +79,7 @@ func openAccessLog(f accessLogFlags, logFormat string, stderr io.Writer) (*acces
 			c.Close()
 		}
 	}
-	w := io.MultiWriter(outs...) // one Write per line to each sink: one datagram per line
+	w := accesslog.Tee(outs) // one Write per line to each sink (one datagram per line), a failing one skipped
 	var h slog.Handler = slog.NewJSONHandler(w, nil)
 	if format == "text" {
 		h = slog.NewTextHandler(w, nil)

@@ -42,7 +42,8 @@ type Record struct {
 	Client   string    `json:"client" example:"192.0.2.7:51234"`
 	// Request is the request line, credentials redacted (userinfo, the
 	// access_token and token query parameters, values starting with
-	// spliced_), cut at 256 bytes; "" in tcp mode.
+	// spliced_), cut at 256 bytes (a cut piece that holds spliced_ is
+	// replaced whole); "" in tcp mode.
 	Request string `json:"request" example:"GET /index.html HTTP/1.1"`
 	// Status is the HTTP status sent to the client (0: none, tcp).
 	Status   int   `json:"status" example:"200"`
@@ -69,6 +70,9 @@ type Log struct {
 	mono func() int64 // the clock of the entries' times (loop.Mono)
 
 	batch []pending // Add'ed, not flushed yet (writer goroutine only)
+
+	unwritten uint64 // lines a sink failed to take (writer goroutine only)
+	lastErr   error  // the last sink's error (writer goroutine only)
 
 	mu     sync.Mutex
 	recent []Record // ring of the last len(recent) records
@@ -134,6 +138,10 @@ func (l *Log) Write(e *stats.LogEntry) {
 	l.Flush()
 }
 
+// Unwritten is how many lines a sink failed to take so far (a full disk,
+// an unreachable syslog) and the last error (the writer goroutine only).
+func (l *Log) Unwritten() (uint64, error) { return l.unwritten, l.lastErr }
+
 // Recent returns the last limit records (all it keeps when limit <= 0),
 // oldest first.
 func (l *Log) Recent(limit int) []Record {
@@ -192,7 +200,11 @@ func RecordOf(e *stats.LogEntry, wall time.Time, mono int64) Record {
 	}
 	if e.HTTP {
 		r.Mode = "http"
-		r.Request = redact.RequestLine(string(e.RequestLine()))
+		if e.LineCut { // it may end inside a secret
+			r.Request = redact.CutRequestLine(string(e.RequestLine()))
+		} else {
+			r.Request = redact.RequestLine(string(e.RequestLine()))
+		}
 	}
 	from := e.Start // where the wait for a slot starts
 	if e.Head != 0 {
@@ -242,5 +254,8 @@ func (l *Log) line(r *Record) {
 	if r.ClientCert != "" {
 		rec.AddAttrs(slog.String("client_cert", r.ClientCert))
 	}
-	_ = h.Handle(context.Background(), rec)
+	if err := h.Handle(context.Background(), rec); err != nil {
+		l.unwritten++
+		l.lastErr = err
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,3 +106,31 @@ func TestFlushOrdersABatchByEnd(t *testing.T) {
 
 // fixedClock is a monotonic clock at 0: entries with Start 0 are stamped now.
 func fixedClock() int64 { return 0 }
+
+// TestRecordOfRedactsASecretCutShort: a request line cut at
+// stats.LineMax inside a token shows none of it, wherever the token
+// stood (a path segment, a query name, a value after "Bearer ", escaped):
+// cut short, the secret is shorter than one and no longer matched whole.
+func TestRecordOfRedactsASecretCutShort(t *testing.T) {
+	const secret = "spliced_Zq0123456789abcdefghijklmnopqrstuvwxyz"
+	for _, piece := range []string{
+		"/" + secret,
+		"/" + secret + ".json",
+		"/x?" + secret + "=1",
+		"/x?a=Bearer%20" + secret,
+		"/x?a=Bearer+" + secret,
+		"/%2F" + secret,
+		"/%73" + secret[1:],
+		"/%73pliced_Zq%30%31%32%33%34%35%36%37%38%39%41%42%43%44%45%46%47%48%49%4A%4B%4C%4D",
+	} {
+		for pad := stats.LineMax - 60; pad < stats.LineMax; pad++ {
+			line := "GET /" + strings.Repeat("a", pad) + piece + " HTTP/1.1"
+			e := stats.LogEntry{HTTP: true}
+			e.SetLine([]byte(line))
+			r := RecordOf(&e, time.Now(), 0)
+			if i := strings.Index(r.Request, "Zq"); i >= 0 {
+				t.Errorf("%q cut at %d logs %q", piece, stats.LineMax, r.Request[max(i-20, 0):])
+			}
+		}
+	}
+}

@@ -2,7 +2,9 @@ package accesslog
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -11,7 +13,29 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
+
+// Tee writes each line to every sink in turn: a sink that fails (a full
+// disk, an unreachable syslog) loses that line and does not keep it from
+// the others, where io.MultiWriter would stop at the first error.
+type Tee []io.Writer
+
+// Write writes p to every sink; the error joins those of the sinks that
+// failed.
+func (t Tee) Write(p []byte) (int, error) {
+	var errs []error
+	for _, w := range t {
+		if _, err := w.Write(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return 0, errors.Join(errs...)
+	}
+	return len(p), nil
+}
 
 // File is an access-log file that can be reopened (logrotate: after
 // SIGHUP, or by itself when it finds the path renamed or removed). Each
@@ -150,7 +174,8 @@ const pri = "<134>"
 
 // Write sends line p (its newline dropped) as one message. A send that
 // fails is tried once more on a new socket (syslogd restarted); a message
-// that cannot be sent is lost, as with any syslog over a datagram.
+// that cannot be sent, or that a daemon's full queue has no room for, is
+// lost, as with any syslog over a datagram: Write never waits.
 func (s *Syslog) Write(p []byte) (int, error) {
 	msg := bytes.TrimRight(p, "\n")
 	var b bytes.Buffer
@@ -169,8 +194,12 @@ func (s *Syslog) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.c != nil {
-		if _, err := s.c.Write(b.Bytes()); err == nil {
+		err := s.send(b.Bytes())
+		if err == nil {
 			return len(p), nil
+		}
+		if errors.Is(err, unix.EAGAIN) { // the daemon's queue is full: the socket is fine
+			return 0, fmt.Errorf("access log syslog: %w", err)
 		}
 		s.c.Close()
 		s.c = nil
@@ -178,10 +207,33 @@ func (s *Syslog) Write(p []byte) (int, error) {
 	if err := s.dial(); err != nil {
 		return 0, err
 	}
-	if _, err := s.c.Write(b.Bytes()); err != nil {
-		return 0, err
+	if err := s.send(b.Bytes()); err != nil {
+		return 0, fmt.Errorf("access log syslog: %w", err)
 	}
 	return len(p), nil
+}
+
+// send sends one datagram without waiting: a local daemon that does not
+// read fills its socket's queue, and a blocking send would stall the
+// access-log writer (and the stop that waits for it) for as long; the
+// message is lost instead (EAGAIN), as any datagram may be.
+func (s *Syslog) send(msg []byte) error {
+	rc, err := s.c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return err
+	}
+	var werr error
+	if err := rc.Write(func(fd uintptr) bool {
+		for {
+			_, werr = unix.Write(int(fd), msg)
+			if werr != unix.EINTR {
+				return true // done, or failed: never wait for room
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	return werr
 }
 
 // Close closes the socket.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -75,5 +76,43 @@ func TestFileReopensWhenRotatedAway(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(p + ".1"); string(b) != "a\n" {
 		t.Errorf("rotated file holds %q", b)
+	}
+}
+
+// TestSyslogNeverBlocksOnAStalledDaemon: a local syslog daemon that
+// stops reading (its socket's queue full) costs the writer lost lines,
+// never a wait: a blocked Write stalled the access-log writer for good,
+// froze /api/v1/logs and kept spliced from stopping.
+func TestSyslogNeverBlocksOnAStalledDaemon(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log.sock")
+	daemon, err := net.ListenPacket("unixgram", p) // never read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer daemon.Close()
+	s, err := DialSyslog("unix:"+p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	line := []byte(strings.Repeat("x", 300) + "\n")
+	done := make(chan int)
+	go func() {
+		lost := 0
+		for range 20000 { // far more than a socket queue holds
+			if _, err := s.Write(line); err != nil {
+				lost++
+			}
+		}
+		done <- lost
+	}()
+	select {
+	case lost := <-done:
+		if lost == 0 {
+			t.Error("no line lost: the daemon's queue never filled")
+		}
+	case <-time.After(10 * time.Second):
+		daemon.Close() // frees the blocked Write
+		t.Fatal("Write blocked on a daemon that does not read")
 	}
 }

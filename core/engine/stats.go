@@ -45,6 +45,10 @@ type beView struct {
 const (
 	accessLogRing  = 8192
 	accessLogEvery = 50 * time.Millisecond
+	// accessLogWarnEvery spaces the warnings of a failing sink (a full
+	// disk fails every line): the first at once, then at most one per
+	// 10 s, each with the lines lost since the previous one.
+	accessLogWarnEvery = 10 * time.Second
 )
 
 // newCounters is the counters of a new object: one slot per loop.
@@ -199,6 +203,8 @@ func (e *Engine) startAccessLog() func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var dropped atomic.Uint64
+	var unwritten uint64 // lines a sink failed to take, as last warned of
+	var warnedAt time.Time
 	drain := func() {
 		var lost uint64
 		for _, r := range *e.th.logRings.Load() {
@@ -209,6 +215,12 @@ func (e *Engine) startAccessLog() func() {
 		if d := lost - dropped.Load(); d > 0 {
 			dropped.Store(lost)
 			e.log.Warn("access log lines dropped: the log writer is slower than the traffic", "dropped", d, "dropped_total", lost)
+		}
+		// A failing sink fails every line: one warning per
+		// accessLogWarnEvery, not one per batch.
+		if n, err := e.alog.Unwritten(); n > unwritten && time.Since(warnedAt) >= accessLogWarnEvery {
+			e.log.Warn("access log lines not written: a sink fails", "lost", n-unwritten, "lost_total", n, "error", err)
+			unwritten, warnedAt = n, time.Now()
 		}
 	}
 	go func() {

@@ -127,3 +127,26 @@ func RequestLine(l string) string {
 	}
 	return method + " " + Target(target) + " " + version
 }
+
+// CutRequestLine is RequestLine for a line cut short (the access log
+// keeps 256 bytes): its last piece — after the last space, '/', '?', '&',
+// ';' or '=' — may be the beginning of a secret, too short to be matched
+// whole, and is replaced when it holds the token prefix, whatever its
+// case or escaping.
+func CutRequestLine(l string) string {
+	r := RequestLine(l)
+	i := strings.LastIndexAny(r, " /?&;=")
+	tail := r[i+1:]
+	if j := strings.LastIndexByte(tail, '%'); j >= 0 && j >= len(tail)-2 {
+		tail = tail[:j] // an escape cut in two
+	}
+	if u, err := url.QueryUnescape(tail); err == nil {
+		tail = u
+	} else if u, err := url.PathUnescape(tail); err == nil {
+		tail = u
+	}
+	if strings.Contains(strings.ToLower(tail), tokenPrefix) {
+		return r[:i+1] + Redacted
+	}
+	return r
+}

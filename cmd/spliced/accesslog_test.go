@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/stats"
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
+
+// TestAccessLogSinkFailingFileKeepsSyslog: with both --access-log-file
+// and --access-log-syslog, a file that cannot be written (disk full:
+// /dev/full) does not silence syslog: every line still reaches it. With
+// an io.MultiWriter the first sink's error stopped each line there.
+func TestAccessLogSinkFailingFileKeepsSyslog(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	f := addAccessLogFlags(fs)
+	if err := fs.Parse([]string{"--access-log-file", "/dev/full", "--access-log-syslog", "udp://" + pc.LocalAddr().String()}); err != nil {
+		t.Fatal(err)
+	}
+	sink, err := openAccessLog(f, "json", &bytes.Buffer{})
+	if err != nil {
+		t.Skipf("no /dev/full here: %v", err)
+	}
+	defer sink.close()
+	now := loop.Mono()
+	e := &stats.LogEntry{Frontend: "pub", HTTP: true, Status: 200, Start: now, End: now}
+	e.SetLine([]byte("GET /full HTTP/1.1"))
+	sink.log.Write(e)
+	buf := make([]byte, 4096)
+	pc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, _, err := pc.ReadFrom(buf)
+	if err != nil {
+		t.Fatalf("no syslog datagram while the file is full: %v", err)
+	}
+	if msg := string(buf[:n]); !strings.Contains(msg, "GET /full HTTP/1.1") {
+		t.Errorf("datagram %q, want the access line", msg)
+	}
+}
+
+// TestAccessLogFullFileIsWarnedOf: an access-log file that cannot be
+// written (disk full: /dev/full) is said in a warning, with the error and
+// the lines lost, instead of losing every line in silence.
+func TestAccessLogFullFileIsWarnedOf(t *testing.T) {
+	if f, err := os.OpenFile("/dev/full", os.O_WRONLY, 0); err != nil {
+		t.Skipf("no /dev/full here: %v", err)
+	} else {
+		f.Close()
+	}
+	in := startSpliced(t, "", "--log-format", "json", "--access-log-file", "/dev/full")
+	web := newHTTPOrigin(t, "web", nil)
+	port := setupHTTP(t, in, httpSetup{
+		backends: []map[string]any{httpBackend("web", "roundrobin", web.server("s1"))},
+		frontend: map[string]any{"default_backend": "web", "access_log": true},
+	})
+	roundTrip(t, port, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(in.Logs(), `"msg":"access log lines not written: a sink fails","lost":1,"lost_total":1,"error":"write /dev/full: no space left on device"`)
+	}, "a warning of the lines lost")
+}
