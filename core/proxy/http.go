@@ -634,6 +634,9 @@ func (c *httpConn) granted(s *balance.Server) {
 	}
 	if c.mayReuse() {
 		if sc := c.w.takeIdle(s); sc != nil {
+			if c.attempts > 0 { // a retry after a failed connect, on a pooled connection
+				c.attempt()
+			}
 			c.attach(sc)
 			c.startExchange()
 			c.process()
@@ -687,12 +690,21 @@ func (c *httpConn) attach(sc *srvConn) {
 	sc.resp.Reset()
 }
 
-// connect opens a new connection to s for the request.
-func (c *httpConn) connect(s *balance.Server) {
+// attempt counts one more try of the request on a server: beyond the
+// first, a retry. A connect is one; so is a pooled connection taken after
+// a failed connect (the request was retried all the same), not the first
+// request of a pooled connection (attempts stays 0: a replay of it,
+// canReplay, is then the first connect).
+func (c *httpConn) attempt() {
 	c.attempts++
 	if c.attempts > 1 {
 		c.bs.Retries.Add(1)
 	}
+}
+
+// connect opens a new connection to s for the request.
+func (c *httpConn) connect(s *balance.Server) {
+	c.attempt()
 	if lg := c.lg; lg != nil && lg.ConnStart == 0 {
 		lg.ConnStart = c.w.L.Now()
 	}

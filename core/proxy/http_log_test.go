@@ -335,3 +335,35 @@ func BenchmarkHTTPKeepAliveAccessLog(b *testing.B) {
 		}
 	}
 }
+
+// TestHTTPRetryOnAPooledConnectionIsCounted: a request whose connect is
+// refused and that then goes to another server over a pooled connection
+// was retried: the backend's retries and the entry's say so, as many as
+// the connect errors (every one was retried here).
+func TestHTTPRetryOnAPooledConnectionIsCounted(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	refused := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: testutil.FreePort(t)}
+	fe := httpFrontend(t, func(b *config.Backend) { three := 3; b.Retries = &three }, newRawServer(t), refused)
+	entries := logged(t, e, fe)
+	c := e.dialHTTP(fe)
+	br := bufio.NewReader(c)
+	const n = 6 // roundrobin: every other request tries the refused server first
+	for range n {
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		if _, err := io.ReadFull(br, make([]byte, len(rawResponse))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logged int32
+	for _, le := range entries(n) {
+		if le.Status != 200 || le.Server != "s0" {
+			t.Errorf("entry %+v, want a 200 from s0", le)
+		}
+		logged += le.Retries
+	}
+	var tot stats.Totals
+	e.do(func() { tot = fe.Backend.Stats.Total(e.l.Now()) })
+	if tot.ConnectErrors < 2 || tot.Retries != tot.ConnectErrors || int64(logged) != tot.ConnectErrors {
+		t.Errorf("connect errors %d, retries %d, retries logged %d: want as many retries as errors", tot.ConnectErrors, tot.Retries, logged)
+	}
+}
