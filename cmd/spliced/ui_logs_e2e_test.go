@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +28,13 @@ func TestUILogsPage(t *testing.T) {
 	dir := t.TempDir()
 	admin := newToken(t, dir, "admin", "ops-alice")
 	viewer := newToken(t, dir, "viewer", "watcher")
-	in := startSpliced(t, dir)
+	// The browser reaches the admin API through a forwarder the test can
+	// cut, to drop the page's stream (the admin address accepts its Host).
+	fw := newCutProxy(t)
+	in := startSpliced(t, dir, "--admin-host", fmt.Sprintf("127.0.0.1:%d", fw.port))
+	fw.mu.Lock()
+	fw.target = in.Admin
+	fw.mu.Unlock()
 	auth := bearerHdr(admin)
 
 	// The origin answers 503 under /fail, 200 elsewhere.
@@ -48,6 +55,7 @@ func TestUILogsPage(t *testing.T) {
 
 	u := newUITest(t, in, 170*time.Second)
 	u.shotsTo()
+	u.base = fmt.Sprintf("http://127.0.0.1:%d/ui/", fw.port)
 	u.signIn(admin)
 
 	// No frontend logs: the page says how to turn the access log on.
@@ -149,6 +157,21 @@ func TestUILogsPage(t *testing.T) {
 		u.waitJS(5*time.Second, "the stream live", `document.getElementById('logs-state').dataset.state === 'live'`)
 	}
 
+	// A dropped stream is reconnected, and what ended while it was down
+	// is read on reconnect.
+	fw.cut(true)
+	u.waitJS(5*time.Second, "the drop seen", `document.getElementById('logs-state').dataset.state === 'reconnecting'`)
+	get("/while-down")
+	u.shot("logs-reconnecting-1280")
+	fw.cut(false)
+	u.waitJS(15*time.Second, "the stream live again", `document.getElementById('logs-state').dataset.state === 'live'`)
+	u.waitJS(5*time.Second, "the entry of the outage", fmt.Sprintf(`document.querySelector(%q).textContent.includes('GET /while-down')`, rows))
+	get("/after-reconnect")
+	u.waitJS(5*time.Second, "a live entry after the reconnect", fmt.Sprintf(`document.querySelector(%q).textContent.includes('GET /after-reconnect')`, rows))
+	if n := evalJS[int](u, fmt.Sprintf(`[...document.querySelectorAll(%q)].filter((r) => r.textContent.includes('/while-down')).length`, rows)); n != 1 {
+		t.Fatalf("the outage's entry is listed %d times", n)
+	}
+
 	// When the server refuses the stream (this token's streams at the
 	// cap), the page polls and still shows new entries.
 	u.page("overview")
@@ -177,7 +200,7 @@ func TestUILogsPage(t *testing.T) {
 
 	// 375 px: every column inside the viewport, no sideways scroll.
 	u.run("phone viewport", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
-	u.waitJS(5*time.Second, "rows", fmt.Sprintf(`document.querySelectorAll(%q).length >= 6`, rows))
+	u.waitJS(5*time.Second, "rows", fmt.Sprintf(`document.querySelectorAll(%q).length >= 8`, rows))
 	evalJS[bool](u, `(document.getElementById('logs-legend').open = true)`)
 	u.fitsWidth("logs", `#logs-table td, #logs-filters select, #logs-filters input, #logs-pause, #logs-legend td, #nav a`)
 	if w := evalJS[int](u, `window.innerWidth`); w != 375 {
@@ -214,4 +237,55 @@ func (u *uiTest) newTab(timeout time.Duration) *uiTest {
 	errs := &pageErrors{}
 	errs.watch(tab)
 	return &uiTest{t: u.t, ctx: tab, in: u.in, base: u.base, shots: u.shots, errs: errs}
+}
+
+// cutProxy forwards connections to target (set before the first one)
+// until cut(true), which closes every connection forwarded and refuses
+// new ones until cut(false).
+type cutProxy struct {
+	port   int
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]bool
+}
+
+func newCutProxy(t *testing.T) *cutProxy {
+	p := &cutProxy{conns: map[net.Conn]bool{}}
+	o := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			c.Close()
+			return
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			return
+		}
+		p.conns[c], p.conns[up] = true, true
+		p.mu.Unlock()
+		go func() { io.Copy(up, c); up.Close() }()
+		io.Copy(c, up)
+		c.Close()
+		p.mu.Lock()
+		delete(p.conns, c)
+		delete(p.conns, up)
+		p.mu.Unlock()
+	})
+	p.port = o.Port()
+	return p
+}
+
+func (p *cutProxy) cut(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for c := range p.conns {
+			c.Close()
+		}
+	}
 }
