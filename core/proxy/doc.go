@@ -97,7 +97,8 @@
 //   - Aborts: an aborted tunnel or http connection (closeAbort: an I/O
 //     error that is not a clean end of stream on either side, such as
 //     ECONNRESET or EPIPE, a framing error after bytes went out, or the
-//     end of a stop's grace), and an http exchange that server_ms cuts
+//     end of a stop's grace; counted for the frontend and, when a server
+//     connection was in use, its backend and server), and an http exchange that server_ms cuts
 //     once its response started (closeCut: counted as a timeout),
 //     closes both fds with SO_LINGER {1, 0}, i.e.
 //     an RST, as HAProxy's NOLINGER on an aborted stream: the peer reads

@@ -1029,6 +1029,12 @@ func (c *httpConn) close(why uint8) {
 	// "Aborts"): a peer must not read a cut stream as a complete one.
 	abort := why == closeAbort || why == closeCut
 	if c.sc != nil {
+		// The exchange is cut: an abort of the backend and server too,
+		// as a tunnel's (abortRequest counted its own).
+		if why == closeAbort && !c.reqAborted {
+			c.bs.Aborts.Add(1)
+			c.ss.Aborts.Add(1)
+		}
 		w.endSrv(c.sc, abort)
 		c.sc = nil
 	}

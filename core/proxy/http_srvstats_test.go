@@ -95,3 +95,44 @@ func TestHTTPReplayIsOneServerRequest(t *testing.T) {
 		t.Fatalf("server: %d requests, %d 2xx; want 2 and 2", got.Requests, got.Status[2])
 	}
 }
+
+// TestHTTPClientResetMidResponseCountsAnAbort: a client that resets in
+// the middle of a response aborts the exchange, and both its connections
+// are reset (package doc, "Aborts"): the abort counts for the frontend,
+// the backend and the server, as a tunnel's does.
+func TestHTTPClientResetMidResponseCountsAnAbort(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		if _, err := readHead(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n")
+		chunk := make([]byte, 64<<10)
+		for range 100000000 / len(chunk) { // until the proxy resets
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	}).Addr
+	fe := httpFrontend(t, nil, addr)
+	srv := fe.Backend.B.Servers[0]
+	srv.Counters = new(stats.Counters)
+	c := e.dialHTTP(fe)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	if _, err := io.ReadFull(c, make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	c.SetLinger(0)
+	c.Close()
+	testutil.Eventually(t, 5e9, func() bool { return fe.Stats.Total(0).Aborts == 1 }, "the frontend's abort")
+	e.waitIdle()
+	for _, o := range []struct {
+		name string
+		c    *stats.Counters
+	}{{"backend", fe.Backend.Stats}, {"server", srv.Counters}} {
+		if n := o.c.Total(0).Aborts; n != 1 {
+			t.Errorf("%s: %d aborts, want 1", o.name, n)
+		}
+	}
+}
