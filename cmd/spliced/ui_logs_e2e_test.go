@@ -172,6 +172,21 @@ func TestUILogsPage(t *testing.T) {
 		t.Fatalf("the outage's entry is listed %d times", n)
 	}
 
+	// At most 500 rows: the oldest go as new ones come.
+	for i := 0; i < 510; i++ {
+		get(fmt.Sprintf("/burst-%d", i))
+	}
+	u.waitJS(10*time.Second, "the last of the burst on top", fmt.Sprintf(`document.querySelector(%q).textContent.includes('GET /burst-509 ')`, rows))
+	// The stream loses what it cannot take at once; the page reads the
+	// last entries again after a burst: all of them, in order, no hole.
+	u.waitJS(5*time.Second, "the 500 newest, in order", fmt.Sprintf(`(() => {
+		const r = [...document.querySelectorAll(%q)].map((tr) => tr.querySelector('td.req').textContent);
+		return r.length === 500 && r.every((q, i) => q === 'GET /burst-' + (509 - i) + ' HTTP/1.1');
+	})()`, rows))
+	if s := u.text(`#logs-shown`); s != "500 entries shown" {
+		t.Fatalf("the count says %q", s)
+	}
+
 	// When the server refuses the stream (this token's streams at the
 	// cap), the page polls and still shows new entries.
 	u.page("overview")
@@ -197,10 +212,13 @@ func TestUILogsPage(t *testing.T) {
 	u.shot("logs-polling-1280")
 	get("/polled")
 	u.waitJS(10*time.Second, "the polled entry", fmt.Sprintf(`document.querySelector(%q).textContent.includes('/polled')`, rows))
+	if n := evalJS[int](u, fmt.Sprintf(`[...document.querySelectorAll(%q)].filter((r) => r.textContent.includes('/polled')).length`, rows)); n != 1 {
+		t.Fatalf("the polled entry is listed %d times", n)
+	}
 
 	// 375 px: every column inside the viewport, no sideways scroll.
 	u.run("phone viewport", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
-	u.waitJS(5*time.Second, "rows", fmt.Sprintf(`document.querySelectorAll(%q).length >= 8`, rows))
+	u.waitJS(5*time.Second, "rows", fmt.Sprintf(`document.querySelectorAll(%q).length === 500`, rows))
 	evalJS[bool](u, `(document.getElementById('logs-legend').open = true)`)
 	u.fitsWidth("logs", `#logs-table td, #logs-filters select, #logs-filters input, #logs-pause, #logs-legend td, #nav a`)
 	if w := evalJS[int](u, `window.innerWidth`); w != 375 {

@@ -8,9 +8,10 @@
 // the page is left, reconnected with a bounded backoff when it drops, and
 // when the server refuses it (429 per token, 503 in all) the page polls
 // the last entries instead and tries the stream again later. After each
-// (re)connect the last entries are read once more, so what ended while
-// disconnected is shown too (entries are told apart by their content:
-// each holds its start time to the nanosecond).
+// (re)connect, and after a burst (the server drops what a stream cannot
+// take at once), the last entries are read once more, so what ended while
+// disconnected or was dropped is shown too (entries are told apart by
+// their content: each holds its start time to the nanosecond).
 
 import { h, clear, badge, bytes, ago } from '../dom.js';
 import { get, authHeaders, needLogin, loginShown, ApiError } from '../api.js';
@@ -23,6 +24,7 @@ const POLL_FOR_MS = 30000;   // then the stream is tried again
 const BACKOFF_MIN = 1000;
 const BACKOFF_MAX = 30000;
 const FLUSH_MS = 150;        // streamed entries are drawn in batches
+const BURST = 48;            // a batch this large may have lost entries (see flush)
 
 // Termination states: HAProxy's two letters (README "Logs"): who ended
 // it, in which phase, and what each pair the proxy writes means.
@@ -232,14 +234,20 @@ export default async function logs(ctx, root) {
   };
   const reset = () => { items.length = 0; keys.clear(); clear(tbody); };
 
-  // merge adds what a read of the last entries holds beyond the newest
-  // entry already shown (a list sharing nothing with it replaces it: more
-  // than MAX entries ended meanwhile).
+  // merge adds what a read of the last entries (recs, oldest first) holds
+  // beyond the newest entry already shown. When recs hold entries the page
+  // missed before that one (the stream lost some in a burst) or share
+  // nothing with it (more than MAX ended meanwhile), the rows are drawn
+  // again from recs, then the entries streamed since the read.
   const merge = (recs) => {
-    let last = -1;
-    for (let i = recs.length - 1; i >= 0; i--) if (keys.has(JSON.stringify(recs[i]))) { last = i; break; }
-    if (last < 0 && items.length) reset();
-    add(recs.slice(last + 1));
+    const known = recs.map((e) => keys.has(JSON.stringify(e)));
+    const last = known.lastIndexOf(true);
+    if (!known.slice(0, last + 1).includes(false) && (last >= 0 || !items.length)) { add(recs.slice(last + 1)); return; }
+    const at = last < 0 ? -1 : items.findIndex((it) => it.key === JSON.stringify(recs[last]));
+    const newer = at < 0 ? [] : items.slice(at + 1).map((it) => it.e);
+    reset();
+    add(recs);
+    add(newer);
   };
 
   const refilter = () => {
@@ -258,6 +266,7 @@ export default async function logs(ctx, root) {
   let ctl = null;        // the open stream's AbortController
   let timer = null;      // reconnect or poll
   let flushT = null;
+  let resyncT = null;   // a read of the last entries after a burst
   let backoff = BACKOFF_MIN;
   let queue = [];        // streamed entries not drawn yet
   let held = null;       // while catching up: streamed entries wait here
@@ -285,6 +294,9 @@ export default async function logs(ctx, root) {
       return;
     }
     add(recs.filter((e) => !keys.has(JSON.stringify(e))));
+    // The server drops what a stream cannot take at once (64 entries):
+    // after a burst the last entries are read again to fill the holes.
+    if (recs.length >= BURST && !resyncT) resyncT = setTimeout(() => { resyncT = null; if (!gone) catchUp(); }, 1000);
   };
   const incoming = (e) => {
     if (held) { held.push(e); return; }
@@ -374,7 +386,7 @@ export default async function logs(ctx, root) {
 
   return () => {
     gone = true;
-    clearTimeout(timer); clearTimeout(flushT);
+    clearTimeout(timer); clearTimeout(flushT); clearTimeout(resyncT);
     if (ctl) ctl.abort();
   };
 }
