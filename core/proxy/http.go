@@ -349,7 +349,17 @@ func (c *httpConn) process() {
 			c.drain()
 		case phLinger:
 			c.linger()
-		default: // phQueue, phClosed: nothing to do on I/O
+		case phQueue:
+			// A client that resets while queued gives its place up
+			// (HAProxy's CQ): no slot for a request nobody waits for. A
+			// clean end (FIN) is a half-close: the request stays.
+			if c.cli.FD.Ready&evErr != 0 {
+				c.queued()
+				c.blame('C', 'Q')
+				c.close(closeAbort)
+			}
+			return
+		default: // phClosed: nothing to do on I/O
 			return
 		}
 		if c.phase == ph {

@@ -367,3 +367,35 @@ func TestHTTPRetryOnAPooledConnectionIsCounted(t *testing.T) {
 		t.Errorf("connect errors %d, retries %d, retries logged %d: want as many retries as errors", tot.ConnectErrors, tot.Retries, logged)
 	}
 }
+
+// TestHTTPClientResetWhileQueuedLeavesTheQueue: a client that resets
+// while its request waits for a server slot gives its place up at once,
+// logged CQ (HAProxy's client abort in the queue): its request never
+// takes a slot for nobody, and the queue does not hold it until a slot
+// frees.
+func TestHTTPClientResetWhileQueuedLeavesTheQueue(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	silent := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		io.Copy(io.Discard, c) // holds the only slot
+	}).Addr
+	fe := httpFrontend(t, func(b *config.Backend) { b.Timeouts.QueueMs = 10000 }, silent)
+	fe.Backend.B.Servers[0].SetMaxconn(1)
+	entries := logged(t, e, fe)
+	first := e.dialHTTP(fe)
+	io.WriteString(first, "GET /first HTTP/1.1\r\nHost: a\r\n\r\n")
+	testutil.Eventually(t, 5e9, func() bool { return fe.Backend.B.Servers[0].Stats().Cur == 1 }, "the first request holding the slot")
+	second := e.dialHTTP(fe)
+	io.WriteString(second, "GET /second HTTP/1.1\r\nHost: a\r\n\r\n")
+	testutil.Eventually(t, 5e9, func() bool { return fe.Backend.B.Queue().Len() == 1 }, "the second request queued")
+	second.SetLinger(0)
+	second.Close()
+	le := entries(1)[0]
+	if string(le.RequestLine()) != "GET /second HTTP/1.1" || le.Term.String() != "CQ" || le.Granted != 0 {
+		t.Errorf("entry %q %s granted %d, want the second request, CQ, never granted", le.RequestLine(), le.Term, le.Granted)
+	}
+	if n := fe.Backend.B.Queue().Len(); n != 0 {
+		t.Errorf("%d still queued", n)
+	}
+	first.Close()
+}
