@@ -399,3 +399,30 @@ func TestHTTPClientResetWhileQueuedLeavesTheQueue(t *testing.T) {
 	}
 	first.Close()
 }
+
+// TestTunnelClientResetWhileQueuedIsCQ: a tcp client that resets while
+// its connection waits for a server slot is logged CQ (the phase it
+// ended in), not CD as if data had flowed.
+func TestTunnelClientResetWhileQueuedIsCQ(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	silent := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		io.Copy(io.Discard, c) // holds the only slot
+	}).Addr
+	fe := frontend(t, SpliceOff, silent)
+	fe.Backend.B.Servers[0].SetMaxconn(1)
+	fe.Backend.B.QueueTimeout = 10 * time.Second
+	entries := logged(t, e, fe)
+	first := e.dial(fe)
+	first.Write([]byte("x"))
+	testutil.Eventually(t, 5e9, func() bool { return fe.Backend.B.Servers[0].Stats().Cur == 1 }, "the first connection holding the slot")
+	second := e.dial(fe)
+	second.Write([]byte("y"))
+	testutil.Eventually(t, 5e9, func() bool { return fe.Backend.B.Queue().Len() == 1 }, "the second connection queued")
+	second.SetLinger(0)
+	second.Close()
+	if le := entries(1)[0]; le.Term.String() != "CQ" || le.Connected != 0 {
+		t.Errorf("termination %s connected %d, want CQ, never connected", le.Term, le.Connected)
+	}
+	first.Close()
+}

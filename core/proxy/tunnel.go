@@ -452,6 +452,14 @@ func (t *Tunnel) process() {
 			return
 		}
 	}
+	if t.state == stQueued && t.cli.FD.Ready&evErr != 0 {
+		// A client that resets while queued gives its place up (CQ),
+		// whether or not its direction has a read to fail.
+		t.queued()
+		t.term = stats.Termination{'C', 'Q'}
+		t.close(closeAbort)
+		return
+	}
 	t.moved = false
 	if !t.pump(&t.c2s) || !t.pump(&t.s2c) {
 		t.close(closeAbort) // pump set who failed
@@ -564,12 +572,13 @@ func (t *Tunnel) pump(d *dir) bool {
 	sent := d.bytes
 	if res := d.run(t.w, d.src, d.dst, &d.buf, &budget, nil); res != 0 {
 		// Who failed, for the access log: the client is the source of
-		// c2s and the destination of s2c.
+		// c2s and the destination of s2c; in the phase the tunnel is in
+		// (a client read while queued or connecting fails there too).
 		who := byte('S')
 		if (d == &t.c2s) == (res == relSrc) {
 			who = 'C'
 		}
-		t.term = stats.Termination{who, 'D'}
+		t.term = stats.Termination{who, t.phaseByte()}
 		return false
 	}
 	moved := d.bytes != sent
