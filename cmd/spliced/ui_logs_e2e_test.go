@@ -172,6 +172,25 @@ func TestUILogsPage(t *testing.T) {
 		t.Fatalf("the outage's entry is listed %d times", n)
 	}
 
+	// A tcp frontend's connection: no status, no request line; the
+	// frontend filter keeps it alone.
+	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":"raw","mode":"tcp","servers":[{"name":"s1","address":"127.0.0.1","port":%d}]}`, web.port), auth)
+	tport := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", fmt.Sprintf(`{"name":"rawfe","mode":"tcp","default_backend":"raw","access_log":true,"binds":[{"name":"b1","address":"127.0.0.1","port":%d}]}`, tport), auth)
+	tc := dialProxy(t, tport)
+	io.WriteString(tc, "GET /tcp HTTP/1.1\r\nHost: x\r\n\r\n")
+	readResp(t, bufio.NewReader(tc), "GET")
+	tc.Close() // the entry is written when the connection ends
+	u.waitJS(10*time.Second, "the tcp connection listed", fmt.Sprintf(`(() => { const r = document.querySelector(%q); return !!r && r.dataset.fe === 'rawfe'; })()`, rows))
+	if s := u.text(rows+` td.st`) + "|" + u.text(rows+` td.req`) + "|" + u.text(rows+` td.route`); s != "tcp|tcp connection|rawfe → raw/s1" {
+		t.Fatalf("the tcp row shows %q", s)
+	}
+	u.fill(`#logs-frontend`, "rawfe")
+	if g := rowsNow(); len(g) != 1 || g[0].Cls != "none" {
+		t.Fatalf("the frontend filter shows %+v, want the tcp connection alone (%s)", g, evalJS[string](u, `(() => { const s = document.getElementById('logs-frontend'); return s.value + ' of ' + [...s.options].map((o) => o.value).join(',') + ' in ' + document.querySelectorAll('#logs-frontend').length; })()`))
+	}
+	u.fill(`#logs-frontend`, "")
+
 	// At most 500 rows: the oldest go as new ones come.
 	for i := 0; i < 510; i++ {
 		get(fmt.Sprintf("/burst-%d", i))

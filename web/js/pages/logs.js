@@ -175,7 +175,7 @@ export default async function logs(ctx, root) {
     if (!name || feNames.has(name)) return;
     feNames.add(name);
     const opts = [...feNames].sort();
-    clear(feSel).append(h('option', { value: '' }, 'all'), opts.map((n) => h('option', { value: n }, n)));
+    clear(feSel).append(h('option', { value: '' }, 'all'), ...opts.map((n) => h('option', { value: n }, n)));
     feSel.value = keep.frontend;
   };
   fes.forEach((f) => addFrontend(f.name));
