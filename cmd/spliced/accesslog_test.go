@@ -68,4 +68,13 @@ func TestAccessLogFullFileIsWarnedOf(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, func() bool {
 		return strings.Contains(in.Logs(), `"msg":"access log lines not written: a sink fails","lost":1,"lost_total":1,"error":"write /dev/full: no space left on device"`)
 	}, "a warning of the lines lost")
+	// A line lost within the 10 s that follow a warning is still told,
+	// at the latest when spliced stops.
+	roundTrip(t, port, "GET /again HTTP/1.1\r\nHost: x\r\n\r\n")
+	if err := in.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(in.Logs(), `"lost":1,"lost_total":2`) {
+		t.Errorf("the second line lost is not told; logs:\n%s", in.Logs())
+	}
 }

@@ -205,7 +205,7 @@ func (e *Engine) startAccessLog() func() {
 	var dropped atomic.Uint64
 	var unwritten uint64 // lines a sink failed to take, as last warned of
 	var warnedAt time.Time
-	drain := func() {
+	drain := func(last bool) {
 		var lost uint64
 		for _, r := range *e.th.logRings.Load() {
 			r.Drain(e.alog.Add)
@@ -217,8 +217,9 @@ func (e *Engine) startAccessLog() func() {
 			e.log.Warn("access log lines dropped: the log writer is slower than the traffic", "dropped", d, "dropped_total", lost)
 		}
 		// A failing sink fails every line: one warning per
-		// accessLogWarnEvery, not one per batch.
-		if n, err := e.alog.Unwritten(); n > unwritten && time.Since(warnedAt) >= accessLogWarnEvery {
+		// accessLogWarnEvery, not one per batch; the last drain tells
+		// what is left.
+		if n, err := e.alog.Unwritten(); n > unwritten && (last || time.Since(warnedAt) >= accessLogWarnEvery) {
 			e.log.Warn("access log lines not written: a sink fails", "lost", n-unwritten, "lost_total", n, "error", err)
 			unwritten, warnedAt = n, time.Now()
 		}
@@ -230,10 +231,10 @@ func (e *Engine) startAccessLog() func() {
 		for {
 			select {
 			case <-ctx.Done():
-				drain()
+				drain(true)
 				return
 			case <-t.C:
-				drain()
+				drain(false)
 			}
 		}
 	}()
