@@ -103,6 +103,10 @@ func TestUIOperatorPages(t *testing.T) {
 	u.waitJS(5*time.Second, "only the frontend's creation", `(() => { const r = [...document.querySelectorAll('#audit-table > tbody > tr')]; return r.length === 1 && r[0].textContent.includes('/api/v1/frontends'); })()`)
 	u.fill(`#audit-object`, "")
 	u.fill(`#audit-actor`, "ops-alice")
+	// The actor list offers the actors read (the value took).
+	if v := evalJS[string](u, `document.getElementById('audit-actor').value`); v != "ops-alice" {
+		t.Fatalf("the actor filter is %q after choosing ops-alice: options %s", v, evalJS[string](u, `[...document.querySelectorAll('#audit-actor option')].map((o) => o.value).join(',')`))
+	}
 	u.waitJS(5*time.Second, "ops-alice's four writes", `document.querySelectorAll('#audit-table > tbody > tr').length === 4`)
 
 	// Revisions: the actor; a restore shows old → new values; Escape gives

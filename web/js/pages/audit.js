@@ -140,7 +140,7 @@ export default async function audit(ctx, root) {
     items.forEach((e) => seen.add(actorOf(e)));
     if (seen.size + 1 !== known) {
       const keep = actorSel.value;
-      clear(actorSel).append(h('option', { value: '' }, 'anyone'), [...seen].sort().map((a) => h('option', { value: a, selected: a === keep }, a)));
+      clear(actorSel).append(h('option', { value: '' }, 'anyone'), ...[...seen].sort().map((a) => h('option', { value: a, selected: a === keep }, a)));
     }
     paint();
     return true;
