@@ -42,7 +42,7 @@ const (
 	DefaultGraceMs = 10000
 	// TLS.
 	DefaultTLSMinVersion    = TLSVersion12 // TLS 1.0 and 1.1 are deprecated (RFC 8996): every client of the last ten years speaks 1.2
-	DefaultMaxHandshakes    = 16           // handshakes in flight per loop: one costs ~0.1 ms (ECDSA P-256) to ~1.5 ms (RSA-2048) of CPU plus a client round trip, so 16 keep a CPU busy with handshakes while a flood beyond them waits in the loop's queue instead of taking the CPUs from established connections
+	DefaultMaxHandshakes    = 16           // handshakes computing at once per loop (one waiting for its peer holds none): one costs ~0.1 ms (ECDSA P-256) to ~1.5 ms (RSA-2048) of CPU plus a client round trip, so 16 keep a CPU busy with handshakes while a flood beyond them waits in the loop's queue instead of taking the CPUs from established connections
 	DefaultTicketRotationMs = 3600000      // a new session ticket key every hour, 3 kept: a client resumes for 2-3 h, and a leaked key decrypts at most 3 h of sessions
 	// DefaultClientCertHeaderPrefix names the headers carrying a verified
 	// client certificate in http mode: X-Client-Cert-Subject and its

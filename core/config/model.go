@@ -278,10 +278,12 @@ type Tuning struct {
 
 // TLSTuning holds the process-wide TLS knobs.
 type TLSTuning struct {
-	// MaxHandshakes bounds the TLS handshakes in flight per loop (run on
-	// helper goroutines fed by the loop; crypto/tls cannot pause one): a
-	// flood of handshakes waits in the loop's queue instead of taking the
-	// CPU from established connections. 0 = default.
+	// MaxHandshakes bounds the TLS handshakes that compute at once per
+	// loop (on helper goroutines; crypto/tls cannot pause one): a flood of
+	// handshakes waits in the loop's FIFO queue instead of taking the CPU
+	// from established connections. A handshake waiting for its peer holds
+	// no slot (it is parked in Go's runtime poller), so clients that stall
+	// theirs cannot delay others. 0 = default.
 	MaxHandshakes int `json:"max_handshakes" validate:"gte=0,lte=100000"`
 	// TicketRotationMs is how often a new session ticket key is generated
 	// (when the keys are not set through /api/v1/tls/ticket-keys); the

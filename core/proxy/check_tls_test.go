@@ -193,7 +193,7 @@ func TestCheckOverTLSLeavesNothingBehind(t *testing.T) {
 		testutil.Eventually(t, 20*time.Second, func() bool {
 			for _, w := range ws {
 				done := make(chan int, 1)
-				w.L.Exec(func(*loop.Loop) { done <- w.tlsOut.active })
+				w.L.Exec(func(*loop.Loop) { a, _ := slots(w.tlsOut); done <- a })
 				poolMax = max(poolMax, <-done)
 			}
 			for _, st := range ck.States() {

@@ -26,9 +26,11 @@
 //     terminates it on its connections (tls_accept.go, Worker.Accept), and
 //     a server with TLS is spoken to through a TLS client
 //     (upstream_tls.go, after the TCP connect, within connect_ms): the
-//     handshake runs on a bounded pool of helper goroutines of the
-//     worker (tlsHandshakes: one for its clients' handshakes, one for
-//     its own with servers) that hands the connection back with Exec;
+//     handshake runs on helper goroutines of the worker (tlsHandshakes:
+//     one pool for its clients' handshakes, one for its own with
+//     servers), bounded per loop while they compute and parked in Go's
+//     runtime poller, holding nothing, while they wait for the peer, that
+//     hand the connection back with Exec;
 //     established, its records are read and written on the loop thread
 //     only, through a buffer that never fails a write (see the comment at
 //     the top of xprt_tls.go). A transport may hold what the

@@ -18,9 +18,12 @@ import (
 // every connection accepted through it (Accept):
 //
 //   - the accepted fd gets a tlsSock (xprt_tls.go) and its server
-//     handshake starts on the worker's handshake pool, bounded per loop,
-//     within HandshakeTimeout (the frontend's timeouts.handshake_ms),
-//     waiting in the pool's queue included;
+//     handshake starts on the worker's handshake pool, within
+//     HandshakeTimeout (the frontend's timeouts.handshake_ms), waiting in
+//     the pool's queue included; the pool bounds the handshakes computing
+//     per loop, and one waiting for its client (half a ClientHello, a
+//     silent client) is parked in the runtime poller with no slot, so
+//     stalling clients delay no one;
 //   - established: the tcp tunnel (startTCP) or the http connection
 //     (startHTTP) starts over that transport, exactly as over a raw
 //     socket; crypto/tls may have read the first client bytes with the

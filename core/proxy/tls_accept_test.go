@@ -266,8 +266,9 @@ func TestTLSHalfHelloTimesOut(t *testing.T) {
 	}
 }
 
-// TestTLSStopReleasesHandshakes: CloseAll while handshakes run or wait in
-// the pool gives every connection's slots back.
+// TestTLSStopReleasesHandshakes: CloseAll while handshakes wait for their
+// clients (parked: they hold no pool slot) gives every connection's slots
+// back at once, the clients doing nothing.
 func TestTLSStopReleasesHandshakes(t *testing.T) {
 	tu := defaultTuning()
 	tu.TLSMaxHandshakes = 1
@@ -278,16 +279,18 @@ func TestTLSStopReleasesHandshakes(t *testing.T) {
 	closed := tlsFront(fe, srv, 30*time.Second)
 	var conns []*net.TCPConn
 	for range 3 {
-		conns = append(conns, e.dialTLS(fe)) // one runs, two wait
+		conns = append(conns, e.dialTLS(fe))
 	}
+	testutil.Eventually(t, 10*time.Second, func() bool { _, _, p := e.w.tls.state(); return p == 3 }, "three parked handshakes")
+	start := time.Now()
 	e.do(e.w.CloseAll)
-	if n := closed.Load(); n != 2 {
-		t.Errorf("%d slots given back at once, want the 2 waiting ones", n)
+	testutil.Eventually(t, 10*time.Second, func() bool { return closed.Load() == 3 }, "every slot given back")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("slots given back %v after the stop, the handshake timeout is 30 s", d)
 	}
 	for _, c := range conns {
-		c.Close() // the running handshake fails now
+		c.Close()
 	}
-	testutil.Eventually(t, 10*time.Second, func() bool { return closed.Load() == 3 }, "every slot given back")
 	if _, _, failed, _ := tlsCounts(fe); failed != 0 {
 		t.Errorf("%d handshakes counted failed by a stop", failed)
 	}
@@ -666,6 +669,11 @@ func TestTLSTinyRecordsYield(t *testing.T) {
 	for range records {
 		tc.Write([]byte{'x'})
 	}
+	// The server's end of the handshake first (its helper goroutine reads
+	// the client's Finished): records it would read ahead with it are
+	// charged at once after it, not per run.
+	testutil.Eventually(t, 10*time.Second, func() bool { full, _, _, _ := tlsCounts(fe); return full == 1 },
+		"the server's handshake done")
 	bulk := func() uint64 { return e.l.Activity().Tasklets[loop.Bulk].Load() }
 	before := bulk()
 	if err := co.flush(); err != nil {

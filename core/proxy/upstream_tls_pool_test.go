@@ -29,10 +29,9 @@ func TestTLSServerHandshakesNotQueuedBehindClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		var active int
-		e.do(func() { active = e.w.tls.active })
-		return active == 1
-	}, "the stalled client handshake holding the bind pool's slot")
+		_, parked, _, _ := hsState(e, e.w.tls)
+		return parked == 1
+	}, "the stalled client handshake parked in the bind pool")
 
 	certs := newUpstreamCerts(t)
 	o := newTLSOrigin(t, certs.leaf, func(c *tls.Conn) { answerHeads(c, []byte(rawResponse)) })

@@ -17,10 +17,11 @@ type Tuning struct {
 	// bound beyond maxIdlePerServer. Lowering it closes none: the excess
 	// ends with the pool's idle timeout or the next reuse.
 	MaxIdle int
-	// TLSMaxHandshakes bounds the TLS handshakes this loop runs at once
-	// on helper goroutines (tuning.tls.max_handshakes, per loop; the
-	// others wait in FIFO order, xprt_tls.go), once for its clients' and
-	// once for its own with servers (Worker.tlsOut); at least 1.
+	// TLSMaxHandshakes bounds the TLS handshakes of this loop that compute
+	// at once on helper goroutines (tuning.tls.max_handshakes, per loop;
+	// the others wait in FIFO order, and one waiting for its peer holds
+	// no slot: xprt_tls.go), once for its clients' and once for its own
+	// with servers (Worker.tlsOut); at least 1.
 	TLSMaxHandshakes int
 }
 

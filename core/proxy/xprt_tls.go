@@ -7,7 +7,9 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,10 +21,12 @@ import (
 // and the proxy speaks it to servers with tls (upstream_tls.go).
 //
 // No goroutine per established connection. crypto/tls cannot pause a
-// handshake, so the handshake runs on a helper goroutine, at most max of
-// them per loop (tlsHandshakes, `tuning.tls.max_handshakes`), over
-// tlsFd in blocking mode: its Read and Write poll(2) the non-blocking fd
-// until the handshake deadline. The goroutine then hands the connection
+// handshake, so the handshake runs on a helper goroutine (tlsHandshakes:
+// at most `tuning.tls.max_handshakes` of them computing per loop), over
+// tlsFd in blocking mode: when the non-blocking fd says EAGAIN, its Read
+// and Write give the slot and the CPU token back and park the goroutine
+// in Go's runtime poller until the socket is ready or the handshake
+// deadline passes (tlsFd.wait). The goroutine then hands the connection
 // back to its loop with Exec (the inbox publishes every write it made to
 // the tls.Conn), and exits: from then on the tls.Conn is used from the loop
 // thread only, and tlsFd is in loop mode:
@@ -55,12 +59,13 @@ import (
 // write's records, about a buffer: no allocation per record); a later step
 // may pool it between writes.
 //
-// A handshake goroutine blocks in poll(2) on the fd (one OS thread each,
-// at most max per loop), never past its deadline: the handshake timeout,
-// counted from start, waiting in the queue included. While it computes it
-// holds one of the process's handshake CPU tokens (takeCPU, below), so
-// that a handshake flood cannot take the loops' Ps. When the loop has
-// stopped by the time a handshake ends, the goroutine closes the fd.
+// A handshake goroutine waits for its peer parked in the runtime poller
+// (no OS thread, no slot, no token), never past its deadline: the
+// handshake timeout, counted from start, waiting in the queue included.
+// While it computes it holds a slot of its pool and one of the process's
+// handshake CPU tokens (takeCPU, below), so that a handshake flood cannot
+// take the loops' Ps. When the loop has stopped by the time a handshake
+// ends, the goroutine closes the fd.
 //
 // Buffered plaintext: crypto/tls may hold decrypted bytes, or whole
 // records, that the socket no longer signals. rcvBuf therefore reads until
@@ -96,8 +101,18 @@ type tlsFd struct {
 	deadline time.Time // handshake mode only
 	out      []byte    // loop mode: records not sent yet, from off
 	off      int
-	rerr     unix.Errno    // loop mode: the socket's read error, if any
-	cpu      chan struct{} // handshake mode: the CPU token held (takeCPU)
+	rerr     unix.Errno // loop mode: the socket's read error, if any
+	// Handshake mode (helper goroutine, tlsHandshakes): the pool, the CPU
+	// token and the slot held, the channel a slot is granted on, and the
+	// netpoller file the handshake waits on (f, its RawConn rc, its index
+	// fi in the pool's files).
+	hs    *tlsHandshakes
+	cpu   chan struct{}
+	slot  bool
+	grant chan bool
+	f     *os.File
+	rc    syscall.RawConn
+	fi    int
 	// Record boundaries of the bytes received (scan), for rcvBuf's
 	// short-read proof: hdr/hdrN is the header being received, left the
 	// body bytes of the current record still to come; recs counts the
@@ -209,21 +224,37 @@ func (a *tlsFd) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// wait polls the fd for ev until the handshake deadline (helper goroutine).
+// wait parks the handshake until its socket is ready for ev (POLLIN or
+// POLLOUT) or its deadline passes (helper goroutine; see tlsHandshakes):
+// it gives its slot and CPU token back, sleeps in the runtime poller, and
+// takes a slot and a token again before it returns, whatever the outcome.
 func (a *tlsFd) wait(ev int16) error {
-	d := time.Until(a.deadline)
-	if d <= 0 {
-		return os.ErrDeadlineExceeded
+	h := a.hs
+	if a.f == nil {
+		if err := h.pollFile(a); err != nil {
+			return err
+		}
 	}
-	ms := int((d + time.Millisecond - 1) / time.Millisecond)
-	fds := [1]unix.PollFd{{Fd: int32(a.fd), Events: ev}}
-	giveCPU(a.cpu) // not held while waiting for the peer
-	_, err := unix.Poll(fds[:], ms)
-	a.cpu = takeCPU()
-	if err != nil && err != unix.EINTR {
-		return err
+	h.release(a)
+	// The caller's recv or send just said EAGAIN: the first call says "not
+	// ready", and the poller calls again once the socket is (or returns
+	// the deadline's error).
+	first := true
+	ready := func(uintptr) bool {
+		r := !first
+		first = false
+		return r
 	}
-	return nil
+	var err error
+	if ev == unix.POLLIN {
+		err = a.rc.Read(ready)
+	} else {
+		err = a.rc.Write(ready)
+	}
+	if e := h.acquire(a); e != nil {
+		return e
+	}
+	return err
 }
 
 // Handshake CPU tokens. The loops keep their Ps while they sleep in
@@ -235,11 +266,12 @@ func (a *tlsFd) wait(ev int16) error {
 // preemption, while the loop waits. So at most SetHandshakeCPUs goroutines
 // of the pools (all loops together) compute at once — the Ps the loops
 // leave — and a handshake goroutine holds its token whenever it runs, not
-// while it waits for the network in poll(2): the others wait for a token
+// while it waits for the network (parked): the others wait for a token
 // without being runnable, and a preempted loop finds no one to give its P
 // to. Measured in make bench's flood row (keep-alive probe p99 under an
 // RSA-2048 handshake flood): see the commit that added them. The loops
-// never touch the tokens.
+// never touch the tokens; a handshake takes its token after its slot
+// (tlsHandshakes.acquire) and gives both back while it waits.
 var hsCPU atomic.Pointer[chan struct{}]
 
 // SetHandshakeCPUs sets how many TLS handshakes may compute at once,
@@ -498,23 +530,49 @@ func (x *tlsSock) sndEvents() uint32 { return evOut | evErr | evHup }
 
 // tlsHandshakes runs the TLS handshakes of one loop's connections (the
 // Worker makes two: its clients' on TLS binds, and its own with servers
-// and their checks, so that clients stalling theirs cannot delay those) on
-// at most max helper goroutines at a time
-// (tuning.tls.max_handshakes, per loop); the others wait in FIFO order, so
-// a handshake flood cannot take more than max threads from the loops. Each
-// handshake has the timeout its start gives (a frontend's handshake_ms for
-// a server handshake, a backend's connect_ms for a client one), counted
-// from the start, waiting time included; a slot is released when its
-// handshake ends, whatever the outcome. Loop thread only, except run (the
-// helper goroutine).
+// and their checks, so that clients stalling theirs cannot delay those),
+// each on a helper goroutine started at once (start). A handshake has two
+// states, as an HAProxy handshake that is a non-blocking state machine:
+//
+//   - computing: crypto/tls has bytes to process or to produce (parse a
+//     ClientHello, sign, verify). It then holds one of max slots
+//     (tuning.tls.max_handshakes, per loop; the others wait for one in
+//     FIFO order, acquire) and one of the process's CPU tokens (takeCPU),
+//     so that a handshake flood cannot take more than max threads per
+//     loop, nor the loops' Ps.
+//   - waiting for its peer (the socket said EAGAIN): it gives both back
+//     and parks in Go's runtime poller (tlsFd.wait: a dup of the fd as a
+//     non-blocking os.File, the goroutine asleep in its SyscallConn's Read
+//     or Write with the handshake deadline), holding no slot, no token and
+//     no OS thread, only its goroutine's stack; when the socket is ready
+//     it queues for a slot again.
+//
+// So clients that send half a ClientHello, or a whole one and then
+// nothing, cost a parked goroutine each until their deadline and never
+// delay another handshake. Each handshake has the timeout its start gives
+// (a frontend's handshake_ms for a client handshake, a backend's
+// connect_ms for a server one), counted from the start, waiting for a
+// slot included. Loop thread only, except run and the gate (the helper
+// goroutines).
 type tlsHandshakes struct {
 	l       *loop.Loop
-	max     int
-	active  int
-	waiting []tlsJob
-	stopped bool
-	// counters (loop thread)
+	stopped bool // loop thread; gate.stopped follows
+	gate    hsGate
+	// counters (loop thread): inflight is started less ended
 	started, ok, failed uint64
+	inflight            int
+}
+
+// hsGate is the state the helper goroutines share with the loop: the
+// slots of the computing handshakes and the parked handshakes' files.
+// Taken by the loop only in setMax and stop, never per event.
+type hsGate struct {
+	mu      sync.Mutex
+	max     int
+	active  int         // slots held (handshakes computing)
+	queue   []chan bool // handshakes waiting for a slot, FIFO: true = granted
+	files   []*tlsFd    // handshakes with a netpoller file (wait), for stop
+	stopped bool
 }
 
 type tlsJob struct {
@@ -526,14 +584,137 @@ type tlsJob struct {
 var errTLSStopped = errors.New("tls: handshake pool stopped")
 
 func newTLSHandshakes(l *loop.Loop, n int) *tlsHandshakes {
-	return &tlsHandshakes{l: l, max: max(n, 1)}
+	h := &tlsHandshakes{l: l}
+	h.gate.max = max(n, 1)
+	return h
 }
 
-// setMax changes the bound (loop thread): a larger one starts waiting
-// handshakes at once, a smaller one lets the running ones finish.
+// setMax changes the bound (loop thread): a larger one grants waiting
+// handshakes a slot at once, a smaller one lets the computing ones finish.
 func (h *tlsHandshakes) setMax(n int) {
-	h.max = max(n, 1)
-	h.next()
+	g := &h.gate
+	g.mu.Lock()
+	g.max = max(n, 1)
+	for g.active < g.max && len(g.queue) > 0 {
+		g.active++
+		g.pop() <- true
+	}
+	g.mu.Unlock()
+}
+
+// pop takes the first waiter of the queue (mu held).
+func (g *hsGate) pop() chan bool {
+	ch := g.queue[0]
+	g.queue[0] = nil
+	g.queue = g.queue[1:]
+	return ch
+}
+
+// state is the gate's picture: slots held, handshakes waiting for one,
+// handshakes parked with a file (tests, any goroutine).
+func (h *tlsHandshakes) state() (active, queued, files int) {
+	g := &h.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.active, len(g.queue), len(g.files)
+}
+
+// acquire takes a slot, in FIFO order after the handshakes that wait for
+// one, then a CPU token (helper goroutine). After stop it takes nothing
+// and says errTLSStopped.
+func (h *tlsHandshakes) acquire(a *tlsFd) error {
+	g := &h.gate
+	g.mu.Lock()
+	if g.stopped {
+		g.mu.Unlock()
+		return errTLSStopped
+	}
+	if g.active < g.max && len(g.queue) == 0 {
+		g.active++
+		g.mu.Unlock()
+	} else {
+		if a.grant == nil {
+			a.grant = make(chan bool, 1)
+		}
+		g.queue = append(g.queue, a.grant)
+		g.mu.Unlock()
+		if !<-a.grant {
+			return errTLSStopped
+		}
+	}
+	a.slot = true
+	a.cpu = takeCPU()
+	return nil
+}
+
+// release gives back what acquire took (helper goroutine): the CPU token,
+// and the slot to the first waiter, if any.
+func (h *tlsHandshakes) release(a *tlsFd) {
+	giveCPU(a.cpu)
+	a.cpu = nil
+	if !a.slot {
+		return
+	}
+	a.slot = false
+	g := &h.gate
+	g.mu.Lock()
+	if len(g.queue) > 0 && g.active <= g.max {
+		g.pop() <- true // the slot passes on
+	} else {
+		g.active--
+	}
+	g.mu.Unlock()
+}
+
+// pollFile gives a its netpoller file, made on its first wait (helper
+// goroutine): a dup of the fd, non-blocking as the fd is (they share the
+// open file description), which os.NewFile registers with the runtime
+// poller (an epoll instance of its own, not the loop's), with the
+// handshake deadline, or one in the past after stop.
+func (h *tlsHandshakes) pollFile(a *tlsFd) error {
+	nfd, err := unix.FcntlInt(uintptr(a.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(nfd), "tls")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	g := &h.gate
+	g.mu.Lock()
+	d := a.deadline
+	if g.stopped {
+		d = time.Unix(1, 0)
+	}
+	if err = f.SetDeadline(d); err != nil {
+		g.mu.Unlock()
+		f.Close() // not pollable: never for a socket
+		return err
+	}
+	a.f, a.rc, a.fi = f, rc, len(g.files)
+	g.files = append(g.files, a)
+	g.mu.Unlock()
+	return nil
+}
+
+// closeFile closes a's netpoller file, if it has one (helper goroutine):
+// Close takes the dup out of the runtime poller's epoll (EPOLL_CTL_DEL)
+// and closes it; the socket stays open on a.fd.
+func (h *tlsHandshakes) closeFile(a *tlsFd) {
+	if a.f == nil {
+		return
+	}
+	g := &h.gate
+	g.mu.Lock()
+	last := g.files[len(g.files)-1]
+	g.files[a.fi], last.fi = last, a.fi
+	g.files[len(g.files)-1] = nil
+	g.files = g.files[:len(g.files)-1]
+	g.mu.Unlock()
+	a.f.Close()
+	a.f, a.rc = nil, nil
 }
 
 // start begins x's handshake, which must end within timeout from now.
@@ -543,9 +724,9 @@ func (h *tlsHandshakes) setMax(n int) {
 //     crypto/tls may have read past the handshake). Loop thread.
 //   - an error: x's fd is closed already (an RST). Loop thread, except
 //     after stop (errTLSStopped): when the loop itself has stopped by the
-//     time a running handshake ends, done runs on the helper goroutine, so
-//     on errTLSStopped done may only release what is safe from any
-//     goroutine (atomics: counters, maxconn slots), never loop state.
+//     time a handshake ends, done runs on the helper goroutine, so on
+//     errTLSStopped done may only release what is safe from any goroutine
+//     (atomics: counters, maxconn slots), never loop state.
 func (h *tlsHandshakes) start(x *tlsSock, timeout time.Duration, done func(x *tlsSock, err error)) {
 	x.a.deadline = time.Now().Add(timeout)
 	if h.stopped {
@@ -553,74 +734,65 @@ func (h *tlsHandshakes) start(x *tlsSock, timeout time.Duration, done func(x *tl
 		done(x, errTLSStopped)
 		return
 	}
-	if h.active >= h.max {
-		h.waiting = append(h.waiting, tlsJob{x, done})
-		return
-	}
-	h.launch(tlsJob{x, done})
-}
-
-func (h *tlsHandshakes) launch(j tlsJob) {
-	h.active++
 	h.started++
-	go h.run(j)
-}
-
-// next starts waiting handshakes while slots are free.
-func (h *tlsHandshakes) next() {
-	for h.active < h.max && len(h.waiting) > 0 && !h.stopped {
-		j := h.waiting[0]
-		h.waiting[0] = tlsJob{}
-		h.waiting = h.waiting[1:]
-		h.launch(j)
-	}
+	h.inflight++
+	go h.run(tlsJob{x, done})
 }
 
 // run is the helper goroutine: the handshake, then the hand-over.
 func (h *tlsHandshakes) run(j tlsJob) {
-	j.x.a.cpu = takeCPU()
-	err := j.x.c.Handshake()
-	if err == nil {
-		j.x.a.loop = true
-		j.x.a.recs = recsUnknown
-	} else if j.x.plainHTTP {
-		j.x.answerPlain(err)
+	a := &j.x.a
+	a.hs = h
+	err := h.acquire(a)
+	if err == nil && !time.Now().Before(a.deadline) {
+		err = os.ErrDeadlineExceeded // waited past it for a slot
 	}
-	giveCPU(j.x.a.cpu)
-	j.x.a.cpu = nil
+	if err == nil {
+		if err = j.x.c.Handshake(); err == nil {
+			a.loop = true
+			a.recs = recsUnknown
+		} else if j.x.plainHTTP {
+			j.x.answerPlain(err)
+		}
+	}
+	h.release(a)
+	h.closeFile(a)
+	a.hs, a.grant = nil, nil
 	if !h.l.Exec(func(*loop.Loop) { h.finish(j, err) }) {
 		// The loop has stopped: nobody owns the connection any more.
-		rawSock{}.close(j.x.a.fd, true)
+		rawSock{}.close(a.fd, true)
 		j.done(j.x, errTLSStopped)
 	}
 }
 
-// stop ends the pool with its owner (Worker.CloseAll): the waiting
-// handshakes' fds are closed now, the running ones' when their handshake
-// ends (at the latest at its deadline: a helper goroutine cannot be
-// interrupted in poll(2), and closing an fd under it would let the number
-// be reused); each done gets errTLSStopped, and a handshake started
-// afterwards fails at once. Loop thread.
+// stop ends the pool with its owner (Worker.CloseAll, loop thread): the
+// handshakes waiting for a slot are refused it, the parked ones' files get
+// a deadline in the past, which wakes them at once, and a handshake that
+// computes fails at its next wait; each one's fd is closed as it ends
+// (finish), never under its goroutine, and each done gets errTLSStopped.
+// A handshake started afterwards fails at once.
 func (h *tlsHandshakes) stop() {
 	h.stopped = true
-	for i, j := range h.waiting {
-		rawSock{}.close(j.x.a.fd, true)
-		h.waiting[i] = tlsJob{}
-		j.done(j.x, errTLSStopped)
+	g := &h.gate
+	g.mu.Lock()
+	g.stopped = true
+	for len(g.queue) > 0 {
+		g.pop() <- false
 	}
-	h.waiting = h.waiting[:0]
+	for _, a := range g.files {
+		a.f.SetDeadline(time.Unix(1, 0))
+	}
+	g.mu.Unlock()
 }
 
-// finish releases the slot, starts the next waiting handshake and tells
-// the owner.
+// finish tells the owner (loop thread).
 func (h *tlsHandshakes) finish(j tlsJob, err error) {
-	h.active--
+	h.inflight--
 	if h.stopped {
 		rawSock{}.close(j.x.a.fd, true)
 		j.done(j.x, errTLSStopped)
 		return
 	}
-	h.next()
 	if err != nil {
 		h.failed++
 		rawSock{}.close(j.x.a.fd, true)

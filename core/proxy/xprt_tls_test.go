@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -70,9 +71,44 @@ func tlsAccept(e *env, h *tlsHandshakes, timeout time.Duration, cfg *tls.Config,
 	})
 }
 
-// hsState reads h's counters on the loop thread.
-func hsState(e *env, h *tlsHandshakes) (active, waiting int, ok, failed uint64) {
-	e.do(func() { active, waiting, ok, failed = h.active, len(h.waiting), h.ok, h.failed })
+// hsState reads h's counters on the loop thread: handshakes in flight
+// (started, not ended), those parked in the runtime poller at least once
+// (they have a file), done and failed.
+func hsState(e *env, h *tlsHandshakes) (inflight, parked int, ok, failed uint64) {
+	e.do(func() { inflight, ok, failed = h.inflight, h.ok, h.failed })
+	_, _, parked = h.state()
+	return
+}
+
+// holdCerts makes srv's handshakes block while they compute (in
+// GetCertificate, holding their slot) until release is closed; entered
+// receives one value per handshake that got there.
+// The CPU tokens are raised for the test: a held handshake keeps its token.
+func holdCerts(t *testing.T, srv *tls.Config) (cfg *tls.Config, entered chan struct{}, release chan struct{}) {
+	SetHandshakeCPUs(64)
+	t.Cleanup(func() { hsCPU.Store(nil) })
+	cfg = srv.Clone()
+	cert := &cfg.Certificates[0]
+	cfg.Certificates = nil
+	entered, release = make(chan struct{}, 64), make(chan struct{})
+	cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		entered <- struct{}{}
+		<-release
+		return cert, nil
+	}
+	return cfg, entered, release
+}
+
+// startClient starts a TLS client on c (its handshake fails or succeeds
+// later: the caller closes c).
+func startClient(c *net.TCPConn, cli *tls.Config) {
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	go tls.Client(c, cli).Handshake()
+}
+
+// slots reads h's gate: slots held, handshakes waiting for one.
+func slots(h *tlsHandshakes) (active, queued int) {
+	active, queued, _ = h.state()
 	return
 }
 
@@ -176,8 +212,8 @@ func TestTLSTransportPassesBytesUnchanged(t *testing.T) {
 			if res != 0 || spliced != 0 {
 				t.Errorf("mover result %d, %d bytes spliced", res, spliced)
 			}
-			if active, waiting, ok, failed := hsState(e, h); active != 0 || waiting != 0 || ok != 1 || failed != 0 {
-				t.Errorf("pool: %d active, %d waiting, %d ok, %d failed", active, waiting, ok, failed)
+			if active, parked, ok, failed := hsState(e, h); active != 0 || parked != 0 || ok != 1 || failed != 0 {
+				t.Errorf("pool: %d active, %d parked, %d ok, %d failed", active, parked, ok, failed)
 			}
 			e.waitIdle()
 		})
@@ -238,54 +274,58 @@ func TestTLSHandshakeStallTimesOut(t *testing.T) {
 	}
 }
 
-// TestTLSHandshakesAreBounded: with a pool of 2, two stalled clients hold
-// both slots and a third, well-behaved, waits; it completes once a stalled
-// client leaves.
+// TestTLSHandshakesAreBounded: with a pool of 2, two handshakes that
+// compute (blocked in GetCertificate) hold both slots and a third waits
+// for one; it completes once they go on. Clients that stall before that
+// (parked in the poller) hold none: see TestTLSHalfOpenHandshakesDoNotQueue.
 func TestTLSHandshakesAreBounded(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	h := newTLSHandshakes(e.l, 2)
-	srv, cli := tlsPair(t, tls.VersionTLS13)
-	var stalled []*net.TCPConn
-	for range 2 {
-		stalled = append(stalled, tlsAccept(e, h, 30*time.Second, srv, nil, func(*tlsSock, error) {}))
+	srv0, cli := tlsPair(t, tls.VersionTLS13)
+	srv, entered, release := holdCerts(t, srv0)
+	var est []*tlsSock
+	var conns []*net.TCPConn
+	for range 3 {
+		c := tlsAccept(e, h, 30*time.Second, srv, nil, func(x *tlsSock, err error) {
+			if err == nil {
+				est = append(est, x)
+			}
+		})
+		conns = append(conns, c)
 	}
-	var est *tlsSock
-	c := tlsAccept(e, h, 30*time.Second, srv, nil, func(x *tlsSock, err error) {
-		if err == nil {
-			est = x
-		}
-	})
 	t.Cleanup(func() {
 		e.do(func() {
-			if est != nil {
-				est.close(est.a.fd, true)
+			for _, x := range est {
+				x.close(x.a.fd, true)
 			}
 		})
 	})
-	done := make(chan error, 1)
-	tc := tls.Client(c, cli)
-	go func() { done <- tc.Handshake() }()
-	if active, waiting, _, _ := hsState(e, h); active != 2 || waiting != 1 {
-		t.Fatalf("pool of 2 with 3 handshakes: %d active, %d waiting", active, waiting)
+	done := make(chan error, 3)
+	for _, c := range conns {
+		tc := tls.Client(c, cli)
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		go func() { done <- tc.Handshake() }()
 	}
+	<-entered
+	<-entered
+	testutil.Eventually(t, 10*time.Second, func() bool { a, q := slots(h); return a == 2 && q == 1 },
+		"two handshakes computing, the third waiting for a slot")
 	select {
-	case err := <-done:
-		t.Fatalf("third handshake ended while both slots were taken: %v", err)
+	case <-entered:
+		t.Fatal("a third handshake computes on a pool of 2")
 	default:
 	}
-	stalled[0].Close()
-	select {
-	case err := <-done:
-		if err != nil {
+	close(release)
+	for range 3 {
+		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("third handshake did not run once a slot freed")
 	}
 	testutil.Eventually(t, 10*time.Second, func() bool {
-		active, waiting, ok, failed := hsState(e, h)
-		return active == 1 && waiting == 0 && ok == 1 && failed == 1
-	}, "one stalled handshake left, one failed, one done")
+		inflight, _, ok, failed := hsState(e, h)
+		a, q := slots(h)
+		return inflight == 0 && a == 0 && q == 0 && ok == 3 && failed == 0
+	}, "three handshakes done, every slot free")
 }
 
 // recorder counts the bytes a TLS client receives from the wire.
@@ -452,11 +492,15 @@ func TestTLSBackpressureHoldsRecords(t *testing.T) {
 
 // TestTLSHandshakesStop: stopping the pool closes the waiting handshakes'
 // fds at once and a running one's when it ends; each owner is told once,
-// with errTLSStopped, and a handshake started afterwards fails at once.
+// TestTLSHandshakesStop: stop ends a handshake waiting for a slot and a
+// parked one at once (their fds closed, the clients doing nothing), the
+// one computing as soon as it goes on; each done is told errTLSStopped,
+// and a handshake started afterwards fails at once.
 func TestTLSHandshakesStop(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	h := newTLSHandshakes(e.l, 1)
-	srv, _ := tlsPair(t, tls.VersionTLS13)
+	srv0, cli := tlsPair(t, tls.VersionTLS13)
+	srv, entered, release := holdCerts(t, srv0)
 	told, stopped := 0, 0
 	done := func(_ *tlsSock, err error) {
 		told++
@@ -464,29 +508,41 @@ func TestTLSHandshakesStop(t *testing.T) {
 			stopped++
 		}
 	}
+	parked := tlsAccept(e, h, 30*time.Second, srv, nil, done) // says nothing
 	running := tlsAccept(e, h, 30*time.Second, srv, nil, done)
-	waiting := tlsAccept(e, h, 30*time.Second, srv, nil, done)
-	if active, n, _, _ := hsState(e, h); active != 1 || n != 1 {
-		t.Fatalf("%d active, %d waiting", active, n)
-	}
-	e.do(h.stop)
-	waiting.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.Copy(io.Discard, waiting); err != nil && isTimeout(err) {
-		t.Fatal("the waiting handshake's fd stays open")
-	}
-	running.Close() // its handshake fails now
+	startClient(running, cli)
+	<-entered
+	queued := tlsAccept(e, h, 30*time.Second, srv, nil, done)
+	startClient(queued, cli)
 	testutil.Eventually(t, 10*time.Second, func() bool {
-		active, n, _, _ := hsState(e, h)
-		return active == 0 && n == 0
-	}, "the running handshake ends")
+		a, q := slots(h)
+		_, p, _, _ := hsState(e, h)
+		return a == 1 && q == 1 && p >= 1 // the others may have parked before their ClientHello came
+	}, func() string {
+		a, q, p := h.state()
+		return fmt.Sprintf("one handshake computing, one waiting for its slot, one parked: %d, %d, %d", a, q, p)
+	})
+	e.do(h.stop)
+	for _, c := range []*net.TCPConn{parked, queued} {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil && isTimeout(err) {
+			t.Fatal("a parked or queued handshake's fd stays open after stop")
+		}
+	}
+	close(release) // the computing one goes on, and ends at its next wait
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		inflight, p, _, _ := hsState(e, h)
+		a, q := slots(h)
+		return inflight == 0 && p == 0 && a == 0 && q == 0
+	}, "the computing handshake ends")
 	late := tlsAccept(e, h, 30*time.Second, srv, nil, done)
 	late.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.Copy(io.Discard, late); err != nil && isTimeout(err) {
 		t.Fatal("a handshake started after stop stays open")
 	}
 	e.do(func() {
-		if told != 3 || stopped != 3 {
-			t.Errorf("done ran %d times, %d with errTLSStopped; want 3, 3", told, stopped)
+		if told != 4 || stopped != 4 {
+			t.Errorf("done ran %d times, %d with errTLSStopped; want 4, 4", told, stopped)
 		}
 	})
 }
@@ -518,36 +574,43 @@ func TestTLSHandshakeTimeoutPerStart(t *testing.T) {
 			t.Errorf("long handshake ended too: %v", longErr)
 		}
 	})
-	if active, _, _, failed := hsState(e, h); active != 1 || failed != 1 {
-		t.Errorf("pool: %d active, %d failed; want 1, 1", active, failed)
+	if inflight, _, _, failed := hsState(e, h); inflight != 1 || failed != 1 {
+		t.Errorf("pool: %d in flight, %d failed; want 1, 1", inflight, failed)
 	}
 	e.do(h.stop)
 }
 
 // TestTLSHandshakesSetMax: raising the bound starts waiting handshakes at
-// once.
+// TestTLSHandshakesSetMax: raising the bound grants waiting handshakes a
+// slot at once.
 func TestTLSHandshakesSetMax(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	h := newTLSHandshakes(e.l, 1)
-	srv, _ := tlsPair(t, tls.VersionTLS13)
+	srv0, cli := tlsPair(t, tls.VersionTLS13)
+	srv, entered, release := holdCerts(t, srv0)
 	var conns []*net.TCPConn
 	for range 3 {
-		conns = append(conns, tlsAccept(e, h, 30*time.Second, srv, nil, func(*tlsSock, error) {}))
+		c := tlsAccept(e, h, 30*time.Second, srv, nil, func(*tlsSock, error) {})
+		startClient(c, cli)
+		conns = append(conns, c)
 	}
-	if active, n, _, _ := hsState(e, h); active != 1 || n != 2 {
-		t.Fatalf("%d active, %d waiting; want 1, 2", active, n)
-	}
+	<-entered
+	testutil.Eventually(t, 10*time.Second, func() bool { a, q := slots(h); return a == 1 && q == 2 },
+		"one handshake computing, two waiting")
 	e.do(func() { h.setMax(3) })
-	if active, n, _, _ := hsState(e, h); active != 3 || n != 0 {
-		t.Errorf("after setMax(3): %d active, %d waiting; want 3, 0", active, n)
+	if a, q := slots(h); a != 3 || q != 0 {
+		t.Errorf("after setMax(3): %d slots held, %d waiting; want 3, 0", a, q)
 	}
+	<-entered
+	<-entered
 	e.do(h.stop)
+	close(release)
 	for _, c := range conns {
 		c.Close()
 	}
 	testutil.Eventually(t, 10*time.Second, func() bool {
-		active, _, _, _ := hsState(e, h)
-		return active == 0
+		inflight, _, _, _ := hsState(e, h)
+		return inflight == 0
 	}, "the handshakes end")
 }
 
@@ -558,8 +621,8 @@ func TestWorkerCloseAllStopsHandshakes(t *testing.T) {
 	tu.TLSMaxHandshakes = 2
 	e := newEnv(t, tu)
 	h := e.w.tls
-	if h.max != 2 {
-		t.Fatalf("worker pool bound %d, want 2", h.max)
+	if h.gate.max != 2 {
+		t.Fatalf("worker pool bound %d, want 2", h.gate.max)
 	}
 	srv, _ := tlsPair(t, tls.VersionTLS13)
 	stopped := 0
