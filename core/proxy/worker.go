@@ -73,6 +73,7 @@ func NewWorker(l *loop.Loop, t Tuning) *Worker {
 	w.h.maxIdle = t.MaxIdle
 	w.tls = newTLSHandshakes(l, t.TLSMaxHandshakes)
 	w.tlsOut = newTLSHandshakes(l, t.TLSMaxHandshakes)
+	w.tlsOut.out = w.tls.out // one pool of record buffers per loop
 	w.grants.Notify = l.Notify
 	l.AddSource(&w.grants)
 	return w

@@ -55,9 +55,10 @@ import (
 //
 // Every caller of sndBuf must call again with p[n:] after a short write
 // (the mover does, and so does write(2)'s every user): the held byte is
-// taken from there. out keeps its capacity for the connection's life (one
-// write's records, about a buffer: no allocation per record); a later step
-// may pool it between writes.
+// taken from there. out (one write's records, about a buffer) comes from
+// the loop's outPool when a write starts and goes back to it once flushed
+// empty: no allocation per record nor per write, and an idle connection
+// holds no out buffer.
 //
 // A handshake goroutine waits for its peer parked in the runtime poller
 // (no OS thread, no slot, no token), never past its deadline: the
@@ -102,6 +103,7 @@ type tlsFd struct {
 	out      []byte    // loop mode: records not sent yet, from off
 	off      int
 	rerr     unix.Errno // loop mode: the socket's read error, if any
+	pool     *outPool   // loop mode: where out comes from and goes back
 	// Handshake mode (helper goroutine, tlsHandshakes): the pool, the CPU
 	// token and the slot held, the channel a slot is granted on, and the
 	// netpoller file the handshake waits on (f, its RawConn rc, its index
@@ -205,6 +207,9 @@ func (a *tlsFd) Read(p []byte) (int, error) {
 
 func (a *tlsFd) Write(p []byte) (int, error) {
 	if a.loop {
+		if a.out == nil && a.pool != nil {
+			a.out = a.pool.get()
+		}
 		a.out = append(a.out, p...)
 		return len(p), nil
 	}
@@ -316,9 +321,41 @@ func (a *tlsFd) flush() unix.Errno {
 		}
 		a.off += n
 	}
-	a.out, a.off = a.out[:0], 0
+	a.off = 0
+	if a.pool != nil {
+		a.pool.put(a.out) // an idle connection holds no out buffer
+		a.out = nil
+	} else {
+		a.out = a.out[:0]
+	}
 	a.answers = false
 	return 0
+}
+
+// outPool keeps the record buffers (tlsFd.out) of one loop's established
+// TLS connections between their writes: a connection takes one when it
+// writes and gives it back once the socket took every record, so an idle
+// connection holds none (crypto/tls keeps its own input buffers). Loop
+// thread only; at most maxOutFree kept.
+type outPool struct{ free [][]byte }
+
+const maxOutFree = 64
+
+func (p *outPool) get() []byte {
+	n := len(p.free)
+	if n == 0 {
+		return nil
+	}
+	b := p.free[n-1]
+	p.free[n-1] = nil
+	p.free = p.free[:n-1]
+	return b
+}
+
+func (p *outPool) put(b []byte) {
+	if cap(b) > 0 && len(p.free) < maxOutFree {
+		p.free = append(p.free, b[:0])
+	}
 }
 
 func (a *tlsFd) pending() bool { return a.off < len(a.out) }
@@ -514,6 +551,9 @@ func (x *tlsSock) close(fd int, reset bool) {
 		}
 	}
 	rawSock{}.close(fd, reset)
+	if x.a.pool != nil {
+		x.a.pool.put(x.a.out)
+	}
 	x.a.out, x.a.off = nil, 0
 }
 
@@ -561,6 +601,7 @@ type tlsHandshakes struct {
 	// counters (loop thread): inflight is started less ended
 	started, ok, failed uint64
 	inflight            int
+	out                 *outPool // given to the established connections
 }
 
 // hsGate is the state the helper goroutines share with the loop: the
@@ -584,7 +625,7 @@ type tlsJob struct {
 var errTLSStopped = errors.New("tls: handshake pool stopped")
 
 func newTLSHandshakes(l *loop.Loop, n int) *tlsHandshakes {
-	h := &tlsHandshakes{l: l}
+	h := &tlsHandshakes{l: l, out: new(outPool)}
 	h.gate.max = max(n, 1)
 	return h
 }
@@ -798,6 +839,7 @@ func (h *tlsHandshakes) finish(j tlsJob, err error) {
 		rawSock{}.close(j.x.a.fd, true)
 	} else {
 		h.ok++
+		j.x.a.pool = h.out
 	}
 	j.done(j.x, err)
 }

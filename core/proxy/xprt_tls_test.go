@@ -509,6 +509,8 @@ func TestTLSHandshakesStop(t *testing.T) {
 		}
 	}
 	parked := tlsAccept(e, h, 30*time.Second, srv, nil, done) // says nothing
+	testutil.Eventually(t, 10*time.Second, func() bool { _, p, _, _ := hsState(e, h); return p == 1 },
+		"the silent client's handshake parked")
 	running := tlsAccept(e, h, 30*time.Second, srv, nil, done)
 	startClient(running, cli)
 	<-entered
@@ -716,4 +718,43 @@ func TestTLSHandshakeCPUTokens(t *testing.T) {
 		t.Errorf("%d tokens still held", n)
 	}
 	e.do(func() { est.close(est.a.fd, true) })
+}
+
+// TestTLSIdleHoldsNoOutBuffer: once its records left, an established TLS
+// connection gives its record buffer back to the loop's pool (an idle
+// connection holds none), and its next write takes one from there.
+func TestTLSIdleHoldsNoOutBuffer(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	srv, cli := tlsPair(t, tls.VersionTLS13)
+	errc := make(chan error, 1)
+	var x *tlsSock
+	c := e.connect(func(fd int) {
+		x = newTLSClient(fd, cli)
+		e.w.tls.start(x, 10*time.Second, func(_ *tlsSock, err error) { errc <- err })
+	})
+	sc := tls.Server(c, srv)
+	sc.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := sc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	msg := bytes.Repeat([]byte("x"), 16<<10)
+	for range 2 {
+		var held, free int
+		e.do(func() {
+			if n, err := x.sndBuf(x.a.fd, msg, false); n != len(msg) || err != 0 {
+				t.Errorf("sndBuf: %d, %v", n, err)
+			}
+			held, free = cap(x.a.out), len(e.w.tls.out.free)
+		})
+		if held != 0 || free != 1 {
+			t.Fatalf("after a flushed write: %d bytes of out held, %d buffers in the pool; want 0, 1", held, free)
+		}
+		if _, err := io.ReadFull(sc, make([]byte, len(msg))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.do(func() { x.close(x.a.fd, false) })
 }
