@@ -647,10 +647,10 @@ func TestWorkerCloseAllStopsHandshakes(t *testing.T) {
 	}, "every handshake is told the pool stopped")
 }
 
-// TestTLSClientHandshake: the client side (newTLSClient) through the same
-// pool: the handshake verifies the server, then the loop writes records.
-func TestTLSClientHandshake(t *testing.T) {
-	e := newEnv(t, defaultTuning())
+// tlsClientOnLoop makes a TLS client x on e's loop (the worker's pool runs
+// its handshake) and the server sc at the other end; then runs on the
+// loop thread once x is established.
+func tlsClientOnLoop(t *testing.T, e *env, then func(x *tlsSock) error) (*tlsSock, *tls.Conn) {
 	srv, cli := tlsPair(t, tls.VersionTLS13)
 	errc := make(chan error, 1)
 	var x *tlsSock
@@ -658,10 +658,7 @@ func TestTLSClientHandshake(t *testing.T) {
 		x = newTLSClient(fd, cli)
 		e.w.tls.start(x, 10*time.Second, func(x *tlsSock, err error) {
 			if err == nil {
-				_, e := x.sndBuf(x.a.fd, []byte("hello"), false)
-				if e != 0 {
-					err = e
-				}
+				err = then(x)
 			}
 			errc <- err
 		})
@@ -674,6 +671,19 @@ func TestTLSClientHandshake(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
+	return x, sc
+}
+
+// TestTLSClientHandshake: the client side (newTLSClient) through the same
+// pool: the handshake verifies the server, then the loop writes records.
+func TestTLSClientHandshake(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	x, sc := tlsClientOnLoop(t, e, func(x *tlsSock) error {
+		if _, e := x.sndBuf(x.a.fd, []byte("hello"), false); e != 0 {
+			return e
+		}
+		return nil
+	})
 	got := make([]byte, 5)
 	if _, err := io.ReadFull(sc, got); err != nil || string(got) != "hello" {
 		t.Fatalf("read %q, %v", got, err)
@@ -725,21 +735,7 @@ func TestTLSHandshakeCPUTokens(t *testing.T) {
 // connection holds none), and its next write takes one from there.
 func TestTLSIdleHoldsNoOutBuffer(t *testing.T) {
 	e := newEnv(t, defaultTuning())
-	srv, cli := tlsPair(t, tls.VersionTLS13)
-	errc := make(chan error, 1)
-	var x *tlsSock
-	c := e.connect(func(fd int) {
-		x = newTLSClient(fd, cli)
-		e.w.tls.start(x, 10*time.Second, func(_ *tlsSock, err error) { errc <- err })
-	})
-	sc := tls.Server(c, srv)
-	sc.SetDeadline(time.Now().Add(10 * time.Second))
-	if err := sc.Handshake(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	x, sc := tlsClientOnLoop(t, e, func(*tlsSock) error { return nil })
 	msg := bytes.Repeat([]byte("x"), 16<<10)
 	for range 2 {
 		var held, free int
