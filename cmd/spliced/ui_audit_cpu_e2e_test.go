@@ -188,6 +188,14 @@ func TestUIOperatorPages(t *testing.T) {
 	}, "the CPU map to be manual")
 	u.waitJS(5*time.Second, "the focus back on the loop's Pin button", fmt.Sprintf(`!!document.activeElement && document.activeElement.matches(%q)`, pin0))
 	u.shot("ops-cpu-1280")
+	// Another write (seen on the events stream) redraws the page: the
+	// focus stays on the control that had it.
+	evalJS[bool](u, `(() => { window.oldCPUPage = document.getElementById('page-cpu'); return true; })()`)
+	in.MustDo(200, "PATCH", "/api/v1/backends/web/servers/s1", `{"weight":43}`, auth)
+	u.waitJS(5*time.Second, "the page redrawn for the other write", `(() => { const p = document.getElementById('page-cpu'); return !!p && p !== window.oldCPUPage && p.dataset.ready === '1'; })()`)
+	if !u.focusIn(pin0) {
+		t.Fatalf("after a redraw for another write the focus is on %q, want the loop's Pin button", evalJS[string](u, `document.activeElement.outerHTML.slice(0, 120)`))
+	}
 	// The map's mode: auto, again with the plan first.
 	u.run("open the mode dialog", chromedp.Click(chromedp.CSS(`#cpu-mode`)), chromedp.WaitVisible(chromedp.CSS(`dialog[open] select#pin-value`)))
 	u.fill(`#pin-value`, "auto")

@@ -55,12 +55,9 @@ const ctx = {
   // refresh renders the page again and gives the focus back to the
   // control that was used: focus, a CSS selector, names it, else it is
   // found again from the control last used on the old page (focusKey).
-  async refresh(focus) {
-    const key = focus ? null : focusKey(lastUsed);
-    await route(true);
-    const el = focus ? main.querySelector(focus) : findKey(key);
-    if (el) el.focus();
-    else if (key || focus) main.focus({ preventScroll: true }); // the control is gone (deleted row)
+  // The focus is given once the newest redraw is drawn (see wantFocus).
+  refresh(focus) {
+    return route(true, focus ? { sel: focus } : focusKey(lastUsed));
   },
   dialogOpen() { return !!document.querySelector('dialog[open]'); },
 };
@@ -88,7 +85,7 @@ function focusKey(el) {
 function findKey(key) {
   if (!key) return null;
   const all = main.querySelectorAll(key.sel);
-  return all[key.rank] || all[0] || null;
+  return all[key.rank ?? 0] || all[0] || null;
 }
 
 // ---- login ----
@@ -221,13 +218,35 @@ let cleanup = null;
 let current = '';
 let seqNo = 0;
 let busyWriting = false;
-ctx.writing = async (fn) => { busyWriting = true; try { return await fn(); } finally { busyWriting = false; } };
+// writing runs one API write (fn returns request()'s answer); the
+// generation it made is then shown already, so that its echo on the
+// events stream does not redraw the page a second time.
+ctx.writing = async (fn) => {
+  busyWriting = true;
+  try {
+    const r = await fn();
+    const gen = r && ((r.data && r.data.generation) ?? (r.headers && r.headers.get('X-Spliced-Generation')));
+    if (gen !== null && gen !== undefined && !(r.data && r.data.dry_run)) ctx.lastGen = Math.max(ctx.lastGen ?? 0, Number(gen));
+    return r;
+  } finally { busyWriting = false; }
+};
 
-async function route(force = false) {
+// wantFocus is the control to focus once the page is drawn again (a
+// focusKey): what refresh() asked for, else the control that had the focus
+// when the redraw began, so that no redraw (a change seen on the events
+// stream, a Retry) drops a keyboard user's focus. A redraw overtaken by a
+// newer one leaves it to that one.
+let wantFocus = null;
+
+async function route(force = false, focus = null) {
   const hash = location.hash.replace(/^#\/?/, '');
   const [name, ...rest] = hash.split('/');
   const key = pages[name] ? name : 'overview';
   if (!force && key === current && rest.join('/') === ctx.sub) return;
+  const a = document.activeElement;
+  if (key !== current) wantFocus = null; // another page: hashchange focuses main
+  else if (focus) wantFocus = focus;
+  else if (a && a !== main && main.contains(a)) wantFocus = focusKey(a);
   current = key;
   ctx.sub = rest.map(decodeURIComponent).join('/');
   const my = ++seqNo;
@@ -245,8 +264,16 @@ async function route(force = false) {
     cleanup = typeof c === 'function' ? c : null;
     root.setAttribute('aria-busy', 'false');
     root.dataset.ready = '1';
+    if (wantFocus) {
+      const el = findKey(wantFocus);
+      wantFocus = null;
+      if (el) el.focus();
+      else main.focus({ preventScroll: true }); // the control is gone (deleted row)
+    }
   } catch (e) {
     if (my !== seqNo) return;
+    if (wantFocus) main.focus({ preventScroll: true });
+    wantFocus = null;
     clear(root);
     root.appendChild(h('div', { class: 'panel' }, h('h2', null, pages[key].title),
       h('p', { class: 'notice warn', role: 'alert' }, e instanceof ApiError ? `${e.status}: ${e.message}` : `Could not load: ${e.message}`),

@@ -8,7 +8,6 @@ import { h, toast, planSummary, num, bytes, rate, badge, ago } from './dom.js';
 export async function write(ctx, method, path, body, what, opts) {
   const r = await ctx.writing(() => request(method, path, body, opts));
   const gen = (r.data && r.data.generation) ?? r.headers.get('X-Spliced-Generation');
-  if (gen !== null && gen !== undefined && !(r.data && r.data.dry_run)) ctx.lastGen = Math.max(ctx.lastGen ?? 0, Number(gen));
   toast(`${what} · generation ${gen}${r.data && r.data.plan ? ' · ' + planSummary(r.data.plan) : ''}`);
   return r;
 }
