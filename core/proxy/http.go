@@ -258,10 +258,7 @@ func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Point
 	c.hash = balance.HashAddr(c.peer)
 	c.phase = phHead
 	c.armIn(c.hf.RequestTimeout)
-	if _, raw := xp.(rawSock); !raw {
-		// crypto/tls may hold the first request already (read with the
-		// end of the handshake): the socket will not signal it again.
-		c.cli.FD.Ready |= evIn
+	if c.cli.canRecv() { // the transport holds the first request already (register)
 		w.L.Wake(&c.cli.Task, loop.Urgent)
 	}
 	return c

@@ -44,12 +44,18 @@ func (s *Side) adopt(fd int, xp transport) {
 }
 
 // register adds the side's fd to l's epoll set (edge-triggered, both
-// directions): readiness then wakes s.Task.
+// directions): readiness then wakes s.Task. A transport that holds what
+// the next read returns (rcvPending: an established TLS connection may
+// hold the client's first bytes) makes the side readable at once: no
+// edge will say so.
 func (s *Side) register(l *loop.Loop) error {
 	if err := l.Register(&s.FD); err != nil {
 		return err
 	}
 	s.reg = true
+	if s.xp.rcvPending() {
+		s.FD.Ready |= evIn
+	}
 	return nil
 }
 

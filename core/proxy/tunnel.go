@@ -199,12 +199,6 @@ func (w *Worker) startTCP(fd int, xp transport, fe *Frontend) {
 		t.close(closeAbort)
 		return
 	}
-	if _, raw := xp.(rawSock); !raw {
-		// crypto/tls may hold client bytes already (read with the end of
-		// the handshake): the first pump reads them, whatever the socket
-		// says.
-		t.cli.FD.Ready |= evIn
-	}
 	t.connect(nil)
 }
 

@@ -78,8 +78,9 @@ import (
 // since crypto/tls last held none, which the Read that returned data (and
 // drained its plaintext) consumed. A short read thus always means "socket
 // drained and nothing buffered", so the Side's shortRead is right to clear
-// evIn, and a full read leaves evIn set for the next one. The handshake may have read ahead as well: the owner
-// sets evIn when it registers the established side (see tlsHandshakes).
+// evIn, and a full read leaves evIn set for the next one. The handshake may have read ahead as well: an
+// established tlsSock reports rcvPending until its first read, so the
+// Side that registers it starts readable (Side.register).
 type tlsSock struct {
 	c    *tls.Conn
 	a    tlsFd
@@ -761,8 +762,8 @@ func (h *tlsHandshakes) closeFile(a *tlsFd) {
 // start begins x's handshake, which must end within timeout from now.
 // done runs exactly once:
 //   - nil: x is established and every later use of it is the loop's
-//     (register its fd with x as the Side's transport and set evIn:
-//     crypto/tls may have read past the handshake). Loop thread.
+//     (register its fd with x as the Side's transport: the side starts
+//     readable, crypto/tls may have read past the handshake). Loop thread.
 //   - an error: x's fd is closed already (an RST). Loop thread, except
 //     after stop (errTLSStopped): when the loop itself has stopped by the
 //     time a handshake ends, done runs on the helper goroutine, so on
@@ -792,6 +793,10 @@ func (h *tlsHandshakes) run(j tlsJob) {
 		if err = j.x.c.Handshake(); err == nil {
 			a.loop = true
 			a.recs = recsUnknown
+			// crypto/tls may have read past the handshake (the client's
+			// first bytes with its Finished): the socket will not signal
+			// them again, so the first read is due whatever it says.
+			j.x.more = true
 		} else if j.x.plainHTTP {
 			j.x.answerPlain(err)
 		}
