@@ -1,0 +1,287 @@
+package etcdtest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// ReadyTimeout bounds the wait for a member to be ready (joined its
+// cluster, a leader elected): generous, for a loaded machine under -race.
+const ReadyTimeout = 30 * time.Second
+
+// Options of Launch.
+type Options struct {
+	// Members is the number of members (1 when 0).
+	Members int
+	// Dir holds one data directory per member (Dir/m0, Dir/m1, …).
+	Dir string
+	// ClientAddrs are the members' client addresses (host:port), one per
+	// member; empty: free ports on 127.0.0.1. PeerAddrs likewise for the
+	// peer (raft) traffic.
+	ClientAddrs, PeerAddrs []string
+	// Fsync keeps etcd's fsync (a development server); tests go without.
+	Fsync bool
+	// Logger receives the servers' logs; nil: errors only, on stderr.
+	Logger *zap.Logger
+}
+
+// Cluster is a running set of embedded etcd members.
+type Cluster struct {
+	t       testing.TB // nil when started by Launch
+	opts    Options
+	members []*member
+}
+
+type member struct {
+	mu     sync.Mutex
+	cfg    *embed.Config // kept for Restart: same name, ports, directory
+	etcd   *embed.Etcd   // nil while stopped
+	client string        // host:port
+}
+
+// Start starts a cluster of members (1 or 3, typically) on free ports of
+// 127.0.0.1 with their data in t.TempDir(), waits until every member is
+// ready (at most ReadyTimeout) and stops them at t.Cleanup. It fails t
+// when the cluster does not start.
+func Start(t testing.TB, members int) *Cluster {
+	t.Helper()
+	var c *Cluster
+	var err error
+	dir := t.TempDir()
+	// A free port found by listening then closing may be taken by another
+	// process before etcd binds it: try again with other ports.
+	for attempt := 0; attempt < 3; attempt++ {
+		c, err = Launch(Options{Members: members, Dir: filepath.Join(dir, "try"+strconv.Itoa(attempt)), Logger: quietLogger()})
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	c.t = t
+	t.Cleanup(c.Close)
+	return c
+}
+
+// quietLogger logs errors only, on stderr, without stack traces: a
+// stopped member makes the others log warnings a test does not need to
+// see. The errors every Close logs (its listeners closing) are dropped.
+func quietLogger() *zap.Logger {
+	enc := zap.NewDevelopmentEncoderConfig()
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), zapcore.ErrorLevel)
+	return zap.New(closeNoiseFilter{core})
+}
+
+// closeNoiseFilter drops the errors embed.Etcd.Close logs about its own
+// listeners and servers closing.
+type closeNoiseFilter struct{ zapcore.Core }
+
+func (f closeNoiseFilter) With(fields []zapcore.Field) zapcore.Core {
+	return closeNoiseFilter{f.Core.With(fields)}
+}
+
+func (f closeNoiseFilter) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Message == "setting up serving from embedded etcd failed." {
+		return ce
+	}
+	if f.Enabled(e.Level) {
+		return ce.AddCore(e, f)
+	}
+	return ce
+}
+
+// Launch starts a cluster as o says and waits until it is ready (at most
+// ReadyTimeout). Close stops it.
+func Launch(o Options) (*Cluster, error) {
+	if o.Members <= 0 {
+		o.Members = 1
+	}
+	if o.Logger == nil {
+		o.Logger = quietLogger()
+	}
+	if o.Dir == "" {
+		return nil, errors.New("etcdtest: no data directory")
+	}
+	if (len(o.ClientAddrs) != 0 && len(o.ClientAddrs) != o.Members) || (len(o.PeerAddrs) != 0 && len(o.PeerAddrs) != o.Members) {
+		return nil, fmt.Errorf("etcdtest: %d members need %d client and peer addresses", o.Members, o.Members)
+	}
+	clients, peers := o.ClientAddrs, o.PeerAddrs
+	var err error
+	if len(clients) == 0 {
+		if clients, err = freeAddrs(o.Members); err != nil {
+			return nil, err
+		}
+	}
+	if len(peers) == 0 {
+		if peers, err = freeAddrs(o.Members); err != nil {
+			return nil, err
+		}
+	}
+	var initial []string
+	for i := range o.Members {
+		initial = append(initial, memberName(i)+"=http://"+peers[i])
+	}
+	c := &Cluster{opts: o}
+	for i := range o.Members {
+		cfg := embed.NewConfig()
+		cfg.Name = memberName(i)
+		cfg.Dir = filepath.Join(o.Dir, cfg.Name)
+		cu := url.URL{Scheme: "http", Host: clients[i]}
+		pu := url.URL{Scheme: "http", Host: peers[i]}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
+		cfg.InitialCluster = strings.Join(initial, ",")
+		cfg.InitialClusterToken = "etcdtest"
+		cfg.EnableGRPCGateway = false
+		cfg.UnsafeNoFsync = !o.Fsync
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(o.Logger)
+		cfg.LogLevel = "error"
+		c.members = append(c.members, &member{cfg: cfg, client: clients[i]})
+	}
+	// All members start before any is awaited: a member of a cluster is
+	// ready only once a quorum of its peers answers.
+	for i, m := range c.members {
+		if err := m.start(); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("etcdtest: start member %d: %w", i, err)
+		}
+	}
+	for i, m := range c.members {
+		if err := m.waitReady(); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("etcdtest: member %d: %w", i, err)
+		}
+	}
+	return c, nil
+}
+
+func memberName(i int) string { return "m" + strconv.Itoa(i) }
+
+// freeAddrs returns n addresses 127.0.0.1:port that nothing listens on now.
+func freeAddrs(n int) ([]string, error) {
+	var out []string
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("etcdtest: free port: %w", err)
+		}
+		ls = append(ls, l) // held until all are chosen: n distinct ports
+		out = append(out, l.Addr().String())
+	}
+	return out, nil
+}
+
+func (m *member) start() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.etcd != nil {
+		return nil
+	}
+	e, err := embed.StartEtcd(m.cfg)
+	if err != nil {
+		return err
+	}
+	m.etcd = e
+	return nil
+}
+
+func (m *member) waitReady() error {
+	m.mu.Lock()
+	e := m.etcd
+	m.mu.Unlock()
+	if e == nil {
+		return errors.New("stopped")
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return nil
+	case err := <-e.Err():
+		return err
+	case <-time.After(ReadyTimeout):
+		return fmt.Errorf("not ready after %v", ReadyTimeout)
+	}
+}
+
+func (m *member) stop() {
+	m.mu.Lock()
+	e := m.etcd
+	m.etcd = nil
+	m.mu.Unlock()
+	if e != nil {
+		e.Close()
+	}
+}
+
+// Endpoints are the members' client addresses (host:port), stopped
+// members included, in member order.
+func (c *Cluster) Endpoints() []string {
+	out := make([]string, len(c.members))
+	for i, m := range c.members {
+		out[i] = m.client
+	}
+	return out
+}
+
+// StoreURL is the --store URL of the cluster with prefix (e.g. "/spliced").
+func (c *Cluster) StoreURL(prefix string) string {
+	return "etcd://" + strings.Join(c.Endpoints(), ",") + prefix
+}
+
+// Stop stops member i (its client and peer ports close; its data stays).
+// Stopping a stopped member does nothing.
+func (c *Cluster) Stop(i int) {
+	c.members[i].stop()
+}
+
+// Restart starts member i again on the same ports with the same data and
+// waits until it is ready (which needs a quorum of the members running).
+// It fails the test (or panics under Launch) when the member does not
+// come back.
+func (c *Cluster) Restart(i int) {
+	m := c.members[i]
+	err := m.start()
+	if err == nil {
+		err = m.waitReady()
+	}
+	if err != nil {
+		err = fmt.Errorf("etcdtest: restart member %d: %w", i, err)
+		if c.t != nil {
+			c.t.Helper()
+			c.t.Fatal(err)
+		}
+		panic(err)
+	}
+}
+
+// Close stops every member.
+func (c *Cluster) Close() {
+	var wg sync.WaitGroup
+	for _, m := range c.members {
+		wg.Go(m.stop)
+	}
+	wg.Wait()
+}
+
+// DataDir is member i's data directory.
+func (c *Cluster) DataDir(i int) string { return c.members[i].cfg.Dir }
