@@ -70,6 +70,17 @@ type Options struct {
 	// TCPULPPath is the kernel's TCP ULP list /api/v1/info reads for its
 	// "ktls" field; "" means core.TCPULPPath (tests point it at a file).
 	TCPULPPath string
+
+	// Cluster is the set of nodes sharing the configuration through a
+	// cluster store (--store etcd://…); nil on a single node (the state
+	// directory). With it, a write commits without applying (the node
+	// applies through Cluster.Sync, every other node through its watch)
+	// and waits for the nodes (?wait_ms=, cluster.go).
+	Cluster core.Cluster
+	// Node names this node (--node-name, --node-address): the audit
+	// entries and revisions of the writes it takes, /api/v1/info, and the
+	// single node of /api/v1/cluster. With Cluster, Cluster.Self wins.
+	Node core.NodeIdentity
 }
 
 // MaxBodyBytes bounds every request body (413 beyond).
@@ -107,7 +118,9 @@ type server struct {
 	obs     *observer // stats, metrics, events, audit (stats.go)
 	ulpPath string    // core.KTLSSupport's file, for /api/v1/info
 	tickets *tlsconf.TicketKeys
-	alog    *accesslog.Log // GET /api/v1/logs (logs.go)
+	alog    *accesslog.Log    // GET /api/v1/logs (logs.go)
+	cluster core.Cluster      // nil on a single node (cluster.go)
+	node    core.NodeIdentity // this node
 }
 
 // New returns the admin HTTP handler: the REST API under /api/v1, /healthz,
@@ -117,7 +130,10 @@ func New(o Options) http.Handler {
 		store: o.Store, core: o.Core, env: o.Env, version: o.Version,
 		dir: o.StateDir, addr: o.AdminAddr, log: o.Logger, started: o.Started,
 		spec: openapi.JSON(), c: newCollections(), ulpPath: o.TCPULPPath,
-		tickets: o.TicketKeys, alog: o.AccessLog,
+		tickets: o.TicketKeys, alog: o.AccessLog, cluster: o.Cluster, node: o.Node,
+	}
+	if s.cluster != nil {
+		s.node = s.cluster.Self()
 	}
 	if s.ulpPath == "" {
 		s.ulpPath = core.TCPULPPath
@@ -137,6 +153,7 @@ func New(o Options) http.Handler {
 		s.obs.audit.keep = o.AuditKeep
 	}
 	s.obs.audit.sys = o.AuditCopy
+	s.obs.audit.node = s.node.Name
 	if err := s.obs.audit.recoverPending(s.store); err != nil {
 		s.log.Error("audit trail: writes under way at the last stop not recovered", "err", err)
 	}
@@ -159,7 +176,8 @@ func New(o Options) http.Handler {
 			http.MethodPut:   {mediaJSON},
 			http.MethodPatch: {mediaMerge, mediaJSON},
 		}),
-		middleware.GetHead) // HEAD answers like GET, without the body
+		middleware.GetHead, // HEAD answers like GET, without the body
+		s.staleReads)       // cluster store unreachable: X-Spliced-Stale (cluster.go)
 	r.NotFound(s.handle(notFound))
 	r.MethodNotAllowed(s.handle(s.methodNotAllowed))
 	s.routes(r)
@@ -180,6 +198,7 @@ func (s *server) routes(r chi.Router) {
 	r.Get("/metrics", s.metrics) // an http.Handler with its own admission (metrics.go)
 
 	r.Get(base+"/info", s.handle(s.info))
+	r.Get(base+"/cluster", s.handle(s.getCluster))
 	r.Get(base+"/config", s.handle(s.getConfig))
 	r.Put(base+"/config", s.handle(s.putConfig))
 	r.Get(base+"/config/revisions", s.handle(s.listRevisions))
@@ -343,6 +362,10 @@ type WriteResult struct {
 	Plan config.Plan `json:"plan"`
 	// Result is the written object as GET now returns it (defaults filled).
 	Result any `json:"result,omitempty" swaggertype:"object"`
+	// Nodes (cluster mode) says which live nodes run the new generation
+	// after the wait (?wait_ms=), which refused it (with their errors) and
+	// which had not answered yet. The write is committed either way.
+	Nodes *core.WaitResult `json:"nodes,omitempty"`
 }
 
 // writeOp describes one write for server.write.
@@ -365,14 +388,22 @@ type writeOp struct {
 
 // write runs op through the store: one atomic Update under the store's lock
 // (If-Match checked there too), validated, persisted, applied by the core
-// before the answer.
+// before the answer. In cluster mode (s.cluster set) the Update commits
+// without applying; the node then applies the new generation (Sync) and the
+// answer says which nodes run it after ?wait_ms= (writeCluster).
 func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) error {
 	dry, err := dryRun(r)
 	if err != nil {
 		return err
 	}
+	wait, err := waitOf(r)
+	if err != nil {
+		return err
+	}
 	ifMatch := r.Header.Get("If-Match")
 	var prefix string
+	// mutate may run more than once: the store runs it again on the newer
+	// config after a commit that lost a race (another node wrote first).
 	mutate := func(c *config.Config) error {
 		// Refused at once while the process stops, before anything is
 		// persisted (Apply would refuse too: core.ErrStopping).
@@ -409,18 +440,29 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) error
 		fault("pending")
 		return nil
 	}
-	apply := func(ctx context.Context, c *config.Config) error {
-		fault("persisted")
-		return s.core.Apply(ctx, c)
+	opts := config.UpdateOptions{
+		DryRun: dry, Env: s.env, Apply: s.applyLocal, Certificates: op.certificates,
+		Actor: actor(r.Context()), RestoreOf: op.restoreOf,
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), applyTimeout)
 	defer cancel()
-	res, err := s.store.Update(ctx, mutate, config.UpdateOptions{
-		DryRun: dry, Env: s.env, Apply: apply, Certificates: op.certificates,
-		Actor: actor(r.Context()), RestoreOf: op.restoreOf,
-	})
+	if s.cluster != nil {
+		// A committed generation is never reverted (other nodes may run
+		// it already): nothing to apply inside the Update. Validated with
+		// the rules of any machine; each node checks its CPUs and fd
+		// limit when it applies. Bounded: etcd unreachable answers 503
+		// within storeTimeout, not when the client gives up.
+		opts.Apply, opts.Env = nil, config.Env{}
+		var scancel context.CancelFunc
+		ctx, scancel = context.WithTimeout(ctx, storeTimeout)
+		defer scancel()
+	}
+	res, err := s.store.Update(ctx, mutate, opts)
 	s.noteWrite(r, dry, res, err)
 	if err != nil {
+		if s.cluster != nil && errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, config.ErrUnavailable) {
+			err = fmt.Errorf("%w: no answer within %s: %w", config.ErrUnavailable, storeTimeout, err)
+		}
 		if prefix != "" {
 			err = &inObject{prefix: prefix, err: err}
 		}
@@ -438,6 +480,10 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) error
 	if dry {
 		return writeValue(w, http.StatusOK, out)
 	}
+	if s.cluster != nil {
+		out.Nodes = s.syncAndWait(r, res.Generation, wait)
+		setNodeHeaders(h, out.Nodes)
+	}
 	if op.result == nil {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
@@ -451,6 +497,13 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) error
 		h.Set("Location", op.location)
 	}
 	return writeValue(w, op.status, out)
+}
+
+// applyLocal is the Apply of a single node's write: the data plane runs
+// the new generation before the store makes it current.
+func (s *server) applyLocal(ctx context.Context, c *config.Config) error {
+	fault("persisted")
+	return s.core.Apply(ctx, c)
 }
 
 func dryRun(r *http.Request) (bool, error) {

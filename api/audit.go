@@ -86,6 +86,9 @@ type AuditEntry struct {
 	// Changes holds the before/after of each changed object when the plan
 	// has at most 8 items.
 	Changes []AuditChange `json:"changes,omitempty"`
+	// Node is the node that took the write (--node-name; absent on
+	// entries written before nodes had names).
+	Node string `json:"node,omitempty" example:"edge-1"`
 	// Recovered is set on an entry written at start-up for a write that
 	// was under way when spliced stopped (killed, crashed, power lost):
 	// "applied" (its generation was committed; Status is then 0, as no
@@ -178,6 +181,7 @@ type auditLog struct {
 	keep     int   // rotated files kept: audit.log.1 .. audit.log.keep
 	// sys, when set, gets a copy of every entry (local syslog/journald).
 	sys     io.Writer
+	node    string // this node's name, in every entry
 	refused *refusals
 
 	mu      sync.Mutex
@@ -245,8 +249,8 @@ func preAuthRefusal(a *auditRec, method string, status int) bool {
 }
 
 // entryOf is the entry of a request, without its outcome.
-func entryOf(r *http.Request, a *auditRec) AuditEntry {
-	e := AuditEntry{
+func (l *auditLog) entryOf(r *http.Request, a *auditRec) AuditEntry {
+	e := AuditEntry{Node: l.node,
 		Time: time.Now().UTC(), Actor: a.actor, Remote: r.RemoteAddr,
 		RequestID: requestID(r.Context()), Method: r.Method, Path: truncate(redactURI(r.URL), 1024),
 		DryRun: a.dry,
@@ -261,7 +265,7 @@ func entryOf(r *http.Request, a *auditRec) AuditEntry {
 // audit trail is logged; it does not undo the answered write (whose
 // pending record then stays, and becomes an entry at the next start).
 func (l *auditLog) append(r *http.Request, a *auditRec, status int) {
-	e := entryOf(r, a)
+	e := l.entryOf(r, a)
 	e.Status = status
 	if a.hasGen && status < 400 {
 		e.Generation = a.gen

@@ -47,15 +47,26 @@ func (l *auditLog) pendingPath() string { return filepath.Join(l.dir, pendingFil
 // generation gen: a pending record appended and fsynced to audit.pending.
 // It runs under the store's lock, so records are in the order the store
 // ran the writes. An error refuses the write.
+//
+// The store runs a write's mutate again after a commit that lost a race
+// (another node committed first): begin then ends the request's earlier
+// record, which was never committed, and writes one for the generation the
+// write now aims at. The request still makes one entry in audit.log.
 func (l *auditLog) begin(r *http.Request, gen int64) error {
 	a := auditOf(r.Context())
 	if a == nil || l.dir == "" {
 		return nil
 	}
-	e := entryOf(r, a)
+	e := l.entryOf(r, a)
 	e.Generation = gen
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if a.pending != 0 {
+		if err := l.endLocked(a.pending); err != nil {
+			return fmt.Errorf("audit trail: %w", err)
+		}
+		a.pending = 0
+	}
 	id := l.pending + 1
 	b, err := json.Marshal(pendingLine{ID: id, Entry: &e})
 	if err != nil {
@@ -76,6 +87,10 @@ func (l *auditLog) begin(r *http.Request, gen int64) error {
 func (l *auditLog) end(id int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.endLocked(id)
+}
+
+func (l *auditLog) endLocked(id int64) error {
 	l.open--
 	if l.open <= 0 {
 		l.open = 0

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/api/tokens"
 	"github.com/spliced-proxy/spliced/core"
+	"github.com/spliced-proxy/spliced/core/config"
 )
 
 // Info describes the running spliced.
@@ -42,6 +44,11 @@ type Info struct {
 	// "tls"): "available", "unavailable: no tls ULP" or "unknown: <why>"
 	// when the list cannot be read. spliced has no kTLS transport yet.
 	KTLS string `json:"ktls" example:"unavailable: no tls ULP"`
+	// Node is this node (--node-name, --node-address).
+	Node core.NodeIdentity `json:"node"`
+	// Store is the configuration store as this node sees it: kind "dir"
+	// (the state directory, always connected) or "etcd" (a cluster).
+	Store core.StoreState `json:"store"`
 }
 
 // info godoc
@@ -68,6 +75,7 @@ func (s *server) info(w http.ResponseWriter, r *http.Request) error {
 		StateDir: dir, AdminAddr: s.addr, GoVersion: runtime.Version(),
 		Role: role, TokenName: actor(r.Context()), Auth: authRequired(r.Context()),
 		KTLS: core.KTLSSupport(s.ulpPath),
+		Node: s.node, Store: s.storeState(),
 	})
 }
 
@@ -98,7 +106,7 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) error {
 // readyz godoc
 //
 //	@Summary		Readiness
-//	@Description	200 when the configuration is loaded and the data plane runs its current generation, else 503; 503 "stopping" from the moment the process begins to stop (SIGTERM); also 503, with the OS error, while the state directory refuses writes (full, read-only), until a write or a probe (at most once a second) succeeds. A pin of the config that could not be applied at start (CPU gone, not root), or a global maxconn that the fd limit holds below what the config asks or below 1000, or a certificate that expires within 14 days (or has expired), does not make it unready: it is listed in warnings (and logged).
+//	@Description	200 when the configuration is loaded and the data plane runs its current generation, else 503; 503 "stopping" from the moment the process begins to stop (SIGTERM); also 503, with the OS error, while the state directory refuses writes (full, read-only), until a write or a probe (at most once a second) succeeds. In a cluster, a node that runs an older generation than the store's (behind, or it refused the newer one) is 503 too; a cluster store that cannot be reached is not: the node serves its last generation, and the answer lists a warning. A pin of the config that could not be applied at start (CPU gone, not root), or a global maxconn that the fd limit holds below what the config asks or below 1000, or a certificate that expires within 14 days (or has expired), does not make it unready: it is listed in warnings (and logged).
 //	@Tags			health
 //	@Produce		json
 //	@Success		200	{object}	Health
@@ -118,7 +126,14 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
 	}
 	// After a write the state directory refused (full, read-only), not
 	// ready until a write succeeds again (a change, or the store's probe).
-	if err := s.store.StorageHealth(); err != nil {
+	// A cluster store that cannot be reached leaves the node ready: it
+	// serves its last generation, and taking every node out of rotation
+	// when etcd blips would be worse (a warning says it).
+	var warnings []string
+	if err := s.store.StorageHealth(); errors.Is(err, config.ErrUnavailable) {
+		warnings = append(warnings, "the configuration store cannot be reached: this node serves the last generation it "+
+			"applied, writes are refused (503) until the store answers again")
+	} else if err != nil {
 		// /readyz is public: the OS error, not where the state lives
 		// (shown to admins only, as in /api/v1/info).
 		detail := err.Error()
@@ -135,7 +150,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
 			Detail: "the data plane runs generation " + strconv.FormatInt(got, 10) +
 				", the configuration is at generation " + strconv.FormatInt(want, 10)}
 	}
-	h := Health{Status: "ready", Generation: want, Warnings: s.core.Runtime().Warnings}
+	h := Health{Status: "ready", Generation: want, Warnings: append(warnings, s.core.Runtime().Warnings...)}
 	h.Warnings = append(h.Warnings, s.core.PinWarnings()...)
 	h.Warnings = append(h.Warnings, certificateWarnings(s.store.Current(), time.Now())...)
 	return writeValue(w, http.StatusOK, h)

@@ -121,6 +121,17 @@ func problemFor(err error) Problem {
 			p.Status, p.Type = http.StatusInsufficientStorage, "storage-full"
 		}
 		p.Detail = "the change could not be saved, nothing was changed: " + se.Error()
+	case errors.Is(err, config.ErrUnavailable):
+		// The cluster store (etcd) cannot be reached or has no quorum: the
+		// node keeps running what it runs; a write may be sent again later.
+		p.Status, p.Type = http.StatusServiceUnavailable, "store-unavailable"
+		p.Detail = "the configuration store cannot be reached; the change was not committed (or, if the store " +
+			"stopped answering during the commit, not confirmed: read it back before sending it again): " + err.Error()
+	case errors.Is(err, config.ErrRace):
+		// Other nodes kept committing between this write's reads and its
+		// commit, through every retry of the store.
+		p.Status, p.Type = http.StatusConflict, "write-race"
+		p.Detail = "other writes kept committing first; nothing was changed, send the write again: " + err.Error()
 	case errors.Is(err, config.ErrNotFound):
 		p.Status, p.Type, p.Detail = http.StatusNotFound, "not-found", err.Error()
 	case errors.Is(err, config.ErrInUse):

@@ -19,7 +19,7 @@ type observer struct {
 
 func newObserver(s *server) *observer {
 	audit := newAuditLog(s.dir, s.log)
-	metrics := newMetricsHandler(s.core, s.version, audit.refused.count, newCertCollector(s.store))
+	metrics := newMetricsHandler(s.core, s.version, audit.refused.count, newCertCollector(s.store), newClusterCollector(s))
 	metrics.log = s.log
 	return &observer{audit: audit, events: newEventHub(s.core, s.log), metrics: metrics}
 }

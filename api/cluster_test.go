@@ -1,0 +1,392 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core"
+	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/coretest"
+)
+
+// fakeCluster is a core.Cluster for the API's tests: Sync applies the
+// store's current config to the core, Wait answers what wait returns.
+type fakeCluster struct {
+	self  core.NodeIdentity
+	store *config.Store
+	core  *coretest.Nop
+
+	mu        sync.Mutex
+	state     core.StoreState
+	nodes     []core.NodeStatus
+	nodesErr  error
+	syncs     int
+	waits     []fakeWait
+	wait      func(gen int64) core.WaitResult
+	syncedGen int64
+}
+
+type fakeWait struct {
+	gen int64
+	d   time.Duration
+}
+
+func (c *fakeCluster) Self() core.NodeIdentity { return c.self }
+
+func (c *fakeCluster) Sync(ctx context.Context) core.NodeStatus {
+	cur := c.store.Current()
+	err := c.core.Apply(ctx, cur)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncs++
+	c.syncedGen = cur.Generation
+	st := core.NodeStatus{NodeIdentity: c.self, RunningGeneration: c.core.Runtime().Generation, State: core.NodeInSync}
+	if err != nil {
+		st.State, st.Error = core.NodeRefused, err.Error()
+	}
+	return st
+}
+
+func (c *fakeCluster) Wait(ctx context.Context, gen int64, d time.Duration) core.WaitResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waits = append(c.waits, fakeWait{gen, d})
+	if c.wait != nil {
+		return c.wait(gen)
+	}
+	return core.WaitResult{Generation: gen, Applied: []string{c.self.Name}}
+}
+
+func (c *fakeCluster) Nodes(ctx context.Context) ([]core.NodeStatus, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes, c.nodesErr
+}
+
+func (c *fakeCluster) StoreState() core.StoreState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
+
+func (c *fakeCluster) setConnected(ok bool) {
+	c.mu.Lock()
+	c.state.Connected = ok
+	c.mu.Unlock()
+}
+
+// newClusterFixture is newFixture with a fake cluster of three nodes.
+func newClusterFixture(t testing.TB) (*fixture, *fakeCluster) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	st, err := config.Open(t.TempDir(), "", log)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	nop := &coretest.Nop{}
+	if err := nop.Apply(t.Context(), st.Current()); err != nil {
+		t.Fatal(err)
+	}
+	fc := &fakeCluster{self: core.NodeIdentity{Name: "edge-1", Address: "192.0.2.1"}, store: st, core: nop,
+		state: core.StoreState{Kind: "etcd", Endpoints: []string{"127.0.0.1:2379"}, Prefix: "/spliced", Connected: true}}
+	for i, n := range []string{"edge-1", "edge-2", "edge-3"} {
+		fc.nodes = append(fc.nodes, core.NodeStatus{NodeIdentity: core.NodeIdentity{Name: n, Address: fmt.Sprintf("192.0.2.%d", i+1)},
+			State: core.NodeInSync})
+	}
+	h := New(Options{Store: st, Core: nop, Version: "test", StateDir: st.Dir(), AdminAddr: "127.0.0.1:0", Logger: log,
+		AdminHosts: []string{"example.com:80"}, Cluster: fc, Node: core.NodeIdentity{Name: "ignored"}})
+	return &fixture{h: h, store: st, core: nop}, fc
+}
+
+// clusterAnswer is a write's answer with its nodes member.
+type clusterAnswer struct {
+	Generation int64            `json:"generation"`
+	Nodes      *core.WaitResult `json:"nodes"`
+}
+
+func TestClusterWriteCommitsThenSyncsAndWaits(t *testing.T) {
+	f, fc := newClusterFixture(t)
+	var applies []int64
+	f.core.Fail = func(c *config.Config) error { applies = append(applies, c.Generation); return nil }
+	fc.wait = func(gen int64) core.WaitResult {
+		return core.WaitResult{Generation: gen, WaitedMs: 3, Applied: []string{"edge-1", "edge-2"},
+			Refused: []core.NodeStatus{{NodeIdentity: core.NodeIdentity{Name: "edge-3"}, State: core.NodeRefused,
+				RefusedGeneration: gen, Error: "listen 127.0.0.1:8080: address already in use"}}}
+	}
+	w := f.must(t, http.StatusCreated, "POST", "/api/v1/backends?wait_ms=500", backendWeb)
+	a := decodeJSON[clusterAnswer](t, w)
+	if a.Nodes == nil || a.Nodes.Generation != a.Generation || len(a.Nodes.Refused) != 1 ||
+		a.Nodes.Refused[0].Error == "" || a.Nodes.Pending == nil {
+		t.Fatalf("answer %s", w.Body.String())
+	}
+	for k, want := range map[string]string{hdrNodesApplied: "edge-1,edge-2", hdrNodesRefused: "edge-3", hdrNodesPending: ""} {
+		if got, ok := w.Header()[k]; !ok || got[0] != want {
+			t.Fatalf("%s = %q, want %q", k, got, want)
+		}
+	}
+	// The store committed without applying: the core ran the generation
+	// once, through Sync, after the commit.
+	if len(applies) != 1 || applies[0] != a.Generation || fc.syncs != 1 {
+		t.Fatalf("applies %v, syncs %d (generation %d)", applies, fc.syncs, a.Generation)
+	}
+	if len(fc.waits) != 1 || fc.waits[0] != (fakeWait{a.Generation, 500 * time.Millisecond}) {
+		t.Fatalf("waits %+v", fc.waits)
+	}
+
+	// A node refusing does not fail the write, even the receiving one: it
+	// is committed (and not reverted).
+	f.core.Fail = func(*config.Config) error { return errors.New("port in use here") }
+	w = f.must(t, http.StatusOK, "PATCH", "/api/v1/backends/web", `{"balance":"leastconn"}`,
+		hdr{"Content-Type": "application/merge-patch+json"})
+	if got := decodeJSON[clusterAnswer](t, w).Generation; got != f.store.Current().Generation || got != a.Generation+1 {
+		t.Fatalf("generation %d, store at %d", got, f.store.Current().Generation)
+	}
+	// DELETE answers 204: the headers alone; the default wait is 2 s.
+	f.core.Fail = nil
+	w = f.must(t, http.StatusNoContent, "DELETE", "/api/v1/backends/web", "")
+	if w.Header().Get(hdrNodesApplied) != "edge-1,edge-2" || w.Body.Len() != 0 {
+		t.Fatalf("DELETE: headers %v body %q", w.Header(), w.Body.String())
+	}
+	if last := fc.waits[len(fc.waits)-1]; last.d != 2*time.Second {
+		t.Fatalf("default wait %v", last.d)
+	}
+	// A dry run commits nothing: no sync, no wait, no nodes.
+	n := len(fc.waits)
+	w = f.must(t, http.StatusOK, "POST", "/api/v1/backends?dry_run=true", backendWeb)
+	if len(fc.waits) != n || w.Header().Get(hdrNodesApplied) != "" || strings.Contains(w.Body.String(), `"nodes"`) {
+		t.Fatalf("dry run waited: %d waits, %s", len(fc.waits)-n, w.Body.String())
+	}
+}
+
+func TestWaitMsBounds(t *testing.T) {
+	f, fc := newClusterFixture(t)
+	for _, v := range []string{"-1", "30001", "x", "1.5"} {
+		w := f.must(t, http.StatusBadRequest, "POST", "/api/v1/backends?wait_ms="+v, backendWeb)
+		if p := problemOf(t, w); p.Type != "urn:spliced:problem:bad-query" || !strings.Contains(p.Detail, "wait_ms") {
+			t.Fatalf("wait_ms=%s: %+v", v, p)
+		}
+	}
+	if len(fc.waits) != 0 || f.store.Current().Generation != 0 {
+		t.Fatalf("a refused wait_ms reached the store: %+v, generation %d", fc.waits, f.store.Current().Generation)
+	}
+	f.must(t, http.StatusCreated, "POST", "/api/v1/backends?wait_ms=0", backendWeb)
+	f.must(t, http.StatusNoContent, "DELETE", "/api/v1/backends/web?wait_ms=30000", "")
+	if len(fc.waits) != 2 || fc.waits[0].d != 0 || fc.waits[1].d != 30*time.Second {
+		t.Fatalf("waits %+v", fc.waits)
+	}
+	// On a single node wait_ms is checked the same way (and has no effect).
+	s := newFixture(t)
+	s.must(t, http.StatusBadRequest, "POST", "/api/v1/backends?wait_ms=30001", backendWeb)
+	w := s.must(t, http.StatusCreated, "POST", "/api/v1/backends?wait_ms=10", backendWeb)
+	if _, ok := w.Header()[hdrNodesApplied]; ok || strings.Contains(w.Body.String(), `"nodes"`) {
+		t.Fatalf("single node answered nodes: %v %s", w.Header(), w.Body.String())
+	}
+}
+
+func TestStoreErrorsBecomeProblems(t *testing.T) {
+	for _, c := range []struct {
+		err    error
+		status int
+		typ    string
+	}{
+		{fmt.Errorf("commit: %w", config.ErrUnavailable), http.StatusServiceUnavailable, "store-unavailable"},
+		{fmt.Errorf("5 attempts: %w", config.ErrRace), http.StatusConflict, "write-race"},
+		{&inObject{prefix: "/backends/0", err: fmt.Errorf("x: %w", config.ErrUnavailable)}, http.StatusServiceUnavailable, "store-unavailable"},
+	} {
+		p := problemFor(c.err)
+		if p.Status != c.status || p.Type != "urn:spliced:problem:"+c.typ || !strings.Contains(p.Detail, c.err.Error()) {
+			t.Fatalf("%v: %+v", c.err, p)
+		}
+	}
+}
+
+func TestStaleHeaderOnReadsWhileTheStoreIsUnreachable(t *testing.T) {
+	f, fc := newClusterFixture(t)
+	f.seed(t)
+	paths := []string{"/api/v1/config", "/api/v1/backends", "/api/v1/info", "/api/v1/cluster"}
+	for _, p := range paths {
+		if w := f.must(t, 200, "GET", p, ""); w.Header().Get(hdrStale) != "" {
+			t.Fatalf("%s stale while connected", p)
+		}
+	}
+	fc.setConnected(false)
+	for _, p := range paths {
+		if w := f.must(t, 200, "GET", p, ""); w.Header().Get(hdrStale) != "true" {
+			t.Fatalf("%s: %s = %q while the store is unreachable", p, hdrStale, w.Header().Get(hdrStale))
+		}
+	}
+	if w := f.must(t, 200, "HEAD", "/api/v1/backends", ""); w.Header().Get(hdrStale) != "true" {
+		t.Fatal("HEAD not marked stale")
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if w := f.must(t, 200, "GET", p, ""); w.Header().Get(hdrStale) != "" {
+			t.Fatalf("%s marked stale", p)
+		}
+	}
+	fc.setConnected(true)
+	if w := f.must(t, 200, "GET", "/api/v1/backends", ""); w.Header().Get(hdrStale) != "" {
+		t.Fatal("still stale after the store came back")
+	}
+}
+
+func TestClusterResourceSingleNode(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t)
+	w := f.must(t, 200, "GET", "/api/v1/cluster", "")
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(w.Body.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"store", "self", "generation", "nodes"} {
+		if _, ok := raw[k]; !ok {
+			t.Fatalf("no %q in %s", k, w.Body.String())
+		}
+	}
+	ci := decodeJSON[ClusterInfo](t, w)
+	gen := f.store.Current().Generation
+	if ci.Store.Kind != "dir" || !ci.Store.Connected || ci.Store.Generation != gen || ci.Generation != gen ||
+		len(ci.Nodes) != 1 || ci.Nodes[0].RunningGeneration != gen || ci.Nodes[0].State != core.NodeInSync ||
+		ci.Nodes[0].AdminAddress != "127.0.0.1:0" || ci.Nodes[0].Version != "test" {
+		t.Fatalf("cluster %s", w.Body.String())
+	}
+	// The data plane behind the store (the stored config failed to apply
+	// at start): the node says it refused the current generation.
+	stale := f.store.Current().Clone()
+	stale.Generation--
+	if err := f.core.Apply(t.Context(), stale); err != nil {
+		t.Fatal(err)
+	}
+	ci = decodeJSON[ClusterInfo](t, f.must(t, 200, "GET", "/api/v1/cluster", ""))
+	if n := ci.Nodes[0]; n.State != core.NodeRefused || n.RefusedGeneration != gen || n.RunningGeneration != gen-1 {
+		t.Fatalf("node %+v", n)
+	}
+}
+
+func TestClusterResourceListsTheNodes(t *testing.T) {
+	f, fc := newClusterFixture(t)
+	ci := decodeJSON[ClusterInfo](t, f.must(t, 200, "GET", "/api/v1/cluster", ""))
+	if ci.Store.Kind != "etcd" || ci.Self != fc.self || len(ci.Nodes) != 3 || ci.Nodes[2].Name != "edge-3" {
+		t.Fatalf("cluster %+v", ci)
+	}
+	info := decodeJSON[Info](t, f.must(t, 200, "GET", "/api/v1/info", ""))
+	if info.Node != fc.self || info.Store.Kind != "etcd" || info.Store.Prefix != "/spliced" {
+		t.Fatalf("info node %+v store %+v", info.Node, info.Store)
+	}
+	// Unreachable store: the last list seen, if any; else a 503.
+	fc.mu.Lock()
+	fc.nodesErr = fmt.Errorf("list: %w", config.ErrUnavailable)
+	fc.mu.Unlock()
+	if ci := decodeJSON[ClusterInfo](t, f.must(t, 200, "GET", "/api/v1/cluster", "")); len(ci.Nodes) != 3 {
+		t.Fatalf("nodes %+v", ci.Nodes)
+	}
+	fc.mu.Lock()
+	fc.nodes = nil
+	fc.mu.Unlock()
+	w := f.must(t, 503, "GET", "/api/v1/cluster", "")
+	if p := problemOf(t, w); p.Type != "urn:spliced:problem:store-unavailable" {
+		t.Fatalf("problem %+v", p)
+	}
+}
+
+func TestInfoNamesTheNodeAndTheStore(t *testing.T) {
+	f := newFixture(t)
+	info := decodeJSON[Info](t, f.must(t, 200, "GET", "/api/v1/info", ""))
+	if info.Store.Kind != "dir" || !info.Store.Connected || info.Store.Generation != f.store.Current().Generation {
+		t.Fatalf("store %+v", info.Store)
+	}
+}
+
+func TestClusterMetrics(t *testing.T) {
+	f, fc := newClusterFixture(t)
+	fc.mu.Lock()
+	fc.nodes[1].RunningGeneration = 7
+	fc.mu.Unlock()
+	fams := scrape(t, f.h)
+	if v := fams["spliced_store_connected"].GetMetric()[0].GetGauge().GetValue(); v != 1 {
+		t.Fatalf("store_connected %v", v)
+	}
+	if v := fams["spliced_cluster_nodes"].GetMetric()[0].GetGauge().GetValue(); v != 3 {
+		t.Fatalf("cluster_nodes %v", v)
+	}
+	rg := fams["spliced_cluster_node_running_generation"].GetMetric()
+	if len(rg) != 3 || rg[1].GetLabel()[0].GetValue() != "edge-2" || rg[1].GetGauge().GetValue() != 7 {
+		t.Fatalf("running generation %v", rg)
+	}
+	// A single node: connected, one node, itself.
+	s := newFixture(t)
+	fams = scrape(t, s.h)
+	if v := fams["spliced_cluster_nodes"].GetMetric()[0].GetGauge().GetValue(); v != 1 {
+		t.Fatalf("single node: cluster_nodes %v", v)
+	}
+	if v := fams["spliced_cluster_node_running_generation"].GetMetric()[0].GetGauge().GetValue(); v != float64(s.store.Current().Generation) {
+		t.Fatalf("single node: running generation %v", v)
+	}
+}
+
+// A write whose mutate runs twice (the store retried after a lost race)
+// leaves one entry in audit.log and no pending record.
+func TestAuditBeginIsRepeatableForOneRequest(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		dir := t.TempDir()
+		l := newAuditLog(dir, slog.New(slog.DiscardHandler))
+		l.node = "edge-2"
+		rec := &auditRec{actor: "ops"}
+		r := httptest.NewRequest("POST", "/api/v1/backends", nil)
+		r = r.WithContext(context.WithValue(r.Context(), auditCtxKey{}, rec))
+		// The first run aimed at generation 2 and lost the race; the store
+		// refreshed to 2 (another node's) and ran mutate again, for 3.
+		if err := l.begin(r, 2); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.begin(r, 3); err != nil {
+			t.Fatal(err)
+		}
+		if crash {
+			// Killed before the answer: one write, one recovered entry.
+			st, err := config.Open(t.TempDir(), "", slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.recoverPending(st); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			l.append(r, rec, http.StatusCreated)
+		}
+		es := readAuditLog(t, dir)
+		if len(es) != 1 || es[0].Node != "edge-2" || es[0].Actor != "ops" {
+			t.Fatalf("crash %v: entries %+v", crash, es)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, pendingFile)); err != nil || len(b) != 0 {
+			t.Fatalf("crash %v: audit.pending %q (%v)", crash, b, err)
+		}
+	}
+}
+
+func readAuditLog(t *testing.T, dir string) []AuditEntry {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, auditFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []AuditEntry
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e AuditEntry
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
