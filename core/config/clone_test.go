@@ -20,6 +20,12 @@ func fill(v reflect.Value, n int) {
 	case reflect.Slice:
 		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
 		fill(v.Index(0), n)
+	case reflect.Map:
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(k, n)
+		fill(e, n)
+		v.Set(reflect.MakeMap(v.Type()))
+		v.SetMapIndex(k, e)
 	case reflect.String:
 		v.SetString(strings.Repeat("x", n))
 	case reflect.Int, reflect.Int64:
@@ -53,6 +59,13 @@ func assertNoSharing(t *testing.T, path string, a, b reflect.Value) {
 		}
 		for i := range a.Len() {
 			assertNoSharing(t, path+"[]", a.Index(i), b.Index(i))
+		}
+	case reflect.Map:
+		if a.Len() > 0 && a.Pointer() == b.Pointer() {
+			t.Errorf("%s: map shared", path)
+		}
+		for _, k := range a.MapKeys() {
+			assertNoSharing(t, path+"[k]", a.MapIndex(k), b.MapIndex(k))
 		}
 	}
 }

@@ -108,6 +108,9 @@ func (c *Config) Normalize() {
 	if c.IRQ.Policy == "" {
 		c.IRQ.Policy = IRQPolicyNone
 	}
+	for _, s := range c.Nodes {
+		s.normalize() // fills through the section's pointers
+	}
 }
 
 // Normalize fills a frontend's defaults.
@@ -259,16 +262,32 @@ func (c *Config) Clone() *Config {
 	out.Frontends = cloneSlice(c.Frontends, (*Frontend).clone)
 	out.Backends = cloneSlice(c.Backends, (*Backend).clone)
 	out.Certificates = cloneSlice(c.Certificates, (*Certificate).clone)
-	out.CPUMap.Threads = cloneSlice(c.CPUMap.Threads, func(t *ThreadCPUs) ThreadCPUs {
+	out.CPUMap = c.CPUMap.clone()
+	out.IRQ = c.IRQ.clone()
+	if c.Nodes != nil {
+		out.Nodes = make(map[string]NodeSettings, len(c.Nodes))
+		for name, s := range c.Nodes {
+			out.Nodes[name] = s.clone()
+		}
+	}
+	return &out
+}
+
+func (m *CPUMap) clone() CPUMap {
+	out := *m
+	out.Threads = cloneSlice(m.Threads, func(t *ThreadCPUs) ThreadCPUs {
 		return ThreadCPUs{Thread: t.Thread, CPUs: cloneInts(t.CPUs)}
 	})
-	if c.IRQ.NICs != nil {
-		out.IRQ.NICs = append([]string{}, c.IRQ.NICs...)
-	}
-	out.IRQ.Pins = cloneSlice(c.IRQ.Pins, func(p *IRQPin) IRQPin {
+	return out
+}
+
+func (q *IRQ) clone() IRQ {
+	out := *q
+	out.NICs = cloneStrings(q.NICs)
+	out.Pins = cloneSlice(q.Pins, func(p *IRQPin) IRQPin {
 		return IRQPin{IRQ: p.IRQ, CPUs: cloneInts(p.CPUs)}
 	})
-	return &out
+	return out
 }
 
 func (f *Frontend) clone() Frontend {

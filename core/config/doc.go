@@ -66,9 +66,13 @@
 //     token; sni is refused. A tcp route has sni only (required): a
 //     lower-case host name or "*." followed by one, once per frontend. A frontend without default_backend and
 //     routes is valid (built up step by step); it refuses connections.
-//   - A bind address is an IP literal or "*" (all IPv4 addresses, 0.0.0.0);
-//     no two binds anywhere share address:port, and the unspecified address
-//     of a family overlaps every address of that family on the same port.
+//   - A bind address is an IP literal, "*" (all IPv4 addresses, 0.0.0.0)
+//     or "${NODE_ADDRESS}" (NodeAddress, each node's own: see Node-local
+//     settings); no two binds anywhere share address:port, and the
+//     unspecified address of a family overlaps every address of that family
+//     on the same port. "${NODE_ADDRESS}" overlaps itself and the
+//     unspecified address of either family on the same port, not other
+//     literals (each node checks those in ForNode's result).
 //     Bind threads are unique and below the effective nbthread.
 //   - A server address is an IP literal or an RFC 1123 host name (resolved at
 //     apply time); ports are 1-65535, weights 0-256. A server's tls
@@ -100,6 +104,13 @@
 //     HTTP token, http mode only) need client_ca. A tcp frontend with SNI
 //     routes forwards TLS untouched and cannot have a tls bind.
 //   - tuning.tls.ticket_rotation_ms is 1 min to 1 week.
+//   - nodes: names as above; in each section, nbthread is 0-1024 and
+//     cpu_map and irq follow the rules of the document's, for the values
+//     that node runs (its section over the document's: bind and cpu_map
+//     threads below its nbthread, irq policy separate needs its loops
+//     pinned). CPUs are checked against the Env only in the section of
+//     Env.NodeName, and the document's nbthread, cpu_map and irq only
+//     where that section does not replace them.
 //   - certificates: names as above, unique; chain_sha256 is 64 hex digits.
 //     ParseCertificate checks an upload (certs.go): PEM, key matching the
 //     leaf, validity dates, a chain that links, supported keys.
@@ -121,6 +132,17 @@
 // missing (unknown_reference) or yields other metadata (invalid).
 // CertificateUsers is the one place references are found (binds' tls
 // certificates); the API's delete check (409) and used_by read it.
+//
+// # Node-local settings
+//
+// One document runs on every node of a cluster; Config.Nodes holds, per
+// node name (--node-name), the settings that differ because machines do:
+// nbthread, cpu_map and irq, each optional (absent: the document's
+// tuning.nbthread, cpu_map, irq). A bind address "${NODE_ADDRESS}" is
+// each node's --node-address. ForNode (nodes.go) makes the config a node
+// runs; it returns the document itself when neither applies, and an
+// error when "${NODE_ADDRESS}" is used by a node started without
+// --node-address. The node validates the result with its own Env.
 //
 // # Plans
 //

@@ -19,6 +19,16 @@ type Env struct {
 	// raised to the hard one at start). 0 skips the check of
 	// tuning.maxconn against it (limits.go), as for a persisted config.
 	FdLimit int64
+	// NodeName is this node's name (--node-name): the section of
+	// Config.Nodes by that name is the one whose CPUs are checked against
+	// CPUs (other nodes' machines are unknown here), and the document's
+	// nbthread, cpu_map and irq are checked against this machine only
+	// where that section does not replace them. "" : no section is local.
+	NodeName string
+	// NodeAddress is this node's --node-address, what "${NODE_ADDRESS}"
+	// becomes on it (ForNode does the replacement; Validate does not use
+	// it).
+	NodeAddress string
 }
 
 // cpuOnlinePath is where Linux lists the online CPUs in cpulist format.

@@ -47,6 +47,11 @@ func FuzzDecodeConfig(f *testing.F) {
 			}
 		}
 		_ = Validate(&c, Env{})
+		n, err := c.ForNode("edge-1", "192.0.2.1")
+		if err != nil {
+			t.Fatalf("ForNode with an address: %v", err)
+		}
+		_ = Validate(n, Env{NodeName: "edge-1", CPUs: env.CPUs})
 		p1 := Diff(base, &c)
 		p2 := Diff(&c, base)
 		if p1.Items == nil || p2.Items == nil {

@@ -70,6 +70,21 @@ type Config struct {
 	// Certificates are the TLS certificates' metadata (certs.go); their
 	// chains and keys are files of the state directory, never in here.
 	Certificates []Certificate `json:"certificates" validate:"dive"`
+	// Nodes are node-local settings keyed by node name (--node-name): on
+	// that node, a member of its section replaces the document's
+	// tuning.nbthread, cpu_map or irq, because machines differ.
+	Nodes map[string]NodeSettings `json:"nodes,omitempty"`
+}
+
+// NodeSettings are the settings of one node of a cluster that differ from
+// the document's. A member left out takes the document's value.
+type NodeSettings struct {
+	// Nbthread replaces tuning.nbthread on this node (0: its CPU count).
+	Nbthread *int `json:"nbthread,omitempty" validate:"omitempty,gte=0,lte=1024" example:"4"`
+	// CPUMap replaces cpu_map on this node.
+	CPUMap *CPUMap `json:"cpu_map,omitempty"`
+	// IRQ replaces irq on this node.
+	IRQ *IRQ `json:"irq,omitempty"`
 }
 
 // Frontend accepts client connections on its binds and hands them to a backend.
@@ -114,7 +129,9 @@ type FrontendHTTPOpts struct {
 
 // Bind is one listening address of a frontend.
 type Bind struct {
-	Name    string `json:"name" validate:"required"`
+	Name string `json:"name" validate:"required"`
+	// Address is an IP literal, "*" (0.0.0.0) or "${NODE_ADDRESS}",
+	// replaced on each node by its --node-address.
 	Address string `json:"address" validate:"required"`
 	Port    int    `json:"port" validate:"gte=1,lte=65535"`
 	// Shards > 0 opens that many SO_REUSEPORT sockets, one per loop, and lets

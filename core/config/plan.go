@@ -77,7 +77,10 @@ func (p Plan) Summary() string {
 //
 //  1. frontends, then backends, then tuning, cpu_map, irq, certificates
 //     ("certificate/<name>", in_place: only metadata is compared, and a
-//     new chain or key always comes with a new chain_sha256);
+//     new chain or key always comes with a new chain_sha256), then node
+//     sections ("node/<name>" by name; it changes nothing on other nodes,
+//     and its apply is what that node does: restart_loops when the nbthread
+//     it runs changes, else in_place);
 //  2. within frontends and backends, creates and updates in the order of new
 //     (each object's update item before the items of its binds or servers),
 //     then deletes in the order of old;
@@ -132,6 +135,7 @@ func diff(old, new *Config, unique bool) Plan {
 			}
 		},
 		func(c *Certificate) { d.add("certificate/"+c.Name, OpDelete, ApplyInPlace, nil) })
+	d.nodes(old, new)
 	return Plan{Items: d.items}
 }
 

@@ -74,12 +74,16 @@ func validate(c *Config, env Env, prev *Config) error {
 	}
 	p.fieldRules(c, prev)
 	vc := validation{c: c, env: env, p: &p}
+	if s, ok := c.Nodes[env.NodeName]; ok && env.NodeName != "" {
+		vc.self = &s
+	}
 	vc.frontends()
 	vc.backends()
 	vc.tuning()
 	vc.cpuMap()
 	vc.irq()
 	vc.certificates()
+	vc.nodes()
 	return p.err()
 }
 
@@ -143,7 +147,7 @@ func (p *problems) err() error {
 
 // topLevelRank orders the members of a Config as they appear in the
 // document.
-var topLevelRank = map[string]int{"generation": 0, "frontends": 1, "backends": 2, "tuning": 3, "cpu_map": 4, "irq": 5, "certificates": 6}
+var topLevelRank = map[string]int{"generation": 0, "frontends": 1, "backends": 2, "tuning": 3, "cpu_map": 4, "irq": 5, "certificates": 6, "nodes": 7}
 
 // comparePointers orders JSON pointers segment by segment: the top-level
 // members in document order, numeric segments numerically (so
@@ -220,6 +224,10 @@ func (p *problems) fieldRules(c *Config, prev *Config) {
 	p.structRules("/tuning", &c.Tuning)
 	p.structRules("/cpu_map", &c.CPUMap)
 	p.structRules("/irq", &c.IRQ)
+	for _, name := range c.NodeNames() {
+		s := c.Nodes[name]
+		p.structRules("/nodes/"+escapePointer(name), &s)
+	}
 }
 
 // prevServers finds the servers of the previous generation by name. A write
@@ -319,15 +327,35 @@ type validation struct {
 	c   *Config
 	env Env
 	p   *problems
+	// self is the section of Nodes of the node env describes
+	// (Env.NodeName), nil without one: what it replaces is checked in it
+	// against the machine, not in the document's values (nodes.go).
+	self *NodeSettings
 }
 
-// nbthread is the number of loop threads the config will run with, or 0
-// when it depends on a machine that env does not describe.
+// nbthread is the number of loop threads the document's tuning.nbthread
+// gives, or 0 when it depends on a machine that env does not describe (or
+// that runs its own nbthread).
 func (v *validation) nbthread() int {
 	if v.c.Tuning.Nbthread > 0 {
 		return v.c.Tuning.Nbthread
 	}
+	if v.self != nil && v.self.Nbthread != nil {
+		return 0
+	}
 	return len(v.env.CPUs)
+}
+
+// localNbthread is the number of loop threads the machine env describes
+// runs with (0: unknown).
+func (v *validation) localNbthread() int {
+	if v.self != nil && v.self.Nbthread != nil {
+		if *v.self.Nbthread > 0 {
+			return *v.self.Nbthread
+		}
+		return len(v.env.CPUs)
+	}
+	return v.nbthread()
 }
 
 func (v *validation) name(ptr, kind, name string) {
@@ -355,6 +383,33 @@ type bindRef struct {
 	ptr  string
 	addr netip.Addr
 	port int
+	node bool // the address is NodeAddress: each node's own, any address
+}
+
+// overlaps reports whether two binds cannot listen together. NodeAddress
+// may become any address: it collides with itself and with the
+// unspecified address of either family on the same port, but not with
+// another literal (ForNode's result is validated on each node, where the
+// address is known).
+func (b bindRef) overlaps(o bindRef) bool {
+	switch {
+	case b.port != o.port:
+		return false
+	case b.node && o.node:
+		return true
+	case b.node:
+		return o.addr.IsUnspecified()
+	case o.node:
+		return b.addr.IsUnspecified()
+	}
+	return addrsOverlap(b.addr, o.addr)
+}
+
+func (b bindRef) String() string {
+	if b.node {
+		return NodeAddress + ":" + strconv.Itoa(b.port)
+	}
+	return netip.AddrPortFrom(b.addr, uint16(b.port)).String()
 }
 
 func (v *validation) frontends() {
@@ -394,19 +449,19 @@ func (v *validation) frontends() {
 				continue // required, reported by the field rules
 			}
 			addr, ok := ParseBindAddress(b.Address)
-			if !ok {
-				v.p.addf(bp+"/address", CodeFormat, "bind address %q must be an IPv4 or IPv6 literal or \"*\"", b.Address)
+			node := b.Address == NodeAddress
+			if !ok && !node {
+				v.p.addf(bp+"/address", CodeFormat, "bind address %q must be an IPv4 or IPv6 literal, \"*\" or %q", b.Address, NodeAddress)
 				continue
 			}
 			if b.Port < 1 || b.Port > 65535 {
 				continue // reported by the field rules
 			}
 			// An IPv4-mapped IPv6 address binds the IPv4 address.
-			me := bindRef{ptr: bp, addr: addr.Unmap(), port: b.Port}
+			me := bindRef{ptr: bp, addr: addr.Unmap(), port: b.Port, node: node}
 			for _, o := range binds {
-				if o.port == me.port && addrsOverlap(o.addr, me.addr) {
-					v.p.addf(bp, CodeAddressConflict, "%s overlaps %s (%s)",
-						netip.AddrPortFrom(me.addr, uint16(me.port)), o.ptr, netip.AddrPortFrom(o.addr, uint16(o.port)))
+				if me.overlaps(o) {
+					v.p.addf(bp, CodeAddressConflict, "%s overlaps %s (%s)", me, o.ptr, o)
 					break
 				}
 			}
@@ -596,14 +651,15 @@ func (v *validation) tuning() {
 	// As HAProxy refuses to start with a maxconn the fd limit cannot hold:
 	// past it the process runs out of fds, and the admin API with it.
 	if lim := v.env.FdLimit; lim > 0 && t.Maxconn > 0 {
-		if b := NewFdBudget(v.c, v.nbthread()); b.Fds(t.Maxconn) > lim {
+		if b := NewFdBudget(v.c, v.localNbthread()); b.Fds(t.Maxconn) > lim {
 			v.p.add("/tuning/maxconn", CodeFdLimit, b.Message(t.Maxconn, lim))
 		}
 	}
 }
 
-func (v *validation) cpus(ptr string, ids []int) {
-	if len(v.env.CPUs) == 0 {
+// cpus checks that CPU ids are online, when check is set and env knows.
+func (v *validation) cpus(ptr string, ids []int, check bool) {
+	if !check || len(v.env.CPUs) == 0 {
 		return
 	}
 	for k, id := range ids {
@@ -613,51 +669,64 @@ func (v *validation) cpus(ptr string, ids []int) {
 	}
 }
 
+// cpuMap checks the document's cpu_map; its CPUs against the machine
+// unless this node's section replaces it.
 func (v *validation) cpuMap() {
-	m := &v.c.CPUMap
+	v.cpuMapRules("/cpu_map", &v.c.CPUMap, v.nbthread(), v.self == nil || v.self.CPUMap == nil)
+}
+
+// cpuMapRules checks the cpu_map m at ptr for a node running nb loop
+// threads (0: unknown); checkCPUs: its CPUs are this machine's.
+func (v *validation) cpuMapRules(ptr string, m *CPUMap, nb int, checkCPUs bool) {
 	switch {
 	case m.Mode == CPUMapManual && len(m.Threads) == 0:
-		v.p.add("/cpu_map/threads", CodeRequired, "mode manual needs the thread → CPU list")
+		v.p.add(ptr+"/threads", CodeRequired, "mode manual needs the thread → CPU list")
 	case m.Mode != CPUMapManual && len(m.Threads) > 0:
-		v.p.addf("/cpu_map/threads", CodeModeMismatch, "threads are only used with mode manual, not %q", m.Mode)
+		v.p.addf(ptr+"/threads", CodeModeMismatch, "threads are only used with mode manual, not %q", m.Mode)
 	}
-	nb := v.nbthread()
 	seen := map[int]int{}
 	for i := range m.Threads {
-		tp := "/cpu_map/threads/" + strconv.Itoa(i)
+		tp := ptr + "/threads/" + strconv.Itoa(i)
 		t := m.Threads[i].Thread
 		if first, dup := seen[t]; dup {
-			v.p.addf(tp+"/thread", CodeDuplicate, "thread %d is already mapped at /cpu_map/threads/%d", t, first)
+			v.p.addf(tp+"/thread", CodeDuplicate, "thread %d is already mapped at %s/threads/%d", t, ptr, first)
 		} else {
 			seen[t] = i
 			if nb > 0 && t >= nb {
 				v.p.addf(tp+"/thread", CodeOutOfRange, "thread %d does not exist: nbthread is %d", t, nb)
 			}
 		}
-		v.cpus(tp+"/cpus", m.Threads[i].CPUs)
+		v.cpus(tp+"/cpus", m.Threads[i].CPUs, checkCPUs)
 	}
 }
 
+// irq checks the document's irq; its CPUs against the machine unless this
+// node's section replaces it.
 func (v *validation) irq() {
-	q := &v.c.IRQ
-	if q.Policy == IRQPolicySeparate && v.c.CPUMap.Mode != CPUMapAuto && v.c.CPUMap.Mode != CPUMapManual {
+	v.irqRules("/irq", &v.c.IRQ, v.c.CPUMap.Mode, v.self == nil || v.self.IRQ == nil)
+}
+
+// irqRules checks the irq q at ptr for a node whose cpu_map has mode
+// mapMode; checkCPUs: its CPUs are this machine's.
+func (v *validation) irqRules(ptr string, q *IRQ, mapMode string, checkCPUs bool) {
+	if q.Policy == IRQPolicySeparate && !pinnedMode(mapMode) {
 		// The policy places IRQs next to the loop CPUs: unpinned loops have none.
-		v.p.addf("/irq/policy", CodeModeMismatch, "policy separate needs pinned loops: cpu_map mode auto or manual, not %q", v.c.CPUMap.Mode)
+		v.p.addf(ptr+"/policy", CodeModeMismatch, "policy separate needs pinned loops: cpu_map mode auto or manual, not %q", mapMode)
 	}
 	for i, nic := range q.NICs {
 		if !ValidInterfaceName(nic) {
-			v.p.addf("/irq/nics/"+strconv.Itoa(i), CodeFormat, "%q is not a network interface name", nic)
+			v.p.addf(ptr+"/nics/"+strconv.Itoa(i), CodeFormat, "%q is not a network interface name", nic)
 		}
 	}
 	seen := map[int]int{}
 	for i := range q.Pins {
-		pp := "/irq/pins/" + strconv.Itoa(i)
+		pp := ptr + "/pins/" + strconv.Itoa(i)
 		if first, dup := seen[q.Pins[i].IRQ]; dup {
-			v.p.addf(pp+"/irq", CodeDuplicate, "IRQ %d is already pinned at /irq/pins/%d", q.Pins[i].IRQ, first)
+			v.p.addf(pp+"/irq", CodeDuplicate, "IRQ %d is already pinned at %s/pins/%d", q.Pins[i].IRQ, ptr, first)
 		} else {
 			seen[q.Pins[i].IRQ] = i
 		}
-		v.cpus(pp+"/cpus", q.Pins[i].CPUs)
+		v.cpus(pp+"/cpus", q.Pins[i].CPUs, checkCPUs)
 	}
 }
 
