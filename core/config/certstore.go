@@ -2,14 +2,17 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -25,35 +28,33 @@ import (
 // Open refuses a certs/ that other users can reach (checkCertsAccess).
 const CertsDir = "certs"
 
-func (s *Store) certsDir() string { return filepath.Join(s.dir, CertsDir) }
+func (d *DirStorage) certsDir() string { return filepath.Join(d.dir, CertsDir) }
 
 func certFileName(chainSHA256 string) string { return chainSHA256 + ".pem" }
 
-// saveCertificates writes the bundles of the certificates of next that
-// bundles holds, before the revision that refers to them. A refusal of the
-// OS is a *StorageError. Writing a name that exists writes the same content.
-func (s *Store) saveCertificates(next *Config, bundles map[string][]byte) error {
+// saveCertificates writes the bundles (by chain_sha256), before the
+// revision that refers to them. A refusal of the OS is a *StorageError.
+// Writing a name that exists writes the same content.
+func (d *DirStorage) saveCertificates(bundles map[string][]byte) error {
 	if len(bundles) == 0 {
 		return nil
 	}
-	dir := s.certsDir()
+	dir := d.certsDir()
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return s.storageFailed(err)
+		return d.storageFailed(err)
 	}
 	// A symbolic link planted in place of certs/ is refused, not followed.
 	if fi, err := os.Lstat(dir); err != nil {
-		return s.storageFailed(err)
+		return d.storageFailed(err)
 	} else if !fi.IsDir() {
-		return s.storageFailed(fmt.Errorf("%s is not a directory", dir))
+		return d.storageFailed(fmt.Errorf("%s is not a directory", dir))
 	}
-	for i := range next.Certificates {
-		sum := next.Certificates[i].ChainSHA256
-		b, ok := bundles[sum]
-		if !ok {
-			continue
+	for _, sum := range slices.Sorted(maps.Keys(bundles)) {
+		if !isHexSHA256(sum) {
+			return fmt.Errorf("config store: certificate bundle named %q: %w", truncateString(sum, 64), ErrInvalid)
 		}
-		if err := s.writeFile(dir, certFileName(sum), b, nil); err != nil {
-			return s.storageFailed(err)
+		if err := d.writeFile(dir, certFileName(sum), bundles[sum], nil); err != nil {
+			return d.storageFailed(err)
 		}
 	}
 	return nil
@@ -64,8 +65,8 @@ func (s *Store) saveCertificates(next *Config, bundles map[string][]byte) error 
 // 0600 in a 0700 directory; a mode changed since (a restore from backup, a
 // chmod -R) would leave them readable while spliced keeps serving, so the
 // start is refused, naming the fix, as for tokens.json.
-func (s *Store) checkCertsAccess() error {
-	dir := s.certsDir()
+func (d *DirStorage) checkCertsAccess() error {
+	dir := d.certsDir()
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -96,14 +97,28 @@ func (s *Store) checkCertsAccess() error {
 	return nil
 }
 
-// CertificateBundle reads the chain and key of meta (PEM, as SaveCertificate
-// wrote them). It is how the TLS layer loads a certificate; the API never
-// answers it.
+// CertificateBundle reads the chain and key of meta (PEM, as Update stored
+// them). It is how the TLS layer loads a certificate; the API never
+// answers it. A bundle the storage does not hold is an error wrapping
+// ErrNotFound.
 func (s *Store) CertificateBundle(meta Certificate) ([]byte, error) {
 	if !isHexSHA256(meta.ChainSHA256) {
 		return nil, fmt.Errorf("certificate %q: chain_sha256 %q: %w", meta.Name, meta.ChainSHA256, ErrInvalid)
 	}
-	return readFileNoFollow(filepath.Join(s.certsDir(), certFileName(meta.ChainSHA256)))
+	return s.st.CertificateBundle(context.Background(), meta.ChainSHA256)
+}
+
+// CertificateBundle reads certs/<chainSHA256>.pem (never through a
+// symbolic link); absent, an error wrapping ErrNotFound and fs.ErrNotExist.
+func (d *DirStorage) CertificateBundle(_ context.Context, chainSHA256 string) ([]byte, error) {
+	if !isHexSHA256(chainSHA256) {
+		return nil, fmt.Errorf("certificate bundle %q: %w", truncateString(chainSHA256, 64), ErrInvalid)
+	}
+	b, err := readFileNoFollow(filepath.Join(d.certsDir(), certFileName(chainSHA256)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("certificate bundle %s: %w (%w)", chainSHA256, ErrNotFound, err)
+	}
+	return b, err
 }
 
 // splitBundle separates a stored bundle into its certificates and its key.
@@ -142,6 +157,9 @@ func (s *Store) checkCertificateFiles(cur, next *Config, bundles map[string][]by
 		if !ok {
 			b, err = s.CertificateBundle(*c)
 		}
+		if errors.Is(err, ErrUnavailable) {
+			return err // the storage cannot say: not the client's mistake
+		}
 		if err != nil {
 			p.addf(ptr, CodeUnknownReference, "no stored certificate has chain_sha256 %s: upload it with POST /api/v1/certificates", truncateString(c.ChainSHA256, 64))
 			continue
@@ -174,30 +192,30 @@ type revisionCertificates struct {
 // such write or start. A revision that cannot be read keeps every file
 // (nothing is removed), and failures are logged, never returned: the write
 // that triggered it is committed.
-func (s *Store) pruneCertificates(cur *Config) {
-	dir := s.certsDir()
+func (d *DirStorage) pruneCertificates(cur *Config) {
+	dir := d.certsDir()
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
-	s.removeTemps(dir, ".")
+	d.removeTemps(dir, ".")
 	keep := map[string]bool{}
 	for i := range cur.Certificates {
 		keep[cur.Certificates[i].ChainSHA256] = true
 	}
-	names, err := s.revisionNames()
+	names, err := d.revisionNames()
 	if err != nil {
-		s.log.Warn("certificate files not pruned: revisions unreadable", "err", err)
+		d.log.Warn("certificate files not pruned: revisions unreadable", "err", err)
 		return
 	}
 	for _, n := range names {
-		data, err := readFileNoFollow(filepath.Join(s.revDir(), n))
+		data, err := readFileNoFollow(filepath.Join(d.revDir(), n))
 		var rc revisionCertificates
 		if err == nil {
 			err = json.Unmarshal(data, &rc)
 		}
 		if err != nil {
-			s.log.Warn("certificate files not pruned: a revision is unreadable", "file", n, "err", err)
+			d.log.Warn("certificate files not pruned: a revision is unreadable", "file", n, "err", err)
 			return
 		}
 		for _, c := range rc.Config.Certificates {
@@ -210,10 +228,10 @@ func (s *Store) pruneCertificates(cur *Config) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.log.Warn("removing an unreferenced certificate file failed", "file", e.Name(), "err", err)
+			d.log.Warn("removing an unreferenced certificate file failed", "file", e.Name(), "err", err)
 			continue
 		}
-		s.log.Info("removed a certificate file no revision refers to", "chain_sha256", sum)
+		d.log.Info("removed a certificate file no revision refers to", "chain_sha256", sum)
 	}
 }
 

@@ -3,8 +3,8 @@
 // timeouts, tuning, CPU map and IRQ policy; its defaults (Normalize), its
 // strict decoding (Decode), its validation (field rules through
 // go-playground/validator plus semantic rules), the diff between two
-// documents as a plan, and the store that persists revisions atomically in
-// the state directory.
+// documents as a plan, and the store that persists revisions: in the state
+// directory of one node, or in etcd for several (through Storage).
 //
 // It imports no other spliced package; every other package imports it.
 // Config values handed to the data plane are immutable snapshots: nobody
@@ -153,17 +153,43 @@
 //
 // # Store
 //
+// Store is the façade the API and cmd/spliced use (Current, Update,
+// Revisions, Revision, CertificateBundle, StorageHealth, Refresh) over a
+// Storage, which keeps the documents and never validates them. Two
+// implementations pass the same contract tests (core/config/storetest):
+// DirStorage, the state directory described below (Open, the default: one
+// node, `make run`), and core/cluster's EtcdStorage (several nodes, one
+// configuration). Storage.Commit is conditional: generation N+1 is
+// committed only if N is still current, else ErrRace and nothing is
+// written. An Update builds its write on Current (clone, mutate, Normalize,
+// Validate, certificate checks, Diff) and commits it on Current's
+// generation; one that lost to another writer refreshes Current from the
+// storage and runs again, mutate included (mutate must be repeatable), at
+// most MaxUpdateAttempts (5) times, then fails with an error wrapping
+// ErrRace. With UpdateOptions.Apply (one node), a failed apply reverts the
+// commit (Storage.Revert); without it (cluster mode) the committed
+// generation simply becomes Current: a committed write is never reverted,
+// each node applies what it reads. Refresh loads the storage's current
+// document and adopts it when its generation is newer than Current's,
+// never older. OpenStore over an empty storage commits the bootstrap
+// document as generation 1 on 0; if another node seeded the storage first,
+// what it wrote is loaded instead. Dir is "" for a storage other than
+// DirStorage.
+//
 // The state directory holds config.json, the current config as indented
 // JSON with its generation, and revisions/, one file per accepted
 // generation named by the zero-padded generation (00000000000000000042.json,
 // so lexical order is generation order) holding
 // {"generation", "time" (UTC), "summary" (the plan on one line), "actor"
-// (who wrote it: UpdateOptions.Actor, the API's token name), "restore_of"
-// (the generation a restore brought back), "config"}, the last two of the
-// header absent when empty (and in files older than them);
+// (who wrote it: UpdateOptions.Actor, the API's token name), "node" (the
+// node that took the write, cluster mode), "restore_of" (the generation a
+// restore brought back), "config"}, the last three of the header absent
+// when empty (and in files older than them);
 // the newest 100 are kept. Every file is written atomically (temporary file
 // in the same directory, fsync, rename, fsync of the directory).
-// config.json is the commit point: at Open, temporary files and revisions
+// config.json is the commit point (written after the revision; the
+// committed generation is kept in memory, LockDir making the process the
+// directory's only writer): at Open, temporary files and revisions
 // newer than config.json are leftovers of an interrupted write and are
 // removed. A config.json that does not decode or validate stops the start
 // with ErrCorrupt, naming the file and the newest readable revision; it is

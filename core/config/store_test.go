@@ -26,6 +26,9 @@ func openStore(t *testing.T, dir, bootstrap string) *Store {
 	return s
 }
 
+// dirOf is the DirStorage under a Store of Open (its files, its test hooks).
+func dirOf(s *Store) *DirStorage { return s.st.(*DirStorage) }
+
 func addBackend(name string) func(c *Config) error {
 	return func(c *Config) error {
 		c.Backends = append(c.Backends, Backend{Name: name, Servers: []Server{{Name: "s1", Address: "127.0.0.1", Port: 8081}}})
@@ -200,7 +203,7 @@ func TestStoreFailedApplyRollsBack(t *testing.T) {
 		Apply: func(_ context.Context, c *Config) error {
 			sawGen = c.Generation
 			// While Apply runs, the new generation is on disk.
-			if _, err := os.Stat(s.revisionPath(2)); err != nil {
+			if _, err := os.Stat(dirOf(s).revisionPath(2)); err != nil {
 				t.Errorf("revision 2 not persisted before Apply: %v", err)
 			}
 			return applyErr
@@ -303,7 +306,7 @@ func TestStoreCrashAfterRevisionBeforeConfigDropsUncommittedRevision(t *testing.
 	mustUpdate(t, s, addBackend("web"))
 	next := s.Current().Clone()
 	next.Generation = 2
-	if err := s.writeRevision(next, time.Now(), "never committed"); err != nil {
+	if err := dirOf(s).writeRevision(next, time.Now(), "never committed"); err != nil {
 		t.Fatal(err)
 	}
 	s2 := openStore(t, dir, "")
@@ -531,7 +534,7 @@ func TestStoreRevisionsSkipUnreadableFiles(t *testing.T) {
 	s := openStore(t, dir, "")
 	mustUpdate(t, s, addBackend("a"))
 	mustUpdate(t, s, addBackend("b"))
-	writeTestFile(t, s.revisionPath(1), "garbage")
+	writeTestFile(t, dirOf(s).revisionPath(1), "garbage")
 	writeTestFile(t, filepath.Join(dir, RevisionsDir, "README"), "not a revision")
 	if g := revisionGens(t, s); !slices.Equal(g, []int64{2}) {
 		t.Fatalf("revisions %v, want [2]", g)
@@ -653,7 +656,7 @@ func TestStoreRefusesPlantedSymlinks(t *testing.T) {
 		s := openStore(t, dir, "")
 		mustUpdate(t, s, addBackend("web"))
 		mustUpdate(t, s, addBackend("web2"))
-		p := s.revisionPath(1)
+		p := dirOf(s).revisionPath(1)
 		moved := filepath.Join(t.TempDir(), "rev1")
 		if err := os.Rename(p, moved); err != nil {
 			t.Fatal(err)
@@ -692,7 +695,7 @@ func TestStoreRefusedWriteIsAStorageErrorAndKeepsTheRunningConfig(t *testing.T) 
 			s := openStore(t, dir, "")
 			mustUpdate(t, s, addBackend("web"))
 			cur, conf, gens := s.Current(), readFile(t, filepath.Join(dir, ConfigFile)), revisionGens(t, s)
-			s.writeFile = func(d, name string, data []byte, prepare func(*os.File)) error {
+			dirOf(s).writeFile = func(d, name string, data []byte, prepare func(*os.File)) error {
 				if (tc.on == ConfigFile) == (name == ConfigFile) {
 					return fmt.Errorf("write %s: %w", name, &fs.PathError{Op: "write", Path: filepath.Join(d, name), Err: tc.errno})
 				}
@@ -711,20 +714,20 @@ func TestStoreRefusedWriteIsAStorageErrorAndKeepsTheRunningConfig(t *testing.T) 
 			}
 			// Still refused: the probe is not due, nor would it pass here
 			// (it writes for real; only the next due probe clears).
-			s.writeFile = WriteFileAtomic
+			dirOf(s).writeFile = WriteFileAtomic
 			if h := s.StorageHealth(); h == nil {
 				t.Fatal("StorageHealth cleared before any write succeeded")
 			}
-			s.lastProbe.Store(0) // the probe is due
+			dirOf(s).lastProbe.Store(0) // the probe is due
 			if h := s.StorageHealth(); h != nil {
 				t.Fatalf("StorageHealth after a successful probe: %v", h)
 			}
 			// A successful Update clears it too.
-			s.writeFile = func(string, string, []byte, func(*os.File)) error { return syscall.ENOSPC }
+			dirOf(s).writeFile = func(string, string, []byte, func(*os.File)) error { return syscall.ENOSPC }
 			if _, err := s.Update(context.Background(), addBackend("api"), UpdateOptions{}); err == nil {
 				t.Fatal("Update succeeded on a full disk")
 			}
-			s.writeFile = WriteFileAtomic
+			dirOf(s).writeFile = WriteFileAtomic
 			mustUpdate(t, s, addBackend("api"))
 			if h := s.StorageHealth(); h != nil {
 				t.Fatalf("StorageHealth after a successful Update: %v", h)
