@@ -86,10 +86,17 @@ export async function request(method, path, body, opts = {}) {
         data = { detail: text };
       }
     }
+    answerListeners.forEach((fn) => fn(res, res.ok ? null : data));
     if (!res.ok) throw new ApiError(res.status, data, method, path);
     return { status: res.status, data, headers: res.headers };
   }
 }
+
+// Answer listeners see every answer request() reads (the response, and its
+// problem document when not 2xx): cluster.js watches X-Spliced-Stale and
+// 503 store-unavailable there.
+const answerListeners = new Set();
+export function onAnswer(fn) { answerListeners.add(fn); }
 
 export async function get(path, opts) { return (await request('GET', path, undefined, opts)).data; }
 

@@ -14,6 +14,8 @@ import cpu from './pages/cpu.js';
 import revisions from './pages/revisions.js';
 import audit from './pages/audit.js';
 import logs from './pages/logs.js';
+import nodes from './pages/nodes.js';
+import { noteStore } from './cluster.js';
 
 const pages = {
   overview: { title: 'Overview', render: overview },
@@ -22,6 +24,7 @@ const pages = {
   certificates: { title: 'Certificates', render: certificates },
   tuning: { title: 'Tuning', render: tuning },
   cpu: { title: 'CPU & IRQs', render: cpu },
+  nodes: { title: 'Nodes', render: nodes },
   revisions: { title: 'Revisions', render: revisions },
   audit: { title: 'Audit log', render: audit, need: 'admin' }, // GET /api/v1/audit is admin only
   logs: { title: 'Access log', render: logs, need: 'admin' }, // GET /api/v1/logs is admin only
@@ -158,6 +161,13 @@ async function loadInfo() {
     const r = info.role ?? (info.token && info.token.role) ?? (info.auth && info.auth.role);
     ctx.role = typeof r === 'string' && r ? r.toLowerCase() : (token() ? await probeRole() : 'admin');
     document.getElementById('version').textContent = info.version ? 'v' + String(info.version).replace(/^v/, '') : '';
+    // In cluster mode the header names the node this page talks to.
+    const clustered = info.store && info.store.kind && info.store.kind !== 'dir';
+    const nodeEl = document.getElementById('node');
+    nodeEl.textContent = clustered && info.node && info.node.name ? info.node.name : '';
+    nodeEl.hidden = !nodeEl.textContent;
+    nodeEl.title = nodeEl.textContent ? `This page talks to node ${info.node.name} (store ${info.store.kind})` : '';
+    noteStore(info.store);
     const name = info.token_name ?? (info.token && info.token.name) ?? (info.auth && info.auth.name) ?? info.actor;
     whoEl.textContent = `${name ? name + ' · ' : ''}${ctx.role}`;
     whoEl.title = name ? `Signed in as token "${name}", role ${ctx.role}` : `Role ${ctx.role}`;
@@ -206,7 +216,7 @@ ctx.live.addEventListener('change', (e) => {
 // Relative times ("3 min ago"): elements with data-ago="<time>" are
 // rewritten every 15 s, so a page left open does not keep saying "5 s ago".
 function paintAgo() {
-  main.querySelectorAll('[data-ago]').forEach((el) => {
+  document.querySelectorAll('#main [data-ago], #store-banner [data-ago]').forEach((el) => {
     const text = ago(el.dataset.ago);
     if (el.textContent !== text) el.textContent = text;
   });

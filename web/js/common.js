@@ -2,14 +2,24 @@
 
 import { request, ApiError } from './api.js';
 import { h, toast, planSummary, num, bytes, rate, badge, ago } from './dom.js';
+import { nodesNote, nodesKind } from './cluster.js';
 
-// write performs one API write and says what happened. Errors propagate to
-// the caller (forms map them to fields); quick actions use act().
+// write performs one API write and says what happened (in cluster mode,
+// which nodes applied it: writeToast). Errors propagate to the caller
+// (forms map them to fields); quick actions use act().
 export async function write(ctx, method, path, body, what, opts) {
   const r = await ctx.writing(() => request(method, path, body, opts));
   const gen = (r.data && r.data.generation) ?? r.headers.get('X-Spliced-Generation');
-  toast(`${what} · generation ${gen}${r.data && r.data.plan ? ' · ' + planSummary(r.data.plan) : ''}`);
+  writeToast(r, `${what} · generation ${gen}${r.data && r.data.plan ? ' · ' + planSummary(r.data.plan) : ''}`);
   return r;
+}
+
+// writeToast says a write's outcome: msg and, in cluster mode, which
+// nodes applied it, refused it (with the error) or have not yet (a warning
+// toast then, shown longer). On a single node it is msg alone.
+export function writeToast(r, msg) {
+  const note = nodesNote(r);
+  toast(note ? [h('div', null, msg), note] : msg, nodesKind(r));
 }
 
 // act runs a button's write, disabling the button meanwhile; a refusal is
@@ -20,12 +30,18 @@ export async function act(ctx, button, fn) {
     await fn();
     return true;
   } catch (e) {
-    const msg = e instanceof ApiError ? `${e.problem.title || 'Refused'}: ${e.message}` : e.message;
-    toast(msg, 'bad');
+    toast(problemText(e), 'bad');
     return false;
   } finally {
     if (button && button.isConnected) button.disabled = false;
   }
+}
+
+// problemText says why a request failed: the problem's title and detail,
+// with its status (a 503 "store unavailable" must read as such).
+export function problemText(e) {
+  if (!(e instanceof ApiError)) return e.message;
+  return `${e.problem.title || 'Refused'}${e.status ? ` (HTTP ${e.status})` : ''}: ${e.message}`;
 }
 
 // statKey names a live value: fe/NAME/field, be/NAME/field, srv/BE/SRV/field.

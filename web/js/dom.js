@@ -77,11 +77,13 @@ export function duration(sec) {
   return `${sec} s`;
 }
 
+// toast shows msg (text or nodes) for a while: kind "bad" (an error) or
+// "warn" (done, but not everywhere: a node refused a write) stay longer.
 export function toast(msg, kind = '') {
   const box = document.getElementById('toasts');
-  const t = h('div', { class: 'toast ' + kind, role: kind === 'bad' ? 'alert' : 'status' }, msg);
+  const t = h('div', { class: 'toast ' + kind, role: kind === 'bad' || kind === 'warn' ? 'alert' : 'status' }, msg);
   box.appendChild(t);
-  setTimeout(() => t.remove(), kind === 'bad' ? 8000 : 3500);
+  setTimeout(() => t.remove(), kind === 'bad' || kind === 'warn' ? 10000 : 3500);
 }
 
 // modal opens a <dialog> holding content (built by build(close)) and resolves

@@ -4,9 +4,9 @@
 // loop (PUT /api/v1/cpu-map) or an IRQ (PUT /api/v1/irqs/{irq}) from here:
 // the dialog shows the API's dry-run plan first and applies only that.
 
-import { h, clear, badge, num, rate, modal, btn, planList, toast } from '../dom.js';
+import { h, clear, badge, num, rate, modal, btn, planList } from '../dom.js';
 import { get, tryGet, request, enc, ApiError } from '../api.js';
-import { notAvailable } from '../common.js';
+import { notAvailable, writeToast } from '../common.js';
 
 const POLL_MS = 2000;
 
@@ -98,7 +98,8 @@ function rates(prev, cur, dt) {
 // planDialog asks for one value (control: an input or a select whose
 // value read() turns into what send takes, or null with bad set), shows
 // the plan of a dry run of exactly that, and applies it on request.
-// send(value, dry) makes the write. Resolves true once applied.
+// send(value, dry) makes the write. Resolves the write's answer once
+// applied, else a false value.
 function planDialog(ctx, { title, label, control, hint, bad, read, send }) {
   return modal((close) => {
     control.id = 'pin-value';
@@ -129,8 +130,7 @@ function planDialog(ctx, { title, label, control, hint, bad, read, send }) {
       if (planned !== control.value) { reset(); return; }
       applyBtn.disabled = true;
       try {
-        await ctx.writing(() => send(read(control.value), false));
-        close(true);
+        close(await ctx.writing(() => send(read(control.value), false)));
       } catch (e) {
         fail(e);
         applyBtn.disabled = false;
@@ -206,14 +206,14 @@ export default async function cpu(ctx, root) {
         return request('PUT', '/api/v1/cpu-map' + (dry ? '?dry_run=true' : ''), body);
       },
     });
-    if (ok) { toast(`Loop #${t.thread} pinned`); await ctx.refresh(`button[data-action="pin-loop"][data-thread="${t.thread}"]`); } else if (button.isConnected) button.focus();
+    if (ok) { writeToast(ok, `Loop #${t.thread} pinned`); await ctx.refresh(`button[data-action="pin-loop"][data-thread="${t.thread}"]`); } else if (button.isConnected) button.focus();
   };
   const pinIRQ = async (q, button) => {
     const ok = await pinDialog(ctx, {
       title: `Pin IRQ ${q.irq}`, what: `IRQ ${q.irq}${q.nic ? ' (' + q.nic + ')' : ''}`, initial: (q.pinned || q.affinity).join(','), allowEmpty: false,
       send: (cpus, dry) => request('PUT', `/api/v1/irqs/${enc(q.irq)}` + (dry ? '?dry_run=true' : ''), { cpus }),
     });
-    if (ok) { toast(`IRQ ${q.irq} pinned`); await ctx.refresh(`button[data-action="pin-irq"][data-irq="${q.irq}"]`); } else if (button.isConnected) button.focus();
+    if (ok) { writeToast(ok, `IRQ ${q.irq} pinned`); await ctx.refresh(`button[data-action="pin-irq"][data-irq="${q.irq}"]`); } else if (button.isConnected) button.focus();
   };
 
   // The map's mode: none or auto here (manual: pin a loop below).
@@ -225,7 +225,7 @@ export default async function cpu(ctx, root) {
       read: (v) => (v === 'none' || v === 'auto' ? v : null),
       send: (m, dry) => request('PUT', '/api/v1/cpu-map' + (dry ? '?dry_run=true' : ''), { mode: m }),
     });
-    if (ok) { toast('CPU map mode changed'); await ctx.refresh('#cpu-mode'); } else if (button.isConnected) button.focus();
+    if (ok) { writeToast(ok, 'CPU map mode changed'); await ctx.refresh('#cpu-mode'); } else if (button.isConnected) button.focus();
   };
   root.append(h('section', { class: 'panel', id: 'cpu-map' },
     h('h2', null, 'Which CPU runs what'),
