@@ -1,0 +1,919 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/spliced-proxy/spliced/core"
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+// Timing of a node. Each says what it buys.
+const (
+	// DefaultLeaseTTL is how long a node's key outlives the node (killed,
+	// or cut from etcd): short enough that Wait stops waiting for a dead
+	// node within seconds, long enough that an etcd leader election (about
+	// one second) does not drop every node.
+	DefaultLeaseTTL = 10 * time.Second
+	// probeEvery spaces the reads of P/current that tell whether etcd is
+	// reachable and catch up what a watch missed (etcd back, compaction).
+	probeEvery = time.Second
+	// probeTimeout bounds one probe: the client waits for a connection
+	// (WaitForReady) rather than failing, so an unreachable etcd would
+	// otherwise hold the probe forever.
+	probeTimeout = 900 * time.Millisecond
+	// opTimeout bounds the other requests of the node (registration,
+	// publishing its status, listing the nodes).
+	opTimeout = 2 * time.Second
+	// registerTimeout bounds the first registration in StartNode: past it
+	// the node starts unregistered (etcd down) and registers when etcd is
+	// back.
+	registerTimeout = 5 * time.Second
+	// maxErrorLen bounds the error a node publishes for a refusal.
+	maxErrorLen = 500
+)
+
+// InstanceFile is the file in the node's state directory that holds its
+// instance id: a node restarted on the same state directory takes its
+// own key over at once, another node claiming the same name is refused.
+const InstanceFile = "node-instance"
+
+// ErrNodeNameTaken is a node name held by another live node.
+var ErrNodeNameTaken = errors.New("node name held by another live node")
+
+// ConfigStore is what a Node needs of the configuration store
+// (*config.Store): its current document, and adopting the storage's newer
+// one.
+type ConfigStore interface {
+	Current() *config.Config
+	Refresh(ctx context.Context) (bool, error)
+}
+
+// AppliedCache keeps the last generation this node applied, so that a node
+// restarted while etcd is down runs it (EtcdStorage.RememberApplied).
+type AppliedCache interface {
+	RememberApplied(c *config.Config) error
+}
+
+// NodeOptions configure StartNode.
+type NodeOptions struct {
+	Client *clientv3.Client // shared with the EtcdStorage; not closed by the node
+	Prefix string           // the store's key prefix P (no trailing slash)
+	Store  ConfigStore
+	// Storage remembers each applied generation (nil: not remembered).
+	Storage AppliedCache
+	Self    core.NodeIdentity
+	// AdminAddress and Version are published for the UI.
+	AdminAddress, Version string
+	// StateDir keeps the instance id (InstanceFile); "" → a new id each
+	// start (tests).
+	StateDir string
+	// Apply validates and applies the node's effective config (the store's
+	// document for this node: its section, its address); an error keeps
+	// the running generation and is published as the refusal.
+	Apply func(ctx context.Context, c *config.Config) error
+	// Running is the generation the data plane runs.
+	Running func() int64
+	// OnTokens receives P/tokens at start and on each change (nil: the key
+	// was deleted), to mirror it into the node's tokens.json. Called from
+	// the node's goroutine, one call at a time.
+	OnTokens func(doc []byte)
+	Log      *slog.Logger
+	// LeaseTTL of the node key (0: DefaultLeaseTTL; etcd rounds it up to
+	// its minimum, about 2 s).
+	LeaseTTL time.Duration
+}
+
+// Node is this process as a member of a cluster sharing one configuration
+// through etcd: it keeps its key P/nodes/<name> alive on a lease, watches
+// P/current and applies each newer generation, publishes what it runs, and
+// implements core.Cluster for the admin API. Safe from any goroutine.
+type Node struct {
+	o        NodeOptions
+	cli      *clientv3.Client
+	log      *slog.Logger
+	key      string // P/nodes/<name>
+	current  string // P/current
+	tokens   string // P/tokens
+	nodesPfx string // P/nodes/
+	instance string
+	started  time.Time
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
+
+	// sem holds the apply step: one at a time (watch, probe or Sync).
+	sem  chan struct{}
+	kick chan struct{} // wakes the worker: a newer generation may be there
+	lost chan clientv3.LeaseID
+
+	seen atomic.Int64 // newest generation seen in P/current
+
+	mu         sync.Mutex
+	lease      clientv3.LeaseID // 0: not registered
+	leaseStop  context.CancelFunc
+	starting   bool  // no apply step done yet
+	applying   bool  // an Apply is running
+	refusedGen int64 // newest generation refused (or that failed to load)
+	refusedErr string
+	connected  bool
+	since      time.Time
+	nodes      []core.NodeStatus // last list seen
+
+	pubMu   sync.Mutex // orders the puts of the node key
+	lastPub core.NodeStatus
+	dirty   atomic.Bool // the last publish failed: the probe retries it
+
+	// Owned by the loop goroutine.
+	tokensRev int64 // mod revision of P/tokens last handed to OnTokens
+}
+
+// nodeRecord is the value of P/nodes/<name>.
+type nodeRecord struct {
+	core.NodeStatus
+	Instance string `json:"instance"`
+}
+
+// ValidNodeName says why s cannot name a node (nil when it can): the rules
+// of object names, as it becomes the key P/nodes/<name> and the key of the
+// config's "nodes" section.
+func ValidNodeName(s string) error {
+	if !config.ValidName(s) {
+		return fmt.Errorf("node name %q: 1 to %d characters of a-z, 0-9, '-' and '_', starting and ending with a letter or digit", s, config.MaxNameLen)
+	}
+	return nil
+}
+
+// StartNode registers this node and starts watching and applying. It fails
+// when the name is invalid or held by another live node (ErrNodeNameTaken);
+// etcd unreachable is not a failure: the node runs what it runs and
+// registers when etcd is back.
+func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
+	switch {
+	case o.Client == nil || o.Store == nil || o.Apply == nil || o.Running == nil:
+		return nil, errors.New("cluster node: Client, Store, Apply and Running are required")
+	case strings.HasSuffix(o.Prefix, "/"):
+		return nil, fmt.Errorf("cluster node: prefix %q ends with '/'", o.Prefix)
+	}
+	if err := ValidNodeName(o.Self.Name); err != nil {
+		return nil, err
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	instance, err := loadInstance(o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	n := &Node{
+		o:        o,
+		cli:      o.Client,
+		log:      o.Log.With("node", o.Self.Name),
+		key:      o.Prefix + "/nodes/" + o.Self.Name,
+		current:  o.Prefix + "/current",
+		tokens:   o.Prefix + "/tokens",
+		nodesPfx: o.Prefix + "/nodes/",
+		instance: instance,
+		started:  now,
+		sem:      make(chan struct{}, 1),
+		kick:     make(chan struct{}, 1),
+		lost:     make(chan clientv3.LeaseID, 4),
+		starting: true,
+		since:    now,
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+
+	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	err = n.register(rctx)
+	cancel()
+	switch {
+	case errors.Is(err, ErrNodeNameTaken):
+		n.cancel()
+		return nil, err
+	case err != nil:
+		n.log.Warn("cluster node: not registered yet, etcd unreachable; running the local generation", "err", err)
+	default:
+		n.setConnected(true, nil)
+	}
+	n.wake() // the first step: starting → in_sync (or applying)
+	n.wg.Add(2)
+	go n.loop()
+	go n.worker()
+	return n, nil
+}
+
+// loadInstance reads the instance id kept in dir, creating it if absent.
+func loadInstance(dir string) (string, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	id := hex.EncodeToString(b[:])
+	if dir == "" {
+		return id, nil
+	}
+	path := filepath.Join(dir, InstanceFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil && len(strings.TrimSpace(string(data))) > 0:
+		return strings.TrimSpace(string(data)), nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("cluster node: %w", err)
+	}
+	if err := config.WriteFileAtomic(dir, InstanceFile, []byte(id+"\n"), nil); err != nil {
+		return "", fmt.Errorf("cluster node: keep the instance id: %w", err)
+	}
+	return id, nil
+}
+
+// Close stops watching and applying and revokes the lease: the node's key
+// goes at once (a node that dies instead leaves after the lease's TTL).
+// The client is not closed.
+func (n *Node) Close() error {
+	var err error
+	n.closed.Do(func() {
+		n.cancel()
+		n.wg.Wait()
+		n.mu.Lock()
+		lease := n.lease
+		n.lease = 0
+		n.mu.Unlock()
+		if lease == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		if _, rerr := n.cli.Revoke(ctx, lease); rerr != nil {
+			err = fmt.Errorf("cluster node: revoke the lease (the key goes after its TTL): %w", rerr)
+		}
+	})
+	return err
+}
+
+// register grants a lease and takes the node key with it: the key is
+// absent, or held by an earlier run of this node (same instance: taken
+// over at once). Another instance holding it → ErrNodeNameTaken.
+func (n *Node) register(ctx context.Context) error {
+	g, err := n.cli.Grant(ctx, int64((n.o.LeaseTTL+time.Second-1)/time.Second))
+	if err != nil {
+		return fmt.Errorf("%w: grant a lease: %v", config.ErrUnavailable, err)
+	}
+	revoke := func() {
+		rctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		_, _ = n.cli.Revoke(rctx, g.ID) // best effort: it expires anyway
+	}
+	st := n.status()
+	rec := nodeRecord{NodeStatus: st, Instance: n.instance}
+	rec.Updated = time.Now().UTC()
+	val, err := json.Marshal(rec)
+	if err != nil {
+		revoke()
+		return err
+	}
+	put := clientv3.OpPut(n.key, string(val), clientv3.WithLease(g.ID))
+	took := false
+	for attempt := 0; attempt < 5 && !took; attempt++ {
+		resp, err := n.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(n.key), "=", 0)).
+			Then(put).Else(clientv3.OpGet(n.key)).Commit()
+		if err != nil {
+			revoke()
+			return fmt.Errorf("%w: register %s: %v", config.ErrUnavailable, n.key, err)
+		}
+		if resp.Succeeded {
+			took = true
+			break
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			continue // gone meanwhile
+		}
+		var rec nodeRecord
+		if err := json.Unmarshal(kvs[0].Value, &rec); err != nil || rec.Instance != n.instance {
+			revoke()
+			return fmt.Errorf("%w: %q is registered by instance %s (address %s, admin %s, since %s); give this node another --node-name, or stop that one",
+				ErrNodeNameTaken, n.o.Self.Name, rec.Instance, rec.Address, rec.AdminAddress, rec.Started.UTC().Format(time.RFC3339))
+		}
+		// An earlier run of this node: take its key over (its lease
+		// expires unused).
+		resp, err = n.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(n.key), "=", kvs[0].ModRevision)).
+			Then(put).Commit()
+		if err != nil {
+			revoke()
+			return fmt.Errorf("%w: register %s: %v", config.ErrUnavailable, n.key, err)
+		}
+		took = resp.Succeeded
+	}
+	if !took {
+		revoke()
+		return fmt.Errorf("%w: register %s: the key keeps changing", config.ErrUnavailable, n.key)
+	}
+
+	kctx, kcancel := context.WithCancel(n.ctx)
+	ch, err := n.cli.KeepAlive(kctx, g.ID)
+	if err != nil {
+		kcancel()
+		revoke()
+		return fmt.Errorf("%w: keep the lease alive: %v", config.ErrUnavailable, err)
+	}
+	n.mu.Lock()
+	old, oldStop := n.lease, n.leaseStop
+	n.lease, n.leaseStop = g.ID, kcancel
+	n.mu.Unlock()
+	if oldStop != nil {
+		oldStop()
+	}
+	if old != 0 {
+		// The old lease may still be alive (etcd extends leases across
+		// a restart): it holds nothing now.
+		rctx, cancel := context.WithTimeout(ctx, opTimeout)
+		_, _ = n.cli.Revoke(rctx, old)
+		cancel()
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		for range ch { // drained until the lease is lost or the node stops
+		}
+		if n.ctx.Err() == nil {
+			select {
+			case n.lost <- g.ID:
+			default:
+			}
+		}
+	}()
+	n.pubMu.Lock()
+	n.lastPub = st
+	n.dirty.Store(false)
+	n.pubMu.Unlock()
+	n.log.Info("cluster node: registered", "key", n.key, "lease", fmt.Sprintf("%x", g.ID))
+	n.publish() // what changed since st was taken
+	return nil
+}
+
+// leaseID is the lease of the node key (0: not registered).
+func (n *Node) leaseID() clientv3.LeaseID {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lease
+}
+
+// loop watches P/current and P/tokens and probes etcd every probeEvery:
+// the probe says whether etcd is reachable, catches up what the watch
+// missed (etcd back, compaction: a re-read, never a replay), restarts a
+// broken watch from the revision it read, retries a failed publish and
+// re-registers a lost lease.
+func (n *Node) loop() {
+	defer n.wg.Done()
+	tick := time.NewTicker(probeEvery)
+	defer tick.Stop()
+	var (
+		curCh, tokCh clientv3.WatchChan
+		stopWatch    = func() {}
+	)
+	defer func() { stopWatch() }()
+	watching := false
+	for {
+		if !watching {
+			if rev, ok := n.probe(); ok {
+				stopWatch()
+				wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(n.ctx))
+				stopWatch = cancel
+				curCh = n.cli.Watch(wctx, n.current, clientv3.WithRev(rev+1))
+				tokCh = n.cli.Watch(wctx, n.tokens, clientv3.WithRev(rev+1))
+				watching = true
+			}
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+			n.probe()
+		case id := <-n.lost:
+			if id == n.leaseID() {
+				n.log.Warn("cluster node: lease lost (etcd unreachable longer than its TTL); registering again")
+				n.mu.Lock()
+				n.lease = 0
+				n.mu.Unlock()
+				n.probe()
+			}
+		case wr, ok := <-curCh:
+			if !ok || n.watchBroken(wr) {
+				curCh, tokCh, watching = nil, nil, false
+				continue
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypePut {
+					n.noteCurrent(ev.Kv.Value)
+				}
+			}
+		case wr, ok := <-tokCh:
+			if !ok || n.watchBroken(wr) {
+				curCh, tokCh, watching = nil, nil, false
+				continue
+			}
+			for _, ev := range wr.Events {
+				n.tokensRev = ev.Kv.ModRevision
+				if ev.Type == clientv3.EventTypeDelete {
+					n.onTokens(nil)
+				} else {
+					n.onTokens(ev.Kv.Value)
+				}
+			}
+		}
+	}
+}
+
+// watchBroken reports whether wr ends its watch (compacted, canceled, no
+// leader): the probe then re-reads and restarts it.
+func (n *Node) watchBroken(wr clientv3.WatchResponse) bool {
+	if err := wr.Err(); err != nil {
+		if n.ctx.Err() == nil {
+			n.log.Info("cluster node: watch ended; re-reading the store", "err", err)
+		}
+		return true
+	}
+	return false
+}
+
+func (n *Node) onTokens(doc []byte) {
+	if n.o.OnTokens != nil {
+		n.o.OnTokens(doc)
+	}
+}
+
+// noteCurrent takes the value of P/current: a newer generation wakes the
+// worker.
+func (n *Node) noteCurrent(v []byte) {
+	var cur struct {
+		Generation int64 `json:"generation"`
+	}
+	if err := json.Unmarshal(v, &cur); err != nil {
+		n.log.Warn("cluster node: unreadable current", "key", n.current, "err", err)
+		return
+	}
+	for {
+		seen := n.seen.Load()
+		if cur.Generation <= seen || n.seen.CompareAndSwap(seen, cur.Generation) {
+			break
+		}
+	}
+	if cur.Generation > n.o.Running() {
+		n.wake()
+	}
+}
+
+func (n *Node) wake() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// probe reads P/current (and the mod revision of P/tokens) in one
+// linearizable request: its success is what "connected" means. It returns
+// the revision read.
+func (n *Node) probe() (int64, bool) {
+	ctx, cancel := context.WithTimeout(n.ctx, probeTimeout)
+	defer cancel()
+	resp, err := n.cli.Txn(ctx).Then(
+		clientv3.OpGet(n.current),
+		clientv3.OpGet(n.tokens, clientv3.WithKeysOnly()),
+	).Commit()
+	if err != nil {
+		if n.ctx.Err() == nil {
+			n.setConnected(false, err)
+		}
+		return 0, false
+	}
+	n.setConnected(true, nil)
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		n.noteCurrent(kvs[0].Value)
+	}
+	if store := n.o.Store.Current(); store != nil && store.Generation > n.o.Running() {
+		n.wake()
+	}
+	// P/tokens changed since the last document handed to OnTokens:
+	// the watch missed it.
+	switch kvs := resp.Responses[1].GetResponseRange().Kvs; {
+	case len(kvs) == 0 && n.tokensRev != 0:
+		n.tokensRev = 0
+		n.onTokens(nil)
+	case len(kvs) > 0 && kvs[0].ModRevision != n.tokensRev:
+		gctx, cancel := context.WithTimeout(n.ctx, opTimeout)
+		r, err := n.cli.Get(gctx, n.tokens)
+		cancel()
+		if err == nil && len(r.Kvs) > 0 { // else the next probe retries
+			n.tokensRev = r.Kvs[0].ModRevision
+			n.onTokens(r.Kvs[0].Value)
+		}
+	}
+	if n.leaseID() == 0 {
+		rctx, cancel := context.WithTimeout(n.ctx, opTimeout)
+		err := n.register(rctx)
+		cancel()
+		if err != nil && n.ctx.Err() == nil {
+			n.log.Warn("cluster node: register", "err", err)
+		}
+	}
+	if n.dirty.Load() {
+		n.publish()
+	}
+	return resp.Header.Revision, true
+}
+
+// setConnected records whether etcd answers, and since when.
+func (n *Node) setConnected(ok bool, err error) {
+	n.mu.Lock()
+	changed := n.connected != ok
+	if changed {
+		n.connected, n.since = ok, time.Now()
+	}
+	n.mu.Unlock()
+	switch {
+	case changed && ok:
+		n.log.Info("cluster node: etcd reachable")
+	case changed:
+		n.log.Warn("cluster node: etcd unreachable; running the last applied generation", "err", err)
+	}
+}
+
+// worker runs the apply step each time the loop finds a newer generation.
+func (n *Node) worker() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.kick:
+			if n.acquire(n.ctx) {
+				n.step()
+				n.release()
+			}
+		}
+	}
+}
+
+func (n *Node) acquire(ctx context.Context) bool {
+	select {
+	case n.sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (n *Node) release() { <-n.sem }
+
+// step is the apply step (sem held): adopt the store's newer document,
+// apply it if this node runs an older one and has not refused it, publish
+// the outcome. Generations in between are skipped: the newest is applied.
+func (n *Node) step() {
+	defer n.publish()
+	defer func() {
+		n.mu.Lock()
+		n.starting = false
+		n.mu.Unlock()
+	}()
+	cur := n.o.Store.Current()
+	if seen := n.seen.Load(); cur == nil || seen > cur.Generation {
+		n.mu.Lock()
+		refused := n.refusedGen
+		n.mu.Unlock()
+		if seen != refused {
+			if _, err := n.o.Store.Refresh(n.ctx); err != nil {
+				if errors.Is(err, config.ErrUnavailable) || n.ctx.Err() != nil {
+					n.log.Info("cluster node: cannot load the newer generation yet", "generation", seen, "err", err)
+					return
+				}
+				// A document this node cannot load (another
+				// version wrote it): a refusal, not retried.
+				n.refuse(seen, fmt.Errorf("load generation %d: %w", seen, err))
+				return
+			}
+			cur = n.o.Store.Current()
+		}
+	}
+	if cur == nil || cur.Generation <= n.o.Running() {
+		return
+	}
+	n.mu.Lock()
+	if cur.Generation == n.refusedGen {
+		n.mu.Unlock()
+		return // refused already: a newer write is needed
+	}
+	n.applying = true
+	n.mu.Unlock()
+	n.publish()
+	err := n.o.Apply(n.ctx, cur)
+	n.mu.Lock()
+	n.applying = false
+	n.mu.Unlock()
+	if err != nil {
+		n.refuse(cur.Generation, err)
+		return
+	}
+	n.log.Info("cluster node: applied", "generation", cur.Generation)
+	if n.o.Storage != nil {
+		if err := n.o.Storage.RememberApplied(cur); err != nil {
+			n.log.Warn("cluster node: cannot cache the applied generation", "generation", cur.Generation, "err", err)
+		}
+	}
+}
+
+// refuse records that this node does not run generation gen, and why.
+func (n *Node) refuse(gen int64, err error) {
+	msg := oneLine(err.Error())
+	n.mu.Lock()
+	n.refusedGen, n.refusedErr = gen, msg
+	n.mu.Unlock()
+	n.log.Warn("cluster node: refused a generation; running the last good one", "generation", gen, "running_generation", n.o.Running(), "err", msg)
+}
+
+// oneLine is msg on one line, at most maxErrorLen bytes.
+func oneLine(msg string) string {
+	msg = strings.Join(strings.Fields(msg), " ")
+	if len(msg) > maxErrorLen {
+		cut := maxErrorLen
+		for cut > 0 && msg[cut]&0xC0 == 0x80 { // not inside a rune
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return msg
+}
+
+// status is this node's status now.
+func (n *Node) status() core.NodeStatus {
+	run := n.o.Running()
+	newest := n.seen.Load()
+	if c := n.o.Store.Current(); c != nil && c.Generation > newest {
+		newest = c.Generation
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := core.NodeStatus{
+		NodeIdentity:      n.o.Self,
+		AdminAddress:      n.o.AdminAddress,
+		RunningGeneration: run,
+		Version:           n.o.Version,
+		Started:           n.started.UTC(),
+	}
+	if n.refusedGen > run {
+		st.RefusedGeneration, st.Error = n.refusedGen, n.refusedErr
+	}
+	switch {
+	case n.starting:
+		st.State = core.NodeStarting
+	case n.applying:
+		st.State = core.NodeApplying
+	case n.refusedGen > run && n.refusedGen >= newest:
+		st.State = core.NodeRefused
+	case run >= newest:
+		st.State = core.NodeInSync
+	default:
+		st.State = core.NodeApplying
+	}
+	return st
+}
+
+// publish puts this node's status in its key when it changed since the
+// last put, on the condition that the key is still bound to this node's
+// lease (gone or taken: register again).
+func (n *Node) publish() {
+	n.pubMu.Lock()
+	defer n.pubMu.Unlock()
+	st := n.status()
+	if st == n.lastPub && !n.dirty.Load() {
+		return
+	}
+	lease := n.leaseID()
+	if lease == 0 {
+		n.dirty.Store(true)
+		return
+	}
+	rec := nodeRecord{NodeStatus: st, Instance: n.instance}
+	rec.Updated = time.Now().UTC()
+	val, err := json.Marshal(rec)
+	if err != nil {
+		n.log.Error("cluster node: encode the status", "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, opTimeout)
+	defer cancel()
+	resp, err := n.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(n.key), "=", lease)).
+		Then(clientv3.OpPut(n.key, string(val), clientv3.WithLease(lease))).Commit()
+	if err != nil {
+		n.dirty.Store(true)
+		return
+	}
+	if !resp.Succeeded {
+		// The key went with the lease (or another took the name while
+		// this node was cut off): register again.
+		n.dirty.Store(true)
+		select {
+		case n.lost <- lease:
+		default:
+		}
+		return
+	}
+	n.lastPub = st
+	n.dirty.Store(false)
+}
+
+// Self implements core.Cluster.
+func (n *Node) Self() core.NodeIdentity { return n.o.Self }
+
+// Sync implements core.Cluster: the apply step, now, after reading the
+// store's current generation.
+func (n *Node) Sync(ctx context.Context) core.NodeStatus {
+	gctx, cancel := context.WithTimeout(ctx, opTimeout)
+	if resp, err := n.cli.Get(gctx, n.current); err == nil && len(resp.Kvs) > 0 {
+		n.noteCurrent(resp.Kvs[0].Value)
+	}
+	cancel()
+	if n.acquire(ctx) {
+		n.step()
+		n.release()
+	}
+	return n.status()
+}
+
+// Nodes implements core.Cluster.
+func (n *Node) Nodes(ctx context.Context) ([]core.NodeStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	list, _, err := n.list(ctx)
+	if err == nil {
+		return list, nil
+	}
+	n.mu.Lock()
+	last := slices.Clone(n.nodes)
+	n.mu.Unlock()
+	if last == nil { // never listed: this node is all it knows
+		last = []core.NodeStatus{n.status()}
+	}
+	return last, nil
+}
+
+// list reads P/nodes/ (the live nodes, sorted by name) and the revision
+// read; the list is kept for when etcd is unreachable.
+func (n *Node) list(ctx context.Context) ([]core.NodeStatus, int64, error) {
+	resp, err := n.cli.Get(ctx, n.nodesPfx, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, err
+	}
+	list := make([]core.NodeStatus, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		if st, ok := n.decode(kv.Key, kv.Value); ok {
+			list = append(list, st)
+		}
+	}
+	slices.SortFunc(list, func(a, b core.NodeStatus) int { return strings.Compare(a.Name, b.Name) })
+	n.mu.Lock()
+	n.nodes = list
+	n.mu.Unlock()
+	return slices.Clone(list), resp.Header.Revision, nil
+}
+
+// decode reads one node key; an unreadable one is skipped (logged).
+func (n *Node) decode(key, val []byte) (core.NodeStatus, bool) {
+	var rec nodeRecord
+	if err := json.Unmarshal(val, &rec); err != nil {
+		n.log.Warn("cluster node: unreadable node key", "key", string(key), "err", err)
+		return core.NodeStatus{}, false
+	}
+	rec.Name = strings.TrimPrefix(string(key), n.nodesPfx) // the key names it
+	return rec.NodeStatus, true
+}
+
+// Wait implements core.Cluster: it lists P/nodes/ then watches it from the
+// revision listed until every live node runs gen or newer or refused gen
+// or newer, or d passes. A node whose key goes (closed, lease expired) is
+// no longer waited for.
+func (n *Node) Wait(ctx context.Context, gen int64, d time.Duration) core.WaitResult {
+	start := time.Now()
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, max(d, 0))
+	defer cancel()
+	var nodes map[string]core.NodeStatus
+	result := func() core.WaitResult {
+		if nodes == nil {
+			n.mu.Lock()
+			nodes = make(map[string]core.NodeStatus, len(n.nodes))
+			for _, st := range n.nodes {
+				nodes[st.Name] = st
+			}
+			n.mu.Unlock()
+		}
+		r := classify(gen, nodes)
+		r.WaitedMs = time.Since(start).Milliseconds()
+		return r
+	}
+	for {
+		// The first list is made even when d is 0.
+		lctx, lcancel := context.WithTimeout(parent, min(opTimeout, max(time.Until(start.Add(d)), 100*time.Millisecond)))
+		list, rev, err := n.list(lctx)
+		lcancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return result()
+			}
+			select {
+			case <-ctx.Done():
+				return result()
+			case <-time.After(100 * time.Millisecond): // etcd unreachable: retry the list
+			}
+			continue
+		}
+		nodes = make(map[string]core.NodeStatus, len(list))
+		for _, st := range list {
+			nodes[st.Name] = st
+		}
+		if r := classify(gen, nodes); len(r.Pending) == 0 || ctx.Err() != nil {
+			return result()
+		}
+		wch := n.cli.Watch(clientv3.WithRequireLeader(ctx), n.nodesPfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		for wr := range wch {
+			if wr.Err() != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				name := strings.TrimPrefix(string(ev.Kv.Key), n.nodesPfx)
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(nodes, name)
+				} else if st, ok := n.decode(ev.Kv.Key, ev.Kv.Value); ok {
+					nodes[name] = st
+				}
+			}
+			if r := classify(gen, nodes); len(r.Pending) == 0 {
+				return result()
+			}
+		}
+		if ctx.Err() != nil {
+			return result()
+		}
+	}
+}
+
+// classify sorts the nodes into applied (run gen or newer), refused
+// (refused gen or newer, run older) and pending, each sorted by name.
+func classify(gen int64, nodes map[string]core.NodeStatus) core.WaitResult {
+	r := core.WaitResult{Generation: gen, Applied: []string{}, Refused: []core.NodeStatus{}, Pending: []string{}}
+	for name, st := range nodes {
+		switch {
+		case st.RunningGeneration >= gen:
+			r.Applied = append(r.Applied, name)
+		case st.RefusedGeneration >= gen:
+			r.Refused = append(r.Refused, st)
+		default:
+			r.Pending = append(r.Pending, name)
+		}
+	}
+	slices.Sort(r.Applied)
+	slices.Sort(r.Pending)
+	slices.SortFunc(r.Refused, func(a, b core.NodeStatus) int { return strings.Compare(a.Name, b.Name) })
+	return r
+}
+
+// StoreState implements core.Cluster.
+func (n *Node) StoreState() core.StoreState {
+	gen := n.seen.Load()
+	if c := n.o.Store.Current(); c != nil && c.Generation > gen {
+		gen = c.Generation
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return core.StoreState{
+		Kind:       "etcd",
+		Endpoints:  n.cli.Endpoints(),
+		Prefix:     n.o.Prefix,
+		Connected:  n.connected,
+		Since:      n.since.UTC(),
+		Generation: gen,
+	}
+}
+
+var _ core.Cluster = (*Node)(nil)
