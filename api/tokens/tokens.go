@@ -208,46 +208,81 @@ func List(dir string) ([]Entry, error) {
 // time it exists outside the caller's hands. A taken name is an error
 // wrapping config.ErrConflict.
 func Add(dir, name string, role Role, now time.Time) (string, error) {
-	if !config.ValidName(name) {
-		return "", fmt.Errorf("token name %q: use 1-%d lowercase letters, digits, '-' or '_' (not first or last): %w",
-			name, config.MaxNameLen, config.ErrInvalid)
-	}
-	if role.Rank() == 0 {
-		return "", fmt.Errorf("role %q: must be viewer, operator or admin: %w", role, config.ErrInvalid)
-	}
 	secret, err := Generate()
 	if err != nil {
 		return "", err
 	}
-	err = edit(dir, func(es []Entry) ([]Entry, error) {
-		for _, e := range es {
-			if e.Name == name {
-				return nil, fmt.Errorf("token %q already exists (revoke it first): %w", name, config.ErrConflict)
-			}
-		}
-		return append(es, Entry{Name: name, Role: role, Hash: HashOf(secret), Created: now.UTC().Truncate(time.Second)}), nil
-	})
+	err = edit(dir, func(es []Entry) ([]Entry, error) { return AddTo(es, name, role, HashOf(secret), now) })
 	if err != nil {
 		return "", err
 	}
 	return secret, nil
 }
 
+// AddTo returns es with a token named name, role and the secret's hash
+// (HashOf). A taken name is an error wrapping config.ErrConflict. es is
+// not modified (a cluster store's edit may run it more than once).
+func AddTo(es []Entry, name string, role Role, hash string, now time.Time) ([]Entry, error) {
+	if !config.ValidName(name) {
+		return nil, fmt.Errorf("token name %q: use 1-%d lowercase letters, digits, '-' or '_' (not first or last): %w",
+			name, config.MaxNameLen, config.ErrInvalid)
+	}
+	if role.Rank() == 0 {
+		return nil, fmt.Errorf("role %q: must be viewer, operator or admin: %w", role, config.ErrInvalid)
+	}
+	for _, e := range es {
+		if e.Name == name {
+			return nil, fmt.Errorf("token %q already exists (revoke it first): %w", name, config.ErrConflict)
+		}
+	}
+	return append(es[:len(es):len(es)], Entry{Name: name, Role: role, Hash: hash, Created: now.UTC().Truncate(time.Second)}), nil
+}
+
 // Revoke removes the token named name; unknown names wrap config.ErrNotFound.
 func Revoke(dir, name string) error {
-	return edit(dir, func(es []Entry) ([]Entry, error) {
-		for i, e := range es {
-			if e.Name == name {
-				return append(es[:i:i], es[i+1:]...), nil
-			}
+	return edit(dir, func(es []Entry) ([]Entry, error) { return RevokeFrom(es, name) })
+}
+
+// RevokeFrom returns es without the token named name (es is not modified);
+// unknown names wrap config.ErrNotFound.
+func RevokeFrom(es []Entry, name string) ([]Entry, error) {
+	for i, e := range es {
+		if e.Name == name {
+			return append(es[:i:i], es[i+1:]...), nil
 		}
-		return nil, fmt.Errorf("token %q: %w", name, config.ErrNotFound)
-	})
+	}
+	return nil, fmt.Errorf("token %q: %w", name, config.ErrNotFound)
+}
+
+// WriteMirror replaces dir/tokens.json with doc, a token file kept
+// elsewhere (a cluster store's P/tokens), under the lock of the
+// command-line edits; a doc that does not Parse is refused, the file
+// unchanged. The running server's Checker sees the new file at once.
+func WriteMirror(dir string, doc []byte) error {
+	if _, err := Parse(doc); err != nil {
+		return err
+	}
+	return locked(dir, func() error { return writeAtomic(dir, doc) })
 }
 
 // edit runs change on the current entries under the directory's lock and
 // writes the result atomically.
 func edit(dir string, change func([]Entry) ([]Entry, error)) error {
+	return locked(dir, func() error {
+		es, err := List(dir)
+		if err != nil {
+			return err
+		}
+		next, err := change(es)
+		if err != nil {
+			return err
+		}
+		return writeAtomic(dir, Marshal(next))
+	})
+}
+
+// locked runs fn under the lock of the command-line edits of dir.
+func locked(dir string, fn func() error) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -259,15 +294,7 @@ func edit(dir string, change func([]Entry) ([]Entry, error)) error {
 	if err := flock(lf); err != nil {
 		return err
 	}
-	es, err := List(dir)
-	if err != nil {
-		return err
-	}
-	next, err := change(es)
-	if err != nil {
-		return err
-	}
-	return writeAtomic(dir, Marshal(next))
+	return fn()
 }
 
 func flock(f *os.File) error {
