@@ -500,10 +500,21 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) error
 }
 
 // applyLocal is the Apply of a single node's write: the data plane runs
-// the new generation before the store makes it current.
+// the new generation before the store makes it current. It runs the
+// node's effective config (its section of "nodes", "${NODE_ADDRESS}"
+// replaced), validated again when that differs from the document.
 func (s *server) applyLocal(ctx context.Context, c *config.Config) error {
 	fault("persisted")
-	return s.core.Apply(ctx, c)
+	eff, err := c.ForNode(s.node.Name, s.node.Address)
+	if err != nil {
+		return err
+	}
+	if eff != c {
+		if err := config.Validate(eff, s.env); err != nil {
+			return err
+		}
+	}
+	return s.core.Apply(ctx, eff)
 }
 
 func dryRun(r *http.Request) (bool, error) {

@@ -390,3 +390,46 @@ func readAuditLog(t *testing.T, dir string) []AuditEntry {
 	}
 	return out
 }
+
+// newNodeFixture is newFixture for a single node named node.
+func newNodeFixture(t testing.TB, node core.NodeIdentity) *fixture {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	st, err := config.Open(t.TempDir(), "", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nop := &coretest.Nop{}
+	if err := nop.Apply(t.Context(), st.Current()); err != nil {
+		t.Fatal(err)
+	}
+	h := New(Options{Store: st, Core: nop, Version: "test", StateDir: st.Dir(), AdminAddr: "127.0.0.1:0", Logger: log,
+		AdminHosts: []string{"example.com:80"}, Node: node, Env: config.Env{NodeName: node.Name, NodeAddress: node.Address}})
+	return &fixture{h: h, store: st, core: nop}
+}
+
+func TestSingleNodeAppliesItsEffectiveConfig(t *testing.T) {
+	fe := `{"name":"public","mode":"tcp","default_backend":"web","binds":[{"name":"b1","address":"${NODE_ADDRESS}","port":8080}]}`
+	be := `{"name":"web","mode":"tcp","servers":[{"name":"s1","address":"127.0.0.1","port":8081}]}`
+	f := newNodeFixture(t, core.NodeIdentity{Name: "edge-1", Address: "127.0.0.2"})
+	f.must(t, http.StatusCreated, "POST", "/api/v1/backends", be)
+	f.must(t, http.StatusCreated, "POST", "/api/v1/frontends", fe)
+	if got := f.store.Current().Frontends[0].Binds[0].Address; got != config.NodeAddress {
+		t.Fatalf("stored address %q", got)
+	}
+	if got := f.core.Last().Frontends[0].Binds[0].Address; got != "127.0.0.2" {
+		t.Fatalf("applied address %q", got)
+	}
+	if ci := decodeJSON[ClusterInfo](t, f.must(t, 200, "GET", "/api/v1/cluster", "")); ci.Self.Name != "edge-1" || ci.Nodes[0].Address != "127.0.0.2" {
+		t.Fatalf("cluster %+v", ci)
+	}
+	// A node without --node-address cannot run the placeholder: refused,
+	// nothing changed.
+	g := newNodeFixture(t, core.NodeIdentity{Name: "edge-2"})
+	g.must(t, http.StatusCreated, "POST", "/api/v1/backends", be)
+	gen := g.store.Current().Generation
+	w := g.must(t, http.StatusUnprocessableEntity, "POST", "/api/v1/frontends", fe)
+	if p := problemOf(t, w); len(p.Errors) == 0 || g.store.Current().Generation != gen {
+		t.Fatalf("problem %+v, generation %d → %d", p, gen, g.store.Current().Generation)
+	}
+}
