@@ -41,9 +41,11 @@ type DirStorage struct {
 	log *slog.Logger
 
 	mu sync.Mutex // serialises Commit, Revert and Load's read
-	// gen is config.json's generation (0: absent or generation 0); loaded
-	// is its decoded content when known (nil: Load reads the file).
+	// gen is config.json's generation (0: absent or generation 0), has
+	// whether it exists; loaded is its decoded content when known (nil:
+	// Load reads the file).
 	gen    int64
+	has    bool
 	loaded *Config
 
 	// fault is the last write the OS refused while no write has succeeded
@@ -106,7 +108,7 @@ func NewDirStorage(dir string, log *slog.Logger) (*DirStorage, error) {
 		if lerr != nil {
 			return nil, d.corrupt(path, lerr)
 		}
-		d.gen, d.loaded = c.Generation, c
+		d.gen, d.has, d.loaded = c.Generation, true, c
 		d.removeUncommitted(c.Generation)
 		if err := d.ensureRevision(c); err != nil {
 			return nil, err
@@ -171,7 +173,7 @@ func (d *DirStorage) initEmpty(c *Config) error {
 	if err := d.writeConfig(c); err != nil {
 		return err
 	}
-	d.gen, d.loaded = c.Generation, c
+	d.gen, d.has, d.loaded = c.Generation, true, c
 	return nil
 }
 
@@ -179,6 +181,11 @@ func (d *DirStorage) initEmpty(c *Config) error {
 // (the commit point), each atomically. A refused write is a *StorageError
 // and leaves config.json as it was (a revision written before the refusal
 // is removed); a commit not built on the current generation is ErrRace.
+//
+// The first commit of a directory without config.json (a bootstrap)
+// writes config.json first: a revision without config.json is refused at
+// open as a removed config.json, whereas a config.json without the
+// revision of its generation is completed (ensureRevision).
 func (d *DirStorage) Commit(_ context.Context, prev int64, info RevisionInfo, doc []byte, certs map[string][]byte) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -191,15 +198,30 @@ func (d *DirStorage) Commit(_ context.Context, prev int64, info RevisionInfo, do
 	if err := d.saveCertificates(certs); err != nil {
 		return err
 	}
-	if err := d.writeRevisionDoc(info, doc); err != nil {
-		return d.storageFailed(err)
-	}
-	if err := d.writeConfigDoc(doc); err != nil {
-		_ = d.removeRevision(info.Generation)
-		return d.storageFailed(err)
+	if d.has {
+		if err := d.writeRevisionDoc(info, doc); err != nil {
+			return d.storageFailed(err)
+		}
+		if err := d.writeConfigDoc(doc); err != nil {
+			_ = d.removeRevision(info.Generation)
+			return d.storageFailed(err)
+		}
+	} else {
+		if err := d.writeConfigDoc(doc); err != nil {
+			return d.storageFailed(err)
+		}
+		if err := d.writeRevisionDoc(info, doc); err != nil {
+			if rerr := os.Remove(d.configPath()); rerr == nil || errors.Is(rerr, fs.ErrNotExist) {
+				_ = syncDir(d.dir)
+			} else {
+				d.has = true // committed after all: the revision is written at the next open
+				d.gen, d.loaded = info.Generation, nil
+			}
+			return d.storageFailed(err)
+		}
 	}
 	d.storageOK()
-	d.gen, d.loaded = info.Generation, nil
+	d.gen, d.has, d.loaded = info.Generation, true, nil
 	d.pruneRevisions()
 	return nil
 }

@@ -447,6 +447,44 @@ func TestStoreBootstrapRefused(t *testing.T) {
 	}
 }
 
+// TestStoreBootstrapWritesConfigFirst: the bootstrap commits config.json
+// before revision 1, so a crash between the two leaves a config.json whose
+// revision the next Open writes (TestStoreRecreatesMissingRevisionOfCurrent),
+// never a revision without config.json, which Open refuses as a removed
+// config.json. A refused revision write undoes config.json: the next Open
+// bootstraps again.
+func TestStoreBootstrapWritesConfigFirst(t *testing.T) {
+	tmp := t.TempDir()
+	boot := filepath.Join(tmp, "boot.json")
+	writeTestFile(t, boot, `{"backends":[{"name":"web"}]}`)
+	dir := filepath.Join(tmp, "state")
+	d, err := NewDirStorage(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	d.writeFile = func(dir, name string, data []byte, prepare func(*os.File)) error {
+		order = append(order, name)
+		if name == revisionName(1) {
+			return &fs.PathError{Op: "write", Path: name, Err: syscall.ENOSPC}
+		}
+		return WriteFileAtomic(dir, name, data, prepare)
+	}
+	var se *StorageError
+	if _, err := OpenStore(d, boot, nil, StoreOptions{}); !errors.As(err, &se) {
+		t.Fatalf("OpenStore with the revision refused: %v, want a *StorageError", err)
+	}
+	if !slices.Equal(order, []string{ConfigFile, revisionName(1)}) {
+		t.Fatalf("bootstrap wrote %v, want config.json first", order)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ConfigFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("config.json left after the refused bootstrap: %v", err)
+	}
+	if s := openStore(t, dir, boot); s.Current().Generation != 1 || !slices.Equal(revisionGens(t, s), []int64{1}) {
+		t.Fatalf("reopen after a refused bootstrap: generation %d", s.Current().Generation)
+	}
+}
+
 func TestStoreRecreatesMissingRevisionOfCurrent(t *testing.T) {
 	tmp := t.TempDir()
 	boot := filepath.Join(tmp, "boot.json")
