@@ -67,8 +67,10 @@ type ConfigStore interface {
 // AppliedCache keeps the last generation this node applied, so that a node
 // restarted while etcd is down runs it (EtcdStorage.RememberApplied).
 type AppliedCache interface {
-	RememberApplied(c *config.Config) error
+	RememberApplied(ctx context.Context, c *config.Config) error
 }
+
+var _ ConfigStore = (*config.Store)(nil)
 
 // NodeOptions configure StartNode.
 type NodeOptions struct {
@@ -636,7 +638,7 @@ func (n *Node) step() {
 	}
 	n.log.Info("cluster node: applied", "generation", cur.Generation)
 	if n.o.Storage != nil {
-		if err := n.o.Storage.RememberApplied(cur); err != nil {
+		if err := n.o.Storage.RememberApplied(n.ctx, cur); err != nil {
 			n.log.Warn("cluster node: cannot cache the applied generation", "generation", cur.Generation, "err", err)
 		}
 	}
