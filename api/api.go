@@ -199,6 +199,9 @@ func (s *server) routes(r chi.Router) {
 
 	r.Get(base+"/info", s.handle(s.info))
 	r.Get(base+"/cluster", s.handle(s.getCluster))
+	r.Get(base+"/cluster/nodes/{name}/settings", s.handle(s.getNodeSettings)) // nodes.go
+	r.Put(base+"/cluster/nodes/{name}/settings", s.handle(s.putNodeSettings))
+	r.Delete(base+"/cluster/nodes/{name}/settings", s.handle(s.deleteNodeSettings))
 	r.Get(base+"/config", s.handle(s.getConfig))
 	r.Put(base+"/config", s.handle(s.putConfig))
 	r.Get(base+"/config/revisions", s.handle(s.listRevisions))

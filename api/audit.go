@@ -459,7 +459,7 @@ func changesOf(p *config.Plan, before, after *config.Config) []AuditChange {
 
 // objectJSON is the JSON of the object a plan item names ("frontend/f",
 // "frontend/f/bind/b", "backend/b", "backend/b/server/s", "tuning",
-// "cpu_map", "irq", "certificate/c"), nil when absent.
+// "cpu_map", "irq", "certificate/c", "node/n"), nil when absent.
 func objectJSON(c *config.Config, obj string) json.RawMessage {
 	var v any
 	parts := strings.Split(obj, "/")
@@ -470,6 +470,10 @@ func objectJSON(c *config.Config, obj string) json.RawMessage {
 		v = c.CPUMap
 	case obj == "irq":
 		v = c.IRQ
+	case parts[0] == "node" && len(parts) == 2:
+		if s, ok := c.Nodes[parts[1]]; ok {
+			v = s
+		}
 	case parts[0] == "certificate" && len(parts) == 2:
 		if i := c.FindCertificate(parts[1]); i >= 0 {
 			v = c.Certificates[i] // metadata and fingerprints: the document holds no key

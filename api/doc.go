@@ -1,6 +1,7 @@
 // Package api is the REST admin API of spliced: a chi router under /api/v1
 // over the configuration document (config, revisions, frontends and their
-// binds, backends and their servers, certificates, tuning), plus /healthz, /readyz,
+// binds, backends and their servers, certificates, tuning, node-local settings:
+// nodes.go), plus /healthz, /readyz,
 // /openapi.json, the API reference at /docs/ and the web page at /ui/.
 //
 // It owns HTTP only: routing, strict body decoding, ETags and If-Match,

@@ -16,6 +16,11 @@ import (
 // through the store like every other one and the core applies it; an OS
 // refusal comes back as *config.ApplyError with the *pin.PinError inside,
 // i.e. 409 with the errno and a hint, nothing changed.
+//
+// The views show what this node runs: its section of the document's nodes
+// member (nodes.go) replaces cpu_map and irq when it has them. Writes here
+// change the document's values (every node without its own); their ETags
+// are those of the document's values.
 
 // CPUMapView is GET /api/v1/cpu-map: the configured map and, per loop
 // thread, what the kernel granted.
@@ -24,6 +29,10 @@ type CPUMapView struct {
 	// i-th CPU of the process mask) or manual (threads below).
 	Mode    string              `json:"mode" example:"manual" enums:"none,auto,manual"`
 	Threads []config.ThreadCPUs `json:"threads"`
+	// Node is set when this map is this node's own (its section of the
+	// document's nodes member, /api/v1/cluster/nodes/{name}/settings),
+	// which replaces the document's cpu_map here.
+	Node string `json:"node,omitempty" example:"edge-1"`
 	// Allowed is the process affinity mask (what auto distributes).
 	Allowed []int `json:"allowed" example:"0,1"`
 	// Loops is every running loop thread, read back from the kernel.
@@ -34,8 +43,9 @@ type CPUMapView struct {
 // explicit pin of the config when there is one.
 type IRQView struct {
 	pin.IRQ
-	// Pinned is the CPU list of the config's explicit pin (irq.pins) for
-	// this IRQ; absent when the IRQ is not pinned explicitly.
+	// Pinned is the CPU list of the config's explicit pin (irq.pins, or
+	// this node's own irq when its section of nodes has one) for this
+	// IRQ; absent when the IRQ is not pinned explicitly.
 	Pinned []int `json:"pinned,omitempty" example:"1"`
 }
 
@@ -44,8 +54,18 @@ type IRQPinBody struct {
 	CPUs []int `json:"cpus" example:"1"`
 }
 
+// placement is the config whose cpu_map and irq this node runs: the
+// document with this node's section applied.
+func (s *server) placement(c *config.Config) *config.Config {
+	return c.WithNodeSettings(s.node.Name)
+}
+
 func (s *server) cpuMapView(c *config.Config) CPUMapView {
-	v := CPUMapView{Mode: c.CPUMap.Mode, Threads: c.CPUMap.Threads, Loops: s.core.Threads()}
+	m := s.placement(c).CPUMap
+	v := CPUMapView{Mode: m.Mode, Threads: m.Threads, Loops: s.core.Threads()}
+	if sec, ok := c.Nodes[s.node.Name]; ok && sec.CPUMap != nil {
+		v.Node = s.node.Name
+	}
 	if v.Threads == nil {
 		v.Threads = []config.ThreadCPUs{}
 	}
@@ -71,7 +91,7 @@ func writeLive(w http.ResponseWriter, c *config.Config, cfgPart, v any) error {
 // getCPUMap godoc
 //
 //	@Summary		CPU map of the loop threads
-//	@Description	The configured map (mode none, auto or manual with threads) and, per running loop thread, its kernel tid, the CPUs the map gives it (configured, null = not pinned) and the mask the kernel reports for it now (granted, sched_getaffinity of the tid). The ETag covers the configured part (mode, threads).
+//	@Description	The configured map (mode none, auto or manual with threads) and, per running loop thread, its kernel tid, the CPUs the map gives it (configured, null = not pinned) and the mask the kernel reports for it now (granted, sched_getaffinity of the tid). The map is the one this node runs: its own (node set) when its section of the document's nodes member has a cpu_map, else the document's. The ETag covers the document's cpu_map (what PUT changes and If-Match compares).
 //	@Tags			placement
 //	@Produce		json
 //	@Success		200	{object}	CPUMapView
@@ -86,7 +106,7 @@ func (s *server) getCPUMap(w http.ResponseWriter, r *http.Request) error {
 // putCPUMap godoc
 //
 //	@Summary		Set the CPU map of the loop threads
-//	@Description	Applied at run time: each loop thread sets its own affinity (no privilege needed). mode auto puts loop i on the i-th CPU of the process mask; manual pins the listed threads (others keep the process mask); none unpins every thread. Persisted in the config (cpu_map). The result shows what the kernel granted.
+//	@Description	Applied at run time: each loop thread sets its own affinity (no privilege needed). mode auto puts loop i on the i-th CPU of the process mask; manual pins the listed threads (others keep the process mask); none unpins every thread. Persisted in the config (cpu_map): the document's map, which nodes with a cpu_map of their own (/api/v1/cluster/nodes/{name}/settings) do not run. The result shows what the kernel granted.
 //	@Tags			placement
 //	@Accept			json
 //	@Produce		json
@@ -122,11 +142,12 @@ func (s *server) putCPUMap(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) irqViews(c *config.Config, irqs []pin.IRQ) []IRQView {
+	pins := s.placement(c).IRQ.Pins
 	out := make([]IRQView, len(irqs))
 	for i, q := range irqs {
 		out[i] = IRQView{IRQ: q}
-		if k := slices.IndexFunc(c.IRQ.Pins, func(p config.IRQPin) bool { return p.IRQ == q.IRQ }); k >= 0 {
-			out[i].Pinned = c.IRQ.Pins[k].CPUs
+		if k := slices.IndexFunc(pins, func(p config.IRQPin) bool { return p.IRQ == q.IRQ }); k >= 0 {
+			out[i].Pinned = pins[k].CPUs
 		}
 		if out[i].Counts == nil {
 			out[i].Counts = map[int]uint64{}
@@ -138,7 +159,7 @@ func (s *server) irqViews(c *config.Config, irqs []pin.IRQ) []IRQView {
 // listIRQs godoc
 //
 //	@Summary		IRQs with their affinity and counts
-//	@Description	Every numbered line of /proc/interrupts: per-CPU counts, chip, name, the NIC it belongs to (from /sys/class/net/*/device/msi_irqs), smp_affinity_list (affinity), effective_affinity_list (effective), managed when known (null = unknown), and the config's explicit pin (pinned). Reading needs no privilege.
+//	@Description	Every numbered line of /proc/interrupts: per-CPU counts, chip, name, the NIC it belongs to (from /sys/class/net/*/device/msi_irqs), smp_affinity_list (affinity), effective_affinity_list (effective), managed when known (null = unknown), and the config's explicit pin (pinned: this node's own irq when its section of the document's nodes member has one, else the document's). Reading needs no privilege.
 //	@Tags			placement
 //	@Produce		json
 //	@Success		200	{array}		IRQView

@@ -129,6 +129,12 @@ func (c *pinCore) PinWarnings() []string { return slices.Clone(c.warnings) }
 // prepare, if set, changes the stored config before the first apply.
 func newPinFixture(t *testing.T, pt *pinTree, prepare func(c *config.Config)) (*fixture, *pinCore) {
 	t.Helper()
+	return newPinFixtureAs(t, pt, core.NodeIdentity{}, prepare)
+}
+
+// newPinFixtureAs is newPinFixture on the node named by self.
+func newPinFixtureAs(t *testing.T, pt *pinTree, self core.NodeIdentity, prepare func(c *config.Config)) (*fixture, *pinCore) {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	st, err := config.Open(t.TempDir(), "", log)
 	if err != nil {
@@ -149,7 +155,7 @@ func newPinFixture(t *testing.T, pt *pinTree, prepare func(c *config.Config)) (*
 		t.Fatal(err)
 	}
 	h := New(Options{Store: st, Core: pc, Version: "test", StateDir: st.Dir(), AdminAddr: "127.0.0.1:0", Logger: log,
-		AdminHosts: []string{"example.com:80"}})
+		AdminHosts: []string{"example.com:80"}, Node: self})
 	return &fixture{h: h, store: st}, pc
 }
 

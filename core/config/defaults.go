@@ -267,7 +267,7 @@ func (c *Config) Clone() *Config {
 	if c.Nodes != nil {
 		out.Nodes = make(map[string]NodeSettings, len(c.Nodes))
 		for name, s := range c.Nodes {
-			out.Nodes[name] = s.clone()
+			out.Nodes[name] = s.Clone()
 		}
 	}
 	return &out

@@ -30,43 +30,54 @@ const NodeAddress = "${NODE_ADDRESS}"
 // address): the node must be started with --node-address. address itself
 // is not checked here: validating the result does it, as for any bind.
 func (c *Config) ForNode(name, address string) (*Config, error) {
-	s, local := c.Nodes[name]
-	local = local && (s.Nbthread != nil || s.CPUMap != nil || s.IRQ != nil)
 	placeholder := c.usesNodeAddress()
-	if !local && !placeholder {
-		return c, nil
-	}
 	if placeholder && address == "" {
 		return nil, c.nodeAddressMissing(name)
 	}
+	out := c.WithNodeSettings(name)
+	if !placeholder {
+		return out, nil
+	}
+	if out == c {
+		cp := *c
+		out = &cp
+	}
+	out.Frontends = slices.Clone(c.Frontends)
+	for i := range out.Frontends {
+		f := &out.Frontends[i]
+		if !slices.ContainsFunc(f.Binds, isNodeAddressBind) {
+			continue
+		}
+		f.Binds = slices.Clone(f.Binds)
+		for j := range f.Binds {
+			if isNodeAddressBind(f.Binds[j]) {
+				f.Binds[j].Address = address
+			}
+		}
+	}
+	return out, nil
+}
+
+// WithNodeSettings is ForNode without the addresses: c with node name's
+// section applied over tuning.nbthread, cpu_map and irq, or c itself when
+// the node has none (or an empty one). What it does not change is shared
+// with c. The admin API's placement views read it.
+func (c *Config) WithNodeSettings(name string) *Config {
+	s, ok := c.Nodes[name]
+	if !ok || s.Nbthread == nil && s.CPUMap == nil && s.IRQ == nil {
+		return c
+	}
 	out := *c
-	if local {
-		if s.Nbthread != nil {
-			out.Tuning.Nbthread = *s.Nbthread
-		}
-		if s.CPUMap != nil {
-			out.CPUMap = *s.CPUMap
-		}
-		if s.IRQ != nil {
-			out.IRQ = *s.IRQ
-		}
+	if s.Nbthread != nil {
+		out.Tuning.Nbthread = *s.Nbthread
 	}
-	if placeholder {
-		out.Frontends = slices.Clone(c.Frontends)
-		for i := range out.Frontends {
-			f := &out.Frontends[i]
-			if !slices.ContainsFunc(f.Binds, isNodeAddressBind) {
-				continue
-			}
-			f.Binds = slices.Clone(f.Binds)
-			for j := range f.Binds {
-				if isNodeAddressBind(f.Binds[j]) {
-					f.Binds[j].Address = address
-				}
-			}
-		}
+	if s.CPUMap != nil {
+		out.CPUMap = *s.CPUMap
 	}
-	return &out, nil
+	if s.IRQ != nil {
+		out.IRQ = *s.IRQ
+	}
+	return &out
 }
 
 func isNodeAddressBind(b Bind) bool { return b.Address == NodeAddress }
@@ -124,7 +135,8 @@ func (s *NodeSettings) normalize() {
 	}
 }
 
-func (s *NodeSettings) clone() NodeSettings {
+// Clone returns a deep copy of the section.
+func (s *NodeSettings) Clone() NodeSettings {
 	var out NodeSettings
 	if s.Nbthread != nil {
 		n := *s.Nbthread

@@ -101,9 +101,12 @@ func TestForNode(t *testing.T) {
 		d.Nodes = map[string]NodeSettings{"edge-1": {Nbthread: intp(8)}, "empty": {}}
 		for _, name := range []string{"", "edge-2", "empty"} {
 			got, err := d.ForNode(name, "")
-			if err != nil || got != d {
+			if err != nil || got != d || d.WithNodeSettings(name) != d {
 				t.Errorf("ForNode(%q) = %p, %v; want the receiver %p", name, got, err, d)
 			}
+		}
+		if w := d.WithNodeSettings("edge-1"); w == d || w.Tuning.Nbthread != 8 || d.Tuning.Nbthread != 2 {
+			t.Errorf("WithNodeSettings(edge-1): nbthread %d, document's %d", w.Tuning.Nbthread, d.Tuning.Nbthread)
 		}
 	})
 }

@@ -29,7 +29,7 @@ const (
 type PlanItem struct {
 	// Object names what changes: "frontend/public",
 	// "frontend/public/bind/b1", "backend/web", "backend/web/server/s1",
-	// "tuning", "cpu_map", "irq".
+	// "tuning", "cpu_map", "irq", "certificate/site", "node/edge-1".
 	Object string   `json:"object"`
 	Op     string   `json:"op"`               // create | update | delete
 	Apply  string   `json:"apply"`            // in_place | rebind | restart_loops
