@@ -7,9 +7,15 @@
 # Environment:
 #   BENCH_SECONDS     seconds per load run (default 10)
 #   BENCH_REPEAT      repetitions of every run; medians printed when > 1 (default 1)
-#   BENCH_MODES       among "tcp http tls" (default all three; tls: http
-#                     proxying behind TLS termination, spliced, HAProxy
-#                     and nginx with the same certificate and ciphers)
+#   BENCH_MODES       among "tcp http tls cluster" (default all four; tls:
+#                     http proxying behind TLS termination, spliced,
+#                     HAProxy and nginx with the same certificate and
+#                     ciphers; cluster: how fast a write reaches three
+#                     spliced nodes sharing etcd, against a three-node
+#                     HAProxy push + reload, bench/clusterbench)
+#   BENCH_CLUSTER_SERVERS  backend sizes of the cluster row (default 1000,10000)
+#   BENCH_CLUSTER_WRITES   writes per size (default 200)
+#   BENCH_CLUSTER_RELOADS  HAProxy push + reloads per size (default 20)
 #   BENCH_ROWS        workloads among "ka close 1m idle apply hs-ecdsa
 #                     hs-rsa resume flood" (default all; a row runs in the
 #                     modes it applies to: ka and 1m in all three, close
@@ -43,7 +49,10 @@ die() { log "bench: $*"; exit 1; }
 
 BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_REPEAT=${BENCH_REPEAT:-1}
-BENCH_MODES=${BENCH_MODES:-tcp http tls}
+BENCH_MODES=${BENCH_MODES:-tcp http tls cluster}
+BENCH_CLUSTER_SERVERS=${BENCH_CLUSTER_SERVERS:-1000,10000}
+BENCH_CLUSTER_WRITES=${BENCH_CLUSTER_WRITES:-200}
+BENCH_CLUSTER_RELOADS=${BENCH_CLUSTER_RELOADS:-20}
 BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle apply hs-ecdsa hs-rsa resume flood}
 BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
@@ -61,7 +70,10 @@ HAPROXY_SPLICE=${HAPROXY_SPLICE:-force}
 [[ $BENCH_IDLE_CONNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_IDLE_CONNS must be a positive integer"
 [[ $BENCH_1M_CONNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_1M_CONNS must be a positive integer"
 [[ $BENCH_HS_CONNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_HS_CONNS must be a positive integer"
-for mode in $BENCH_MODES; do [[ $mode == tcp || $mode == http || $mode == tls ]] || die "unknown mode $mode"; done
+for mode in $BENCH_MODES; do [[ $mode == tcp || $mode == http || $mode == tls || $mode == cluster ]] || die "unknown mode $mode"; done
+[[ $BENCH_CLUSTER_SERVERS =~ ^[0-9]+(,[0-9]+)*$ ]] || die "BENCH_CLUSTER_SERVERS must be comma-separated sizes"
+[[ $BENCH_CLUSTER_WRITES =~ ^[1-9][0-9]*$ ]] || die "BENCH_CLUSTER_WRITES must be a positive integer"
+[[ $BENCH_CLUSTER_RELOADS =~ ^[1-9][0-9]*$ ]] || die "BENCH_CLUSTER_RELOADS must be a positive integer"
 
 # Proxies that can run in each mode, in table order.
 TCP_PROXIES="spliced haproxy nginx baseline"
@@ -689,6 +701,7 @@ log "bench: ${BENCH_SECONDS}s per run, ${BENCH_REPEAT} repeat(s), modes: $BENCH_
 log "bench: proxies on CPU $BENCH_PROXY_CPU (one thread), wrk -t1 and origin on CPU $BENCH_LOAD_CPU"
 for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 	for mode in $BENCH_MODES; do
+		[[ $mode == cluster ]] && continue # its own tool, below
 		for row in $BENCH_ROWS; do
 			row_applies "$mode" "$row" || continue
 			log "bench: [$rep/$BENCH_REPEAT] $mode/$row"
@@ -716,4 +729,18 @@ if [[ " $BENCH_ROWS " == *" apply "* ]]; then
 	cp "$TMP/apply.txt" "$BENCH_OUT/$STAMP-apply.txt"
 	cat "$TMP/apply.txt"
 	((rc == 0)) || log "bench: apply: FAILED (exit $rc; a connection dropped or a change was refused)"
+fi
+
+# cluster: a write on one of three spliced nodes sharing an embedded etcd,
+# until all three run it, against a push + reload of three HAProxy
+# (bench/README.md, bench/clusterbench).
+if [[ " $BENCH_MODES " == *" cluster "* ]]; then
+	log "bench: cluster: 3 nodes, $BENCH_CLUSTER_WRITES writes with $BENCH_CLUSTER_SERVERS servers, against HAProxy push + reload"
+	"$GO" build -o "$TMP/bin/clusterbench" ./bench/clusterbench
+	rc=0
+	wait_fg "$TMP/bin/clusterbench" -bin "$SPLICED_BIN" -servers "$BENCH_CLUSTER_SERVERS" \
+		-writes "$BENCH_CLUSTER_WRITES" -reloads "$BENCH_CLUSTER_RELOADS" >"$TMP/cluster.txt" || rc=$?
+	cp "$TMP/cluster.txt" "$BENCH_OUT/$STAMP-cluster.txt"
+	cat "$TMP/cluster.txt"
+	((rc == 0)) || log "bench: cluster: FAILED (exit $rc; a node did not apply, a write or a reload failed)"
 fi
