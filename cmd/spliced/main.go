@@ -4,6 +4,7 @@
 // Usage:
 //
 //	spliced [--admin-addr ADDR] [--state-dir DIR] [--config FILE] [--log-format text|json]
+//	        [--store etcd://HOST:PORT[,HOST:PORT…]/PREFIX] [--node-name NAME] [--node-address IP]
 //	spliced version
 //	spliced validate FILE
 //	spliced token add|list|revoke ...
@@ -29,6 +30,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/api"
 	"github.com/spliced-proxy/spliced/cmd/spliced/internal/version"
+	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/tlsconf"
 )
@@ -73,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	auditKeep := fs.Int("audit-keep", api.AuditKeepDefault, "rotated audit files kept (audit.log.1 .. audit.log.N, 16 MiB each)")
 	auditSyslog := fs.Bool("audit-syslog", false, "also send every audit entry to the local syslog (journald), facility authpriv, tag spliced-audit")
 	alf := addAccessLogFlags(fs)
+	var cf clusterFlags
+	cf.addNodeFlags(fs)
 	fs.Usage = func() { usage(stderr, fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -85,6 +89,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log, err := newLogger(*logFormat, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "spliced:", err)
+		return 2
+	}
+	node, err := cf.nodeIdentity(false)
 	if err != nil {
 		fmt.Fprintln(stderr, "spliced:", err)
 		return 2
@@ -135,7 +144,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		auditKeep: *auditKeep, auditCopy: auditCopy,
 		tlsCert: *tlsCert, tlsKey: *tlsKey, maxBody: *maxBody, maxConns: *maxConns,
 		maxStreams: *maxStreams, maxStreamsPerToken: *maxStreamsTok, anonIdle: *anonIdle}
-	if err := serve(log, adm, *bootstrap); err != nil {
+	if err := serve(log, adm, *bootstrap, node); err != nil {
 		log.Error("spliced stopped", "err", err)
 		return 1
 	}
@@ -149,9 +158,9 @@ Usage:
   spliced [flags]            run the appliance
   spliced version            print the version
   spliced validate FILE      check a config document (exit 0 when valid)
-  spliced token add --role viewer|operator|admin --name NAME [--state-dir DIR]
+  spliced token add --role viewer|operator|admin --name NAME [--state-dir DIR | --store URL]
                              create an admin API token (printed once)
-  spliced token list|revoke NAME [--state-dir DIR]
+  spliced token list|revoke NAME [--state-dir DIR | --store URL]
 
 Flags:
 `, version.Version)
@@ -170,6 +179,7 @@ Flags:
 		fs.Int("admin-max-event-streams-per-token", api.DefaultMaxEventStreamsPerToken, "most /api/v1/events streams open at once per token (429 beyond)")
 		fs.String("log-format", "auto", "log format: text, json, or auto (text on a terminal, json otherwise)")
 		addAccessLogFlags(fs)
+		new(clusterFlags).addNodeFlags(fs)
 	}
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -237,16 +247,22 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
+func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeIdentity) error {
 	started := time.Now()
 	adminAddr, stateDir := adm.addr, adm.stateDir
 	env := config.HostEnv()
 	env.FdLimit = raiseFdLimit() // before anything opens a fd or derives maxconn from it
+	env.NodeName, env.NodeAddress = node.Name, node.Address
 	lock, err := openStateDir(stateDir)
 	if err != nil {
 		return err
 	}
 	defer lock.Close() // held until the process exits
+	if m, err := readClusterMark(stateDir); err != nil {
+		return err
+	} else if m != nil {
+		return refuseClusterDir(stateDir, m, "start it")
+	}
 	al, err := openAdmin(adm)
 	if err != nil {
 		return err
@@ -276,14 +292,14 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 		return fmt.Errorf("starting data plane: %w", err)
 	}
 	cur := store.Current()
-	if err := ctl.Apply(context.Background(), cur); err != nil {
+	if err := applyEffective(ctl, env, node, false)(context.Background(), cur); err != nil {
 		// The persisted config could not be applied (a port taken since the
 		// last run, say). Keep serving the admin API so the operator can see
 		// and fix it; /readyz reports not ready until the core runs it.
 		log.Error("applying persisted config failed", "generation", cur.Generation, "err", err)
 	}
 	rt := ctl.Runtime()
-	log.Info("spliced started", "version", version.Version, "admin_addr", adminAddr,
+	log.Info("spliced started", "version", version.Version, "admin_addr", adminAddr, "node", node.Name,
 		"state_dir", store.Dir(), "generation", cur.Generation, "nbthread", rt.Nbthread,
 		"fd_limit", env.FdLimit, "maxconn", rt.Maxconn)
 
@@ -296,6 +312,7 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string) error {
 		AdminAddr: adminAddr,
 		Logger:    log,
 		Started:   started,
+		Node:      node,
 
 		Tokens:       al.tokens,
 		Open:         al.open,

@@ -45,6 +45,15 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	// A cluster node's tokens.json mirrors the store's: an edit there
+	// would be overwritten at the next change, and no other node sees it.
+	if m, err := readClusterMark(*stateDir); err != nil {
+		fmt.Fprintln(stderr, "spliced:", err)
+		return 1
+	} else if m != nil && sub != "list" {
+		fmt.Fprintln(stderr, "spliced:", refuseClusterDir(*stateDir, m, "edit its tokens"))
+		return 2
+	}
 	switch sub {
 	case "add":
 		if fs.NArg() != 0 || role == "" || name == "" {
