@@ -205,7 +205,18 @@ func testStaleCommitRaces(t *testing.T, st config.Storage) {
 			t.Fatalf("Commit on %d while 2 is current: %v, want ErrRace", prev, err)
 		}
 	}
-	c, _ := load(t, st)
+	// Nor does it write its certificate bundles.
+	meta, bundle := testCert(t, "stale")
+	c := configWith(t, 2, "web")
+	c.Certificates = []config.Certificate{meta}
+	err := st.Commit(bg, 1, config.RevisionInfo{Generation: 2, Time: time.Now(), Summary: "stale"}, encode(t, c), map[string][]byte{meta.ChainSHA256: bundle})
+	if !errors.Is(err, config.ErrRace) {
+		t.Fatalf("Commit with a certificate on 1 while 2 is current: %v, want ErrRace", err)
+	}
+	if _, err := st.CertificateBundle(bg, meta.ChainSHA256); !errors.Is(err, config.ErrNotFound) {
+		t.Fatalf("the bundle of a commit that lost: %v, want ErrNotFound", err)
+	}
+	c, _ = load(t, st)
 	if c.Generation != 2 || backendNames(c) != "web,api" {
 		t.Fatalf("a commit that lost changed the current: gen %d %s", c.Generation, backendNames(c))
 	}
