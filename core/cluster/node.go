@@ -44,6 +44,9 @@ const (
 	// the node starts unregistered (etcd down) and registers when etcd is
 	// back.
 	registerTimeout = 5 * time.Second
+	// applyingAfter is how long an Apply runs before the node publishes
+	// that it is applying.
+	applyingAfter = 100 * time.Millisecond
 	// maxErrorLen bounds the error a node publishes for a refusal.
 	maxErrorLen = 500
 )
@@ -627,8 +630,11 @@ func (n *Node) step() {
 	}
 	n.applying = true
 	n.mu.Unlock()
-	n.publish()
+	// An apply that takes a while is published as one (a 10 000-server
+	// config takes hundreds of ms); a quick one costs one put, not two.
+	slow := time.AfterFunc(applyingAfter, n.publish)
 	err := n.o.Apply(n.ctx, cur)
+	slow.Stop()
 	n.mu.Lock()
 	n.applying = false
 	n.mu.Unlock()
@@ -811,18 +817,18 @@ func (n *Node) decode(key, val []byte) (core.NodeStatus, bool) {
 	return rec.NodeStatus, true
 }
 
-// Wait implements core.Cluster: it lists P/nodes/ then watches it from the
-// revision listed until every live node runs gen or newer or refused gen
-// or newer, or d passes. A node whose key goes (closed, lease expired) is
-// no longer waited for.
+// Wait implements core.Cluster: it watches P/nodes/, lists it, and applies
+// the watch's newer events to the list until every live node runs gen or
+// newer or refused gen or newer, or d passes. A node whose key goes
+// (closed, lease expired) is no longer waited for. The watch is created
+// before the list (and only its events newer than the list are taken): a
+// watch created on a past revision is served by etcd's catch-up loop,
+// every 100 ms.
 func (n *Node) Wait(ctx context.Context, gen int64, d time.Duration) core.WaitResult {
 	start := time.Now()
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, max(d, 0))
-	defer cancel()
-	var nodes map[string]core.NodeStatus
+	var nodes map[string]core.NodeStatus // nil: not listed yet
 	result := func() core.WaitResult {
-		if nodes == nil {
+		if nodes == nil { // etcd unreachable: the last list seen
 			n.mu.Lock()
 			nodes = make(map[string]core.NodeStatus, len(n.nodes))
 			for _, st := range n.nodes {
@@ -834,50 +840,68 @@ func (n *Node) Wait(ctx context.Context, gen int64, d time.Duration) core.WaitRe
 		r.WaitedMs = time.Since(start).Milliseconds()
 		return r
 	}
-	for {
-		// The first list is made even when d is 0.
-		lctx, lcancel := context.WithTimeout(parent, min(opTimeout, max(time.Until(start.Add(d)), 100*time.Millisecond)))
-		list, rev, err := n.list(lctx)
-		lcancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return result()
-			}
-			select {
-			case <-ctx.Done():
-				return result()
-			case <-time.After(100 * time.Millisecond): // etcd unreachable: retry the list
-			}
-			continue
+	if d <= 0 {
+		lctx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
+		if list, _, err := n.list(lctx); err == nil {
+			nodes = byName(list)
 		}
-		nodes = make(map[string]core.NodeStatus, len(list))
-		for _, st := range list {
-			nodes[st.Name] = st
-		}
-		if r := classify(gen, nodes); len(r.Pending) == 0 || ctx.Err() != nil {
-			return result()
-		}
-		wch := n.cli.Watch(clientv3.WithRequireLeader(ctx), n.nodesPfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-		for wr := range wch {
-			if wr.Err() != nil {
-				break
-			}
-			for _, ev := range wr.Events {
-				name := strings.TrimPrefix(string(ev.Kv.Key), n.nodesPfx)
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(nodes, name)
-				} else if st, ok := n.decode(ev.Kv.Key, ev.Kv.Value); ok {
-					nodes[name] = st
-				}
-			}
-			if r := classify(gen, nodes); len(r.Pending) == 0 {
-				return result()
-			}
-		}
-		if ctx.Err() != nil {
-			return result()
+		return result()
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for !n.waitOnce(ctx, gen, &nodes) && ctx.Err() == nil {
+		select { // etcd unreachable, or the watch broke: again, shortly
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	return result()
+}
+
+// waitOnce is one watch of Wait: true when no node is pending any more,
+// false when ctx is done or etcd failed it.
+func (n *Node) waitOnce(ctx context.Context, gen int64, nodes *map[string]core.NodeStatus) bool {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := n.cli.Watch(wctx, n.nodesPfx, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	if wr, ok := <-wch; !ok || wr.Err() != nil || !wr.Created {
+		return false
+	}
+	list, rev, err := n.list(ctx)
+	if err != nil {
+		return false
+	}
+	m := byName(list)
+	*nodes = m
+	for {
+		if len(classify(gen, m).Pending) == 0 {
+			return true
+		}
+		wr, ok := <-wch
+		if !ok || wr.Err() != nil {
+			return false
+		}
+		for _, ev := range wr.Events {
+			if ev.Kv.ModRevision <= rev {
+				continue // in the list already
+			}
+			name := strings.TrimPrefix(string(ev.Kv.Key), n.nodesPfx)
+			if ev.Type == clientv3.EventTypeDelete {
+				delete(m, name)
+			} else if st, ok := n.decode(ev.Kv.Key, ev.Kv.Value); ok {
+				m[name] = st
+			}
+		}
+	}
+}
+
+func byName(list []core.NodeStatus) map[string]core.NodeStatus {
+	m := make(map[string]core.NodeStatus, len(list))
+	for _, st := range list {
+		m[st.Name] = st
+	}
+	return m
 }
 
 // classify sorts the nodes into applied (run gen or newer), refused

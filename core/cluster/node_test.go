@@ -234,6 +234,10 @@ func TestNodeSkipsToTheNewestGeneration(t *testing.T) {
 	})
 	commit(t, a.cli, 1)
 	testutil.Eventually(t, 10*time.Second, func() bool { return a.plane.applies.Load() == 1 }, "the apply of 1 started")
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		list, err := a.Nodes(context.Background())
+		return err == nil && len(list) == 1 && list[0].State == core.NodeApplying && list[0].RunningGeneration == 0
+	}, "a slow apply published as applying")
 	for gen := int64(2); gen <= 5; gen++ {
 		commit(t, a.cli, gen)
 	}
@@ -475,4 +479,21 @@ func TestNodeCatchesUpAfterMissedWritesAndCompaction(t *testing.T) {
 	if !slices.Equal(w.Applied, []string{"a", "b"}) {
 		t.Errorf("after a is back: %+v", w)
 	}
+}
+
+// A lease that goes behind the node's back (revoked, or expired while
+// etcd was away) is granted again and the key published on it.
+func TestNodeRegistersAgainWhenItsLeaseGoes(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	a := mustStartNode(t, etcd.Endpoints(), "a")
+	commit(t, a.cli, 1)
+	testutil.Eventually(t, 10*time.Second, func() bool { return a.plane.running.Load() == 1 }, "1 applied")
+	old := a.leaseID()
+	if _, err := a.cli.Revoke(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		list, err := a.Nodes(context.Background())
+		return err == nil && len(list) == 1 && list[0].RunningGeneration == 1 && a.leaseID() != old && a.leaseID() != 0
+	}, "a registered again on a new lease")
 }
