@@ -445,7 +445,7 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) error
 	}
 	opts := config.UpdateOptions{
 		DryRun: dry, Env: s.env, Apply: s.applyLocal, Certificates: op.certificates,
-		Actor: actor(r.Context()), RestoreOf: op.restoreOf,
+		Actor: actor(r.Context()), Node: s.node.Name, RestoreOf: op.restoreOf,
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), applyTimeout)
 	defer cancel()

@@ -25,9 +25,11 @@ import (
 // and marked X-Spliced-Stale: true, writes are 503 store-unavailable
 // within storeTimeout, and /readyz stays ready (with a warning).
 
+// storeTimeout bounds the store's part of a write in cluster mode (a
+// variable for the tests).
+var storeTimeout = 5 * time.Second
+
 const (
-	// storeTimeout bounds the store's part of a write in cluster mode.
-	storeTimeout = 5 * time.Second
 	// waitDefault and waitMax bound ?wait_ms=.
 	waitDefault = 2000
 	waitMax     = 30000

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,11 +87,57 @@ func (c *fakeCluster) setConnected(ok bool) {
 	c.mu.Unlock()
 }
 
-// newClusterFixture is newFixture with a fake cluster of three nodes.
+// hookStorage is a Storage whose Commit and Health the test may replace.
+type hookStorage struct {
+	config.Storage
+	mu     sync.Mutex
+	commit func(ctx context.Context, prev int64, info config.RevisionInfo, doc []byte, certs map[string][]byte) error
+	health func() error
+}
+
+func (h *hookStorage) Commit(ctx context.Context, prev int64, info config.RevisionInfo, doc []byte, certs map[string][]byte) error {
+	h.mu.Lock()
+	fn := h.commit
+	h.mu.Unlock()
+	if fn != nil {
+		return fn(ctx, prev, info, doc, certs)
+	}
+	return h.Storage.Commit(ctx, prev, info, doc, certs)
+}
+
+func (h *hookStorage) Health() error {
+	h.mu.Lock()
+	fn := h.health
+	h.mu.Unlock()
+	if fn != nil {
+		return fn()
+	}
+	return h.Storage.Health()
+}
+
+func (h *hookStorage) set(commit func(ctx context.Context, prev int64, info config.RevisionInfo, doc []byte, certs map[string][]byte) error, health func() error) {
+	h.mu.Lock()
+	h.commit, h.health = commit, health
+	h.mu.Unlock()
+}
+
+// newClusterFixture is newFixture with a fake cluster of three nodes, over
+// a state directory whose Commit and Health the test may replace.
 func newClusterFixture(t testing.TB) (*fixture, *fakeCluster) {
+	f, fc, _ := newHookedClusterFixture(t)
+	return f, fc
+}
+
+func newHookedClusterFixture(t testing.TB) (*fixture, *fakeCluster, *hookStorage) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	st, err := config.Open(t.TempDir(), "", log)
+	dir := t.TempDir()
+	ds, err := config.NewDirStorage(dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &hookStorage{Storage: ds}
+	st, err := config.OpenStore(hs, "", log, config.StoreOptions{})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -104,9 +151,9 @@ func newClusterFixture(t testing.TB) (*fixture, *fakeCluster) {
 		fc.nodes = append(fc.nodes, core.NodeStatus{NodeIdentity: core.NodeIdentity{Name: n, Address: fmt.Sprintf("192.0.2.%d", i+1)},
 			State: core.NodeInSync})
 	}
-	h := New(Options{Store: st, Core: nop, Version: "test", StateDir: st.Dir(), AdminAddr: "127.0.0.1:0", Logger: log,
+	h := New(Options{Store: st, Core: nop, Version: "test", StateDir: dir, AdminAddr: "127.0.0.1:0", Logger: log,
 		AdminHosts: []string{"example.com:80"}, Cluster: fc, Node: core.NodeIdentity{Name: "ignored"}})
-	return &fixture{h: h, store: st, core: nop}, fc
+	return &fixture{h: h, store: st, core: nop}, fc, hs
 }
 
 // clusterAnswer is a write's answer with its nodes member.
@@ -431,5 +478,119 @@ func TestSingleNodeAppliesItsEffectiveConfig(t *testing.T) {
 	w := g.must(t, http.StatusUnprocessableEntity, "POST", "/api/v1/frontends", fe)
 	if p := problemOf(t, w); len(p.Errors) == 0 || g.store.Current().Generation != gen {
 		t.Fatalf("problem %+v, generation %d → %d", p, gen, g.store.Current().Generation)
+	}
+}
+
+// A write that lost the race to another node is built again on the newer
+// generation by the store: one answer, one audit entry (for the
+// generation it made), no pending record left, the node named.
+func TestClusterWriteThatLostARaceIsAuditedOnce(t *testing.T) {
+	f, _, hs := newHookedClusterFixture(t)
+	f.seed(t)
+	raced := false
+	hs.set(func(ctx context.Context, prev int64, info config.RevisionInfo, doc []byte, certs map[string][]byte) error {
+		if raced {
+			return hs.Storage.Commit(ctx, prev, info, doc, certs)
+		}
+		raced = true
+		// Another node commits prev+1 first (a backend of its own).
+		c, _, err := hs.Storage.Load(ctx)
+		if err != nil {
+			return err
+		}
+		other := c.Clone()
+		other.Backends = append(other.Backends, config.Backend{Name: "other", Mode: "tcp"})
+		other.Normalize()
+		other.Generation = prev + 1
+		b, err := json.Marshal(other)
+		if err != nil {
+			return err
+		}
+		if err := hs.Storage.Commit(ctx, prev, config.RevisionInfo{Generation: prev + 1, Time: time.Now(), Node: "edge-2"}, b, nil); err != nil {
+			return err
+		}
+		return fmt.Errorf("commit: %w", config.ErrRace)
+	}, nil)
+	before := f.store.Current().Generation
+	w := f.must(t, http.StatusOK, "PATCH", "/api/v1/backends/web", `{"balance":"leastconn"}`,
+		hdr{"Content-Type": "application/merge-patch+json"})
+	gen := decodeJSON[clusterAnswer](t, w).Generation
+	if !raced || gen != before+2 || f.store.Current().Backends[0].Balance != "leastconn" || len(f.store.Current().Backends) != 2 {
+		t.Fatalf("generation %d (from %d), backends %+v", gen, before, f.store.Current().Backends)
+	}
+	var patches []AuditEntry
+	for _, e := range readAuditLog(t, hs.Storage.(*config.DirStorage).Dir()) {
+		if e.Method == "PATCH" {
+			patches = append(patches, e)
+		}
+	}
+	if len(patches) != 1 || patches[0].Generation != gen || patches[0].Node != "edge-1" || patches[0].Status != 200 {
+		t.Fatalf("audit entries of the PATCH: %+v", patches)
+	}
+	if b, err := os.ReadFile(filepath.Join(hs.Storage.(*config.DirStorage).Dir(), pendingFile)); err != nil || len(b) != 0 {
+		t.Fatalf("audit.pending %q (%v)", b, err)
+	}
+	revs, err := f.store.Revisions()
+	if err != nil || revs[0].Generation != gen || revs[0].Node != "edge-1" || revs[1].Node != "edge-2" {
+		t.Fatalf("revisions %+v (%v)", revs, err)
+	}
+
+	// Always losing: 409 write-race, nothing of this write committed.
+	hs.set(func(context.Context, int64, config.RevisionInfo, []byte, map[string][]byte) error {
+		return fmt.Errorf("commit: %w", config.ErrRace)
+	}, nil)
+	w = f.must(t, http.StatusConflict, "DELETE", "/api/v1/frontends/public", "")
+	if p := problemOf(t, w); p.Type != "urn:spliced:problem:write-race" {
+		t.Fatalf("problem %+v", p)
+	}
+}
+
+// etcd unreachable: a write answers 503 store-unavailable within the
+// store's bound, even when the storage hangs; /readyz stays ready.
+func TestClusterWriteWhileTheStoreIsUnreachable(t *testing.T) {
+	f, fc, hs := newHookedClusterFixture(t)
+	f.seed(t)
+	defer func(d time.Duration) { storeTimeout = d }(storeTimeout)
+	storeTimeout = 300 * time.Millisecond
+	unreachable := func() error { return fmt.Errorf("etcd: %w", config.ErrUnavailable) }
+	hs.set(func(ctx context.Context, _ int64, _ config.RevisionInfo, _ []byte, _ map[string][]byte) error {
+		<-ctx.Done() // a client that keeps retrying until the deadline
+		return ctx.Err()
+	}, unreachable)
+	fc.setConnected(false)
+	gen, syncs := f.store.Current().Generation, fc.syncs
+	start := time.Now()
+	w := f.must(t, http.StatusServiceUnavailable, "DELETE", "/api/v1/frontends/public", "")
+	if p := problemOf(t, w); p.Type != "urn:spliced:problem:store-unavailable" || time.Since(start) > 5*time.Second {
+		t.Fatalf("problem %+v after %v", p, time.Since(start))
+	}
+	if f.store.Current().Generation != gen || fc.syncs != syncs {
+		t.Fatalf("generation %d → %d, syncs %d → %d", gen, f.store.Current().Generation, syncs, fc.syncs)
+	}
+	hs.set(func(context.Context, int64, config.RevisionInfo, []byte, map[string][]byte) error {
+		return unreachable()
+	}, unreachable)
+	w = f.must(t, http.StatusServiceUnavailable, "DELETE", "/api/v1/frontends/public", "")
+	if p := problemOf(t, w); p.Type != "urn:spliced:problem:store-unavailable" {
+		t.Fatalf("problem %+v", p)
+	}
+	// Reads: served, marked stale; /readyz: ready, with a warning.
+	if w := f.must(t, 200, "GET", "/api/v1/frontends/public", ""); w.Header().Get(hdrStale) != "true" {
+		t.Fatal("read not marked stale")
+	}
+	h := decodeJSON[Health](t, f.must(t, 200, "GET", "/readyz", ""))
+	if len(h.Warnings) == 0 || !strings.Contains(h.Warnings[0], "store cannot be reached") {
+		t.Fatalf("readyz %+v", h)
+	}
+	// The state directory's own refusal stays a 503, as on a single node.
+	hs.set(nil, func() error { return &config.StorageError{Err: syscall.EROFS} })
+	f.must(t, 503, "GET", "/readyz", "")
+	// So does a node behind the store (it refused the newer generation).
+	hs.set(nil, nil)
+	f.must(t, 200, "GET", "/readyz", "")
+	f.core.Fail = func(*config.Config) error { return errors.New("port in use here") }
+	f.must(t, http.StatusNoContent, "DELETE", "/api/v1/frontends/public", "")
+	if w := f.must(t, 503, "GET", "/readyz", ""); !strings.Contains(problemOf(t, w).Detail, "generation") {
+		t.Fatalf("readyz %s", w.Body.String())
 	}
 }
