@@ -161,6 +161,15 @@ func (l *auditLog) recoverPending(st *config.Store) error {
 		return fmt.Errorf("audit trail: read %s: %w", l.pendingPath(), err)
 	}
 	committed := st.Current().Generation
+	// In a cluster, other nodes commit generations too: a record's
+	// generation committed by another node was not this write's.
+	nodeOf := map[int64]string{}
+	if len(recs) > 0 {
+		revs, _ := st.Revisions()
+		for _, r := range revs {
+			nodeOf[r.Generation] = r.Node
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, p := range recs {
@@ -171,6 +180,9 @@ func (l *auditLog) recoverPending(st *config.Store) error {
 		superseded := false
 		for _, q := range recs[i+1:] {
 			superseded = superseded || q.Entry.Generation == e.Generation
+		}
+		if n := nodeOf[e.Generation]; n != "" && n != e.Node {
+			superseded = true
 		}
 		if !superseded && e.Generation <= committed {
 			e.Recovered = "applied"

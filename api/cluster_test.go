@@ -594,3 +594,39 @@ func TestClusterWriteWhileTheStoreIsUnreachable(t *testing.T) {
 		t.Fatalf("readyz %s", w.Body.String())
 	}
 }
+
+// A node killed during a write whose generation another node committed
+// meanwhile: the recovered entry says not-applied.
+func TestAuditRecoveryTellsAnotherNodesGeneration(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	ds, err := config.NewDirStorage(t.TempDir(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := config.OpenStore(ds, "", log, config.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := st.Current().Generation + 1
+	if _, err := st.Update(t.Context(), func(c *config.Config) error {
+		c.Backends = append(c.Backends, config.Backend{Name: "other", Mode: "tcp"})
+		return nil
+	}, config.UpdateOptions{Node: "edge-2"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	l := newAuditLog(dir, log)
+	l.node = "edge-1"
+	rec := &auditRec{actor: "ops"}
+	r := httptest.NewRequest("POST", "/api/v1/backends", nil)
+	r = r.WithContext(context.WithValue(r.Context(), auditCtxKey{}, rec))
+	if err := l.begin(r, gen); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.recoverPending(st); err != nil {
+		t.Fatal(err)
+	}
+	if es := readAuditLog(t, dir); len(es) != 1 || es[0].Recovered != "not-applied" || es[0].Node != "edge-1" {
+		t.Fatalf("entries %+v", es)
+	}
+}
