@@ -223,14 +223,21 @@ func (m *member) waitReady() error {
 	}
 }
 
-func (m *member) stop() {
+// stop closes the member. hard skips the leader's hand-over to a peer,
+// as a crash would (closing the whole cluster, a leader would also wait
+// seconds for peers that are closing too).
+func (m *member) stop(hard bool) {
 	m.mu.Lock()
 	e := m.etcd
 	m.etcd = nil
 	m.mu.Unlock()
-	if e != nil {
-		e.Close()
+	if e == nil {
+		return
 	}
+	if hard {
+		e.Server.HardStop()
+	}
+	e.Close()
 }
 
 // Endpoints are the members' client addresses (host:port), stopped
@@ -248,10 +255,12 @@ func (c *Cluster) StoreURL(prefix string) string {
 	return "etcd://" + strings.Join(c.Endpoints(), ",") + prefix
 }
 
-// Stop stops member i (its client and peer ports close; its data stays).
-// Stopping a stopped member does nothing.
+// Stop stops member i as a crash would (no hand-over of leadership: the
+// others elect a leader if it led, within an election timeout of 1 s);
+// its client and peer ports close, its data stays. Stopping a stopped
+// member does nothing.
 func (c *Cluster) Stop(i int) {
-	c.members[i].stop()
+	c.members[i].stop(true)
 }
 
 // Restart starts member i again on the same ports with the same data and
@@ -278,10 +287,24 @@ func (c *Cluster) Restart(i int) {
 func (c *Cluster) Close() {
 	var wg sync.WaitGroup
 	for _, m := range c.members {
-		wg.Go(m.stop)
+		wg.Go(func() { m.stop(true) })
 	}
 	wg.Wait()
 }
 
 // DataDir is member i's data directory.
 func (c *Cluster) DataDir(i int) string { return c.members[i].cfg.Dir }
+
+// Leader is the index of the member that leads the cluster now, as the
+// running members see it (-1 while none does: an election is under way).
+func (c *Cluster) Leader() int {
+	for i, m := range c.members {
+		m.mu.Lock()
+		e := m.etcd
+		m.mu.Unlock()
+		if e != nil && e.Server.Lead() == uint64(e.Server.MemberID()) {
+			return i
+		}
+	}
+	return -1
+}

@@ -2,6 +2,7 @@ package etcdtest_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spliced-proxy/spliced/internal/etcdtest"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 func client(t *testing.T, endpoints []string) *clientv3.Client {
@@ -71,11 +73,12 @@ func TestThreeMembersKeepQuorumWithOneStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Stop(1)
-	// The client fails over to a running member; a leader change may
-	// take an election timeout, within the put's 3 s.
-	if err := put(cli, "/k", "v2"); err != nil {
-		t.Fatalf("put with one of three members stopped: %v", err)
-	}
+	// The client fails over to a running member; a put in flight on the
+	// stopped one fails (a crash), and a leader change may take an
+	// election timeout.
+	var err error
+	testutil.Eventually(t, 10*time.Second, func() bool { err = put(cli, "/k", "v2"); return err == nil },
+		func() string { return fmt.Sprintf("a put with one of three members stopped: %v", err) })
 	c.Restart(1)
 	one := client(t, c.Endpoints()[1:2])
 	if got := get(t, one, "/k"); got != "v2" {
