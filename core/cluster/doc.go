@@ -3,6 +3,60 @@
 // node that watches it, applies each new generation and reports what it
 // runs under a key bound to its lease. See ../../README.md, "Cluster".
 //
+// # The storage
+//
+// EtcdStorage (OpenEtcd; the URL by ParseStoreURL, TLS by ClientTLS) is
+// the config.Storage of a cluster. Under the prefix P (--store
+// etcd://host:2379[,host:2379…]/P):
+//
+//   - P/current: {"generation":N}. Its mod revision is the commit point.
+//   - P/revisions/%020d: revision N, the state directory's revision file
+//     (the header members, then "config"), gzip-compressed: 10 000
+//     servers are about 1 MB of JSON, under 100 KB gzipped, well under
+//     etcd's request limit (1.5 MiB). Plain JSON is read too.
+//   - P/certs/<chain_sha256>: a certificate's bundle, chain and private
+//     key (PEM).
+//   - P/tokens: the API tokens document (hashes only): GetKey, EditKey.
+//   - P/nodes/<name>: the nodes (below).
+//
+// Commit is one Txn: if P/current's mod revision is the one of
+// generation prev (prev 0: P/current does not exist), put the revision,
+// the new bundles and P/current, and delete the revisions older than the
+// config.MaxRevisions kept; else an error wrapping config.ErrRace. The
+// mod revision compared is the last this storage saw (no read before the
+// Txn); a stale one costs one more Txn. Revert is the same Txn the other
+// way. Bundles beyond what one Txn takes (etcd's --max-txn-ops, 128) are
+// written first, in Txns of their own (named by their hash, they are the
+// same bytes whoever writes them). Bundles are never removed.
+//
+// Every call is bounded: a write gets WriteTimeout (4.5 s, so the API
+// answers 503 within 5 s) in attempts of 2 s, because a proposal in
+// flight when the leader crashed is lost and etcd answers it only after
+// 7 s; an attempt whose answer was lost is told apart by reading back
+// P/current and the revision in the next attempt's Else. A read gets
+// ReadTimeout (5 s). A failed call makes Health an error wrapping
+// config.ErrUnavailable (naming the endpoints) until a call or a probe
+// (one read of P/current, at most once a second, started by Health, never
+// waited for) succeeds. Revisions reads the keys alone, then the header
+// of each revision it has not read yet (cached by generation and mod
+// revision). Bundles read are kept in memory (they never change).
+//
+// The node's cache: after each successful apply the node calls
+// RememberApplied, which writes its state directory's CacheFile (prefix,
+// generation, config; 0600, atomically) and the bundles of the
+// certificates that generation uses in CacheCertsDir (0600 files in a
+// 0700 directory; the others are removed). Load while etcd is
+// unreachable returns that generation (a cache of another prefix is
+// refused); CertificateBundle reads the cached bundles before asking
+// etcd. No cache and no etcd: Load fails, saying so.
+//
+// Security: P/certs holds private keys and anyone who can write under P
+// changes what every node serves. Run etcd with TLS and client
+// certificates (--client-cert-auth; spliced's --etcd-cacert, --etcd-cert,
+// --etcd-key) and enable its RBAC with a role granting read and write on
+// P (and nothing to other users); the embedded development server
+// (internal/etcdtest/etcd-dev) has neither and is for trials only.
+//
 // # The node
 //
 // Node (StartNode) is this process as a member of the cluster; it

@@ -1,0 +1,140 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+// Names of the node's cache in its state directory (Options.CacheDir).
+const (
+	// CacheFile holds the last generation this node applied.
+	CacheFile = "cluster-cache.json"
+	// CacheCertsDir holds the bundles of the certificates it uses, one
+	// <chain_sha256>.pem each (0600 in a 0700 directory: private keys).
+	CacheCertsDir = "cluster-certs"
+)
+
+// cacheFile is the content of CacheFile.
+type cacheFile struct {
+	// Prefix and Endpoints say which cluster the config came from: a
+	// cache of another prefix is refused (another cluster's config).
+	Prefix     string          `json:"prefix"`
+	Endpoints  []string        `json:"endpoints"`
+	Generation int64           `json:"generation"`
+	Config     json.RawMessage `json:"config"`
+}
+
+// RememberApplied keeps c, the generation this node applies now, and the
+// bundles of its certificates in the node's state directory, so that the
+// node restarted while etcd is unreachable starts with it (Load). Bundles
+// of certificates c no longer uses are removed. Call it after each
+// successful apply; without a CacheDir it does nothing.
+func (s *EtcdStorage) RememberApplied(ctx context.Context, c *config.Config) error {
+	if s.cacheDir == "" || c == nil {
+		return nil
+	}
+	dir := filepath.Join(s.cacheDir, CacheCertsDir)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("cluster cache: %w", err)
+	}
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("cluster cache: %s must be a directory, not a symbolic link or a file (remove it)", dir)
+	}
+	keep := map[string]bool{}
+	for i := range c.Certificates {
+		sum := c.Certificates[i].ChainSHA256
+		keep[sum+".pem"] = true
+		if _, err := os.Lstat(filepath.Join(dir, sum+".pem")); err == nil {
+			continue // a bundle never changes
+		}
+		b, err := s.CertificateBundle(ctx, sum)
+		if err != nil {
+			return fmt.Errorf("cluster cache: certificate %q: %w", c.Certificates[i].Name, err)
+		}
+		if err := config.WriteFileAtomic(dir, sum+".pem", b, nil); err != nil {
+			return fmt.Errorf("cluster cache: %w", err)
+		}
+	}
+	doc, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("cluster cache: encode generation %d: %w", c.Generation, err)
+	}
+	b, err := json.Marshal(cacheFile{Prefix: s.prefix, Endpoints: s.endpoints, Generation: c.Generation, Config: doc})
+	if err != nil {
+		return fmt.Errorf("cluster cache: %w", err)
+	}
+	if err := config.WriteFileAtomic(s.cacheDir, CacheFile, b, nil); err != nil {
+		return fmt.Errorf("cluster cache: %w", err)
+	}
+	// Bundles of certificates c does not use are read again from etcd
+	// if ever needed (a restore): memory holds those of the running
+	// generation, not of every certificate ever seen.
+	s.cacheMu.Lock()
+	for sum := range s.bundles {
+		if !keep[sum+".pem"] {
+			delete(s.bundles, sum)
+		}
+	}
+	s.cacheMu.Unlock()
+	// After the config that no longer refers to them.
+	if ents, err := os.ReadDir(dir); err == nil {
+		for _, e := range ents {
+			if !keep[e.Name()] {
+				_ = os.Remove(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	return nil
+}
+
+// loadCache is Load while etcd is unreachable (unavailable says why): the
+// generation this node last applied, if it remembered one of this prefix.
+func (s *EtcdStorage) loadCache(unavailable error) (*config.Config, config.RevisionInfo, error) {
+	if s.cacheDir == "" {
+		return nil, config.RevisionInfo{}, unavailable
+	}
+	path := filepath.Join(s.cacheDir, CacheFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and this node has no copy of a configuration in %s (it never applied one from this store): start etcd, or check --store", unavailable, path)
+	}
+	if err != nil {
+		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and the node's copy is unreadable: %v", unavailable, err)
+	}
+	var cf cacheFile
+	if err := json.Unmarshal(data, &cf); err != nil {
+		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and the node's copy %s is damaged: %v", unavailable, path, err)
+	}
+	if cf.Prefix != s.prefix {
+		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and the node's copy %s is of prefix %q, not %q: not used", unavailable, path, cf.Prefix, s.prefix)
+	}
+	var c config.Config
+	if err := config.DecodeBytes(cf.Config, &c); err != nil {
+		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and the node's copy %s is damaged: %v", unavailable, path, err)
+	}
+	c.Normalize()
+	if err := config.Validate(&c, config.Env{}); err != nil {
+		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and the node's copy %s is not valid: %v", unavailable, path, err)
+	}
+	if c.Generation != cf.Generation {
+		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and the node's copy %s holds generation %d as %d", unavailable, path, c.Generation, cf.Generation)
+	}
+	s.log.Warn("etcd unreachable: starting from this node's copy of the generation it last applied", "generation", c.Generation, "file", path, "err", unavailable)
+	return &c, config.RevisionInfo{Generation: c.Generation, Summary: "this node's copy (etcd unreachable)"}, nil
+}
+
+// cachedBundle reads a bundle RememberApplied kept.
+func (s *EtcdStorage) cachedBundle(sum string) ([]byte, error) {
+	if s.cacheDir == "" || !isHexSHA256(sum) || strings.ContainsAny(sum, "/.") {
+		return nil, fs.ErrNotExist
+	}
+	return os.ReadFile(filepath.Join(s.cacheDir, CacheCertsDir, sum+".pem"))
+}

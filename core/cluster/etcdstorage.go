@@ -1,0 +1,840 @@
+package cluster
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/spliced-proxy/spliced/core/config"
+)
+
+// Timeouts of the calls to etcd. A write (Commit, Revert, EditKey) gets
+// WriteTimeout in all, the time the API promises a 503 within; a read
+// gets ReadTimeout; the probe of Health ProbeTimeout, at most once every
+// ProbeEvery.
+const (
+	WriteTimeout = 4500 * time.Millisecond // the API answers within 5 s
+	ReadTimeout  = 5 * time.Second
+	ProbeTimeout = 2 * time.Second
+	ProbeEvery   = time.Second
+	// DefaultDialTimeout is Options.DialTimeout when zero.
+	DefaultDialTimeout = 5 * time.Second
+	// maxRevisionBytes bounds a revision's JSON once uncompressed (a
+	// damaged or hostile value must not exhaust memory): a document of
+	// 10 000 servers is about 2 MB.
+	maxRevisionBytes = 256 << 20
+	// txnAttemptTimeout bounds one attempt of a conditional write
+	// (swapCurrent): two fit in WriteTimeout.
+	txnAttemptTimeout = 2 * time.Second
+	// txnBundles is how many certificate bundles a commit's Txn carries
+	// at most, under etcd's default --max-txn-ops of 128 with the
+	// revision, P/current and the pruning of old revisions.
+	txnBundles = 100
+	// editAttempts bounds EditKey's retries of a key that changed under it.
+	editAttempts = 5
+)
+
+// Keys under the prefix (see doc.go).
+const (
+	keyCurrent   = "/current"
+	keyRevisions = "/revisions/"
+	keyCerts     = "/certs/"
+	keyNodes     = "/nodes/"
+	// TokensKey is the name (Key, EditKey, GetKey) of the tokens document.
+	TokensKey = "tokens"
+)
+
+// Options of OpenEtcd.
+type Options struct {
+	// Endpoints and Prefix are what ParseStoreURL returns.
+	Endpoints []string
+	Prefix    string
+	// TLS is the client's TLS configuration (ClientTLS); nil: plain.
+	TLS *tls.Config
+	// DialTimeout bounds the first connection (DefaultDialTimeout when 0).
+	DialTimeout time.Duration
+	// CacheDir is the node's state directory, where RememberApplied keeps
+	// the last applied generation for a start while etcd is unreachable;
+	// "" keeps no cache.
+	CacheDir string
+	// Log receives the storage's messages (nil: discarded).
+	Log *slog.Logger
+}
+
+// EtcdStorage is the config.Storage of a cluster: the documents live
+// under a key prefix of an etcd cluster (layout in doc.go). Safe from any
+// goroutine.
+type EtcdStorage struct {
+	cli       *clientv3.Client
+	prefix    string
+	endpoints []string
+	cacheDir  string
+	log       *slog.Logger
+
+	// known is the generation P/current held at its mod revision when
+	// this storage last read or wrote it: a Commit on that generation
+	// compares that mod revision without reading P/current first.
+	knownMu sync.Mutex
+	known   currentKey
+
+	// bundles caches certificate bundles (immutable: the key is the
+	// chain's hash). headers caches revision headers by generation, valid
+	// while the key's mod revision is the same (a Revert lets a
+	// generation number be committed again).
+	cacheMu sync.Mutex
+	bundles map[string][]byte
+	headers map[int64]cachedHeader
+
+	// fault is why the last call to etcd failed (nil: it succeeded).
+	// lastProbe (unix nanos) spaces Health's probes; probing is set while
+	// one runs.
+	fault     atomic.Pointer[error]
+	lastProbe atomic.Int64
+	probing   atomic.Bool
+
+	// readTimeout is ReadTimeout (tests of a stopped etcd shorten it).
+	readTimeout time.Duration
+}
+
+type currentKey struct {
+	gen, mod int64 // mod 0: unknown
+}
+
+type cachedHeader struct {
+	mod  int64
+	info config.RevisionInfo
+}
+
+var _ config.Storage = (*EtcdStorage)(nil)
+
+// OpenEtcd connects to the etcd cluster o names. It does not need etcd to
+// answer: a node restarted while etcd is down starts from its cache (Load)
+// and catches up when etcd comes back; Health says whether it answers.
+func OpenEtcd(ctx context.Context, o Options) (*EtcdStorage, error) {
+	if len(o.Endpoints) == 0 {
+		return nil, errors.New("cluster store: no etcd endpoint")
+	}
+	if o.Prefix == "" || o.Prefix == "/" || !strings.HasPrefix(o.Prefix, "/") || strings.HasSuffix(o.Prefix, "/") {
+		return nil, fmt.Errorf("cluster store: key prefix %q: want a path such as /spliced", o.Prefix)
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   o.Endpoints,
+		TLS:         o.TLS,
+		DialTimeout: o.DialTimeout,
+		// A dead connection (a member gone without a FIN) is noticed
+		// within 15 s and the client moves to another endpoint. etcd
+		// refuses pings more often than every 5 s (GRPCKeepAliveMinTime).
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		PermitWithoutStream:  true,
+		// The client's own retries log at warn level through zap; this
+		// storage reports what matters through Log.
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster store: etcd client for %s: %w", strings.Join(o.Endpoints, ","), err)
+	}
+	s := &EtcdStorage{
+		cli:       cli,
+		prefix:    o.Prefix,
+		endpoints: append([]string(nil), o.Endpoints...),
+		cacheDir:  o.CacheDir,
+		log:       o.Log.With("store", "etcd", "prefix", o.Prefix),
+		bundles:   map[string][]byte{},
+		headers:   map[int64]cachedHeader{},
+
+		readTimeout: ReadTimeout,
+	}
+	return s, nil
+}
+
+// Client is the etcd client (for the node's lease, watches and key).
+func (s *EtcdStorage) Client() *clientv3.Client { return s.cli }
+
+// Prefix is the key prefix ("/spliced").
+func (s *EtcdStorage) Prefix() string { return s.prefix }
+
+// Endpoints are the etcd endpoints the client was given.
+func (s *EtcdStorage) Endpoints() []string { return append([]string(nil), s.endpoints...) }
+
+// Key is the full key of name under the prefix: Key("tokens") = "/spliced/tokens".
+func (s *EtcdStorage) Key(name string) string { return s.prefix + "/" + name }
+
+// CurrentKey is the key the nodes watch for new generations.
+func (s *EtcdStorage) CurrentKey() string { return s.prefix + keyCurrent }
+
+// NodesPrefix is where the nodes publish their status ("P/nodes/").
+func (s *EtcdStorage) NodesPrefix() string { return s.prefix + keyNodes }
+
+// Kind is "etcd".
+func (s *EtcdStorage) Kind() string { return "etcd" }
+
+// Close closes the client.
+func (s *EtcdStorage) Close() error { return s.cli.Close() }
+
+func (s *EtcdStorage) revisionKey(gen int64) string {
+	return fmt.Sprintf("%s%s%020d", s.prefix, keyRevisions, gen)
+}
+
+func (s *EtcdStorage) certKey(sum string) string { return s.prefix + keyCerts + sum }
+
+// current is the value of P/current.
+type current struct {
+	Generation int64 `json:"generation"`
+}
+
+// failed turns the error of a call to etcd into the storage's: the
+// caller's own cancellation as is, a request over etcd's size limit as a
+// plain error saying so, anything else (no answer within the timeout, no
+// leader, connection refused, a permission) as an error wrapping
+// config.ErrUnavailable that names the endpoints, recorded for Health.
+func (s *EtcdStorage) failed(parent context.Context, op string, err error) error {
+	if perr := parent.Err(); perr != nil {
+		return perr
+	}
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) {
+		return fmt.Errorf("cluster store: %s: the request is larger than etcd accepts (its --max-request-bytes, 1.5 MiB by default): %w", op, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = errors.New("no answer in time")
+	}
+	err = fmt.Errorf("%w: etcd at %s: %s: %v", config.ErrUnavailable, strings.Join(s.endpoints, ","), op, err)
+	if s.fault.Swap(&err) == nil {
+		s.log.Error("etcd unreachable: changes cannot be committed until it answers", "err", err)
+	}
+	return err
+}
+
+// ok records a call that etcd answered.
+func (s *EtcdStorage) ok() {
+	if s.fault.Swap(nil) != nil {
+		s.log.Info("etcd answers again")
+	}
+}
+
+// Health is nil while etcd answered the last call, else an error wrapping
+// config.ErrUnavailable. It never blocks: it starts a probe (a read of
+// P/current, which needs a quorum) at most once every ProbeEvery, whose
+// outcome the following calls report.
+func (s *EtcdStorage) Health() error {
+	now := time.Now().UnixNano()
+	last := s.lastProbe.Load()
+	if now-last >= int64(ProbeEvery) && s.lastProbe.CompareAndSwap(last, now) && s.probing.CompareAndSwap(false, true) {
+		go func() {
+			defer s.probing.Store(false)
+			ctx, cancel := context.WithTimeout(context.Background(), ProbeTimeout)
+			defer cancel()
+			if _, err := s.cli.Get(ctx, s.CurrentKey()); err != nil {
+				s.failed(context.Background(), "probe", err)
+				return
+			}
+			s.ok()
+		}()
+	}
+	if f := s.fault.Load(); f != nil {
+		return *f
+	}
+	return nil
+}
+
+// readCurrent reads P/current: its generation and mod revision (0, 0:
+// absent).
+func (s *EtcdStorage) readCurrent(ctx context.Context) (currentKey, error) {
+	r, err := s.cli.Get(ctx, s.CurrentKey())
+	if err != nil {
+		return currentKey{}, err
+	}
+	return s.parseCurrent(r.Kvs)
+}
+
+func (s *EtcdStorage) parseCurrent(kvs []*mvccpb.KeyValue) (currentKey, error) {
+	if len(kvs) == 0 {
+		return currentKey{}, nil
+	}
+	var c current
+	if err := json.Unmarshal(kvs[0].Value, &c); err != nil || c.Generation <= 0 {
+		return currentKey{}, fmt.Errorf("cluster store: %s holds %.100q, not {\"generation\":N}", s.CurrentKey(), kvs[0].Value)
+	}
+	k := currentKey{gen: c.Generation, mod: kvs[0].ModRevision}
+	s.knownMu.Lock()
+	if k.mod > s.known.mod {
+		s.known = k
+	}
+	s.knownMu.Unlock()
+	return k, nil
+}
+
+// Load reads P/current and the revision it names. etcd unreachable: the
+// node's cache (RememberApplied) when there is one for this prefix, so a
+// node restarted while etcd is down runs what it ran.
+func (s *EtcdStorage) Load(ctx context.Context) (*config.Config, config.RevisionInfo, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.readTimeout)
+	defer cancel()
+	// A Revert may remove the revision P/current named between the two
+	// reads: read again (bounded).
+	for attempt := 0; ; attempt++ {
+		cur, err := s.readCurrent(rctx)
+		if err != nil {
+			ferr := s.failed(ctx, "load "+s.CurrentKey(), err)
+			if !errors.Is(ferr, config.ErrUnavailable) {
+				return nil, config.RevisionInfo{}, ferr
+			}
+			return s.loadCache(ferr)
+		}
+		s.ok()
+		if cur.gen == 0 {
+			return nil, config.RevisionInfo{}, nil
+		}
+		r, err := s.cli.Get(rctx, s.revisionKey(cur.gen))
+		if err != nil {
+			return nil, config.RevisionInfo{}, s.failed(ctx, "load revision "+strconv.FormatInt(cur.gen, 10), err)
+		}
+		if len(r.Kvs) == 0 {
+			if attempt < 2 {
+				continue
+			}
+			return nil, config.RevisionInfo{}, fmt.Errorf("%w: %s names generation %d but %s is absent", config.ErrCorrupt, s.CurrentKey(), cur.gen, s.revisionKey(cur.gen))
+		}
+		info, c, err := decodeRevision(r.Kvs[0].Value, true)
+		if err == nil && (info.Generation != cur.gen || c.Generation != cur.gen) {
+			err = fmt.Errorf("holds generation %d, config generation %d", info.Generation, c.Generation)
+		}
+		if err != nil {
+			return nil, config.RevisionInfo{}, fmt.Errorf("%w: %s: %w", config.ErrCorrupt, s.revisionKey(cur.gen), err)
+		}
+		return c, info, nil
+	}
+}
+
+// encodeRevision is a revision as the state directory writes it (the
+// header members, then "config"), gzip-compressed: a document of 10 000
+// servers is megabytes of JSON, over etcd's request limit of 1.5 MiB, and
+// compresses about tenfold.
+func encodeRevision(info config.RevisionInfo, doc []byte) ([]byte, error) {
+	info.Time = info.Time.UTC()
+	hdr, err := json.Marshal(info)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(doc)/8 + 1024)
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	if err != nil {
+		return nil, err
+	}
+	zw.Write(hdr[:len(hdr)-1]) // without the closing brace
+	zw.Write([]byte(`,"config":`))
+	zw.Write(doc)
+	zw.Write([]byte("}\n"))
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// revisionReader reads a stored revision: gzip, or plain JSON (written by
+// hand or by another tool).
+func revisionReader(v []byte) (io.Reader, error) {
+	if len(v) >= 2 && v[0] == 0x1f && v[1] == 0x8b {
+		return gzip.NewReader(bytes.NewReader(v))
+	}
+	return bytes.NewReader(v), nil
+}
+
+// decodeRevision decodes a stored revision: its header, and its config
+// decoded strictly (config.DecodeBytes) and normalized, validated with an
+// empty Env when validate is set (the current document; a kept revision
+// is validated when it is restored).
+func decodeRevision(v []byte, validate bool) (config.RevisionInfo, *config.Config, error) {
+	var info config.RevisionInfo
+	r, err := revisionReader(v)
+	if err != nil {
+		return info, nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxRevisionBytes+1))
+	if err != nil {
+		return info, nil, err
+	}
+	if len(data) > maxRevisionBytes {
+		return info, nil, fmt.Errorf("larger than %d bytes uncompressed", maxRevisionBytes)
+	}
+	var parts struct {
+		Config json.RawMessage `json:"config"`
+	}
+	if err := json.Unmarshal(data, &parts); err != nil {
+		return info, nil, fmt.Errorf("damaged revision: %w", err)
+	}
+	if err := json.Unmarshal(data, &info); err != nil {
+		return info, nil, fmt.Errorf("damaged revision header: %w", err)
+	}
+	if len(parts.Config) == 0 || string(parts.Config) == "null" {
+		return info, nil, errors.New("no config member")
+	}
+	var c config.Config
+	if err := config.DecodeBytes(parts.Config, &c); err != nil {
+		// %v: a DecodeError is about a request body; this is the store's.
+		return info, nil, fmt.Errorf("damaged revision: %v", err)
+	}
+	c.Normalize()
+	if validate {
+		if err := config.Validate(&c, config.Env{}); err != nil {
+			return info, nil, err
+		}
+	}
+	return info, &c, nil
+}
+
+// decodeHeader reads the header members of a stored revision, which
+// precede "config", without decoding the config.
+func decodeHeader(v []byte) (config.RevisionInfo, error) {
+	var info config.RevisionInfo
+	r, err := revisionReader(v)
+	if err != nil {
+		return info, err
+	}
+	dec := json.NewDecoder(r)
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return info, errors.New("not a revision object")
+	}
+	hdr := map[string]json.RawMessage{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return info, err
+		}
+		key, _ := t.(string)
+		if key == "config" {
+			break // written last: the header is complete
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return info, fmt.Errorf("%s: %w", key, err)
+		}
+		hdr[key] = raw
+	}
+	b, err := json.Marshal(hdr)
+	if err == nil {
+		err = json.Unmarshal(b, &info)
+	}
+	return info, err
+}
+
+// Commit writes the revision, the bundles and P/current in one Txn that
+// compares P/current's mod revision with the one of generation prev
+// (prev 0: P/current must not exist) and deletes the revisions older than
+// the MaxRevisions kept. The whole write gets WriteTimeout.
+func (s *EtcdStorage) Commit(ctx context.Context, prev int64, info config.RevisionInfo, doc []byte, certs map[string][]byte) error {
+	if info.Generation != prev+1 {
+		return fmt.Errorf("cluster store: commit of generation %d on %d", info.Generation, prev)
+	}
+	val, err := encodeRevision(info, doc)
+	if err != nil {
+		return fmt.Errorf("cluster store: encode revision %d: %w", info.Generation, err)
+	}
+	cur, _ := json.Marshal(current{Generation: info.Generation})
+	ops := []clientv3.Op{
+		clientv3.OpPut(s.revisionKey(info.Generation), string(val)),
+		clientv3.OpPut(s.CurrentKey(), string(cur)),
+	}
+	if first := info.Generation - config.MaxRevisions + 1; first > 0 {
+		ops = append(ops, clientv3.OpDelete(s.revisionKey(0), clientv3.WithRange(s.revisionKey(first))))
+	}
+	var bundles []clientv3.Op
+	for _, sum := range sortedKeys(certs) {
+		if !isHexSHA256(sum) {
+			return fmt.Errorf("cluster store: certificate bundle %.80q: not a chain_sha256", sum)
+		}
+		bundles = append(bundles, clientv3.OpPut(s.certKey(sum), string(certs[sum])))
+	}
+	wctx, cancel := context.WithTimeout(ctx, WriteTimeout)
+	defer cancel()
+	if len(bundles) <= txnBundles {
+		ops = append(ops, bundles...)
+	} else {
+		// More than a Txn takes (etcd's --max-txn-ops, 128): the bundles
+		// go first, in Txns of their own. Named by their hash, they are
+		// the same bytes whoever writes them; if the commit then fails
+		// they are left unreferenced, as the state directory leaves
+		// them, until the key prefix is cleaned up.
+		for b := range slices.Chunk(bundles, txnBundles) {
+			if _, err := s.cli.Txn(wctx).Then(b...).Commit(); err != nil {
+				return s.failed(ctx, "write certificate bundles", err)
+			}
+		}
+	}
+	w := swap{op: "commit generation " + strconv.FormatInt(info.Generation, 10), prev: prev, next: info.Generation, ops: ops,
+		proof: s.revisionKey(info.Generation), proofVal: val}
+	if err := s.swapCurrent(ctx, wctx, w); err != nil {
+		return err
+	}
+	s.cacheMu.Lock()
+	maps.Copy(s.bundles, certs)
+	s.cacheMu.Unlock()
+	return nil
+}
+
+// swap is a conditional change of P/current: ops run in a Txn if
+// P/current still holds generation prev (absent when prev is 0), after
+// which it holds next (absent when 0). proof is a key whose value is
+// proofVal (nil: absent) once ops applied: it tells whether an attempt
+// whose answer was lost took effect.
+type swap struct {
+	op         string
+	prev, next int64
+	ops        []clientv3.Op
+	proof      string
+	proofVal   []byte
+}
+
+// swapCurrent runs w (an error wrapping ErrRace when prev is no longer
+// current), within ctx (parent is the caller's). The mod revision
+// compared is the one this storage last saw for prev; when it is stale
+// (another node reverted and committed prev again) the Txn's Else reads
+// the current one, and the Txn is tried once more.
+//
+// Each attempt gets txnAttemptTimeout: a proposal a follower forwarded to
+// a leader that just crashed is lost, and etcd answers it only after its
+// own request timeout (7 s), past the write's budget; the next attempt,
+// once a new leader is elected (about a second), goes through. An attempt
+// without an answer may still have applied: the next one reads proof and
+// P/current in its Else to tell.
+func (s *EtcdStorage) swapCurrent(parent, ctx context.Context, w swap) error {
+	s.knownMu.Lock()
+	k := s.known
+	s.knownMu.Unlock()
+	if w.prev > 0 && k.gen != w.prev {
+		var err error
+		if k, err = s.readCurrent(ctx); err != nil {
+			return s.failed(parent, w.op, err)
+		}
+	}
+	raced := func(k currentKey) error {
+		return fmt.Errorf("cluster store: %s: generation %d is current, not %d: %w", w.op, k.gen, w.prev, config.ErrRace)
+	}
+	uncertain := false
+	stale := false
+	for {
+		if k.gen != w.prev && !uncertain {
+			s.ok()
+			return raced(k)
+		}
+		cmp := clientv3.Compare(clientv3.CreateRevision(s.CurrentKey()), "=", 0)
+		if w.prev > 0 {
+			cmp = clientv3.Compare(clientv3.ModRevision(s.CurrentKey()), "=", k.mod)
+		}
+		els := []clientv3.Op{clientv3.OpGet(s.CurrentKey())}
+		if uncertain {
+			els = append(els, clientv3.OpGet(w.proof))
+		}
+		actx, cancel := context.WithTimeout(ctx, txnAttemptTimeout)
+		r, err := s.cli.Txn(actx).If(cmp).Then(w.ops...).Else(els...).Commit()
+		cancel()
+		if err != nil {
+			if dl, ok := ctx.Deadline(); parent.Err() != nil || ctx.Err() != nil || (ok && time.Until(dl) < 100*time.Millisecond) || !retryable(err) {
+				return s.failed(parent, w.op, err)
+			}
+			s.log.Warn("etcd did not answer a write, trying again", "op", w.op, "err", err)
+			uncertain = true
+			continue
+		}
+		s.ok()
+		if !r.Succeeded {
+			if k, err = s.parseCurrent(r.Responses[0].GetResponseRange().Kvs); err != nil {
+				return err
+			}
+			if !uncertain || !s.applied(w, k, r.Responses[1].GetResponseRange().Kvs) {
+				if stale || k.gen != w.prev {
+					return raced(k)
+				}
+				stale = true // prev at another mod revision: once more
+				continue
+			}
+			// An earlier attempt applied: done.
+		}
+		if w.next > 0 {
+			k = currentKey{gen: w.next, mod: r.Header.Revision}
+			if !r.Succeeded {
+				k.mod = r.Responses[0].GetResponseRange().Kvs[0].ModRevision
+			}
+		} else {
+			k = currentKey{}
+		}
+		s.knownMu.Lock()
+		s.known = k
+		s.knownMu.Unlock()
+		return nil
+	}
+}
+
+// applied reports whether w took effect: P/current holds w.next (is
+// absent when 0) and proof holds proofVal (is absent when nil).
+func (s *EtcdStorage) applied(w swap, cur currentKey, proof []*mvccpb.KeyValue) bool {
+	if cur.gen != w.next {
+		return false
+	}
+	if w.proofVal == nil {
+		return len(proof) == 0
+	}
+	return len(proof) == 1 && bytes.Equal(proof[0].Value, w.proofVal)
+}
+
+// retryable is an error after which another attempt of a write may
+// succeed: no answer in time, no leader, a lost connection. Not a request
+// too large, a permission or an invalid request.
+func retryable(err error) bool {
+	switch {
+	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge),
+		errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrGRPCPermissionDenied),
+		errors.Is(err, rpctypes.ErrNoSpace), errors.Is(err, rpctypes.ErrGRPCNoSpace),
+		errors.Is(err, context.Canceled):
+		return false
+	}
+	return true
+}
+
+// Revert makes prev current again and removes revision gen, if gen is
+// still current.
+func (s *EtcdStorage) Revert(ctx context.Context, prev *config.Config, gen int64) error {
+	if prev == nil || prev.Generation != gen-1 {
+		return fmt.Errorf("cluster store: revert of generation %d to a document of another generation", gen)
+	}
+	ops := []clientv3.Op{clientv3.OpDelete(s.revisionKey(gen))}
+	if prev.Generation == 0 {
+		ops = append(ops, clientv3.OpDelete(s.CurrentKey()))
+	} else {
+		cur, _ := json.Marshal(current{Generation: prev.Generation})
+		ops = append(ops, clientv3.OpPut(s.CurrentKey(), string(cur)))
+	}
+	wctx, cancel := context.WithTimeout(ctx, WriteTimeout)
+	defer cancel()
+	return s.swapCurrent(ctx, wctx, swap{op: "revert generation " + strconv.FormatInt(gen, 10), prev: gen, next: prev.Generation, ops: ops,
+		proof: s.revisionKey(gen)})
+}
+
+// Revisions lists the kept revisions, newest first: the keys alone, then
+// the header of each revision this storage has not read yet.
+func (s *EtcdStorage) Revisions(ctx context.Context) ([]config.RevisionInfo, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.readTimeout)
+	defer cancel()
+	from := s.prefix + keyRevisions
+	r, err := s.cli.Get(rctx, from, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+	if err != nil {
+		return nil, s.failed(ctx, "list revisions", err)
+	}
+	s.ok()
+	out := make([]config.RevisionInfo, 0, len(r.Kvs))
+	seen := make(map[int64]bool, len(r.Kvs))
+	for _, kv := range r.Kvs {
+		gen, err := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), from), 10, 64)
+		if err != nil {
+			continue
+		}
+		seen[gen] = true
+		s.cacheMu.Lock()
+		h, ok := s.headers[gen]
+		s.cacheMu.Unlock()
+		if !ok || h.mod != kv.ModRevision {
+			g, err := s.cli.Get(rctx, string(kv.Key))
+			if err != nil {
+				return nil, s.failed(ctx, "read revision "+strconv.FormatInt(gen, 10), err)
+			}
+			if len(g.Kvs) == 0 {
+				continue // reverted meanwhile
+			}
+			info, err := decodeHeader(g.Kvs[0].Value)
+			if err == nil && info.Generation != gen {
+				err = fmt.Errorf("holds generation %d", info.Generation)
+			}
+			if err != nil {
+				s.log.Warn("unreadable revision skipped", "key", string(kv.Key), "err", err)
+				continue
+			}
+			h = cachedHeader{mod: g.Kvs[0].ModRevision, info: info}
+			s.cacheMu.Lock()
+			s.headers[gen] = h
+			s.cacheMu.Unlock()
+		}
+		out = append(out, h.info)
+	}
+	s.cacheMu.Lock()
+	for g := range s.headers {
+		if !seen[g] {
+			delete(s.headers, g)
+		}
+	}
+	s.cacheMu.Unlock()
+	return out, nil
+}
+
+// Revision returns the config of a kept revision.
+func (s *EtcdStorage) Revision(ctx context.Context, gen int64) (*config.Config, error) {
+	if gen <= 0 {
+		return nil, fmt.Errorf("revision %d: %w", gen, config.ErrNotFound)
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.readTimeout)
+	defer cancel()
+	r, err := s.cli.Get(rctx, s.revisionKey(gen))
+	if err != nil {
+		return nil, s.failed(ctx, "read revision "+strconv.FormatInt(gen, 10), err)
+	}
+	s.ok()
+	if len(r.Kvs) == 0 {
+		return nil, fmt.Errorf("revision %d: %w", gen, config.ErrNotFound)
+	}
+	info, c, err := decodeRevision(r.Kvs[0].Value, false)
+	if err == nil && (info.Generation != gen || c.Generation != gen) {
+		err = fmt.Errorf("holds generation %d, config generation %d", info.Generation, c.Generation)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster store: %s: %w", s.revisionKey(gen), err)
+	}
+	return c, nil
+}
+
+// CertificateBundle returns the bundle of chainSHA256: from memory (a
+// bundle never changes), else etcd, else (etcd unreachable) the node's
+// cache of the bundles its applied generation uses.
+func (s *EtcdStorage) CertificateBundle(ctx context.Context, chainSHA256 string) ([]byte, error) {
+	if !isHexSHA256(chainSHA256) {
+		return nil, fmt.Errorf("certificate bundle %.80q: not a chain_sha256: %w", chainSHA256, config.ErrNotFound)
+	}
+	s.cacheMu.Lock()
+	b, ok := s.bundles[chainSHA256]
+	s.cacheMu.Unlock()
+	if ok {
+		return b, nil
+	}
+	// The node's cache holds the same bytes (the name is the chain's
+	// hash, the key determined by the leaf): no wait on an etcd that is
+	// down for each certificate of a node starting from its cache.
+	if b, err := s.cachedBundle(chainSHA256); err == nil {
+		s.rememberBundle(chainSHA256, b)
+		return b, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.readTimeout)
+	defer cancel()
+	r, err := s.cli.Get(rctx, s.certKey(chainSHA256))
+	if err != nil {
+		return nil, s.failed(ctx, "read certificate "+chainSHA256, err)
+	}
+	s.ok()
+	if len(r.Kvs) == 0 {
+		return nil, fmt.Errorf("certificate bundle %s: %w", chainSHA256, config.ErrNotFound)
+	}
+	b = r.Kvs[0].Value
+	s.rememberBundle(chainSHA256, b)
+	return b, nil
+}
+
+func (s *EtcdStorage) rememberBundle(sum string, b []byte) {
+	s.cacheMu.Lock()
+	s.bundles[sum] = b
+	s.cacheMu.Unlock()
+}
+
+// GetKey reads the key name under the prefix (Key(name)): its value and
+// mod revision (nil, 0 when absent).
+func (s *EtcdStorage) GetKey(ctx context.Context, name string) ([]byte, int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.readTimeout)
+	defer cancel()
+	r, err := s.cli.Get(rctx, s.Key(name))
+	if err != nil {
+		return nil, 0, s.failed(ctx, "read "+s.Key(name), err)
+	}
+	s.ok()
+	if len(r.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	return r.Kvs[0].Value, r.Kvs[0].ModRevision, nil
+}
+
+// EditKey replaces the value of the key name under the prefix with what
+// edit makes of the current one (nil when absent; edit returning nil
+// deletes the key), conditional on the key's mod revision: a key another
+// writer changed meanwhile is read and edited again, up to 5 times (then
+// an error wrapping config.ErrRace). edit may run more than once. An
+// error of edit is returned as is, nothing written. WriteTimeout in all.
+func (s *EtcdStorage) EditKey(ctx context.Context, name string, edit func(old []byte) ([]byte, error)) error {
+	key := s.Key(name)
+	wctx, cancel := context.WithTimeout(ctx, WriteTimeout)
+	defer cancel()
+	r, err := s.cli.Get(wctx, key)
+	if err != nil {
+		return s.failed(ctx, "read "+key, err)
+	}
+	kvs := r.Kvs
+	for attempt := 1; ; attempt++ {
+		var old []byte
+		var mod int64
+		if len(kvs) > 0 {
+			old, mod = kvs[0].Value, kvs[0].ModRevision
+		}
+		val, err := edit(old)
+		if err != nil {
+			s.ok()
+			return err
+		}
+		op := clientv3.OpDelete(key)
+		if val != nil {
+			op = clientv3.OpPut(key, string(val))
+		}
+		t, err := s.cli.Txn(wctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", mod)).Then(op).Else(clientv3.OpGet(key)).Commit()
+		if err != nil {
+			return s.failed(ctx, "write "+key, err)
+		}
+		s.ok()
+		if t.Succeeded {
+			return nil
+		}
+		if attempt == editAttempts {
+			return fmt.Errorf("cluster store: %s changed under %d edits in a row: %w", key, editAttempts, config.ErrRace)
+		}
+		kvs = t.Responses[0].GetResponseRange().Kvs
+	}
+}
+
+func isHexSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedKeys(m map[string][]byte) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
