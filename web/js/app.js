@@ -15,7 +15,7 @@ import revisions from './pages/revisions.js';
 import audit from './pages/audit.js';
 import logs from './pages/logs.js';
 import nodes from './pages/nodes.js';
-import { noteStore } from './cluster.js';
+import { noteStore, watchStore } from './cluster.js';
 
 const pages = {
   overview: { title: 'Overview', render: overview },
@@ -168,6 +168,7 @@ async function loadInfo() {
     nodeEl.hidden = !nodeEl.textContent;
     nodeEl.title = nodeEl.textContent ? `This page talks to node ${info.node.name} (store ${info.store.kind})` : '';
     noteStore(info.store);
+    watchStore(info.store);
     const name = info.token_name ?? (info.token && info.token.name) ?? (info.auth && info.auth.name) ?? info.actor;
     whoEl.textContent = `${name ? name + ' · ' : ''}${ctx.role}`;
     whoEl.title = name ? `Signed in as token "${name}", role ${ctx.role}` : `Role ${ctx.role}`;

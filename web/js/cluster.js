@@ -13,7 +13,7 @@
 // so until /api/v1/info says the store is back.
 
 import { h, clear, ago } from './dom.js';
-import { get, onAnswer } from './api.js';
+import { get, onAnswer, loginShown } from './api.js';
 
 // nodesOf reads the nodes part of a write's answer ({status, data,
 // headers}): {applied, refused: [{name, error, generation}], pending}, or
@@ -107,7 +107,7 @@ function showStale(on, since) {
   document.body.classList.add('store-stale');
   // Until the store is back, ask /api/v1/info every 5 s (cheap), so the
   // banner goes away by itself.
-  if (!recheck) recheck = setInterval(() => { checkStore(); }, 5000);
+  if (!recheck) recheck = setInterval(() => { if (!loginShown()) checkStore(); }, 5000);
 }
 
 // noteInfo takes the store part of an /api/v1/info or /api/v1/cluster
@@ -129,6 +129,15 @@ export function checkStore() {
 }
 
 export function storeStale() { return staleSince !== null; }
+
+// watchStore makes an idle page notice the store going away too: in
+// cluster mode /api/v1/info is read every 10 s (the events stream carries
+// no stale mark).
+let watching = null;
+export function watchStore(store) {
+  if (watching || !store || !store.kind || store.kind === 'dir') return;
+  watching = setInterval(() => { if (!document.hidden && !loginShown()) checkStore(); }, 10000);
+}
 
 // Every API answer passes here: a stale read or a 503 store-unavailable
 // turns the banner on (the time it began comes from /api/v1/info).
