@@ -127,7 +127,9 @@ func (s *EtcdStorage) loadCache(unavailable error) (*config.Config, config.Revis
 	if c.Generation != cf.Generation {
 		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and the node's copy %s holds generation %d as %d", unavailable, path, c.Generation, cf.Generation)
 	}
-	s.log.Warn("etcd unreachable: starting from this node's copy of the generation it last applied", "generation", c.Generation, "file", path, "err", unavailable)
+	if !s.fromCache.Swap(true) {
+		s.log.Warn("etcd unreachable: loading this node's copy of the generation it last applied", "generation", c.Generation, "file", path, "err", unavailable)
+	}
 	return &c, config.RevisionInfo{Generation: c.Generation, Summary: "this node's copy (etcd unreachable)"}, nil
 }
 

@@ -109,6 +109,9 @@ type EtcdStorage struct {
 	fault     atomic.Pointer[error]
 	lastProbe atomic.Int64
 	probing   atomic.Bool
+	// fromCache is set while Load answers from the node's cache: said
+	// once in the log, not at each Load.
+	fromCache atomic.Bool
 
 	// readTimeout is ReadTimeout (tests of a stopped etcd shorten it).
 	readTimeout time.Duration
@@ -220,7 +223,7 @@ func (s *EtcdStorage) failed(parent context.Context, op string, err error) error
 		return fmt.Errorf("cluster store: %s: the request is larger than etcd accepts (its --max-request-bytes, 1.5 MiB by default): %w", op, err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		err = errors.New("no answer in time")
+		err = errors.New("no answer in time (is etcd running, with a quorum of its members?)")
 	}
 	err = fmt.Errorf("%w: etcd at %s: %s: %v", config.ErrUnavailable, strings.Join(s.endpoints, ","), op, err)
 	if s.fault.Swap(&err) == nil {
@@ -231,6 +234,7 @@ func (s *EtcdStorage) failed(parent context.Context, op string, err error) error
 
 // ok records a call that etcd answered.
 func (s *EtcdStorage) ok() {
+	s.fromCache.Store(false)
 	if s.fault.Swap(nil) != nil {
 		s.log.Info("etcd answers again")
 	}
