@@ -6,17 +6,22 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/spliced-proxy/spliced/api/tokens"
 	"github.com/spliced-proxy/spliced/core"
+	"github.com/spliced-proxy/spliced/core/cluster"
 	"github.com/spliced-proxy/spliced/core/config"
 )
 
@@ -127,4 +132,98 @@ func writeClusterMark(dir, store, node string) error {
 func refuseClusterDir(dir string, m *clusterMark, what string) error {
 	return fmt.Errorf("state directory %s is that of cluster node %q (store %s): %s with --store %s; "+
 		"or, to make it a single node's again, remove %s", dir, m.Node, m.Store, what, m.Store, filepath.Join(dir, clusterFile))
+}
+
+// storeFlags are --store and the etcd client's flags, of the server and of
+// `spliced token`.
+type storeFlags struct {
+	url              string
+	etcdCA, etcdCert string
+	etcdKey          string
+	dialTimeout      time.Duration
+	endpoints        []string // parsed from url by check
+	prefix           string
+	tls              *tls.Config
+}
+
+func (sf *storeFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&sf.url, "store", "", "configuration store shared by the nodes of a cluster: etcd://host:2379[,host:2379…]/prefix (default: the state directory, one node)")
+	fs.StringVar(&sf.etcdCA, "etcd-cacert", "", "PEM CA file that verifies the etcd servers (https endpoints); default: the system's CAs when --etcd-cert is given")
+	fs.StringVar(&sf.etcdCert, "etcd-cert", "", "PEM client certificate file for etcd (with --etcd-key)")
+	fs.StringVar(&sf.etcdKey, "etcd-key", "", "PEM private key file of --etcd-cert")
+	fs.DurationVar(&sf.dialTimeout, "etcd-dial-timeout", cluster.DefaultDialTimeout, "bound of the first connection to etcd")
+}
+
+// clustered says whether --store names a cluster store.
+func (sf *storeFlags) clustered() bool { return sf.url != "" }
+
+// check parses --store and loads the etcd TLS files, before anything is
+// opened; the etcd flags without --store are an error.
+func (sf *storeFlags) check() error {
+	if !sf.clustered() {
+		if sf.etcdCA != "" || sf.etcdCert != "" || sf.etcdKey != "" {
+			return errors.New("--etcd-cacert, --etcd-cert and --etcd-key go with --store etcd://…")
+		}
+		return nil
+	}
+	var err error
+	if sf.endpoints, sf.prefix, err = cluster.ParseStoreURL(sf.url); err != nil {
+		return err
+	}
+	if sf.dialTimeout <= 0 {
+		return errors.New("--etcd-dial-timeout must be positive")
+	}
+	sf.tls, err = cluster.ClientTLS(sf.etcdCA, sf.etcdCert, sf.etcdKey)
+	return err
+}
+
+// open connects to the cluster store (it does not wait for etcd to answer).
+func (sf *storeFlags) open(ctx context.Context, cacheDir string, log *slog.Logger) (*cluster.EtcdStorage, error) {
+	return cluster.OpenEtcd(ctx, cluster.Options{Endpoints: sf.endpoints, Prefix: sf.prefix, TLS: sf.tls,
+		DialTimeout: sf.dialTimeout, CacheDir: cacheDir, Log: log})
+}
+
+// errTokensPresent stops the seeding of P/tokens when the key exists.
+var errTokensPresent = errors.New("the store holds tokens already")
+
+// seedTokens copies the state directory's tokens into P/tokens when the
+// store has none yet (a conditional create): a single node that joins a
+// new cluster keeps its tokens, and a P/tokens deleted by hand is
+// restored rather than leaving every node without tokens.
+func seedTokens(ctx context.Context, es *cluster.EtcdStorage, stateDir string, log *slog.Logger) {
+	local, err := tokens.List(stateDir)
+	if err != nil || len(local) == 0 {
+		return
+	}
+	err = es.EditKey(ctx, cluster.TokensKey, func(old []byte) ([]byte, error) {
+		if old != nil {
+			return nil, errTokensPresent
+		}
+		return tokens.Marshal(local), nil
+	})
+	switch {
+	case errors.Is(err, errTokensPresent):
+	case err != nil:
+		log.Warn("the store's tokens could not be seeded from the state directory's; will try again", "err", err)
+	default:
+		log.Info("the store had no tokens: seeded with the state directory's", "tokens", len(local), "key", es.Key(cluster.TokensKey))
+	}
+}
+
+// mirrorTokens is the node's OnTokens: P/tokens written to the state
+// directory's tokens.json (0600, atomically), which tokens.Checker reads.
+func mirrorTokens(es *cluster.EtcdStorage, stateDir string, log *slog.Logger) func(doc []byte) {
+	return func(doc []byte) {
+		if doc == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), cluster.WriteTimeout)
+			defer cancel()
+			seedTokens(ctx, es, stateDir, log)
+			return
+		}
+		if err := tokens.WriteMirror(stateDir, doc); err != nil {
+			log.Error("the store's tokens could not be mirrored into the state directory: the previous tokens stay in force", "err", err)
+			return
+		}
+		log.Info("tokens updated from the store")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,5 +81,46 @@ func TestClusterStateDirRefusesSingleNodeUse(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
 		t.Fatal("config.json written")
+	}
+}
+
+// Bad --store URLs and etcd flags are refused before anything is opened,
+// by the server and by spliced token.
+func TestStoreFlagsAreChecked(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--store", "http://127.0.0.1:2379/spliced"}, "--store"},
+		{[]string{"--store", "etcd://127.0.0.1/spliced"}, "--store"},
+		{[]string{"--store", "etcd://127.0.0.1:2379"}, "--store"},
+		{[]string{"--store", "etcd://127.0.0.1:2379/"}, "--store"},
+		{[]string{"--store", "etcd://u:p@127.0.0.1:2379/spliced"}, "--store"},
+		{[]string{"--store", "/var/lib/spliced"}, "--store"},
+		{[]string{"--etcd-cert", "c.pem", "--etcd-key", "k.pem"}, "--store"},
+		{[]string{"--store", "etcd://127.0.0.1:2379/spliced", "--etcd-cert", "c.pem"}, "--etcd-key"},
+		{[]string{"--store", "etcd://127.0.0.1:2379/spliced", "--etcd-cacert", "/nonexistent/ca.pem"}, "--etcd-cacert"},
+		{[]string{"--store", "etcd://127.0.0.1:2379/spliced", "--etcd-dial-timeout", "0s"}, "--etcd-dial-timeout"},
+		{[]string{"--store", "etcd://127.0.0.1:2379/spliced", "--node-name", "Bad Name"}, "--node-name"},
+	} {
+		dir := filepath.Join(t.TempDir(), "state")
+		for _, pre := range [][]string{{"--admin-addr", "127.0.0.1:0", "--state-dir", dir}, {"token", "list"}} {
+			args := append(append([]string{}, pre...), c.args...)
+			if pre[0] == "token" && slices.Contains(c.args, "--node-name") {
+				continue
+			}
+			var stderr bytes.Buffer
+			if rc := run(args, io.Discard, &stderr); rc != 2 || !strings.Contains(stderr.String(), c.want) {
+				t.Fatalf("%v: exit %d, stderr %q", args, rc, stderr.String())
+			}
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Fatalf("%v: the state directory was created", c.args)
+		}
+	}
+	var stderr bytes.Buffer
+	if rc := run([]string{"token", "list", "--store", "etcd://127.0.0.1:2379/spliced", "--state-dir", t.TempDir()}, io.Discard, &stderr); rc != 2 ||
+		!strings.Contains(stderr.String(), "not both") {
+		t.Fatalf("--store with --state-dir: exit %d, stderr %q", rc, stderr.String())
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/spliced-proxy/spliced/api"
 	"github.com/spliced-proxy/spliced/cmd/spliced/internal/version"
 	"github.com/spliced-proxy/spliced/core"
+	"github.com/spliced-proxy/spliced/core/cluster"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/tlsconf"
 )
@@ -77,6 +78,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	alf := addAccessLogFlags(fs)
 	var cf clusterFlags
 	cf.addNodeFlags(fs)
+	var sf storeFlags
+	sf.add(fs)
 	fs.Usage = func() { usage(stderr, fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -93,7 +96,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "spliced:", err)
 		return 2
 	}
-	node, err := cf.nodeIdentity(false)
+	if err := sf.check(); err != nil {
+		fmt.Fprintln(stderr, "spliced:", err)
+		return 2
+	}
+	node, err := cf.nodeIdentity(sf.clustered())
 	if err != nil {
 		fmt.Fprintln(stderr, "spliced:", err)
 		return 2
@@ -144,7 +151,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		auditKeep: *auditKeep, auditCopy: auditCopy,
 		tlsCert: *tlsCert, tlsKey: *tlsKey, maxBody: *maxBody, maxConns: *maxConns,
 		maxStreams: *maxStreams, maxStreamsPerToken: *maxStreamsTok, anonIdle: *anonIdle}
-	if err := serve(log, adm, *bootstrap, node); err != nil {
+	if err := serve(log, adm, *bootstrap, node, &sf); err != nil {
 		log.Error("spliced stopped", "err", err)
 		return 1
 	}
@@ -180,6 +187,7 @@ Flags:
 		fs.String("log-format", "auto", "log format: text, json, or auto (text on a terminal, json otherwise)")
 		addAccessLogFlags(fs)
 		new(clusterFlags).addNodeFlags(fs)
+		new(storeFlags).add(fs)
 	}
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -247,7 +255,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeIdentity) error {
+func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeIdentity, sf *storeFlags) error {
 	started := time.Now()
 	adminAddr, stateDir := adm.addr, adm.stateDir
 	env := config.HostEnv()
@@ -260,7 +268,7 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 	defer lock.Close() // held until the process exits
 	if m, err := readClusterMark(stateDir); err != nil {
 		return err
-	} else if m != nil {
+	} else if m != nil && !sf.clustered() {
 		return refuseClusterDir(stateDir, m, "start it")
 	}
 	al, err := openAdmin(adm)
@@ -274,14 +282,32 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 			"admin_addr", adminAddr)
 	}
 
-	store, err := config.Open(stateDir, bootstrap, log)
-	if err != nil {
+	// The configuration: the state directory's, or in a cluster etcd's
+	// (the state directory then keeps the lock, the audit trail, the
+	// ticket keys, the tokens' mirror and the last applied generation).
+	var store *config.Store
+	var es *cluster.EtcdStorage
+	if sf.clustered() {
+		if es, err = sf.open(context.Background(), stateDir, log); err != nil {
+			return err
+		}
+		defer es.Close()
+		if store, err = config.OpenStore(es, bootstrap, log, config.StoreOptions{Node: node.Name}); err != nil {
+			return err
+		}
+		if err := writeClusterMark(stateDir, sf.url, node.Name); err != nil {
+			return fmt.Errorf("state directory: %w", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), cluster.WriteTimeout)
+		seedTokens(ctx, es, stateDir, log)
+		cancel()
+	} else if store, err = config.Open(stateDir, bootstrap, log); err != nil {
 		return err
 	}
 	// Session ticket keys of the TLS binds, shared by every bind's
 	// *tls.Config (core/tlsconf) and set through /api/v1/tls/ticket-keys;
 	// certificate bundles are read from the store (cached by hash).
-	tickets, err := tlsconf.NewTicketKeys(store.Dir(),
+	tickets, err := tlsconf.NewTicketKeys(stateDir,
 		time.Duration(store.Current().Tuning.TLS.TicketRotationMs)*time.Millisecond, log)
 	if err != nil {
 		return err
@@ -292,15 +318,36 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 		return fmt.Errorf("starting data plane: %w", err)
 	}
 	cur := store.Current()
-	if err := applyEffective(ctl, env, node, false)(context.Background(), cur); err != nil {
+	// A cluster node validates what it applies with this machine's Env:
+	// the writer checked the document for any machine.
+	apply := applyEffective(ctl, env, node, sf.clustered())
+	if err := apply(context.Background(), cur); err != nil {
 		// The persisted config could not be applied (a port taken since the
 		// last run, say). Keep serving the admin API so the operator can see
 		// and fix it; /readyz reports not ready until the core runs it.
 		log.Error("applying persisted config failed", "generation", cur.Generation, "err", err)
 	}
+	var cl core.Cluster
+	var member *cluster.Node
+	if sf.clustered() {
+		member, err = cluster.StartNode(context.Background(), cluster.NodeOptions{
+			Client: es.Client(), Prefix: es.Prefix(), Store: store, Storage: es, Self: node,
+			AdminAddress: adminAddr, Version: version.Version, StateDir: stateDir,
+			Apply:    apply,
+			Running:  func() int64 { return ctl.Runtime().Generation },
+			OnTokens: mirrorTokens(es, stateDir, log),
+			Log:      log,
+		})
+		if err != nil {
+			_ = ctl.Close(context.Background())
+			return err
+		}
+		defer member.Close()
+		cl = member
+	}
 	rt := ctl.Runtime()
 	log.Info("spliced started", "version", version.Version, "admin_addr", adminAddr, "node", node.Name,
-		"state_dir", store.Dir(), "generation", cur.Generation, "nbthread", rt.Nbthread,
+		"store", store.Storage().Kind(), "state_dir", stateDir, "generation", cur.Generation, "nbthread", rt.Nbthread,
 		"fd_limit", env.FdLimit, "maxconn", rt.Maxconn)
 
 	h := api.New(api.Options{
@@ -308,11 +355,12 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 		Core:      ctl,
 		Env:       env,
 		Version:   version.Version,
-		StateDir:  store.Dir(),
+		StateDir:  stateDir,
 		AdminAddr: adminAddr,
 		Logger:    log,
 		Started:   started,
 		Node:      node,
+		Cluster:   cl,
 
 		Tokens:       al.tokens,
 		Open:         al.open,
@@ -383,8 +431,13 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 		case <-ctx.Done():
 		}
 	}()
-	// The data plane first: it stops accepting at once and lets established
+	// The cluster first: the node leaves (its key goes with its lease, so
+	// writes no longer wait for it) and applies nothing more. Then the
+	// data plane: it stops accepting at once and lets established
 	// connections finish; the admin API stays up meanwhile for /healthz.
+	if member != nil {
+		_ = member.Close()
+	}
 	cerr := ctl.Close(ctx)
 	sctx, scancel := context.WithTimeout(context.Background(), time.Second)
 	defer scancel()

@@ -1,25 +1,95 @@
 package main
 
 // `spliced token add|list|revoke`: the admin API's bearer tokens, kept
-// (hashed) in tokens.json in the state directory. The running server reads
-// the file again when it changes, so these take effect on the next request.
+// (hashed) in tokens.json in the state directory, or with --store in the
+// cluster store (P/tokens), which every node mirrors into its own
+// tokens.json. The running server reads the file again when it changes, so
+// these take effect on the next request.
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spliced-proxy/spliced/api/tokens"
+	"github.com/spliced-proxy/spliced/core/cluster"
 )
 
 const tokenUsage = `usage:
-  spliced token add --role viewer|operator|admin --name NAME [--state-dir DIR]
-  spliced token list [--state-dir DIR]
-  spliced token revoke NAME [--state-dir DIR]
+  spliced token add --role viewer|operator|admin --name NAME [--state-dir DIR | --store URL [--etcd-* …]]
+  spliced token list [--state-dir DIR | --store URL [--etcd-* …]]
+  spliced token revoke NAME [--state-dir DIR | --store URL [--etcd-* …]]
 `
+
+// tokenSet is where the tokens are: a state directory or a cluster store.
+type tokenSet interface {
+	list(ctx context.Context) ([]tokens.Entry, error)
+	add(ctx context.Context, name string, role tokens.Role, now time.Time) (string, error)
+	revoke(ctx context.Context, name string) error
+}
+
+type dirTokens string
+
+func (d dirTokens) list(context.Context) ([]tokens.Entry, error) { return tokens.List(string(d)) }
+func (d dirTokens) add(_ context.Context, name string, role tokens.Role, now time.Time) (string, error) {
+	return tokens.Add(string(d), name, role, now)
+}
+func (d dirTokens) revoke(_ context.Context, name string) error {
+	return tokens.Revoke(string(d), name)
+}
+
+// etcdTokens edits P/tokens, conditionally on its revision (EditKey).
+type etcdTokens struct{ es *cluster.EtcdStorage }
+
+func (e etcdTokens) list(ctx context.Context) ([]tokens.Entry, error) {
+	b, _, err := e.es.GetKey(ctx, cluster.TokensKey)
+	if err != nil || b == nil {
+		return []tokens.Entry{}, err
+	}
+	es, err := tokens.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e.es.Key(cluster.TokensKey), err)
+	}
+	return es, nil
+}
+
+func (e etcdTokens) edit(ctx context.Context, change func([]tokens.Entry) ([]tokens.Entry, error)) error {
+	return e.es.EditKey(ctx, cluster.TokensKey, func(old []byte) ([]byte, error) {
+		es := []tokens.Entry{}
+		if old != nil {
+			var err error
+			if es, err = tokens.Parse(old); err != nil {
+				return nil, fmt.Errorf("%s: %w", e.es.Key(cluster.TokensKey), err)
+			}
+		}
+		next, err := change(es)
+		if err != nil {
+			return nil, err
+		}
+		return tokens.Marshal(next), nil
+	})
+}
+
+func (e etcdTokens) add(ctx context.Context, name string, role tokens.Role, now time.Time) (string, error) {
+	secret, err := tokens.Generate()
+	if err != nil {
+		return "", err
+	}
+	hash := tokens.HashOf(secret)
+	if err := e.edit(ctx, func(es []tokens.Entry) ([]tokens.Entry, error) { return tokens.AddTo(es, name, role, hash, now) }); err != nil {
+		return "", err
+	}
+	return secret, nil
+}
+
+func (e etcdTokens) revoke(ctx context.Context, name string) error {
+	return e.edit(ctx, func(es []tokens.Entry) ([]tokens.Entry, error) { return tokens.RevokeFrom(es, name) })
+}
 
 func cmdToken(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -30,6 +100,8 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("spliced token "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	stateDir := fs.String("state-dir", "/var/lib/spliced", "state directory (tokens.json)")
+	var sf storeFlags
+	sf.add(fs)
 	var role, name string
 	if sub == "add" {
 		fs.StringVar(&role, "role", "", "viewer, operator or admin")
@@ -45,15 +117,35 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	// A cluster node's tokens.json mirrors the store's: an edit there
-	// would be overwritten at the next change, and no other node sees it.
-	if m, err := readClusterMark(*stateDir); err != nil {
+	if err := sf.check(); err != nil {
+		fmt.Fprintln(stderr, "spliced:", err)
+		return 2
+	}
+	var set tokenSet = dirTokens(*stateDir)
+	if sf.clustered() {
+		dirSet := false
+		fs.Visit(func(f *flag.Flag) { dirSet = dirSet || f.Name == "state-dir" })
+		if dirSet {
+			fmt.Fprintln(stderr, "spliced: give --store or --state-dir, not both (a cluster's tokens are in its store)")
+			return 2
+		}
+		es, err := sf.open(context.Background(), "", slog.New(slog.DiscardHandler))
+		if err != nil {
+			fmt.Fprintln(stderr, "spliced:", err)
+			return 1
+		}
+		defer es.Close()
+		set = etcdTokens{es}
+	} else if m, err := readClusterMark(*stateDir); err != nil {
 		fmt.Fprintln(stderr, "spliced:", err)
 		return 1
 	} else if m != nil && sub != "list" {
+		// A cluster node's tokens.json mirrors the store's: an edit there
+		// would be overwritten at the next change, and no other node sees it.
 		fmt.Fprintln(stderr, "spliced:", refuseClusterDir(*stateDir, m, "edit its tokens"))
 		return 2
 	}
+	ctx := context.Background()
 	switch sub {
 	case "add":
 		if fs.NArg() != 0 || role == "" || name == "" {
@@ -65,7 +157,7 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "spliced:", err)
 			return 2
 		}
-		secret, err := tokens.Add(*stateDir, name, r, time.Now())
+		secret, err := set.add(ctx, name, r, time.Now())
 		if err != nil {
 			fmt.Fprintln(stderr, "spliced:", err)
 			return 1
@@ -80,7 +172,7 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprint(stderr, tokenUsage)
 			return 2
 		}
-		es, err := tokens.List(*stateDir)
+		es, err := set.list(ctx)
 		if err != nil {
 			fmt.Fprintln(stderr, "spliced:", err)
 			return 1
@@ -99,7 +191,7 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprint(stderr, tokenUsage)
 			return 2
 		}
-		if err := tokens.Revoke(*stateDir, name); err != nil {
+		if err := set.revoke(ctx, name); err != nil {
 			fmt.Fprintln(stderr, "spliced:", err)
 			return 1
 		}
