@@ -223,7 +223,7 @@ func (s *EtcdStorage) failed(parent context.Context, op string, err error) error
 		return fmt.Errorf("cluster store: %s: the request is larger than etcd accepts (its --max-request-bytes, 1.5 MiB by default): %w", op, err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		err = errors.New("no answer in time (is etcd running, with a quorum of its members?)")
+		err = errors.New("no answer in time (is etcd running, with a quorum of its members, and do --etcd-cacert, --etcd-cert and --etcd-key match its TLS setup?)")
 	}
 	err = fmt.Errorf("%w: etcd at %s: %s: %v", config.ErrUnavailable, strings.Join(s.endpoints, ","), op, err)
 	if s.fault.Swap(&err) == nil {

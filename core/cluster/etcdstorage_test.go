@@ -482,3 +482,48 @@ func BenchmarkEtcdStorageCommit(b *testing.B) {
 		}
 	}
 }
+
+// TestEtcdWithClientCertificates: an etcd that requires client
+// certificates (as doc.go recommends) takes the commits of a storage
+// given ClientTLS's configuration, and none without a certificate.
+func TestEtcdWithClientCertificates(t *testing.T) {
+	dir := t.TempDir()
+	ca := testutil.NewCert(t, testutil.CertSpec{Names: []string{"etcd test CA"}, CA: true})
+	server := testutil.NewCert(t, testutil.CertSpec{Names: []string{"127.0.0.1"}, Parent: ca})
+	client := testutil.NewCert(t, testutil.CertSpec{Names: []string{"spliced"}, Client: true, Parent: ca})
+	write := func(name, pem string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(pem), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	caFile := write("ca.pem", ca.CertPEM)
+	e := etcdtest.StartOptions(t, etcdtest.Options{ClientTLS: &etcdtest.TLSFiles{
+		CertFile: write("server.pem", server.CertPEM), KeyFile: write("server.key", server.KeyPEM), TrustedCAFile: caFile}})
+
+	cfg, err := ClientTLS(caFile, write("client.pem", client.CertPEM), write("client.key", client.KeyPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenEtcd(bg, Options{Endpoints: e.Endpoints(), Prefix: "/spliced", TLS: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustCommit(t, s, testConfig(t, 1, 1, "web"), nil)
+
+	noCert, err := ClientTLS(caFile, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon, err := OpenEtcd(bg, Options{Endpoints: e.Endpoints(), Prefix: "/spliced", TLS: noCert})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	anon.readTimeout = time.Second
+	if _, _, err := anon.Load(bg); !errors.Is(err, config.ErrUnavailable) {
+		t.Fatalf("Load without a client certificate: %v, want ErrUnavailable", err)
+	}
+}

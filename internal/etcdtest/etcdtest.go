@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -37,6 +38,15 @@ type Options struct {
 	Fsync bool
 	// Logger receives the servers' logs; nil: errors only, on stderr.
 	Logger *zap.Logger
+	// ClientTLS, when set, serves the clients with TLS (CertFile,
+	// KeyFile) and, with TrustedCAFile, requires client certificates
+	// signed by that CA (etcd's --client-cert-auth).
+	ClientTLS *TLSFiles
+}
+
+// TLSFiles are PEM files of a TLS server (Options.ClientTLS).
+type TLSFiles struct {
+	CertFile, KeyFile, TrustedCAFile string
 }
 
 // Cluster is a running set of embedded etcd members.
@@ -59,13 +69,21 @@ type member struct {
 // when the cluster does not start.
 func Start(t testing.TB, members int) *Cluster {
 	t.Helper()
+	return StartOptions(t, Options{Members: members})
+}
+
+// StartOptions is Start with more options (o.Dir, o.ClientAddrs and
+// o.PeerAddrs are the test's: a temporary directory, free ports).
+func StartOptions(t testing.TB, o Options) *Cluster {
+	t.Helper()
 	var c *Cluster
 	var err error
 	dir := t.TempDir()
 	// A free port found by listening then closing may be taken by another
 	// process before etcd binds it: try again with other ports.
 	for attempt := 0; attempt < 3; attempt++ {
-		c, err = Launch(Options{Members: members, Dir: filepath.Join(dir, "try"+strconv.Itoa(attempt)), Logger: quietLogger()})
+		o.Dir, o.ClientAddrs, o.PeerAddrs = filepath.Join(dir, "try"+strconv.Itoa(attempt)), nil, nil
+		c, err = Launch(o)
 		if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
 			break
 		}
@@ -142,6 +160,10 @@ func Launch(o Options) (*Cluster, error) {
 		cfg.Name = memberName(i)
 		cfg.Dir = filepath.Join(o.Dir, cfg.Name)
 		cu := url.URL{Scheme: "http", Host: clients[i]}
+		if f := o.ClientTLS; f != nil {
+			cu.Scheme = "https"
+			cfg.ClientTLSInfo = transport.TLSInfo{CertFile: f.CertFile, KeyFile: f.KeyFile, TrustedCAFile: f.TrustedCAFile, ClientCertAuth: f.TrustedCAFile != ""}
+		}
 		pu := url.URL{Scheme: "http", Host: peers[i]}
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
