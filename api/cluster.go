@@ -5,11 +5,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spliced-proxy/spliced/core"
+	"github.com/spliced-proxy/spliced/core/config"
 )
 
 // Several nodes, one configuration (issue 17). With a cluster store
@@ -209,4 +211,65 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range nodes {
 		ch <- prometheus.MustNewConstMetric(cc.rg, prometheus.GaugeValue, float64(nodes[i].RunningGeneration), nodes[i].Name)
 	}
+}
+
+// adoptions finds the generations a cluster node adopted from the store
+// (other nodes' writes), for the config events of its streams: the stats
+// tick compares the store's current with the last config told about. Its
+// own writes tell theirs (told), with their actor. Nil-safe: a single
+// node has none.
+type adoptions struct {
+	store *config.Store
+
+	mu   sync.Mutex
+	seen *config.Config // the newest config told about (or the start)
+}
+
+// reset starts from the store's current config (a first subscriber: what
+// was adopted before it came is in what it reads).
+func (a *adoptions) reset() {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	a.seen = a.store.Current()
+	a.mu.Unlock()
+}
+
+// told records a config this node's write made.
+func (a *adoptions) told(c *config.Config) {
+	if a == nil || c == nil {
+		return
+	}
+	a.mu.Lock()
+	if a.seen == nil || c.Generation > a.seen.Generation {
+		a.seen = c
+	}
+	a.mu.Unlock()
+}
+
+// next is the event of a generation adopted since the last call, if any:
+// its plan from the config told about before (one Diff per adopted
+// change, not per tick).
+func (a *adoptions) next() (ConfigEvent, bool) {
+	if a == nil {
+		return ConfigEvent{}, false
+	}
+	cur := a.store.Current()
+	a.mu.Lock()
+	prev := a.seen
+	if prev != nil && cur.Generation <= prev.Generation {
+		a.mu.Unlock()
+		return ConfigEvent{}, false
+	}
+	a.seen = cur
+	a.mu.Unlock()
+	if prev == nil {
+		return ConfigEvent{}, false
+	}
+	plan := config.Diff(prev, cur)
+	if plan.Items == nil {
+		plan.Items = []config.PlanItem{}
+	}
+	return ConfigEvent{Generation: cur.Generation, Plan: plan}, true
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -628,5 +629,85 @@ func TestAuditRecoveryTellsAnotherNodesGeneration(t *testing.T) {
 	}
 	if es := readAuditLog(t, dir); len(es) != 1 || es[0].Recovered != "not-applied" || es[0].Node != "edge-1" {
 		t.Fatalf("entries %+v", es)
+	}
+}
+
+// A generation another node's write created reaches this node's event
+// streams as a config event once the node adopts it (its own writes keep
+// their actor and node).
+func TestAdoptedGenerationIsAConfigEvent(t *testing.T) {
+	f, _, hs := newHookedClusterFixture(t)
+	f.seed(t)
+	srv := httptest.NewServer(f.h)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/events", nil)
+	req.Host = "example.com"
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("events: %d", resp.StatusCode)
+	}
+	events := make(chan ConfigEvent, 8)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<16), 1<<20)
+		config := false
+		for sc.Scan() {
+			line := sc.Text()
+			if line == "event: config" {
+				config = true
+			} else if d, ok := strings.CutPrefix(line, "data: "); ok && config {
+				var ev ConfigEvent
+				if json.Unmarshal([]byte(d), &ev) == nil {
+					events <- ev
+				}
+				config = false
+			}
+		}
+	}()
+	// Another node commits a generation; this node adopts it (the
+	// node's watch calls Refresh).
+	c, _, err := hs.Storage.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := c.Clone()
+	other.Backends = append(other.Backends, config.Backend{Name: "other", Mode: "tcp"})
+	other.Normalize()
+	other.Generation = c.Generation + 1
+	b, _ := json.Marshal(other)
+	if err := hs.Storage.Commit(ctx, c.Generation, config.RevisionInfo{Generation: other.Generation, Time: time.Now(), Node: "edge-2"}, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.store.Refresh(ctx); !ok || err != nil {
+		t.Fatalf("refresh %v %v", ok, err)
+	}
+	select {
+	case ev := <-events:
+		if ev.Generation != other.Generation || ev.Actor != "" || len(ev.Plan.Items) != 1 || ev.Plan.Items[0].Object != "backend/other" {
+			t.Fatalf("event %+v", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("no config event for the adopted generation")
+	}
+	// This node's own write: one event, with its node, not repeated.
+	f.must(t, http.StatusNoContent, "DELETE", "/api/v1/backends/other", "")
+	select {
+	case ev := <-events:
+		if ev.Generation != other.Generation+1 || ev.Node != "edge-1" || ev.Actor != "local" {
+			t.Fatalf("event %+v", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("no config event for the write")
+	}
+	select {
+	case ev := <-events:
+		t.Fatalf("a second event %+v", ev)
+	case <-time.After(1500 * time.Millisecond): // more than a stats tick
 	}
 }

@@ -47,6 +47,9 @@ type subscriber struct {
 type eventHub struct {
 	core core.Control
 	log  *slog.Logger
+	// remote tells the generations this node adopted from a cluster
+	// store (nil on a single node: every generation is a local write).
+	remote *adoptions
 
 	mu   sync.Mutex
 	subs map[*subscriber]struct{}
@@ -114,6 +117,7 @@ func (h *eventHub) subscribe() *subscriber {
 	h.subs[s] = struct{}{}
 	if h.stop == nil {
 		h.stop = make(chan struct{})
+		h.remote.reset() // only what is adopted from now on
 		go h.tick(h.stop)
 	}
 	return s
@@ -172,11 +176,18 @@ func sseEvent(name string, v any) []byte {
 type ConfigEvent struct {
 	Generation int64       `json:"generation" example:"8"`
 	Plan       config.Plan `json:"plan"`
-	Actor      string      `json:"actor" example:"local"`
-	RequestID  string      `json:"request_id"`
+	// Actor and RequestID are those of the write; empty for a generation
+	// another node's write created (cluster), which this node adopted.
+	Actor     string `json:"actor" example:"local"`
+	RequestID string `json:"request_id"`
+	// Node is the node that took the write (absent for one adopted from
+	// another node).
+	Node string `json:"node,omitempty" example:"edge-1"`
 }
 
-func (h *eventHub) configChanged(ev ConfigEvent) {
+// configChanged tells a generation this node's write made (c).
+func (h *eventHub) configChanged(ev ConfigEvent, c *config.Config) {
+	h.remote.told(c)
 	if b := sseEvent("config", ev); b != nil {
 		h.publish(b)
 	}
@@ -256,6 +267,11 @@ func (h *eventHub) tick(stop chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
+			if ev, ok := h.remote.next(); ok {
+				if b := sseEvent("config", ev); b != nil {
+					h.publish(b)
+				}
+			}
 			if b := sseEvent("stats", statsEvent(h.core.Stats())); b != nil {
 				h.publish(b)
 			}
@@ -266,7 +282,7 @@ func (h *eventHub) tick(stop chan struct{}) {
 // events godoc
 //
 //	@Summary		Live events (server-sent events)
-//	@Description	A text/event-stream. "event: config" when a write creates a generation (data: ConfigEvent: generation, plan, actor, request_id); "event: stats" every second (data: StatsEvent: totals and last-second rates per frontend, backend and server); a ": heartbeat" comment every 15 s. A client that does not keep up (64 events queued) is disconnected, never waited for. Streams are capped per token (429) and in all (503): --admin-max-event-streams(-per-token). A stream ends within a second of its token's revocation.
+//	@Description	A text/event-stream. "event: config" when a write creates a generation (data: ConfigEvent: generation, plan, actor, request_id, node), and in a cluster within a second of this node adopting a generation another node's write created (no actor, request_id or node); "event: stats" every second (data: StatsEvent: totals and last-second rates per frontend, backend and server); a ": heartbeat" comment every 15 s. A client that does not keep up (64 events queued) is disconnected, never waited for. Streams are capped per token (429) and in all (503): --admin-max-event-streams(-per-token). A stream ends within a second of its token's revocation.
 //	@Tags			observability
 //	@Produce		text/event-stream
 //	@Success		200	{object}	ConfigEvent	"stream of config and stats events"

@@ -21,7 +21,11 @@ func newObserver(s *server) *observer {
 	audit := newAuditLog(s.dir, s.log)
 	metrics := newMetricsHandler(s.core, s.version, audit.refused.count, newCertCollector(s.store), newClusterCollector(s))
 	metrics.log = s.log
-	return &observer{audit: audit, events: newEventHub(s.core, s.log), metrics: metrics}
+	events := newEventHub(s.core, s.log)
+	if s.cluster != nil {
+		events.remote = &adoptions{store: s.store}
+	}
+	return &observer{audit: audit, events: events, metrics: metrics}
 }
 
 // noteWrite records the outcome of store.Update for the audit trail and,
@@ -35,7 +39,7 @@ func (s *server) noteWrite(r *http.Request, dry bool, res *config.Result, err er
 		return
 	}
 	s.obs.events.configChanged(ConfigEvent{Generation: res.Generation, Plan: res.Plan,
-		Actor: actor(r.Context()), RequestID: requestID(r.Context())})
+		Actor: actor(r.Context()), RequestID: requestID(r.Context()), Node: s.node.Name}, res.Config)
 }
 
 func notFoundf(format string, args ...any) error {
