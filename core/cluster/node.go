@@ -395,37 +395,51 @@ func (n *Node) loop() {
 	defer tick.Stop()
 	var (
 		curCh, tokCh clientv3.WatchChan
-		stopWatch    = func() {}
+		// watchReady brings the channels of a watch being created:
+		// Watch blocks until etcd answers, and the loop must not.
+		watchReady chan [2]clientv3.WatchChan
+		stopWatch  = func() {}
+		needProbe  = true
 	)
 	defer func() { stopWatch() }()
-	watching := false
 	for {
-		if !watching {
-			if rev, ok := n.probe(); ok {
+		if needProbe {
+			needProbe = false
+			if rev, ok := n.probe(); ok && curCh == nil && watchReady == nil {
 				stopWatch()
 				wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(n.ctx))
 				stopWatch = cancel
-				curCh = n.cli.Watch(wctx, n.current, clientv3.WithRev(rev+1))
-				tokCh = n.cli.Watch(wctx, n.tokens, clientv3.WithRev(rev+1))
-				watching = true
+				ready := make(chan [2]clientv3.WatchChan, 1)
+				watchReady = ready
+				n.wg.Add(1)
+				go func() {
+					defer n.wg.Done()
+					ready <- [2]clientv3.WatchChan{
+						n.cli.Watch(wctx, n.current, clientv3.WithRev(rev+1)),
+						n.cli.Watch(wctx, n.tokens, clientv3.WithRev(rev+1)),
+					}
+				}()
 			}
 		}
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-tick.C:
-			n.probe()
+			needProbe = true
+		case chans := <-watchReady:
+			curCh, tokCh, watchReady = chans[0], chans[1], nil
 		case id := <-n.lost:
 			if id == n.leaseID() {
-				n.log.Warn("cluster node: lease lost (etcd unreachable longer than its TTL); registering again")
+				n.log.Warn("cluster node: lease lost (etcd unreachable longer than its TTL, or revoked); registering again")
 				n.mu.Lock()
 				n.lease = 0
 				n.mu.Unlock()
-				n.probe()
+				needProbe = true
 			}
 		case wr, ok := <-curCh:
 			if !ok || n.watchBroken(wr) {
-				curCh, tokCh, watching = nil, nil, false
+				stopWatch()
+				curCh, tokCh, needProbe = nil, nil, true
 				continue
 			}
 			for _, ev := range wr.Events {
@@ -435,7 +449,8 @@ func (n *Node) loop() {
 			}
 		case wr, ok := <-tokCh:
 			if !ok || n.watchBroken(wr) {
-				curCh, tokCh, watching = nil, nil, false
+				stopWatch()
+				curCh, tokCh, needProbe = nil, nil, true
 				continue
 			}
 			for _, ev := range wr.Events {
