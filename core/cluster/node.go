@@ -785,18 +785,26 @@ func (n *Node) Sync(ctx context.Context) core.NodeStatus {
 }
 
 // Nodes implements core.Cluster.
+// While the probe finds etcd unreachable it answers at once, with the last
+// list seen (this node's own entry as it is now).
 func (n *Node) Nodes(ctx context.Context) ([]core.NodeStatus, error) {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	list, _, err := n.list(ctx)
-	if err == nil {
-		return list, nil
+	if n.StoreState().Connected {
+		ctx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
+		if list, _, err := n.list(ctx); err == nil {
+			return list, nil
+		}
 	}
+	self := n.status()
 	n.mu.Lock()
 	last := slices.Clone(n.nodes)
 	n.mu.Unlock()
-	if last == nil { // never listed: this node is all it knows
-		last = []core.NodeStatus{n.status()}
+	i := slices.IndexFunc(last, func(st core.NodeStatus) bool { return st.Name == self.Name })
+	if i < 0 { // never listed, or not registered yet
+		last = append(last, self)
+		slices.SortFunc(last, func(a, b core.NodeStatus) int { return strings.Compare(a.Name, b.Name) })
+	} else {
+		last[i] = self
 	}
 	return last, nil
 }

@@ -421,8 +421,12 @@ func TestNodeKeepsRunningWhileEtcdIsDown(t *testing.T) {
 	if got := a.plane.running.Load(); got != 1 {
 		t.Errorf("runs %d while etcd is down", got)
 	}
-	if list, err := a.Nodes(context.Background()); err != nil || !slices.Equal(names(list), []string{"a"}) {
-		t.Errorf("nodes while etcd is down: %v, %v (want the last list)", names(list), err)
+	asked := time.Now()
+	if list, err := a.Nodes(context.Background()); err != nil || !slices.Equal(names(list), []string{"a"}) || list[0].RunningGeneration != 1 {
+		t.Errorf("nodes while etcd is down: %+v, %v (want the last list)", list, err)
+	}
+	if took := time.Since(asked); took > 500*time.Millisecond {
+		t.Errorf("Nodes took %v while etcd is down (want the last list at once)", took)
 	}
 	ss := a.StoreState()
 	if ss.Since.Before(stopped) || ss.Generation != 1 {
