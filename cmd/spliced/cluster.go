@@ -189,11 +189,12 @@ var errTokensPresent = errors.New("the store holds tokens already")
 // seedTokens copies the state directory's tokens into P/tokens when the
 // store has none yet (a conditional create): a single node that joins a
 // new cluster keeps its tokens, and a P/tokens deleted by hand is
-// restored rather than leaving every node without tokens.
-func seedTokens(ctx context.Context, es *cluster.EtcdStorage, stateDir string, log *slog.Logger) {
+// restored rather than leaving every node without tokens. Until it
+// succeeds the node keeps using its local tokens.json.
+func seedTokens(ctx context.Context, es *cluster.EtcdStorage, stateDir string, log *slog.Logger) error {
 	local, err := tokens.List(stateDir)
 	if err != nil || len(local) == 0 {
-		return
+		return nil
 	}
 	err = es.EditKey(ctx, cluster.TokensKey, func(old []byte) ([]byte, error) {
 		if old != nil {
@@ -204,9 +205,29 @@ func seedTokens(ctx context.Context, es *cluster.EtcdStorage, stateDir string, l
 	switch {
 	case errors.Is(err, errTokensPresent):
 	case err != nil:
-		log.Warn("the store's tokens could not be seeded from the state directory's; will try again", "err", err)
+		return err
 	default:
 		log.Info("the store had no tokens: seeded with the state directory's", "tokens", len(local), "key", es.Key(cluster.TokensKey))
+	}
+	return nil
+}
+
+// seedTokensUntilDone runs seedTokens until it succeeds (etcd may be
+// unreachable at start) or ctx ends.
+func seedTokensUntilDone(ctx context.Context, es *cluster.EtcdStorage, stateDir string, log *slog.Logger) {
+	for warned := false; ; warned = true {
+		err := seedTokens(ctx, es, stateDir, log)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if !warned {
+			log.Warn("the store's tokens could not be seeded from the state directory's; trying again every 5 s", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
 	}
 }
 
@@ -215,9 +236,9 @@ func seedTokens(ctx context.Context, es *cluster.EtcdStorage, stateDir string, l
 func mirrorTokens(es *cluster.EtcdStorage, stateDir string, log *slog.Logger) func(doc []byte) {
 	return func(doc []byte) {
 		if doc == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), cluster.WriteTimeout)
-			defer cancel()
-			seedTokens(ctx, es, stateDir, log)
+			if err := seedTokens(context.Background(), es, stateDir, log); err != nil {
+				log.Warn("the store's tokens were deleted and could not be seeded again from the state directory's", "err", err)
+			}
 			return
 		}
 		if err := tokens.WriteMirror(stateDir, doc); err != nil {

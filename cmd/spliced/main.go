@@ -298,9 +298,9 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 		if err := writeClusterMark(stateDir, sf.url, node.Name); err != nil {
 			return fmt.Errorf("state directory: %w", err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), cluster.WriteTimeout)
-		seedTokens(ctx, es, stateDir, log)
-		cancel()
+		seedCtx, stopSeeding := context.WithCancel(context.Background())
+		defer stopSeeding()
+		go seedTokensUntilDone(seedCtx, es, stateDir, log)
 	} else if store, err = config.Open(stateDir, bootstrap, log); err != nil {
 		return err
 	}
