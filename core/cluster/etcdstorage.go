@@ -112,6 +112,7 @@ type EtcdStorage struct {
 	// fromCache is set while Load answers from the node's cache: said
 	// once in the log, not at each Load.
 	fromCache atomic.Bool
+	closed    atomic.Bool
 
 	// readTimeout is ReadTimeout (tests of a stopped etcd shorten it).
 	readTimeout time.Duration
@@ -196,8 +197,11 @@ func (s *EtcdStorage) NodesPrefix() string { return s.prefix + keyNodes }
 // Kind is "etcd".
 func (s *EtcdStorage) Kind() string { return "etcd" }
 
-// Close closes the client.
-func (s *EtcdStorage) Close() error { return s.cli.Close() }
+// Close closes the client. Health starts no probe afterwards.
+func (s *EtcdStorage) Close() error {
+	s.closed.Store(true)
+	return s.cli.Close()
+}
 
 func (s *EtcdStorage) revisionKey(gen int64) string {
 	return fmt.Sprintf("%s%s%020d", s.prefix, keyRevisions, gen)
@@ -247,12 +251,15 @@ func (s *EtcdStorage) ok() {
 func (s *EtcdStorage) Health() error {
 	now := time.Now().UnixNano()
 	last := s.lastProbe.Load()
-	if now-last >= int64(ProbeEvery) && s.lastProbe.CompareAndSwap(last, now) && s.probing.CompareAndSwap(false, true) {
+	if now-last >= int64(ProbeEvery) && !s.closed.Load() && s.lastProbe.CompareAndSwap(last, now) && s.probing.CompareAndSwap(false, true) {
 		go func() {
 			defer s.probing.Store(false)
 			ctx, cancel := context.WithTimeout(context.Background(), ProbeTimeout)
 			defer cancel()
 			if _, err := s.cli.Get(ctx, s.CurrentKey()); err != nil {
+				if s.closed.Load() {
+					return
+				}
 				s.failed(context.Background(), "probe", err)
 				return
 			}
