@@ -134,6 +134,7 @@ func (s *server) listCertificates(w http.ResponseWriter, r *http.Request) error 
 //	@Produce		json
 //	@Param			certificate	body		CertificateUpload	true	"name, chain and key"
 //	@Param			dry_run		query		bool				false	"check, return the plan and change nothing (nothing is stored)"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header		string				false	"ETag the certificate list must still have"
 //	@Success		201			{object}	WriteResult{result=CertificateInfo}
 //	@Success		200			{object}	WriteResult{result=CertificateInfo}	"dry run"
@@ -190,6 +191,7 @@ func (s *server) getCertificate(w http.ResponseWriter, r *http.Request) error {
 //	@Param			name		path		string				true	"certificate name"
 //	@Param			certificate	body		CertificateUpload	true	"chain and key"
 //	@Param			dry_run		query		bool				false	"check, return the plan and change nothing (nothing is stored)"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header		string				false	"ETag the certificate must still have"
 //	@Success		200			{object}	WriteResult{result=CertificateInfo}
 //	@Header			200			{integer}	X-Spliced-Generation	"new generation"
@@ -232,6 +234,7 @@ func (s *server) putCertificate(w http.ResponseWriter, r *http.Request) error {
 //	@Tags			certificates
 //	@Param			name		path	string	true	"certificate name"
 //	@Param			dry_run		query	bool	false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header	string	false	"ETag the certificate must still have"
 //	@Success		204
 //	@Success		200	{object}	WriteResult	"dry run"

@@ -36,6 +36,7 @@ func configView(c *config.Config) (any, error) { return c, nil }
 //	@Produce		json
 //	@Param			config		body		config.Config	true	"the whole document"
 //	@Param			dry_run		query		bool			false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header		string			false	"ETag the document must still have"
 //	@Success		200			{object}	WriteResult{result=config.Config}
 //	@Header			200			{integer}	X-Spliced-Generation	"new generation"
@@ -186,6 +187,7 @@ func generationParam(name, v string) (int64, error) {
 //	@Produce		json
 //	@Param			rev			path		integer	true	"generation to restore"
 //	@Param			dry_run		query		bool	false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header		string	false	"ETag the current document (GET /api/v1/config) must still have"
 //	@Success		200			{object}	WriteResult{result=config.Config}
 //	@Header			200			{integer}	X-Spliced-Generation	"new generation"
@@ -247,6 +249,7 @@ func (s *server) getTuning(w http.ResponseWriter, r *http.Request) error {
 //	@Produce		json
 //	@Param			tuning		body		config.Tuning	true	"the tuning"
 //	@Param			dry_run		query		bool			false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header		string			false	"ETag the tuning must still have"
 //	@Success		200			{object}	WriteResult{result=config.Tuning}
 //	@Header			200			{integer}	X-Spliced-Generation	"new generation"
@@ -278,6 +281,7 @@ func (s *server) putTuning(w http.ResponseWriter, r *http.Request) error {
 //	@Produce		json
 //	@Param			patch		body		object	true	"merge patch"
 //	@Param			dry_run		query		bool	false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header		string	false	"ETag the tuning must still have"
 //	@Success		200			{object}	WriteResult{result=config.Tuning}
 //	@Header			200			{integer}	X-Spliced-Generation	"new generation"

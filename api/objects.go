@@ -123,6 +123,7 @@ func (s *server) listFrontends(w http.ResponseWriter, r *http.Request) error {
 //	@Produce		json
 //	@Param			frontend	body		config.Frontend	true	"the new frontend"
 //	@Param			dry_run		query		bool			false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header		string			false	"ETag the frontend list must still have"
 //	@Success		201			{object}	WriteResult{result=config.Frontend}
 //	@Success		200			{object}	WriteResult{result=config.Frontend}	"dry run"
@@ -167,6 +168,7 @@ func (s *server) getFrontend(w http.ResponseWriter, r *http.Request) error {
 //	@Param			name		path		string			true	"frontend name"
 //	@Param			frontend	body		config.Frontend	true	"the frontend"
 //	@Param			dry_run		query		bool			false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header		string			false	"ETag the frontend must still have"
 //	@Success		200			{object}	WriteResult{result=config.Frontend}
 //	@Header			200			{integer}	X-Spliced-Generation	"new generation"
@@ -196,6 +198,7 @@ func (s *server) putFrontend(w http.ResponseWriter, r *http.Request) error {
 //	@Param			name		path		string	true	"frontend name"
 //	@Param			patch		body		object	true	"merge patch, e.g. {\"maxconn\":20000}"
 //	@Param			dry_run		query		bool	false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header		string	false	"ETag the frontend must still have"
 //	@Success		200			{object}	WriteResult{result=config.Frontend}
 //	@Header			200			{integer}	X-Spliced-Generation	"new generation"
@@ -220,6 +223,7 @@ func (s *server) patchFrontend(w http.ResponseWriter, r *http.Request) error {
 //	@Tags		frontends
 //	@Param		name		path	string	true	"frontend name"
 //	@Param		dry_run		query	bool	false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param		If-Match	header	string	false	"ETag the frontend must still have"
 //	@Success	204
 //	@Success	200	{object}	WriteResult	"dry run"
@@ -261,6 +265,7 @@ func (s *server) listBinds(w http.ResponseWriter, r *http.Request) error {
 //	@Param		name		path		string		true	"frontend name"
 //	@Param		bind		body		config.Bind	true	"the new bind"
 //	@Param		dry_run		query		bool		false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param		If-Match	header		string		false	"ETag the bind list must still have"
 //	@Success	201			{object}	WriteResult{result=config.Bind}
 //	@Success	200			{object}	WriteResult{result=config.Bind}	"dry run"
@@ -305,6 +310,7 @@ func (s *server) getBind(w http.ResponseWriter, r *http.Request) error { return 
 //	@Param		bind		path		string		true	"bind name"
 //	@Param		body		body		config.Bind	true	"the bind"
 //	@Param		dry_run		query		bool		false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param		If-Match	header		string		false	"ETag the bind must still have"
 //	@Success	200			{object}	WriteResult{result=config.Bind}
 //	@Header		200			{integer}	X-Spliced-Generation	"new generation"
@@ -328,6 +334,7 @@ func (s *server) putBind(w http.ResponseWriter, r *http.Request) error { return 
 //	@Param		name		path	string	true	"frontend name"
 //	@Param		bind		path	string	true	"bind name"
 //	@Param		dry_run		query	bool	false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param		If-Match	header	string	false	"ETag the bind must still have"
 //	@Success	204
 //	@Success	200	{object}	WriteResult	"dry run"
@@ -367,6 +374,7 @@ func (s *server) listBackends(w http.ResponseWriter, r *http.Request) error {
 //	@Produce	json
 //	@Param		backend		body		config.Backend	true	"the new backend, servers included"
 //	@Param		dry_run		query		bool			false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param		If-Match	header		string			false	"ETag the backend list must still have"
 //	@Success	201			{object}	WriteResult{result=config.Backend}
 //	@Success	200			{object}	WriteResult{result=config.Backend}	"dry run"
@@ -411,6 +419,7 @@ func (s *server) getBackend(w http.ResponseWriter, r *http.Request) error {
 //	@Param			name		path		string			true	"backend name"
 //	@Param			backend		body		config.Backend	true	"the backend"
 //	@Param			dry_run		query		bool			false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header		string			false	"ETag the backend must still have"
 //	@Success		200			{object}	WriteResult{result=config.Backend}
 //	@Header			200			{integer}	X-Spliced-Generation	"new generation"
@@ -440,6 +449,7 @@ func (s *server) putBackend(w http.ResponseWriter, r *http.Request) error {
 //	@Param			name		path		string	true	"backend name"
 //	@Param			patch		body		object	true	"merge patch"
 //	@Param			dry_run		query		bool	false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header		string	false	"ETag the backend must still have"
 //	@Success		200			{object}	WriteResult{result=config.Backend}
 //	@Header			200			{integer}	X-Spliced-Generation	"new generation"
@@ -465,6 +475,7 @@ func (s *server) patchBackend(w http.ResponseWriter, r *http.Request) error {
 //	@Tags			backends
 //	@Param			name		path	string	true	"backend name"
 //	@Param			dry_run		query	bool	false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header	string	false	"ETag the backend must still have"
 //	@Success		204
 //	@Success		200	{object}	WriteResult	"dry run"
@@ -506,6 +517,7 @@ func (s *server) listServers(w http.ResponseWriter, r *http.Request) error {
 //	@Param		name		path		string			true	"backend name"
 //	@Param		server		body		config.Server	true	"the new server"
 //	@Param		dry_run		query		bool			false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param		If-Match	header		string			false	"ETag the server list must still have"
 //	@Success	201			{object}	WriteResult{result=config.Server}
 //	@Success	200			{object}	WriteResult{result=config.Server}	"dry run"
@@ -552,6 +564,7 @@ func (s *server) getServer(w http.ResponseWriter, r *http.Request) error {
 //	@Param		server		path		string			true	"server name"
 //	@Param		body		body		config.Server	true	"the server"
 //	@Param		dry_run		query		bool			false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param		If-Match	header		string			false	"ETag the server must still have"
 //	@Success	200			{object}	WriteResult{result=config.Server}
 //	@Header		200			{integer}	X-Spliced-Generation	"new generation"
@@ -582,6 +595,7 @@ func (s *server) putServer(w http.ResponseWriter, r *http.Request) error {
 //	@Param			server		path		string	true	"server name"
 //	@Param			patch		body		object	true	"merge patch"
 //	@Param			dry_run		query		bool	false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param			If-Match	header		string	false	"ETag the server must still have"
 //	@Success		200			{object}	WriteResult{result=config.Server}
 //	@Header			200			{integer}	X-Spliced-Generation	"new generation"
@@ -607,6 +621,7 @@ func (s *server) patchServer(w http.ResponseWriter, r *http.Request) error {
 //	@Param		name		path	string	true	"backend name"
 //	@Param		server		path	string	true	"server name"
 //	@Param		dry_run		query	bool	false	"return the plan and change nothing"
+//	@Param			wait_ms	query		integer	false	"cluster: wait this long (0..30000 ms, default 2000) for the nodes to apply the write; the answer says which did (nodes, X-Spliced-Nodes-*)"
 //	@Param		If-Match	header	string	false	"ETag the server must still have"
 //	@Success	204
 //	@Success	200	{object}	WriteResult	"dry run"
