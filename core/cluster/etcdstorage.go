@@ -215,13 +215,17 @@ type current struct {
 }
 
 // failed turns the error of a call to etcd into the storage's: the
-// caller's own cancellation as is, a request over etcd's size limit as a
+// caller's own cancellation and a damaged value (ErrCorrupt: etcd
+// answered) as they are, a request over etcd's size limit as a
 // plain error saying so, anything else (no answer within the timeout, no
 // leader, connection refused, a permission) as an error wrapping
 // config.ErrUnavailable that names the endpoints, recorded for Health.
 func (s *EtcdStorage) failed(parent context.Context, op string, err error) error {
 	if perr := parent.Err(); perr != nil {
 		return perr
+	}
+	if errors.Is(err, config.ErrCorrupt) {
+		return err
 	}
 	if errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) {
 		return fmt.Errorf("cluster store: %s: the request is larger than etcd accepts (its --max-request-bytes, 1.5 MiB by default): %w", op, err)
@@ -288,7 +292,7 @@ func (s *EtcdStorage) parseCurrent(kvs []*mvccpb.KeyValue) (currentKey, error) {
 	}
 	var c current
 	if err := json.Unmarshal(kvs[0].Value, &c); err != nil || c.Generation <= 0 {
-		return currentKey{}, fmt.Errorf("cluster store: %s holds %.100q, not {\"generation\":N}", s.CurrentKey(), kvs[0].Value)
+		return currentKey{}, fmt.Errorf("%w: %s holds %.100q, not {\"generation\":N}", config.ErrCorrupt, s.CurrentKey(), kvs[0].Value)
 	}
 	k := currentKey{gen: c.Generation, mod: kvs[0].ModRevision}
 	s.knownMu.Lock()

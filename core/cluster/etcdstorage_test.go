@@ -527,3 +527,28 @@ func TestEtcdWithClientCertificates(t *testing.T) {
 		t.Fatalf("Load without a client certificate: %v, want ErrUnavailable", err)
 	}
 }
+
+// TestDamagedCurrentIsCorruptNotUnavailable: a P/current that is not
+// {"generation":N} is the store's damage (ErrCorrupt), not etcd being
+// down: Load does not fall back to the node's cache, Health stays nil.
+func TestDamagedCurrentIsCorruptNotUnavailable(t *testing.T) {
+	e := etcdtest.Start(t, 1)
+	s := openStorage(t, e, "", t.TempDir())
+	c := testConfig(t, 1, 1, "web")
+	mustCommit(t, s, c, nil)
+	if err := s.RememberApplied(bg, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client().Put(bg, s.CurrentKey(), "garbage"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Load(bg); !errors.Is(err, config.ErrCorrupt) || errors.Is(err, config.ErrUnavailable) {
+		t.Fatalf("Load of a damaged current: %v, want ErrCorrupt", err)
+	}
+	if err := commitConfig(t, s, testConfig(t, 2, 1, "web", "api"), nil); !errors.Is(err, config.ErrCorrupt) {
+		t.Fatalf("Commit on a damaged current: %v, want ErrCorrupt", err)
+	}
+	if err := s.Health(); err != nil {
+		t.Fatalf("Health: %v", err)
+	}
+}
