@@ -60,6 +60,7 @@ type fakePlane struct {
 	mu      sync.Mutex
 	refuse  func(gen int64) error
 	applies atomic.Int64
+	last    atomic.Pointer[config.Config] // the last config applied
 }
 
 func (p *fakePlane) Apply(_ context.Context, c *config.Config) error {
@@ -72,6 +73,7 @@ func (p *fakePlane) Apply(_ context.Context, c *config.Config) error {
 			return err
 		}
 	}
+	p.last.Store(c)
 	p.running.Store(c.Generation)
 	return nil
 }
