@@ -129,7 +129,8 @@ type Node struct {
 	kick chan struct{} // wakes the worker: a newer generation may be there
 	lost chan clientv3.LeaseID
 
-	seen atomic.Int64 // newest generation seen in P/current
+	seen   atomic.Int64 // newest generation seen in P/current
+	probes atomic.Int64 // probes made (tests wait on it)
 
 	mu         sync.Mutex
 	lease      clientv3.LeaseID // 0: not registered
@@ -147,7 +148,8 @@ type Node struct {
 	dirty   atomic.Bool // the last publish failed: the probe retries it
 
 	// Owned by the loop goroutine.
-	tokensRev int64 // mod revision of P/tokens last handed to OnTokens
+	tokensRev int64  // mod revision of P/tokens last handed to OnTokens
+	regErr    string // the last registration failure logged
 }
 
 // nodeRecord is the value of P/nodes/<name>.
@@ -515,6 +517,7 @@ func (n *Node) wake() {
 // linearizable request: its success is what "connected" means. It returns
 // the revision read.
 func (n *Node) probe() (int64, bool) {
+	defer n.probes.Add(1)
 	ctx, cancel := context.WithTimeout(n.ctx, probeTimeout)
 	defer cancel()
 	resp, err := n.cli.Txn(ctx).Then(
@@ -553,8 +556,16 @@ func (n *Node) probe() (int64, bool) {
 		rctx, cancel := context.WithTimeout(n.ctx, opTimeout)
 		err := n.register(rctx)
 		cancel()
-		if err != nil && n.ctx.Err() == nil {
-			n.log.Warn("cluster node: register", "err", err)
+		switch msg := fmt.Sprint(err); {
+		case err == nil || n.ctx.Err() != nil:
+			n.regErr = ""
+		case msg == n.regErr: // said already: once, not every second
+		case errors.Is(err, ErrNodeNameTaken):
+			n.regErr = msg
+			n.log.Error("cluster node: cannot register: this node is not listed and writes do not wait for it", "err", err)
+		default:
+			n.regErr = msg
+			n.log.Warn("cluster node: cannot register yet", "err", err)
 		}
 	}
 	if n.dirty.Load() {

@@ -503,3 +503,41 @@ func TestNodeRegistersAgainWhenItsLeaseGoes(t *testing.T) {
 		return err == nil && len(list) == 1 && list[0].RunningGeneration == 1 && a.leaseID() != old && a.leaseID() != 0
 	}, "a registered again on a new lease")
 }
+
+// A node whose key another instance took while it was cut off does not
+// take it back: it says so once (not at every probe) and keeps trying.
+func TestNodeDoesNotTakeANameBackFromAnotherInstance(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	var logs testutil.SyncBuffer
+	a, err := startNode(t, etcd.Endpoints(), "a", "", func(o *NodeOptions) {
+		o.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The other instance: its own lease, its own record, a's name.
+	other := newClient(t, etcd.Endpoints())
+	g, err := other.Grant(context.Background(), 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.cli.Revoke(context.Background(), a.leaseID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Put(context.Background(), testPrefix+"/nodes/a", `{"name":"a","instance":"other","running_generation":0,"state":"in_sync"}`, clientv3.WithLease(g.ID)); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int { return strings.Count(logs.String(), "cannot register") }
+	testutil.Eventually(t, 15*time.Second, func() bool { return count() == 1 }, "the refusal logged")
+	// Two more probes (a probe a second) say nothing more and leave the key.
+	probes := func() int64 { return a.probes.Load() }
+	p := probes()
+	testutil.Eventually(t, 10*time.Second, func() bool { return probes() >= p+2 }, "two more probes")
+	resp, err := other.Get(context.Background(), testPrefix+"/nodes/a")
+	if err != nil || len(resp.Kvs) != 1 || !strings.Contains(string(resp.Kvs[0].Value), `"instance":"other"`) {
+		t.Fatalf("the other instance's key: %v, %v", resp, err)
+	}
+	if got := count(); got != 1 || !strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("%d registration failures logged, want 1 error:\n%s", got, logs.String())
+	}
+}
