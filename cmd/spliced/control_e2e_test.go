@@ -32,6 +32,12 @@ func readmeCommands(t *testing.T) []string {
 		t.Fatal("Walk-through has no sh block")
 	}
 	block, _, _ = strings.Cut(block, "```")
+	return shellCommands(block)
+}
+
+// shellCommands returns the commands of a shell block: continuation lines
+// joined, blank lines and comments dropped.
+func shellCommands(block string) []string {
 	var cmds []string
 	var cur strings.Builder
 	for _, line := range strings.Split(block, "\n") {
@@ -227,8 +233,24 @@ func TestValidateCommand(t *testing.T) {
 }
 
 // readmeShellBlocks returns every ```sh block of the README except the one
-// with the make commands, in document order.
+// with the make commands and the cluster's (a block whose first line starts
+// with "# cluster:" needs etcd and three nodes: TestClusterReadme runs it),
+// in document order.
 func readmeShellBlocks(t *testing.T) []string {
+	t.Helper()
+	var blocks []string
+	for _, block := range readmeAllShellBlocks(t) {
+		if strings.Contains(block, "make run") || strings.Contains(block, "make test") || strings.HasPrefix(block, "# cluster:") {
+			continue
+		}
+		blocks = append(blocks, block)
+	}
+	return blocks
+}
+
+// readmeAllShellBlocks returns the text of every ```sh block of the README,
+// in document order.
+func readmeAllShellBlocks(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -246,9 +268,6 @@ func readmeShellBlocks(t *testing.T) []string {
 			t.Fatal("README: unterminated sh block")
 		}
 		rest = tail
-		if strings.Contains(block, "make run") || strings.Contains(block, "make test") {
-			continue
-		}
 		blocks = append(blocks, block)
 	}
 }

@@ -195,9 +195,18 @@ func (in *instance) Do(method, path string, body any, hdr ...string) apiResponse
 		}
 		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequest(method, "http://"+in.Admin+path, rd)
+	r, err := sendRequest(in.Admin, method, path, rd, hdr...)
 	if err != nil {
-		in.t.Fatal(err)
+		in.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// sendRequest is Do without a test: it returns the error (for goroutines).
+func sendRequest(admin, method, path string, rd io.Reader, hdr ...string) (apiResponse, error) {
+	req, err := http.NewRequest(method, "http://"+admin+path, rd)
+	if err != nil {
+		return apiResponse{}, err
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -208,14 +217,14 @@ func (in *instance) Do(method, path string, body any, hdr ...string) apiResponse
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		in.t.Fatalf("%s %s: %v", method, path, err)
+		return apiResponse{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		in.t.Fatal(err)
+		return apiResponse{}, err
 	}
-	return apiResponse{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return apiResponse{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
 }
 
 // MustDo is Do that fails the test unless the status is want.
