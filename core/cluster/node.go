@@ -134,6 +134,7 @@ type Node struct {
 
 	mu         sync.Mutex
 	lease      clientv3.LeaseID // 0: not registered
+	staleLease clientv3.LeaseID // the lease lost: revoked once registered again
 	leaseStop  context.CancelFunc
 	starting   bool  // no apply step done yet
 	applying   bool  // an Apply is running
@@ -346,7 +347,10 @@ func (n *Node) register(ctx context.Context) error {
 	}
 	n.mu.Lock()
 	old, oldStop := n.lease, n.leaseStop
-	n.lease, n.leaseStop = g.ID, kcancel
+	if old == 0 {
+		old = n.staleLease
+	}
+	n.lease, n.leaseStop, n.staleLease = g.ID, kcancel, 0
 	n.mu.Unlock()
 	if oldStop != nil {
 		oldStop()
@@ -434,7 +438,7 @@ func (n *Node) loop() {
 			if id == n.leaseID() {
 				n.log.Warn("cluster node: lease lost (etcd unreachable longer than its TTL, or revoked); registering again")
 				n.mu.Lock()
-				n.lease = 0
+				n.lease, n.staleLease = 0, id
 				n.mu.Unlock()
 				needProbe = true
 			}

@@ -411,9 +411,16 @@ func TestNodeNameHeldByAnotherInstance(t *testing.T) {
 	}
 }
 
+// etcd down longer than the node's lease TTL: the node keeps running its
+// generation, answers from what it saw, and registers on a new lease when
+// etcd is back.
 func TestNodeKeepsRunningWhileEtcdIsDown(t *testing.T) {
 	etcd := etcdtest.Start(t, 1)
-	a := mustStartNode(t, etcd.Endpoints(), "a")
+	a, err := startNode(t, etcd.Endpoints(), "a", "", func(o *NodeOptions) { o.LeaseTTL = 2 * time.Second })
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := a.leaseID()
 	commit(t, a.cli, 1)
 	testutil.Eventually(t, 10*time.Second, func() bool { return a.plane.running.Load() == 1 }, "1 applied")
 	stopped := time.Now()
@@ -434,10 +441,21 @@ func TestNodeKeepsRunningWhileEtcdIsDown(t *testing.T) {
 	if ss.Since.Before(stopped) || ss.Generation != 1 {
 		t.Errorf("store state %+v", ss)
 	}
+	testutil.Eventually(t, 10*time.Second, func() bool { return a.leaseID() == 0 }, "the lease lost (no keep-alive answered for its TTL)")
 	etcd.Restart(0)
 	testutil.Eventually(t, 20*time.Second, func() bool { return a.StoreState().Connected }, "connected again")
-	commit(t, newClient(t, etcd.Endpoints()), 2)
+	testutil.Eventually(t, 10*time.Second, func() bool { return a.leaseID() != 0 && a.leaseID() != lease }, "a new lease")
+	cli := newClient(t, etcd.Endpoints())
+	commit(t, cli, 2)
 	testutil.Eventually(t, 10*time.Second, func() bool { return a.plane.running.Load() == 2 }, "2 applied")
+	if w := a.Wait(context.Background(), 2, 10*time.Second); !slices.Equal(w.Applied, []string{"a"}) {
+		t.Errorf("after etcd came back: %+v", w)
+	}
+	// The old lease (etcd extends leases across its restart) was revoked:
+	// it cannot take the key away later.
+	if ttl, err := cli.TimeToLive(context.Background(), lease); err != nil || ttl.TTL != -1 {
+		t.Errorf("the old lease: %+v, %v (want revoked)", ttl, err)
+	}
 }
 
 // A node cut from etcd longer than a compaction: when its member comes
