@@ -67,8 +67,11 @@
 //     lease of 10 s kept alive. A key of the same name held by another
 //     instance refuses the start (ErrNodeNameTaken); an earlier run of the
 //     same node (same instance) is taken over at once. Close revokes the
-//     lease (the key goes at once); a killed node goes after the TTL; a
-//     lease lost while etcd was away is granted again when it is back.
+//     lease (the key goes at once); a killed node goes after the TTL. A
+//     lease lost while etcd was away (no keep-alive answered for its TTL)
+//     is granted again when etcd is back and the lost one revoked; a name
+//     another instance took meanwhile is not taken back (an error, logged
+//     once; the node keeps trying).
 //   - Watch and apply: the node watches P/current and P/tokens, and probes
 //     P/current every second (one linearizable read: it is what
 //     StoreState.Connected means; it also catches up what a watch missed,
@@ -81,13 +84,16 @@
 //     write is).
 //   - Publish: after each step the status is put in the node key (skipped
 //     when unchanged, conditional on the key still being on the node's
-//     lease). States: starting (first step not done), applying, in_sync,
+//     lease). States: starting (first step not done), applying (published
+//     when an Apply lasts over 100 ms, or the node is behind), in_sync,
 //     refused (refused_generation and its error, one line).
-//   - Wait(gen, d) lists P/nodes/ and watches it until every live node
-//     runs gen or newer (applied) or refused gen or newer (refused); the
-//     others are pending when d passes. A node whose key goes is no longer
-//     waited for. Nodes lists P/nodes/, or the last list seen while etcd
-//     is unreachable.
+//   - Wait(gen, d) watches P/nodes/, lists it, and follows the watch until
+//     every live node runs gen or newer (applied) or refused gen or newer
+//     (refused); the others are pending when d passes. A node whose key
+//     goes is no longer waited for. The watch is created before the list:
+//     one created on a past revision is served by etcd's catch-up loop,
+//     every 100 ms. Nodes lists P/nodes/; while the probe finds etcd
+//     unreachable it answers at once with the last list seen.
 package cluster
 
 import clientv3 "go.etcd.io/etcd/client/v3"
