@@ -17,11 +17,12 @@
 #   BENCH_CLUSTER_WRITES   writes per size (default 200)
 #   BENCH_CLUSTER_RELOADS  HAProxy push + reloads per size (default 20)
 #   BENCH_ROWS        workloads among "ka close 1m idle apply hs-ecdsa
-#                     hs-rsa resume flood" (default all; a row runs in the
+#                     hs-rsa resume flood cluster" (default all; a row runs in the
 #                     modes it applies to: ka and 1m in all three, close
 #                     and idle in tcp and http, hs-ecdsa, hs-rsa, resume
 #                     and flood in tls; apply: server changes with 1 000
-#                     and 10 000 servers, spliced only, bench/applybench)
+#                     and 10 000 servers, spliced only, bench/applybench;
+#                     cluster: the row of the cluster mode)
 #   BENCH_PROXIES     among "spliced haproxy nginx baseline caddy" (default all;
 #                     baseline is tcp only, caddy http only)
 #   BENCH_IDLE_CONNS  idle connections of the idle row (default 5000)
@@ -53,7 +54,7 @@ BENCH_MODES=${BENCH_MODES:-tcp http tls cluster}
 BENCH_CLUSTER_SERVERS=${BENCH_CLUSTER_SERVERS:-1000,10000}
 BENCH_CLUSTER_WRITES=${BENCH_CLUSTER_WRITES:-200}
 BENCH_CLUSTER_RELOADS=${BENCH_CLUSTER_RELOADS:-20}
-BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle apply hs-ecdsa hs-rsa resume flood}
+BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle apply hs-ecdsa hs-rsa resume flood cluster}
 BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
 BENCH_1M_CONNS=${BENCH_1M_CONNS:-64}
@@ -97,7 +98,7 @@ row_applies() {
 	ka | 1m) return 0 ;;
 	close | idle) [[ $1 != tls ]] ;;
 	hs-ecdsa | hs-rsa | resume | flood) [[ $1 == tls ]] ;;
-	apply) return 1 ;;
+	apply | cluster) return 1 ;; # their own tools, after the tables
 	*) die "unknown row $2" ;;
 	esac
 }
@@ -734,7 +735,7 @@ fi
 # cluster: a write on one of three spliced nodes sharing an embedded etcd,
 # until all three run it, against a push + reload of three HAProxy
 # (bench/README.md, bench/clusterbench).
-if [[ " $BENCH_MODES " == *" cluster "* ]]; then
+if [[ " $BENCH_MODES " == *" cluster "* && " $BENCH_ROWS " == *" cluster "* ]]; then
 	log "bench: cluster: 3 nodes, $BENCH_CLUSTER_WRITES writes with $BENCH_CLUSTER_SERVERS servers, against HAProxy push + reload"
 	"$GO" build -o "$TMP/bin/clusterbench" ./bench/clusterbench
 	rc=0

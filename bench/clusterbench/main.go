@@ -104,7 +104,7 @@ func main() {
 func row(servers int, what string, sorted, ref []float64) {
 	ratio := ""
 	if len(ref) > 0 && pct(ref, 50) > 0 {
-		ratio = fmt.Sprintf("%.3f×", pct(sorted, 50)/pct(ref, 50))
+		ratio = fmt.Sprintf("%.2g×", pct(sorted, 50)/pct(ref, 50))
 	}
 	fmt.Printf("%-8d %-38s %5d %9.1f %9.1f %9.1f %12s\n", servers, what, len(sorted), pct(sorted, 50), pct(sorted, 95), sorted[len(sorted)-1], ratio)
 }
