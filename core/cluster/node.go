@@ -673,6 +673,9 @@ func (n *Node) step() {
 		return
 	}
 	n.log.Info("cluster node: applied", "generation", cur.Generation)
+	// Published before it is cached: the write waiting for this node
+	// need not wait for the cache's encoding and fsync too.
+	n.publish()
 	if n.o.Storage != nil {
 		if err := n.o.Storage.RememberApplied(n.ctx, cur); err != nil {
 			n.log.Warn("cluster node: cannot cache the applied generation", "generation", cur.Generation, "err", err)
