@@ -7,33 +7,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-)
 
-// uiClusterView is GET /api/v1/cluster, the members the tests look at.
-type uiClusterView struct {
-	Store struct {
-		Kind       string `json:"kind"`
-		Connected  bool   `json:"connected"`
-		Generation int64  `json:"generation"`
-	} `json:"store"`
-	Self struct {
-		Name    string `json:"name"`
-		Address string `json:"address"`
-	} `json:"self"`
-	Generation int64 `json:"generation"`
-	Nodes      []struct {
-		Name              string `json:"name"`
-		RunningGeneration int64  `json:"running_generation"`
-		State             string `json:"state"`
-	} `json:"nodes"`
-}
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
 
 // uiClusterReads counts the page's reads of /api/v1/cluster so far.
 func (u *uiTest) uiClusterReads() int {
@@ -51,7 +36,7 @@ func TestUINodesPage(t *testing.T) {
 	chromiumPath(t)
 	in := startSpliced(t, "")
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"web","servers":[{"name":"s1","address":"127.0.0.1","port":9001}]}`)
-	var cv uiClusterView
+	var cv clusterView
 	in.MustDo(200, "GET", "/api/v1/cluster", nil).JSON(t, &cv)
 	if cv.Store.Kind != "dir" || len(cv.Nodes) != 1 || cv.Nodes[0].Name != cv.Self.Name {
 		t.Fatalf("GET /api/v1/cluster on a single node: %+v", cv)
@@ -160,4 +145,142 @@ func evalJSAwait[T any](u *uiTest, js string) T {
 		u.t.Fatalf("evaluate %s: %v%s", js, err, u.errs.String())
 	}
 	return v
+}
+
+// toastWith waits for a toast whose text holds every one of parts and
+// returns its text and kind ("", "warn" or "bad").
+func (u *uiTest) toastWith(what string, parts ...string) (string, string) {
+	u.t.Helper()
+	js := fmt.Sprintf(`[...document.querySelectorAll('#toasts .toast')].find((t) => %s.every((p) => t.textContent.includes(p)))`, jsonOf(u.t, parts))
+	u.waitJS(15*time.Second, what, "!!"+js)
+	return evalJS[string](u, js+".textContent"), evalJS[string](u, js+".className.replace('toast', '').trim()")
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestUINodesCluster: two nodes (a, b) on an embedded etcd, the page of a.
+// It lists both in sync and names a in the header; a node's local
+// settings are edited from its row; a write made in the page says it was
+// applied on a and b; with a port taken on b's address only, b refuses:
+// its row is red with the error, and the next write's toast says "refused
+// on b: …"; with etcd stopped a banner says the store is unreachable and
+// a write's 503 is shown; once etcd is back the banner goes away.
+func TestUINodesCluster(t *testing.T) {
+	chromiumPath(t)
+	c := newTestCluster(t, 1, "a", "b")
+	a, b := c.nodes["a"], c.nodes["b"]
+	gen := generationOf(t, a.MustDo(201, "POST", "/api/v1/backends", `{"name":"web","servers":[{"name":"s1","address":"127.0.0.1","port":9001}]}`))
+	c.waitRunning(gen, 15*time.Second, a, b)
+
+	u := newUITest(t, a.instance, 180*time.Second)
+	u.shotsTo()
+	u.run("open the Nodes page",
+		chromedp.EmulateViewport(1280, 800),
+		chromedp.Navigate(u.base+"#/nodes"),
+		chromedp.WaitVisible(chromedp.CSS(`#page-nodes[data-ready="1"]`)))
+	u.waitJS(15*time.Second, "both nodes in sync", `(() => {
+		const r = [...document.querySelectorAll('#nodes-table tr[data-node]')];
+		return r.length === 2 && r.every((x) => x.dataset.state === 'in_sync');
+	})()`)
+	if s := u.text(`#node`); s != "a" {
+		t.Fatalf("the header names node %q, want a", s)
+	}
+	if s := u.text(`#nodes-store`); !strings.Contains(s, "etcd") || !strings.Contains(s, "connected") || !strings.Contains(s, clusterPrefix) {
+		t.Fatalf("the store panel reads %q, want etcd, connected, prefix %s", s, clusterPrefix)
+	}
+	if s := u.text(`#nodes-table tr[data-node="b"]`); !strings.Contains(s, b.Address) || strings.Contains(s, "this node") {
+		t.Fatalf("node b's row reads %q, want its address %s and not this node", s, b.Address)
+	}
+	u.shot("nodes-cluster-1280")
+
+	// b's local settings from its row: one loop on b only.
+	settingsB := `button[data-action="node-settings"][data-node="b"]`
+	u.run("open b's settings", chromedp.Focus(chromedp.CSS(settingsB)), chromedp.Click(chromedp.CSS(settingsB)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] #node-settings-form`)))
+	u.fill(`dialog[open] input[name="nbthread"]`, "1")
+	u.shot("nodes-cluster-settings")
+	u.run("save b's settings", chromedp.Click(chromedp.CSS(`dialog[open] [data-action="submit"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
+	text, kind := u.toastWith("the settings' toast", "Settings of b saved", "applied on a, b")
+	if kind != "" {
+		t.Fatalf("the settings' toast %q is %q, want a plain one", text, kind)
+	}
+	var ns struct {
+		Nbthread *int `json:"nbthread"`
+	}
+	a.MustDo(200, "GET", "/api/v1/cluster/nodes/b/settings", nil).JSON(t, &ns)
+	if ns.Nbthread == nil || *ns.Nbthread != 1 {
+		t.Fatalf("b's settings after the form: %+v", ns)
+	}
+	u.waitJS(10*time.Second, "the focus back on b's Settings button", fmt.Sprintf(`!!document.activeElement && document.activeElement.matches(%q)`, settingsB))
+
+	// A write in the page: its toast says both nodes applied it.
+	u.page("backends")
+	u.fill(`input[data-weight="web/s1"]`, "5")
+	u.run("set the weight", chromedp.Click(chromedp.CSS(`button[data-action="weight"][data-server="web/s1"]`)))
+	u.toastWith("the weight's toast", "Weight of web/s1 set to 5", "applied on a, b")
+	u.shot("nodes-cluster-write")
+
+	// A port taken on b's address only: b refuses the frontend bound on
+	// ${NODE_ADDRESS}, and every generation after it.
+	port := testutil.FreePort(t)
+	busy, err := net.Listen("tcp", fmt.Sprintf("%s:%d", b.Address, port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	a.MustDo(201, "POST", "/api/v1/frontends", fmt.Sprintf(`{"name":"pub","mode":"tcp","default_backend":"web","binds":[{"name":"b1","address":"${NODE_ADDRESS}","port":%d}]}`, port))
+	u.page("nodes")
+	u.waitJS(15*time.Second, "b refused, in red, with its error", `(() => {
+		const r = document.querySelector('#nodes-table tr[data-node="b"]');
+		const e = document.querySelector('#nodes-table tr[data-node-error="b"]');
+		return !!r && r.dataset.state === 'refused' && r.classList.contains('down') && !!e && e.textContent.includes('refused generation');
+	})()`)
+	var cv clusterView
+	a.MustDo(200, "GET", "/api/v1/cluster", nil).JSON(t, &cv)
+	rb, _ := cv.row("b")
+	if rb.Error == "" || !strings.Contains(u.text(`#nodes-table tr[data-node-error="b"] .node-err-text`), rb.Error) {
+		t.Fatalf("b's error on the page %q, in the API %q", u.text(`#nodes-table tr[data-node-error="b"]`), rb.Error)
+	}
+	if s := u.text(`#nodes-summary`); !strings.Contains(s, "1 refused") {
+		t.Fatalf("the page's summary reads %q, want 1 refused", s)
+	}
+	u.shot("nodes-cluster-refused-1280")
+	u.run("phone viewport", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
+	u.fitsWidth("nodes in a cluster", `#nodes-table td, #nodes-store .kv span, #nodes-self .kv span, #nav a`)
+	u.fullShot("nodes-cluster-refused-375")
+	u.run("wide viewport", chromedp.EmulateViewport(1280, 800))
+
+	u.page("backends")
+	u.fill(`input[data-weight="web/s1"]`, "6")
+	u.run("set the weight again", chromedp.Click(chromedp.CSS(`button[data-action="weight"][data-server="web/s1"]`)))
+	text, kind = u.toastWith("the refusal in the weight's toast", "Weight of web/s1 set to 6", "applied on a", "refused on b: ")
+	if kind != "warn" || !strings.Contains(text, rb.Error) {
+		t.Fatalf("the toast of a write b refused reads %q (%q), want a warning with b's error %q", text, kind, rb.Error)
+	}
+	u.shot("nodes-cluster-write-refused")
+
+	// etcd stopped: the banner, and a write's 503 said as such.
+	u.page("nodes")
+	c.etcd.Stop(0)
+	u.waitJS(20*time.Second, "the store banner", `(() => { const b = document.getElementById('store-banner'); return !b.hidden && b.textContent.includes('Configuration store unreachable since') && b.textContent.includes('changes are refused'); })()`)
+	// Since when: the time the store became unreachable (/api/v1/info).
+	u.waitJS(10*time.Second, "the banner's time", `(() => { const t = document.querySelector('#store-banner #store-since time'); return !!t && !Number.isNaN(Date.parse(t.getAttribute('datetime'))) && !document.getElementById('store-banner').textContent.includes('[object'); })()`)
+	u.waitJS(10*time.Second, "the store panel saying unreachable", `document.getElementById('nodes-store').textContent.includes('unreachable')`)
+	u.shot("nodes-cluster-stale")
+	u.page("backends")
+	u.fill(`input[data-weight="web/s1"]`, "7")
+	u.run("set the weight without the store", chromedp.Click(chromedp.CSS(`button[data-action="weight"][data-server="web/s1"]`)))
+	u.waitJS(15*time.Second, "the 503 shown", `[...document.querySelectorAll('#toasts .toast.bad')].some((t) => t.textContent.includes('HTTP 503'))`)
+	u.shot("nodes-cluster-503")
+	c.etcd.Restart(0)
+	u.waitJS(40*time.Second, "the banner gone once the store is back", `document.getElementById('store-banner').hidden`)
+	u.errs.check(t, "cluster")
 }

@@ -99,8 +99,9 @@ function showStale(on, since) {
   }
   const s = since ? new Date(since) : null;
   staleSince = s && !Number.isNaN(s.getTime()) && s.getTime() > 0 ? s : '';
-  const when = staleSince ? [' since ', h('time', { datetime: staleSince.toISOString(), title: staleSince.toLocaleString() }, staleSince.toLocaleTimeString()),
-    h('span', { class: 'muted' }, ' (', h('span', { data: { ago: staleSince.toISOString() } }, ago(staleSince)), ')')] : '';
+  const when = staleSince ? h('span', { id: 'store-since' }, ' since ',
+    h('time', { datetime: staleSince.toISOString(), title: staleSince.toLocaleString() }, staleSince.toLocaleTimeString()),
+    h('span', { class: 'muted' }, ' (', h('span', { data: { ago: staleSince.toISOString() } }, ago(staleSince)), ')')) : '';
   clear(el).append(h('b', null, 'Configuration store unreachable'), when,
     ': showing this node\'s copy; changes are refused (HTTP 503) until it is back.');
   el.hidden = false;
