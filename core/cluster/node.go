@@ -40,9 +40,9 @@ const (
 	// opTimeout bounds the other requests of the node (registration,
 	// publishing its status, listing the nodes).
 	opTimeout = 2 * time.Second
-	// registerTimeout bounds the first registration in StartNode: past it
-	// the node starts unregistered (etcd down) and registers when etcd is
-	// back.
+	// registerTimeout bounds the first registration in StartNode (once a
+	// quick read found etcd answering): past it the node starts
+	// unregistered and registers when etcd answers.
 	registerTimeout = 5 * time.Second
 	// applyingAfter is how long an Apply runs before the node publishes
 	// that it is applying.
@@ -212,9 +212,16 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 
-	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
-	err = n.register(rctx)
+	// One quick read first: a node started while etcd is down (from its
+	// cache) must not wait registerTimeout for a Grant that cannot come.
+	qctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	_, err = n.cli.Get(qctx, n.current, clientv3.WithCountOnly())
 	cancel()
+	if err == nil {
+		rctx, cancel := context.WithTimeout(ctx, registerTimeout)
+		err = n.register(rctx)
+		cancel()
+	}
 	switch {
 	case errors.Is(err, ErrNodeNameTaken):
 		n.cancel()

@@ -559,3 +559,32 @@ func TestNodeDoesNotTakeANameBackFromAnotherInstance(t *testing.T) {
 		t.Errorf("%d registration failures logged, want 1 error:\n%s", got, logs.String())
 	}
 }
+
+// A node started while etcd is down (cmd runs its cached generation) starts
+// at once, unregistered, and registers when etcd is back.
+func TestNodeStartedWhileEtcdIsDown(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	commit(t, newClient(t, etcd.Endpoints()), 1)
+	etcd.Stop(0)
+	start := time.Now()
+	a, err := startNode(t, etcd.Endpoints(), "a", "", func(o *NodeOptions) {
+		o.Running = func() int64 { return 1 } // its cache, applied by cmd
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("StartNode took %v with etcd down", took)
+	}
+	if a.leaseID() != 0 || a.StoreState().Connected {
+		t.Errorf("registered (lease %x) or connected (%+v) with etcd down", a.leaseID(), a.StoreState())
+	}
+	if list, err := a.Nodes(context.Background()); err != nil || len(list) != 1 || list[0].Name != "a" || list[0].RunningGeneration != 1 {
+		t.Errorf("Nodes with etcd down: %+v, %v (want this node)", list, err)
+	}
+	etcd.Restart(0)
+	testutil.Eventually(t, 20*time.Second, func() bool {
+		list, err := a.Nodes(context.Background())
+		return err == nil && len(list) == 1 && list[0].Name == "a" && list[0].State == core.NodeInSync && a.leaseID() != 0
+	}, "a registered, in sync, once etcd is back")
+}
