@@ -27,7 +27,13 @@
 // Txn); a stale one costs one more Txn. Revert is the same Txn the other
 // way. Bundles beyond what one Txn takes (etcd's --max-txn-ops, 128) are
 // written first, in Txns of their own (named by their hash, they are the
-// same bytes whoever writes them). Bundles are never removed.
+// same bytes whoever writes them). A commit that removed the oldest kept
+// revision, or a revert, starts (at most once a minute, in the
+// background) the pruning of the bundles no kept revision refers to: the
+// private keys of replaced or deleted certificates do not outlive the
+// history that can restore them, as in the state directory. Its deletes
+// are conditional on P/current unchanged since it read the references,
+// and on each bundle's mod revision (one uploaded again is kept).
 //
 // Every call is bounded: a write gets WriteTimeout (4.5 s, so the API
 // answers 503 within 5 s) in attempts of 2 s, because a proposal in

@@ -102,6 +102,12 @@ type EtcdStorage struct {
 	cacheMu sync.Mutex
 	bundles map[string][]byte
 	headers map[int64]cachedHeader
+	// refs caches the chains each kept revision refers to (pruning);
+	// pruneMu makes one pruning at a time, lastPrune (unix nanos) spaces
+	// them.
+	refs      map[int64]cachedRefs
+	pruneMu   sync.Mutex
+	lastPrune atomic.Int64
 
 	// fault is why the last call to etcd failed (nil: it succeeded).
 	// lastProbe (unix nanos) spaces Health's probes; probing is set while
@@ -170,6 +176,7 @@ func OpenEtcd(ctx context.Context, o Options) (*EtcdStorage, error) {
 		log:       o.Log.With("store", "etcd", "prefix", o.Prefix),
 		bundles:   map[string][]byte{},
 		headers:   map[int64]cachedHeader{},
+		refs:      map[int64]cachedRefs{},
 
 		readTimeout: ReadTimeout,
 	}
@@ -509,6 +516,9 @@ func (s *EtcdStorage) Commit(ctx context.Context, prev int64, info config.Revisi
 	s.cacheMu.Lock()
 	maps.Copy(s.bundles, certs)
 	s.cacheMu.Unlock()
+	if info.Generation > config.MaxRevisions {
+		s.maybePruneCertificates() // the oldest revision went
+	}
 	return nil
 }
 
@@ -646,8 +656,12 @@ func (s *EtcdStorage) Revert(ctx context.Context, prev *config.Config, gen int64
 	}
 	wctx, cancel := context.WithTimeout(ctx, WriteTimeout)
 	defer cancel()
-	return s.swapCurrent(ctx, wctx, swap{op: "revert generation " + strconv.FormatInt(gen, 10), prev: gen, next: prev.Generation, ops: ops,
+	err := s.swapCurrent(ctx, wctx, swap{op: "revert generation " + strconv.FormatInt(gen, 10), prev: gen, next: prev.Generation, ops: ops,
 		proof: s.revisionKey(gen)})
+	if err == nil {
+		s.maybePruneCertificates() // the bundles only gen used
+	}
+	return err
 }
 
 // Revisions lists the kept revisions, newest first: the keys alone, then

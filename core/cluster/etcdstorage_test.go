@@ -552,3 +552,38 @@ func TestDamagedCurrentIsCorruptNotUnavailable(t *testing.T) {
 		t.Fatalf("Health: %v", err)
 	}
 }
+
+// TestBundlesNoKeptRevisionUsesArePruned: a certificate's bundle (its
+// private key) goes once the last revision referring to it is pruned;
+// the bundles of kept revisions stay.
+func TestBundlesNoKeptRevisionUsesArePruned(t *testing.T) {
+	e := etcdtest.Start(t, 1)
+	s := openStorage(t, e, "", "")
+	old, oldBundle := testCertificate(t, "old")
+	kept, keptBundle := testCertificate(t, "kept")
+	c := testConfig(t, 1, 1, "web")
+	c.Certificates = []config.Certificate{old}
+	mustCommit(t, s, c, map[string][]byte{old.ChainSHA256: oldBundle})
+	c = testConfig(t, 2, 1, "web")
+	c.Certificates = []config.Certificate{kept}
+	mustCommit(t, s, c, map[string][]byte{kept.ChainSHA256: keptBundle})
+	for g := int64(3); g <= config.MaxRevisions; g++ {
+		c := testConfig(t, g, 1, "web")
+		mustCommit(t, s, c, nil)
+	}
+	// 100 revisions, 1 to 100: both bundles referred to.
+	if n, err := s.pruneCertificates(bg); n != 0 || err != nil {
+		t.Fatalf("pruning with every bundle referred to: %d removed, %v", n, err)
+	}
+	// Generation 101 prunes revision 1, the last to use "old"; the
+	// commit starts the pruning.
+	mustCommit(t, s, testConfig(t, config.MaxRevisions+1, 1, "web"), nil)
+	o := openStorage(t, e, s.Prefix(), "")
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		_, err := o.CertificateBundle(bg, old.ChainSHA256)
+		return errors.Is(err, config.ErrNotFound)
+	}, "the bundle of the certificate no kept revision uses to be removed")
+	if b, err := o.CertificateBundle(bg, kept.ChainSHA256); err != nil || !bytes.Equal(b, keptBundle) {
+		t.Fatalf("the bundle revision 2 uses: %v", err)
+	}
+}
