@@ -7,6 +7,7 @@ package main
 // polling a condition with a deadline, never by sleeping.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,6 +22,8 @@ import (
 
 	"github.com/spliced-proxy/spliced/internal/etcdtest"
 	"github.com/spliced-proxy/spliced/internal/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // clusterPrefix is the etcd prefix every test cluster uses (each test has
@@ -234,4 +237,28 @@ func getThrough(addr string, port int, path string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// etcdLeader is the index of the etcd member that leads the raft group.
+func (c *testCluster) etcdLeader() int {
+	c.t.Helper()
+	eps := c.etcd.Endpoints()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i, ep := range eps {
+		st, err := cli.Status(ctx, ep)
+		if err != nil {
+			c.t.Fatalf("etcd member %d status: %v", i, err)
+		}
+		if st.Header.MemberId == st.Leader {
+			return i
+		}
+	}
+	c.t.Fatal("no etcd member leads")
+	return -1
 }
