@@ -72,7 +72,8 @@
 //     its instance id (InstanceFile in the state directory), bound to a
 //     lease of 10 s kept alive. A key of the same name held by another
 //     instance refuses the start (ErrNodeNameTaken); an earlier run of the
-//     same node (same instance) is taken over at once. Close revokes the
+//     same node (same instance), or a key on no lease (put by hand: every
+//     node's key is on its lease), is taken over at once. Close revokes the
 //     lease (the key goes at once); a killed node goes after the TTL. A
 //     lease lost while etcd was away (no keep-alive answered for its TTL)
 //     is granted again when etcd is back and the lost one revoked; a name
@@ -99,7 +100,11 @@
 //     goes is no longer waited for. The watch is created before the list:
 //     one created on a past revision is served by etcd's catch-up loop,
 //     every 100 ms. Nodes lists P/nodes/; while the probe finds etcd
-//     unreachable it answers at once with the last list seen.
+//     unreachable it answers at once with the last list seen. Keys under
+//     P/nodes/ no node wrote are not nodes: a name that is not a node
+//     name, a value without an instance (the keys of a cluster whose
+//     prefix would be P/nodes or below; ParseStoreURL refuses a prefix
+//     ending in /nodes), a key on no lease.
 package cluster
 
 import clientv3 "go.etcd.io/etcd/client/v3"

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/spliced-proxy/spliced/core"
@@ -324,13 +325,19 @@ func (n *Node) register(ctx context.Context) error {
 			continue // gone meanwhile
 		}
 		var rec nodeRecord
-		if err := json.Unmarshal(kvs[0].Value, &rec); err != nil || rec.Instance != n.instance {
+		err = json.Unmarshal(kvs[0].Value, &rec)
+		switch {
+		case kvs[0].Lease == 0:
+			// On no lease: not a node's key (put by hand). It does
+			// not hold the name.
+			n.log.Warn("cluster node: taking over a node key that is on no lease (not written by a node)", "key", n.key)
+		case err != nil || rec.Instance != n.instance:
 			revoke()
 			return fmt.Errorf("%w: %q is registered by instance %s (address %s, admin %s, since %s); give this node another --node-name, or stop that one",
 				ErrNodeNameTaken, n.o.Self.Name, rec.Instance, rec.Address, rec.AdminAddress, rec.Started.UTC().Format(time.RFC3339))
 		}
-		// An earlier run of this node: take its key over (its lease
-		// expires unused).
+		// An earlier run of this node, or a key on no lease: take it
+		// over (the earlier run's lease expires unused).
 		resp, err = n.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(n.key), "=", kvs[0].ModRevision)).
 			Then(put).Commit()
@@ -843,7 +850,7 @@ func (n *Node) list(ctx context.Context) ([]core.NodeStatus, int64, error) {
 	}
 	list := make([]core.NodeStatus, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		if st, ok := n.decode(kv.Key, kv.Value); ok {
+		if st, ok := n.decode(kv); ok {
 			list = append(list, st)
 		}
 	}
@@ -854,14 +861,26 @@ func (n *Node) list(ctx context.Context) ([]core.NodeStatus, int64, error) {
 	return slices.Clone(list), resp.Header.Revision, nil
 }
 
-// decode reads one node key; an unreadable one is skipped (logged).
-func (n *Node) decode(key, val []byte) (core.NodeStatus, bool) {
-	var rec nodeRecord
-	if err := json.Unmarshal(val, &rec); err != nil {
-		n.log.Warn("cluster node: unreadable node key", "key", string(key), "err", err)
+// decode reads one node key; an unreadable one is skipped (logged). A key
+// under P/nodes/ that no node wrote is skipped too: one whose name is not
+// a node name, or whose value has no instance (the keys of another
+// cluster whose prefix is P/nodes or below it: its P/current, P/tokens,
+// revisions and nodes), or one on no lease (every node's key is on its
+// lease: that one was put by hand and is no live node).
+func (n *Node) decode(kv *mvccpb.KeyValue) (core.NodeStatus, bool) {
+	name := strings.TrimPrefix(string(kv.Key), n.nodesPfx)
+	if !config.ValidName(name) || kv.Lease == 0 {
 		return core.NodeStatus{}, false
 	}
-	rec.Name = strings.TrimPrefix(string(key), n.nodesPfx) // the key names it
+	var rec nodeRecord
+	if err := json.Unmarshal(kv.Value, &rec); err != nil {
+		n.log.Warn("cluster node: unreadable node key", "key", string(kv.Key), "err", err)
+		return core.NodeStatus{}, false
+	}
+	if rec.Instance == "" {
+		return core.NodeStatus{}, false
+	}
+	rec.Name = name // the key names it
 	return rec.NodeStatus, true
 }
 
@@ -937,8 +956,10 @@ func (n *Node) waitOnce(ctx context.Context, gen int64, nodes *map[string]core.N
 			name := strings.TrimPrefix(string(ev.Kv.Key), n.nodesPfx)
 			if ev.Type == clientv3.EventTypeDelete {
 				delete(m, name)
-			} else if st, ok := n.decode(ev.Kv.Key, ev.Kv.Value); ok {
+			} else if st, ok := n.decode(ev.Kv); ok {
 				m[name] = st
+			} else {
+				delete(m, name) // no longer a node's key
 			}
 		}
 	}

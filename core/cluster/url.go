@@ -19,7 +19,8 @@ const storeURLExample = "etcd://127.0.0.1:2379/spliced (or etcd://host1:2379,hos
 // then the path, without a trailing slash: "/spliced"). Every host needs
 // its port (etcd's client port is usually 2379); the prefix keeps the
 // nodes of one cluster together and apart from anything else the etcd
-// cluster holds, so it may not be empty or "/". Credentials, queries and
+// cluster holds, so it may not be empty or "/", nor end in "/nodes" (the
+// node keys of a cluster one level up). Credentials, queries and
 // fragments are refused: TLS client certificates come from --etcd-cert
 // and --etcd-key.
 func ParseStoreURL(s string) (endpoints []string, prefix string, err error) {
@@ -75,6 +76,13 @@ func ParseStoreURL(s string) (endpoints []string, prefix string, err error) {
 		if r <= ' ' || r == 0x7f {
 			return bad("key prefix %q holds a space or a control character", "/"+path)
 		}
+	}
+	if i := strings.LastIndexByte(path, '/'); i >= 0 && "/"+path[i+1:]+"/" == keyNodes {
+		// P/nodes/<name> are the node keys of a cluster on P: this
+		// cluster's P/current and P/tokens would be those of nodes
+		// named "current" and "tokens" there, and its keys listed as
+		// nodes of that cluster.
+		return bad("key prefix %q ends in /nodes, where the cluster on %q keeps its node keys", "/"+path, "/"+path[:i])
 	}
 	return endpoints, "/" + path, nil
 }

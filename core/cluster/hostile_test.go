@@ -1,0 +1,99 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spliced-proxy/spliced/internal/etcdtest"
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
+
+// Another cluster whose prefix lies under this one's P/nodes/ (or keys put
+// there by hand) writes keys that are not node keys: its P/current,
+// P/tokens, its revisions, its own nodes one level down. They are not
+// nodes of this cluster: not listed, not waited for. Nor is a node's key
+// put by hand on no lease.
+func TestKeysUnderNodesThatAreNotNodesAreNotNodes(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	a := mustStartNode(t, etcd.Endpoints(), "a")
+	ctx := context.Background()
+	nested := map[string]string{
+		testPrefix + "/nodes/current":                        `{"generation":3}`,
+		testPrefix + "/nodes/tokens":                         `{"version":1,"tokens":[]}`,
+		testPrefix + "/nodes/revisions/00000000000000000003": "\x1f\x8b not json",
+		testPrefix + "/nodes/nodes/x":                        `{"name":"x","running_generation":0,"state":"in_sync","instance":"0123"}`,
+	}
+	for k, v := range nested {
+		if _, err := a.cli.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := nodeNames(t, a); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("nodes: %v, want [a]", got)
+	}
+	commit(t, a.cli, 1)
+	start := time.Now()
+	w := a.Wait(ctx, 1, 5*time.Second)
+	if !slices.Equal(w.Applied, []string{"a"}) || len(w.Pending) != 0 || len(w.Refused) != 0 {
+		t.Errorf("wait: %+v, want a applied, nobody pending", w)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the wait took %v: it waited for keys that are not nodes", d)
+	}
+	// The same after the list, through Wait's watch.
+	if _, err := a.cli.Put(ctx, testPrefix+"/nodes/current", `{"generation":4}`); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, a.cli, 2)
+	if w := a.Wait(ctx, 2, 5*time.Second); len(w.Pending) != 0 {
+		t.Errorf("wait 2: %+v", w)
+	}
+}
+
+// A node key that is on no lease was not written by a node (every node
+// puts its key on its lease): put by hand, it does not hold the name
+// forever; the node named by it takes it over.
+func TestNodeKeyWithoutLeaseDoesNotHoldTheName(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	cli := newClient(t, etcd.Endpoints())
+	forged := `{"name":"a","running_generation":999,"state":"in_sync","instance":"forged"}`
+	if _, err := cli.Put(context.Background(), testPrefix+"/nodes/a", forged); err != nil {
+		t.Fatal(err)
+	}
+	a, err := startNode(t, etcd.Endpoints(), "a", "", nil)
+	if err != nil {
+		t.Fatalf("start: %v (a key on no lease refused the name)", err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		list, err := a.Nodes(context.Background())
+		return err == nil && len(list) == 1 && list[0].RunningGeneration == 0
+	}, "a's own key listed")
+
+	// Forged again while a runs: a takes it back at its next publish.
+	if _, err := cli.Put(context.Background(), testPrefix+"/nodes/a", forged); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, cli, 1)
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		list, err := a.Nodes(context.Background())
+		return err == nil && len(list) == 1 && list[0].RunningGeneration == 1
+	}, "a's own key listed again, running 1")
+}
+
+// A --store prefix ending in /nodes lies among the node keys of the
+// cluster one level up: refused. "/nodes" alone and "/nodes/x" are not.
+func TestStoreURLPrefixAmongNodeKeys(t *testing.T) {
+	for _, in := range []string{"etcd://127.0.0.1:2379/spliced/nodes", "etcd://127.0.0.1:2379/spliced/nodes/", "etcd://127.0.0.1:2379/a/b/nodes"} {
+		if _, _, err := ParseStoreURL(in); err == nil || !strings.Contains(err.Error(), "ends in /nodes") {
+			t.Errorf("ParseStoreURL(%q): %v, want an error saying it ends in /nodes", in, err)
+		}
+	}
+	for _, in := range []string{"etcd://127.0.0.1:2379/nodes", "etcd://127.0.0.1:2379/spliced/nodes/x", "etcd://127.0.0.1:2379/spliced/nodes2"} {
+		if _, _, err := ParseStoreURL(in); err != nil {
+			t.Errorf("ParseStoreURL(%q): %v", in, err)
+		}
+	}
+}
