@@ -352,7 +352,8 @@ func TestLargeDocumentCommits(t *testing.T) {
 	if err != nil || len(got.Backends[0].Servers) != 10000 {
 		t.Fatalf("Load: %v", err)
 	}
-	val, _ := encodeRevision(config.RevisionInfo{Generation: 1}, doc)
+	var enc revisionEncoder
+	val, _ := enc.encode(config.RevisionInfo{Generation: 1}, doc)
 	t.Logf("10 000 servers: %d bytes of JSON, %d gzipped; commit %v, load %v", len(doc), len(val), took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }
 
