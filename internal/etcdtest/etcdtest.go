@@ -170,6 +170,10 @@ func Launch(o Options) (*Cluster, error) {
 		cfg.InitialCluster = strings.Join(initial, ",")
 		cfg.InitialClusterToken = "etcdtest"
 		cfg.EnableGRPCGateway = false
+		// Each commit of spliced keeps a revision of the whole document in
+		// etcd's history: compacted after an hour, as the README advises
+		// for a real etcd, or the history would grow to the space quota.
+		cfg.AutoCompactionMode, cfg.AutoCompactionRetention = embed.CompactorModePeriodic, "1h"
 		cfg.UnsafeNoFsync = !o.Fsync
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(o.Logger)
 		cfg.LogLevel = "error"
