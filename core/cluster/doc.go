@@ -46,6 +46,9 @@
 // waited for) succeeds. Revisions reads the keys alone, then the header
 // of each revision it has not read yet (cached by generation and mod
 // revision). Bundles read are kept in memory (they never change).
+// The client tries a member that does not answer again at least every
+// second (gRPC's own backoff grows to 2 minutes: etcd back after a long
+// outage would stay unreachable that long).
 //
 // The node's cache: after each successful apply the node calls
 // RememberApplied, which writes its state directory's CacheFile (prefix,

@@ -22,6 +22,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/spliced-proxy/spliced/core/config"
 )
@@ -50,6 +52,9 @@ const (
 	txnBundles = 100
 	// editAttempts bounds EditKey's retries of a key that changed under it.
 	editAttempts = 5
+	// reconnectMaxDelay bounds the wait between two connection attempts
+	// to an etcd member that does not answer.
+	reconnectMaxDelay = time.Second
 )
 
 // Keys under the prefix (see doc.go).
@@ -165,6 +170,15 @@ func OpenEtcd(ctx context.Context, o Options) (*EtcdStorage, error) {
 		// The client's own retries log at warn level through zap; this
 		// storage reports what matters through Log.
 		Logger: zap.NewNop(),
+		// gRPC spaces its reconnections to an unreachable member by a
+		// backoff growing to 2 minutes: etcd back after an outage of a
+		// few minutes would stay unreachable for this node (writes 503)
+		// up to that long. At most reconnectMaxDelay instead: one
+		// connection attempt per member every second or so is nothing.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectMaxDelay},
+			MinConnectTimeout: 5 * time.Second,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster store: etcd client for %s: %w", strings.Join(o.Endpoints, ","), err)

@@ -97,3 +97,36 @@ func TestStoreURLPrefixAmongNodeKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestStorageReconnectsSoonAfterALongOutage: etcd down for 30 s, then
+// back: the storage answers again within seconds, not after gRPC's
+// reconnection backoff grown meanwhile (up to 2 minutes by default),
+// during which the node's writes would answer 503 with etcd up.
+func TestStorageReconnectsSoonAfterALongOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 30 s outage")
+	}
+	e := etcdtest.Start(t, 1)
+	s := openStorage(t, e, "", "")
+	mustCommit(t, s, testConfig(t, 1, 1, "web"), nil)
+	e.Stop(0)
+	// The client keeps trying meanwhile (as the node's probe does).
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s.GetKey(ctx, TokensKey)
+		cancel()
+	}
+	e.Restart(0)
+	back := time.Now()
+	testutil.Eventually(t, 20*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		_, _, err := s.GetKey(ctx, TokensKey)
+		return err == nil
+	}, "etcd answering again")
+	took := time.Since(back)
+	t.Logf("answered %v after etcd came back", took.Round(10*time.Millisecond))
+	if took > 4*time.Second {
+		t.Errorf("the storage answered %v after etcd came back, want within 4 s", took.Round(10*time.Millisecond))
+	}
+}
