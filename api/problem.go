@@ -127,6 +127,11 @@ func problemFor(err error) Problem {
 		p.Status, p.Type = http.StatusServiceUnavailable, "store-unavailable"
 		p.Detail = "the configuration store cannot be reached; the change was not committed (or, if the store " +
 			"stopped answering during the commit, not confirmed: read it back before sending it again): " + err.Error()
+	case errors.Is(err, config.ErrTooLarge):
+		// The document, even compressed, is over what the cluster store
+		// takes in one request (etcd's --max-request-bytes).
+		p.Status, p.Type = http.StatusRequestEntityTooLarge, "document-too-large"
+		p.Detail = "the configuration store refuses a document this large; nothing was changed: " + err.Error()
 	case errors.Is(err, config.ErrRace):
 		// Other nodes kept committing between this write's reads and its
 		// commit, through every retry of the store.

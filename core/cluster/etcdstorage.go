@@ -24,6 +24,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/spliced-proxy/spliced/core/config"
 )
@@ -239,7 +241,7 @@ type current struct {
 // failed turns the error of a call to etcd into the storage's: the
 // caller's own cancellation and a damaged value (ErrCorrupt: etcd
 // answered) as they are, a request over etcd's size limit as a
-// plain error saying so, anything else (no answer within the timeout, no
+// error wrapping config.ErrTooLarge, anything else (no answer within the timeout, no
 // leader, connection refused, a permission) as an error wrapping
 // config.ErrUnavailable that names the endpoints, recorded for Health.
 func (s *EtcdStorage) failed(parent context.Context, op string, err error) error {
@@ -249,8 +251,8 @@ func (s *EtcdStorage) failed(parent context.Context, op string, err error) error
 	if errors.Is(err, config.ErrCorrupt) {
 		return err
 	}
-	if errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) {
-		return fmt.Errorf("cluster store: %s: the request is larger than etcd accepts (its --max-request-bytes, 1.5 MiB by default): %w", op, err)
+	if tooLarge(err) {
+		return fmt.Errorf("cluster store: %s: the request is larger than etcd accepts (its --max-request-bytes, 1.5 MiB by default): %w: %w", op, config.ErrTooLarge, err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = errors.New("no answer in time (is etcd running, with a quorum of its members, and do --etcd-cacert, --etcd-cert and --etcd-key match its TLS setup?)")
@@ -656,12 +658,24 @@ func (s *EtcdStorage) applied(w swap, cur currentKey, proof []*mvccpb.KeyValue) 
 	return len(proof) == 1 && bytes.Equal(proof[0].Value, w.proofVal)
 }
 
+// tooLarge is a request over a size limit: etcd's (--max-request-bytes),
+// or gRPC's on either side (the client's 2 MiB send limit, the server's
+// receive limit), which say "larger than max" with ResourceExhausted
+// (etcd's NOSPACE and too-many-requests use that code too).
+func tooLarge(err error) bool {
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "larger than max")
+}
+
 // retryable is an error after which another attempt of a write may
 // succeed: no answer in time, no leader, a lost connection. Not a request
 // too large, a permission or an invalid request.
 func retryable(err error) bool {
 	switch {
-	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge),
+	case tooLarge(err),
 		errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrGRPCPermissionDenied),
 		errors.Is(err, rpctypes.ErrNoSpace), errors.Is(err, rpctypes.ErrGRPCNoSpace),
 		errors.Is(err, context.Canceled):

@@ -2,11 +2,14 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/internal/etcdtest"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
@@ -128,5 +131,33 @@ func TestStorageReconnectsSoonAfterALongOutage(t *testing.T) {
 	t.Logf("answered %v after etcd came back", took.Round(10*time.Millisecond))
 	if took > 4*time.Second {
 		t.Errorf("the storage answered %v after etcd came back, want within 4 s", took.Round(10*time.Millisecond))
+	}
+}
+
+// TestCommitLargerThanEtcdTakesIsErrTooLarge: a revision that stays over
+// etcd's request limit once compressed is refused as such (the API's
+// 413), nothing committed, not an etcd failure.
+func TestCommitLargerThanEtcdTakesIsErrTooLarge(t *testing.T) {
+	e := etcdtest.Start(t, 1)
+	s := openStorage(t, e, "", "")
+	mustCommit(t, s, testConfig(t, 1, 1, "web"), nil)
+	// Over etcd's limit (1.5 MiB), then over the client's (gRPC, 2 MiB).
+	for _, size := range []int{1700 << 10, 2 << 20} {
+		doc := make([]byte, size) // random: gzip does not shrink it
+		rand.Read(doc)
+		start := time.Now()
+		err := s.Commit(bg, 1, config.RevisionInfo{Generation: 2, Time: time.Now()}, doc, nil)
+		if !errors.Is(err, config.ErrTooLarge) || errors.Is(err, config.ErrUnavailable) {
+			t.Fatalf("Commit of a %d-byte revision: %v, want ErrTooLarge, not ErrUnavailable", size, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("Commit of a %d-byte revision refused after %v: tried again", size, d)
+		}
+	}
+	if err := s.Health(); err != nil {
+		t.Errorf("Health after a refused large write: %v", err)
+	}
+	if c, _, err := s.Load(bg); err != nil || c.Generation != 1 {
+		t.Errorf("Load: %v, %v; want generation 1", c, err)
 	}
 }

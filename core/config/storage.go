@@ -72,4 +72,7 @@ var (
 	// ErrUnavailable is a storage that cannot be reached (etcd down or
 	// without quorum): 503, the node keeps running what it runs.
 	ErrUnavailable = errors.New("configuration store unavailable")
+	// ErrTooLarge is a write the storage refuses for its size (a revision
+	// over etcd's request limit even compressed): 413, nothing changed.
+	ErrTooLarge = errors.New("larger than the configuration store accepts")
 )
