@@ -134,6 +134,25 @@ func refuseClusterDir(dir string, m *clusterMark, what string) error {
 		"or, to make it a single node's again, remove %s", dir, m.Node, m.Store, what, m.Store, filepath.Join(dir, clusterFile))
 }
 
+// checkClusterMark refuses to start on a state directory marked m with
+// the flags sf: without --store (a single node), or with the --store of
+// another key prefix (a typo would start an empty cluster of its own,
+// serving nothing). Other endpoints for the same prefix are the same
+// cluster (a member added or moved).
+func checkClusterMark(dir string, m *clusterMark, sf *storeFlags) error {
+	switch {
+	case m == nil:
+		return nil
+	case !sf.clustered():
+		return refuseClusterDir(dir, m, "start it")
+	}
+	if _, prefix, err := cluster.ParseStoreURL(m.Store); err == nil && prefix == sf.prefix {
+		return nil
+	}
+	return fmt.Errorf("state directory %s is that of cluster node %q of store %s, not of %s: start it with --store %s; "+
+		"or, to make it a node of %s, remove %s", dir, m.Node, m.Store, sf.url, m.Store, sf.url, filepath.Join(dir, clusterFile))
+}
+
 // storeFlags are --store and the etcd client's flags, of the server and of
 // `spliced token`.
 type storeFlags struct {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Bad node names and addresses are refused before anything is opened.
@@ -122,5 +123,43 @@ func TestStoreFlagsAreChecked(t *testing.T) {
 	if rc := run([]string{"token", "list", "--store", "etcd://127.0.0.1:2379/spliced", "--state-dir", t.TempDir()}, io.Discard, &stderr); rc != 2 ||
 		!strings.Contains(stderr.String(), "not both") {
 		t.Fatalf("--store with --state-dir: exit %d, stderr %q", rc, stderr.String())
+	}
+}
+
+// A cluster node's state directory started with the --store of another
+// key prefix (a typo at 3 a.m.: /splice for /spliced) is refused: it would
+// start an empty cluster of its own, serve nothing and report ready.
+func TestClusterStateDirRefusesAnotherPrefix(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeClusterMark(dir, "etcd://127.0.0.1:2379/spliced", "edge-1"); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		rc     int
+		stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var stderr bytes.Buffer
+		rc := run([]string{"--state-dir", dir, "--admin-addr", "127.0.0.1:0", "--log-format", "text", "--node-name", "edge-1",
+			"--store", "etcd://127.0.0.1:1/splice", "--etcd-dial-timeout", "100ms"}, io.Discard, &stderr)
+		done <- result{rc, stderr.String()}
+	}()
+	select {
+	case r := <-done:
+		if r.rc != 1 || !strings.Contains(r.stderr, "--store etcd://127.0.0.1:2379/spliced") || !strings.Contains(r.stderr, "cluster.json") {
+			t.Fatalf("start: exit %d, stderr %q", r.rc, r.stderr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("a cluster node's state directory started as a node of another prefix")
+	}
+	// Other endpoints for the same prefix (an etcd member added or moved)
+	// are the same cluster: not refused by the mark.
+	if err := checkClusterMark(dir, &clusterMark{Store: "etcd://127.0.0.1:2379/spliced", Node: "edge-1"},
+		&storeFlags{url: "etcd://10.0.0.1:2379,10.0.0.2:2379/spliced/", prefix: "/spliced"}); err != nil {
+		t.Errorf("same prefix, other endpoints: %v", err)
 	}
 }

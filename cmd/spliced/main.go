@@ -268,8 +268,8 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 	defer lock.Close() // held until the process exits
 	if m, err := readClusterMark(stateDir); err != nil {
 		return err
-	} else if m != nil && !sf.clustered() {
-		return refuseClusterDir(stateDir, m, "start it")
+	} else if err := checkClusterMark(stateDir, m, sf); err != nil {
+		return err
 	}
 	al, err := openAdmin(adm)
 	if err != nil {
