@@ -34,7 +34,7 @@
 //
 //	go run ./bench/clusterbench -bin bin/spliced -servers 1000,10000 -writes 200
 //
-// -nodes 1 (with -haproxy ”) times the same writes on one node of a
+// -nodes 1 (with -haproxy set to the empty string) times the same writes on one node of a
 // cluster: the store's part, without other nodes competing for the CPUs.
 //
 // It exits non-zero when a run fails (a node did not apply, a write or a
