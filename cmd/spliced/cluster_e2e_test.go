@@ -176,6 +176,13 @@ func TestClusterThreeNodes(t *testing.T) {
 		}
 		expectServed(t, port2, a, cn)
 		expectServed(t, port, a, b, cn) // b keeps serving its last good generation
+		// b runs an older generation than the store: not ready, and says why.
+		if r := b.Do("GET", "/readyz", nil); r.Status != 503 {
+			t.Errorf("/readyz of b, which refused generation %d: %d %s, want 503", w.Generation, r.Status, r.Body)
+		} else {
+			t.Logf("/readyz of b: %s", r.Body)
+		}
+		a.MustDo(200, "GET", "/readyz", nil)
 
 		// The port freed, the next generation applies on b too.
 		busy.Close()
@@ -185,6 +192,7 @@ func TestClusterThreeNodes(t *testing.T) {
 				nodesHeader(r, "Applied"), nodesHeader(r, "Refused"), r.Body)
 		}
 		expectServed(t, port2, a, b, cn)
+		b.MustDo(200, "GET", "/readyz", nil)
 		if row, _ := a.cluster(t).row("b"); row.State != "in_sync" || row.Error != "" {
 			t.Errorf("b after applying: %+v, want in_sync without error", row)
 		}
