@@ -81,7 +81,10 @@
 //     lease lost while etcd was away (no keep-alive answered for its TTL)
 //     is granted again when etcd is back and the lost one revoked; a name
 //     another instance took meanwhile is not taken back (an error, logged
-//     once; the node keeps trying).
+//     once; the node keeps trying), nor one another process with the same
+//     instance id holds on another lease once this one registered (a copy
+//     of its state directory: without this, the two took the key from
+//     each other at each publish).
 //   - Watch and apply: the node watches P/current and P/tokens, and probes
 //     P/current every second (one linearizable read: it is what
 //     StoreState.Connected means; it also catches up what a watch missed,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -159,5 +161,47 @@ func TestCommitLargerThanEtcdTakesIsErrTooLarge(t *testing.T) {
 	}
 	if c, _, err := s.Load(bg); err != nil || c.Generation != 1 {
 		t.Errorf("Load: %v, %v; want generation 1", c, err)
+	}
+}
+
+// Two processes with one instance id (a state directory copied with a
+// machine's image, and the same host name): the second takes the key over
+// at its start (it cannot tell itself from a restart), but the first,
+// having registered already, does not take it back: before, each took the
+// key from the other at each publish, the list showing either.
+func TestNodeDoesNotFightACopyOfItself(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	first := mustStartNode(t, etcd.Endpoints(), "a")
+	copyDir := t.TempDir()
+	inst, err := os.ReadFile(filepath.Join(first.dir, InstanceFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(copyDir, InstanceFile), inst, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clone, err := startNode(t, etcd.Endpoints(), "a", copyDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyLease := func() int64 {
+		r, err := first.cli.Get(context.Background(), testPrefix+"/nodes/a")
+		if err != nil || len(r.Kvs) == 0 {
+			return 0
+		}
+		return r.Kvs[0].Lease
+	}
+	for gen := int64(1); gen <= 3; gen++ {
+		commit(t, first.cli, gen)
+		testutil.Eventually(t, 10*time.Second, func() bool {
+			return first.plane.running.Load() == gen && clone.plane.running.Load() == gen && first.leaseID() == 0
+		}, "both apply, the first one unregistered")
+		// A few probes of the first: each would register it again.
+		p := first.probes.Load()
+		testutil.Eventually(t, 10*time.Second, func() bool { return first.probes.Load() >= p+3 }, "three probes")
+		if l := keyLease(); first.leaseID() != 0 || l != int64(clone.leaseID()) {
+			t.Fatalf("generation %d: the key is on lease %x, the copy's is %x, the first's %x: the first took it back",
+				gen, l, clone.leaseID(), first.leaseID())
+		}
 	}
 }

@@ -136,6 +136,7 @@ type Node struct {
 	mu         sync.Mutex
 	lease      clientv3.LeaseID // 0: not registered
 	staleLease clientv3.LeaseID // the lease lost: revoked once registered again
+	registered bool             // registered once: the key on another lease with this instance is a copy's
 	leaseStop  context.CancelFunc
 	starting   bool  // no apply step done yet
 	applying   bool  // an Apply is running
@@ -335,6 +336,11 @@ func (n *Node) register(ctx context.Context) error {
 			revoke()
 			return fmt.Errorf("%w: %q is registered by instance %s (address %s, admin %s, since %s); give this node another --node-name, or stop that one",
 				ErrNodeNameTaken, n.o.Self.Name, rec.Instance, rec.Address, rec.AdminAddress, rec.Started.UTC().Format(time.RFC3339))
+		case n.isClone(clientv3.LeaseID(kvs[0].Lease)):
+			revoke()
+			return fmt.Errorf("%w: %q is registered by another process with this node's instance id (address %s, admin %s, since %s): "+
+				"a copy of this node's state directory (remove its %s there) or another node with the same --node-name",
+				ErrNodeNameTaken, n.o.Self.Name, rec.Address, rec.AdminAddress, rec.Started.UTC().Format(time.RFC3339), InstanceFile)
 		}
 		// An earlier run of this node, or a key on no lease: take it
 		// over (the earlier run's lease expires unused).
@@ -364,7 +370,7 @@ func (n *Node) register(ctx context.Context) error {
 	if old == 0 {
 		old = n.staleLease
 	}
-	n.lease, n.leaseStop, n.staleLease = g.ID, kcancel, 0
+	n.lease, n.leaseStop, n.staleLease, n.registered = g.ID, kcancel, 0, true
 	n.mu.Unlock()
 	if oldStop != nil {
 		oldStop()
@@ -395,6 +401,16 @@ func (n *Node) register(ctx context.Context) error {
 	n.log.Info("cluster node: registered", "key", n.key, "lease", fmt.Sprintf("%x", g.ID))
 	n.publish() // what changed since st was taken
 	return nil
+}
+
+// isClone says whether this node's key, found with this node's instance
+// on lease, is another process's: this one registered already, and lease
+// is not the one it lost. (At the first registration it is an earlier run
+// of this node, killed: taken over.)
+func (n *Node) isClone(lease clientv3.LeaseID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.registered && lease != n.staleLease && lease != n.lease
 }
 
 // leaseID is the lease of the node key (0: not registered).
