@@ -132,6 +132,9 @@ func problemFor(err error) Problem {
 		// takes in one request (etcd's --max-request-bytes).
 		p.Status, p.Type = http.StatusRequestEntityTooLarge, "document-too-large"
 		p.Detail = "the configuration store refuses a document this large; nothing was changed: " + err.Error()
+	case errors.Is(err, config.ErrStoreBehind):
+		// etcd went back (restored, cleared) behind what the nodes run.
+		p.Status, p.Type, p.Detail = http.StatusConflict, "store-behind", err.Error()
 	case errors.Is(err, config.ErrRace):
 		// Other nodes kept committing between this write's reads and its
 		// commit, through every retry of the store.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/internal/etcdtest"
 	"github.com/spliced-proxy/spliced/internal/testutil"
@@ -202,6 +204,58 @@ func TestNodeDoesNotFightACopyOfItself(t *testing.T) {
 		if l := keyLease(); first.leaseID() != 0 || l != int64(clone.leaseID()) {
 			t.Fatalf("generation %d: the key is on lease %x, the copy's is %x, the first's %x: the first took it back",
 				gen, l, clone.leaseID(), first.leaseID())
+		}
+	}
+}
+
+// TestWriteOnAStoreThatWentBack: etcd restored from an older snapshot (or
+// its keys deleted) holds an older generation than the nodes run. A write
+// cannot commit (it is built on the node's newer generation, and the
+// Store never goes back): it says so at once, ErrStoreBehind, instead of
+// losing five times in a row to "other writers" that do not exist.
+func TestWriteOnAStoreThatWentBack(t *testing.T) {
+	e := etcdtest.Start(t, 1)
+	s := openStorage(t, e, "", "")
+	store, err := config.OpenStore(s, "", nil, config.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	add := func(name string) func(c *config.Config) error {
+		return func(c *config.Config) error {
+			calls++
+			c.Backends = append(c.Backends, config.Backend{Name: name, Mode: "tcp"})
+			return nil
+		}
+	}
+	for _, name := range []string{"a", "b"} {
+		if _, err := store.Update(bg, add(name), config.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		reset func()
+	}{
+		{"restored to generation 1", func() {
+			if _, err := s.Client().Put(bg, s.CurrentKey(), `{"generation":1}`); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"cleared", func() {
+			if _, err := s.Client().Delete(bg, s.Prefix()+"/", clientv3.WithPrefix()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		tc.reset()
+		calls = 0
+		_, err := store.Update(bg, add("c"), config.UpdateOptions{})
+		if !errors.Is(err, config.ErrStoreBehind) || calls != 1 || !strings.Contains(err.Error(), "generation 2") {
+			t.Errorf("%s: Update: %v after %d attempts, want ErrStoreBehind naming generation 2 after 1", tc.name, err, calls)
+		}
+		if store.Current().Generation != 2 {
+			t.Errorf("%s: Current is generation %d, want 2 kept", tc.name, store.Current().Generation)
 		}
 	}
 }

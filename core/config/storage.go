@@ -72,6 +72,11 @@ var (
 	// ErrUnavailable is a storage that cannot be reached (etcd down or
 	// without quorum): 503, the node keeps running what it runs.
 	ErrUnavailable = errors.New("configuration store unavailable")
+	// ErrStoreBehind is a write on a storage whose current generation is
+	// older than the Store's (etcd restored from an older snapshot, its
+	// keys deleted): the Store never goes back, so the write cannot be
+	// built on the storage's current; 409, nothing changed.
+	ErrStoreBehind = errors.New("the configuration store holds an older generation than this node")
 	// ErrTooLarge is a write the storage refuses for its size (a revision
 	// over etcd's request limit even compressed): 413, nothing changed.
 	ErrTooLarge = errors.New("larger than the configuration store accepts")

@@ -225,17 +225,23 @@ func (s *Store) Current() *Config { return s.cur.Load() }
 func (s *Store) Refresh(ctx context.Context) (changed bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.refreshLocked(ctx)
+	changed, _, err = s.refreshLocked(ctx)
+	return changed, err
 }
 
-func (s *Store) refreshLocked(ctx context.Context) (bool, error) {
+// refreshLocked adopts the storage's current when it is newer; stored is
+// its generation (0: the storage holds none).
+func (s *Store) refreshLocked(ctx context.Context) (changed bool, stored int64, err error) {
 	c, _, err := s.st.Load(ctx)
-	if err != nil || c == nil || c.Generation <= s.cur.Load().Generation {
-		return false, err
+	if err != nil || c == nil {
+		return false, 0, err
+	}
+	if c.Generation <= s.cur.Load().Generation {
+		return false, c.Generation, nil
 	}
 	s.cur.Store(c)
 	s.log.Info("config refreshed from the store", "generation", c.Generation)
-	return true, nil
+	return true, c.Generation, nil
 }
 
 // Update changes the config, under the store's write lock. One attempt:
@@ -275,8 +281,17 @@ func (s *Store) Update(ctx context.Context, mutate func(c *Config) error, o Upda
 			return nil, fmt.Errorf("config store: the write lost to other writers %d times, retry it: %w", attempt, err)
 		}
 		s.log.Info("the write lost to another writer, building it again on the newer generation", "attempt", attempt)
-		if _, err := s.refreshLocked(ctx); err != nil {
-			return nil, err
+		_, stored, rerr := s.refreshLocked(ctx)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if own := s.cur.Load().Generation; stored < own {
+			// No other writer: the storage went back (etcd restored
+			// from an older snapshot, its keys deleted). Built on
+			// what it holds, the write would undo what the nodes run.
+			return nil, fmt.Errorf("%w: it holds generation %d, this node generation %d (was etcd restored from an older snapshot, "+
+				"or the keys under its prefix deleted?); nothing was committed and the nodes keep running what they run: %w",
+				ErrStoreBehind, stored, own, err)
 		}
 	}
 }
