@@ -165,7 +165,7 @@
 // Validate, certificate checks, Diff) and commits it on Current's
 // generation; one that lost to another writer refreshes Current from the
 // storage and runs again, mutate included (mutate must be repeatable), at
-// most MaxUpdateAttempts (5) times, then fails with an error wrapping
+// most MaxUpdateAttempts (100) times, then fails with an error wrapping
 // ErrRace. With UpdateOptions.Apply (one node), a failed apply reverts the
 // commit (Storage.Revert); without it (cluster mode) the committed
 // generation simply becomes Current: a committed write is never reverted,

@@ -35,8 +35,14 @@ type StoreOptions struct {
 }
 
 // MaxUpdateAttempts bounds how often Update builds and commits a write that
-// keeps losing to other writers (ErrRace) before giving up.
-const MaxUpdateAttempts = 5
+// keeps losing to other writers (ErrRace) before giving up. Each lost
+// attempt is another writer's commit (the cluster progresses), and the
+// write's context bounds the time; the count must cover a burst: the loser
+// refreshes before it tries again while a winner, up to date, commits its
+// next queued write at once, so a node loses about as many times in a row
+// as the other nodes have writes queued (13 for 150 writes sent at once to
+// three nodes; with 5 allowed, a few percent answered 409).
+const MaxUpdateAttempts = 100
 
 // UpdateOptions control one Update.
 type UpdateOptions struct {
