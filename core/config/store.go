@@ -292,6 +292,11 @@ func (s *Store) Update(ctx context.Context, mutate func(c *Config) error, o Upda
 			return nil, rerr
 		}
 		if own := s.cur.Load().Generation; stored < own {
+			if herr := s.st.Health(); herr != nil {
+				// Unreachable since the race: what Load answered
+				// is the node's cache, not the store's current.
+				return nil, herr
+			}
 			// No other writer: the storage went back (etcd restored
 			// from an older snapshot, its keys deleted). Built on
 			// what it holds, the write would undo what the nodes run.
