@@ -5,11 +5,13 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -312,4 +314,49 @@ func TestConcurrentWritesOnThreeNodesAllLand(t *testing.T) {
 	if err != nil || len(c.Backends) != 3*perNode-failed {
 		t.Fatalf("the store holds %d backends (%v), want %d", len(c.Backends), err, 3*perNode-failed)
 	}
+}
+
+// countHandler counts the log records whose message holds msg.
+type countHandler struct {
+	slog.Handler
+	msg string
+	n   *atomic.Int64
+}
+
+func (h countHandler) Handle(ctx context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.msg) {
+		h.n.Add(1)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h countHandler) WithAttrs(a []slog.Attr) slog.Handler {
+	return countHandler{h.Handler.WithAttrs(a), h.msg, h.n}
+}
+
+// A damaged P/current is said once, not at each probe (every second).
+func TestUnreadableCurrentLoggedOnce(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	var logged atomic.Int64
+	n, err := startNode(t, etcd.Endpoints(), "a", "", func(o *NodeOptions) {
+		o.Log = slog.New(countHandler{slog.NewTextHandler(t.Output(), nil), "unreadable current", &logged})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.cli.Put(bg, testPrefix+"/current", "garbage"); err != nil {
+		t.Fatal(err)
+	}
+	p := n.probes.Load()
+	testutil.Eventually(t, 10*time.Second, func() bool { return n.probes.Load() >= p+3 }, "three probes")
+	if got := logged.Load(); got != 1 {
+		t.Errorf("the damaged current was logged %d times, want once", got)
+	}
+	// Readable again, then damaged again: said again.
+	commit(t, n.cli, 1)
+	testutil.Eventually(t, 10*time.Second, func() bool { return n.plane.running.Load() == 1 }, "1 applied")
+	if _, err := n.cli.Put(bg, testPrefix+"/current", "garbage"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool { return logged.Load() == 2 }, "the second damage logged")
 }

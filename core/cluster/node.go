@@ -137,6 +137,7 @@ type Node struct {
 	lease      clientv3.LeaseID // 0: not registered
 	staleLease clientv3.LeaseID // the lease lost: revoked once registered again
 	registered bool             // registered once: the key on another lease with this instance is a copy's
+	badCurrent string           // the damaged value of P/current last logged ("": none)
 	leaseStop  context.CancelFunc
 	starting   bool  // no apply step done yet
 	applying   bool  // an Apply is running
@@ -525,8 +526,18 @@ func (n *Node) noteCurrent(v []byte) {
 	var cur struct {
 		Generation int64 `json:"generation"`
 	}
-	if err := json.Unmarshal(v, &cur); err != nil {
-		n.log.Warn("cluster node: unreadable current", "key", n.current, "err", err)
+	err := json.Unmarshal(v, &cur)
+	n.mu.Lock()
+	said := err != nil && n.badCurrent == string(v)
+	n.badCurrent = ""
+	if err != nil {
+		n.badCurrent = string(v)
+	}
+	n.mu.Unlock()
+	if err != nil {
+		if !said { // once per damaged value, not at each probe
+			n.log.Warn("cluster node: unreadable current", "key", n.current, "err", err)
+		}
 		return
 	}
 	for {
