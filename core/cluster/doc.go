@@ -40,7 +40,8 @@
 // flight when the leader crashed is lost and etcd answers it only after
 // 7 s; an attempt whose answer was lost is told apart by reading back
 // P/current and the revision in the next attempt's Else. A read gets
-// ReadTimeout (5 s). A failed call makes Health an error wrapping
+// ReadTimeout (5 s; 1 s for the revision history while etcd is
+// known unreachable). A failed call makes Health an error wrapping
 // config.ErrUnavailable (naming the endpoints) until a call or a probe
 // (one read of P/current, at most once a second, started by Health, never
 // waited for) succeeds. Revisions reads the keys alone, then the header

@@ -54,6 +54,9 @@ const (
 	txnBundles = 100
 	// editAttempts bounds EditKey's retries of a key that changed under it.
 	editAttempts = 5
+	// downReadTimeout bounds a read of the revision history while etcd
+	// is known unreachable (readBudget).
+	downReadTimeout = time.Second
 	// reconnectMaxDelay bounds the wait between two connection attempts
 	// to an etcd member that does not answer.
 	reconnectMaxDelay = time.Second
@@ -298,6 +301,18 @@ func (s *EtcdStorage) Health() error {
 		return *f
 	}
 	return nil
+}
+
+// readBudget is the time a read of what only etcd holds (the revision
+// history) gets: ReadTimeout, or downReadTimeout while the last call or
+// probe found etcd unreachable (the UI's history then fails at once, not
+// after 5 s each time; a reachable etcd answers well within it, and the
+// probe clears the fault).
+func (s *EtcdStorage) readBudget() time.Duration {
+	if s.fault.Load() != nil && s.readTimeout > downReadTimeout {
+		return downReadTimeout
+	}
+	return s.readTimeout
 }
 
 // readCurrent reads P/current: its generation and mod revision (0, 0:
@@ -710,7 +725,7 @@ func (s *EtcdStorage) Revert(ctx context.Context, prev *config.Config, gen int64
 // Revisions lists the kept revisions, newest first: the keys alone, then
 // the header of each revision this storage has not read yet.
 func (s *EtcdStorage) Revisions(ctx context.Context) ([]config.RevisionInfo, error) {
-	rctx, cancel := context.WithTimeout(ctx, s.readTimeout)
+	rctx, cancel := context.WithTimeout(ctx, s.readBudget())
 	defer cancel()
 	from := s.prefix + keyRevisions
 	r, err := s.cli.Get(rctx, from, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
@@ -767,7 +782,7 @@ func (s *EtcdStorage) Revision(ctx context.Context, gen int64) (*config.Config, 
 	if gen <= 0 {
 		return nil, fmt.Errorf("revision %d: %w", gen, config.ErrNotFound)
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.readTimeout)
+	rctx, cancel := context.WithTimeout(ctx, s.readBudget())
 	defer cancel()
 	r, err := s.cli.Get(rctx, s.revisionKey(gen))
 	if err != nil {

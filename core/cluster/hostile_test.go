@@ -360,3 +360,27 @@ func TestUnreadableCurrentLoggedOnce(t *testing.T) {
 	}
 	testutil.Eventually(t, 10*time.Second, func() bool { return logged.Load() == 2 }, "the second damage logged")
 }
+
+// TestReadsFailFastWhileEtcdIsKnownDown: the revision history, which only
+// etcd holds, answers 503 within a second or so once the storage knows
+// etcd is unreachable, not after the full ReadTimeout (5 s) at each page
+// of the UI's history.
+func TestReadsFailFastWhileEtcdIsKnownDown(t *testing.T) {
+	e := etcdtest.Start(t, 1)
+	s := openStorage(t, e, "", "")
+	mustCommit(t, s, testConfig(t, 1, 1, "web"), nil)
+	e.Stop(0)
+	testutil.Eventually(t, 10*time.Second, func() bool { return errors.Is(s.Health(), config.ErrUnavailable) }, "Health to see etcd down")
+	for _, read := range []func() error{
+		func() error { _, err := s.Revisions(bg); return err },
+		func() error { _, err := s.Revision(bg, 1); return err },
+	} {
+		start := time.Now()
+		err := read()
+		if d := time.Since(start); !errors.Is(err, config.ErrUnavailable) || d > 2*time.Second {
+			t.Errorf("read with etcd known down: %v after %v, want ErrUnavailable within 2 s", err, d.Round(10*time.Millisecond))
+		}
+	}
+	e.Restart(0)
+	testutil.Eventually(t, 10*time.Second, func() bool { _, err := s.Revisions(bg); return err == nil }, "the history once etcd is back")
+}
