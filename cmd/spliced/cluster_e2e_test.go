@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -144,6 +145,36 @@ func TestClusterThreeNodes(t *testing.T) {
 			s := slices.Sorted(slices.Values(status))
 			if s[0] != 200 || s[1] != 412 {
 				t.Fatalf("round %d: statuses on a and b %v, want one 200 and one 412", round, status)
+			}
+		}
+	})
+
+	t.Run("writes on three nodes at once all land", func(t *testing.T) {
+		for round := range 3 {
+			var wg sync.WaitGroup
+			status := make([]int, 3)
+			errs := make([]error, 3)
+			for i, n := range []*clusterNode{a, b, cn} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := sendRequest(n.Admin, "POST", "/api/v1/backends/web/servers?wait_ms=0", strings.NewReader(fmt.Sprintf(
+						`{"name":"r%d%s","address":"127.0.0.1","port":%d,"admin_state":"maint"}`, round, n.Name, 9000+i)))
+					status[i], errs[i] = r.Status, err
+				}()
+			}
+			wg.Wait()
+			if !slices.Equal(status, []int{201, 201, 201}) || errors.Join(errs...) != nil {
+				t.Fatalf("round %d: statuses on a, b, c %v (%v), want three 201", round, status, errors.Join(errs...))
+			}
+		}
+		g := generationOf(t, a.MustDo(200, "GET", "/api/v1/info", nil))
+		c.waitRunning(g, 10*time.Second, a, b, cn)
+		for _, n := range c.all() {
+			var servers []struct{ Name string }
+			n.MustDo(200, "GET", "/api/v1/backends/web/servers", nil).JSON(t, &servers)
+			if len(servers) != 10 {
+				t.Errorf("node %s has %d servers, want s1 and the 9 written: %+v", n.Name, len(servers), servers)
 			}
 		}
 	})
