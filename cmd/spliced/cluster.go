@@ -202,6 +202,53 @@ func (sf *storeFlags) open(ctx context.Context, cacheDir string, log *slog.Logge
 		DialTimeout: sf.dialTimeout, CacheDir: cacheDir, Log: log})
 }
 
+// seedConfig makes the document of a single node's state directory the
+// first generation of a cluster store that holds none yet, with its
+// certificates' bundles: adding --store to a running single node must not
+// start it (and the cluster) empty while its config.json is ignored. A
+// store that holds a document (another node seeded it) is left as it is:
+// the node joins what runs.
+func seedConfig(ctx context.Context, es *cluster.EtcdStorage, stateDir, node string, log *slog.Logger) error {
+	if _, err := os.Stat(filepath.Join(stateDir, config.ConfigFile)); err != nil {
+		return nil // not a single node's state directory
+	}
+	if cur, _, err := es.Load(ctx); err != nil || cur != nil {
+		return err // unreachable: the start fails on it anyway
+	}
+	d, err := config.NewDirStorage(stateDir, log)
+	if err != nil {
+		return err
+	}
+	c, _, err := d.Load(ctx)
+	if err != nil || c == nil || c.Generation == 0 {
+		return err
+	}
+	certs := make(map[string][]byte, len(c.Certificates))
+	for _, cert := range c.Certificates {
+		b, err := d.CertificateBundle(ctx, cert.ChainSHA256)
+		if err != nil {
+			return fmt.Errorf("seed the store with the state directory's document: certificate %q: %w", cert.Name, err)
+		}
+		certs[cert.ChainSHA256] = b
+	}
+	was := c.Generation
+	c.Generation = 1
+	doc, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	info := config.RevisionInfo{Generation: 1, Time: time.Now(), Node: node,
+		Summary: fmt.Sprintf("seeded from single node %s's generation %d: %s", node, was, config.Diff(nil, c).Summary())}
+	switch err := es.Commit(ctx, 0, info, doc, certs); {
+	case errors.Is(err, config.ErrRace): // another node seeded it first
+		return nil
+	case err != nil:
+		return fmt.Errorf("seed the store with the state directory's document: %w", err)
+	}
+	log.Info("the store had no configuration: seeded with the state directory's", "generation", was, "store_generation", 1)
+	return nil
+}
+
 // errTokensPresent stops the seeding of P/tokens when the key exists.
 var errTokensPresent = errors.New("the store holds tokens already")
 

@@ -266,9 +266,11 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 		return err
 	}
 	defer lock.Close() // held until the process exits
-	if m, err := readClusterMark(stateDir); err != nil {
+	mark, err := readClusterMark(stateDir)
+	if err != nil {
 		return err
-	} else if err := checkClusterMark(stateDir, m, sf); err != nil {
+	}
+	if err := checkClusterMark(stateDir, mark, sf); err != nil {
 		return err
 	}
 	al, err := openAdmin(adm)
@@ -292,6 +294,11 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 			return err
 		}
 		defer es.Close()
+		if mark == nil { // a single node's state directory joining
+			if err := seedConfig(context.Background(), es, stateDir, node.Name, log); err != nil {
+				return err
+			}
+		}
 		if store, err = config.OpenStore(es, bootstrap, log, config.StoreOptions{Node: node.Name}); err != nil {
 			return err
 		}
