@@ -320,6 +320,12 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 		return err
 	}
 	defer tickets.Close()
+	if sf.clustered() {
+		// Every node uses the cluster's keys (P/tls/ticket-keys), so that a
+		// session resumes on any of them; the state directory's file is
+		// their cache.
+		defer cluster.ShareTicketKeys(es, tickets, log)()
+	}
 	ctl, err := newCore(log, tlsconf.NewCerts(store.CertificateBundle), tickets, adm.accessLog.log)
 	if err != nil {
 		return fmt.Errorf("starting data plane: %w", err)

@@ -2,6 +2,7 @@ package tlsconf
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
@@ -67,7 +68,31 @@ type TicketKeys struct {
 	rotation time.Duration
 	timer    *time.Timer // next rotation; nil when the keys come from the API or after Close
 	closed   bool
+	// shared is the store of a cluster's keys (Share; nil on a single
+	// node); ctx ends at Close and bounds its calls.
+	shared    EditFunc
+	ctx       context.Context
+	cancel    context.CancelFunc
+	failedMsg string // the last failure of a shared rotation logged
 }
+
+// EditFunc replaces a set of ticket keys kept outside this process (a
+// cluster's store) with what edit makes of it: old is the stored set (the
+// JSON of TicketKeysFile; nil when absent), edit returns the set to store
+// (or an error: nothing is written, the error is returned as is). The
+// replacement is conditional on the set not having changed since it was
+// read (edit then runs again on the new one). cluster.EtcdStorage.EditKey
+// on P/tls/ticket-keys is one.
+type EditFunc func(ctx context.Context, edit func(old []byte) ([]byte, error)) error
+
+// sharedRetry is the longest wait before a shared rotation that failed
+// (the store unreachable) is tried again.
+const sharedRetry = 5 * time.Second
+
+// errNotDue stops a shared rotation that finds the stored set rotated
+// already (by another node) or not rotated on a schedule (set through
+// the API).
+var errNotDue = errors.New("ticket keys: no rotation due")
 
 // NewTicketKeys reads the ticket keys of stateDir (TicketKeysFile), or
 // generates one, and rotates generated keys every rotation (a key older
@@ -79,6 +104,7 @@ func NewTicketKeys(stateDir string, rotation time.Duration, log *slog.Logger) (*
 		return nil, fmt.Errorf("ticket keys: rotation %v: %w", rotation, config.ErrInvalid)
 	}
 	tk := &TicketKeys{dir: stateDir, log: log.With("object", "tls ticket keys"), enc: &tls.Config{}, rotation: rotation}
+	tk.ctx, tk.cancel = context.WithCancel(context.Background())
 	// Held through the start: the first rotation may be due at once.
 	tk.mu.Lock()
 	defer tk.mu.Unlock()
@@ -129,6 +155,21 @@ func (tk *TicketKeys) Set(keys [][32]byte) error {
 		list[i] = ticketKey{key: k, created: now}
 	}
 	tk.mu.Lock()
+	shared, ctx := tk.shared, tk.ctx
+	tk.mu.Unlock()
+	if shared != nil {
+		// A cluster's keys: stored first, then installed here (the other
+		// nodes install them from the store).
+		doc, err := marshalKeys(list, SourceAPI)
+		if err != nil {
+			return err
+		}
+		if err := shared(ctx, func([]byte) ([]byte, error) { return doc, nil }); err != nil {
+			return fmt.Errorf("ticket keys: %w", err)
+		}
+		return tk.Install(doc)
+	}
+	tk.mu.Lock()
 	defer tk.mu.Unlock()
 	if err := tk.persist(list, SourceAPI); err != nil {
 		return err
@@ -177,6 +218,7 @@ func (tk *TicketKeys) Close() {
 	tk.mu.Lock()
 	defer tk.mu.Unlock()
 	tk.closed = true
+	tk.cancel()
 	if tk.timer != nil {
 		tk.timer.Stop()
 		tk.timer = nil
@@ -210,10 +252,7 @@ func (tk *TicketKeys) rotateLocked(now time.Time) error {
 		return fmt.Errorf("ticket keys: %w", err)
 	}
 	k.created = now.UTC()
-	list := append([]ticketKey{k}, tk.keys...)
-	if len(list) > KeptTicketKeys {
-		list = list[:KeptTicketKeys]
-	}
+	list := withNewKey(k, tk.keys)
 	err := tk.persist(list, SourceGenerated)
 	tk.keys = list
 	tk.install()
@@ -224,6 +263,12 @@ func (tk *TicketKeys) rotateLocked(now time.Time) error {
 // rotate runs on the rotation timer's goroutine.
 func (tk *TicketKeys) rotate() {
 	tk.mu.Lock()
+	if shared := tk.shared; shared != nil && !tk.closed {
+		tk.timer = nil
+		tk.mu.Unlock() // not held across the store's round trips
+		tk.rotateShared(shared)
+		return
+	}
 	defer tk.mu.Unlock()
 	if tk.closed || tk.source != SourceGenerated {
 		return
@@ -235,6 +280,15 @@ func (tk *TicketKeys) rotate() {
 		return
 	}
 	tk.log.Info("session ticket key rotated", "encrypting", keyID(tk.keys[0].key), "keys", len(tk.keys))
+}
+
+// withNewKey is k followed by the newest of keys, KeptTicketKeys in all.
+func withNewKey(k ticketKey, keys []ticketKey) []ticketKey {
+	list := append([]ticketKey{k}, keys...)
+	if len(list) > KeptTicketKeys {
+		list = list[:KeptTicketKeys]
+	}
+	return list
 }
 
 func (tk *TicketKeys) schedule(d time.Duration) {
@@ -264,12 +318,17 @@ type keyFileItem struct {
 	Created time.Time `json:"created"`
 }
 
-func (tk *TicketKeys) persist(keys []ticketKey, source string) error {
+// marshalKeys is the JSON of TicketKeysFile (and of a cluster's stored set).
+func marshalKeys(keys []ticketKey, source string) ([]byte, error) {
 	f := keyFile{Source: source, Keys: make([]keyFileItem, len(keys))}
 	for i, k := range keys {
 		f.Keys[i] = keyFileItem{Key: append([]byte(nil), k.key[:]...), Created: k.created}
 	}
-	data, err := json.MarshalIndent(&f, "", "  ")
+	return json.MarshalIndent(&f, "", "  ")
+}
+
+func (tk *TicketKeys) persist(keys []ticketKey, source string) error {
+	data, err := marshalKeys(keys, source)
 	if err != nil {
 		return err
 	}
@@ -298,9 +357,15 @@ func readKeyFile(path string) ([]ticketKey, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	return parseKeys(data, path, "remove it to start with generated keys")
+}
+
+// parseKeys reads the JSON of TicketKeysFile; errors name where and say
+// what to do.
+func parseKeys(data []byte, where, fix string) ([]ticketKey, string, error) {
 	var f keyFile
 	bad := func(why string) error {
-		return fmt.Errorf("%s: %s (remove it to start with generated keys): %w", path, why, config.ErrCorrupt)
+		return fmt.Errorf("%s: %s (%s): %w", where, why, fix, config.ErrCorrupt)
 	}
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, "", bad(err.Error())

@@ -1,0 +1,120 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/spliced-proxy/spliced/core/tlsconf"
+)
+
+// TicketKeysKey is the name (Key, GetKey, EditKey) of the session ticket
+// keys every node of the cluster uses: the JSON of the state directory's
+// tls-ticket-keys.json, keys included (a secret, like the certificates).
+const TicketKeysKey = "tls/ticket-keys"
+
+// ticketRetry spaces the attempts to read and watch P/tls/ticket-keys
+// while etcd does not answer; ticketFirstWait bounds how long
+// ShareTicketKeys waits for the stored set before the node starts with
+// its own.
+const (
+	ticketRetry     = time.Second
+	ticketFirstWait = 2 * time.Second
+)
+
+// ShareTicketKeys makes tk use the cluster's session ticket keys
+// (P/tls/ticket-keys): it installs the stored set (seeding it with tk's
+// own when absent, a conditional create), then each set written there
+// (a rotation by any node, a PUT /api/v1/tls/ticket-keys on any node);
+// tk's rotation and Set go through the store (tlsconf.TicketKeys.Share).
+// It waits up to ticketFirstWait for the first set; while etcd does not
+// answer tk keeps its keys, and the watch resumes when etcd is back. stop
+// ends the watch (before tk.Close and es.Close).
+func ShareTicketKeys(es *EtcdStorage, tk *tlsconf.TicketKeys, log *slog.Logger) (stop func()) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tk.Share(func(ctx context.Context, edit func(old []byte) ([]byte, error)) error {
+		return es.EditKey(ctx, TicketKeysKey, edit)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		watchTicketKeys(ctx, es, tk, log, first)
+	}()
+	select {
+	case <-first:
+	case <-time.After(ticketFirstWait):
+		log.Warn("the cluster's session ticket keys could not be read yet: using this node's until etcd answers", "key", es.Key(TicketKeysKey))
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// watchTicketKeys reads P/tls/ticket-keys (seeding it when absent),
+// installs it and watches it from the revision read, until ctx ends; a
+// broken watch (etcd unreachable, compaction) is restarted by reading
+// again. first is closed after the first install.
+func watchTicketKeys(ctx context.Context, es *EtcdStorage, tk *tlsconf.TicketKeys, log *slog.Logger, first chan struct{}) {
+	key := es.Key(TicketKeysKey)
+	installed := false
+	install := func(doc []byte) {
+		if err := tk.Install(doc); err != nil {
+			log.Error("the cluster's session ticket keys cannot be used: keeping the current ones", "key", key, "err", err)
+		}
+		if !installed {
+			installed = true
+			close(first)
+		}
+	}
+	wait := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(ticketRetry):
+			return true
+		}
+	}
+	for ctx.Err() == nil {
+		doc, rev, err := es.GetKey(ctx, TicketKeysKey)
+		if err == nil && doc == nil {
+			if err = tk.Seed(ctx); err == nil {
+				continue // read what is stored now
+			}
+		}
+		if err != nil {
+			if !wait() {
+				return
+			}
+			continue
+		}
+		install(doc)
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	watch:
+		for wr := range es.Client().Watch(wctx, key, clientv3.WithRev(rev+1)) {
+			if wr.Err() != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type != clientv3.EventTypePut {
+					break watch
+				}
+				install(ev.Kv.Value)
+			}
+		}
+		cancel()
+		// Ended: etcd unreachable, compacted, the key deleted (read again:
+		// seeded again) or ctx done.
+		if !wait() {
+			return
+		}
+	}
+}
