@@ -30,8 +30,9 @@ const (
 // own when absent, a conditional create), then each set written there
 // (a rotation by any node, a PUT /api/v1/tls/ticket-keys on any node);
 // tk's rotation and Set go through the store (tlsconf.TicketKeys.Share).
-// It waits up to ticketFirstWait for the first set; while etcd does not
-// answer tk keeps its keys, and the watch resumes when etcd is back. stop
+// It waits up to ticketFirstWait for the first set (not at all when etcd
+// is known unreachable: the node starts with its state directory's keys);
+// while etcd does not answer tk keeps its keys, and the watch resumes when etcd is back. stop
 // ends the watch (before tk.Close and es.Close).
 func ShareTicketKeys(es *EtcdStorage, tk *tlsconf.TicketKeys, log *slog.Logger) (stop func()) {
 	if log == nil {
@@ -48,9 +49,13 @@ func ShareTicketKeys(es *EtcdStorage, tk *tlsconf.TicketKeys, log *slog.Logger) 
 		defer wg.Done()
 		watchTicketKeys(ctx, es, tk, log, first)
 	}()
+	wait := ticketFirstWait
+	if es.Health() != nil {
+		wait = 0 // etcd known unreachable (the node started from its cache): start now
+	}
 	select {
 	case <-first:
-	case <-time.After(ticketFirstWait):
+	case <-time.After(wait):
 		log.Warn("the cluster's session ticket keys could not be read yet: using this node's until etcd answers", "key", es.Key(TicketKeysKey))
 	}
 	return func() {
