@@ -77,7 +77,7 @@ func (s *server) getTicketKeys(w http.ResponseWriter, r *http.Request) error {
 // putTicketKeys godoc
 //
 //	@Summary		Set the session ticket keys
-//	@Description	Replaces the session ticket keys of every TLS bind with 1 to 8 keys of 32 bytes (standard base64): the first encrypts new tickets, all decrypt. Set the same keys on several nodes so that they resume each other's sessions. Automatic rotation stops: rotate by setting them again, the new key first and the previous ones after it (HAProxy's "set ssl tls-key"). The keys are stored 0600 in the state directory and survive a restart; neither the answer nor the audit trail holds them. Tickets encrypted with a key no longer listed are refused (a full handshake follows).
+//	@Description	Replaces the session ticket keys of every TLS bind with 1 to 8 keys of 32 bytes (standard base64): the first encrypts new tickets, all decrypt. Set the same keys on several nodes so that they resume each other's sessions; in a cluster (--store etcd://…) they are written to the store and every node uses them. Automatic rotation stops: rotate by setting them again, the new key first and the previous ones after it (HAProxy's "set ssl tls-key"). The keys are stored 0600 in the state directory (and, in a cluster, in etcd) and survive a restart; neither the answer nor the audit trail holds them. Tickets encrypted with a key no longer listed are refused (a full handshake follows).
 //	@Tags			tls
 //	@Accept			json
 //	@Produce		json
@@ -89,7 +89,7 @@ func (s *server) getTicketKeys(w http.ResponseWriter, r *http.Request) error {
 //	@Failure		413		{object}	Problem
 //	@Failure		415		{object}	Problem
 //	@Failure		422		{object}	Problem	"no key, more than 8, not base64, not 32 bytes"
-//	@Failure		503		{object}	Problem	"the state directory refused the write: nothing changed"
+//	@Failure		503		{object}	Problem	"the state directory refused the write, or etcd cannot be reached (a cluster): nothing changed"
 //	@Failure		507		{object}	Problem	"the state directory is full: nothing changed"
 //	@x-spliced-role	"admin"
 //	@Router			/api/v1/tls/ticket-keys [put]

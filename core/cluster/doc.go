@@ -17,6 +17,9 @@
 //   - P/certs/<chain_sha256>: a certificate's bundle, chain and private
 //     key (PEM).
 //   - P/tokens: the API tokens document (hashes only): GetKey, EditKey.
+//   - P/tls/ticket-keys: the TLS session ticket keys every node uses
+//     (ShareTicketKeys; the JSON of the state directory's
+//     tls-ticket-keys.json, keys included).
 //   - P/nodes/<name>: the nodes (below).
 //
 // Commit is one Txn: if P/current's mod revision is the one of
@@ -60,8 +63,9 @@
 // refused); CertificateBundle reads the cached bundles before asking
 // etcd. No cache and no etcd: Load fails, saying so.
 //
-// Security: P/certs holds private keys and anyone who can write under P
-// changes what every node serves. Run etcd with TLS and client
+// Security: P/certs holds private keys, P/tls/ticket-keys the keys that
+// decrypt session tickets, and anyone who can write under P changes
+// what every node serves. Run etcd with TLS and client
 // certificates (--client-cert-auth; spliced's --etcd-cacert, --etcd-cert,
 // --etcd-key) and enable its RBAC with a role granting read and write on
 // P (and nothing to other users); the embedded development server

@@ -69,6 +69,21 @@
 // at start, so a restart does not end the sessions; the API and the logs
 // show key ids (the first 8 hex digits of the key's SHA-256), never keys.
 //
+// # Several nodes
+//
+// The nodes of a cluster share one set (cluster.ShareTicketKeys keeps it
+// in etcd): Share gives TicketKeys the store's conditional edit, Seed
+// stores its keys when the store has none, and Install takes each set the
+// store holds (written to the state directory, which becomes the copy a
+// restart reads while the store is unreachable; the timer set to the
+// newest key's creation plus the period). When the rotation timer fires,
+// the set is rotated in the store, conditional on the set read: a set
+// whose newest key is younger than the period was rotated by another
+// node, and is installed as it is; so the cluster rotates once per
+// period. Set writes the store, then installs. When the store does not
+// answer, the keys stay (a key made here would not be shared) and the
+// rotation is tried again within 5 s (or the period, if shorter).
+//
 // # Client configurations
 //
 // Client (client.go) builds the *tls.Config the proxy speaks TLS to a
