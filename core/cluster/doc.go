@@ -102,9 +102,11 @@
 //     write is).
 //   - Publish: after each step the status is put in the node key (skipped
 //     when unchanged, conditional on the key still being on the node's
-//     lease). States: starting (first step not done), applying (published
-//     when an Apply lasts over 100 ms, or the node is behind), in_sync,
-//     refused (refused_generation and its error, one line).
+//     lease; the probe also finds a key deleted or replaced by hand and
+//     publishes, so registering again, at once). States: starting (first
+//     step not done), applying (published when an Apply lasts over 100
+//     ms, or the node is behind), in_sync, refused (refused_generation
+//     and its error, one line).
 //   - Wait(gen, d) watches P/nodes/, lists it, and follows the watch until
 //     every live node runs gen or newer (applied) or refused gen or newer
 //     (refused); the others are pending when d passes. A node whose key

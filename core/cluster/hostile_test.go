@@ -384,3 +384,15 @@ func TestReadsFailFastWhileEtcdIsKnownDown(t *testing.T) {
 	e.Restart(0)
 	testutil.Eventually(t, 10*time.Second, func() bool { _, err := s.Revisions(bg); return err == nil }, "the history once etcd is back")
 }
+
+// A node key deleted by hand while the node runs comes back within a few
+// probes, not at the node's next status change (the next write).
+func TestNodeKeyDeletedByHandComesBack(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	a := mustStartNode(t, etcd.Endpoints(), "a")
+	testutil.Eventually(t, 10*time.Second, func() bool { return slices.Equal(nodeNames(t, a), []string{"a"}) }, "a listed")
+	if _, err := a.cli.Delete(bg, testPrefix+"/nodes/a"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool { return slices.Equal(nodeNames(t, a), []string{"a"}) }, "a listed again")
+}

@@ -558,9 +558,9 @@ func (n *Node) wake() {
 	}
 }
 
-// probe reads P/current (and the mod revision of P/tokens) in one
-// linearizable request: its success is what "connected" means. It returns
-// the revision read.
+// probe reads P/current (and the mod revision of P/tokens, and the node
+// key) in one linearizable request: its success is what "connected"
+// means. It returns the revision read.
 func (n *Node) probe() (int64, bool) {
 	defer n.probes.Add(1)
 	ctx, cancel := context.WithTimeout(n.ctx, probeTimeout)
@@ -568,6 +568,7 @@ func (n *Node) probe() (int64, bool) {
 	resp, err := n.cli.Txn(ctx).Then(
 		clientv3.OpGet(n.current),
 		clientv3.OpGet(n.tokens, clientv3.WithKeysOnly()),
+		clientv3.OpGet(n.key),
 	).Commit()
 	if err != nil {
 		if n.ctx.Err() == nil {
@@ -595,6 +596,14 @@ func (n *Node) probe() (int64, bool) {
 		if err == nil && len(r.Kvs) > 0 { // else the next probe retries
 			n.tokensRev = r.Kvs[0].ModRevision
 			n.onTokens(r.Kvs[0].Value)
+		}
+	}
+	// The node key gone, or not on this node's lease (deleted or put by
+	// hand): publishing finds it (and registers again) at once, not at
+	// the node's next status change.
+	if lease := n.leaseID(); lease != 0 {
+		if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) == 0 || clientv3.LeaseID(kvs[0].Lease) != lease {
+			n.dirty.Store(true)
 		}
 	}
 	if n.leaseID() == 0 {
