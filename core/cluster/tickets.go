@@ -38,9 +38,7 @@ func ShareTicketKeys(es *EtcdStorage, tk *tlsconf.TicketKeys, log *slog.Logger) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	tk.Share(func(ctx context.Context, edit func(old []byte) ([]byte, error)) error {
-		return es.EditKey(ctx, TicketKeysKey, edit)
-	})
+	tk.Share(ticketKeyStore{es})
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan struct{})
 	var wg sync.WaitGroup
@@ -71,8 +69,8 @@ func ShareTicketKeys(es *EtcdStorage, tk *tlsconf.TicketKeys, log *slog.Logger) 
 func watchTicketKeys(ctx context.Context, es *EtcdStorage, tk *tlsconf.TicketKeys, log *slog.Logger, first chan struct{}) {
 	key := es.Key(TicketKeysKey)
 	installed := false
-	install := func(doc []byte) {
-		if err := tk.Install(doc); err != nil {
+	install := func(doc []byte, rev int64) {
+		if err := tk.Install(doc, rev); err != nil {
 			log.Error("the cluster's session ticket keys cannot be used: keeping the current ones", "key", key, "err", err)
 		}
 		if !installed {
@@ -101,7 +99,7 @@ func watchTicketKeys(ctx context.Context, es *EtcdStorage, tk *tlsconf.TicketKey
 			}
 			continue
 		}
-		install(doc)
+		install(doc, rev)
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	watch:
 		for wr := range es.Client().Watch(wctx, key, clientv3.WithRev(rev+1)) {
@@ -112,7 +110,7 @@ func watchTicketKeys(ctx context.Context, es *EtcdStorage, tk *tlsconf.TicketKey
 				if ev.Type != clientv3.EventTypePut {
 					break watch
 				}
-				install(ev.Kv.Value)
+				install(ev.Kv.Value, ev.Kv.ModRevision)
 			}
 		}
 		cancel()
@@ -122,4 +120,16 @@ func watchTicketKeys(ctx context.Context, es *EtcdStorage, tk *tlsconf.TicketKey
 			return
 		}
 	}
+}
+
+// ticketKeyStore is P/tls/ticket-keys as a tlsconf.KeyStore: revisions
+// are etcd's mod revisions.
+type ticketKeyStore struct{ es *EtcdStorage }
+
+func (s ticketKeyStore) Edit(ctx context.Context, edit func(old []byte) ([]byte, error)) error {
+	return s.es.EditKey(ctx, TicketKeysKey, edit)
+}
+
+func (s ticketKeyStore) Read(ctx context.Context) ([]byte, int64, error) {
+	return s.es.GetKey(ctx, TicketKeysKey)
 }

@@ -74,9 +74,12 @@
 // The nodes of a cluster share one set (cluster.ShareTicketKeys keeps it
 // in etcd): Share gives TicketKeys the store's conditional edit, Seed
 // stores its keys when the store has none, and Install takes each set the
-// store holds (written to the state directory, which becomes the copy a
-// restart reads while the store is unreachable; the timer set to the
-// newest key's creation plus the period). When the rotation timer fires,
+// store holds, newer revisions only (written to the state directory,
+// which becomes the copy a restart reads while the store is unreachable;
+// the timer set to the newest key's creation plus the period). A
+// rotation or Set reads the stored set back and installs it with its
+// revision, so that a set read before it and handed over after it (the
+// watch) does not replace it. When the rotation timer fires,
 // the set is rotated in the store, conditional on the set read: a set
 // whose newest key is younger than the period was rotated by another
 // node, and is installed as it is; so the cluster rotates once per

@@ -25,7 +25,7 @@ type memStore struct {
 	nodes  []*TicketKeys
 }
 
-func (m *memStore) edit(ctx context.Context, edit func(old []byte) ([]byte, error)) error {
+func (m *memStore) Edit(ctx context.Context, edit func(old []byte) ([]byte, error)) error {
 	if m.down.Load() {
 		m.failed.Add(1)
 		return errors.New("store unreachable")
@@ -44,15 +44,24 @@ func (m *memStore) edit(ctx context.Context, edit func(old []byte) ([]byte, erro
 			continue // changed meanwhile: edit again
 		}
 		m.doc, m.rev = val, m.rev+1
-		nodes := m.nodes
+		nodes, rev := m.nodes, m.rev
 		m.mu.Unlock()
 		for _, n := range nodes {
-			if err := n.Install(val); err != nil {
+			if err := n.Install(val, int64(rev)); err != nil {
 				panic(err)
 			}
 		}
 		return nil
 	}
+}
+
+func (m *memStore) Read(ctx context.Context) ([]byte, int64, error) {
+	if m.down.Load() {
+		return nil, 0, errors.New("store unreachable")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.doc, int64(m.rev), nil
 }
 
 func (m *memStore) stored(t *testing.T) keyFile {
@@ -75,15 +84,15 @@ func (m *memStore) node(t *testing.T, rotation time.Duration) *TicketKeys {
 		t.Fatal(err)
 	}
 	t.Cleanup(tk.Close)
-	tk.Share(m.edit)
+	tk.Share(m)
 	if err := tk.Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	m.mu.Lock()
 	m.nodes = append(m.nodes, tk)
-	doc := m.doc
+	doc, rev := m.doc, m.rev
 	m.mu.Unlock()
-	if err := tk.Install(doc); err != nil {
+	if err := tk.Install(doc, int64(rev)); err != nil {
 		t.Fatal(err)
 	}
 	return tk
@@ -112,8 +121,13 @@ func TestSharedTicketKeysSeedAndInstall(t *testing.T) {
 	if err != nil || keyID(keys[0].key) != a.Info()[0].ID {
 		t.Fatalf("b's state directory does not cache the shared keys (%v)", err)
 	}
-	if err := b.Install([]byte(`{"source":"generated","keys":[]}`)); err == nil || ids(b) != first {
+	if err := b.Install([]byte(`{"source":"generated","keys":[]}`), 100); err == nil || ids(b) != first {
 		t.Fatalf("a damaged set was installed (%v)", err)
+	}
+	// A set of an older revision, handed over late, is not installed.
+	old, _ := marshalKeys([]ticketKey{{key: [32]byte{5}, created: time.Now()}}, SourceGenerated)
+	if err := b.Install(old, 1); err != nil || ids(b) != first {
+		t.Fatalf("a set older than the one installed replaced it (%v)", err)
 	}
 }
 

@@ -70,20 +70,26 @@ type TicketKeys struct {
 	closed   bool
 	// shared is the store of a cluster's keys (Share; nil on a single
 	// node); ctx ends at Close and bounds its calls.
-	shared    EditFunc
+	shared    KeyStore
+	rev       int64 // store revision of the set installed (0: none)
 	ctx       context.Context
 	cancel    context.CancelFunc
 	failedMsg string // the last failure of a shared rotation logged
 }
 
-// EditFunc replaces a set of ticket keys kept outside this process (a
-// cluster's store) with what edit makes of it: old is the stored set (the
-// JSON of TicketKeysFile; nil when absent), edit returns the set to store
-// (or an error: nothing is written, the error is returned as is). The
-// replacement is conditional on the set not having changed since it was
-// read (edit then runs again on the new one). cluster.EtcdStorage.EditKey
-// on P/tls/ticket-keys is one.
-type EditFunc func(ctx context.Context, edit func(old []byte) ([]byte, error)) error
+// KeyStore keeps the ticket keys of a cluster (cluster.ShareTicketKeys:
+// P/tls/ticket-keys in etcd). A set is the JSON of TicketKeysFile.
+type KeyStore interface {
+	// Edit replaces the stored set with what edit makes of it: old is
+	// the stored set (nil when absent), edit returns the set to store
+	// (or an error: nothing is written, the error is returned as is).
+	// The replacement is conditional on the set not having changed
+	// since it was read (edit then runs again on the new one).
+	Edit(ctx context.Context, edit func(old []byte) ([]byte, error)) error
+	// Read returns the stored set and its revision, a number that grows
+	// with each write (nil, 0 when absent).
+	Read(ctx context.Context) ([]byte, int64, error)
+}
 
 // sharedRetry is the longest wait before a shared rotation that failed
 // (the store unreachable) is tried again.
@@ -164,10 +170,14 @@ func (tk *TicketKeys) Set(keys [][32]byte) error {
 		if err != nil {
 			return err
 		}
-		if err := shared(ctx, func([]byte) ([]byte, error) { return doc, nil }); err != nil {
+		if err := shared.Edit(ctx, func([]byte) ([]byte, error) { return doc, nil }); err != nil {
 			return fmt.Errorf("ticket keys: %w", err)
 		}
-		return tk.Install(doc)
+		if err := tk.reload(ctx, shared); err != nil {
+			// Stored: every node installs them from its watch.
+			tk.log.Warn("session ticket keys stored but not read back yet", "err", err)
+		}
+		return nil
 	}
 	tk.mu.Lock()
 	defer tk.mu.Unlock()
