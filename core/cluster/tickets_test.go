@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,9 +18,9 @@ import (
 
 // ticketNode is one node's ticket keys shared through es, and a bind's
 // server configuration built with them (as core/engine builds it).
-func ticketNode(t *testing.T, es *EtcdStorage, cert *testutil.Cert) (*tlsconf.TicketKeys, *tls.Config) {
+func ticketNode(t *testing.T, es *EtcdStorage, cert *testutil.Cert, log *slog.Logger) (*tlsconf.TicketKeys, *tls.Config) {
 	t.Helper()
-	tk, err := tlsconf.NewTicketKeys(t.TempDir(), time.Hour, slog.New(slog.DiscardHandler))
+	tk, err := tlsconf.NewTicketKeys(t.TempDir(), time.Hour, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +108,8 @@ func TestTicketKeysSharedByNodes(t *testing.T) {
 	esA := openStorage(t, c, "", "")
 	esB := openStorage(t, c, esA.Prefix(), "")
 	cert := testutil.SelfSigned(t, "site.example")
-	a, srvA := ticketNode(t, esA, cert)
-	b, srvB := ticketNode(t, esB, cert)
+	a, srvA := ticketNode(t, esA, cert, slog.New(slog.DiscardHandler))
+	b, srvB := ticketNode(t, esB, cert, slog.New(slog.DiscardHandler))
 	testutil.Eventually(t, 10*time.Second, func() bool { return sameKeys(a, b) }, "the nodes do not share their ticket keys")
 
 	pool := x509.NewCertPool()
@@ -162,4 +163,37 @@ func TestTicketKeysSharedByNodes(t *testing.T) {
 		return len(info) == 2 && info[0].Source == tlsconf.SourceAPI && sameKeys(a, b)
 	}, "keys set on node b are not used by node a")
 	crossResume("after keys set on node b")
+}
+
+// TestTicketKeysNotRotatedWhileEtcdIsDown: with etcd stopped the nodes keep
+// their shared keys (a rotation fails and makes no key of one node only);
+// once etcd is back the rotation resumes, shared again.
+func TestTicketKeysNotRotatedWhileEtcdIsDown(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	esA := openStorage(t, c, "", "")
+	esB := openStorage(t, c, esA.Prefix(), "")
+	cert := testutil.SelfSigned(t, "site.example")
+	var failedA, failedB atomic.Int64
+	logTo := func(n *atomic.Int64) *slog.Logger {
+		return slog.New(countHandler{slog.NewTextHandler(t.Output(), nil), "session ticket keys not rotated", n})
+	}
+	a, _ := ticketNode(t, esA, cert, logTo(&failedA))
+	b, _ := ticketNode(t, esB, cert, logTo(&failedB))
+	testutil.Eventually(t, 10*time.Second, func() bool { return sameKeys(a, b) }, "the nodes do not share their ticket keys")
+	before := a.Info()
+
+	c.Stop(0)
+	a.SetRotation(200) // due at once: the keys are older than that
+	b.SetRotation(200)
+	testutil.Eventually(t, 20*time.Second, func() bool { return failedA.Load() > 0 && failedB.Load() > 0 },
+		"no rotation attempted while etcd is down")
+	for _, n := range []*tlsconf.TicketKeys{a, b} {
+		if got := n.Info(); len(got) != len(before) || got[0].ID != before[0].ID {
+			t.Fatalf("keys changed while etcd was down: %+v, were %+v", got, before)
+		}
+	}
+
+	c.Restart(0)
+	testutil.Eventually(t, 30*time.Second, func() bool { return a.Info()[0].ID != before[0].ID && sameKeys(a, b) },
+		"the nodes did not rotate their shared keys once etcd was back")
 }
