@@ -93,7 +93,9 @@
 //   - Watch and apply: the node watches P/current and P/tokens, and probes
 //     P/current every second (one linearizable read: it is what
 //     StoreState.Connected means; it also catches up what a watch missed,
-//     etcd back or history compacted, by re-reading, never replaying). A
+//     etcd back or history compacted, by re-reading, never replaying). The
+//     store's generation is the last value read of P/current, not the
+//     highest (one put by hand, then corrected, goes back). A
 //     generation newer than the store's → Store.Refresh; newer than the
 //     data plane runs → Apply, one at a time (watch, probe and Sync share
 //     one step), the newest only: generations in between are skipped.

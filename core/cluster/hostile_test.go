@@ -17,6 +17,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/internal/etcdtest"
 	"github.com/spliced-proxy/spliced/internal/testutil"
@@ -395,4 +396,45 @@ func TestNodeKeyDeletedByHandComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, func() bool { return slices.Equal(nodeNames(t, a), []string{"a"}) }, "a listed again")
+}
+
+// pickyStore is fakeStore refusing to load generation bad, as
+// config.Store refuses a P/current whose revision is absent.
+type pickyStore struct {
+	*fakeStore
+	bad int64
+}
+
+func (s *pickyStore) Refresh(ctx context.Context) (bool, error) {
+	resp, err := s.cli.Get(ctx, testPrefix+"/current")
+	if err == nil && len(resp.Kvs) > 0 && string(resp.Kvs[0].Value) == fmt.Sprintf(`{"generation":%d}`, s.bad) {
+		return false, fmt.Errorf("%w: revision %d absent", config.ErrCorrupt, s.bad)
+	}
+	return s.fakeStore.Refresh(ctx)
+}
+
+// A P/current put by hand with a generation that does not load (a typo,
+// {"generation":99999}), then corrected: the node follows the cluster
+// again. Before, the newest generation it had seen stayed 99999, refused:
+// it never loaded another one (every later write refused by it) until
+// restarted.
+func TestNodeFollowsAgainAfterABadCurrentIsCorrected(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	a, err := startNode(t, etcd.Endpoints(), "a", "", func(o *NodeOptions) {
+		o.Store = &pickyStore{fakeStore: o.Store.(*fakeStore), bad: 99999}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, a.cli, 1)
+	testutil.Eventually(t, 10*time.Second, func() bool { return a.plane.running.Load() == 1 }, "1 applied")
+	commit(t, a.cli, 99999)
+	testutil.Eventually(t, 10*time.Second, func() bool { return a.status().State == core.NodeRefused }, "99999 refused")
+	commit(t, a.cli, 1) // corrected by hand
+	commit(t, a.cli, 2) // the next write
+	testutil.Eventually(t, 10*time.Second, func() bool { return a.plane.running.Load() == 2 }, "2 applied")
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		st := a.status()
+		return st.State == core.NodeInSync && st.RefusedGeneration == 0 && a.StoreState().Generation == 2
+	}, "in sync, no refusal, the store at 2")
 }

@@ -130,7 +130,7 @@ type Node struct {
 	kick chan struct{} // wakes the worker: a newer generation may be there
 	lost chan clientv3.LeaseID
 
-	seen   atomic.Int64 // newest generation seen in P/current
+	seen   atomic.Int64 // generation P/current held when last read (noteCurrent)
 	probes atomic.Int64 // probes made (tests wait on it)
 
 	mu         sync.Mutex
@@ -138,6 +138,7 @@ type Node struct {
 	staleLease clientv3.LeaseID // the lease lost: revoked once registered again
 	registered bool             // registered once: the key on another lease with this instance is a copy's
 	badCurrent string           // the damaged value of P/current last logged ("": none)
+	seenMod    int64            // mod revision of the P/current value seen is from
 	leaseStop  context.CancelFunc
 	starting   bool  // no apply step done yet
 	applying   bool  // an Apply is running
@@ -481,7 +482,7 @@ func (n *Node) loop() {
 			}
 			for _, ev := range wr.Events {
 				if ev.Type == clientv3.EventTypePut {
-					n.noteCurrent(ev.Kv.Value)
+					n.noteCurrent(ev.Kv.Value, ev.Kv.ModRevision, false)
 				}
 			}
 		case wr, ok := <-tokCh:
@@ -520,18 +521,34 @@ func (n *Node) onTokens(doc []byte) {
 	}
 }
 
-// noteCurrent takes the value of P/current: a newer generation wakes the
-// worker.
-func (n *Node) noteCurrent(v []byte) {
+// noteCurrent takes the value of P/current at mod revision mod, read now
+// (fresh: a linearizable read, the probe's or Sync's) or from the watch
+// (taken only when newer than the last read). The store's generation is
+// the last value read, not the highest ever read: a value put by hand and
+// then corrected, or etcd restored, goes back (its revisions too: a fresh
+// read resets the order). A refusal of a generation above it is dropped:
+// that generation is no longer the store's. A newer generation than the
+// data plane runs wakes the worker.
+func (n *Node) noteCurrent(v []byte, mod int64, fresh bool) {
 	var cur struct {
 		Generation int64 `json:"generation"`
 	}
 	err := json.Unmarshal(v, &cur)
 	n.mu.Lock()
+	if !fresh && mod <= n.seenMod { // older than what was read already
+		n.mu.Unlock()
+		return
+	}
+	n.seenMod = mod
 	said := err != nil && n.badCurrent == string(v)
 	n.badCurrent = ""
 	if err != nil {
 		n.badCurrent = string(v)
+	} else {
+		n.seen.Store(cur.Generation)
+		if cur.Generation < n.refusedGen {
+			n.refusedGen, n.refusedErr = 0, ""
+		}
 	}
 	n.mu.Unlock()
 	if err != nil {
@@ -539,12 +556,6 @@ func (n *Node) noteCurrent(v []byte) {
 			n.log.Warn("cluster node: unreadable current", "key", n.current, "err", err)
 		}
 		return
-	}
-	for {
-		seen := n.seen.Load()
-		if cur.Generation <= seen || n.seen.CompareAndSwap(seen, cur.Generation) {
-			break
-		}
 	}
 	if cur.Generation > n.o.Running() {
 		n.wake()
@@ -578,7 +589,7 @@ func (n *Node) probe() (int64, bool) {
 	}
 	n.setConnected(true, nil)
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		n.noteCurrent(kvs[0].Value)
+		n.noteCurrent(kvs[0].Value, kvs[0].ModRevision, true)
 	}
 	if store := n.o.Store.Current(); store != nil && store.Generation > n.o.Running() {
 		n.wake()
@@ -842,7 +853,7 @@ func (n *Node) Self() core.NodeIdentity { return n.o.Self }
 func (n *Node) Sync(ctx context.Context) core.NodeStatus {
 	gctx, cancel := context.WithTimeout(ctx, opTimeout)
 	if resp, err := n.cli.Get(gctx, n.current); err == nil && len(resp.Kvs) > 0 {
-		n.noteCurrent(resp.Kvs[0].Value)
+		n.noteCurrent(resp.Kvs[0].Value, resp.Kvs[0].ModRevision, true)
 	}
 	cancel()
 	if n.acquire(ctx) {
