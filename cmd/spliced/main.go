@@ -314,8 +314,13 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 	// Session ticket keys of the TLS binds, shared by every bind's
 	// *tls.Config (core/tlsconf) and set through /api/v1/tls/ticket-keys;
 	// certificate bundles are read from the store (cached by hash).
-	tickets, err := tlsconf.NewTicketKeys(stateDir,
-		time.Duration(store.Current().Tuning.TLS.TicketRotationMs)*time.Millisecond, log)
+	rotation := time.Duration(store.Current().Tuning.TLS.TicketRotationMs) * time.Millisecond
+	var tickets *tlsconf.TicketKeys
+	if sf.clustered() {
+		tickets, err = tlsconf.NewSharedTicketKeys(stateDir, rotation, cluster.TicketKeyStore(es), log)
+	} else {
+		tickets, err = tlsconf.NewTicketKeys(stateDir, rotation, log)
+	}
 	if err != nil {
 		return err
 	}

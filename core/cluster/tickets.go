@@ -29,7 +29,9 @@ const (
 // (P/tls/ticket-keys): it installs the stored set (seeding it with tk's
 // own when absent, a conditional create), then each set written there
 // (a rotation by any node, a PUT /api/v1/tls/ticket-keys on any node);
-// tk's rotation and Set go through the store (tlsconf.TicketKeys.Share).
+// tk's rotation and Set go through the store (tlsconf.TicketKeys.Share;
+// a node makes tk with tlsconf.NewSharedTicketKeys and TicketKeyStore, so
+// that a rotation due at its start is not made locally either).
 // It waits up to ticketFirstWait for the first set (not at all when etcd
 // is known unreachable: the node starts with its state directory's keys);
 // while etcd does not answer tk keeps its keys, and the watch resumes when etcd is back. stop
@@ -38,7 +40,7 @@ func ShareTicketKeys(es *EtcdStorage, tk *tlsconf.TicketKeys, log *slog.Logger) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	tk.Share(ticketKeyStore{es})
+	tk.Share(TicketKeyStore(es))
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan struct{})
 	var wg sync.WaitGroup
@@ -122,8 +124,10 @@ func watchTicketKeys(ctx context.Context, es *EtcdStorage, tk *tlsconf.TicketKey
 	}
 }
 
-// ticketKeyStore is P/tls/ticket-keys as a tlsconf.KeyStore: revisions
-// are etcd's mod revisions.
+// TicketKeyStore is P/tls/ticket-keys as a tlsconf.KeyStore (revisions
+// are etcd's mod revisions), for tlsconf.NewSharedTicketKeys.
+func TicketKeyStore(es *EtcdStorage) tlsconf.KeyStore { return ticketKeyStore{es} }
+
 type ticketKeyStore struct{ es *EtcdStorage }
 
 func (s ticketKeyStore) Edit(ctx context.Context, edit func(old []byte) ([]byte, error)) error {

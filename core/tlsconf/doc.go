@@ -72,7 +72,9 @@
 // # Several nodes
 //
 // The nodes of a cluster share one set (cluster.ShareTicketKeys keeps it
-// in etcd): Share gives TicketKeys the store's conditional edit, Seed
+// in etcd): NewSharedTicketKeys (or Share) gives TicketKeys the store (a
+// KeyStore: conditional edit, read with a revision; a rotation due at
+// start is then made in the store, not locally), Seed
 // stores its keys when the store has none, and Install takes each set the
 // store holds, newer revisions only (written to the state directory,
 // which becomes the copy a restart reads while the store is unreachable;

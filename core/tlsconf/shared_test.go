@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -197,4 +199,36 @@ func TestSharedTicketKeysSet(t *testing.T) {
 	if ids(a) != ids(b) || b.Info()[0].ID != keyID(k) {
 		t.Fatal("a failed Set changed the keys")
 	}
+}
+
+// TestSharedTicketKeysDueAtStart: a node restarted after more than a
+// period, while the store cannot be reached, starts with its copy of the
+// shared keys and does not rotate them locally; the rotation is made in
+// the store once it answers.
+func TestSharedTicketKeysDueAtStart(t *testing.T) {
+	dir := t.TempDir()
+	old := ticketKey{key: [32]byte{4}, created: time.Now().Add(-2 * time.Hour).UTC()}
+	data, err := marshalKeys([]ticketKey{old}, SourceGenerated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, TicketKeysFile), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := &memStore{}
+	m.down.Store(true)
+	tk, err := NewSharedTicketKeys(dir, time.Hour, m, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Close()
+	testutil.Eventually(t, 5*time.Second, func() bool { return m.failed.Load() > 0 }, "no rotation attempted")
+	if got := tk.Info(); len(got) != 1 || got[0].ID != keyID(old.key) {
+		t.Fatalf("keys %+v at start while the store is down, want the copy's only", got)
+	}
+	m.down.Store(false)
+	testutil.Eventually(t, 3*sharedRetry, func() bool {
+		got := tk.Info()
+		return len(got) == 2 && got[1].ID == keyID(old.key) && m.stored(t).Keys != nil
+	}, "not rotated in the store once it answers")
 }

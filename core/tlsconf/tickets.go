@@ -106,10 +106,22 @@ var errNotDue = errors.New("ticket keys: no rotation due")
 // other users may read or that does not parse: never replaced silently,
 // since keys set through the API may be shared with other nodes.
 func NewTicketKeys(stateDir string, rotation time.Duration, log *slog.Logger) (*TicketKeys, error) {
+	return newTicketKeys(stateDir, rotation, nil, log)
+}
+
+// NewSharedTicketKeys is NewTicketKeys for a node of a cluster whose keys
+// are kept in store (Share): the state directory's keys are the copy of
+// the store's, and a rotation due at start is made in the store, not
+// here (when the store cannot be reached, the keys stay as they are).
+func NewSharedTicketKeys(stateDir string, rotation time.Duration, store KeyStore, log *slog.Logger) (*TicketKeys, error) {
+	return newTicketKeys(stateDir, rotation, store, log)
+}
+
+func newTicketKeys(stateDir string, rotation time.Duration, store KeyStore, log *slog.Logger) (*TicketKeys, error) {
 	if rotation <= 0 {
 		return nil, fmt.Errorf("ticket keys: rotation %v: %w", rotation, config.ErrInvalid)
 	}
-	tk := &TicketKeys{dir: stateDir, log: log.With("object", "tls ticket keys"), enc: &tls.Config{}, rotation: rotation}
+	tk := &TicketKeys{dir: stateDir, log: log.With("object", "tls ticket keys"), enc: &tls.Config{}, rotation: rotation, shared: store}
 	tk.ctx, tk.cancel = context.WithCancel(context.Background())
 	// Held through the start: the first rotation may be due at once.
 	tk.mu.Lock()
@@ -134,12 +146,12 @@ func NewTicketKeys(stateDir string, rotation time.Duration, log *slog.Logger) (*
 		tk.keys, tk.source = keys, source
 		tk.install()
 		if source == SourceGenerated {
-			if age := time.Since(keys[0].created); age >= rotation {
+			if age := time.Since(keys[0].created); age >= rotation && store == nil {
 				if err := tk.rotateLocked(time.Now()); err != nil {
 					return nil, err
 				}
 			} else {
-				tk.schedule(rotation - age)
+				tk.schedule(max(0, rotation-age)) // shared: rotateShared, once tk.mu is released
 			}
 		}
 	}
