@@ -147,6 +147,9 @@ func (tk *TicketKeys) rotateShared(shared KeyStore) {
 	}
 	tk.mu.Lock()
 	defer tk.mu.Unlock()
+	if tk.closed {
+		return // Close ended the edit: not a failure of the store
+	}
 	if msg := err.Error(); msg != tk.failedMsg {
 		tk.failedMsg = msg
 		tk.log.Warn("session ticket keys not rotated: the store cannot be reached, or holds a set that cannot be used; the current keys stay in use", "err", err)
