@@ -66,4 +66,20 @@ func TestClusterTicketKeysEndToEnd(t *testing.T) {
 		return same() && len(ka.Keys) == 1 && ka.Keys[0].Source == "api"
 	}, "keys set on node b are not used by node a")
 	crossResume(b, a, "after keys set on node b")
+
+	// etcd down: a PUT changes nothing and says so (503 within 5 s); the
+	// keys stay in use.
+	c.etcd.Stop(0)
+	start := time.Now()
+	k2 := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("z", 32)))
+	if r := a.Do("PUT", "/api/v1/tls/ticket-keys", `{"keys":["`+k2+`"]}`); r.Status != 503 || !strings.Contains(string(r.Body), "store-unavailable") {
+		t.Fatalf("PUT with etcd down: %d %s", r.Status, r.Body)
+	}
+	if d := time.Since(start); d > 6*time.Second {
+		t.Errorf("PUT with etcd down answered after %v", d)
+	}
+	if !same() || keys(a).Keys[0].Source != "api" {
+		t.Fatal("a PUT refused with etcd down changed the keys")
+	}
+	crossResume(a, b, "with etcd down")
 }
