@@ -34,8 +34,8 @@ const (
 // that a rotation due at its start is not made locally either).
 // It waits up to ticketFirstWait for the first set (not at all when etcd
 // is known unreachable: the node starts with its state directory's keys);
-// while etcd does not answer tk keeps its keys, and the watch resumes when etcd is back. stop
-// ends the watch (before tk.Close and es.Close).
+// while etcd does not answer tk keeps its keys, and the watch resumes
+// when etcd is back. stop ends the watch (before tk.Close and es.Close).
 func ShareTicketKeys(es *EtcdStorage, tk *tlsconf.TicketKeys, log *slog.Logger) (stop func()) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

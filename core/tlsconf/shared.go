@@ -54,8 +54,8 @@ func (tk *TicketKeys) Seed(ctx context.Context) error {
 // Install makes the set doc (the JSON of TicketKeysFile, as stored at
 // revision rev) the keys of tk, unless tk has installed a set of this
 // revision or a later one (a set read before the last write and handed
-// over after it): written to the state directory (the cache a restart reads
-// while the store is unreachable) and used at once by every
+// over after it): written to the state directory (the cache a restart
+// reads while the store is unreachable) and used at once by every
 // configuration. A generated set is rotated next at its newest key's
 // creation plus the rotation period (that key's creation is the set's
 // last rotation, whichever node made it). A set that does not parse is
