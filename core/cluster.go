@@ -57,7 +57,7 @@ type NodeStatus struct {
 	// --admin-addr; informative, used by the UI for links).
 	AdminAddress string `json:"admin_address,omitempty"`
 	// RunningGeneration is the generation the node's data plane runs.
-	RunningGeneration int64 `json:"running_generation" example:"42"`
+	RunningGeneration int64  `json:"running_generation" example:"42"`
 	State             string `json:"state" enums:"in_sync,applying,refused,starting" example:"in_sync"`
 	// RefusedGeneration and Error: the newest generation the node could
 	// not apply and why (absent when it applied everything).
