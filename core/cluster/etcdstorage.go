@@ -519,6 +519,20 @@ func (s *EtcdStorage) Commit(ctx context.Context, prev int64, info config.Revisi
 	if info.Generation != prev+1 {
 		return fmt.Errorf("cluster store: commit of generation %d on %d", info.Generation, prev)
 	}
+	return s.commit(ctx, prev, info, doc, certs)
+}
+
+// Reseed is Commit of any generation above prev (config.Storage.Reseed):
+// the same Txn, conditional on P/current's mod revision as read for prev
+// (on its absence when prev is 0).
+func (s *EtcdStorage) Reseed(ctx context.Context, prev int64, info config.RevisionInfo, doc []byte, certs map[string][]byte) error {
+	if info.Generation <= prev {
+		return fmt.Errorf("cluster store: reseed of generation %d on %d", info.Generation, prev)
+	}
+	return s.commit(ctx, prev, info, doc, certs)
+}
+
+func (s *EtcdStorage) commit(ctx context.Context, prev int64, info config.RevisionInfo, doc []byte, certs map[string][]byte) error {
 	val, err := s.enc.encode(info, doc)
 	if err != nil {
 		return fmt.Errorf("cluster store: encode revision %d: %w", info.Generation, err)

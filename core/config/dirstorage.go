@@ -187,13 +187,25 @@ func (d *DirStorage) initEmpty(c *Config) error {
 // open as a removed config.json, whereas a config.json without the
 // revision of its generation is completed (ensureRevision).
 func (d *DirStorage) Commit(_ context.Context, prev int64, info RevisionInfo, doc []byte, certs map[string][]byte) error {
+	if info.Generation != prev+1 {
+		return fmt.Errorf("config store: commit of generation %d on %d", info.Generation, prev)
+	}
+	return d.commit(prev, info, doc, certs)
+}
+
+// Reseed is Commit of any generation above prev (Storage.Reseed).
+func (d *DirStorage) Reseed(_ context.Context, prev int64, info RevisionInfo, doc []byte, certs map[string][]byte) error {
+	if info.Generation <= prev {
+		return fmt.Errorf("config store: reseed of generation %d on %d", info.Generation, prev)
+	}
+	return d.commit(prev, info, doc, certs)
+}
+
+func (d *DirStorage) commit(prev int64, info RevisionInfo, doc []byte, certs map[string][]byte) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if prev != d.gen {
 		return fmt.Errorf("config store: generation %d was built on %d but %d is current: %w", info.Generation, prev, d.gen, ErrRace)
-	}
-	if info.Generation != prev+1 {
-		return fmt.Errorf("config store: commit of generation %d on %d", info.Generation, prev)
 	}
 	if err := d.saveCertificates(certs); err != nil {
 		return err

@@ -35,6 +35,13 @@ type Storage interface {
 	// current document nor a kept revision refers to may be removed.
 	Commit(ctx context.Context, prev int64, info RevisionInfo, doc []byte, certs map[string][]byte) error
 
+	// Reseed is Commit without its rule info.Generation = prev+1: any
+	// info.Generation > prev, conditional on prev (0: the storage holds
+	// none) as Commit is. It is how a node's document becomes current
+	// again, above the generation the nodes run, in a storage that went
+	// back (etcd restored from an older snapshot, or wiped): Store.Reseed.
+	Reseed(ctx context.Context, prev int64, info RevisionInfo, doc []byte, certs map[string][]byte) error
+
 	// Revert undoes the Commit of generation gen when a single-node Store
 	// could not apply it: prev (the document that was current before,
 	// generation gen-1) is current again and revision gen is removed, if
@@ -77,6 +84,9 @@ var (
 	// keys deleted): the Store never goes back, so the write cannot be
 	// built on the storage's current; 409, nothing changed.
 	ErrStoreBehind = errors.New("the configuration store holds an older generation than this node")
+	// ErrNotBehind is a reseed (Store.Reseed) of a storage that is not
+	// behind the Store: nothing to recover; 409, nothing changed.
+	ErrNotBehind = errors.New("the configuration store is not behind this node")
 	// ErrTooLarge is a write the storage refuses for its size (a revision
 	// over etcd's request limit even compressed): 413, nothing changed.
 	ErrTooLarge = errors.New("larger than the configuration store accepts")

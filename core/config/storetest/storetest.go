@@ -58,6 +58,8 @@ func Run(t *testing.T, open func(t *testing.T) config.Storage) {
 		{"StoreGivesUpAfterMaxAttempts", testStoreGivesUpAfterMaxAttempts},
 		{"BootstrapOnce", testBootstrapOnce},
 		{"BootstrapLosesRace", testBootstrapLosesRace},
+		{"ReseedJumps", testReseedJumps},
+		{"StoreReseedsAStoreThatWentBack", testStoreReseedsAStoreThatWentBack},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -634,5 +636,108 @@ func testBootstrapLosesRace(t *testing.T, st config.Storage) {
 	}
 	if g := storageGens(t, st); !slices.Equal(g, []int64{1}) {
 		t.Fatalf("revisions %v", g)
+	}
+}
+
+// testReseedJumps: Reseed is Commit of any generation above prev, with
+// Commit's condition on prev; Commit keeps its rule of prev+1.
+func testReseedJumps(t *testing.T, st config.Storage) {
+	reseed := func(prev, gen int64, backends ...string) error {
+		return st.Reseed(bg, prev, config.RevisionInfo{Generation: gen, Time: time.Now(), Summary: fmt.Sprintf("reseed %d", gen)},
+			encode(t, configWith(t, gen, backends...)), nil)
+	}
+	if err := reseed(0, 7, "a"); err != nil {
+		t.Fatalf("Reseed of generation 7 on none: %v", err)
+	}
+	if c, info := load(t, st); c == nil || c.Generation != 7 || info.Generation != 7 || backendNames(c) != "a" {
+		t.Fatalf("Load after a reseed as 7: %+v %+v", c, info)
+	}
+	if err := reseed(0, 9, "b"); !errors.Is(err, config.ErrRace) {
+		t.Fatalf("Reseed on none while 7 is current: %v, want ErrRace", err)
+	}
+	if err := reseed(3, 12, "b"); !errors.Is(err, config.ErrRace) {
+		t.Fatalf("Reseed on 3 while 7 is current: %v, want ErrRace", err)
+	}
+	if err := reseed(7, 7, "b"); err == nil {
+		t.Fatal("Reseed of generation 7 on 7 accepted")
+	}
+	if c, _ := load(t, st); c.Generation != 7 || backendNames(c) != "a" {
+		t.Fatalf("a refused reseed changed the storage: generation %d, %s", c.Generation, backendNames(c))
+	}
+	if err := reseed(7, 12, "b"); err != nil {
+		t.Fatalf("Reseed of generation 12 on 7: %v", err)
+	}
+	if c, _ := load(t, st); c.Generation != 12 || backendNames(c) != "b" {
+		t.Fatalf("Load after a reseed as 12: generation %d, %s", c.Generation, backendNames(c))
+	}
+	if g := storageGens(t, st); !slices.Equal(g, []int64{12, 7}) {
+		t.Fatalf("revisions %v, want [12 7]", g)
+	}
+	if err := st.Commit(bg, 12, config.RevisionInfo{Generation: 20, Time: time.Now()}, encode(t, configWith(t, 20, "c")), nil); err == nil {
+		t.Fatal("Commit of generation 20 on 12 accepted: Commit's rule is prev+1")
+	}
+	mustCommit(t, st, 12, "c")
+	if c, _ := load(t, st); c.Generation != 13 || backendNames(c) != "c" {
+		t.Fatalf("Load after a commit on the reseed: generation %d, %s", c.Generation, backendNames(c))
+	}
+}
+
+// testStoreReseedsAStoreThatWentBack: a storage behind the Store (here by
+// a Revert the Store did not make: etcd restored from an older snapshot
+// does the same) refuses the Store's writes with ErrStoreBehind; Reseed
+// commits the Store's document as the next generation, after which writes
+// work again, on this Store and on another that adopts it. A storage not
+// behind is refused with ErrNotBehind.
+func testStoreReseedsAStoreThatWentBack(t *testing.T, st config.Storage) {
+	s := openStore(t, st)
+	if _, err := s.Reseed(bg, config.UpdateOptions{}); !errors.Is(err, config.ErrNotBehind) {
+		t.Fatalf("Reseed of an empty storage by an empty Store: %v, want ErrNotBehind", err)
+	}
+	update(t, s, addBackend("a"), config.UpdateOptions{})
+	other := openStore(t, st)
+	update(t, s, addBackend("b"), config.UpdateOptions{})
+	if _, err := s.Reseed(bg, config.UpdateOptions{}); !errors.Is(err, config.ErrNotBehind) {
+		t.Fatalf("Reseed of a storage in sync: %v, want ErrNotBehind", err)
+	}
+	gen1, err := st.Revision(bg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Revert(bg, gen1, 2); err != nil {
+		t.Fatalf("Revert: %v", err)
+	}
+	if _, err := s.Update(bg, addBackend("c"), config.UpdateOptions{}); !errors.Is(err, config.ErrStoreBehind) {
+		t.Fatalf("Update on a storage that went back: %v, want ErrStoreBehind", err)
+	}
+	dry, err := s.Reseed(bg, config.UpdateOptions{DryRun: true, Node: "edge-1"})
+	if err != nil || dry.Generation != 3 || dry.StoreGeneration != 1 || dry.NodeGeneration != 2 {
+		t.Fatalf("dry-run Reseed = %+v, %v; want generation 3 from 2 over 1", dry, err)
+	}
+	if c, _ := load(t, st); c.Generation != 1 {
+		t.Fatalf("a dry-run reseed wrote generation %d", c.Generation)
+	}
+	res, err := s.Reseed(bg, config.UpdateOptions{Node: "edge-1", Actor: "alice"})
+	if err != nil {
+		t.Fatalf("Reseed: %v", err)
+	}
+	const want = "reseeded by node edge-1 from its generation 2 (the store held generation 1)"
+	if res.Generation != 3 || res.Summary != want || s.Current().Generation != 3 || backendNames(s.Current()) != "a,b" {
+		t.Fatalf("Reseed = %+v, Current generation %d (%s)", res, s.Current().Generation, backendNames(s.Current()))
+	}
+	c, info := load(t, st)
+	if c.Generation != 3 || backendNames(c) != "a,b" || info.Summary != want || info.Actor != "alice" || info.Node != "edge-1" {
+		t.Fatalf("the storage after the reseed: generation %d (%s), header %+v", c.Generation, backendNames(c), info)
+	}
+	if changed, err := other.Refresh(bg); err != nil || !changed || other.Current().Generation != 3 {
+		t.Fatalf("another Store's Refresh: %v, %v, generation %d", changed, err, other.Current().Generation)
+	}
+	if r := update(t, other, addBackend("c"), config.UpdateOptions{}); r.Generation != 4 {
+		t.Fatalf("a write after the reseed: generation %d, want 4", r.Generation)
+	}
+	if _, err := s.Reseed(bg, config.UpdateOptions{}); !errors.Is(err, config.ErrNotBehind) {
+		t.Fatalf("Reseed of a storage ahead of the Store: %v, want ErrNotBehind", err)
+	}
+	if r := update(t, s, addBackend("d"), config.UpdateOptions{}); r.Generation != 5 || backendNames(r.Config) != "a,b,c,d" {
+		t.Fatalf("a write on the reseeding Store: generation %d (%s)", r.Generation, backendNames(r.Config))
 	}
 }
