@@ -199,6 +199,7 @@ func (s *server) routes(r chi.Router) {
 
 	r.Get(base+"/info", s.handle(s.info))
 	r.Get(base+"/cluster", s.handle(s.getCluster))
+	r.Post(reseedPath, s.handle(s.postReseed))                                // reseed.go
 	r.Get(base+"/cluster/nodes/{name}/settings", s.handle(s.getNodeSettings)) // nodes.go
 	r.Put(base+"/cluster/nodes/{name}/settings", s.handle(s.putNodeSettings))
 	r.Delete(base+"/cluster/nodes/{name}/settings", s.handle(s.deleteNodeSettings))

@@ -134,7 +134,11 @@ func problemFor(err error) Problem {
 		p.Detail = "the configuration store refuses a document this large; nothing was changed: " + err.Error()
 	case errors.Is(err, config.ErrStoreBehind):
 		// etcd went back (restored, cleared) behind what the nodes run.
-		p.Status, p.Type, p.Detail = http.StatusConflict, "store-behind", err.Error()
+		p.Status, p.Type = http.StatusConflict, "store-behind"
+		p.Detail = err.Error() + "; to make this node's generation the store's again, POST " + reseedPath +
+			" (?dry_run=true says what it would do)"
+	case errors.Is(err, config.ErrNotBehind):
+		p.Status, p.Type, p.Detail = http.StatusConflict, "store-not-behind", err.Error()
 	case errors.Is(err, config.ErrRace):
 		// Other nodes kept committing between this write's reads and its
 		// commit, through every retry of the store.

@@ -299,6 +299,13 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 				return err
 			}
 		}
+		// A store without a document (etcd wiped, or restored from a
+		// snapshot older than the cluster) gets the generation this node
+		// last applied, as the next one, rather than the node starting
+		// empty; unreachable, the node starts from that copy anyway.
+		if _, err := es.SeedFromCache(context.Background(), node.Name); err != nil && !errors.Is(err, config.ErrUnavailable) {
+			log.Warn("the store holds no configuration, and this node's copy could not seed it", "err", err)
+		}
 		if store, err = config.OpenStore(es, bootstrap, log, config.StoreOptions{Node: node.Name}); err != nil {
 			return err
 		}

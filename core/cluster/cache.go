@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spliced-proxy/spliced/core/config"
 )
@@ -101,36 +102,106 @@ func (s *EtcdStorage) loadCache(unavailable error) (*config.Config, config.Revis
 	if s.cacheDir == "" {
 		return nil, config.RevisionInfo{}, unavailable
 	}
-	path := filepath.Join(s.cacheDir, CacheFile)
-	data, err := os.ReadFile(path)
+	c, path, err := s.readCache()
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and this node has no copy of a configuration in %s (it never applied one from this store): start etcd, or check --store", unavailable, path)
 	}
 	if err != nil {
-		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and the node's copy is unreadable: %v", unavailable, err)
-	}
-	var cf cacheFile
-	if err := json.Unmarshal(data, &cf); err != nil {
-		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and the node's copy %s is damaged: %v", unavailable, path, err)
-	}
-	if cf.Prefix != s.prefix {
-		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and the node's copy %s is of prefix %q, not %q: not used", unavailable, path, cf.Prefix, s.prefix)
-	}
-	var c config.Config
-	if err := config.DecodeBytes(cf.Config, &c); err != nil {
-		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and the node's copy %s is damaged: %v", unavailable, path, err)
-	}
-	c.Normalize()
-	if err := config.Validate(&c, config.Env{}); err != nil {
-		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and the node's copy %s is not valid: %v", unavailable, path, err)
-	}
-	if c.Generation != cf.Generation {
-		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and the node's copy %s holds generation %d as %d", unavailable, path, c.Generation, cf.Generation)
+		return nil, config.RevisionInfo{}, fmt.Errorf("%w; and %v", unavailable, err)
 	}
 	if !s.fromCache.Swap(true) {
 		s.log.Warn("etcd unreachable: loading this node's copy of the generation it last applied", "generation", c.Generation, "file", path, "err", unavailable)
 	}
-	return &c, config.RevisionInfo{Generation: c.Generation, Summary: "this node's copy (etcd unreachable)"}, nil
+	return c, config.RevisionInfo{Generation: c.Generation, Summary: "this node's copy (etcd unreachable)"}, nil
+}
+
+// readCache reads the generation RememberApplied kept (an error wrapping
+// fs.ErrNotExist when there is none) and says where.
+func (s *EtcdStorage) readCache() (*config.Config, string, error) {
+	path := filepath.Join(s.cacheDir, CacheFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, path, fmt.Errorf("the node's copy is unreadable: %w", err)
+	}
+	var cf cacheFile
+	if err := json.Unmarshal(data, &cf); err != nil {
+		return nil, path, fmt.Errorf("the node's copy %s is damaged: %v", path, err)
+	}
+	if cf.Prefix != s.prefix {
+		return nil, path, fmt.Errorf("the node's copy %s is of prefix %q, not %q: not used", path, cf.Prefix, s.prefix)
+	}
+	var c config.Config
+	if err := config.DecodeBytes(cf.Config, &c); err != nil {
+		return nil, path, fmt.Errorf("the node's copy %s is damaged: %v", path, err)
+	}
+	c.Normalize()
+	if err := config.Validate(&c, config.Env{}); err != nil {
+		return nil, path, fmt.Errorf("the node's copy %s is not valid: %v", path, err)
+	}
+	if c.Generation != cf.Generation {
+		return nil, path, fmt.Errorf("the node's copy %s holds generation %d as %d", path, c.Generation, cf.Generation)
+	}
+	return &c, path, nil
+}
+
+// SeedFromCache makes the generation G this node last applied (its cache,
+// RememberApplied) the store's again, as generation G+1, when the store
+// holds no document (P/current absent: etcd wiped, or restored from a
+// snapshot older than the cluster) — never when it holds one: the create
+// is conditional on P/current's absence, and another node that seeded it
+// first wins (0, nil: the caller adopts what it wrote). Without a cache of
+// this prefix, or of generation 0, it does nothing (0, nil). It returns
+// the generation it committed. node names the node in the revision.
+func (s *EtcdStorage) SeedFromCache(ctx context.Context, node string) (int64, error) {
+	if s.cacheDir == "" {
+		return 0, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.readTimeout)
+	cur, err := s.readCurrent(rctx)
+	cancel()
+	if err != nil {
+		return 0, s.failed(ctx, "read "+s.CurrentKey(), err)
+	}
+	if cur.gen != 0 {
+		return 0, nil
+	}
+	c, _, err := s.readCache()
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && c.Generation == 0) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	certs := make(map[string][]byte, len(c.Certificates))
+	for i := range c.Certificates {
+		sum := c.Certificates[i].ChainSHA256
+		b, err := s.CertificateBundle(ctx, sum)
+		if err != nil {
+			return 0, fmt.Errorf("cluster store: seed from the node's copy: certificate %q: %w", c.Certificates[i].Name, err)
+		}
+		certs[sum] = b
+	}
+	was := c.Generation
+	c.Generation = was + 1
+	doc, err := json.Marshal(c)
+	if err != nil {
+		return 0, fmt.Errorf("cluster store: encode generation %d: %w", c.Generation, err)
+	}
+	by := "seeded"
+	if node != "" {
+		by += " by node " + node
+	}
+	info := config.RevisionInfo{Generation: c.Generation, Time: time.Now(), Node: node,
+		Summary: fmt.Sprintf("%s from its cached generation %d (the store held no document)", by, was)}
+	switch err := s.Reseed(ctx, 0, info, doc, certs); {
+	case errors.Is(err, config.ErrRace):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	s.log.Warn("the store held no configuration: seeded with the generation this node last applied, as the next one",
+		"cached_generation", was, "generation", c.Generation)
+	return c.Generation, nil
 }
 
 // cachedBundle reads a bundle RememberApplied kept.

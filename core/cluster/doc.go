@@ -61,7 +61,14 @@
 // 0700 directory; the others are removed). Load while etcd is
 // unreachable returns that generation (a cache of another prefix is
 // refused); CertificateBundle reads the cached bundles before asking
-// etcd. No cache and no etcd: Load fails, saying so.
+// etcd. No cache and no etcd: Load fails, saying so. A store found
+// without a document (P/current absent: etcd wiped, or restored from a
+// snapshot older than the cluster) by a node starting (cmd/spliced) or
+// running (the probe) is seeded from that cache as its generation + 1
+// (SeedFromCache: a conditional create through Reseed, the first node
+// wins), never a store that holds one. A store that went back to an older
+// generation is the operator's call: config.Store.Reseed, through POST
+// /api/v1/cluster/reseed.
 //
 // Security: P/certs holds private keys, P/tls/ticket-keys the keys that
 // decrypt session tickets, and anyone who can write under P changes

@@ -611,7 +611,9 @@ func (s *EtcdStorage) swapCurrent(parent, ctx context.Context, w swap) error {
 	s.knownMu.Lock()
 	k := s.known
 	s.knownMu.Unlock()
-	if w.prev > 0 && k.gen != w.prev {
+	// Also when prev is 0: what this storage saw may be gone (etcd
+	// wiped), and only a read tells.
+	if k.gen != w.prev {
 		var err error
 		if k, err = s.readCurrent(ctx); err != nil {
 			return s.failed(parent, w.op, err)

@@ -69,9 +69,11 @@ type ConfigStore interface {
 }
 
 // AppliedCache keeps the last generation this node applied, so that a node
-// restarted while etcd is down runs it (EtcdStorage.RememberApplied).
+// restarted while etcd is down runs it (EtcdStorage.RememberApplied), and
+// seeds a store found without a document with it (SeedFromCache).
 type AppliedCache interface {
 	RememberApplied(ctx context.Context, c *config.Config) error
+	SeedFromCache(ctx context.Context, node string) (int64, error)
 }
 
 var _ ConfigStore = (*config.Store)(nil)
@@ -130,8 +132,12 @@ type Node struct {
 	kick chan struct{} // wakes the worker: a newer generation may be there
 	lost chan clientv3.LeaseID
 
-	seen   atomic.Int64 // generation P/current held when last read (noteCurrent)
-	probes atomic.Int64 // probes made (tests wait on it)
+	seen atomic.Int64 // generation P/current held when last read (noteCurrent)
+	// empty is set by a probe that found no P/current while this node
+	// runs a generation: the worker seeds the store from its cache.
+	empty   atomic.Bool
+	seedErr string       // the last seeding failure logged (worker)
+	probes  atomic.Int64 // probes made (tests wait on it)
 
 	mu         sync.Mutex
 	lease      clientv3.LeaseID // 0: not registered
@@ -590,6 +596,9 @@ func (n *Node) probe() (int64, bool) {
 	n.setConnected(true, nil)
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 		n.noteCurrent(kvs[0].Value, kvs[0].ModRevision, true)
+	} else if n.o.Storage != nil && n.o.Running() > 0 {
+		n.empty.Store(true) // etcd wiped, or restored from a snapshot older than the cluster
+		n.wake()
 	}
 	if store := n.o.Store.Current(); store != nil && store.Generation > n.o.Running() {
 		n.wake()
@@ -664,6 +673,9 @@ func (n *Node) worker() {
 			return
 		case <-n.kick:
 			if n.acquire(n.ctx) {
+				if n.empty.Swap(false) {
+					n.seed()
+				}
 				n.step()
 				n.release()
 			}
@@ -741,6 +753,22 @@ func (n *Node) step() {
 		if err := n.o.Storage.RememberApplied(n.ctx, cur); err != nil {
 			n.log.Warn("cluster node: cannot cache the applied generation", "generation", cur.Generation, "err", err)
 		}
+	}
+}
+
+// seed makes the generation this node last applied the store's again, as
+// the next one, when the store holds no document (SeedFromCache: never
+// over one; a node that seeded it first wins). The watch then brings the
+// new generation, which every node adopts.
+func (n *Node) seed() {
+	_, err := n.o.Storage.SeedFromCache(n.ctx, n.o.Self.Name)
+	if err == nil || n.ctx.Err() != nil {
+		n.seedErr = ""
+		return
+	}
+	if msg := err.Error(); msg != n.seedErr { // once, not every second
+		n.seedErr = msg
+		n.log.Warn("cluster node: the store holds no configuration, and this node's copy could not seed it", "err", err)
 	}
 }
 

@@ -21,17 +21,28 @@ type storeNode struct {
 	store *config.Store
 	plane *fakePlane
 	dir   string
+	es    *EtcdStorage
 }
 
 func startStoreNode(t *testing.T, etcd *etcdtest.Cluster, prefix, name string) *storeNode {
 	t.Helper()
-	dir := t.TempDir()
+	return startStoreNodeIn(t, etcd, prefix, name, t.TempDir())
+}
+
+// startStoreNodeIn starts the node on the state directory dir as
+// cmd/spliced does: a store without a document is seeded from the node's
+// cache first.
+func startStoreNodeIn(t *testing.T, etcd *etcdtest.Cluster, prefix, name, dir string) *storeNode {
+	t.Helper()
 	es := openStorage(t, etcd, prefix, dir)
+	if _, err := es.SeedFromCache(context.Background(), name); err != nil {
+		t.Fatal(err)
+	}
 	store, err := config.OpenStore(es, "", nil, config.StoreOptions{Node: name})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sn := &storeNode{store: store, plane: &fakePlane{}, dir: dir}
+	sn := &storeNode{store: store, plane: &fakePlane{}, dir: dir, es: es}
 	n, err := StartNode(context.Background(), NodeOptions{
 		Client: es.Client(), Prefix: es.Prefix(), Store: store, Storage: es,
 		Self: core.NodeIdentity{Name: name}, StateDir: dir,
