@@ -88,4 +88,8 @@ type StoreState struct {
 	Since time.Time `json:"since"`
 	// Generation is the newest generation this node has seen in the store.
 	Generation int64 `json:"generation"`
+	// Behind is set while the store holds an older generation than this
+	// node (etcd restored from an older snapshot): writes answer 409
+	// store-behind until POST /api/v1/cluster/reseed.
+	Behind bool `json:"behind,omitempty"`
 }

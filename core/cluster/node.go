@@ -1070,7 +1070,8 @@ func classify(gen int64, nodes map[string]core.NodeStatus) core.WaitResult {
 
 // StoreState implements core.Cluster.
 func (n *Node) StoreState() core.StoreState {
-	gen := n.seen.Load()
+	seen := n.seen.Load()
+	gen := seen
 	if c := n.o.Store.Current(); c != nil && c.Generation > gen {
 		gen = c.Generation
 	}
@@ -1083,6 +1084,10 @@ func (n *Node) StoreState() core.StoreState {
 		Connected:  n.connected,
 		Since:      n.since.UTC(),
 		Generation: gen,
+		// The store read holds an older generation than the node's
+		// (this node's own write makes that true for the moment
+		// before its watch brings it).
+		Behind: n.connected && seen > 0 && gen > seen,
 	}
 }
 

@@ -81,6 +81,9 @@ func TestReseedAfterTheStoreWentBack(t *testing.T) {
 			t.Fatalf("write on %s after the store went back: %v, want ErrStoreBehind", n.Self().Name, err)
 		}
 	}
+	for _, n := range nodes {
+		testutil.Eventually(t, 10*time.Second, func() bool { return n.StoreState().Behind }, "node "+n.Self().Name+" says the store is behind")
+	}
 	res, err := nodes[1].store.Reseed(context.Background(), config.UpdateOptions{Node: "b"})
 	if err != nil {
 		t.Fatalf("Reseed: %v", err)
@@ -94,6 +97,9 @@ func TestReseedAfterTheStoreWentBack(t *testing.T) {
 		if got := backendsOf(n.plane.last.Load()); got != "be1,be2,be3" {
 			t.Fatalf("node %s runs %s after the reseed", n.Self().Name, got)
 		}
+	}
+	for _, n := range nodes {
+		testutil.Eventually(t, 10*time.Second, func() bool { return !n.StoreState().Behind }, "node "+n.Self().Name+" says the store is not behind")
 	}
 	for i, n := range nodes {
 		if g := writeAll(t, n, nodes, "after"+strconv.Itoa(i)); g != int64(5+i) {

@@ -5,10 +5,10 @@
 // (one small document); the tables are redrawn only when it changed, and
 // the focus stays on the control that had it.
 
-import { h, clear, badge, ago, num } from '../dom.js';
-import { get, tryGet, loginShown } from '../api.js';
+import { h, clear, badge, ago, num, confirmBox } from '../dom.js';
+import { get, tryGet, loginShown, request } from '../api.js';
 import { noteStore } from '../cluster.js';
-import { notAvailable } from '../common.js';
+import { notAvailable, act, write } from '../common.js';
 import { openSettings } from './nodesettings.js';
 
 const POLL_MS = 3000;
@@ -86,7 +86,28 @@ export default async function nodes(ctx, root) {
       ? [badge('connected', 'ok'), st.since ? h('span', null, 'since ', when(st.since)) : null]
       : [badge('unreachable', 'bad'), h('span', null, 'since ', when(st.since)),
         h('span', null, 'this node serves its copy; writes are refused (HTTP 503)')]));
+    // etcd went back (restored from an older snapshot): writes are 409
+    // store-behind until an admin reseeds it with this node's generation.
+    if (st.behind) {
+      storeBox.append(h('div', { class: 'kv', id: 'store-behind' }, badge('behind', 'bad'),
+        h('span', null, 'the store holds an older generation than this node runs (etcd restored from an older snapshot?): writes are refused (HTTP 409)'),
+        ctx.can('admin') ? h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'reseed',
+          onclick: (e) => reseed(e.currentTarget) }, 'Reseed…') : null));
+    }
   };
+
+  // reseed asks first, saying what the dry run says, then writes.
+  const reseed = (button) => act(ctx, button, async () => {
+    const dry = (await request('POST', '/api/v1/cluster/reseed?dry_run=true')).data;
+    const held = dry.store_generation ? `generation ${num(dry.store_generation)}` : 'no document';
+    const ok = await confirmBox('Reseed the store with this node\'s configuration?', h('p', { id: 'reseed-preview' },
+      `This node's generation ${num(dry.node_generation)}, unchanged, becomes the store's generation ${num(dry.generation)} `,
+      `(the store holds ${held}); every node adopts it.`), { ok: 'Reseed' });
+    if (!ok) return;
+    await write(ctx, 'POST', '/api/v1/cluster/reseed', undefined, 'Store reseeded');
+    data = await load();
+    if (root.isConnected) draw(data);
+  });
 
   const drawSelf = (d) => {
     const self = d.self || {};
