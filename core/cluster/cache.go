@@ -144,18 +144,26 @@ func (s *EtcdStorage) readCache() (*config.Config, string, error) {
 	return &c, path, nil
 }
 
-// SeedFromCache makes the generation G this node last applied (its cache,
-// RememberApplied) the store's again, as generation G+1, when the store
-// holds no document (P/current absent: etcd wiped, or restored from a
-// snapshot older than the cluster) — never when it holds one: the create
-// is conditional on P/current's absence, and another node that seeded it
-// first wins (0, nil: the caller adopts what it wrote). Without a cache of
-// this prefix, or of generation 0, it does nothing (0, nil). It returns
-// the generation it committed. node names the node in the revision.
+// SeedFromCache is SeedEmpty with the generation this node last applied
+// (its cache, RememberApplied): what a node starting has. Without a cache
+// of this prefix, or of generation 0, it does nothing (0, nil).
 func (s *EtcdStorage) SeedFromCache(ctx context.Context, node string) (int64, error) {
 	if s.cacheDir == "" {
 		return 0, nil
 	}
+	return s.SeedEmpty(ctx, node, nil)
+}
+
+// SeedEmpty makes c, of generation G (nil: the node's cache), the store's
+// again, as generation G+1, when the store holds no document (P/current
+// absent: etcd wiped, or restored from a snapshot older than the cluster)
+// — never when it holds one: the create is conditional on P/current's
+// absence, and another node that seeded it first wins (0, nil: the caller
+// adopts what it wrote). It returns the generation it committed. node
+// names the node in the revision. A running node gives its Store's
+// current document: the newest it knows, which a node that refused it
+// does not run (its cache is older).
+func (s *EtcdStorage) SeedEmpty(ctx context.Context, node string, c *config.Config) (int64, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.readTimeout)
 	cur, err := s.readCurrent(rctx)
 	cancel()
@@ -165,12 +173,20 @@ func (s *EtcdStorage) SeedFromCache(ctx context.Context, node string) (int64, er
 	if cur.gen != 0 {
 		return 0, nil
 	}
-	c, _, err := s.readCache()
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && c.Generation == 0) {
-		return 0, nil
+	from := "its generation"
+	if c == nil {
+		var err error
+		if c, _, err = s.readCache(); errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		} else if err != nil {
+			return 0, err
+		}
+		from = "its cached generation"
+	} else {
+		c = c.Clone()
 	}
-	if err != nil {
-		return 0, err
+	if c.Generation == 0 {
+		return 0, nil
 	}
 	certs := make(map[string][]byte, len(c.Certificates))
 	for i := range c.Certificates {
@@ -192,15 +208,15 @@ func (s *EtcdStorage) SeedFromCache(ctx context.Context, node string) (int64, er
 		by += " by node " + node
 	}
 	info := config.RevisionInfo{Generation: c.Generation, Time: time.Now(), Node: node,
-		Summary: fmt.Sprintf("%s from its cached generation %d (the store held no document)", by, was)}
+		Summary: fmt.Sprintf("%s from %s %d (the store held no document)", by, from, was)}
 	switch err := s.Reseed(ctx, 0, info, doc, certs); {
 	case errors.Is(err, config.ErrRace):
 		return 0, nil
 	case err != nil:
 		return 0, err
 	}
-	s.log.Warn("the store held no configuration: seeded with the generation this node last applied, as the next one",
-		"cached_generation", was, "generation", c.Generation)
+	s.log.Warn("the store held no configuration: seeded with this node's, as the next generation",
+		"node_generation", was, "generation", c.Generation)
 	return c.Generation, nil
 }
 

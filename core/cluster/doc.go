@@ -63,10 +63,11 @@
 // refused); CertificateBundle reads the cached bundles before asking
 // etcd. No cache and no etcd: Load fails, saying so. A store found
 // without a document (P/current absent: etcd wiped, or restored from a
-// snapshot older than the cluster) by a node starting (cmd/spliced) or
-// running (the probe) is seeded from that cache as its generation + 1
-// (SeedFromCache: a conditional create through Reseed, the first node
-// wins), never a store that holds one. A store that went back to an older
+// snapshot older than the cluster) is seeded as generation G+1 by a node
+// starting, from that cache (cmd/spliced: SeedFromCache), or running, from
+// its Store's current document of generation G (the probe: SeedEmpty; the
+// newest it knows, even refused) — a conditional create through Reseed,
+// the first node wins — never a store that holds one. A store that went back to an older
 // generation is the operator's call: config.Store.Reseed, through POST
 // /api/v1/cluster/reseed.
 //

@@ -70,10 +70,10 @@ type ConfigStore interface {
 
 // AppliedCache keeps the last generation this node applied, so that a node
 // restarted while etcd is down runs it (EtcdStorage.RememberApplied), and
-// seeds a store found without a document with it (SeedFromCache).
+// seeds a store found without a document (EtcdStorage.SeedEmpty).
 type AppliedCache interface {
 	RememberApplied(ctx context.Context, c *config.Config) error
-	SeedFromCache(ctx context.Context, node string) (int64, error)
+	SeedEmpty(ctx context.Context, node string, c *config.Config) (int64, error)
 }
 
 var _ ConfigStore = (*config.Store)(nil)
@@ -756,12 +756,13 @@ func (n *Node) step() {
 	}
 }
 
-// seed makes the generation this node last applied the store's again, as
-// the next one, when the store holds no document (SeedFromCache: never
-// over one; a node that seeded it first wins). The watch then brings the
-// new generation, which every node adopts.
+// seed makes the Store's current document (the newest this node knows,
+// even one it refused) the store's again, as the next generation, when the
+// store holds no document (SeedEmpty: never over one; a node that seeded
+// it first wins). The watch then brings the new generation, which every
+// node adopts.
 func (n *Node) seed() {
-	_, err := n.o.Storage.SeedFromCache(n.ctx, n.o.Self.Name)
+	_, err := n.o.Storage.SeedEmpty(n.ctx, n.o.Self.Name, n.o.Store.Current())
 	if err == nil || n.ctx.Err() != nil {
 		n.seedErr = ""
 		return

@@ -149,35 +149,50 @@ func TestNodeRestartedOnAWipedStoreSeedsItFromItsCache(t *testing.T) {
 	writeAll(t, b, nodes, "be3")
 }
 
-// Etcd wiped while the nodes run generation 2: a node seeds the store with
-// its cached generation as 3 (one of them: the create is conditional),
-// every node adopts it, and writes work again.
+// Etcd wiped while node a runs generation 3 and b, which refused it, runs
+// 2: a node seeds the store with the newest document it knows as 4 (one of
+// them: the create is conditional), b's included (it knows generation 3
+// though it refused it: not its older cache), every node adopts it, and
+// writes work again.
 func TestWipedStoreIsSeededByARunningNode(t *testing.T) {
 	etcd := etcdtest.Start(t, 1)
 	prefix := "/t" + strconv.FormatInt(prefixes.Add(1), 10)
 	nodes := []*storeNode{startStoreNode(t, etcd, prefix, "a"), startStoreNode(t, etcd, prefix, "b")}
 	writeAll(t, nodes[0], nodes, "be1")
 	writeAll(t, nodes[1], nodes, "be2")
+	nodes[1].plane.setRefuse(func(gen int64) error {
+		if gen >= 3 {
+			return errors.New("port in use on b")
+		}
+		return nil
+	})
+	writeAll(t, nodes[0], nodes[:1], "be3")
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		st := nodes[1].Sync(context.Background())
+		return st.RefusedGeneration == 3 && nodes[1].store.Current().Generation == 3
+	}, "b refused generation 3")
 	for _, n := range nodes {
 		testutil.Eventually(t, 10*time.Second, func() bool {
 			c, _, err := n.es.readCache()
-			return err == nil && c.Generation == 2
-		}, "generation 2 cached")
+			return err == nil && c.Generation == n.plane.running.Load()
+		}, "the running generation cached")
 	}
 	if _, err := nodes[0].es.Client().Delete(bg, prefix+"/", clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
-	waitRunning(t, nodes, 3)
+	waitRunning(t, nodes[:1], 4)
 	revs, err := nodes[0].store.Revisions()
-	if err != nil || len(revs) != 1 || revs[0].Generation != 3 || !strings.Contains(revs[0].Summary, "from its cached generation 2") {
+	if err != nil || len(revs) != 1 || revs[0].Generation != 4 || !strings.Contains(revs[0].Summary, "from its generation 3") {
 		t.Fatalf("revisions after the seeding: %+v, %v", revs, err)
 	}
-	for _, n := range nodes {
-		if got := backendsOf(n.plane.last.Load()); got != "be1,be2" {
-			t.Fatalf("node %s runs %s", n.Self().Name, got)
-		}
+	if got := backendsOf(nodes[0].plane.last.Load()); got != "be1,be2,be3" {
+		t.Fatalf("node a runs %s", got)
 	}
-	if g := writeAll(t, nodes[0], nodes, "be3"); g != 4 {
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		return nodes[1].store.Current().Generation == 4 && nodes[1].Sync(context.Background()).RefusedGeneration == 4
+	}, "b adopted generation 4 (and refused it, as 3)")
+	nodes[1].plane.setRefuse(nil)
+	if g := writeAll(t, nodes[0], nodes, "be4"); g != 5 {
 		t.Fatalf("write after the seeding: generation %d", g)
 	}
 }
