@@ -10,7 +10,8 @@
 // whose Apply is core.Control.Apply, so the answer comes after the data
 // plane runs the change, and a refused change is rolled back; with a
 // cluster store, Options.Cluster, the Update commits without applying and
-// the write then calls Cluster.Sync and Cluster.Wait: cluster.go) and
+// the write then calls Cluster.Sync and Cluster.Wait: cluster.go; a store
+// that went back is reseeded with store.Reseed: reseed.go) and
 // core.Control.Runtime, Stats, LoopActivity and its placement part
 // (threads, IRQs: read through Control, never from /proc directly). It
 // never touches the data plane otherwise and does not import it
