@@ -2,9 +2,12 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/spliced-proxy/spliced/core/config"
 )
 
 // A store that went back (etcd restored from an older snapshot: here a
@@ -60,6 +63,13 @@ func TestReseedAStoreThatWentBack(t *testing.T) {
 	if g := f.store.Current().Generation; g != 4 {
 		t.Fatalf("a write after the reseed made generation %d, want 4", g)
 	}
+	// The store unreachable (Load then answers the node's copy): 503.
+	hs.set(nil, func() error { return fmt.Errorf("etcd: %w", config.ErrUnavailable) })
+	w = f.must(t, http.StatusServiceUnavailable, "POST", "/api/v1/cluster/reseed?dry_run=true", "")
+	if p := problemOf(t, w); p.Type != "urn:spliced:problem:store-unavailable" {
+		t.Fatalf("reseed with the store unreachable: %+v", p)
+	}
+	hs.set(nil, nil)
 	entries, _ := f.audit(t, "")
 	found := false
 	for _, e := range entries {
