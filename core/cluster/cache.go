@@ -171,6 +171,13 @@ func (s *EtcdStorage) SeedEmpty(ctx context.Context, node string, c *config.Conf
 		return 0, s.failed(ctx, "read "+s.CurrentKey(), err)
 	}
 	if cur.gen != 0 {
+		if c == nil { // a node starting: it will run the store's
+			if cached, _, err := s.readCache(); err == nil && cached.Generation > cur.gen {
+				s.log.Warn("the store holds an older generation than this node last applied (etcd restored from an older snapshot?): "+
+					"running the store's; POST /api/v1/cluster/reseed on a node that still runs the newer one makes it the store's again",
+					"store_generation", cur.gen, "cached_generation", cached.Generation)
+			}
+		}
 		return 0, nil
 	}
 	from := "its generation"
