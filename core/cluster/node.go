@@ -278,6 +278,10 @@ func (n *Node) Close() error {
 	n.closed.Do(func() {
 		n.cancel()
 		n.wg.Wait()
+		// A Sync applying now ends before the lease goes; a later one
+		// applies nothing (it finds the node closed).
+		n.sem <- struct{}{}
+		n.release()
 		n.mu.Lock()
 		lease := n.lease
 		n.lease = 0
@@ -878,15 +882,22 @@ func (n *Node) publish() {
 func (n *Node) Self() core.NodeIdentity { return n.o.Self }
 
 // Sync implements core.Cluster: the apply step, now, after reading the
-// store's current generation.
+// store's current generation. A closed node applies nothing: it left the
+// cluster (its key is gone, no write waits for it), and a write it takes
+// while the process stops is run by the other nodes.
 func (n *Node) Sync(ctx context.Context) core.NodeStatus {
+	if n.ctx.Err() != nil {
+		return n.status()
+	}
 	gctx, cancel := context.WithTimeout(ctx, opTimeout)
 	if resp, err := n.cli.Get(gctx, n.current); err == nil && len(resp.Kvs) > 0 {
 		n.noteCurrent(resp.Kvs[0].Value, resp.Kvs[0].ModRevision, true)
 	}
 	cancel()
 	if n.acquire(ctx) {
-		n.step()
+		if n.ctx.Err() == nil { // not closed meanwhile (Close takes sem after its cancel)
+			n.step()
+		}
 		n.release()
 	}
 	return n.status()
