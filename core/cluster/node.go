@@ -590,6 +590,7 @@ func (n *Node) probe() (int64, bool) {
 		clientv3.OpGet(n.current),
 		clientv3.OpGet(n.tokens, clientv3.WithKeysOnly()),
 		clientv3.OpGet(n.key),
+		clientv3.OpGet(n.nodesPfx, clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		if n.ctx.Err() == nil {
@@ -646,6 +647,10 @@ func (n *Node) probe() (int64, bool) {
 			n.log.Warn("cluster node: cannot register yet", "err", err)
 		}
 	}
+	// The list Nodes answers with while etcd is unreachable: the nodes
+	// as they were at most a probe before it went, not as the last
+	// GET /api/v1/cluster or write happened to list them.
+	n.keep(resp.Responses[3].GetResponseRange().Kvs)
 	if n.dirty.Load() {
 		n.publish()
 	}
@@ -905,7 +910,8 @@ func (n *Node) Sync(ctx context.Context) core.NodeStatus {
 
 // Nodes implements core.Cluster.
 // While the probe finds etcd unreachable it answers at once, with the last
-// list seen (this node's own entry as it is now).
+// list seen (each probe, a second apart, reads it: the other nodes as they
+// were just before etcd went) and this node's own entry as it is now.
 func (n *Node) Nodes(ctx context.Context) ([]core.NodeStatus, error) {
 	if n.StoreState().Connected {
 		ctx, cancel := context.WithTimeout(ctx, opTimeout)
@@ -915,6 +921,7 @@ func (n *Node) Nodes(ctx context.Context) ([]core.NodeStatus, error) {
 		}
 	}
 	self := n.status()
+	self.Updated = time.Now().UTC() // this node's status, as of now
 	n.mu.Lock()
 	last := slices.Clone(n.nodes)
 	n.mu.Unlock()
@@ -935,8 +942,14 @@ func (n *Node) list(ctx context.Context) ([]core.NodeStatus, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	list := make([]core.NodeStatus, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
+	return n.keep(resp.Kvs), resp.Header.Revision, nil
+}
+
+// keep decodes the keys under P/nodes/ (sorted by name), keeps the list
+// for when etcd is unreachable and returns a copy.
+func (n *Node) keep(kvs []*mvccpb.KeyValue) []core.NodeStatus {
+	list := make([]core.NodeStatus, 0, len(kvs))
+	for _, kv := range kvs {
 		if st, ok := n.decode(kv); ok {
 			list = append(list, st)
 		}
@@ -945,7 +958,7 @@ func (n *Node) list(ctx context.Context) ([]core.NodeStatus, int64, error) {
 	n.mu.Lock()
 	n.nodes = list
 	n.mu.Unlock()
-	return slices.Clone(list), resp.Header.Revision, nil
+	return slices.Clone(list)
 }
 
 // decode reads one node key; an unreadable one is skipped (logged). A key
