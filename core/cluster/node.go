@@ -160,6 +160,7 @@ type Node struct {
 
 	// Owned by the loop goroutine.
 	tokensRev int64  // mod revision of P/tokens last handed to OnTokens
+	tokensAt  int64  // revision that document was read at (watch events up to it are in it)
 	regErr    string // the last registration failure logged
 }
 
@@ -502,12 +503,7 @@ func (n *Node) loop() {
 				continue
 			}
 			for _, ev := range wr.Events {
-				n.tokensRev = ev.Kv.ModRevision
-				if ev.Type == clientv3.EventTypeDelete {
-					n.onTokens(nil)
-				} else {
-					n.onTokens(ev.Kv.Value)
-				}
+				n.tokensEvent(ev)
 			}
 		}
 	}
@@ -523,6 +519,28 @@ func (n *Node) watchBroken(wr clientv3.WatchResponse) bool {
 		return true
 	}
 	return false
+}
+
+// tokensEvent hands a change of P/tokens from the watch to OnTokens.
+// Events older than what a read handed already are skipped: the probe may
+// read a newer document while the watch still holds older events.
+func (n *Node) tokensEvent(ev *clientv3.Event) {
+	if ev.Kv.ModRevision <= n.tokensAt {
+		return
+	}
+	n.tokensRev, n.tokensAt = ev.Kv.ModRevision, ev.Kv.ModRevision
+	if ev.Type == clientv3.EventTypeDelete {
+		n.onTokens(nil)
+	} else {
+		n.onTokens(ev.Kv.Value)
+	}
+}
+
+// tokensRead hands P/tokens as a read at revision at found it (doc nil:
+// absent; mod its mod revision) to OnTokens.
+func (n *Node) tokensRead(doc []byte, mod, at int64) {
+	n.tokensRev, n.tokensAt = mod, at
+	n.onTokens(doc)
 }
 
 func (n *Node) onTokens(doc []byte) {
@@ -612,16 +630,16 @@ func (n *Node) probe() (int64, bool) {
 	// the watch missed it.
 	switch kvs := resp.Responses[1].GetResponseRange().Kvs; {
 	case len(kvs) == 0 && n.tokensRev != 0:
-		n.tokensRev = 0
-		n.onTokens(nil)
+		n.tokensRead(nil, 0, resp.Header.Revision)
 	case len(kvs) > 0 && kvs[0].ModRevision != n.tokensRev:
 		gctx, cancel := context.WithTimeout(n.ctx, opTimeout)
 		r, err := n.cli.Get(gctx, n.tokens)
 		cancel()
 		if err == nil && len(r.Kvs) > 0 { // else the next probe retries
-			n.tokensRev = r.Kvs[0].ModRevision
-			n.onTokens(r.Kvs[0].Value)
+			n.tokensRead(r.Kvs[0].Value, r.Kvs[0].ModRevision, r.Header.Revision)
 		}
+	default: // what OnTokens got is what P/tokens holds at this revision
+		n.tokensAt = resp.Header.Revision
 	}
 	// The node key gone, or not on this node's lease (deleted or put by
 	// hand): publishing finds it (and registers again) at once, not at
