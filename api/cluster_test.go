@@ -596,6 +596,25 @@ func TestClusterWriteWhileTheStoreIsUnreachable(t *testing.T) {
 	}
 }
 
+// The node's probe finds etcd gone before the storage's own health does
+// (its next call or probe): /readyz warns already, as /api/v1/info says
+// connected false and reads are marked stale.
+func TestClusterReadyzWarnsAsSoonAsTheNodeSeesTheStoreGone(t *testing.T) {
+	f, fc := newClusterFixture(t)
+	f.seed(t)
+	if h := decodeJSON[Health](t, f.must(t, 200, "GET", "/readyz", "")); len(h.Warnings) != 0 {
+		t.Fatalf("readyz with the store reachable: %+v", h)
+	}
+	fc.setConnected(false)
+	if w := f.must(t, 200, "GET", "/api/v1/frontends/public", ""); w.Header().Get(hdrStale) != "true" {
+		t.Fatal("read not marked stale")
+	}
+	h := decodeJSON[Health](t, f.must(t, 200, "GET", "/readyz", ""))
+	if len(h.Warnings) == 0 || !strings.Contains(h.Warnings[0], "store cannot be reached") {
+		t.Fatalf("readyz with the store unreachable: %+v", h)
+	}
+}
+
 // A node killed during a write whose generation another node committed
 // meanwhile: the recovered entry says not-applied.
 func TestAuditRecoveryTellsAnotherNodesGeneration(t *testing.T) {

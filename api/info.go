@@ -129,8 +129,11 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
 	// A cluster store that cannot be reached leaves the node ready: it
 	// serves its last generation, and taking every node out of rotation
 	// when etcd blips would be worse (a warning says it).
+	// The node's watch and probe know at once that etcd went; the
+	// storage's health only after its own next call or probe: either says
+	// it, so that /readyz agrees with /api/v1/info and X-Spliced-Stale.
 	var warnings []string
-	if err := s.store.StorageHealth(); errors.Is(err, config.ErrUnavailable) {
+	if err := s.store.StorageHealth(); errors.Is(err, config.ErrUnavailable) || err == nil && s.cluster != nil && !s.cluster.StoreState().Connected {
 		warnings = append(warnings, "the configuration store cannot be reached: this node serves the last generation it "+
 			"applied, writes are refused (503) until the store answers again")
 	} else if err != nil {
