@@ -600,7 +600,7 @@ func TestClusterWriteWhileTheStoreIsUnreachable(t *testing.T) {
 // (its next call or probe): /readyz warns already, as /api/v1/info says
 // connected false and reads are marked stale.
 func TestClusterReadyzWarnsAsSoonAsTheNodeSeesTheStoreGone(t *testing.T) {
-	f, fc := newClusterFixture(t)
+	f, fc, hs := newHookedClusterFixture(t)
 	f.seed(t)
 	if h := decodeJSON[Health](t, f.must(t, 200, "GET", "/readyz", "")); len(h.Warnings) != 0 {
 		t.Fatalf("readyz with the store reachable: %+v", h)
@@ -612,6 +612,13 @@ func TestClusterReadyzWarnsAsSoonAsTheNodeSeesTheStoreGone(t *testing.T) {
 	h := decodeJSON[Health](t, f.must(t, 200, "GET", "/readyz", ""))
 	if len(h.Warnings) == 0 || !strings.Contains(h.Warnings[0], "store cannot be reached") {
 		t.Fatalf("readyz with the store unreachable: %+v", h)
+	}
+	// Back: the node's probe found it, the storage still has the fault
+	// of its last call (its own probe starts with this request).
+	hs.set(nil, func() error { return fmt.Errorf("etcd: %w", config.ErrUnavailable) })
+	fc.setConnected(true)
+	if h := decodeJSON[Health](t, f.must(t, 200, "GET", "/readyz", "")); len(h.Warnings) != 0 {
+		t.Fatalf("readyz with the store back: %+v", h)
 	}
 }
 

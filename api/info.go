@@ -129,11 +129,17 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
 	// A cluster store that cannot be reached leaves the node ready: it
 	// serves its last generation, and taking every node out of rotation
 	// when etcd blips would be worse (a warning says it).
-	// The node's watch and probe know at once that etcd went; the
-	// storage's health only after its own next call or probe: either says
-	// it, so that /readyz agrees with /api/v1/info and X-Spliced-Stale.
+	// In a cluster the node's probe (once a second) says whether etcd
+	// answers, as /api/v1/info and X-Spliced-Stale do: the storage's
+	// health learns it only at its next call or probe, which this request
+	// starts, one answer late both when etcd goes and when it is back.
 	var warnings []string
-	if err := s.store.StorageHealth(); errors.Is(err, config.ErrUnavailable) || err == nil && s.cluster != nil && !s.cluster.StoreState().Connected {
+	err := s.store.StorageHealth()
+	unreachable := errors.Is(err, config.ErrUnavailable)
+	if s.cluster != nil && (unreachable || err == nil) {
+		unreachable, err = !s.cluster.StoreState().Connected, nil
+	}
+	if unreachable {
 		warnings = append(warnings, "the configuration store cannot be reached: this node serves the last generation it "+
 			"applied, writes are refused (503) until the store answers again")
 	} else if err != nil {
