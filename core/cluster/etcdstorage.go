@@ -662,12 +662,14 @@ func (s *EtcdStorage) swapCurrent(parent, ctx context.Context, w swap) error {
 			}
 			// An earlier attempt applied: done.
 		}
-		if w.next > 0 {
+		switch {
+		case !r.Succeeded:
+			// Applied by an earlier attempt: k is P/current as read
+			// (this write's generation, or a later one's), never this
+			// generation paired with a later one's mod revision.
+		case w.next > 0:
 			k = currentKey{gen: w.next, mod: r.Header.Revision}
-			if !r.Succeeded {
-				k.mod = r.Responses[0].GetResponseRange().Kvs[0].ModRevision
-			}
-		} else {
+		default:
 			k = currentKey{}
 		}
 		s.knownMu.Lock()
@@ -677,14 +679,13 @@ func (s *EtcdStorage) swapCurrent(parent, ctx context.Context, w swap) error {
 	}
 }
 
-// applied reports whether w took effect: P/current holds w.next (is
-// absent when 0) and proof holds proofVal (is absent when nil).
+// applied reports whether w took effect: proof holds proofVal, the bytes
+// only this write puts (P/current may name a later generation: another
+// node committed on this one since); without proofVal, P/current holds
+// w.next (is absent when 0) and proof is absent.
 func (s *EtcdStorage) applied(w swap, cur currentKey, proof []*mvccpb.KeyValue) bool {
-	if cur.gen != w.next {
-		return false
-	}
 	if w.proofVal == nil {
-		return len(proof) == 0
+		return cur.gen == w.next && len(proof) == 0
 	}
 	return len(proof) == 1 && bytes.Equal(proof[0].Value, w.proofVal)
 }
