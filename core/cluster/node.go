@@ -710,9 +710,16 @@ func (n *Node) worker() {
 	}
 }
 
+// acquire takes the apply step's semaphore, false when ctx ends first or
+// the node is closed (a select takes any ready case: the semaphore may be
+// taken after the node's cancel).
 func (n *Node) acquire(ctx context.Context) bool {
 	select {
 	case n.sem <- struct{}{}:
+		if n.ctx.Err() != nil {
+			n.release()
+			return false
+		}
 		return true
 	case <-ctx.Done():
 		return false
@@ -917,10 +924,8 @@ func (n *Node) Sync(ctx context.Context) core.NodeStatus {
 		n.noteCurrent(resp.Kvs[0].Value, resp.Kvs[0].ModRevision, true)
 	}
 	cancel()
-	if n.acquire(ctx) {
-		if n.ctx.Err() == nil { // not closed meanwhile (Close takes sem after its cancel)
-			n.step()
-		}
+	if n.acquire(ctx) { // false once closed (Close takes sem after its cancel)
+		n.step()
 		n.release()
 	}
 	return n.status()

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -29,5 +30,30 @@ func TestClosedNodeSyncAppliesNothing(t *testing.T) {
 	a.Sync(context.Background())
 	if got := a.plane.applies.Load(); got != applies {
 		t.Errorf("Sync after Close applied %d time(s); running generation %d", got-applies, a.plane.running.Load())
+	}
+}
+
+// The worker woken as the node closes (a kick and the cancel at once)
+// applies nothing either: its select may take the kick and the semaphore
+// after the cancel.
+func TestClosingWorkerAppliesNothing(t *testing.T) {
+	for i := 0; i < 64; i++ {
+		plane := &fakePlane{}
+		store := &fakeStore{}
+		store.cur.Store(&config.Config{Generation: 1})
+		n := &Node{
+			o:    NodeOptions{Store: store, Apply: plane.Apply, Running: plane.running.Load},
+			log:  slog.New(slog.DiscardHandler),
+			sem:  make(chan struct{}, 1),
+			kick: make(chan struct{}, 1),
+		}
+		n.ctx, n.cancel = context.WithCancel(context.Background())
+		n.wake()
+		n.cancel()
+		n.wg.Add(1)
+		n.worker()
+		if got := plane.applies.Load(); got != 0 {
+			t.Fatalf("round %d: the worker applied %d time(s) after the node's cancel", i, got)
+		}
 	}
 }
