@@ -67,6 +67,8 @@ func (s *EtcdStorage) maybePruneCertificates() {
 // deletes are conditional on P/current being unchanged since (a commit
 // meanwhile may refer to a bundle again: the pruning is left to the next
 // round) and on each bundle's mod revision (one uploaded again is kept).
+// A bundle written after P/current's last change is kept: a commit of
+// many bundles writes them before the revision that refers to them.
 // It returns how many bundles it removed.
 func (s *EtcdStorage) pruneCertificates(ctx context.Context) (int, error) {
 	s.pruneMu.Lock()
@@ -114,7 +116,10 @@ func (s *EtcdStorage) pruneCertificates(ctx context.Context) (int, error) {
 	var cmps []clientv3.Cmp
 	for _, kv := range certs {
 		sum := strings.TrimPrefix(string(kv.Key), certsPfx)
-		if keep[sum] || !isHexSHA256(sum) {
+		// Written after P/current's last change: the bundles a commit
+		// of more than a Txn takes writes before its revision (the
+		// commit is under way, or failed: pruned after the next one).
+		if keep[sum] || !isHexSHA256(sum) || kv.ModRevision > cur[0].ModRevision {
 			continue
 		}
 		dels = append(dels, clientv3.OpDelete(string(kv.Key)))
