@@ -297,6 +297,25 @@ func seedTokensUntilDone(ctx context.Context, es *cluster.EtcdStorage, stateDir 
 	}
 }
 
+// mirrorStoreTokens writes the store's tokens (P/tokens) into a state
+// directory that has none (a new node) at start, before the admin listener
+// needs them; the node's watch keeps them current afterwards. A state
+// directory with tokens (the mirror of the last run, or tokens to seed the
+// store with) is left as it is, and so is one when the store has no tokens
+// or does not answer: a restart while etcd is down waits no longer.
+func mirrorStoreTokens(ctx context.Context, es *cluster.EtcdStorage, stateDir string, log *slog.Logger) {
+	if local, err := tokens.List(stateDir); err != nil || len(local) > 0 {
+		return
+	}
+	doc, _, err := es.GetKey(ctx, cluster.TokensKey)
+	if err != nil || doc == nil {
+		return
+	}
+	if err := tokens.WriteMirror(stateDir, doc); err != nil {
+		log.Error("the store's tokens could not be mirrored into the state directory", "err", err)
+	}
+}
+
 // mirrorTokens is the node's OnTokens: P/tokens written to the state
 // directory's tokens.json (0600, atomically), which tokens.Checker reads.
 func mirrorTokens(es *cluster.EtcdStorage, stateDir string, log *slog.Logger) func(doc []byte) {

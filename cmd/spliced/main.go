@@ -273,6 +273,18 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 	if err := checkClusterMark(stateDir, mark, sf); err != nil {
 		return err
 	}
+	// In a cluster the store is opened first: its tokens are mirrored into
+	// the state directory before the admin listener checks that one
+	// exists (a new node joining a cluster with tokens, on a non-loopback
+	// admin address, must not be refused for want of a token).
+	var es *cluster.EtcdStorage
+	if sf.clustered() {
+		if es, err = sf.open(context.Background(), stateDir, log); err != nil {
+			return err
+		}
+		defer es.Close()
+		mirrorStoreTokens(context.Background(), es, stateDir, log)
+	}
 	al, err := openAdmin(adm)
 	if err != nil {
 		return err
@@ -288,12 +300,7 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 	// (the state directory then keeps the lock, the audit trail, the
 	// ticket keys, the tokens' mirror and the last applied generation).
 	var store *config.Store
-	var es *cluster.EtcdStorage
 	if sf.clustered() {
-		if es, err = sf.open(context.Background(), stateDir, log); err != nil {
-			return err
-		}
-		defer es.Close()
 		if mark == nil { // a single node's state directory joining
 			if err := seedConfig(context.Background(), es, stateDir, node.Name, log); err != nil {
 				return err

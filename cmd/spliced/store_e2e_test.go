@@ -82,3 +82,16 @@ func TestNodesShareTokensThroughTheStore(t *testing.T) {
 		t.Fatalf("token add on a node's state dir: exit %d, %q", rc, stderr.String())
 	}
 }
+
+// A new node joining a cluster whose store holds tokens, with an admin
+// address that needs one (here --admin-host; a non-loopback address is
+// refused the same way), starts: the store's tokens are mirrored into its
+// fresh state directory before the admin listener looks for one.
+func TestNewNodeNeedingATokenStartsWithTheStoresTokens(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	url := etcd.StoreURL("/wire")
+	secret := tokenCmd(t, 0, "add", "--role", "admin", "--name", "ops", "--store", url)
+	n := startSpliced(t, t.TempDir(), "--store", url, "--node-name", "n", "--admin-host", "proxy.example.com")
+	n.MustDo(http.StatusUnauthorized, "GET", "/api/v1/info", nil)
+	n.MustDo(http.StatusOK, "GET", "/api/v1/info", nil, "Authorization: Bearer "+secret)
+}
