@@ -165,9 +165,10 @@ Usage:
   spliced [flags]            run the appliance
   spliced version            print the version
   spliced validate FILE      check a config document (exit 0 when valid)
-  spliced token add --role viewer|operator|admin --name NAME [--state-dir DIR | --store URL]
+  spliced token add --role viewer|operator|admin --name NAME [--state-dir DIR | --store URL [--etcd-* …]]
                              create an admin API token (printed once)
-  spliced token list|revoke NAME [--state-dir DIR | --store URL]
+  spliced token list [--state-dir DIR | --store URL [--etcd-* …]]
+  spliced token revoke NAME [--state-dir DIR | --store URL [--etcd-* …]]
 
 Flags:
 `, version.Version)
