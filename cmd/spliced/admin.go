@@ -30,6 +30,7 @@ import (
 type adminOptions struct {
 	addr     string
 	stateDir string
+	store    string   // --store ("" on a single node): where tokens are added
 	hosts    []string // --admin-host
 	tlsCert  string
 	tlsKey   string
@@ -92,14 +93,20 @@ func openAdmin(o adminOptions) (*adminListener, error) {
 		return nil, errors.New("--admin-tls-cert and --admin-tls-key go together")
 	}
 	al := &adminListener{tokens: chk, tls: o.tlsCert != ""}
+	// Where `spliced token add` puts a token this node reads: a cluster
+	// node's tokens.json mirrors the store's (edits there are refused).
+	where := "--state-dir " + o.stateDir
+	if o.store != "" {
+		where = "--store " + o.store
+	}
 	// --admin-host says that clients reach the API under another name: through
 	// a proxy in front, whose own clients then share the loopback or unix
 	// address. Open (no token) would be open to all of them.
 	if len(o.hosts) > 0 && empty {
 		return nil, fmt.Errorf("--admin-host %s is given and no admin token exists in %s: the admin API would be "+
 			"open to every client of the proxy in front; create one first with "+
-			"`spliced token add --role admin --name NAME --state-dir %s`, or drop --admin-host",
-			strings.Join(o.hosts, ","), chk.Path(), o.stateDir)
+			"`spliced token add --role admin --name NAME %s`, or drop --admin-host",
+			strings.Join(o.hosts, ","), chk.Path(), where)
 	}
 	var ln net.Listener
 	if path, ok := strings.CutPrefix(o.addr, "unix:"); ok {
@@ -116,8 +123,8 @@ func openAdmin(o adminOptions) (*adminListener, error) {
 		al.open = isLoopback(host) && len(o.hosts) == 0
 		if !al.open && empty {
 			return nil, fmt.Errorf("--admin-addr %q is not a loopback address and no admin token exists in %s: "+
-				"create one first with `spliced token add --role admin --name NAME --state-dir %s`, "+
-				"or keep the admin API on 127.0.0.1 or a unix socket", o.addr, chk.Path(), o.stateDir)
+				"create one first with `spliced token add --role admin --name NAME %s`, "+
+				"or keep the admin API on 127.0.0.1 or a unix socket", o.addr, chk.Path(), where)
 		}
 		ln, err = net.Listen("tcp", o.addr)
 		if err != nil {

@@ -286,6 +286,7 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 		defer es.Close()
 		mirrorStoreTokens(context.Background(), es, stateDir, log)
 	}
+	adm.store = sf.url
 	al, err := openAdmin(adm)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,4 +95,18 @@ func TestNewNodeNeedingATokenStartsWithTheStoresTokens(t *testing.T) {
 	n := startSpliced(t, t.TempDir(), "--store", url, "--node-name", "n", "--admin-host", "proxy.example.com")
 	n.MustDo(http.StatusUnauthorized, "GET", "/api/v1/info", nil)
 	n.MustDo(http.StatusOK, "GET", "/api/v1/info", nil, "Authorization: Bearer "+secret)
+}
+
+// A cluster node that needs a token while the cluster has none says to add
+// it to the store (`spliced token add --state-dir` is refused on a node's
+// state directory once it joined).
+func TestNodeNeedingATokenSaysToAddItToTheStore(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	url := etcd.StoreURL("/wire")
+	var stderr strings.Builder
+	rc := run([]string{"--store", url, "--node-name", "n", "--admin-host", "proxy.example.com",
+		"--admin-addr", "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t)), "--state-dir", t.TempDir(), "--log-format", "text"}, io.Discard, &stderr)
+	if rc == 0 || !strings.Contains(stderr.String(), "spliced token add --role admin --name NAME --store "+url) {
+		t.Fatalf("exit %d, stderr %q", rc, stderr.String())
+	}
 }
