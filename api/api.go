@@ -439,6 +439,9 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) error
 		}
 		// The trail holds the write before the store persists it.
 		if err := s.obs.audit.begin(r, s.store.Current().Generation+1); err != nil {
+			if errors.Is(err, config.ErrUnavailable) {
+				return err // the cluster store (settle): 503 store-unavailable
+			}
 			return &config.StorageError{Err: err} // 507/503, /readyz not ready
 		}
 		fault("pending")

@@ -38,6 +38,9 @@ import (
 // entry goes to audit.log and the pending record is dropped. At start-up
 // (recoverPending) a pending record left by a crash becomes an entry marked
 // recovered "applied" (its generation was committed) or "not-applied".
+// On a cluster node started while the store does not answer, the records
+// wait (kept in audit.pending) until it does: retried every retryEvery,
+// and before the node's next write begins.
 
 const (
 	auditFile     = "audit.log"
@@ -54,6 +57,10 @@ const (
 	auditDiffBytes = 64 << 10
 	auditMaxLimit  = 1000
 )
+
+// auditRetryEvery paces the recovery of pending records that wait for the
+// cluster store (a variable for the tests).
+var auditRetryEvery = 5 * time.Second
 
 // AuditChange is the before and after of one changed object (absent on
 // create and delete respectively).
@@ -189,10 +196,17 @@ type auditLog struct {
 	init    bool
 	pending int64 // last pending id given
 	open    int   // pending records not yet completed
+	// waiting holds the records of a previous run that recovery could not
+	// decide yet (the cluster store did not answer at start); waitStore is
+	// nil once they are decided. retryEvery paces the retries.
+	waiting    []pendingRec
+	waitStore  *config.Store
+	retryEvery time.Duration
 }
 
 func newAuditLog(dir string, log *slog.Logger) *auditLog {
-	return &auditLog{dir: dir, log: log, maxBytes: auditMaxBytes, keep: AuditKeepDefault, refused: newRefusals(log)}
+	return &auditLog{dir: dir, log: log, maxBytes: auditMaxBytes, keep: AuditKeepDefault, refused: newRefusals(log),
+		retryEvery: auditRetryEvery}
 }
 
 func (l *auditLog) path(n int) string {

@@ -52,10 +52,16 @@ func (l *auditLog) pendingPath() string { return filepath.Join(l.dir, pendingFil
 // (another node committed first): begin then ends the request's earlier
 // record, which was never committed, and writes one for the generation the
 // write now aims at. The request still makes one entry in audit.log.
+//
+// Records of a previous run still waiting for the store are decided first
+// (settle); while the store cannot say, the write is refused.
 func (l *auditLog) begin(r *http.Request, gen int64) error {
 	a := auditOf(r.Context())
 	if a == nil || l.dir == "" {
 		return nil
+	}
+	if err := l.settle(); err != nil {
+		return err
 	}
 	e := l.entryOf(r, a)
 	e.Generation = gen
@@ -122,6 +128,16 @@ func appendSync(path string, b []byte, sync bool) error {
 	return f.Close()
 }
 
+// pendingRec is a record a previous run left: a write that may or may not
+// have committed its generation.
+type pendingRec struct {
+	id    int64
+	entry AuditEntry
+	// superseded: a later record names the same generation (see
+	// recoverPending).
+	superseded bool
+}
+
 // recoverPending turns the pending records a crash left into entries:
 // "applied" when the store committed the record's generation, with the
 // plan rebuilt from the revisions, else "not-applied". A record whose
@@ -129,18 +145,59 @@ func appendSync(path string, b []byte, sync bool) error {
 // through the store one at a time, with the generation current+1 they
 // would create: a later record naming the same generation proves the
 // earlier one did not commit it.
+//
+// In a cluster the revisions say which node committed each generation,
+// and the node's current may be its cache of the last applied one: when
+// the store cannot list them (etcd down at start), nothing is decided.
+// The records stay in audit.pending (held open, their ids not reused) and
+// are decided by settle once the store answers: on a timer, and before
+// the node's next write begins, which refuses the write while the store
+// still does not answer (it could not commit anyway).
 func (l *auditLog) recoverPending(st *config.Store) error {
 	if l.dir == "" || st == nil {
 		return nil
 	}
-	f, err := openNoFollow(l.pendingPath(), os.O_RDONLY)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	recs, last, err := l.readPending()
 	if err != nil {
+		return err
+	}
+	if len(recs) > 0 {
+		revs, err := st.Revisions()
+		if err != nil && st.Storage().Kind() != "dir" {
+			l.mu.Lock()
+			l.waiting, l.waitStore = recs, st
+			l.pending = max(l.pending, last)
+			l.open += len(recs) // each ended once decided
+			l.mu.Unlock()
+			l.log.Warn("audit trail: writes under way at the last stop are recovered once the configuration store answers",
+				"records", len(recs), "err", err)
+			time.AfterFunc(l.retryEvery, l.retryRecovery)
+			return nil
+		}
+		l.mu.Lock()
+		err = l.decideLocked(st, recs, revs)
+		l.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("audit trail: %w", err)
+		}
+	}
+	if err := os.Truncate(l.pendingPath(), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("audit trail: %w", err)
 	}
-	var recs []pendingLine
+	return nil
+}
+
+// readPending returns the records of audit.pending not marked done, and
+// the highest id in the file.
+func (l *auditLog) readPending() (recs []pendingRec, last int64, err error) {
+	f, err := openNoFollow(l.pendingPath(), os.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("audit trail: %w", err)
+	}
+	var all []pendingLine
 	done := map[int64]bool{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -149,38 +206,53 @@ func (l *auditLog) recoverPending(st *config.Store) error {
 		if json.Unmarshal(sc.Bytes(), &p) != nil {
 			continue // a torn last line: its write never reached the store
 		}
+		last = max(last, p.ID, p.Done)
 		if p.Done != 0 {
 			done[p.Done] = true
 		} else if p.Entry != nil {
-			recs = append(recs, p)
+			all = append(all, p)
 		}
 	}
 	err = sc.Err()
 	f.Close()
 	if err != nil {
-		return fmt.Errorf("audit trail: read %s: %w", l.pendingPath(), err)
+		return nil, 0, fmt.Errorf("audit trail: read %s: %w", l.pendingPath(), err)
 	}
-	committed := st.Current().Generation
-	// In a cluster, other nodes commit generations too: a record's
-	// generation committed by another node was not this write's.
-	nodeOf := map[int64]string{}
-	if len(recs) > 0 {
-		revs, _ := st.Revisions()
-		for _, r := range revs {
-			nodeOf[r.Generation] = r.Node
-		}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for i, p := range recs {
-		if done[p.ID] || l.hasEntryLocked(p.Entry) {
+	for i, p := range all {
+		if done[p.ID] {
 			continue
 		}
-		e := *p.Entry
-		superseded := false
-		for _, q := range recs[i+1:] {
-			superseded = superseded || q.Entry.Generation == e.Generation
+		r := pendingRec{id: p.ID, entry: *p.Entry}
+		for _, q := range all[i+1:] {
+			r.superseded = r.superseded || q.Entry.Generation == r.entry.Generation
 		}
+		recs = append(recs, r)
+	}
+	return recs, last, nil
+}
+
+// decideLocked writes the entry of each record, given the store's kept
+// revisions.
+func (l *auditLog) decideLocked(st *config.Store, recs []pendingRec, revs []config.RevisionInfo) error {
+	committed := st.Current().Generation
+	// In a cluster, other nodes commit generations too: a record's
+	// generation committed by another node was not this write's. A
+	// committed generation is never reverted there, and the node's
+	// current may lag the store's.
+	cluster := st.Storage().Kind() != "dir"
+	nodeOf := map[int64]string{}
+	for _, r := range revs {
+		nodeOf[r.Generation] = r.Node
+		if cluster {
+			committed = max(committed, r.Generation)
+		}
+	}
+	for _, p := range recs {
+		if l.hasEntryLocked(&p.entry) {
+			continue
+		}
+		e := p.entry
+		superseded := p.superseded
 		if n := nodeOf[e.Generation]; n != "" && n != e.Node {
 			superseded = true
 		}
@@ -201,13 +273,52 @@ func (l *auditLog) recoverPending(st *config.Store) error {
 		l.log.Warn("audit entry recovered from a write under way when spliced stopped",
 			"request_id", e.RequestID, "method", e.Method, "path", e.Path, "recovered", e.Recovered, "generation", e.Generation)
 		if err := l.writeLocked(&e); err != nil {
-			return fmt.Errorf("audit trail: %w", err)
+			return err
 		}
 	}
-	if err := os.Truncate(l.pendingPath(), 0); err != nil {
+	return nil
+}
+
+// settle decides the records waiting for the store, if any; an error
+// means they still wait. No write of this run commits before they are
+// decided (begin settles first), so the store's revisions, whenever read,
+// tell what the previous run committed.
+func (l *auditLog) settle() error {
+	l.mu.Lock()
+	st := l.waitStore
+	l.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	revs, err := st.Revisions()
+	if err != nil {
+		return fmt.Errorf("audit trail: writes under way at the last stop not yet recovered: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.waitStore == nil {
+		return nil // decided meanwhile
+	}
+	if err := l.decideLocked(st, l.waiting, revs); err != nil {
 		return fmt.Errorf("audit trail: %w", err)
 	}
+	recs := l.waiting
+	l.waiting, l.waitStore = nil, nil
+	l.log.Info("audit trail: writes under way at the last stop recovered", "records", len(recs))
+	for _, p := range recs {
+		if err := l.endLocked(p.id); err != nil {
+			// Their entries are in audit.log: the next start skips them.
+			l.log.Error("audit pending record not cleared", "path", l.pendingPath(), "err", err)
+		}
+	}
 	return nil
+}
+
+// retryRecovery settles the waiting records, again later until it can.
+func (l *auditLog) retryRecovery() {
+	if l.settle() != nil {
+		time.AfterFunc(l.retryEvery, l.retryRecovery)
+	}
 }
 
 // hasEntryLocked: audit.log already holds the entry of pending record p

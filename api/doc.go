@@ -38,7 +38,9 @@
 //     not, it is counted and sampled into the log.
 //   - A write is durable in the trail (audit.pending, fsynced, under the
 //     store's lock) before the store persists it; a record a crash left is
-//     completed at start-up.
+//     completed at start-up, or, on a cluster node whose store does not
+//     answer then, once it does (settle: on a timer and before the next
+//     write, which is refused with 503 until then).
 //   - Logged paths are redacted (redactURI): no credential from a URL is kept.
 //   - Certificates (certificates.go): uploads carry a key, which goes to the
 //     store's certs/ file only; every answer, audit entry and revision
