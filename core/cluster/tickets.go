@@ -71,8 +71,8 @@ func ShareTicketKeys(es *EtcdStorage, tk *tlsconf.TicketKeys, log *slog.Logger) 
 func watchTicketKeys(ctx context.Context, es *EtcdStorage, tk *tlsconf.TicketKeys, log *slog.Logger, first chan struct{}) {
 	key := es.Key(TicketKeysKey)
 	installed := false
-	install := func(doc []byte, rev int64) {
-		if err := tk.Install(doc, rev); err != nil {
+	install := func(doc []byte) {
+		if err := tk.Install(doc); err != nil {
 			log.Error("the cluster's session ticket keys cannot be used: keeping the current ones", "key", key, "err", err)
 		}
 		if !installed {
@@ -101,7 +101,7 @@ func watchTicketKeys(ctx context.Context, es *EtcdStorage, tk *tlsconf.TicketKey
 			}
 			continue
 		}
-		install(doc, rev)
+		install(doc)
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	watch:
 		for wr := range es.Client().Watch(wctx, key, clientv3.WithRev(rev+1)) {
@@ -112,7 +112,7 @@ func watchTicketKeys(ctx context.Context, es *EtcdStorage, tk *tlsconf.TicketKey
 				if ev.Type != clientv3.EventTypePut {
 					break watch
 				}
-				install(ev.Kv.Value, ev.Kv.ModRevision)
+				install(ev.Kv.Value)
 			}
 		}
 		cancel()
@@ -124,8 +124,8 @@ func watchTicketKeys(ctx context.Context, es *EtcdStorage, tk *tlsconf.TicketKey
 	}
 }
 
-// TicketKeyStore is P/tls/ticket-keys as a tlsconf.KeyStore (revisions
-// are etcd's mod revisions), for tlsconf.NewSharedTicketKeys.
+// TicketKeyStore is P/tls/ticket-keys as a tlsconf.KeyStore, for
+// tlsconf.NewSharedTicketKeys.
 func TicketKeyStore(es *EtcdStorage) tlsconf.KeyStore { return ticketKeyStore{es} }
 
 type ticketKeyStore struct{ es *EtcdStorage }
@@ -134,6 +134,7 @@ func (s ticketKeyStore) Edit(ctx context.Context, edit func(old []byte) ([]byte,
 	return s.es.EditKey(ctx, TicketKeysKey, edit)
 }
 
-func (s ticketKeyStore) Read(ctx context.Context) ([]byte, int64, error) {
-	return s.es.GetKey(ctx, TicketKeysKey)
+func (s ticketKeyStore) Read(ctx context.Context) ([]byte, error) {
+	doc, _, err := s.es.GetKey(ctx, TicketKeysKey)
+	return doc, err
 }

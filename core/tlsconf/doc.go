@@ -73,15 +73,18 @@
 //
 // The nodes of a cluster share one set (cluster.ShareTicketKeys keeps it
 // in etcd): NewSharedTicketKeys (or Share) gives TicketKeys the store (a
-// KeyStore: conditional edit, read with a revision; a rotation due at
+// KeyStore: conditional edit and read; a rotation due at
 // start is then made in the store, not locally), Seed
 // stores its keys when the store has none, and Install takes each set the
-// store holds, newer revisions only (written to the state directory,
+// store holds, newer sets only (written to the state directory,
 // which becomes the copy a restart reads while the store is unreachable;
-// the timer set to the newest key's creation plus the period). A
-// rotation or Set reads the stored set back and installs it with its
-// revision, so that a set read before it and handed over after it (the
-// watch) does not replace it. When the rotation timer fires,
+// the timer set to the newest key's creation plus the period). Sets are
+// ordered by a serial each write puts in the set (above the stored set's,
+// the installed one's and the time in ns), not by the store's revisions,
+// which go back when etcd is restored from an older snapshot. A
+// rotation or Set reads the stored set back and installs it, so that a
+// set read before it and handed over after it (the watch) does not
+// replace it. When the rotation timer fires,
 // the set is rotated in the store, conditional on the set read: a set
 // whose newest key is younger than the period was rotated by another
 // node, and is installed as it is; so the cluster rotates once per

@@ -3,6 +3,7 @@ package tlsconf
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -30,17 +31,16 @@ func (tk *TicketKeys) Share(s KeyStore) {
 // left as is (Install it).
 func (tk *TicketKeys) Seed(ctx context.Context) error {
 	tk.mu.Lock()
-	shared := tk.shared
-	doc, err := marshalKeys(tk.keys, tk.source)
+	shared, keys, source, installed := tk.shared, tk.keys, tk.source, tk.serial
 	tk.mu.Unlock()
-	if shared == nil || err != nil {
-		return err
+	if shared == nil {
+		return nil
 	}
-	err = shared.Edit(ctx, func(old []byte) ([]byte, error) {
+	err := shared.Edit(ctx, func(old []byte) ([]byte, error) {
 		if old != nil {
 			return nil, errPresent
 		}
-		return doc, nil
+		return marshalKeys(keys, source, nextSerial(nil, installed))
 	})
 	switch {
 	case errors.Is(err, errPresent):
@@ -51,27 +51,35 @@ func (tk *TicketKeys) Seed(ctx context.Context) error {
 	return err
 }
 
-// Install makes the set doc (the JSON of TicketKeysFile, as stored at
-// revision rev) the keys of tk, unless tk has installed a set of this
-// revision or a later one (a set read before the last write and handed
-// over after it): written to the state directory (the cache a restart
-// reads while the store is unreachable) and used at once by every
-// configuration. A generated set is rotated next at its newest key's
+// Install makes the set doc (the JSON of TicketKeysFile, as stored) the
+// keys of tk, unless tk has installed a set of this serial or a later one
+// (a set read before the last write and handed over after it): written
+// to the state directory (the cache a restart reads while the store is
+// unreachable) and used at once by every configuration. The first set
+// installed after the start is taken whatever its serial (the store's,
+// not the copy's). A generated set is rotated next at its newest key's
 // creation plus the rotation period (that key's creation is the set's
 // last rotation, whichever node made it). A set that does not parse is
 // refused, the keys unchanged.
-func (tk *TicketKeys) Install(doc []byte, rev int64) error {
+//
+// Sets are ordered by their serial (nextSerial), not by the store's
+// revision: etcd restored from an older snapshot counts its revisions
+// from the snapshot's, so the sets written after a restore would have
+// revisions lower than the one installed, and no node would install
+// them. The serial is in the set, written by the node that writes it.
+func (tk *TicketKeys) Install(doc []byte) error {
 	keys, source, err := parseKeys(doc, "the stored session ticket keys", "set them again with PUT /api/v1/tls/ticket-keys")
 	if err != nil {
 		return err
 	}
+	serial := serialOf(doc)
 	tk.mu.Lock()
 	defer tk.mu.Unlock()
 	if tk.closed {
 		return nil
 	}
-	if rev > tk.rev {
-		tk.rev = rev
+	if serial > tk.serial || tk.serial < 0 {
+		tk.serial = serial
 		if source != tk.source || !sameKeys(keys, tk.keys) {
 			tk.keys, tk.source = keys, source
 			tk.install()
@@ -92,6 +100,41 @@ func (tk *TicketKeys) Install(doc []byte, rev int64) error {
 	return nil
 }
 
+// nextSerial is the serial of a set replacing old (the stored set, nil
+// when absent) on a node that installed the set of serial installed: one
+// more than both, and at least the time in ns. One more than old's: the
+// store's edits are conditional, so each set stored has a higher serial
+// than the one it replaced, and a set handed over late (older) is
+// ignored; of two nodes rotating at once one writes, the other's edit
+// runs again on its set (not due: it installs it); two Sets at once both
+// write, the second with the higher serial. One more than installed's,
+// and the time: after a restore the store holds an older set with a
+// lower serial, but the next set written is above the one the nodes
+// installed (the writer's, and any written before the restore by a node
+// whose clock was not ahead by more than the time since), so every node
+// installs it.
+func nextSerial(old []byte, installed int64) int64 {
+	return max(serialOf(old)+1, installed+1, time.Now().UnixNano())
+}
+
+// serialOf is the serial of a stored set (0 when it has none or does not
+// parse).
+func serialOf(doc []byte) int64 {
+	var f struct {
+		Serial int64 `json:"serial"`
+	}
+	if doc == nil || json.Unmarshal(doc, &f) != nil {
+		return 0
+	}
+	return f.Serial
+}
+
+func (tk *TicketKeys) installedSerial() int64 {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	return tk.serial
+}
+
 func sameKeys(a, b []ticketKey) bool {
 	if len(a) != len(b) {
 		return false
@@ -110,7 +153,7 @@ func sameKeys(a, b []ticketKey) bool {
 // again later.
 func (tk *TicketKeys) rotateShared(shared KeyStore) {
 	tk.mu.Lock()
-	rotation, local, ctx := tk.rotation, tk.keys, tk.ctx
+	rotation, local, ctx, installed := tk.rotation, tk.keys, tk.ctx, tk.serial
 	tk.mu.Unlock()
 	now := time.Now()
 	err := shared.Edit(ctx, func(old []byte) ([]byte, error) {
@@ -130,11 +173,11 @@ func (tk *TicketKeys) rotateShared(shared KeyStore) {
 			return nil, err
 		}
 		k.created = now.UTC()
-		return marshalKeys(withNewKey(k, keys), SourceGenerated)
+		return marshalKeys(withNewKey(k, keys), SourceGenerated, nextSerial(old, installed))
 	})
 	rotated := err == nil
 	if rotated || errors.Is(err, errNotDue) {
-		// Ours or the winner's: installed from the store, with its revision.
+		// Ours or the winner's: installed from the store, with its serial.
 		if err = tk.reload(ctx, shared); err == nil {
 			tk.mu.Lock()
 			tk.failedMsg = ""
@@ -161,12 +204,12 @@ func (tk *TicketKeys) rotateShared(shared KeyStore) {
 
 // reload installs the set the store holds now.
 func (tk *TicketKeys) reload(ctx context.Context, shared KeyStore) error {
-	doc, rev, err := shared.Read(ctx)
+	doc, err := shared.Read(ctx)
 	switch {
 	case err != nil:
 		return err
 	case doc == nil:
 		return errors.New("ticket keys: the store holds none")
 	}
-	return tk.Install(doc, rev)
+	return tk.Install(doc)
 }

@@ -46,10 +46,10 @@ func (m *memStore) Edit(ctx context.Context, edit func(old []byte) ([]byte, erro
 			continue // changed meanwhile: edit again
 		}
 		m.doc, m.rev = val, m.rev+1
-		nodes, rev := m.nodes, m.rev
+		nodes := m.nodes
 		m.mu.Unlock()
 		for _, n := range nodes {
-			if err := n.Install(val, int64(rev)); err != nil {
+			if err := n.Install(val); err != nil {
 				panic(err)
 			}
 		}
@@ -57,13 +57,13 @@ func (m *memStore) Edit(ctx context.Context, edit func(old []byte) ([]byte, erro
 	}
 }
 
-func (m *memStore) Read(ctx context.Context) ([]byte, int64, error) {
+func (m *memStore) Read(ctx context.Context) ([]byte, error) {
 	if m.down.Load() {
-		return nil, 0, errors.New("store unreachable")
+		return nil, errors.New("store unreachable")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.doc, int64(m.rev), nil
+	return m.doc, nil
 }
 
 func (m *memStore) stored(t *testing.T) keyFile {
@@ -92,9 +92,9 @@ func (m *memStore) node(t *testing.T, rotation time.Duration) *TicketKeys {
 	}
 	m.mu.Lock()
 	m.nodes = append(m.nodes, tk)
-	doc, rev := m.doc, m.rev
+	doc := m.doc
 	m.mu.Unlock()
-	if err := tk.Install(doc, int64(rev)); err != nil {
+	if err := tk.Install(doc); err != nil {
 		t.Fatal(err)
 	}
 	return tk
@@ -123,12 +123,12 @@ func TestSharedTicketKeysSeedAndInstall(t *testing.T) {
 	if err != nil || keyID(keys[0].key) != a.Info()[0].ID {
 		t.Fatalf("b's state directory does not cache the shared keys (%v)", err)
 	}
-	if err := b.Install([]byte(`{"source":"generated","keys":[]}`), 100); err == nil || ids(b) != first {
+	if err := b.Install([]byte(`{"source":"generated","keys":[],"serial":9223372036854775807}`)); err == nil || ids(b) != first {
 		t.Fatalf("a damaged set was installed (%v)", err)
 	}
-	// A set of an older revision, handed over late, is not installed.
-	old, _ := marshalKeys([]ticketKey{{key: [32]byte{5}, created: time.Now()}}, SourceGenerated)
-	if err := b.Install(old, 1); err != nil || ids(b) != first {
+	// A set of an older serial, handed over late, is not installed.
+	old, _ := marshalKeys([]ticketKey{{key: [32]byte{5}, created: time.Now()}}, SourceGenerated, 1)
+	if err := b.Install(old); err != nil || ids(b) != first {
 		t.Fatalf("a set older than the one installed replaced it (%v)", err)
 	}
 }
@@ -208,7 +208,7 @@ func TestSharedTicketKeysSet(t *testing.T) {
 func TestSharedTicketKeysDueAtStart(t *testing.T) {
 	dir := t.TempDir()
 	old := ticketKey{key: [32]byte{4}, created: time.Now().Add(-2 * time.Hour).UTC()}
-	data, err := marshalKeys([]ticketKey{old}, SourceGenerated)
+	data, err := marshalKeys([]ticketKey{old}, SourceGenerated, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,4 +231,61 @@ func TestSharedTicketKeysDueAtStart(t *testing.T) {
 		got := tk.Info()
 		return len(got) == 2 && got[1].ID == keyID(old.key) && m.stored(t).Keys != nil
 	}, "not rotated in the store once it answers")
+}
+
+// restore puts back the store as a snapshot held it: the set doc at
+// revision rev, lower than the revisions written since (etcd restored
+// from an older snapshot: its revisions go back too).
+func (m *memStore) restore(doc []byte, rev int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.doc, m.rev = doc, rev
+}
+
+// TestSharedTicketKeysAfterRestore: after the store went back to an older
+// set (and older revisions), the next Set and the next rotation are
+// installed by every node, and a set from before the restore handed over
+// late is still ignored.
+func TestSharedTicketKeysAfterRestore(t *testing.T) {
+	m := &memStore{}
+	a, b := m.node(t, time.Hour), m.node(t, time.Hour)
+	m.mu.Lock()
+	snapRev := m.rev
+	m.mu.Unlock()
+	// A generated set due for rotation, as the snapshot holds it.
+	due := ticketKey{key: [32]byte{7}, created: time.Now().Add(-2 * time.Hour).UTC()}
+	snap, err := marshalKeys([]ticketKey{due}, SourceGenerated, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1, k2 := [32]byte{1}, [32]byte{2}
+	for _, k := range [][32]byte{k1, k2} {
+		if err := a.Set([][32]byte{k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	late := m.stored(t) // the set stored before the restore
+	lateDoc, _ := json.Marshal(late)
+
+	m.restore(snap, snapRev)
+	k3 := [32]byte{3}
+	if err := b.Set([][32]byte{k3}); err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range map[string]*TicketKeys{"a": a, "b": b} {
+		if got := n.Info(); len(got) != 1 || got[0].ID != keyID(k3) {
+			t.Fatalf("after the restore, %s has %+v, not the keys set (%s)", name, got, keyID(k3))
+		}
+	}
+	if err := a.Install(lateDoc); err != nil || a.Info()[0].ID != keyID(k3) {
+		t.Fatalf("a set from before the restore, handed over late, replaced the newer one (%v)", err)
+	}
+
+	m.restore(snap, snapRev)
+	a.rotate() // its timer fires: the snapshot's set is due
+	for name, n := range map[string]*TicketKeys{"a": a, "b": b} {
+		if got := n.Info(); len(got) != 2 || got[1].ID != keyID(due.key) || got[0].Source != SourceGenerated {
+			t.Fatalf("after the restore, %s has %+v, not the rotated set", name, got)
+		}
+	}
 }

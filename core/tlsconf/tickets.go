@@ -71,7 +71,7 @@ type TicketKeys struct {
 	// shared is the store of a cluster's keys (Share; nil on a single
 	// node); ctx ends at Close and bounds its calls.
 	shared    KeyStore
-	rev       int64 // store revision of the set installed (0: none)
+	serial    int64 // serial of the set installed from the store (-1: none yet; Install)
 	ctx       context.Context
 	cancel    context.CancelFunc
 	failedMsg string // the last failure of a shared rotation logged
@@ -86,9 +86,8 @@ type KeyStore interface {
 	// The replacement is conditional on the set not having changed
 	// since it was read (edit then runs again on the new one).
 	Edit(ctx context.Context, edit func(old []byte) ([]byte, error)) error
-	// Read returns the stored set and its revision, a number that grows
-	// with each write (nil, 0 when absent).
-	Read(ctx context.Context) ([]byte, int64, error)
+	// Read returns the stored set (nil when absent).
+	Read(ctx context.Context) ([]byte, error)
 }
 
 // sharedRetry is the longest wait before a shared rotation that failed
@@ -121,7 +120,7 @@ func newTicketKeys(stateDir string, rotation time.Duration, store KeyStore, log 
 	if rotation <= 0 {
 		return nil, fmt.Errorf("ticket keys: rotation %v: %w", rotation, config.ErrInvalid)
 	}
-	tk := &TicketKeys{dir: stateDir, log: log.With("object", "tls ticket keys"), enc: &tls.Config{}, rotation: rotation, shared: store}
+	tk := &TicketKeys{dir: stateDir, log: log.With("object", "tls ticket keys"), enc: &tls.Config{}, rotation: rotation, shared: store, serial: -1}
 	tk.ctx, tk.cancel = context.WithCancel(context.Background())
 	// Held through the start: the first rotation may be due at once.
 	tk.mu.Lock()
@@ -178,11 +177,10 @@ func (tk *TicketKeys) Set(keys [][32]byte) error {
 	if shared != nil {
 		// A cluster's keys: stored first, then installed here (the other
 		// nodes install them from the store).
-		doc, err := marshalKeys(list, SourceAPI)
-		if err != nil {
-			return err
-		}
-		if err := shared.Edit(ctx, func([]byte) ([]byte, error) { return doc, nil }); err != nil {
+		installed := tk.installedSerial()
+		if err := shared.Edit(ctx, func(old []byte) ([]byte, error) {
+			return marshalKeys(list, SourceAPI, nextSerial(old, installed))
+		}); err != nil {
 			return fmt.Errorf("ticket keys: %w", err)
 		}
 		if err := tk.reload(ctx, shared); err != nil {
@@ -333,6 +331,9 @@ func (tk *TicketKeys) install() {
 type keyFile struct {
 	Source string        `json:"source"`
 	Keys   []keyFileItem `json:"keys"`
+	// Serial orders the sets of a cluster's store (Install, nextSerial);
+	// absent from the state directory's file.
+	Serial int64 `json:"serial,omitempty"`
 }
 
 type keyFileItem struct {
@@ -341,8 +342,8 @@ type keyFileItem struct {
 }
 
 // marshalKeys is the JSON of TicketKeysFile (and of a cluster's stored set).
-func marshalKeys(keys []ticketKey, source string) ([]byte, error) {
-	f := keyFile{Source: source, Keys: make([]keyFileItem, len(keys))}
+func marshalKeys(keys []ticketKey, source string, serial int64) ([]byte, error) {
+	f := keyFile{Source: source, Keys: make([]keyFileItem, len(keys)), Serial: serial}
 	for i, k := range keys {
 		f.Keys[i] = keyFileItem{Key: append([]byte(nil), k.key[:]...), Created: k.created}
 	}
@@ -350,7 +351,7 @@ func marshalKeys(keys []ticketKey, source string) ([]byte, error) {
 }
 
 func (tk *TicketKeys) persist(keys []ticketKey, source string) error {
-	data, err := marshalKeys(keys, source)
+	data, err := marshalKeys(keys, source, 0)
 	if err != nil {
 		return err
 	}
