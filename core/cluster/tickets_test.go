@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -196,4 +197,42 @@ func TestTicketKeysNotRotatedWhileEtcdIsDown(t *testing.T) {
 	c.Restart(0)
 	testutil.Eventually(t, 30*time.Second, func() bool { return a.Info()[0].ID != before[0].ID && sameKeys(a, b) },
 		"the nodes did not rotate their shared keys once etcd was back")
+}
+
+// TestTicketKeysInstalledAfterEtcdWentBack: etcd wiped (a restore from an
+// old snapshot does the same to revisions) restarts its revisions below
+// the one the nodes' watches had reached; a set stored afterwards (a PUT
+// on a third node) is still installed by the running nodes: their watch
+// ends when etcd goes away and starts again from a fresh read, not from
+// the old revision (which the new etcd would not reach for a while).
+func TestTicketKeysInstalledAfterEtcdWentBack(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	esA := openStorage(t, c, "", "")
+	esB := openStorage(t, c, esA.Prefix(), "")
+	cert := testutil.SelfSigned(t, "site.example")
+	quiet := slog.New(slog.DiscardHandler)
+	a, _ := ticketNode(t, esA, cert, quiet)
+	b, _ := ticketNode(t, esB, cert, quiet)
+	testutil.Eventually(t, 10*time.Second, func() bool { return sameKeys(a, b) }, "the nodes do not share their ticket keys")
+	// Revisions well above what the wiped etcd reaches during the test.
+	for i := range 200 {
+		if err := esA.EditKey(t.Context(), "filler", func([]byte) ([]byte, error) { return []byte{byte(i)}, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	c.Stop(0)
+	if err := os.RemoveAll(c.DataDir(0)); err != nil {
+		t.Fatal(err)
+	}
+	c.Restart(0)
+	esC := openStorage(t, c, esA.Prefix(), "")
+	cn, _ := ticketNode(t, esC, cert, quiet)
+	var key [32]byte
+	key[0] = 7
+	if err := cn.Set([][32]byte{key}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, func() bool { return sameKeys(a, cn) && sameKeys(b, cn) },
+		"the running nodes did not install the set stored after etcd went back")
 }
