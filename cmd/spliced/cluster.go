@@ -170,7 +170,7 @@ func (sf *storeFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&sf.etcdCA, "etcd-cacert", "", "PEM CA file that verifies the etcd servers (https endpoints); default: the system's CAs when --etcd-cert is given")
 	fs.StringVar(&sf.etcdCert, "etcd-cert", "", "PEM client certificate file for etcd (with --etcd-key)")
 	fs.StringVar(&sf.etcdKey, "etcd-key", "", "PEM private key file of --etcd-cert")
-	fs.DurationVar(&sf.dialTimeout, "etcd-dial-timeout", cluster.DefaultDialTimeout, "bound of the first connection to etcd")
+	fs.DurationVar(&sf.dialTimeout, "etcd-dial-timeout", cluster.DefaultDialTimeout, "bound of the first wait for etcd at a start (a second when this node has a copy of its last applied generation)")
 }
 
 // clustered says whether --store names a cluster store.

@@ -279,12 +279,20 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 	// exists (a new node joining a cluster with tokens, on a non-loopback
 	// admin address, must not be refused for want of a token).
 	var es *cluster.EtcdStorage
+	reached := false // etcd answered the first contact
 	if sf.clustered() {
 		if es, err = sf.open(context.Background(), stateDir, log); err != nil {
 			return err
 		}
 		defer es.Close()
-		mirrorStoreTokens(context.Background(), es, stateDir, log)
+		// One bounded wait for etcd (Reach: --etcd-dial-timeout, a second
+		// when this node has a copy of its last generation). Unanswered,
+		// the start waits no more: the tokens' mirror and the seeding of
+		// an empty store need etcd's answer (done when it answers), and
+		// the node runs its copy.
+		if reached = es.Reach(context.Background()) == nil; reached {
+			mirrorStoreTokens(context.Background(), es, stateDir, log)
+		}
 	}
 	adm.store = sf.url
 	al, err := openAdmin(adm)
@@ -311,9 +319,12 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 		// A store without a document (etcd wiped, or restored from a
 		// snapshot older than the cluster) gets the generation this node
 		// last applied, as the next one, rather than the node starting
-		// empty; unreachable, the node starts from that copy anyway.
-		if _, err := es.SeedFromCache(context.Background(), node.Name); err != nil && !errors.Is(err, config.ErrUnavailable) {
-			log.Warn("the store holds no configuration, and this node's copy could not seed it", "err", err)
+		// empty; unreachable, the node starts from that copy anyway (and
+		// seeds an empty store when etcd answers: cluster.Node).
+		if reached {
+			if _, err := es.SeedFromCache(context.Background(), node.Name); err != nil && !errors.Is(err, config.ErrUnavailable) {
+				log.Warn("the store holds no configuration, and this node's copy could not seed it", "err", err)
+			}
 		}
 		if store, err = config.OpenStore(es, bootstrap, log, config.StoreOptions{Node: node.Name}); err != nil {
 			return err

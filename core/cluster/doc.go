@@ -43,8 +43,10 @@
 // flight when the leader crashed is lost and etcd answers it only after
 // 7 s; an attempt whose answer was lost is told apart by reading back
 // P/current and the revision in the next attempt's Else. A read gets
-// ReadTimeout (5 s; 1 s for the revision history while etcd is
-// known unreachable). A failed call makes Health an error wrapping
+// ReadTimeout (5 s; 1 s for the revision history and Load's P/current
+// while etcd is known unreachable). A start waits once: Reach, the first
+// contact, gets DialTimeout, or 1 s when the node has a cache (below); when
+// etcd does not answer it, the node starts from that cache at once. A failed call makes Health an error wrapping
 // config.ErrUnavailable (naming the endpoints) until a call or a probe
 // (one read of P/current, at most once a second, started by Health, never
 // waited for) succeeds. Revisions reads the keys alone, then the header
@@ -64,7 +66,7 @@
 // etcd. No cache and no etcd: Load fails, saying so. A store found
 // without a document (P/current absent: etcd wiped, or restored from a
 // snapshot older than the cluster) is seeded as generation G+1 by a node
-// starting, from that cache (cmd/spliced: SeedFromCache), or running, from
+// starting that reached etcd, from that cache (cmd/spliced: SeedFromCache), or running, from
 // its Store's current document of generation G (the probe: SeedEmpty; the
 // newest it knows, even refused) — a conditional create through Reseed,
 // the first node wins — never a store that holds one. A store that went back to an older

@@ -41,6 +41,10 @@ const (
 	ProbeEvery   = time.Second
 	// DefaultDialTimeout is Options.DialTimeout when zero.
 	DefaultDialTimeout = 5 * time.Second
+	// cachedReachTimeout bounds Reach when the node has a copy of the
+	// generation it last applied: it starts from it at once (and catches
+	// up when etcd answers) rather than waiting the whole DialTimeout.
+	cachedReachTimeout = time.Second
 	// maxRevisionBytes bounds a revision's JSON once uncompressed (a
 	// damaged or hostile value must not exhaust memory): a document of
 	// 10 000 servers is about 2 MB.
@@ -79,7 +83,8 @@ type Options struct {
 	Prefix    string
 	// TLS is the client's TLS configuration (ClientTLS); nil: plain.
 	TLS *tls.Config
-	// DialTimeout bounds the first connection (DefaultDialTimeout when 0).
+	// DialTimeout bounds the first connection and Reach, the first
+	// contact of a start (DefaultDialTimeout when 0).
 	DialTimeout time.Duration
 	// CacheDir is the node's state directory, where RememberApplied keeps
 	// the last applied generation for a start while etcd is unreachable;
@@ -133,6 +138,8 @@ type EtcdStorage struct {
 
 	// readTimeout is ReadTimeout (tests of a stopped etcd shorten it).
 	readTimeout time.Duration
+	// dialTimeout is Options.DialTimeout.
+	dialTimeout time.Duration
 }
 
 type currentKey struct {
@@ -199,6 +206,7 @@ func OpenEtcd(ctx context.Context, o Options) (*EtcdStorage, error) {
 		refs:      map[int64]cachedRefs{},
 
 		readTimeout: ReadTimeout,
+		dialTimeout: o.DialTimeout,
 	}
 	return s, nil
 }
@@ -303,6 +311,29 @@ func (s *EtcdStorage) Health() error {
 	return nil
 }
 
+// Reach is the first contact of a node's start: one read of P/current,
+// bounded by DialTimeout, or by cachedReachTimeout when the node has a copy
+// of the generation it last applied (it can start from it). It returns nil
+// when etcd answered; else an error wrapping config.ErrUnavailable,
+// recorded for Health: the start then does without etcd (Load answers from
+// the node's copy within downReadTimeout) instead of waiting for it once
+// per read.
+func (s *EtcdStorage) Reach(ctx context.Context) error {
+	budget := s.dialTimeout
+	if s.cacheDir != "" && budget > cachedReachTimeout {
+		if _, _, err := s.readCache(); err == nil {
+			budget = cachedReachTimeout
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	if _, err := s.cli.Get(rctx, s.CurrentKey(), clientv3.WithCountOnly()); err != nil {
+		return s.failed(ctx, "first contact", err)
+	}
+	s.ok()
+	return nil
+}
+
 // readBudget is the time a read of what only etcd holds (the revision
 // history) gets: ReadTimeout, or downReadTimeout while the last call or
 // probe found etcd unreachable (the UI's history then fails at once, not
@@ -344,14 +375,18 @@ func (s *EtcdStorage) parseCurrent(kvs []*mvccpb.KeyValue) (currentKey, error) {
 
 // Load reads P/current and the revision it names. etcd unreachable: the
 // node's cache (RememberApplied) when there is one for this prefix, so a
-// node restarted while etcd is down runs what it ran.
+// node restarted while etcd is down runs what it ran. While etcd is known
+// unreachable (Reach or another call failed), P/current gets readBudget.
 func (s *EtcdStorage) Load(ctx context.Context) (*config.Config, config.RevisionInfo, error) {
+	budget := s.readBudget()
 	rctx, cancel := context.WithTimeout(ctx, s.readTimeout)
 	defer cancel()
 	// A Revert may remove the revision P/current named between the two
 	// reads: read again (bounded).
 	for attempt := 0; ; attempt++ {
-		cur, err := s.readCurrent(rctx)
+		cctx, ccancel := context.WithTimeout(rctx, budget)
+		cur, err := s.readCurrent(cctx)
+		ccancel()
 		if err != nil {
 			ferr := s.failed(ctx, "load "+s.CurrentKey(), err)
 			if !errors.Is(ferr, config.ErrUnavailable) {

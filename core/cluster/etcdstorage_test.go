@@ -324,6 +324,23 @@ func TestLoadFallsBackToTheNodeCache(t *testing.T) {
 	if _, _, err := none.Load(bg); !errors.Is(err, config.ErrUnavailable) || !strings.Contains(err.Error(), "no copy of a configuration") {
 		t.Fatalf("Load without etcd and without a cache: %v", err)
 	}
+	// A start (default read timeouts): one bounded wait, Reach (a second
+	// with a cache, not DialTimeout), then Load from the cache at once
+	// (readBudget), not 5 s each.
+	start := time.Now()
+	starting := openStorage(t, e, "/spliced", stateDir)
+	if err := starting.Reach(bg); !errors.Is(err, config.ErrUnavailable) {
+		t.Fatalf("Reach with etcd down: %v", err)
+	}
+	if took := time.Since(start); took >= starting.dialTimeout {
+		t.Errorf("Reach with etcd down and a cache took %v, want less than DialTimeout (%v)", took, starting.dialTimeout)
+	}
+	if c, _, err := starting.Load(bg); err != nil || c.Generation != 1 {
+		t.Fatalf("Load after Reach: %v", err)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("Reach and Load with etcd down took %v, want about 2 s", took)
+	}
 
 	// A later apply without the certificate drops its bundle.
 	e.Restart(0)
