@@ -405,6 +405,13 @@ type pickyStore struct {
 	bad int64
 }
 
+func (s *pickyStore) RefreshIfBehind(ctx context.Context, gen int64) (bool, error) {
+	if s.cur.Load().Generation >= gen {
+		return false, nil
+	}
+	return s.Refresh(ctx)
+}
+
 func (s *pickyStore) Refresh(ctx context.Context) (bool, error) {
 	resp, err := s.cli.Get(ctx, testPrefix+"/current")
 	if err == nil && len(resp.Kvs) > 0 && string(resp.Kvs[0].Value) == fmt.Sprintf(`{"generation":%d}`, s.bad) {

@@ -62,10 +62,10 @@ var ErrNodeNameTaken = errors.New("node name held by another live node")
 
 // ConfigStore is what a Node needs of the configuration store
 // (*config.Store): its current document, and adopting the storage's newer
-// one.
+// one when it does not hold generation gen yet (RefreshIfBehind).
 type ConfigStore interface {
 	Current() *config.Config
-	Refresh(ctx context.Context) (bool, error)
+	RefreshIfBehind(ctx context.Context, gen int64) (bool, error)
 }
 
 // AppliedCache keeps the last generation this node applied, so that a node
@@ -744,7 +744,7 @@ func (n *Node) step() {
 		refused := n.refusedGen
 		n.mu.Unlock()
 		if seen != refused {
-			if _, err := n.o.Store.Refresh(n.ctx); err != nil {
+			if _, err := n.o.Store.RefreshIfBehind(n.ctx, seen); err != nil {
 				if errors.Is(err, config.ErrUnavailable) || n.ctx.Err() != nil {
 					n.log.Info("cluster node: cannot load the newer generation yet", "generation", seen, "err", err)
 					return

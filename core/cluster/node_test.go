@@ -33,6 +33,13 @@ type fakeStore struct {
 
 func (s *fakeStore) Current() *config.Config { return s.cur.Load() }
 
+func (s *fakeStore) RefreshIfBehind(ctx context.Context, gen int64) (bool, error) {
+	if s.cur.Load().Generation >= gen {
+		return false, nil
+	}
+	return s.Refresh(ctx)
+}
+
 func (s *fakeStore) Refresh(ctx context.Context) (bool, error) {
 	s.refreshes.Add(1)
 	resp, err := s.cli.Get(ctx, testPrefix+"/current")

@@ -235,6 +235,22 @@ func (s *Store) Refresh(ctx context.Context) (changed bool, err error) {
 	return changed, err
 }
 
+// RefreshIfBehind is Refresh unless Current is already generation gen or
+// newer, checked under the write lock: a cluster node told by its watch
+// that the store holds gen does not load (decode, validate) the whole
+// document again when gen is its own write, whose Update was still
+// running when the watch event came (at 10 000 servers that load was half
+// of the node's CPU per write).
+func (s *Store) RefreshIfBehind(ctx context.Context, gen int64) (changed bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.cur.Load(); c != nil && c.Generation >= gen {
+		return false, nil
+	}
+	changed, _, err = s.refreshLocked(ctx)
+	return changed, err
+}
+
 // refreshLocked adopts the storage's current when it is newer; stored is
 // its generation (0: the storage holds none).
 func (s *Store) refreshLocked(ctx context.Context) (changed bool, stored int64, err error) {
