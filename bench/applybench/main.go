@@ -37,10 +37,12 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/spliced-proxy/spliced/bench/internal/benchutil"
 )
 
 func main() {
-	bin := flag.String("bin", envOr("SPLICED_BIN", "bin/spliced"), "spliced binary")
+	bin := flag.String("bin", benchutil.EnvOr("SPLICED_BIN", "bin/spliced"), "spliced binary")
 	sizes := flag.String("servers", "1000,10000", "comma-separated backend sizes")
 	conns := flag.Int("conns", 50, "live connections through the proxy")
 	origins := flag.Int("origins", 4, "real echo origins (the first servers)")
@@ -67,13 +69,6 @@ func main() {
 	}
 }
 
-func envOr(k, d string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return d
-}
-
 func fatalf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "applybench: "+format+"\n", a...)
 	os.Exit(2)
@@ -96,11 +91,11 @@ func (r *run) do() (err error) {
 	if !r.keep {
 		defer os.RemoveAll(dir)
 	}
-	adminPort, err := freePort()
+	adminPort, err := benchutil.FreePort()
 	if err != nil {
 		return err
 	}
-	feport, err := freePort()
+	feport, err := benchutil.FreePort()
 	if err != nil {
 		return err
 	}
@@ -186,7 +181,7 @@ func (r *run) do() (err error) {
 	if _, err := r.call("POST", "/api/v1/backends", b.String(), 201); err != nil {
 		return err
 	}
-	createMs := ms(time.Since(t0))
+	createMs := benchutil.Ms(time.Since(t0))
 	if _, err := r.call("POST", "/api/v1/frontends", fmt.Sprintf(`{"name":"fe","mode":"tcp","default_backend":"big",
 		"binds":[{"name":"b1","address":"127.0.0.1","port":%d}]}`, feport), 201); err != nil {
 		return err
@@ -232,11 +227,11 @@ func (r *run) do() (err error) {
 			if _, err := r.call(m, p, body, want); err != nil {
 				return fmt.Errorf("%s #%d: %w", o.name, i, err)
 			}
-			d = append(d, ms(time.Since(t)))
+			d = append(d, benchutil.Ms(time.Since(t)))
 		}
 		cpu := float64(cpuTicks(pid)-cpu0) * 10 / float64(len(d)) // ticks of 10 ms
 		slices.Sort(d)
-		fmt.Printf("%-8d %-22s %5d %9.1f %9.1f %9.1f %11.1f\n", r.servers, o.name, len(d), pct(d, 50), pct(d, 95), d[len(d)-1], cpu)
+		fmt.Printf("%-8d %-22s %5d %9.1f %9.1f %9.1f %11.1f\n", r.servers, o.name, len(d), benchutil.Pct(d, 50), benchutil.Pct(d, 95), d[len(d)-1], cpu)
 	}
 	dropped, echoes := lc.check()
 	status := "ok"
@@ -266,25 +261,6 @@ func cpuTicks(pid int) int64 {
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return u + st
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func pct(sorted []float64, p int) float64 {
-	i := (len(sorted)*p + 99) / 100
-	if i < 1 {
-		i = 1
-	}
-	return sorted[i-1]
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 func (r *run) waitReady(d time.Duration) error {

@@ -60,11 +60,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spliced-proxy/spliced/bench/internal/benchutil"
 	"github.com/spliced-proxy/spliced/internal/etcdtest"
 )
 
 func main() {
-	bin := flag.String("bin", envOr("SPLICED_BIN", "bin/spliced"), "spliced binary")
+	bin := flag.String("bin", benchutil.EnvOr("SPLICED_BIN", "bin/spliced"), "spliced binary")
 	haproxy := flag.String("haproxy", "haproxy", "haproxy binary (empty: no HAProxy comparison)")
 	sizes := flag.String("servers", "1000,10000", "comma-separated backend sizes")
 	writes := flag.Int("writes", 200, "writes with ?wait_ms=0 per size")
@@ -111,10 +112,10 @@ func main() {
 // row prints one measure; ref (HAProxy's, sorted) gives the ratio of medians.
 func row(servers int, what string, sorted, ref []float64) {
 	ratio := ""
-	if len(ref) > 0 && pct(ref, 50) > 0 {
-		ratio = fmt.Sprintf("%.2g×", pct(sorted, 50)/pct(ref, 50))
+	if len(ref) > 0 && benchutil.Pct(ref, 50) > 0 {
+		ratio = fmt.Sprintf("%.2g×", benchutil.Pct(sorted, 50)/benchutil.Pct(ref, 50))
 	}
-	fmt.Printf("%-8d %-38s %5d %9.1f %9.1f %9.1f %12s\n", servers, what, len(sorted), pct(sorted, 50), pct(sorted, 95), sorted[len(sorted)-1], ratio)
+	fmt.Printf("%-8d %-38s %5d %9.1f %9.1f %9.1f %12s\n", servers, what, len(sorted), benchutil.Pct(sorted, 50), benchutil.Pct(sorted, 95), sorted[len(sorted)-1], ratio)
 }
 
 type bench struct {
@@ -169,7 +170,7 @@ func (b *bench) spliced(writes, acked int, fsync bool, ref []float64) (err error
 		nodes = append(nodes, n)
 	}
 	a := nodes[0]
-	feport, err := freePort()
+	feport, err := benchutil.FreePort()
 	if err != nil {
 		return err
 	}
@@ -218,8 +219,8 @@ func (b *bench) spliced(writes, acked int, fsync bool, ref []float64) (err error
 		if i < 5 { // warm-up
 			continue
 		}
-		fromAnswer = append(fromAnswer, ms(last.Sub(tAnswer)))
-		fromRequest = append(fromRequest, ms(last.Sub(t0)))
+		fromAnswer = append(fromAnswer, benchutil.Ms(last.Sub(tAnswer)))
+		fromRequest = append(fromRequest, benchutil.Ms(last.Sub(t0)))
 	}
 	// Acknowledged writes: the answer lists the three nodes.
 	var ack []float64
@@ -230,7 +231,7 @@ func (b *bench) spliced(writes, acked int, fsync bool, ref []float64) (err error
 		if err != nil {
 			return fmt.Errorf("acked write %d: %w", i, err)
 		}
-		ack = append(ack, ms(time.Since(t0)))
+		ack = append(ack, benchutil.Ms(time.Since(t0)))
 		if err := allApplied(body); err != nil {
 			return fmt.Errorf("acked write %d: %w", i, err)
 		}
@@ -302,7 +303,7 @@ func (b *bench) waitAll(nodes []*node, gen int64, d time.Duration) (time.Time, e
 }
 
 func startNode(bin, dir, name, addr, store string) (*node, error) {
-	port, err := freePort()
+	port, err := benchutil.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -525,7 +526,7 @@ func (b *bench) haproxy(bin string, reloads int) ([]float64, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	port, err := freePort()
+	port, err := benchutil.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -605,7 +606,7 @@ func (b *bench) haproxy(bin string, reloads int) ([]float64, error) {
 				last = seen[i]
 			}
 		}
-		d = append(d, ms(last.Sub(t0)))
+		d = append(d, benchutil.Ms(last.Sub(t0)))
 	}
 	slices.Sort(d)
 	return d, nil
@@ -613,33 +614,7 @@ func (b *bench) haproxy(bin string, reloads int) ([]float64, error) {
 
 // ---- helpers ----
 
-func envOr(k, d string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return d
-}
-
 func fatalf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "clusterbench: "+format+"\n", a...)
 	os.Exit(2)
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func pct(sorted []float64, p int) float64 {
-	i := (len(sorted)*p + 99) / 100
-	if i < 1 {
-		i = 1
-	}
-	return sorted[i-1]
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

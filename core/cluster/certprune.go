@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/spliced-proxy/spliced/core/config"
 )
 
 // pruneEvery spaces the prunings of P/certs a storage starts after its
@@ -27,15 +28,6 @@ const (
 type cachedRefs struct {
 	mod  int64
 	sums []string
-}
-
-// revisionCertificates is the part of a revision that pruning reads.
-type revisionCertificates struct {
-	Config struct {
-		Certificates []struct {
-			ChainSHA256 string `json:"chain_sha256"`
-		} `json:"certificates"`
-	} `json:"config"`
 }
 
 // maybePruneCertificates starts pruneCertificates in the background after
@@ -172,13 +164,9 @@ func (s *EtcdStorage) revisionRefs(ctx context.Context, gen, mod, rev int64) ([]
 	if err != nil {
 		return nil, err
 	}
-	var rc revisionCertificates
-	if err := json.NewDecoder(io.LimitReader(rd, maxRevisionBytes)).Decode(&rc); err != nil {
+	sums, err := config.RevisionCertificates(io.LimitReader(rd, maxRevisionBytes))
+	if err != nil {
 		return nil, fmt.Errorf("damaged revision: %w", err)
-	}
-	sums := make([]string, 0, len(rc.Config.Certificates))
-	for _, c := range rc.Config.Certificates {
-		sums = append(sums, c.ChainSHA256)
 	}
 	slices.Sort(sums)
 	s.cacheMu.Lock()

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -173,7 +174,7 @@ func (s *Store) checkCertificateFiles(cur, next *Config, bundles map[string][]by
 	return p.err()
 }
 
-// revisionCertificates is the part of a revision file pruneCertificates
+// revisionCertificates is the part of a revision RevisionCertificates
 // reads: the chains it refers to.
 type revisionCertificates struct {
 	Config struct {
@@ -181,6 +182,22 @@ type revisionCertificates struct {
 			ChainSHA256 string `json:"chain_sha256"`
 		} `json:"certificates"`
 	} `json:"config"`
+}
+
+// RevisionCertificates lists the chain_sha256 of the certificates a
+// revision (its JSON: header and config) refers to, without decoding the
+// rest of the config: what certificate pruning keeps, in the state
+// directory and in etcd (core/cluster).
+func RevisionCertificates(r io.Reader) ([]string, error) {
+	var rc revisionCertificates
+	if err := json.NewDecoder(r).Decode(&rc); err != nil {
+		return nil, err
+	}
+	sums := make([]string, 0, len(rc.Config.Certificates))
+	for _, c := range rc.Config.Certificates {
+		sums = append(sums, c.ChainSHA256)
+	}
+	return sums, nil
 }
 
 // pruneCertificates removes the files of certs/ that neither the current
@@ -210,16 +227,16 @@ func (d *DirStorage) pruneCertificates(cur *Config) {
 	}
 	for _, n := range names {
 		data, err := readFileNoFollow(filepath.Join(d.revDir(), n))
-		var rc revisionCertificates
+		var sums []string
 		if err == nil {
-			err = json.Unmarshal(data, &rc)
+			sums, err = RevisionCertificates(bytes.NewReader(data))
 		}
 		if err != nil {
 			d.log.Warn("certificate files not pruned: a revision is unreadable", "file", n, "err", err)
 			return
 		}
-		for _, c := range rc.Config.Certificates {
-			keep[c.ChainSHA256] = true
+		for _, sum := range sums {
+			keep[sum] = true
 		}
 	}
 	for _, e := range ents {
