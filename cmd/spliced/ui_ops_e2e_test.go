@@ -144,7 +144,11 @@ func TestUIFirstVisitAndForms(t *testing.T) {
 	u.fill(`dialog[open] [data-ptr="/name"] input`, "pub")
 	u.fill(`dialog[open] [data-ptr="/binds/0/port"] input`, strconv.Itoa(port))
 	u.fill(`dialog[open] [data-ptr="/binds/0/threads"] input`, "0")
-	for _, f := range []string{"/http/x_forwarded_for", "/http/via", "/access_log"} {
+	// X-Forwarded-For is on by default: its box is ticked already.
+	if !evalJS[bool](u, `document.querySelector('dialog[open] [data-ptr="/http/x_forwarded_for"] input').checked`) {
+		t.Fatal("New frontend shows X-Forwarded-For off; the API's default is on")
+	}
+	for _, f := range []string{"/http/via", "/access_log"} {
 		u.run("check "+f, chromedp.Click(chromedp.CSS(`dialog[open] [data-ptr="`+f+`"] input[type="checkbox"]`)))
 	}
 	u.fill(`dialog[open] [data-ptr="/http/max_body_size"] input`, "1048576")

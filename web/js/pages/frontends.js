@@ -89,6 +89,10 @@ export default async function frontends(ctx, root) {
   return subscribe(ctx.live, { stats: () => paint(root, ctx.live) });
 }
 
+// HTTP_DEFAULTS are the http options the API gives a frontend sent
+// without them (core/config defaults.go): X-Forwarded-For on, the rest off.
+const HTTP_DEFAULTS = { x_forwarded_for: true, x_forwarded_proto: false, via: false };
+
 // httpSummary says what an http frontend adds to requests.
 function httpSummary(o) {
   const on = [];
@@ -192,7 +196,15 @@ async function frontendForm(ctx, f, backends, certNames) {
     const httpBox = h('div');
     const renderHTTP = () => {
       clear(httpBox);
-      if (model.mode !== 'http') return;
+      if (model.mode !== 'http') {
+        if (!editing) delete model.http; // a tcp frontend has no http options
+        return;
+      }
+      // The boxes show, and the form sends, every option explicitly: a
+      // new frontend starts from the server's defaults (X-Forwarded-For
+      // on), so an unticked box is sent as false, never left out for the
+      // server to default to true.
+      model.http = { ...HTTP_DEFAULTS, ...(model.http || {}) };
       httpBox.append(group(['http'], 'HTTP', h('div', { class: 'fields' },
         input(model, ['http', 'x_forwarded_for'], 'Add X-Forwarded-For', 'bool'),
         input(model, ['http', 'x_forwarded_proto'], 'Add X-Forwarded-Proto', 'bool'),

@@ -1,0 +1,111 @@
+package main
+
+// Browser tests of issue 23's web UI items: each one failed on the page
+// as it was before its fix.
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
+
+// openUI starts chromium on in's admin page and waits for the overview.
+func openUI(t *testing.T, in *instance, timeout time.Duration) *uiTest {
+	t.Helper()
+	chromiumPath(t)
+	u := newUITest(t, in, timeout)
+	u.shotsTo()
+	u.run("load overview",
+		chromedp.EmulateViewport(1280, 800),
+		chromedp.Navigate(u.base),
+		chromedp.WaitVisible(chromedp.CSS(`#page-overview[data-ready="1"]`)))
+	return u
+}
+
+// TestUIFrontendXFFOff (issue 23, item 10): the "Add X-Forwarded-For" box
+// of New frontend shows what the server will do (ticked: the API's default
+// is on), and left unticked the form sends x_forwarded_for false, so that
+// the frontend is created without the header; Edit shows the box unticked.
+func TestUIFrontendXFFOff(t *testing.T) {
+	var mu sync.Mutex
+	var xff []string
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		xff = append(xff, strings.Join(r.Header.Values("X-Forwarded-For"), ","))
+		mu.Unlock()
+		io.WriteString(w, "ok\n")
+	}))
+	t.Cleanup(origin.Close)
+	oport, _ := strconv.Atoi(origin.URL[strings.LastIndex(origin.URL, ":")+1:])
+	in := startSpliced(t, "")
+	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":"web","mode":"http","servers":[{"name":"s1","address":"127.0.0.1","port":%d}]}`, oport))
+
+	u := openUI(t, in, 60*time.Second)
+	u.page("frontends")
+	u.run("open new frontend",
+		chromedp.Click(chromedp.CSS(`#new-frontend`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/http/x_forwarded_for"] input`)))
+	box := `dialog[open] [data-ptr="/http/x_forwarded_for"] input`
+	shownOn := evalJS[bool](u, `document.querySelector('`+box+`').checked`)
+	if shownOn {
+		u.run("untick X-Forwarded-For", chromedp.Click(chromedp.CSS(box)))
+	}
+	if evalJS[bool](u, `document.querySelector('`+box+`').checked`) {
+		t.Fatal("the X-Forwarded-For box is still ticked")
+	}
+	u.recordSent()
+	port := testutil.FreePort(t)
+	u.fill(`dialog[open] [data-ptr="/name"] input`, "pub")
+	u.fill(`dialog[open] [data-ptr="/binds/0/port"] input`, strconv.Itoa(port))
+	u.run("create frontend",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)),
+		chromedp.WaitVisible(chromedp.CSS(`section[data-frontend="pub"] tr[data-bind="pub/b1"]`)))
+	type opts struct {
+		HTTP *struct {
+			XFF *bool `json:"x_forwarded_for"`
+		} `json:"http"`
+	}
+	var sent, stored opts
+	u.sentJSON(&sent)
+	u.apiJSON("/api/v1/frontends/pub", &stored)
+	if stored.HTTP == nil || stored.HTTP.XFF == nil || *stored.HTTP.XFF {
+		t.Fatalf("X-Forwarded-For left unticked, the frontend was stored with it on (sent %s)", u.lastSent())
+	}
+	if sent.HTTP == nil || sent.HTTP.XFF == nil || *sent.HTTP.XFF {
+		t.Fatalf("the form sent %s, want http.x_forwarded_for false", u.lastSent())
+	}
+	if !shownOn {
+		t.Fatal("New frontend showed the X-Forwarded-For box unticked while the API's default is on")
+	}
+	// The data plane adds no X-Forwarded-For.
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	mu.Lock()
+	got := append([]string(nil), xff...)
+	mu.Unlock()
+	if len(got) != 1 || got[0] != "" {
+		t.Fatalf("the origin saw X-Forwarded-For %q, want none", got)
+	}
+	u.run("open edit frontend",
+		chromedp.Click(chromedp.CSS(`section[data-frontend="pub"] button[data-action="edit-frontend"]`)),
+		chromedp.WaitVisible(chromedp.CSS(box)))
+	if evalJS[bool](u, `document.querySelector('`+box+`').checked`) {
+		t.Fatal("Edit shows X-Forwarded-For ticked on a frontend stored without it")
+	}
+	u.errs.check(t, "xff off")
+}
