@@ -242,14 +242,25 @@ func (a *tlsFd) wait(ev int16) error {
 		}
 	}
 	h.release(a)
-	// The caller's recv or send just said EAGAIN: the first call says "not
-	// ready", and the poller calls again once the socket is (or returns
-	// the deadline's error).
+	if h.parking != nil {
+		h.parking(a)
+	}
+	// RawRead and RawWrite reset the poller's readiness (prepareRead,
+	// prepareWrite) before their first call of ready: an edge the runtime
+	// poller took between the caller's EAGAIN and that reset (the
+	// ClientHello arriving then, or while pollFile registered the dup,
+	// whose EPOLL_CTL_ADD reports data already there) is dropped, and the
+	// socket will not signal it again. So the first call asks the socket
+	// itself (poll(2), no timeout); a later call comes from a wake-up,
+	// which means an edge after the reset: the caller's recv or send finds
+	// out, and waits again on EAGAIN (a spurious wake-up costs a loop).
 	first := true
 	ready := func(uintptr) bool {
-		r := !first
-		first = false
-		return r
+		if first {
+			first = false
+			return pollNow(a.fd, ev)
+		}
+		return true
 	}
 	var err error
 	if ev == unix.POLLIN {
@@ -261,6 +272,25 @@ func (a *tlsFd) wait(ev int16) error {
 		return e
 	}
 	return err
+}
+
+// pollNow says whether fd is ready for ev (POLLIN or POLLOUT) now, or in
+// error, which the caller's next recv or send reports. EINTR is asked
+// again; any other poll(2) failure answers "ready" so that the caller's
+// syscall reports the socket's state rather than a park that may not end
+// before the deadline.
+func pollNow(fd int, ev int16) bool {
+	p := [1]unix.PollFd{{Fd: int32(fd), Events: ev}}
+	for {
+		n, err := unix.Poll(p[:], 0)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return true
+		}
+		return n > 0
+	}
 }
 
 // Handshake CPU tokens. The loops keep their Ps while they sleep in
@@ -603,6 +633,10 @@ type tlsHandshakes struct {
 	started, ok, failed uint64
 	inflight            int
 	out                 *outPool // given to the established connections
+	// parking, when set (tests), runs on the helper goroutine in each
+	// wait, after the slot is given back and before the goroutine parks:
+	// where a peer's bytes must not be lost (TestTLSReadyBeforeParkIsSeen).
+	parking func(a *tlsFd)
 }
 
 // hsGate is the state the helper goroutines share with the loop: the
