@@ -654,3 +654,28 @@ func TestHTTPQueueing(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPForwardedProtoNotForged: on a clear bind with x_forwarded_proto
+// on, a client's "X-Forwarded-Proto: https" (any case) never reaches the
+// server: the only value there is spliced's "http". The client's
+// X-Forwarded-For is kept and spliced's address appended after it.
+func TestHTTPForwardedProtoNotForged(t *testing.T) {
+	in := startSpliced(t, "")
+	o := newHTTPOrigin(t, "A", nil)
+	port := setupHTTP(t, in, httpSetup{
+		backends: []map[string]any{httpBackend("web", "roundrobin", o.server("s1"))},
+		frontend: map[string]any{"default_backend": "web",
+			"http": map[string]any{"x_forwarded_for": true, "x_forwarded_proto": true}},
+	})
+	resp, _ := roundTrip(t, port, "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-Proto: https\r\nx-forwarded-proto: https\r\nX-Forwarded-For: 198.51.100.7\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	got := o.received()
+	if n := strings.Count(strings.ToLower(got), "x-forwarded-proto:"); n != 1 || !strings.Contains(got, "\r\nX-Forwarded-Proto: http\r\n") {
+		t.Fatalf("the origin got %d X-Forwarded-Proto fields, want only spliced's http: %q", n, got)
+	}
+	if !strings.Contains(got, "\r\nX-Forwarded-For: 198.51.100.7\r\nX-Forwarded-For: 127.0.0.1\r\n") {
+		t.Fatalf("X-Forwarded-For not appended after the client's: %q", got)
+	}
+}

@@ -97,6 +97,13 @@ func TestParsingDoesNotAllocate(t *testing.T) {
 			o = AppendStatusLine(o, 200, nil)
 			_ = AppendError(o, 503)
 		}},
+		{"client X-Forwarded-Proto replaced", func() {
+			in := []byte("GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-Proto: https\r\nx_forwarded_proto: https\r\n\r\n")
+			r.Reset()
+			r.Parse(in)
+			o := r.AppendEndToEnd(out[:0], in, DropXForwardedProto)
+			_ = AppendXForwardedProto(o, false)
+		}},
 		{"hop-by-hop with Connection tokens", func() {
 			in := []byte("GET / HTTP/1.1\r\nHost: a\r\nConnection: x-a, x-b\r\nX-A: 1\r\nX-C: 2\r\n\r\n")
 			r.Reset()

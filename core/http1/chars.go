@@ -104,6 +104,24 @@ func EqualFold(a []byte, s string) bool {
 	return true
 }
 
+// equalFieldName is EqualFold with '_' in a standing for '-' in s: the
+// spelling CGI-style servers read as the same field.
+func equalFieldName(a []byte, s string) bool {
+	if len(a) != len(s) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		c := a[i]
+		if c == '_' {
+			c = '-'
+		}
+		if lower(c) != lower(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // EqualFoldBytes is EqualFold for two byte slices.
 func EqualFoldBytes(a, b []byte) bool {
 	if len(a) != len(b) {

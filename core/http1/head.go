@@ -73,6 +73,11 @@ const (
 	KindProxyConnection
 	KindTE
 	KindTrailer
+	// KindXForwardedProto is X-Forwarded-Proto, also spelt with '_' for
+	// '-' (CGI, PHP, WSGI and Rack servers read both as
+	// HTTP_X_FORWARDED_PROTO): the field the proxy replaces when it sets
+	// its own (DropXForwardedProto).
+	KindXForwardedProto
 )
 
 func kindOf(name []byte) Kind {
@@ -114,6 +119,9 @@ func kindOf(name []byte) Kind {
 	case 17:
 		if EqualFold(name, "transfer-encoding") {
 			return KindTransferEncoding
+		}
+		if equalFieldName(name, "x-forwarded-proto") {
+			return KindXForwardedProto
 		}
 	}
 	return KindOther

@@ -113,8 +113,9 @@ func AppendError(dst []byte, status int) []byte {
 // The proxy copies a head field by field: AppendRequestLine (always
 // HTTP/1.1 towards servers), Head.AppendEndToEnd, which drops the
 // hop-by-hop fields (HopByHop), then AppendXForwardedFor (a new field
-// line; an existing one is kept before it, as HAProxy does),
-// AppendXForwardedProto and AppendVia.
+// line; an existing one is kept before it, as HAProxy's option
+// forwardfor does), AppendXForwardedProto (which replaces the client's:
+// DropXForwardedProto) and AppendVia.
 
 // AppendRequestLine appends "method SP target SP HTTP/1.1 CRLF": the proxy
 // speaks HTTP/1.1 to servers whatever the client spoke.
@@ -198,7 +199,9 @@ func AppendVia(dst []byte, minor int, by string) []byte {
 	return append(dst, "\r\n"...)
 }
 
-// Keep selects hop-by-hop fields that HopByHop and AppendEndToEnd keep.
+// Keep selects hop-by-hop fields that HopByHop and AppendEndToEnd keep,
+// and end-to-end fields that AppendEndToEnd drops because the proxy
+// replaces them.
 type Keep uint8
 
 const (
@@ -208,6 +211,13 @@ const (
 	// KeepUpgrade keeps Upgrade when the exchange is being upgraded; the
 	// caller then appends "Connection: upgrade" itself.
 	KeepUpgrade
+	// DropXForwardedProto drops the client's X-Forwarded-Proto fields
+	// (KindXForwardedProto: any case, '_' for '-') when the proxy
+	// appends its own: a value the client sent first would be the one
+	// most frameworks read, so a clear request could pass for HTTPS.
+	// The proxy's value replaces it, as nginx's proxy_set_header and
+	// HAProxy's http-request set-header do.
+	DropXForwardedProto
 )
 
 // HopByHop reports whether header i of h must not be forwarded (RFC 9110
@@ -227,7 +237,7 @@ func (h *Head) HopByHop(buf []byte, i int, keep Keep) bool {
 		return keep&KeepTransferEncoding == 0
 	case KindUpgrade:
 		return keep&KeepUpgrade == 0
-	case KindOther, KindExpect:
+	case KindOther, KindExpect, KindXForwardedProto:
 		if h.connTokens == 0 {
 			return false
 		}
@@ -254,6 +264,9 @@ func (h *Head) AppendEndToEnd(dst, buf []byte, keep Keep) []byte {
 func (h *Head) AppendEndToEndStrip(dst, buf []byte, keep Keep, strip []byte) []byte {
 	for i := 0; i < h.N; i++ {
 		if h.HopByHop(buf, i, keep) {
+			continue
+		}
+		if keep&DropXForwardedProto != 0 && h.Headers[i].Kind == KindXForwardedProto {
 			continue
 		}
 		if len(strip) > 0 && hasFieldPrefix(h.Headers[i].Name.Bytes(buf), strip) {

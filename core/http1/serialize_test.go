@@ -109,3 +109,34 @@ func TestAppendEndToEndStripUnderscore(t *testing.T) {
 		t.Errorf("got %q want %q", got, want)
 	}
 }
+
+// TestAppendEndToEndDropXForwardedProto: with DropXForwardedProto every
+// client X-Forwarded-Proto field goes, whatever its case or '_' for '-';
+// other X-Forwarded-* fields and longer names stay; without it they all
+// pass. A Connection field naming it drops it either way.
+func TestAppendEndToEndDropXForwardedProto(t *testing.T) {
+	const head = "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-Proto: https\r\nx-forwarded-proto: https\r\nX_FORWARDED_PROTO: https\r\nX-Forwarded-Protocol: a\r\nX-Forwarded-Host: b\r\nX-Forwarded-Port: 443\r\nForwarded: proto=https\r\n"
+	for _, tc := range []struct {
+		name, in string
+		keep     Keep
+		want     string
+	}{
+		{"dropped", head + "\r\n", DropXForwardedProto,
+			"Host: a\r\nX-Forwarded-Protocol: a\r\nX-Forwarded-Host: b\r\nX-Forwarded-Port: 443\r\nForwarded: proto=https\r\n"},
+		{"kept without the option", head + "\r\n", 0,
+			"Host: a\r\nX-Forwarded-Proto: https\r\nx-forwarded-proto: https\r\nX_FORWARDED_PROTO: https\r\nX-Forwarded-Protocol: a\r\nX-Forwarded-Host: b\r\nX-Forwarded-Port: 443\r\nForwarded: proto=https\r\n"},
+		{"named by Connection", "GET / HTTP/1.1\r\nHost: a\r\nConnection: X-Forwarded-Proto\r\nX-Forwarded-Proto: https\r\n\r\n", 0,
+			"Host: a\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := []byte(tc.in)
+			var r Request
+			if _, err := r.Parse(in); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(r.AppendEndToEnd(nil, in, tc.keep)); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -525,6 +525,9 @@ func (c *httpConn) startRequest(n int) {
 	if r.Upgrade {
 		keep |= http1.KeepUpgrade
 	}
+	if hf.XForwardedProto {
+		keep |= http1.DropXForwardedProto // replaced below, never forged
+	}
 	// The client's own client-certificate fields are dropped, on every
 	// bind of a frontend that verifies client certificates on one (as it
 	// is now: a kept-alive connection follows the change): only the

@@ -888,3 +888,50 @@ func TestHTTPLargeBodySplicedToASlowClient(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPForwardedProtoReplacesTheClients: with x_forwarded_proto on, the
+// client's own X-Forwarded-Proto fields (any case, '_' for '-' as CGI
+// servers read it) are dropped and only the proxy's value reaches the
+// server: a framework that reads the first value must not believe a clear
+// request came over HTTPS. With the option off the client's field is
+// forwarded as any other. X-Forwarded-For is appended after the client's.
+func TestHTTPForwardedProtoReplacesTheClients(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	const forged = "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-Proto: https\r\nx-forwarded-proto: wss\r\nX_Forwarded_Proto: https\r\nX-Forwarded-Protocol: keep\r\nX-Forwarded-For: 198.51.100.7\r\n\r\n"
+	for _, tc := range []struct {
+		name string
+		on   bool
+		want []string // lines in order at the server
+		not  []string
+	}{
+		{"on", true,
+			[]string{"X-Forwarded-Protocol: keep\r\n", "X-Forwarded-For: 198.51.100.7\r\n", "X-Forwarded-For: 127.0.0.1\r\n", "X-Forwarded-Proto: http\r\n"},
+			[]string{"X-Forwarded-Proto: https", "x-forwarded-proto", "X_Forwarded_Proto", "wss"}},
+		{"off", false,
+			[]string{"X-Forwarded-Proto: https\r\n", "x-forwarded-proto: wss\r\n", "X_Forwarded_Proto: https\r\n", "X-Forwarded-For: 198.51.100.7\r\n"},
+			[]string{"X-Forwarded-Proto: http\r\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newRawOrigin(t, okAnswer("ok"))
+			fe := httpFrontend(t, nil, o.addr)
+			fe.HTTP.XForwardedProto, fe.HTTP.XForwardedFor = tc.on, true
+			c := e.dialHTTP(fe)
+			br := bufio.NewReader(c)
+			exchangeOn(t, c, br, forged, "GET")
+			got := o.received()
+			at := 0
+			for _, w := range tc.want {
+				i := strings.Index(got[at:], w)
+				if i < 0 {
+					t.Fatalf("%q missing (or out of order) at the server: %q", w, got)
+				}
+				at += i + len(w)
+			}
+			for _, bad := range tc.not {
+				if strings.Contains(got, bad) {
+					t.Errorf("%q reached the server: %q", bad, got)
+				}
+			}
+		})
+	}
+}
