@@ -325,8 +325,10 @@ func TestTunnelIdleTimeout(t *testing.T) {
 	}).Addr
 	fe := frontend(t, SpliceOff, addr)
 	fe.TunnelTimeout = 200 * time.Millisecond
-	c := e.dial(fe)
+	// Before the dial: the idle clock starts at the server's connect,
+	// which the loop may reach before e.dial returns.
 	start := time.Now()
+	c := e.dial(fe)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, err := c.Read(make([]byte, 1))
 	if err != io.EOF {
