@@ -19,7 +19,8 @@
 //   - P/tokens: the API tokens document (hashes only): GetKey, EditKey.
 //   - P/tls/ticket-keys: the TLS session ticket keys every node uses
 //     (ShareTicketKeys; the JSON of the state directory's
-//     tls-ticket-keys.json, keys included).
+//     tls-ticket-keys.json, keys included; seeded again by the running
+//     nodes when it goes, as P/current and P/tokens are).
 //   - P/nodes/<name>: the nodes (below).
 //
 // Commit is one Txn: if P/current's mod revision is the one of

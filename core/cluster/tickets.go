@@ -20,9 +20,14 @@ const TicketKeysKey = "tls/ticket-keys"
 // while etcd does not answer; ticketFirstWait bounds how long
 // ShareTicketKeys waits for the stored set before the node starts with
 // its own.
+// ticketCheckEvery spaces the reads that find a set the watch cannot see
+// (etcd wiped or restored under it: watchFrom), ticketCheckTimeout bounds
+// one.
 const (
-	ticketRetry     = time.Second
-	ticketFirstWait = 2 * time.Second
+	ticketRetry        = time.Second
+	ticketFirstWait    = 2 * time.Second
+	ticketCheckEvery   = time.Second
+	ticketCheckTimeout = 900 * time.Millisecond
 )
 
 // ShareTicketKeys makes tk use the cluster's session ticket keys
@@ -35,7 +40,8 @@ const (
 // It waits up to ticketFirstWait for the first set (not at all when etcd
 // is known unreachable: the node starts with its state directory's keys);
 // while etcd does not answer tk keeps its keys, and the watch resumes
-// when etcd is back. stop ends the watch (before tk.Close and es.Close).
+// when etcd is back. The key is read every ticketCheckEvery besides the
+// watch: gone (etcd wiped) it is seeded again with tk's keys. stop ends the watch (before tk.Close and es.Close).
 func ShareTicketKeys(es *EtcdStorage, tk *tlsconf.TicketKeys, log *slog.Logger) (stop func()) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -102,24 +108,53 @@ func watchTicketKeys(ctx context.Context, es *EtcdStorage, tk *tlsconf.TicketKey
 			continue
 		}
 		install(doc)
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	watch:
-		for wr := range es.Client().Watch(wctx, key, clientv3.WithRev(rev+1)) {
-			if wr.Err() != nil {
-				break
+		watchFrom(ctx, es, key, rev, install)
+		// Ended: etcd unreachable, compacted, the key deleted or gone
+		// (read again: seeded again) or ctx done.
+		if !wait() {
+			return
+		}
+	}
+}
+
+// watchFrom installs each set put at key after mod revision mod, until the
+// watch ends (etcd unreachable, compacted, the key deleted) or a read of
+// the key, every ticketCheckEvery, finds it absent or at another mod
+// revision than the last installed: the client resumes a broken watch by
+// itself from the revision it reached, so a watch on an etcd wiped (or
+// restored from an older snapshot) under it waits for revisions the new
+// etcd has not reached, and sees no delete. Without the read the set
+// would stay absent until a node restarts (the configuration and the
+// tokens are read each second by the node's probe for the same reason).
+func watchFrom(ctx context.Context, es *EtcdStorage, key string, mod int64, install func([]byte)) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := es.Client().Watch(wctx, key, clientv3.WithRev(mod+1))
+	check := time.NewTicker(ticketCheckEvery)
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case wr, ok := <-wch:
+			if !ok || wr.Err() != nil {
+				return
 			}
 			for _, ev := range wr.Events {
 				if ev.Type != clientv3.EventTypePut {
-					break watch
+					return
 				}
 				install(ev.Kv.Value)
+				mod = ev.Kv.ModRevision
 			}
-		}
-		cancel()
-		// Ended: etcd unreachable, compacted, the key deleted (read again:
-		// seeded again) or ctx done.
-		if !wait() {
-			return
+		case <-check.C:
+			rctx, rcancel := context.WithTimeout(ctx, ticketCheckTimeout)
+			r, err := es.Client().Get(rctx, key, clientv3.WithKeysOnly())
+			rcancel()
+			if err == nil && (len(r.Kvs) == 0 || r.Kvs[0].ModRevision != mod) {
+				return // read it again (and seed it when absent)
+			}
+			// Unanswered: the watch resumes when etcd is back.
 		}
 	}
 }

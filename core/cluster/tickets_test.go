@@ -236,3 +236,37 @@ func TestTicketKeysInstalledAfterEtcdWentBack(t *testing.T) {
 	testutil.Eventually(t, 20*time.Second, func() bool { return sameKeys(a, cn) && sameKeys(b, cn) },
 		"the running nodes did not install the set stored after etcd went back")
 }
+
+// TestTicketKeysSeededAgainAfterEtcdWiped: etcd wiped under running nodes
+// (nothing written afterwards) gets its P/tls/ticket-keys back from them,
+// as it gets the configuration and the tokens, and the nodes keep sharing
+// one set: a node's watch resumed by the client on the new etcd waits for
+// a revision it will not reach soon and sees no delete, so the absence is
+// found by reading, not by the watch.
+func TestTicketKeysSeededAgainAfterEtcdWiped(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	esA := openStorage(t, c, "", "")
+	esB := openStorage(t, c, esA.Prefix(), "")
+	cert := testutil.SelfSigned(t, "site.example")
+	quiet := slog.New(slog.DiscardHandler)
+	a, _ := ticketNode(t, esA, cert, quiet)
+	b, _ := ticketNode(t, esB, cert, quiet)
+	testutil.Eventually(t, 10*time.Second, func() bool { return sameKeys(a, b) }, "the nodes do not share their ticket keys")
+	before := a.Info()
+
+	c.Stop(0)
+	if err := os.RemoveAll(c.DataDir(0)); err != nil {
+		t.Fatal(err)
+	}
+	c.Restart(0)
+	var doc []byte
+	testutil.Eventually(t, 15*time.Second, func() bool {
+		var err error
+		doc, _, err = esA.GetKey(t.Context(), TicketKeysKey)
+		return err == nil && doc != nil
+	}, "P/tls/ticket-keys not seeded again by the running nodes after etcd was wiped")
+	testutil.Eventually(t, 10*time.Second, func() bool { return sameKeys(a, b) }, "the nodes do not share their ticket keys after the wipe")
+	if got := a.Info(); got[0].ID != before[0].ID {
+		t.Errorf("keys after the wipe %+v, want the nodes' own %+v seeded again", got, before)
+	}
+}
