@@ -17,10 +17,10 @@
 #   BENCH_CLUSTER_WRITES   writes per size (default 200)
 #   BENCH_CLUSTER_RELOADS  HAProxy push + reloads per size (default 20)
 #   BENCH_ROWS        workloads among "ka close 1m idle apply hs-ecdsa
-#                     hs-rsa resume flood cluster" (default all; a row runs in the
+#                     hs-rsa resume first flood cluster" (default all; a row runs in the
 #                     modes it applies to: ka and 1m in all three, close
-#                     and idle in tcp and http, hs-ecdsa, hs-rsa, resume
-#                     and flood in tls; apply: server changes with 1 000
+#                     and idle in tcp and http, hs-ecdsa, hs-rsa, resume,
+#                     first and flood in tls; apply: server changes with 1 000
 #                     and 10 000 servers, spliced only, bench/applybench;
 #                     cluster: the row of the cluster mode)
 #   BENCH_PROXIES     among "spliced haproxy nginx baseline caddy" (default all;
@@ -54,7 +54,7 @@ BENCH_MODES=${BENCH_MODES:-tcp http tls cluster}
 BENCH_CLUSTER_SERVERS=${BENCH_CLUSTER_SERVERS:-1000,10000}
 BENCH_CLUSTER_WRITES=${BENCH_CLUSTER_WRITES:-200}
 BENCH_CLUSTER_RELOADS=${BENCH_CLUSTER_RELOADS:-20}
-BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle apply hs-ecdsa hs-rsa resume flood cluster}
+BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle apply hs-ecdsa hs-rsa resume first flood cluster}
 BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
 BENCH_1M_CONNS=${BENCH_1M_CONNS:-64}
@@ -97,7 +97,7 @@ row_applies() {
 	case $2 in
 	ka | 1m) return 0 ;;
 	close | idle) [[ $1 != tls ]] ;;
-	hs-ecdsa | hs-rsa | resume | flood) [[ $1 == tls ]] ;;
+	hs-ecdsa | hs-rsa | resume | first | flood) [[ $1 == tls ]] ;;
 	apply | cluster) return 1 ;; # their own tools, after the tables
 	*) die "unknown row $2" ;;
 	esac
@@ -652,6 +652,13 @@ run_one() {
 		wait_fg "$BT" measure "${id[@]}" -pid "$PROXY_PID" -cpu "$BENCH_PROXY_CPU" -conns "$BENCH_HS_CONNS" -- \
 			taskset -c "$BENCH_LOAD_CPU" "$BT" handshake -addr "127.0.0.1:$port" -conns "$BENCH_HS_CONNS" \
 			-duration "${BENCH_SECONDS}s" "${resume[@]}" ||
+			"$BT" fail "${id[@]}" -reason "benchtool measure failed"
+	elif [[ $row == first ]]; then
+		# One client at a time, Nagle on: the latency of its first
+		# request after the handshake, not a rate.
+		wait_fg "$BT" measure "${id[@]}" -pid "$PROXY_PID" -cpu "$BENCH_PROXY_CPU" -conns 1 -- \
+			taskset -c "$BENCH_LOAD_CPU" "$BT" handshake -addr "127.0.0.1:$port" -conns 1 -nagle \
+			-duration "${BENCH_SECONDS}s" ||
 			"$BT" fail "${id[@]}" -reason "benchtool measure failed"
 	elif [[ $row == flood ]]; then
 		wait_fg taskset -c "$BENCH_LOAD_CPU" "$BT" flood "${id[@]}" -pid "$PROXY_PID" -cpu "$BENCH_PROXY_CPU" \

@@ -27,7 +27,7 @@ const reference = "haproxy"
 const sharedWarn = 15
 
 // rowOrder is the order in which workloads are printed.
-var rowOrder = []string{"ka", "close", "1m", "idle", "hs-ecdsa", "hs-rsa", "resume", "flood"}
+var rowOrder = []string{"ka", "close", "1m", "idle", "hs-ecdsa", "hs-rsa", "resume", "first", "flood"}
 
 // handshakeRow: rows whose requests are connections, one handshake each.
 func handshakeRow(row string) bool { return row == "hs-ecdsa" || row == "hs-rsa" || row == "resume" }
@@ -54,6 +54,8 @@ func rowTitle(mode, row string) string {
 		return "full TLS handshakes, RSA-2048, one GET per connection"
 	case "resume":
 		return "resumed TLS handshakes (session tickets), ECDSA P-256, one GET per connection"
+	case "first":
+		return "first response after a full TLS handshake, one client at a time that leaves Nagle on (Python's ssl, curl)"
 	case "flood":
 		return "keep-alive latency (4 connections, 64 B) idle, then under a flood of RSA-2048 full handshakes"
 	}
@@ -80,6 +82,9 @@ type Metrics struct {
 	FloodP50us            float64 `json:"flood_p50_us,omitempty"`
 	FloodP99us            float64 `json:"flood_p99_us,omitempty"`
 	FloodHandshakesPerSec float64 `json:"flood_handshakes_per_sec,omitempty"`
+	// First row: from the end of the handshake to the response.
+	FirstP50us float64 `json:"first_p50_us,omitempty"`
+	FirstP99us float64 `json:"first_p99_us,omitempty"`
 }
 
 func derive(r Run) Metrics {
@@ -106,6 +111,9 @@ func derive(r Run) Metrics {
 	}
 	if handshakeRow(r.Row) && r.CPUSeconds > 0 {
 		m.HandshakesPerCPUSecond = float64(r.Requests) / r.CPUSeconds
+	}
+	if r.Row == "first" {
+		m.FirstP50us, m.FirstP99us = float64(r.LatP50us), float64(r.LatP99us)
 	}
 	if r.Row == "flood" && r.Seconds > 0 {
 		m.IdleP50us, m.IdleP99us = float64(r.IdleLatP50us), float64(r.IdleLatP99us)
@@ -212,7 +220,7 @@ func summarize(runs []Run) []Summary {
 func summarizeGroup(mode, row, proxy string, rs []Run) Summary {
 	s := Summary{Mode: mode, Row: row, Proxy: proxy, Runs: len(rs)}
 	var rps, mbps, cpuReq, cpuMiB, cpuPct, other, kib, hsCPU []float64
-	var i50, i99, f50, f99, fhs []float64
+	var i50, i99, f50, f99, fhs, n50, n99 []float64
 	var resumed int64
 	for _, r := range rs {
 		s.Errors.Connect += r.Errors.Connect
@@ -240,6 +248,7 @@ func summarizeGroup(mode, row, proxy string, rs []Run) Summary {
 		i50, i99 = append(i50, m.IdleP50us), append(i99, m.IdleP99us)
 		f50, f99 = append(f50, m.FloodP50us), append(f99, m.FloodP99us)
 		fhs = append(fhs, m.FloodHandshakesPerSec)
+		n50, n99 = append(n50, m.FirstP50us), append(n99, m.FirstP99us)
 		resumed += r.Resumed
 		s.Requests += r.Requests
 	}
@@ -247,6 +256,7 @@ func summarizeGroup(mode, row, proxy string, rs []Run) Summary {
 	s.HandshakesPerCPUSecond = median(hsCPU)
 	s.IdleP50us, s.IdleP99us, s.FloodP50us, s.FloodP99us = median(i50), median(i99), median(f50), median(f99)
 	s.FloodHandshakesPerSec = median(fhs)
+	s.FirstP50us, s.FirstP99us = median(n50), median(n99)
 	s.ReqPerSec, s.MiBPerSec = median(rps), median(mbps)
 	s.CPUusPerReq, s.CPUmsPerMiB, s.CPUPercent = median(cpuReq), median(cpuMiB), median(cpuPct)
 	s.KiBPerConn = median(kib)
@@ -326,6 +336,8 @@ func printTables(w io.Writer, ss []Summary, reps int) {
 			printHandshakes(tw, ss[i:j])
 		} else if ss[i].Row == "flood" {
 			printFlood(tw, ss[i:j])
+		} else if ss[i].Row == "first" {
+			printFirst(tw, ss[i:j])
 		} else if ss[i].Row == "idle" {
 			fmt.Fprintln(tw, "proxy\tconns\tKiB/conn\tspread\tKiB/conn ×HAProxy\t")
 			for _, s := range ss[i:j] {
@@ -490,6 +502,21 @@ func printHandshakes(tw *tabwriter.Writer, ss []Summary) {
 			s.Proxy, s.ReqPerSec, s.CPUusPerReq, pct(s.CPUSpread, s.Valid), s.HandshakesPerCPUSecond,
 			s.CPUPercent, 100*float64(s.Resumed)/float64(max(s.Requests, 1)), ratio(s.CPURatio), ratio(s.RPSRatio),
 			e.Connect+e.Read+e.Write+e.Status+e.Timeout, rowNote(s))
+	}
+}
+
+// printFirst is the table of the first row: how long a Nagle client's
+// first request waits for its answer after the handshake.
+func printFirst(tw *tabwriter.Writer, ss []Summary) {
+	fmt.Fprintln(tw, "proxy\tfirst response p50 µs\tp99 µs\tconnections/s\tproxy CPU\terrors\t")
+	for _, s := range ss {
+		if s.Valid == 0 {
+			fmt.Fprintf(tw, "%s\tn/a\t\t\t\t\t  %s\n", s.Proxy, short(s.Error))
+			continue
+		}
+		e := s.Errors
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f%%\t%d\t%s\n", s.Proxy, s.FirstP50us, s.FirstP99us,
+			s.ReqPerSec, s.CPUPercent, e.Connect+e.Read+e.Write+e.Status+e.Timeout, rowNote(s))
 	}
 }
 

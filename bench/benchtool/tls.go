@@ -85,6 +85,7 @@ func cmdHandshake(args []string) error {
 	conns := fs.Int("conns", 50, "concurrent connections (workers)")
 	duration := fs.Duration("duration", 10*time.Second, "run length")
 	resume := fs.Bool("resume", false, "resume sessions with tickets")
+	nagle := fs.Bool("nagle", false, "leave Nagle on (as Python's ssl, curl without TCP_NODELAY) and time the first response from the end of the handshake")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -94,7 +95,7 @@ func cmdHandshake(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	start := time.Now()
-	res := handshakeLoad(ctx, start.Add(*duration), *addr, *path, *conns, *resume)
+	res := handshakeLoad(ctx, start.Add(*duration), *addr, *path, *conns, *resume, *nagle)
 	fmt.Println(res.line(time.Since(start)))
 	if res.firstErr != nil {
 		fmt.Printf("first error: %v\n", res.firstErr)
@@ -108,7 +109,12 @@ func cmdHandshake(args []string) error {
 // before its own timer has fired and set Err, which on a loaded CPU takes
 // tens of milliseconds, and every worker would count its dials failing at
 // once in between as thousands of timeouts.
-func handshakeLoad(ctx context.Context, end time.Time, addr, path string, workers int, resume bool) *hsResult {
+//
+// With nagle, each connection leaves Nagle on and its latency runs from
+// the end of the handshake to the response (the first row): a server
+// that sends nothing after the client's Finished and delays its ACK
+// holds such a client's request for the delayed ACK, 40 ms.
+func handshakeLoad(ctx context.Context, end time.Time, addr, path string, workers int, resume, nagle bool) *hsResult {
 	ctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	req := "GET " + path + " HTTP/1.1\r\nHost: bench\r\n\r\n"
@@ -124,7 +130,10 @@ func handshakeLoad(ctx context.Context, end time.Time, addr, path string, worker
 			d := net.Dialer{Timeout: 5 * time.Second}
 			for ctx.Err() == nil {
 				t0 := time.Now()
-				n, resumed, err := handshakeOnce(ctx, &d, addr, req, cfg)
+				n, resumed, t1, err := handshakeOnce(ctx, &d, addr, req, cfg, nagle)
+				if nagle {
+					t0 = t1
+				}
 				if ctx.Err() != nil || !time.Now().Before(end) {
 					break // cut by the end of the run: not an error
 				}
@@ -182,27 +191,34 @@ func (h *hsResult) add(o *hsResult) {
 	}
 }
 
-// handshakeOnce runs one connection; it returns the response bytes read
-// and whether the handshake resumed a session. The client closes the
-// connection once it has read the response.
-func handshakeOnce(ctx context.Context, d *net.Dialer, addr, req string, cfg *tls.Config) (int64, bool, error) {
+// handshakeOnce runs one connection; it returns the response bytes read,
+// whether the handshake resumed a session and when it ended. The client
+// closes the connection once it has read the response. With nagle the
+// client leaves Nagle on (Go's default sets TCP_NODELAY).
+func handshakeOnce(ctx context.Context, d *net.Dialer, addr, req string, cfg *tls.Config, nagle bool) (int64, bool, time.Time, error) {
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return 0, false, fmt.Errorf("dial: %w", err)
+		return 0, false, time.Time{}, fmt.Errorf("dial: %w", err)
 	}
 	defer raw.Close()
+	if nagle {
+		if tc, ok := raw.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(false)
+		}
+	}
 	_ = raw.SetDeadline(time.Now().Add(5 * time.Second))
 	c := tls.Client(raw, cfg)
 	if err := c.HandshakeContext(ctx); err != nil {
-		return 0, false, fmt.Errorf("handshake: %w", err)
+		return 0, false, time.Time{}, fmt.Errorf("handshake: %w", err)
 	}
+	t1 := time.Now()
 	if _, err := io.WriteString(c, req); err != nil {
-		return 0, false, err
+		return 0, false, t1, err
 	}
 	// Reading the response also reads the TLS 1.3 session tickets the
 	// server sent after the handshake, which -resume needs.
 	n, err := readResponse(bufio.NewReaderSize(c, 16<<10))
-	return n, c.ConnectionState().DidResume, err
+	return n, c.ConnectionState().DidResume, t1, err
 }
 
 // readResponse reads one response; its bytes count as wrk counts them

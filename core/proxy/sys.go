@@ -140,6 +140,16 @@ func setNoDelay(fd int) {
 		uintptr(unsafe.Pointer(&one)), 4, 0)
 }
 
+// quickAck sends at once the ACK the kernel holds back for fd (a delayed
+// ACK), if any: TCP_QUICKACK set while an ACK is scheduled pushes it
+// (tcp(7); the flag itself does not last). Errors are ignored as in
+// setNoDelay.
+func quickAck(fd int) {
+	one := int32(1)
+	_, _, _ = unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_QUICKACK,
+		uintptr(unsafe.Pointer(&one)), 4, 0)
+}
+
 // pushFrames sends at once what MSG_MORE left in fd's send queue: setting
 // TCP_NODELAY (already set) pushes the pending frames (tcp(7)). Errors are
 // ignored as in setNoDelay.

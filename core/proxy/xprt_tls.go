@@ -92,6 +92,7 @@ type tlsSock struct {
 	// answered 400 (http frontends: tls_accept.go, answerPlain).
 	plainHTTP bool
 	answered  bool // the 400 went out (helper goroutine, read after Exec)
+	server    bool // newTLSServer: the handshake ends on the client's flight
 }
 
 // tlsFd is the net.Conn crypto/tls reads and writes: the socket of one
@@ -403,7 +404,7 @@ func (a *tlsFd) SetWriteDeadline(time.Time) error { return nil }
 // newTLSServer makes the server side of a TLS connection on fd
 // (non-blocking, open), handshake not started.
 func newTLSServer(fd int, cfg *tls.Config) *tlsSock {
-	x := &tlsSock{a: tlsFd{fd: fd}}
+	x := &tlsSock{a: tlsFd{fd: fd}, server: true}
 	x.c = tls.Server(&x.a, cfg)
 	return x
 }
@@ -825,6 +826,16 @@ func (h *tlsHandshakes) run(j tlsJob) {
 	}
 	if err == nil {
 		if err = j.x.c.Handshake(); err == nil {
+			if j.x.server {
+				// The client spoke last (its Finished: TLS 1.3, and a
+				// resumed TLS 1.2 handshake), and crypto/tls sent its
+				// session tickets before it, so the server sends
+				// nothing now: the kernel delays the ACK of the
+				// Finished, and a client that leaves Nagle on holds its
+				// request until that ACK, 40 ms (issue 23, item 4;
+				// TestTLSServerAcksClientFinishedAtOnce). Ack now.
+				quickAck(a.fd)
+			}
 			a.loop = true
 			a.recs = recsUnknown
 			// crypto/tls may have read past the handshake (the client's
