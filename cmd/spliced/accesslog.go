@@ -14,6 +14,7 @@ import (
 // of frontends with "access_log": true go, and in which format.
 type accessLogFlags struct {
 	format, file, syslog, syslogFormat *string
+	keepAbnormal                       *int
 }
 
 func addAccessLogFlags(fs *flag.FlagSet) accessLogFlags {
@@ -22,6 +23,8 @@ func addAccessLogFlags(fs *flag.FlagSet) accessLogFlags {
 		file:         fs.String("access-log-file", "", "write the access log to this file instead of stderr (reopened on SIGHUP, and when rotated away)"),
 		syslog:       fs.String("access-log-syslog", "", "send the access log to syslog instead of stderr: udp://host:port or unix:/dev/log (one datagram per line, facility local0)"),
 		syslogFormat: fs.String("access-log-syslog-format", "rfc3164", "syslog message format of --access-log-syslog: rfc3164 or rfc5424"),
+		keepAbnormal: fs.Int("access-log-keep-abnormal", accesslog.KeepAbnormalDefault,
+			fmt.Sprintf("abnormal access-log entries (status >= 400, or a termination other than --) GET /api/v1/logs keeps beside the last %d entries (1..%d)", accesslog.KeepDefault, accesslog.KeepAbnormalMax)),
 	}
 }
 
@@ -49,6 +52,9 @@ func openAccessLog(f accessLogFlags, logFormat string, stderr io.Writer) (*acces
 	}
 	if format != "text" && format != "json" {
 		return nil, fmt.Errorf("--access-log-format must be text or json, not %q", format)
+	}
+	if *f.keepAbnormal < 1 || *f.keepAbnormal > accesslog.KeepAbnormalMax {
+		return nil, fmt.Errorf("--access-log-keep-abnormal must be between 1 and %d, not %d", accesslog.KeepAbnormalMax, *f.keepAbnormal)
 	}
 	sink := &accessLogSink{reopen: func() error { return nil }, close: func() {}}
 	var outs []io.Writer
@@ -84,6 +90,6 @@ func openAccessLog(f accessLogFlags, logFormat string, stderr io.Writer) (*acces
 	if format == "text" {
 		h = slog.NewTextHandler(w, nil)
 	}
-	sink.log = accesslog.New(slog.New(h), 0, loop.Mono)
+	sink.log = accesslog.New(slog.New(h), 0, *f.keepAbnormal, loop.Mono)
 	return sink, nil
 }

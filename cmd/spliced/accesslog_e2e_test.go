@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -162,5 +163,92 @@ func TestAccessLogSyslogText(t *testing.T) {
 	}
 	if strings.Contains(in.Logs(), `"msg":"access"`) || strings.Contains(in.Logs(), "msg=access") {
 		t.Errorf("access line on stderr too")
+	}
+}
+
+// TestLogsKeepA502FindableAfterThousandsOfRequests: a 502 (the server
+// closes before its response head: SH), then 5 000 normal requests: the
+// last 1000 entries no longer hold it, but GET /api/v1/logs finds it by
+// status (class or code), termination, abnormal=1, client and since,
+// alone among the entries; a bad filter value is a 400 naming it.
+func TestLogsKeepA502FindableAfterThousandsOfRequests(t *testing.T) {
+	const normal = 5000
+	dir := t.TempDir()
+	in := startSpliced(t, "", "--access-log-file", filepath.Join(dir, "access.log"))
+	web := newHTTPOrigin(t, "web", func(_ net.Conn, r *rawReq) string {
+		if r.Path == "/boom" {
+			return "" // closes without an answer
+		}
+		return okResp("web")
+	})
+	port := setupHTTP(t, in, httpSetup{
+		backends: []map[string]any{httpBackend("web", "roundrobin", web.server("s1"))},
+		frontend: map[string]any{"default_backend": "web", "access_log": true},
+	})
+	began := time.Now().UTC().Add(-time.Second).Format(time.RFC3339)
+	resp, _ := roundTrip(t, port, "GET /boom HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp.Body.Close()
+	if resp.StatusCode != 502 {
+		t.Fatalf("/boom: %d, want 502", resp.StatusCode)
+	}
+	type rec struct {
+		Request, Termination, Client, Server string
+		Status                               int
+	}
+	logs := func(query string) []rec {
+		t.Helper()
+		var out []rec
+		in.MustDo(200, "GET", "/api/v1/logs?"+query, nil).JSON(t, &out)
+		return out
+	}
+	testutil.Eventually(t, 5*time.Second, func() bool { return len(logs("status=502")) == 1 }, "the 502 logged")
+
+	// 5 000 normal requests on kept-alive connections, bounded in time.
+	deadline := time.Now().Add(60 * time.Second)
+	c := dialProxy(t, port)
+	br := bufio.NewReader(c)
+	for i := range normal {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d requests in 60 s", i)
+		}
+		if i%500 == 0 { // a new connection now and then: dialProxy's deadline is 10 s
+			c.Close()
+			c = dialProxy(t, port)
+			br = bufio.NewReader(c)
+		}
+		io.WriteString(c, "GET /n-"+strconv.Itoa(i)+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, _ := readResp(t, br, "GET")
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i, resp.StatusCode)
+		}
+	}
+	c.Close()
+	last := "GET /n-" + strconv.Itoa(normal-1) + " HTTP/1.1"
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		l := logs("limit=1")
+		return len(l) == 1 && l[0].Request == last
+	}, "the last request logged")
+
+	for _, r := range logs("limit=1000") {
+		if r.Status != 200 {
+			t.Fatalf("the last 1000 entries hold %+v", r)
+		}
+	}
+	for _, q := range []string{"status=5xx", "status=502", "termination=SH", "abnormal=1", "abnormal=1&client=127.0.0.1",
+		"status=5xx&frontend=pub&backend=web&server=s1", "abnormal=1&since=" + began} {
+		got := logs(q)
+		if len(got) != 1 || got[0].Request != "GET /boom HTTP/1.1" || got[0].Status != 502 || got[0].Termination != "SH" ||
+			!strings.HasPrefix(got[0].Client, "127.0.0.1:") {
+			t.Errorf("%s: %d entries (%.300v), want the 502 alone", q, len(got), got)
+		}
+	}
+	if got := logs("abnormal=1&client=127.0.0.2"); len(got) != 0 {
+		t.Errorf("another client: %+v", got)
+	}
+	for _, q := range []string{"status=5x", "termination=ZZ", "client=localhost", "since=today", "abnormal=2"} {
+		r := in.MustDo(400, "GET", "/api/v1/logs?"+q, nil)
+		if param := q[:strings.IndexByte(q, '=')]; !strings.Contains(string(r.Body), `"detail":"`+param+` must be`) {
+			t.Errorf("%s: %s, want a problem naming %s", q, r.Body, param)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spliced-proxy/spliced/core/accesslog"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
 	"github.com/spliced-proxy/spliced/internal/testutil"
@@ -76,5 +77,42 @@ func TestAccessLogFullFileIsWarnedOf(t *testing.T) {
 	}
 	if !strings.Contains(in.Logs(), `"lost":1,"lost_total":2`) {
 		t.Errorf("the second line lost is not told; logs:\n%s", in.Logs())
+	}
+}
+
+// TestAccessLogKeepAbnormalFlag: --access-log-keep-abnormal sizes the
+// ring of abnormal entries (what GET /api/v1/logs may ask for grows with
+// it) and refuses a size outside 1..KeepAbnormalMax.
+func TestAccessLogKeepAbnormalFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		kept int // 0: refused
+	}{
+		{nil, accesslog.KeepDefault + accesslog.KeepAbnormalDefault},
+		{[]string{"--access-log-keep-abnormal", "5000"}, accesslog.KeepDefault + 5000},
+		{[]string{"--access-log-keep-abnormal", "1"}, accesslog.KeepDefault + 1},
+		{[]string{"--access-log-keep-abnormal", "0"}, 0},
+		{[]string{"--access-log-keep-abnormal", "-3"}, 0},
+		{[]string{"--access-log-keep-abnormal", "100001"}, 0},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		f := addAccessLogFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		sink, err := openAccessLog(f, "json", &bytes.Buffer{})
+		if tc.kept == 0 {
+			if err == nil || !strings.Contains(err.Error(), "--access-log-keep-abnormal") {
+				t.Errorf("%v: error %v, want one naming the flag", tc.args, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := sink.log.Kept(); got != tc.kept {
+			t.Errorf("%v: keeps %d, want %d", tc.args, got, tc.kept)
+		}
+		sink.close()
 	}
 }

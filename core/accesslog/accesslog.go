@@ -3,7 +3,11 @@
 // derives HAProxy's timers, redacts the request line, writes one line per
 // entry through a slog.Logger (JSON or text, to stderr, a file or syslog:
 // sinks.go), keeps the last entries for GET /api/v1/logs and hands each
-// new one to the subscribers of the event stream.
+// new one to the subscribers of the event stream. Two rings keep records
+// for GET /api/v1/logs: the last entries, and the last abnormal ones
+// (Abnormal: status >= 400, or a termination other than "--") so that an
+// incident stays findable after thousands of normal requests; Query
+// selects among both (filter.go).
 //
 // Threads: Add, Flush and Write are called by one goroutine, the engine's
 // access-log writer (core/engine), never by a loop; Recent and Subscribe by any
@@ -25,6 +29,15 @@ import (
 // KeepDefault is how many of the last entries Recent can return: at 1000
 // requests per second, the last second; about 500 KB.
 const KeepDefault = 1000
+
+// KeepAbnormalDefault is how many of the last abnormal entries are kept
+// beside them: an incident's errors outlive the normal traffic that
+// follows (at 1 error per 100 requests, the last 100 000 requests); about
+// 500 KB.
+const KeepAbnormalDefault = 1000
+
+// KeepAbnormalMax bounds --access-log-keep-abnormal: about 50 MB.
+const KeepAbnormalMax = 100_000
 
 // Record is one access-log entry as the API and the lines show it.
 // Timers are HAProxy's, in milliseconds, -1 when the phase was not
@@ -74,23 +87,67 @@ type Log struct {
 	unwritten uint64 // lines a sink failed to take (writer goroutine only)
 	lastErr   error  // the last sink's error (writer goroutine only)
 
-	mu     sync.Mutex
-	recent []Record // ring of the last len(recent) records
-	next   int      // where the next record goes
-	n      int      // records held (up to len(recent))
-	subs   map[chan Record]struct{}
+	mu       sync.Mutex
+	seq      uint64 // records kept so far: the seq of the last one
+	recent   ring   // the last records
+	abnormal ring   // the last abnormal records (Record.Abnormal)
+	subs     map[chan Record]struct{}
 }
 
 // New returns a Log that writes a line per entry to out (message
-// "access") and keeps the last keep records (KeepDefault when keep <= 0).
-// mono is the monotonic clock the entries' times were read from (the
-// data plane's loop.Mono): it is handed in so that this package, which
-// the admin API imports, does not depend on the data plane.
-func New(out *slog.Logger, keep int, mono func() int64) *Log {
+// "access") and keeps the last keep records (KeepDefault when keep <= 0)
+// and the last keepAbnormal abnormal ones (KeepAbnormalDefault when
+// keepAbnormal <= 0). mono is the monotonic clock the entries' times were
+// read from (the data plane's loop.Mono): it is handed in so that this
+// package, which the admin API imports, does not depend on the data plane.
+func New(out *slog.Logger, keep, keepAbnormal int, mono func() int64) *Log {
 	if keep <= 0 {
 		keep = KeepDefault
 	}
-	return &Log{out: out, mono: mono, recent: make([]Record, keep), subs: make(map[chan Record]struct{})}
+	if keepAbnormal <= 0 {
+		keepAbnormal = KeepAbnormalDefault
+	}
+	return &Log{out: out, mono: mono, recent: newRing(keep), abnormal: newRing(keepAbnormal),
+		subs: make(map[chan Record]struct{})}
+}
+
+// Kept is how many records the Log can hold: the last entries and the
+// last abnormal ones (the bound of Query's limit).
+func (l *Log) Kept() int { return len(l.recent.recs) + len(l.abnormal.recs) }
+
+// kept is a record in a ring, with its place in the order records were
+// kept (a record held by both rings has one seq).
+type kept struct {
+	seq uint64
+	r   Record
+}
+
+// ring is a fixed-size ring of records: the newest overwrites the oldest.
+// Its slice is allocated once (New); push copies a record into it, so
+// keeping one allocates nothing.
+type ring struct {
+	recs []kept
+	next int // where the next record goes
+	n    int // records held (up to len(recs))
+}
+
+func newRing(size int) ring { return ring{recs: make([]kept, size)} }
+
+func (g *ring) push(seq uint64, r *Record) {
+	g.recs[g.next] = kept{seq: seq, r: *r}
+	if g.next++; g.next == len(g.recs) {
+		g.next = 0
+	}
+	g.n = min(g.n+1, len(g.recs))
+}
+
+// newest returns the i-th newest record (0: the newest; i < n).
+func (g *ring) newest(i int) *kept {
+	j := g.next - 1 - i
+	if j < 0 {
+		j += len(g.recs)
+	}
+	return &g.recs[j]
 }
 
 // pending is a record of the current batch and when its entry ended.
@@ -116,13 +173,11 @@ func (l *Log) Flush() {
 	}
 	l.mu.Lock()
 	for i := range b {
-		r := b[i].r
-		l.recent[l.next] = r
-		l.next = (l.next + 1) % len(l.recent)
-		l.n = min(l.n+1, len(l.recent))
+		r := &b[i].r
+		l.keep(r)
 		for ch := range l.subs {
 			select {
-			case ch <- r:
+			case ch <- *r:
 			default: // a subscriber that does not keep up loses records, never blocks the writer
 			}
 		}
@@ -142,24 +197,24 @@ func (l *Log) Write(e *stats.LogEntry) {
 // an unreachable syslog) and the last error (the writer goroutine only).
 func (l *Log) Unwritten() (uint64, error) { return l.unwritten, l.lastErr }
 
-// Recent returns the last limit records (all it keeps when limit <= 0),
-// oldest first.
+// keep puts r in the ring of the last records, and in that of the
+// abnormal ones when it is one (l.mu held). Two copies into preallocated
+// rings: nothing is allocated per record.
+func (l *Log) keep(r *Record) {
+	l.seq++
+	l.recent.push(l.seq, r)
+	if r.Abnormal() {
+		l.abnormal.push(l.seq, r)
+	}
+}
+
+// Recent returns the last limit records (all of the ring of the last
+// entries when limit <= 0), oldest first.
 func (l *Log) Recent(limit int) []Record {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := l.n
-	if limit > 0 && limit < n {
-		n = limit
+	if limit <= 0 {
+		limit = len(l.recent.recs)
 	}
-	out := make([]Record, n)
-	start := l.next - n
-	if start < 0 {
-		start += len(l.recent)
-	}
-	for i := range out {
-		out[i] = l.recent[(start+i)%len(l.recent)]
-	}
-	return out
+	return l.Query(Filter{}, min(limit, len(l.recent.recs)))
 }
 
 // Subscribe returns a channel that receives every record written from now

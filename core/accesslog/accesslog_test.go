@@ -3,6 +3,7 @@ package accesslog
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -48,7 +49,7 @@ func TestRecordOfDerivesHAProxyTimers(t *testing.T) {
 // gets the records written after it subscribed.
 func TestLogWritesLinesAndKeepsTheLast(t *testing.T) {
 	var buf bytes.Buffer
-	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), 3, fixedClock)
+	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), 3, 0, fixedClock)
 	ch, stop := l.Subscribe(8)
 	defer stop()
 	for i := range 5 {
@@ -87,7 +88,7 @@ func TestLogWritesLinesAndKeepsTheLast(t *testing.T) {
 // are written in the order they ended.
 func TestFlushOrdersABatchByEnd(t *testing.T) {
 	var buf bytes.Buffer
-	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), 0, fixedClock)
+	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), 0, 0, fixedClock)
 	for _, end := range []int64{30, 10, 40, 20} { // loop 0: 30, 40; loop 1: 10, 20
 		l.Add(&stats.LogEntry{End: end, BytesIn: end})
 	}
@@ -132,5 +133,33 @@ func TestRecordOfRedactsASecretCutShort(t *testing.T) {
 				t.Errorf("%q cut at %d logs %q", piece, stats.LineMax, r.Request[max(i-20, 0):])
 			}
 		}
+	}
+}
+
+// benchEntries are a normal request and an abnormal one (a 502 SH).
+func benchEntries() (normal, abnormal stats.LogEntry) {
+	normal = stats.LogEntry{HTTP: true, Frontend: "fe", Backend: "be", Server: "s1", Status: 200,
+		Client: netip.MustParseAddrPort("192.0.2.1:4242"), Term: stats.TermNormal}
+	normal.SetLine([]byte("GET /index.html HTTP/1.1"))
+	abnormal = normal
+	abnormal.Status, abnormal.Term = 502, stats.Termination{'S', 'H'}
+	return normal, abnormal
+}
+
+// BenchmarkLogWrite is the writer goroutine's cost per entry: the record,
+// the line (to io.Discard) and what the Log keeps of it.
+func BenchmarkLogWrite(b *testing.B) {
+	normal, abnormal := benchEntries()
+	for _, bc := range []struct {
+		name string
+		e    *stats.LogEntry
+	}{{"normal", &normal}, {"abnormal", &abnormal}} {
+		b.Run(bc.name, func(b *testing.B) {
+			l := New(slog.New(slog.NewJSONHandler(io.Discard, nil)), 0, 0, fixedClock)
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Write(bc.e)
+			}
+		})
 	}
 }

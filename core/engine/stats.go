@@ -192,7 +192,7 @@ func (e *Engine) LoopActivity() []stats.LoopActivity {
 // run). It returns the function that stops it after a last drain.
 func (e *Engine) startAccessLog() func() {
 	if e.alog == nil {
-		e.alog = accesslog.New(e.log, 0, loop.Mono)
+		e.alog = accesslog.New(e.log, 0, 0, loop.Mono)
 	}
 	rings := make([]*stats.LogRing, len(e.workers))
 	for i, w := range e.workers {
