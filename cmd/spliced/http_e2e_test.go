@@ -375,6 +375,10 @@ func TestHTTPRouting(t *testing.T) {
 		got := string(b)
 		if resp.StatusCode == 503 {
 			got = "503"
+			// spliced's own answer: a cache in front must not keep it.
+			if cc := resp.Header.Get("Cache-Control"); cc != "no-cache" {
+				t.Errorf("%q: spliced's 503 has Cache-Control %q, want no-cache", tc.req, cc)
+			}
 		}
 		if got != tc.want {
 			t.Errorf("%q went to %s (status %d), want %s", tc.req, got, resp.StatusCode, tc.want)

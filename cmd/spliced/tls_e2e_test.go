@@ -197,8 +197,9 @@ func TestTLSTerminationEndToEnd(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	pc.Close()
-	if resp.StatusCode != 400 || !strings.Contains(string(b), "plain HTTP request was sent to HTTPS port") {
-		t.Errorf("plain http: %d %q", resp.StatusCode, b)
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "plain HTTP request was sent to HTTPS port") ||
+		resp.Header.Get("Cache-Control") != "no-cache" {
+		t.Errorf("plain http: %d %q %v", resp.StatusCode, b, resp.Header)
 	}
 
 	// A resumed handshake (session ticket) is counted apart.

@@ -121,7 +121,8 @@ func TestResponseIncrementalSameAsWhole(t *testing.T) {
 }
 
 // TestErrorResponsesAreValid parses every proxy-generated error with our own
-// response parser: status, Connection: close and an exact Content-Length.
+// response parser: status, Connection: close, Cache-Control: no-cache (a
+// cache in front must not keep a 503) and an exact Content-Length.
 func TestErrorResponsesAreValid(t *testing.T) {
 	for _, status := range []int{400, 403, 404, 405, 408, 413, 414, 417, 431, 501, 502, 503, 504, 505, 999} {
 		out := AppendError(nil, status)
@@ -136,6 +137,9 @@ func TestErrorResponsesAreValid(t *testing.T) {
 			want = 500
 		}
 		body := out[n:]
+		if !strings.Contains(string(out[:n]), "\r\nCache-Control: no-cache\r\n") {
+			t.Errorf("%d: no Cache-Control: no-cache in %q", status, out[:n])
+		}
 		if r.Status != want || !r.Close || r.Body != BodyLength || r.ContentLength != int64(len(body)) {
 			t.Errorf("%d: status %d close %v cl %d body %q", status, r.Status, r.Close, r.ContentLength, body)
 		}

@@ -67,45 +67,47 @@ func StatusText(status int) string {
 // errorResponse returns the complete response the proxy sends for status:
 // a constant string (so appending it costs no allocation), with
 // Connection: close, since after any of these errors the request framing
-// can no longer be trusted or the exchange is over.
+// can no longer be trusted or the exchange is over, and Cache-Control:
+// no-cache, so that a cache in front does not keep a passing 503 for the
+// resource (HAProxy's error answers carry it too).
 func errorResponse(status int) string {
 	switch status {
 	case 400:
-		return "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 16\r\nConnection: close\r\n\r\n400 Bad Request\n"
+		return "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 16\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n400 Bad Request\n"
 	case 403:
-		return "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 14\r\nConnection: close\r\n\r\n403 Forbidden\n"
+		return "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 14\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n403 Forbidden\n"
 	case 404:
-		return "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 14\r\nConnection: close\r\n\r\n404 Not Found\n"
+		return "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 14\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n404 Not Found\n"
 	case 405:
-		return "HTTP/1.1 405 Method Not Allowed\r\nContent-Type: text/plain\r\nContent-Length: 23\r\nConnection: close\r\n\r\n405 Method Not Allowed\n"
+		return "HTTP/1.1 405 Method Not Allowed\r\nContent-Type: text/plain\r\nContent-Length: 23\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n405 Method Not Allowed\n"
 	case 408:
-		return "HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain\r\nContent-Length: 20\r\nConnection: close\r\n\r\n408 Request Timeout\n"
+		return "HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain\r\nContent-Length: 20\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n408 Request Timeout\n"
 	case 413:
-		return "HTTP/1.1 413 Content Too Large\r\nContent-Type: text/plain\r\nContent-Length: 22\r\nConnection: close\r\n\r\n413 Content Too Large\n"
+		return "HTTP/1.1 413 Content Too Large\r\nContent-Type: text/plain\r\nContent-Length: 22\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n413 Content Too Large\n"
 	case 414:
-		return "HTTP/1.1 414 URI Too Long\r\nContent-Type: text/plain\r\nContent-Length: 17\r\nConnection: close\r\n\r\n414 URI Too Long\n"
+		return "HTTP/1.1 414 URI Too Long\r\nContent-Type: text/plain\r\nContent-Length: 17\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n414 URI Too Long\n"
 	case 417:
-		return "HTTP/1.1 417 Expectation Failed\r\nContent-Type: text/plain\r\nContent-Length: 23\r\nConnection: close\r\n\r\n417 Expectation Failed\n"
+		return "HTTP/1.1 417 Expectation Failed\r\nContent-Type: text/plain\r\nContent-Length: 23\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n417 Expectation Failed\n"
 	case 431:
-		return "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain\r\nContent-Length: 36\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large\n"
+		return "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain\r\nContent-Length: 36\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large\n"
 	case 501:
-		return "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain\r\nContent-Length: 20\r\nConnection: close\r\n\r\n501 Not Implemented\n"
+		return "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain\r\nContent-Length: 20\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n501 Not Implemented\n"
 	case 502:
-		return "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: 16\r\nConnection: close\r\n\r\n502 Bad Gateway\n"
+		return "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: 16\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n502 Bad Gateway\n"
 	case 503:
-		return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 24\r\nConnection: close\r\n\r\n503 Service Unavailable\n"
+		return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 24\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n503 Service Unavailable\n"
 	case 504:
-		return "HTTP/1.1 504 Gateway Timeout\r\nContent-Type: text/plain\r\nContent-Length: 20\r\nConnection: close\r\n\r\n504 Gateway Timeout\n"
+		return "HTTP/1.1 504 Gateway Timeout\r\nContent-Type: text/plain\r\nContent-Length: 20\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n504 Gateway Timeout\n"
 	case 505:
-		return "HTTP/1.1 505 HTTP Version Not Supported\r\nContent-Type: text/plain\r\nContent-Length: 31\r\nConnection: close\r\n\r\n505 HTTP Version Not Supported\n"
+		return "HTTP/1.1 505 HTTP Version Not Supported\r\nContent-Type: text/plain\r\nContent-Length: 31\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n505 HTTP Version Not Supported\n"
 	}
-	return "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\nContent-Length: 26\r\nConnection: close\r\n\r\n500 Internal Server Error\n"
+	return "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\nContent-Length: 26\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n500 Internal Server Error\n"
 }
 
 // AppendError appends the complete proxy-generated response for status
 // (400, 403, 404, 405, 408, 413, 414, 417, 431, 501, 502, 503, 504, 505;
-// any other status gives a 500) with a short text body and
-// "Connection: close".
+// any other status gives a 500) with a short text body,
+// "Cache-Control: no-cache" and "Connection: close".
 func AppendError(dst []byte, status int) []byte {
 	return append(dst, errorResponse(status)...)
 }

@@ -602,6 +602,9 @@ func TestHTTPReplaysOnAPooledConnectionThatDies(t *testing.T) {
 	}
 }
 
+// TestHTTPProxyAnswers: each answer the proxy makes itself has its status,
+// "Connection: close" and "Cache-Control: no-cache", and nothing of the
+// server's after it.
 func TestHTTPProxyAnswers(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	silent := testutil.ServeOrigin(t, func(c *net.TCPConn) {
@@ -636,6 +639,8 @@ func TestHTTPProxyAnswers(t *testing.T) {
 		{"100 KB chunk extension with the head: 502", longExt.addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 502},
 		{"connection refused: 503", refused, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 503},
 		{"partial head: 408", silent, "GET / HTTP/1.1\r\nHost", 408},
+		{"no Host: 400", silent, "GET / HTTP/1.1\r\n\r\n", 400},
+		{"request line over 8 KiB: 414", silent, "GET /" + strings.Repeat("a", 9<<10) + " HTTP/1.1\r\nHost: a\r\n\r\n", 414},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fe := httpFrontend(t, short, tc.addr)
@@ -649,6 +654,11 @@ func TestHTTPProxyAnswers(t *testing.T) {
 			}
 			if resp.StatusCode != tc.status || !resp.Close {
 				t.Fatalf("status %d close %v, want %d and close", resp.StatusCode, resp.Close, tc.status)
+			}
+			// A cache in front must not keep the proxy's answer (HAProxy's
+			// error answers say the same).
+			if cc := resp.Header.Values("Cache-Control"); len(cc) != 1 || cc[0] != "no-cache" {
+				t.Errorf("Cache-Control %q, want no-cache", cc)
 			}
 			if b, _ := io.ReadAll(br); bytes.Contains(b, []byte("MARK")) {
 				t.Fatalf("server bytes after the answer: %q", b)

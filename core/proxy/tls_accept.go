@@ -205,10 +205,12 @@ func (x *tlsSock) peerSubject() string {
 	return ""
 }
 
-// plainHTTPAnswer is nginx's 497 as it reaches the client: a 400.
+// plainHTTPAnswer is nginx's 497 as it reaches the client: a 400, not
+// cacheable as every answer the proxy makes itself (http1.AppendError).
 var plainHTTPAnswer = []byte("HTTP/1.1 400 Bad Request\r\n" +
 	"Content-Type: text/plain\r\n" +
 	"Content-Length: 46\r\n" +
+	"Cache-Control: no-cache\r\n" +
 	"Connection: close\r\n" +
 	"\r\n" +
 	"The plain HTTP request was sent to HTTPS port\n")

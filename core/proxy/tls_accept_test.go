@@ -200,7 +200,8 @@ func tlsRefused(t *testing.T, http bool, timeout time.Duration, peer func(c *net
 }
 
 // TestTLSPlainHTTPAnswered400: plain HTTP sent to a TLS bind of an http
-// frontend gets nginx's 497 as a 400, then the connection closes.
+// frontend gets nginx's 497 as a 400 (not cacheable), then the connection
+// closes.
 func TestTLSPlainHTTPAnswered400(t *testing.T) {
 	got := tlsRefused(t, true, 5*time.Second, func(c *net.TCPConn) {
 		c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
@@ -212,6 +213,9 @@ func TestTLSPlainHTTPAnswered400(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 400 || !strings.Contains(string(body), "plain HTTP request was sent to HTTPS port") {
 		t.Errorf("answer %d %q", resp.StatusCode, body)
+	}
+	if cc := resp.Header.Get("Cache-Control"); cc != "no-cache" {
+		t.Errorf("Cache-Control %q, want no-cache", cc)
 	}
 }
 
