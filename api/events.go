@@ -227,6 +227,12 @@ type StatsEventItem struct {
 	// health check (absent without one), as in /api/v1/stats.
 	ServersUp *int         `json:"servers_up,omitempty"`
 	Check     *stats.Check `json:"check,omitempty"`
+	// Up and AdminState are a server's two facts that State mixes (a
+	// drained server's State is "drain" whether it is up or down): its
+	// health (true without a check) and its admin state, as in
+	// /api/v1/stats. Absent on frontends and backends.
+	Up         *bool  `json:"up,omitempty"`
+	AdminState string `json:"admin_state,omitempty" example:"ready"`
 }
 
 func eventItem(name, state string, c *stats.Counts) StatsEventItem {
@@ -252,6 +258,7 @@ func statsEvent(s stats.Snapshot) StatsEvent {
 			sv := &b.Servers[j]
 			it := eventItem(b.Name+"/"+sv.Name, sv.State, &sv.Counts)
 			it.Check = sv.Check
+			it.Up, it.AdminState = &sv.Up, sv.AdminState
 			ev.Servers = append(ev.Servers, it)
 		}
 	}

@@ -109,3 +109,78 @@ func TestUIFrontendXFFOff(t *testing.T) {
 	}
 	u.errs.check(t, "xff off")
 }
+
+// nextLiveSamples waits until the page has drawn n more stats samples
+// from the events stream (the header says "live"), so that what is
+// checked after it is what the stream says, not a first poll of
+// /api/v1/stats.
+func (u *uiTest) nextLiveSamples(n int) {
+	u.t.Helper()
+	for range n {
+		at := evalJS[float64](u, `Number(document.getElementById('live').dataset.statsAt || 0)`)
+		u.waitJS(10*time.Second, "a new stats sample from the events stream", fmt.Sprintf(
+			`Number(document.getElementById('live').dataset.statsAt || 0) > %f && document.getElementById('live').textContent === 'live'`, at))
+	}
+}
+
+// TestUIHealthAndAdminStateApart (issue 23, item 8): a server's health and
+// its admin state are two facts, and the page shows both: a down server
+// that is drained reads "down" and "drain" (it used to read "drain", and
+// the Overview "all up"), an up server in maintenance "up" and "maint";
+// the Overview lists the down one with its admin state and does not say
+// "all up".
+func TestUIHealthAndAdminStateApart(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
+	t.Cleanup(origin.Close)
+	oport, _ := strconv.Atoi(origin.URL[strings.LastIndex(origin.URL, ":")+1:])
+	in := startSpliced(t, "")
+	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":"web","mode":"http",
+		"health_check":{"type":"tcp","interval_ms":200,"timeout_ms":200,"rise":1,"fall":1},
+		"servers":[{"name":"s1","address":"127.0.0.1","port":%d,"admin_state":"drain"},
+		{"name":"s2","address":"127.0.0.1","port":%d,"admin_state":"maint"},
+		{"name":"s3","address":"127.0.0.1","port":%d}]}`, testutil.FreePort(t), oport, oport))
+	type srv struct {
+		Up         bool   `json:"up"`
+		AdminState string `json:"admin_state"`
+		Check      *struct {
+			Status string `json:"status"`
+		} `json:"check"`
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		var st struct {
+			Backends []struct {
+				Servers []srv `json:"servers"`
+			} `json:"backends"`
+		}
+		in.MustDo(200, "GET", "/api/v1/stats", nil).JSON(t, &st)
+		s := st.Backends[0].Servers
+		return len(s) == 3 && !s[0].Up && s[0].Check != nil && s[0].Check.Status == "L4CON" && s[1].Up && s[1].Check.Status == "L4OK"
+	}, "web/s1 down by its check, web/s2 up")
+
+	u := openUI(t, in, 90*time.Second)
+	u.waitJS(10*time.Second, "the down list", `!!document.querySelector('#down-list tr[data-server="web/s1"]')`)
+	u.nextLiveSamples(2)
+	if s := u.text(`#health`); strings.Contains(s, "all up") {
+		t.Fatalf("the Overview's health says %q while web/s1 is down (and drained)", s)
+	}
+	if s := u.text(`#down-list tr[data-server="web/s1"]`); !strings.Contains(s, "drain") || !strings.Contains(s, "L4CON") {
+		t.Fatalf("down list row of web/s1 = %q, want its admin state (drain) and its check", s)
+	}
+	if s := u.text(`#be-stats tr[data-backend="web"] .be-state`); !strings.Contains(s, "1 down") || !strings.Contains(s, "1 drain") || !strings.Contains(s, "1 maint") {
+		t.Fatalf("backend web's state = %q, want 1 down, 1 drain, 1 maint", s)
+	}
+	u.shot("overview-down-drained")
+
+	u.page("backends")
+	u.nextLiveSamples(2)
+	cellText := func(server, col string) string {
+		return evalJS[string](u, fmt.Sprintf(`(() => { const td = document.querySelector('tr[data-server=%q] td[data-label=%q]'); return td ? td.textContent : ''; })()`, server, col))
+	}
+	for _, c := range []struct{ server, health, admin string }{{"web/s1", "down", "drain"}, {"web/s2", "up", "maint"}, {"web/s3", "up", "ready"}} {
+		if h, a := cellText(c.server, "Health"), cellText(c.server, "State"); !strings.HasPrefix(h, c.health) || !strings.Contains(a, c.admin) {
+			t.Fatalf("%s: health %q, state %q; want %s and %s", c.server, h, a, c.health, c.admin)
+		}
+	}
+	u.shot("backends-down-drained")
+	u.errs.check(t, "health and admin state")
+}

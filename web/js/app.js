@@ -194,6 +194,7 @@ function paintLive() {
     text = 'connecting…';
   }
   liveEl.className = 'live ' + cls;
+  liveEl.dataset.statsAt = String(lv.statsAt); // when the shown sample came (tests wait for the next)
   if (liveEl.textContent !== text) liveEl.textContent = text;
   liveEl.title = lv.mode === 'sse' ? 'Live data from /api/v1/events' : 'Polling /api/v1/stats every 2 s';
   main.classList.toggle('is-stale', cls === 'stale');

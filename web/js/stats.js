@@ -97,18 +97,24 @@ function check(o) {
   };
 }
 
+// health reads a server's two facts apart: its health (up, down) and its
+// admin state (ready, drain, maint). "state" mixes them (a drained server's
+// is "drain" whether it is up or down), so it is read for the health only
+// when it is a health word, and for the admin state only when it is an
+// admin word; "up" and "admin_state" win when present.
 function health(o) {
   const up = b(o, 'up', 'health.up', 'healthy');
   const st = s(o, 'health', 'health_state', 'status', 'check_status', 'state', 'health.state');
   let state = st ? st.toLowerCase() : null;
+  const adminWord = state && /^(drain|maint|ready)/.test(state) ? state : null;
+  if (adminWord) state = null; // an admin state says nothing of the health
   if (!state && up !== null) state = up ? 'up' : 'down';
-  // "drain" and "maint" are admin states that hide the health: unknown.
   let upv = up;
-  if (upv === null && state && !/^(drain|maint)/.test(state)) upv = /^(up|ok|healthy|no.?check)/.test(state);
+  if (upv === null && state) upv = /^(up|ok|healthy|no.?check)/.test(state);
   return {
     up: upv,
     health: up !== null ? (up ? 'up' : 'down') : state,
-    admin: s(o, 'admin_state', 'admin'),
+    admin: s(o, 'admin_state', 'admin') ?? adminWord,
     weight: n(o, 'weight', 'eweight'),
     lastChange: s(o, 'last_change', 'last_state_change', 'lastchg') ?? n(o, 'last_change_s', 'lastchg_s'),
   };

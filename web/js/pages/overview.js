@@ -120,7 +120,7 @@ export default async function overview(ctx, root) {
           known++;
           if (rs.up) { up++; counts.up++; if (!b.health_check) counts.nocheck++; } else {
             counts.down++;
-            down.push({ backend: b.name, server: s.name, check: rs.check, hc: b.health_check });
+            down.push({ backend: b.name, server: s.name, check: rs.check, hc: b.health_check, admin });
           }
         }
       }
@@ -152,7 +152,7 @@ export default async function overview(ctx, root) {
         ' ', b.counts.maint ? badge(`${b.counts.maint} maint`, 'warn') : null,
         ' ', b.counts.nocheck ? badge(`${b.counts.nocheck} no check`) : null].filter((x) => x !== null)));
     }
-    const sig = JSON.stringify([!!st, live.statsMissing, data.map((b) => [b.name, b.state]), down.map((d) => [d.backend, d.server, d.check && d.check.status, d.check && d.check.code, d.check && d.check.reason, d.check && d.check.since])]);
+    const sig = JSON.stringify([!!st, live.statsMissing, data.map((b) => [b.name, b.state, b.counts.drain, b.counts.maint]), down.map((d) => [d.backend, d.server, d.admin, d.check && d.check.status, d.check && d.check.code, d.check && d.check.reason, d.check && d.check.since])]);
     if (sig === healthSig) return;
     healthSig = sig;
     clear(health);
@@ -162,8 +162,17 @@ export default async function overview(ctx, root) {
       return;
     }
     const dead = data.filter((b) => b.state === 'down');
+    // Health and admin state are two facts: "all up" speaks of the
+    // health only, and the servers an operator took out (drain, maint)
+    // are counted beside it, never taken for healthy or down.
+    const drained = data.reduce((a, b) => a + b.counts.drain, 0);
+    const maint = data.reduce((a, b) => a + b.counts.maint, 0);
+    const adminNote = drained || maint ? h('span', { id: 'admin-out' }, ' ',
+      drained ? badge(`${drained} drain`, 'warn') : null, drained && maint ? ' ' : null,
+      maint ? badge(`${maint} maint`, 'warn') : null,
+      ` Admin state: ${[drained ? `${drained} draining (no new connection)` : '', maint ? `${maint} in maintenance (no traffic)` : ''].filter(Boolean).join(', ')}.`) : null;
     if (!down.length && !dead.length) {
-      health.append(h('p', { class: 'ok-line' }, badge('all up', 'ok'), ' Every backend has a usable server; no checked server is down.'));
+      health.append(h('p', { class: 'ok-line' }, badge('all up', 'ok'), ' Every backend has a usable server; no checked server is down.', adminNote));
       return;
     }
     if (dead.length) {
@@ -173,13 +182,15 @@ export default async function overview(ctx, root) {
     }
     if (down.length) {
       health.append(h('div', { class: 'tablewrap' }, labelled(h('table', { id: 'down-list', class: 'stack' },
-        h('thead', null, h('tr', null, ['Down', 'Last check', 'Since', 'Check'].map((t) => h('th', null, t)))),
+        h('thead', null, h('tr', null, ['Down', 'Admin state', 'Last check', 'Since', 'Check'].map((t) => h('th', null, t)))),
         h('tbody', null, down.map((d) => h('tr', { data: { server: `${d.backend}/${d.server}` } },
-          h('td', null, h('a', { href: '#/backends' }, `${d.backend}/${d.server}`)),
+          h('td', null, h('a', { href: '#/backends' }, `${d.backend}/${d.server}`), ' ', badge('down', 'bad')),
+          h('td', { class: 'admin' }, badge(d.admin || 'ready', d.admin && d.admin !== 'ready' ? 'warn' : '')),
           h('td', { class: 'check-why' }, d.check ? checkText(d.check) : '—'),
           h('td', { data: d.check && d.check.since ? { since: d.check.since } : {} }, d.check && d.check.since ? ago(d.check.since) : '—'),
           h('td', { class: 'muted' }, checkSettings(d.hc)))))))));
     }
+    if (adminNote) health.append(h('p', null, adminNote));
   };
 
   const paintTraffic = () => {

@@ -1,0 +1,47 @@
+package api
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/spliced-proxy/spliced/core/stats"
+)
+
+// A stats event names a server's health and admin state apart: a drained
+// server that is down is "up": false and "admin_state": "drain" (its
+// "state" alone says "drain", which the page read as its health).
+func TestStatsEventServerHealthAndAdminState(t *testing.T) {
+	snap := stats.Snapshot{Backends: []stats.Backend{{Name: "web", State: "down", Servers: []stats.Server{
+		{Name: "down-drained", State: "drain", Up: false, AdminState: "drain"},
+		{Name: "up-maint", State: "maint", Up: true, AdminState: "maint"},
+		{Name: "down", State: "down", Up: false, AdminState: "ready"},
+	}}}}
+	b, err := json.Marshal(statsEvent(snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev struct {
+		Backends []map[string]any `json:"backends"`
+		Servers  []map[string]any `json:"servers"`
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		name  string
+		up    bool
+		admin string
+	}{{"web/down-drained", false, "drain"}, {"web/up-maint", true, "maint"}, {"web/down", false, "ready"}}
+	if len(ev.Servers) != len(want) {
+		t.Fatalf("servers %v", ev.Servers)
+	}
+	for i, w := range want {
+		s := ev.Servers[i]
+		if s["name"] != w.name || s["up"] != w.up || s["admin_state"] != w.admin {
+			t.Errorf("server %d = %v, want name %s up %v admin_state %s", i, s, w.name, w.up, w.admin)
+		}
+	}
+	if _, ok := ev.Backends[0]["up"]; ok {
+		t.Errorf("a backend item has up: %v", ev.Backends[0])
+	}
+}
