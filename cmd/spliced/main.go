@@ -294,6 +294,24 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 			mirrorStoreTokens(context.Background(), es, stateDir, log)
 		}
 	}
+	// The node's name is taken before anything is opened: a name another
+	// live node holds refuses the start here, not once the admin address
+	// and every bind are open (the node then started, exited at once, and
+	// its binds had answered meanwhile). Started (watching and applying)
+	// once the data plane runs the store's document, below.
+	var member *cluster.Node
+	if sf.clustered() {
+		member, err = cluster.Register(context.Background(), cluster.NodeOptions{
+			Client: es.Client(), Prefix: es.Prefix(), Storage: es, Self: node,
+			AdminAddress: adminAddr, Version: version.Version, StateDir: stateDir,
+			OnTokens: mirrorTokens(es, stateDir, log),
+			Log:      log,
+		})
+		if err != nil {
+			return err
+		}
+		defer member.Close() // a start that fails below releases the name
+	}
 	adm.store = sf.url
 	al, err := openAdmin(adm)
 	if err != nil {
@@ -373,21 +391,8 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 		log.Error("applying persisted config failed", "generation", cur.Generation, "err", err)
 	}
 	var cl core.Cluster
-	var member *cluster.Node
-	if sf.clustered() {
-		member, err = cluster.StartNode(context.Background(), cluster.NodeOptions{
-			Client: es.Client(), Prefix: es.Prefix(), Store: store, Storage: es, Self: node,
-			AdminAddress: adminAddr, Version: version.Version, StateDir: stateDir,
-			Apply:    apply,
-			Running:  func() int64 { return ctl.Runtime().Generation },
-			OnTokens: mirrorTokens(es, stateDir, log),
-			Log:      log,
-		})
-		if err != nil {
-			_ = ctl.Close(context.Background())
-			return err
-		}
-		defer member.Close()
+	if member != nil {
+		member.Start(store, apply, func() int64 { return ctl.Runtime().Generation })
 		cl = member
 	}
 	rt := ctl.Runtime()

@@ -90,7 +90,9 @@
 //   - Registration: P/nodes/<name> holds the node's core.NodeStatus and
 //     its instance id (InstanceFile in the state directory), bound to a
 //     lease of 10 s kept alive. A key of the same name held by another
-//     instance refuses the start (ErrNodeNameTaken); an earlier run of the
+//     instance refuses the start (ErrNodeNameTaken: Register, which a
+//     process calls before it opens any listener; Start then watches and
+//     applies); an earlier run of the
 //     same node (same instance), or a key on no lease (put by hand: every
 //     node's key is on its lease), is taken over at once. Close revokes the
 //     lease (the key goes at once); a killed node goes after the TTL. A

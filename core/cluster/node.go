@@ -180,14 +180,35 @@ func ValidNodeName(s string) error {
 	return nil
 }
 
-// StartNode registers this node and starts watching and applying. It fails
-// when the name is invalid or held by another live node (ErrNodeNameTaken);
-// etcd unreachable is not a failure: the node runs what it runs and
-// registers when etcd is back.
+// StartNode registers this node and starts watching and applying
+// (Register, then Start). It fails when the name is invalid or held by
+// another live node (ErrNodeNameTaken); etcd unreachable is not a
+// failure: the node runs what it runs and registers when etcd is back.
 func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
+	if o.Store == nil || o.Apply == nil || o.Running == nil {
+		return nil, errors.New("cluster node: Store, Apply and Running are required")
+	}
+	n, err := Register(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	n.Start(o.Store, o.Apply, o.Running)
+	return n, nil
+}
+
+// Register takes this node's name in the cluster (its key, on its lease,
+// in state starting) and nothing else: a process calls it before it opens
+// anything (its admin address, its binds), so that a name another live
+// node holds (ErrNodeNameTaken) refuses the start before a listener is
+// opened, and a second process with the same name started meanwhile is
+// refused in its turn. Store, Apply and Running may be nil: Start gives
+// them, and the node watches and applies from then on. etcd unreachable
+// is not a failure: the node registers when etcd is back (once started).
+// Close releases the name of a node that is never started.
+func Register(ctx context.Context, o NodeOptions) (*Node, error) {
 	switch {
-	case o.Client == nil || o.Store == nil || o.Apply == nil || o.Running == nil:
-		return nil, errors.New("cluster node: Client, Store, Apply and Running are required")
+	case o.Client == nil:
+		return nil, errors.New("cluster node: Client is required")
 	case strings.HasSuffix(o.Prefix, "/"):
 		return nil, fmt.Errorf("cluster node: prefix %q ends with '/'", o.Prefix)
 	}
@@ -242,11 +263,20 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	default:
 		n.setConnected(true, nil)
 	}
+	return n, nil
+}
+
+// Start makes a registered node (Register) watch the store and apply its
+// generations: store is the configuration store, apply applies a
+// generation to the data plane, running is the generation it runs (the
+// NodeOptions of the same names). Called once, before any other method
+// but Close.
+func (n *Node) Start(store ConfigStore, apply func(ctx context.Context, c *config.Config) error, running func() int64) {
+	n.o.Store, n.o.Apply, n.o.Running = store, apply, running
 	n.wake() // the first step: starting → in_sync (or applying)
 	n.wg.Add(2)
 	go n.loop()
 	go n.worker()
-	return n, nil
 }
 
 // loadInstance reads the instance id kept in dir, creating it if absent.
@@ -831,10 +861,13 @@ func oneLine(msg string) string {
 
 // status is this node's status now.
 func (n *Node) status() core.NodeStatus {
-	run := n.o.Running()
+	var run int64 // registered, not started: runs nothing yet
 	newest := n.seen.Load()
-	if c := n.o.Store.Current(); c != nil && c.Generation > newest {
-		newest = c.Generation
+	if n.o.Running != nil {
+		run = n.o.Running()
+		if c := n.o.Store.Current(); c != nil && c.Generation > newest {
+			newest = c.Generation
+		}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
