@@ -15,9 +15,10 @@ import (
 // closing a listening socket: closing one resets the connections waiting in
 // its backlog. The engine builds a new Group over the new loops, moves every
 // Listener to it with Adopt (the new Listener serves duplicates of the same
-// sockets, so the kernel backlog is shared and nothing is lost), closes the
-// old Listeners (only their duplicates close) and retires the old Group with
-// Retire (what its rings still hold is handed off, not closed).
+// sockets, so the kernel backlog is shared and nothing is lost; the old one
+// stops accepting first, see Adopt for why), closes the old Listeners (only
+// their duplicates close) and retires the old Group with Retire (what its
+// rings still hold is handed off, not closed).
 
 // Group returns the group the listener accepts for. Any goroutine.
 func (ln *Listener) Group() *Group { return ln.g }
@@ -26,9 +27,43 @@ func (ln *Listener) Group() *Group { return ln.g }
 // with F_DUPFD_CLOEXEC, so old.Close later closes only its own copies), with
 // threads as the loop indexes of g allowed to accept (empty = all) and the
 // shard layout of old. The new Listener starts paused if old is paused and
-// accepts when Adopt returns; old keeps accepting too until the caller closes
-// it (both accepting from one socket is harmless: each connection is
-// accepted once). Control goroutine only (it waits for g's running loops).
+// accepts when Adopt returns. old stops accepting before the new Listener
+// registers (connections arriving meanwhile wait in the backlog, which the
+// new registrations find); the caller closes it. If Adopt fails, old
+// accepts again. Control goroutine only (it waits for the loops of both).
+//
+// The order is what makes EPOLLEXCLUSIVE safe here. With it, a connection
+// runs ep_poll_callback over the socket's wait queue in order (exclusive
+// entries are appended, so old's entries come before the new ones) and the
+// walk stops at the first exclusive entry whose epoll has a thread asleep in
+// epoll_wait: that epoll alone gets the event (fs/eventpoll.c,
+// __wake_up_common). Deleting that entry (EPOLL_CTL_DEL, old.Close) before
+// its loop accepted drops the event with it, and the kernel passes it to no
+// other entry; the entries added before the connection arrived polled the
+// socket when it was empty. The connection then waits in the backlog until
+// another one arrives and wakes a loop, for ever with a client that waits for
+// it. Measured with both registered at once, as Adopt did before (old
+// unregistered only by old.Close, after the new registrations), in two
+// instrumented runs of TestAdoptUnderTrafficLosesNoWakeUp: 25 and 23
+// connections stalled in the backlog (1 s each) over 105 and 195 moves, and
+// for each of the 48 the Close of old had, 20 µs to 9 ms after the client
+// dialled, deleted an entry that held its wake-up (old's acceptor tasklet
+// queued with EPOLLIN, or the entry still on its epoll's ready list), while
+// /proc/self/fdinfo showed the new listener registered on every loop and
+// /proc/net/tcp the connection in the accept queue.
+// TestEpollExclusiveWakeUpDiesWithItsEntry shows the kernel side alone.
+// That is the "connection left in the backlog
+// 5 s after nbthread 2->4" of TestPinNbthreadUnderTrafficNoFailure (issue
+// 12), which dropping EPOLLEXCLUSIVE on adopted listeners only hid
+// (non-exclusive entries sit at the head of the queue and see every
+// connection). Unregistering old first leaves no entry that can take a
+// wake-up and then go, and EPOLL_CTL_ADD polls the socket, so what arrived
+// in between is reported by the new registrations. Nothing else deletes a
+// registration for good while another stays: Pause, a full Limit and the
+// fd back-off unregister, but register again with EPOLL_CTL_ADD (which
+// polls) on Resume, on the Limit's wake-up and after the back-off; a loop
+// that stopped calls epoll_wait no more, so its epoll never has a waiter
+// and cannot end the walk.
 func (g *Group) Adopt(old *Listener, threads []int, owner any, fn AcceptFunc) (*Listener, error) {
 	if fn == nil {
 		fn = old.fn
@@ -39,6 +74,9 @@ func (g *Group) Adopt(old *Listener, threads []int, owner any, fn AcceptFunc) (*
 	}
 	if old.closed.Load() || len(old.socks) == 0 {
 		return nil, fmt.Errorf("listen: adopt %s: listener closed", old.addr)
+	}
+	if old.moved.Load() {
+		return nil, fmt.Errorf("listen: adopt %s: listener adopted already", old.addr)
 	}
 	ln := &Listener{Owner: owner, g: g, fn: fn, addr: old.addr, targets: ts, limits: old.limits}
 	ln.paused.Store(old.paused.Load())
@@ -51,28 +89,13 @@ func (g *Group) Adopt(old *Listener, threads []int, owner any, fn AcceptFunc) (*
 		ln.socks = append(ln.socks, fd)
 	}
 	ln.sharded = old.sharded
-	if old.sharded {
-		for i, s := range ln.socks {
-			ln.addAcceptor(ts[i%len(ts)], s, unix.EPOLLIN, true)
-		}
-	} else {
-		// Not EPOLLEXCLUSIVE here (Open uses it): with the adopted
-		// duplicate registered exclusively on the loops of the new group,
-		// TestPinNbthreadUnderTrafficNoFailure saw a connection stay in
-		// the backlog for 5 s after nbthread 2->4 (no loop of the new
-		// group was woken for it: loops 2 and 3 ran no acceptor, loops 0
-		// and 1 accepted nothing) in about 1 run of 12; without the flag,
-		// 0 in 24. Why the exclusive wake-up went nowhere is not
-		// established; the cost is that every loop of the group wakes for
-		// each connection of an adopted (after an nbthread change)
-		// listener, and all but one find EAGAIN.
-		ev := uint32(unix.EPOLLIN)
-		for _, t := range ts {
-			ln.addAcceptor(t, ln.socks[0], ev, len(ts) == 1)
-		}
-	}
+	ln.addAcceptors()
+	old.moved.Store(true)
+	old.onLoops(func(a *acceptor, l *loop.Loop) { a.sync(l) })
 	if err := ln.start(); err != nil {
 		ln.Close()
+		old.moved.Store(false)
+		old.onLoops(func(a *acceptor, l *loop.Loop) { a.sync(l) })
 		return nil, err
 	}
 	return ln, nil

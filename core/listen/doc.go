@@ -7,8 +7,11 @@
 // nothing stays open on failure) and registers the socket on loops:
 //   - Shards == 0: one socket on every loop of BindSpec.Threads (default
 //     all), level-triggered with EPOLLEXCLUSIVE so a connection wakes one
-//     loop (a listener adopted by an nbthread change registers without it:
-//     see Adopt). The woken loop accepts up to maxaccept connections per wake-up
+//     loop (a listener adopted by an nbthread change too: Adopt unregisters
+//     the old listener before it registers the new one, since an exclusive
+//     wake-up taken by an entry that is then deleted is lost with it, and
+//     the connection waits in the backlog until another one arrives; see
+//     Adopt). The woken loop accepts up to maxaccept connections per wake-up
 //     with accept4(SOCK_NONBLOCK|SOCK_CLOEXEC) and picks, per connection, the
 //     loop that will own it: p2c-rr (config's default: rotating index +
 //     random other, lower load wins), round-robin, least-conn or local

@@ -60,6 +60,7 @@ type Listener struct {
 
 	idx       atomic.Uint32 // rotating index for p2c-rr and round-robin (seed 001)
 	paused    atomic.Bool
+	moved     atomic.Bool // Adopt handed the socket(s) to another Listener: never registered again
 	closed    atomic.Bool
 	closeOnce sync.Once
 }
@@ -130,25 +131,35 @@ func (g *Group) Open(spec BindSpec, owner any, fn AcceptFunc) (*Listener, error)
 			sa = withPort(sa, int(ln.addr.Port())) // port 0: later shards share the chosen one
 		}
 	}
-	if spec.Shards > 0 {
-		for i, s := range ln.socks {
-			ln.addAcceptor(threads[i%len(threads)], s, unix.EPOLLIN, true)
-		}
-	} else {
-		ev := uint32(unix.EPOLLIN)
-		if len(threads) > 1 {
-			// One loop woken per connection instead of all (thundering herd).
-			ev |= unix.EPOLLEXCLUSIVE
-		}
-		for _, t := range threads {
-			ln.addAcceptor(t, ln.socks[0], ev, len(threads) == 1)
-		}
-	}
+	ln.addAcceptors()
 	if err := ln.start(); err != nil {
 		ln.Close()
 		return nil, err
 	}
 	return ln, nil
+}
+
+// addAcceptors makes the acceptors of ln.socks on the loops of ln.targets
+// (Open and Adopt): with shards, socket i on loop targets[i % n], which
+// keeps what it accepts; else the one socket on every target loop, with
+// EPOLLEXCLUSIVE when there are several, so that a connection wakes one
+// loop instead of all (thundering herd). Adopt relies on an order for
+// that flag: see there.
+func (ln *Listener) addAcceptors() {
+	ts := ln.targets
+	if ln.sharded {
+		for i, s := range ln.socks {
+			ln.addAcceptor(ts[i%len(ts)], s, unix.EPOLLIN, true)
+		}
+		return
+	}
+	ev := uint32(unix.EPOLLIN)
+	if len(ts) > 1 {
+		ev |= unix.EPOLLEXCLUSIVE
+	}
+	for _, t := range ts {
+		ln.addAcceptor(t, ln.socks[0], ev, len(ts) == 1)
+	}
 }
 
 func (ln *Listener) addAcceptor(li, sock int, events uint32, keep bool) {
@@ -202,21 +213,30 @@ func (ln *Listener) Addr() netip.AddrPort { return ln.addr }
 func (ln *Listener) Close() {
 	ln.closeOnce.Do(func() {
 		ln.closed.Store(true)
-		var wg sync.WaitGroup
-		for _, a := range ln.acc {
-			wg.Add(1)
-			if !a.l.Exec(func(l *loop.Loop) {
-				a.sync(l)
-				l.Disarm(&a.backoff)
-				l.Disarm(&a.recheck)
-				wg.Done()
-			}) {
-				wg.Done() // loop stopped: it polls nothing any more
-			}
-		}
-		wg.Wait()
+		ln.onLoops(func(a *acceptor, l *loop.Loop) {
+			a.sync(l)
+			l.Disarm(&a.backoff)
+			l.Disarm(&a.recheck)
+		})
 		ln.closeSockets()
 	})
+}
+
+// onLoops runs fn for each acceptor on its loop and waits for all of them;
+// a loop that stopped polls nothing any more and is skipped. Control
+// goroutine only.
+func (ln *Listener) onLoops(fn func(a *acceptor, l *loop.Loop)) {
+	var wg sync.WaitGroup
+	for _, a := range ln.acc {
+		wg.Add(1)
+		if !a.l.Exec(func(l *loop.Loop) {
+			fn(a, l)
+			wg.Done()
+		}) {
+			wg.Done()
+		}
+	}
+	wg.Wait()
 }
 
 // Pause stops accepting until Resume: each loop unregisters the socket
@@ -279,12 +299,12 @@ func (ln *Listener) next(n int) int {
 }
 
 // sync makes the registration match the wanted state: registered unless the
-// listener is closed or paused or this acceptor backs off or is limited.
-// Loop thread.
+// listener is closed, moved (Adopt) or paused or this acceptor backs off or
+// is limited. Loop thread.
 func (a *acceptor) sync(l *loop.Loop) { _ = a.syncErr(l) }
 
 func (a *acceptor) syncErr(l *loop.Loop) error {
-	want := !a.ln.closed.Load() && !a.ln.paused.Load() && !a.backingOff && a.limitedBy == nil
+	want := !a.ln.closed.Load() && !a.ln.moved.Load() && !a.ln.paused.Load() && !a.backingOff && a.limitedBy == nil
 	switch {
 	case want && !a.registered:
 		if err := l.RegisterEvents(&a.fd, a.events); err != nil {
