@@ -548,27 +548,15 @@ func (p *probe) start() {
 	p.sent, p.got = 0, 0
 	p.attempt++
 	p.startedAt = p.l.Now()
-	family := unix.AF_INET
-	if _, ok := s.Sockaddr.(*unix.SockaddrInet6); ok {
-		family = unix.AF_INET6
-	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		// EMFILE and the like: counted as a failed check, as HAProxy's
-		// "socket error" is.
-		p.finish(false, resSocket, errnoOf(err))
-		return
-	}
-	p.side.adopt(fd, srvTransport(s, fd))
-	switch e := connectTo(fd, s.SockaddrInto(&p.sa)); e {
-	case 0, unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
-		// Completion (or failure) is reported by EPOLLOUT/EPOLLERR.
-	default:
+	switch stage, e := p.side.connect(p.l, s, &p.sa); stage {
+	case connOK:
+	case connRefused:
 		p.finish(false, resConnect, int(e))
 		return
-	}
-	if err := p.side.register(p.l); err != nil {
-		p.finish(false, resSocket, errnoOf(err))
+	default:
+		// EMFILE and the like, or the loop's refusal: counted as a
+		// failed check, as HAProxy's "socket error" is.
+		p.finish(false, resSocket, int(e))
 		return
 	}
 	p.state = prConnecting
@@ -576,49 +564,32 @@ func (p *probe) start() {
 	p.l.Arm(&p.timer, p.deadline)
 }
 
-// startTLS: the TCP connect to a TLS server completed; the handshake
-// takes the fd until it ends (tlsDone), within the probe's timeout.
-func (p *probe) startTLS(x *tlsSock) {
-	p.side.detach(p.l)
-	p.state = prHandshake
-	attempt := p.attempt
-	p.hs.start(x, handshakeWithin(p.l, p.deadline), func(x *tlsSock, err error) { p.tlsDone(x, err, attempt) })
+// stepCurrent: the handshake of probe number attempt ended; the probe
+// still waits for it unless its timeout or a Stop ended it meanwhile.
+func (p *probe) stepCurrent(attempt uint32) bool {
+	return p.state == prHandshake && p.attempt == attempt
 }
 
-// tlsDone: the handshake of probe number attempt ended (loop thread,
-// except errTLSStopped).
-func (p *probe) tlsDone(x *tlsSock, err error, attempt uint32) {
-	if err == errTLSStopped {
-		return // the worker closes everything; maybe not on the loop thread
-	}
-	if p.state != prHandshake || p.attempt != attempt {
-		// Given up meanwhile (timeout, Stop): the fd is nobody's but ours.
-		if err == nil {
-			x.close(x.a.fd, true)
-		}
+// stepDone: the probe's handshake ended (connectOwner): a tcp check is
+// done, an http check sends its request.
+func (p *probe) stepDone(err error) {
+	var re *registerError
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		p.finish(false, resTimeout, int(prHandshake))
 		return
-	}
-	if err != nil { // the pool closed the fd
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			p.finish(false, resTimeout, int(prHandshake))
-			return
-		}
+	case errors.As(err, &re):
+		p.finish(false, resSocket, errnoOf(re.err))
+		return
+	case err != nil:
 		msg := "tls handshake: " + err.Error()
 		p.tlsMsg.Store(&msg)
 		p.finish(false, resTLS, 0)
 		return
-	}
-	p.side.adopt(x.a.fd, x)
-	if p.req == nil {
+	case p.req == nil:
 		p.finish(true, resTLSOK, 0)
 		return
 	}
-	if err := p.side.register(p.l); err != nil {
-		p.finish(false, resSocket, errnoOf(err))
-		return
-	}
-	// crypto/tls may have read past the handshake: look at both ways.
-	p.side.FD.Ready = evIn | evOut
 	p.state = prSending
 	p.process()
 }
@@ -629,20 +600,20 @@ func (p *probe) process() {
 	case prIdle, prHandshake:
 		return // a wakeup left over from a closed or detached fd
 	case prConnecting:
-		r := p.side.FD.Ready
-		if r&(evOut|evErr|evHup) == 0 {
+		pending, e := p.side.connectResult()
+		switch {
+		case pending:
 			return
-		}
-		if e := sockError(p.side.FD.Fd); e != 0 {
+		case e == unix.ENOTCONN:
+			p.finish(false, resClosed, int(prConnecting))
+			return
+		case e != 0:
 			p.finish(false, resConnect, int(e))
 			return
 		}
-		if r&evOut == 0 {
-			p.finish(false, resClosed, int(prConnecting))
-			return
-		}
-		if x, ok := p.side.xp.(*tlsSock); ok {
-			p.startTLS(x)
+		if p.side.xp.afterConnect(&p.side, connectStep{l: p.l, pool: p.hs,
+			within: handshakeWithin(p.l, p.deadline), owner: p, attempt: p.attempt}) {
+			p.state = prHandshake // the server's TLS handshake
 			return
 		}
 		if p.req == nil {

@@ -4,11 +4,11 @@
 // probes, the per-loop buffer pool and pipe pool, and the splice(2)
 // forwarding of seed 003. The walkthrough of each part is at the top of
 // the file that implements it: tunnel.go (the tunnel, connect and tcp
-// timeouts), sni.go (SNI routing: the inspect phase), tls_accept.go (TLS
+// timeouts), sni.go (SNI routing: the inspect phase), xprt_tls_accept.go (TLS
 // termination on binds), mover.go (splice), pipe.go (the pipe pool), http.go (http
 // mode, phases and timers, proxy answers), http_route.go (generations,
 // routing), http_server.go (server slots, pooled connections),
-// upstream_tls.go (TLS to servers),
+// xprt_tls_upstream.go (TLS to servers),
 // http_exchange.go (what is forwarded, bodies, upgrades), http_timeout.go,
 // http_log.go (byte counts and access-log entries per request),
 // stop.go (soft stop), check.go (health checks).
@@ -23,9 +23,9 @@
 //     RST, and which readiness the next receive or send needs. rawSock is
 //     the plain socket; tlsSock (xprt_tls.go) is the TLS one, and nothing
 //     above the transport knows which one it has. A frontend with TLS
-//     terminates it on its connections (tls_accept.go, Worker.Accept), and
+//     terminates it on its connections (xprt_tls_accept.go, Worker.Accept), and
 //     a server with TLS is spoken to through a TLS client
-//     (upstream_tls.go, after the TCP connect, within connect_ms): the
+//     (xprt_tls_upstream.go, after the TCP connect, within connect_ms): the
 //     handshake runs on helper goroutines of the worker (tlsHandshakes:
 //     one pool for its clients' handshakes, one for its own with
 //     servers), bounded per loop while they compute and parked in Go's
@@ -40,7 +40,14 @@
 //     its tasklet and its transport. Side.close is the one teardown, in
 //     one order: unqueue the tasklet, forget the fd in the loop (close(2)
 //     takes it out of epoll), close through the transport, clear. detach
-//     hands the fd over without closing it (101 upgrade).
+//     hands the fd over without closing it (101 upgrade). A connection to
+//     a server opens one way, whoever opens it (the tunnel, an http server
+//     connection, a health-check probe): Side.connect (socket, connect,
+//     register, over the server's transport), Side.connectResult (the
+//     outcome from the readiness), then the transport's afterConnect
+//     (nothing for a raw socket; TLS runs the client handshake and hands
+//     its end to the owner, a connectOwner). Above this layer no code
+//     names a transport type: it asks the transport (secure, peerSubject).
 //   - mover (mover.go): one direction of bytes between two sides, through
 //     one buffer or one pipe, with the splice policy, the per-run byte cap
 //     and the Bulk rewake. tcp tunnels and http bodies use the same one;

@@ -190,7 +190,7 @@ type httpConn struct {
 
 	wait waiter // in the loop's queue while phase is phQueue
 	// cert: the client-certificate fields of a TLS connection whose
-	// frontend asks for them (tls_accept.go), nil otherwise.
+	// frontend asks for them (xprt_tls_accept.go), nil otherwise.
 	cert *clientCert
 
 	bytesIn, bytesOut int64
@@ -231,11 +231,11 @@ func runHTTPTimer(tm *loop.Timer) { tm.Owner.(*httpConn).onTimer() }
 // against what it holds then, a request in flight finishes on what it
 // started with. Loop thread only.
 func (w *Worker) StartHTTP(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
-	w.startHTTP(fd, rawSock{}, fe, cur)
+	w.startHTTP(fd, plainTransport(), fe, cur)
 }
 
 // startHTTP is StartHTTP over the client transport xp (a TLS one is
-// established: tls_accept.go).
+// established: xprt_tls_accept.go).
 func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Pointer[Frontend]) *httpConn {
 	c := w.newConn()
 	c.acc, c.cur = fe, cur
@@ -547,8 +547,7 @@ func (c *httpConn) startRequest(n int) {
 		d = http1.AppendXForwardedFor(d, c.peer)
 	}
 	if hf.XForwardedProto {
-		_, tls := c.cli.xp.(*tlsSock)
-		d = http1.AppendXForwardedProto(d, tls)
+		d = http1.AppendXForwardedProto(d, c.cli.xp.secure())
 	}
 	if hf.Via {
 		d = http1.AppendVia(d, r.Minor, viaName)
@@ -731,16 +730,18 @@ func (c *httpConn) connect(s *balance.Server) {
 // checkConnect looks at the outcome of a pending connect.
 func (c *httpConn) checkConnect() {
 	sc := c.sc
-	r := sc.side.FD.Ready
-	if r&(evOut|evErr|evHup) == 0 {
+	pending, e := sc.side.connectResult()
+	if pending {
 		return
 	}
-	if e := sockError(sc.side.FD.Fd); e != 0 || r&evOut == 0 {
+	if e != 0 {
 		c.connectFailed()
 		return
 	}
-	if x, ok := sc.side.xp.(*tlsSock); ok {
-		c.startTLS(sc, x) // upstream_tls.go
+	w := c.w
+	if sc.side.xp.afterConnect(&sc.side, connectStep{l: w.L, pool: w.tlsOut,
+		within: handshakeWithin(w.L, c.deadline), ss: w.ServerSlot(sc.server), owner: sc}) {
+		sc.hs = hsActive // the server's TLS handshake (xprt_tls_upstream.go)
 		return
 	}
 	sc.side.Connected = true
@@ -1104,7 +1105,7 @@ func (c *httpConn) recycle() {
 	c.nreq = 0
 	c.bytesIn, c.bytesOut = 0, 0
 	c.deadline = 0
-	c.cli.xp = rawSock{} // a TLS transport's state goes with the connection
+	c.cli.xp = plainTransport() // a TLS transport's state goes with the connection
 	c.cert = nil
 	c.peer, c.port = netip.Addr{}, 0
 	c.putReq()

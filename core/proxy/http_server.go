@@ -62,7 +62,7 @@ type srvConn struct {
 	timer  loop.Timer      // idle expiry while pooled
 	owner  *httpConn
 	reused bool  // has carried a request before the current one
-	hs     uint8 // TLS handshake state (upstream_tls.go)
+	hs     uint8 // TLS handshake state (xprt_tls_upstream.go)
 	pool   *srvPool
 }
 
@@ -144,28 +144,10 @@ const headSlack = 512
 // dial opens a non-blocking connection to s. ok is false when the socket
 // could not even be created or the connect was refused at once.
 func (w *Worker) dial(s *balance.Server) (*srvConn, bool) {
-	family := unix.AF_INET
-	if _, ok := s.Sockaddr.(*unix.SockaddrInet6); ok {
-		family = unix.AF_INET6
-	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, false
-	}
-	setNoDelay(fd)
 	sc := w.newSrv()
 	sc.server = s
-	sc.side.adopt(fd, srvTransport(s, fd))
-	sc.side.Connected = false
-	switch connectTo(fd, s.SockaddrInto(&w.sa)) {
-	case 0, unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
-		// EINTR: the connect goes on asynchronously (POSIX).
-	default:
-		w.closeSrv(sc)
-		return nil, false
-	}
-	if err := sc.side.register(w.L); err != nil {
-		w.closeSrv(sc)
+	if stage, _ := sc.side.connect(w.L, s, &w.sa); stage != connOK {
+		w.closeSrv(sc) // a side without fd (connSocket) only recycles sc
 		return nil, false
 	}
 	return sc, true
@@ -178,7 +160,7 @@ func (w *Worker) closeSrv(sc *srvConn) { w.endSrv(sc, false) }
 // aborted exchange).
 func (w *Worker) endSrv(sc *srvConn, reset bool) {
 	if sc.hs == hsActive {
-		// The handshake owns the fd (upstream_tls.go): its end closes
+		// The handshake owns the fd (xprt_tls_upstream.go): its end closes
 		// it and recycles sc.
 		sc.hs = hsOrphan
 		sc.owner = nil

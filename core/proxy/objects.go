@@ -61,7 +61,7 @@ type Frontend struct {
 	// access-log ring (one compact line, formatted off the loop).
 	AccessLog bool
 	// TLS terminates TLS on the connections accepted with this frontend
-	// generation (tls_accept.go; nil = plain): the engine sets it on the
+	// generation (xprt_tls_accept.go; nil = plain): the engine sets it on the
 	// copy of the frontend it gives each bind with a tls section.
 	// HandshakeTimeout bounds each handshake (handshake_ms; 0 = 5 s).
 	// CertHeader (http mode) is the prefix of the client-certificate
@@ -73,7 +73,7 @@ type Frontend struct {
 	// dropped from every request of every bind, plain ones included, when
 	// some bind of the frontend verifies client certificates: the
 	// servers cannot tell the binds apart, so a client of another bind
-	// must not be able to forge those fields (tls_accept.go).
+	// must not be able to forge those fields (xprt_tls_accept.go).
 	CertStrip []byte
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/loop"
 )
 
@@ -155,4 +156,71 @@ func (s *Side) closedByPeer() bool { return s.FD.Ready&(evRdHup|evHup|evErr) != 
 // Refuse closes an accepted connection fd that no frontend takes (the
 // engine's accept, when the bind has no frontend any more): a FIN, through
 // the same close as every side of the data plane. Loop thread.
-func Refuse(fd int) { rawSock{}.close(fd, false) }
+func Refuse(fd int) { plainTransport().close(fd, false) }
+
+// Stages of Side.connect that can fail, for callers that tell them apart
+// (a health check reports them; a socket that cannot be made is no
+// reason to try another server).
+const (
+	connOK       uint8 = iota
+	connSocket         // socket(2) failed: EMFILE, ENFILE, ENOBUFS
+	connRefused        // connect(2) failed at once
+	connRegister       // the loop refused the fd (epoll_ctl)
+)
+
+// connect opens the side to server srv, the one way every connection to a
+// server starts (the tcp tunnel, an http server connection, a health-check
+// probe): a non-blocking socket with TCP_NODELAY over the server's
+// transport (TLS when srv says so, chosen now so that a mover reading the
+// other side meanwhile already sees a destination that cannot splice),
+// connect(2) under way, registered on l. sa is the caller's scratch for
+// the address. On failure it says at which stage with the errno; the side
+// keeps an fd the caller's close releases (connRefused, connRegister).
+// Then connectResult reads the outcome, and afterConnect runs the
+// transport's step.
+func (s *Side) connect(l *loop.Loop, srv *balance.Server, sa *balance.SockaddrBuf) (uint8, unix.Errno) {
+	family := unix.AF_INET
+	if _, ok := srv.Sockaddr.(*unix.SockaddrInet6); ok {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return connSocket, unix.Errno(errnoOf(err))
+	}
+	setNoDelay(fd)
+	s.adopt(fd, srvTransport(srv, fd))
+	s.Connected = false
+	switch e := connectTo(fd, srv.SockaddrInto(sa)); e {
+	case 0, unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
+		// 0: loopback may complete at once; the registration still
+		// reports EPOLLOUT. EINTR: the connect goes on asynchronously
+		// (POSIX), as EINPROGRESS.
+	default:
+		return connRefused, e
+	}
+	if err := s.register(l); err != nil {
+		return connRegister, unix.Errno(errnoOf(err))
+	}
+	return connOK, 0
+}
+
+// connectResult reads the outcome of the side's pending connect from its
+// readiness: pending while none of EPOLLOUT, EPOLLERR, EPOLLHUP came;
+// else the socket's error, 0 when connected. EPOLLOUT without EPOLLERR or
+// EPOLLHUP is a connected socket (a failed connect always raises
+// EPOLLERR: sk_err set, tcp_poll), so SO_ERROR is read only otherwise
+// (one getsockopt less per connection, as HAProxy). A hang-up with no
+// error and no EPOLLOUT says ENOTCONN.
+func (s *Side) connectResult() (pending bool, e unix.Errno) {
+	r := s.FD.Ready
+	switch {
+	case r&(evOut|evErr|evHup) == 0:
+		return true, 0
+	case r&(evErr|evHup) == 0:
+		return false, 0
+	}
+	if e = sockError(s.FD.Fd); e == 0 && r&evOut == 0 {
+		e = unix.ENOTCONN
+	}
+	return false, e
+}

@@ -3,13 +3,16 @@ package proxy
 import (
 	"errors"
 	"io"
+	"net"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // TestSideCloseEndsWithFINOrRST: Side.close, the one close of a
@@ -182,6 +185,55 @@ func TestSideReadinessFollowsTheTransport(t *testing.T) {
 			s.blocked()
 			if s.FD.Ready != tc.afterBlocked {
 				t.Errorf("after blocked: %#x, want %#x", s.FD.Ready, tc.afterBlocked)
+			}
+		})
+	}
+}
+
+// TestSideConnectResult: Side.connect opens a connection to a server, and
+// connectResult reads its outcome from the readiness the loop reported:
+// connected to a listening port, ECONNREFUSED from a closed one.
+func TestSideConnectResult(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := ln.Addr().(*net.TCPAddr)
+	closedLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := closedLn.Addr().(*net.TCPAddr)
+	closedLn.Close()
+	t.Cleanup(func() { ln.Close() })
+	for _, tc := range []struct {
+		name string
+		addr *net.TCPAddr
+		want unix.Errno
+	}{
+		{"listening", open, 0},
+		{"closed port", closed, unix.ECONNREFUSED},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, defaultTuning())
+			srv := frontend(t, SpliceOff, tc.addr).Backend.B.Servers[0]
+			var s Side
+			var sa balance.SockaddrBuf
+			s.Task.Run = func(*loop.Tasklet) {}
+			e.do(func() {
+				if stage, e := s.connect(e.l, srv, &sa); stage != connOK {
+					t.Errorf("connect: stage %d, %v", stage, e)
+				}
+			})
+			var pending bool
+			var got unix.Errno
+			testutil.Eventually(t, 10*time.Second, func() bool {
+				e.do(func() { pending, got = s.connectResult() })
+				return !pending
+			}, "the connect's outcome")
+			e.do(func() { s.close(e.l, true) })
+			if got != tc.want {
+				t.Errorf("connectResult = %v, want %v", got, tc.want)
 			}
 		})
 	}

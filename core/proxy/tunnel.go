@@ -94,7 +94,7 @@ const (
 	stClosed
 	stQueued    // waiting for a server slot (queue.go)
 	stInspect   // reading the ClientHello of an SNI-routed frontend (sni.go)
-	stHandshake // TLS handshake with the server after its connect (upstream_tls.go)
+	stHandshake // TLS handshake with the server after its connect (xprt_tls_upstream.go)
 )
 
 // Reasons a tunnel closes, for the counters.
@@ -149,10 +149,10 @@ func runTunnelTimer(tm *loop.Timer)  { tm.Owner.(*Tunnel).onTimer() }
 
 // StartTCP takes ownership of the accepted client fd (non-blocking) and
 // starts a tcp tunnel to fe's backend. Loop thread only.
-func (w *Worker) StartTCP(fd int, fe *Frontend) { w.startTCP(fd, rawSock{}, fe) }
+func (w *Worker) StartTCP(fd int, fe *Frontend) { w.startTCP(fd, plainTransport(), fe) }
 
 // startTCP is StartTCP over the client transport xp (a TLS one is
-// established: tls_accept.go).
+// established: xprt_tls_accept.go).
 func (w *Worker) startTCP(fd int, xp transport, fe *Frontend) {
 	t := &Tunnel{w: w, fe: fe, be: fe.Backend}
 	t.cli.adopt(fd, xp)
@@ -322,33 +322,15 @@ func (t *Tunnel) dial(s *balance.Server) {
 		lg.Granted = w.L.Now()
 		lg.ConnStart = lg.Granted
 	}
-	family := unix.AF_INET
-	if _, ok := s.Sockaddr.(*unix.SockaddrInet6); ok {
-		family = unix.AF_INET6
-	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
+	switch stage, _ := t.srv.connect(w.L, s, &w.sa); stage {
+	case connOK:
+	case connSocket:
 		// EMFILE/ENFILE/ENOBUFS: no other server would do better.
 		t.attempts = 1 << 30
 		t.term = stats.Termination{'R', 'C'}
 		t.connectFailed()
 		return
-	}
-	setNoDelay(fd)
-	t.srv.adopt(fd, srvTransport(s, fd))
-	t.srv.Connected = false
-	switch connectTo(fd, s.SockaddrInto(&w.sa)) {
-	case 0:
-		// Loopback may complete at once; the registration below still
-		// reports EPOLLOUT, and process() then sees it connected.
-	case unix.EINPROGRESS, unix.EINTR, unix.EALREADY:
-		// EINTR: the connect goes on asynchronously (POSIX), same as
-		// EINPROGRESS.
 	default:
-		t.connectFailed()
-		return
-	}
-	if err := t.srv.register(w.L); err != nil {
 		t.connectFailed()
 		return
 	}
@@ -378,24 +360,38 @@ func (t *Tunnel) connectFailed() {
 
 // checkConnect looks at the outcome of a pending connect.
 func (t *Tunnel) checkConnect() {
-	r := t.srv.FD.Ready
-	if r&(evOut|evErr|evHup) == 0 {
+	pending, e := t.srv.connectResult()
+	if pending {
 		return
 	}
-	// EPOLLOUT without EPOLLERR/EPOLLHUP is a connected socket: a failed
-	// connect always raises EPOLLERR (sk_err set, tcp_poll), so SO_ERROR
-	// is read only then (one getsockopt less per connection, as HAProxy).
-	if r&(evErr|evHup) != 0 || r&evOut == 0 {
-		if e := sockError(t.srv.FD.Fd); e != 0 || r&evOut == 0 {
-			t.connectFailed()
-			return
-		}
+	if e != 0 {
+		t.connectFailed()
+		return
 	}
-	if x, ok := t.srv.xp.(*tlsSock); ok {
-		t.startTLS(x)
+	w := t.w
+	if t.srv.xp.afterConnect(&t.srv, connectStep{l: w.L, pool: w.tlsOut,
+		within: handshakeWithin(w.L, t.deadline), ss: t.ss, owner: t, attempt: uint32(t.attempts)}) {
+		t.state = stHandshake // the server's TLS handshake (xprt_tls_upstream.go)
 		return
 	}
 	t.connected()
+}
+
+// stepCurrent: the transport's step of connect attempt number attempt
+// ended; the tunnel still waits for it unless a timeout, a retry or the
+// client ended it meanwhile.
+func (t *Tunnel) stepCurrent(attempt uint32) bool {
+	return t.state == stHandshake && uint32(t.attempts) == attempt
+}
+
+// stepDone: the step of the current attempt ended (connectOwner).
+func (t *Tunnel) stepDone(err error) {
+	if err != nil {
+		t.connectFailed()
+		return
+	}
+	t.connected()
+	t.w.L.Wake(&t.srv.Task, loop.Urgent)
 }
 
 // connected: the server side is ready for bytes (TCP connected, and the
@@ -710,8 +706,8 @@ func (t *Tunnel) logAccess(server string) {
 		e.Retries = t.attempts - 1
 	}
 	e.End = t.w.L.Now()
-	if x, ok := t.cli.xp.(*tlsSock); ok {
-		e.ClientCert = x.peerSubject()
+	if t.cli.xp != nil {
+		e.ClientCert = t.cli.xp.peerSubject()
 	}
 	t.w.AccessLog.Push(e)
 	t.w.putLog(e)

@@ -1,16 +1,27 @@
 package proxy
 
 import (
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/stats"
 )
 
 // transport is the layer under a Side, as HAProxy's xprt under its
 // connection (raw_sock.c, ssl_sock.c): how the bytes of one fd get in and
 // out. Everything above it — the Side, the mover, the http and tunnel
 // state machines — calls these operations and never knows which transport
-// it has. The raw socket (rawSock) is the only one today; TLS is the next.
+// it has (Envoy's TransportSocket: the connection never asks which one).
+// The raw socket is rawSock, below; TLS is tlsSock (xprt_tls.go). What an
+// upper layer needs to know about a transport it asks it: whether the
+// bytes cross the network encrypted (secure: X-Forwarded-Proto), the
+// subject of the peer's certificate (the access log), and what is left to
+// do once a TCP connect completed (afterConnect: nothing for a raw socket,
+// the client handshake for TLS). Only the transport's own files
+// (xprt*.go) name a transport type.
 //
 // The operations return the raw errno (0 = success), as the sys.go
 // wrappers do, so that callers switch on it without boxing an error:
@@ -57,7 +68,59 @@ type transport interface {
 	// so that a client sending tiny records cannot make one run decrypt
 	// hundreds of thousands of them.
 	rcvCost(n int) int
+	// secure: the bytes cross the network encrypted (TLS), whatever
+	// they carry.
+	secure() bool
+	// peerSubject is the subject of the peer's certificate ("" without
+	// one, or before the transport is established).
+	peerSubject() string
+	// afterConnect is the transport's step once the TCP connect of s
+	// completed (EPOLLOUT without error): false when there is none and s
+	// is ready at once (raw); true when the step runs (TLS: s leaves the
+	// loop, the client handshake runs on st.pool within st.within) and its
+	// end reaches st.owner on the loop thread (connectOwner).
+	afterConnect(s *Side, st connectStep) bool
 }
+
+// connectStep is what a transport's step after a connect needs: the loop,
+// the pool the handshake runs on and how long it may take, the server's
+// stats slot that counts the handshake (nil: not counted, health checks),
+// and who waits for it, with the number of its attempt.
+type connectStep struct {
+	l       *loop.Loop
+	pool    *tlsHandshakes
+	within  time.Duration
+	ss      *stats.Slot
+	owner   connectOwner
+	attempt uint32
+}
+
+// connectOwner waits for the step of a connect (Side.afterConnect): the
+// tcp tunnel, an http server connection, a health-check probe. Loop
+// thread, never after the pool's stop (errTLSStopped is nobody's: the
+// worker's CloseAll closes the connections).
+type connectOwner interface {
+	// stepCurrent: attempt is still wanted (not given up meanwhile by a
+	// timeout, a retry, the client leaving). false: the side layer closes
+	// what the step opened; the owner releases what it kept for it.
+	stepCurrent(attempt uint32) bool
+	// stepDone: the step of the current attempt ended: nil, the side is
+	// registered again and readable and writable (crypto/tls may have
+	// read past the handshake); an error, the connect failed (the side
+	// holds no fd, or one its close releases).
+	stepDone(err error)
+}
+
+// registerError is a step's error that is not the transport's: the loop
+// refused the established fd (epoll_ctl), which the side holds.
+type registerError struct{ err error }
+
+func (e *registerError) Error() string { return "register: " + e.err.Error() }
+func (e *registerError) Unwrap() error { return e.err }
+
+// plainTransport is the transport of a plain socket, for the layers above
+// that open or accept one.
+func plainTransport() transport { return rawSock{} }
 
 // rawSock is the plain socket transport: today's sys.go wrappers. It is a
 // zero-size value, so storing it in a transport field allocates nothing
@@ -97,6 +160,12 @@ func (rawSock) sndEvents() uint32 { return evOut | evErr | evHup }
 func (rawSock) rcvPending() bool { return false }
 
 func (rawSock) rcvCost(n int) int { return n }
+
+func (rawSock) secure() bool { return false }
+
+func (rawSock) peerSubject() string { return "" }
+
+func (rawSock) afterConnect(*Side, connectStep) bool { return false }
 
 // noLinger sets SO_LINGER {1, 0} on fd, so that its close(2) drops what
 // the send queue still holds and resets the connection: the peer reads

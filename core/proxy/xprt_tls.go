@@ -17,8 +17,8 @@ import (
 	"github.com/spliced-proxy/spliced/core/loop"
 )
 
-// TLS transport (issue 15): binds terminate TLS over it (tls_accept.go),
-// and the proxy speaks it to servers with tls (upstream_tls.go).
+// TLS transport (issue 15): binds terminate TLS over it (xprt_tls_accept.go),
+// and the proxy speaks it to servers with tls (xprt_tls_upstream.go).
 //
 // No goroutine per established connection. crypto/tls cannot pause a
 // handshake, so the handshake runs on a helper goroutine (tlsHandshakes:
@@ -89,7 +89,7 @@ type tlsSock struct {
 	eof  bool // end of stream read with the last bytes, not reported yet
 	more bool // rcvBuf stopped at maxReadsPerCall: crypto/tls may hold more
 	// plainHTTP: a failed handshake whose client spoke plain HTTP is
-	// answered 400 (http frontends: tls_accept.go, answerPlain).
+	// answered 400 (http frontends: xprt_tls_accept.go, answerPlain).
 	plainHTTP bool
 	answered  bool // the 400 went out (helper goroutine, read after Exec)
 	server    bool // newTLSServer: the handshake ends on the client's flight
@@ -547,6 +547,8 @@ func (x *tlsSock) rcvCost(n int) int {
 }
 
 func (x *tlsSock) canSplice() bool { return false }
+
+func (x *tlsSock) secure() bool { return true }
 
 func (x *tlsSock) rcvPipe(int, *Pipe, int) (int, unix.Errno) { return 0, unix.EINVAL }
 

@@ -70,14 +70,37 @@ func handshakeWithin(l *loop.Loop, deadline int64) time.Duration {
 	return max(time.Duration(deadline-l.Now()), time.Millisecond)
 }
 
-// startTLS: the tunnel's TCP connect to a TLS server completed; the
-// handshake takes the fd until it ends (tlsDone).
-func (t *Tunnel) startTLS(x *tlsSock) {
-	w := t.w
-	t.srv.detach(w.L)
-	t.state = stHandshake
-	attempt, ss := t.attempts, t.ss
-	w.tlsOut.start(x, handshakeWithin(w.L, t.deadline), func(x *tlsSock, err error) { t.tlsDone(x, err, attempt, ss) })
+// afterConnect: the TCP connect to a TLS server completed; the handshake
+// takes the fd until it ends (see the top of this file): the side leaves
+// the loop, and the end goes to st.owner, which says first whether it
+// still wants the attempt (a stale one's established fd is closed here).
+func (x *tlsSock) afterConnect(s *Side, st connectStep) bool {
+	s.detach(st.l)
+	st.pool.start(x, st.within, func(x *tlsSock, err error) {
+		if err == errTLSStopped {
+			return // CloseAll closes the owner; maybe not on the loop thread
+		}
+		if st.ss != nil {
+			countServerTLS(st.ss, x, err)
+		}
+		if !st.owner.stepCurrent(st.attempt) {
+			// Given up meanwhile: the fd is nobody's but ours.
+			if err == nil {
+				x.close(x.a.fd, true)
+			}
+			return
+		}
+		if err == nil { // else the pool closed the fd
+			s.adopt(x.a.fd, x)
+			if e := s.register(st.l); e != nil {
+				err = &registerError{e}
+			} else {
+				s.FD.Ready = evIn | evOut
+			}
+		}
+		st.owner.stepDone(err)
+	})
+	return true
 }
 
 // countServerTLS counts the end of a handshake with a server in its slot
@@ -96,35 +119,6 @@ func countServerTLS(ss *stats.Slot, x *tlsSock, err error) {
 	}
 }
 
-// tlsDone: the handshake of connect attempt number attempt, counted in
-// the server slot ss, ended.
-func (t *Tunnel) tlsDone(x *tlsSock, err error, attempt int32, ss *stats.Slot) {
-	if err == errTLSStopped {
-		return // CloseAll closes the tunnel; maybe not on the loop thread
-	}
-	countServerTLS(ss, x, err)
-	if t.state != stHandshake || t.attempts != attempt {
-		// Given up meanwhile (connect timeout, client gone): the fd is
-		// nobody's but ours.
-		if err == nil {
-			x.close(x.a.fd, true)
-		}
-		return
-	}
-	if err != nil {
-		t.connectFailed() // the pool closed the fd
-		return
-	}
-	t.srv.adopt(x.a.fd, x)
-	if t.srv.register(t.w.L) != nil {
-		t.connectFailed()
-		return
-	}
-	t.srv.FD.Ready = evIn | evOut
-	t.connected()
-	t.w.L.Wake(&t.srv.Task, loop.Urgent)
-}
-
 // Handshake state of a srvConn (srvConn.hs).
 const (
 	hsNone   uint8 = iota
@@ -132,41 +126,24 @@ const (
 	hsOrphan       // given up while the handshake runs: its end recycles sc
 )
 
-// startTLS: the TCP connect of sc to a TLS server completed.
-func (c *httpConn) startTLS(sc *srvConn, x *tlsSock) {
-	w := c.w
-	sc.side.detach(w.L)
-	sc.hs = hsActive
-	w.tlsOut.start(x, handshakeWithin(w.L, c.deadline), sc.tlsDone)
+// stepCurrent: sc's handshake ended; given up meanwhile (hsOrphan), sc
+// goes back to the free list.
+func (sc *srvConn) stepCurrent(uint32) bool {
+	orphan := sc.hs == hsOrphan
+	sc.hs = hsNone
+	if orphan {
+		sc.w.recycleSrv(sc)
+	}
+	return !orphan
 }
 
-// tlsDone: sc's handshake ended.
-func (sc *srvConn) tlsDone(x *tlsSock, err error) {
-	if err == errTLSStopped {
-		return // CloseAll closed the connection; maybe not on the loop thread
-	}
-	w := sc.w
-	countServerTLS(w.ServerSlot(sc.server), x, err)
-	if sc.hs == hsOrphan {
-		sc.hs = hsNone
-		if err == nil {
-			x.close(x.a.fd, true)
-		}
-		w.recycleSrv(sc)
-		return
-	}
-	sc.hs = hsNone
+// stepDone: sc's handshake ended, for its connection.
+func (sc *srvConn) stepDone(err error) {
 	c := sc.owner
 	if err != nil {
-		c.connectFailed() // the pool closed the fd
-		return
-	}
-	sc.side.adopt(x.a.fd, x)
-	if sc.side.register(w.L) != nil {
 		c.connectFailed()
 		return
 	}
-	sc.side.FD.Ready = evIn | evOut
 	sc.side.Connected = true
 	c.startExchange()
 	c.budget = runCap
