@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,4 +184,122 @@ func TestUIHealthAndAdminStateApart(t *testing.T) {
 	}
 	u.shot("backends-down-drained")
 	u.errs.check(t, "health and admin state")
+}
+
+// TestUICertificatesUpload (issue 23, item 12): an admin uploads a
+// certificate from the page (a chosen file with chain and key), sees what
+// the API parsed (names, expiry) from a dry run before anything is stored,
+// replaces it (pasted PEM), and deletes it; deleting one a bind uses is
+// refused and the page says which bind; the bind form's certificate list
+// is read again without leaving the form.
+func TestUICertificatesUpload(t *testing.T) {
+	in := startSpliced(t, "")
+	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"web","servers":[]}`)
+	in.MustDo(201, "POST", "/api/v1/frontends", `{"name":"pub","default_backend":"web","binds":[]}`)
+	u := openUI(t, in, 120*time.Second)
+	certNames := func() []string {
+		var list []struct {
+			Name    string `json:"name"`
+			Subject string `json:"subject"`
+		}
+		u.apiJSON("/api/v1/certificates", &list)
+		var out []string
+		for _, c := range list {
+			out = append(out, c.Name+"="+c.Subject)
+		}
+		return out
+	}
+
+	// The bind form is open, TLS on, no certificate yet; one is uploaded
+	// meanwhile (another tab): "Reload the list" offers it.
+	u.page("frontends")
+	u.run("open add bind form",
+		chromedp.Click(chromedp.CSS(`section[data-frontend="pub"] button[data-action="add-bind"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] fieldset[data-ptr="/tls"] input[type="checkbox"]`)),
+		chromedp.Click(chromedp.CSS(`dialog[open] fieldset[data-ptr="/tls"] input[type="checkbox"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/tls/certificates"] select`)))
+	cp, kp := certPEMFor(t, "site.test", 90*24*time.Hour)
+	body := fmt.Sprintf(`{"name":"site","cert_pem":%q,"key_pem":%q}`, cp, kp)
+	in.MustDo(201, "POST", "/api/v1/certificates", body)
+	u.run("reload the certificate list", chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="reload-certs"]`)))
+	u.waitJS(5*time.Second, "site offered in the bind form",
+		`[...document.querySelectorAll('dialog[open] [data-ptr="/tls/certificates"] option')].some((o) => o.value === 'site')`)
+	u.run("close the bind form", chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="cancel"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
+	port := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends/pub/binds", fmt.Sprintf(`{"name":"b1","address":"127.0.0.1","port":%d,"tls":{"certificates":["site"]}}`, port))
+
+	// Upload from one chosen file holding the chain and the key.
+	u.page("certificates")
+	u.run("open the upload form",
+		chromedp.Click(chromedp.CSS(`#upload-cert`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] #cert-files`)))
+	acp, akp := certPEMFor(t, "api.test", 40*24*time.Hour)
+	file := t.TempDir() + "/api.pem"
+	if err := os.WriteFile(file, []byte(acp+akp), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u.fill(`dialog[open] [data-ptr="/name"] input`, "api")
+	u.run("choose the PEM file", chromedp.SetUploadFiles(chromedp.CSS(`dialog[open] #cert-files`), []string{file}))
+	// Choosing both runs the check (a dry run): the parsed names and expiry.
+	u.waitJS(10*time.Second, "the parsed certificate", `!!document.querySelector('dialog[open] #cert-parsed')`)
+	if s := u.text(`dialog[open] #cert-parsed`); !strings.Contains(s, "CN=api.test") || !strings.Contains(s, "api.test") || !strings.Contains(s, "(40 days)") {
+		t.Fatalf("parsed = %q, want the subject, the SANs and the days left", s)
+	}
+	if got := certNames(); len(got) != 1 {
+		t.Fatalf("the check stored something: %v", got)
+	}
+	if s := evalJS[string](u, `document.querySelector('dialog[open] [data-ptr="/key_pem"] textarea').value`); !strings.Contains(s, "PRIVATE KEY") ||
+		strings.Contains(evalJS[string](u, `document.querySelector('dialog[open] [data-ptr="/cert_pem"] textarea').value`), "PRIVATE KEY") {
+		t.Fatal("the file's key and chain were not split into their fields")
+	}
+	u.shot("cert-upload-checked")
+	u.run("upload",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#cert-table tr[data-name="api"]`)))
+
+	// Replace it with pasted PEM: the check shows the new names and the old.
+	ncp, nkp := certPEMFor(t, "api2.test", 200*24*time.Hour)
+	u.run("open replace",
+		chromedp.Click(chromedp.CSS(`#cert-table button[data-action="replace-cert"][data-name="api"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/cert_pem"] textarea`)))
+	if l := evalJS[string](u, `document.querySelector('#cert-table button[data-action="replace-cert"][data-name="api"]').getAttribute('aria-label')`); l != "Replace certificate api" {
+		t.Fatalf("replace button's name = %q", l)
+	}
+	u.fill(`dialog[open] [data-ptr="/cert_pem"] textarea`, ncp)
+	u.fill(`dialog[open] [data-ptr="/key_pem"] textarea`, nkp)
+	u.run("check", chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="preview"]`)))
+	u.waitJS(10*time.Second, "the parsed replacement", `!!(document.querySelector('dialog[open] #cert-parsed') || {}).textContent?.includes('CN=api2.test')`)
+	if s := u.text(`dialog[open] #cert-parsed`); !strings.Contains(s, "Names before") || !strings.Contains(s, "api.test") {
+		t.Fatalf("parsed replacement = %q, want the names before", s)
+	}
+	u.run("replace",
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
+	u.waitJS(10*time.Second, "the new subject listed", `!!(document.querySelector('#cert-table tr[data-name="api"]') || {}).textContent?.includes('CN=api2.test')`)
+
+	// Delete site, used by pub/b1: refused, and the page says by what.
+	u.run("delete site",
+		chromedp.Click(chromedp.CSS(`#cert-table button[data-action="delete-cert"][data-name="site"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)))
+	if s := u.text(`dialog[open]`); !strings.Contains(s, "frontend/pub/bind/b1") {
+		t.Fatalf("delete question = %q, want the bind that uses it", s)
+	}
+	u.run("confirm", chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)))
+	u.waitJS(10*time.Second, "the in-use notice", `!!document.querySelector('#cert-notice [data-in-use="site"]')`)
+	if s := u.text(`#cert-notice`); !strings.Contains(s, "409") || !strings.Contains(s, "frontend/pub/bind/b1") {
+		t.Fatalf("in-use notice = %q", s)
+	}
+	u.shot("cert-in-use")
+	u.errs.reset() // the 409 is logged by the browser as a failed request
+	// Delete api, unused.
+	u.run("delete api",
+		chromedp.Click(chromedp.CSS(`#cert-table button[data-action="delete-cert"][data-name="api"]`)),
+		chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#cert-table tr[data-name="api"]`)))
+	if got := certNames(); len(got) != 1 || got[0] != "site=CN=site.test" {
+		t.Fatalf("certificates after the deletes: %v", got)
+	}
+	u.errs.check(t, "certificates upload")
 }

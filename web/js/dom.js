@@ -56,16 +56,26 @@ export function rate(v, unit = '/s') {
   return (v >= 100 ? nf.format(Math.round(v)) : v.toFixed(v >= 10 ? 1 : 2)) + unit;
 }
 
+// when is the page's one format of a date and time: local time as
+// "2026-05-04 13:07:21" (sortable, the same in every locale).
+export function when(t) {
+  if (t === null || t === undefined || t === '') return '—';
+  const d = t instanceof Date ? t : new Date(t);
+  if (Number.isNaN(d.getTime())) return String(t);
+  const p = (x) => String(x).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
 export function ago(t) {
   if (!t) return '—';
   const d = new Date(t);
   if (Number.isNaN(d.getTime())) return String(t);
   const s = Math.round((Date.now() - d.getTime()) / 1000);
-  if (s < 0) return d.toLocaleString();
+  if (s < 0) return when(d);
   if (s < 60) return s + ' s ago';
   if (s < 3600) return Math.round(s / 60) + ' min ago';
   if (s < 86400) return Math.round(s / 3600) + ' h ago';
-  return d.toLocaleString();
+  return when(d);
 }
 
 export function duration(sec) {

@@ -216,13 +216,13 @@ export function showErrors(form, err) {
 // formDialog lays out a form for a modal: title, body nodes, actions.
 // submit(model, {dryRun}) performs the request; on error the problem is
 // mapped onto the form and the dialog stays open.
-export function formShell(title, body, { submitLabel = 'Save', onSubmit, onCancel, preview }) {
+export function formShell(title, body, { submitLabel = 'Save', onSubmit, onCancel, preview, previewLabel = 'Preview plan' }) {
   const form = h('form', { novalidate: true, 'data-form': title },
     h('h2', null, title), body,
     h('div', { class: 'plan-preview' }),
     h('div', { class: 'actions' },
       onCancel ? h('button', { type: 'button', class: 'btn ghost', 'data-action': 'cancel', onclick: onCancel }, 'Cancel') : null,
-      preview ? h('button', { type: 'button', class: 'btn', 'data-action': 'preview', onclick: () => run(true) }, 'Preview plan') : null,
+      preview ? h('button', { type: 'button', class: 'btn', 'data-action': 'preview', onclick: () => run(true) }, previewLabel) : null,
       h('button', { type: 'submit', class: 'btn primary', 'data-action': 'submit' }, submitLabel)));
   let busy = false;
   async function run(dry) {

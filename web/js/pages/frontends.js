@@ -1,9 +1,9 @@
 // Frontends with their binds and routes.
 
-import { h, clear, badge, modal, num } from '../dom.js';
+import { h, clear, badge, modal, num, toast } from '../dom.js';
 import { get, enc } from '../api.js';
 import { input, group, rows, formShell, multiSelect, listInput, textArea, getAt, setAt } from '../forms.js';
-import { write, act, cell, statKey, paint, subscribe } from '../common.js';
+import { write, act, cell, statKey, paint, subscribe, problemText } from '../common.js';
 import { previewPlan, labelled, openForm } from './backends.js';
 import { loadForEdit, guardedWrite, confirmDelete } from '../conflict.js';
 
@@ -16,7 +16,7 @@ export default async function frontends(ctx, root) {
   root.append(h('div', { class: 'page-head' },
     h('h1', null, 'Frontends'),
     h('div', { class: 'actions' },
-      canAdmin ? h('button', { type: 'button', class: 'btn primary', id: 'new-frontend', 'data-write': '', onclick: () => openForm(ctx, () => frontendForm(ctx, null, bks, certNames)) }, 'New frontend') : null)));
+      canAdmin ? h('button', { type: 'button', class: 'btn primary', id: 'new-frontend', 'data-write': '', onclick: () => openForm(ctx, async () => frontendForm(ctx, null, bks, await freshCerts(certNames))) }, 'New frontend') : null)));
 
   if (!list.length) {
     root.append(h('div', { class: 'panel' }, h('p', { class: 'empty' }, 'No frontend yet.',
@@ -34,8 +34,8 @@ export default async function frontends(ctx, root) {
         h('h2', null, f.name), badge(f.mode), badge(`splice ${f.splice}`, f.splice === 'off' ? '' : 'accent'),
         h('span', { class: 'muted' }, '→ ', f.default_backend ? h('a', { href: '#/backends' }, f.default_backend) : 'no default backend'),
         canAdmin ? h('div', { class: 'actions' },
-          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-bind', onclick: () => bindForm(ctx, f, certNames) }, 'Add bind'),
-          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-frontend', onclick: () => openForm(ctx, () => frontendForm(ctx, f, bks, certNames)) }, 'Edit'),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-bind', onclick: () => openForm(ctx, async () => bindForm(ctx, f, await freshCerts(certNames))) }, 'Add bind'),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-frontend', onclick: () => openForm(ctx, async () => frontendForm(ctx, f, bks, await freshCerts(certNames))) }, 'Edit'),
           h('button', { type: 'button', class: 'btn small danger', 'data-write': '', 'data-action': 'delete-frontend', onclick: del }, 'Delete')) : null),
       h('div', { class: 'kv' },
         h('span', null, 'maxconn ', h('b', null, f.maxconn ? num(f.maxconn) : 'global')),
@@ -89,6 +89,14 @@ export default async function frontends(ctx, root) {
   return subscribe(ctx.live, { stats: () => paint(root, ctx.live) });
 }
 
+// freshCerts reads the certificates' names again into names (the array
+// the forms hold) and returns it.
+async function freshCerts(names) {
+  const list = await get('/api/v1/certificates');
+  names.splice(0, names.length, ...list.map((c) => c.name));
+  return names;
+}
+
 // HTTP_DEFAULTS are the http options the API gives a frontend sent
 // without them (core/config defaults.go): X-Forwarded-For on, the rest off.
 const HTTP_DEFAULTS = { x_forwarded_for: true, x_forwarded_proto: false, via: false };
@@ -139,12 +147,25 @@ export function defaultBindAddress() {
 function tlsFields(model, base, certNames, mode) {
   const path = [...base, 'tls'];
   const box = h('div', { class: 'fields' });
+  // The certificates are read again when the form opens and with this
+  // button, so one uploaded meanwhile (Certificates page, another tab) can
+  // be chosen without leaving the form; the choices made are kept.
+  const reload = h('button', {
+    type: 'button', class: 'btn small', 'data-action': 'reload-certs',
+    onclick: async () => {
+      reload.disabled = true;
+      try { await freshCerts(certNames); render(); } catch (e) { toast(problemText(e), 'bad'); } finally { reload.disabled = false; }
+      const sel = box.querySelector('[data-ptr$="/certificates"] select');
+      if (sel) sel.focus();
+    },
+  }, 'Reload the list');
   const render = () => {
     clear(box);
     if (!getAt(model, path)) return;
     box.append(
       multiSelect(model, [...path, 'certificates'], 'Certificates', certNames,
-        { hint: certNames.length ? 'SNI picks among them; else the first' : 'none uploaded yet: POST /api/v1/certificates' }),
+        { hint: [certNames.length ? 'SNI picks among them; else the first. ' : 'None uploaded yet. ',
+          h('a', { href: '#/certificates', target: '_blank', rel: 'noopener' }, 'Upload one'), ' (new tab), then ', reload] }),
       input(model, [...path, 'min_version'], 'Min version', 'select', { options: ['1.2', '1.3', '1.1', '1.0'], default: '1.2' }),
       listInput(model, [...path, 'alpn'], 'ALPN', { placeholder: mode === 'http' ? 'http/1.1' : 'none', hint: 'comma-separated' }),
       input(model, [...path, 'client_auth'], 'Client certificates', 'select',
