@@ -38,7 +38,7 @@ type Options struct {
 	Logger    *slog.Logger // nil: discard
 	Started   time.Time    // zero: time of New
 
-	// Security (issue 7, api/auth.go). Tokens nil: no authentication at
+	// Security (api/auth.go). Tokens nil: no authentication at
 	// all (embedding and tests). With Tokens, Open allows requests without
 	// a token while no token exists (loopback or unix admin address).
 	Tokens *tokens.Checker

@@ -22,7 +22,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/config"
 )
 
-// The admin plane's gate (issue 7), one middleware right after the
+// The admin plane's gate, one middleware right after the
 // recoverer, before any body is read:
 //
 //  1. Host must name this admin server (DNS rebinding: a browser tricked
@@ -307,8 +307,8 @@ func RoleFrom(ctx context.Context) string {
 // route.
 func ActorFrom(ctx context.Context) string { return actor(ctx) }
 
-// deny answers a refusal and closes the connection after it (issue 13: a
-// refused client must not keep an admin connection slot).
+// deny answers a refusal and closes the connection after it: a refused
+// client must not keep an admin connection slot.
 func (g *guard) deny(w http.ResponseWriter, r *http.Request, status int, code, detail string) {
 	w.Header().Set("Connection", "close")
 	writeError(w, r, g.log, &apiError{Status: status, Code: code, Detail: detail})

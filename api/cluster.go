@@ -14,7 +14,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/config"
 )
 
-// Several nodes, one configuration (issue 17). With a cluster store
+// Several nodes, one configuration. With a cluster store
 // (Options.Cluster) a write commits to the store without applying; the
 // node that took it applies it at once (Cluster.Sync), the others through
 // their watch, and the answer waits up to ?wait_ms= for them (Cluster.Wait)

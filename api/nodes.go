@@ -7,7 +7,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/config"
 )
 
-// Node-local settings (issue 17): the section of the document's nodes
+// Node-local settings: the section of the document's nodes
 // member for one node name, which replaces tuning.nbthread, cpu_map and irq
 // on that node. A section is part of the document: its writes go through
 // the store like every other one (revisions, audit, If-Match, dry_run), and

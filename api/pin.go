@@ -11,7 +11,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/pin"
 )
 
-// Placement endpoints (issue 6): the CPU map of the loop threads and the
+// Placement endpoints: the CPU map of the loop threads and the
 // IRQs. Both are part of the config (cpu_map, irq.pins): a write goes
 // through the store like every other one and the core applies it; an OS
 // refusal comes back as *config.ApplyError with the *pin.PinError inside,

@@ -47,7 +47,7 @@ type Control interface {
 	Placement
 }
 
-// Placement is the CPU placement part of Control (issue 6): the loop
+// Placement is the CPU placement part of Control: the loop
 // threads and the IRQs as the data plane sees them. The IRQs are read
 // through it, not from a procfs/sysfs root handed out, so the API reads the
 // same tree the data plane pins in (tests give the engine a fake one).

@@ -189,9 +189,8 @@ func removeStaleSocket(path string) error {
 	return nil
 }
 
-// connTable is the admin listener's cap on connections (issue 13: 128
-// idle or slow anonymous connections used to make the admin API
-// unreachable). It accepts at most max connections at once; when a new one
+// connTable is the admin listener's cap on connections (128 idle or slow
+// anonymous connections used to make the admin API unreachable). It accepts at most max connections at once; when a new one
 // arrives at the cap, it evicts one to admit it, in this order:
 //
 //  1. the oldest idle anonymous keep-alive: a connection that was served

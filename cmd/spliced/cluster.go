@@ -1,6 +1,6 @@
 package main
 
-// Several nodes, one configuration (issue 17): the flags that name this
+// Several nodes, one configuration: the flags that name this
 // node and its store, and what a state directory remembers of the cluster
 // it belongs to.
 

@@ -2,7 +2,7 @@ package config
 
 import "strconv"
 
-// The fd budget of the data plane (issue 12). Pure arithmetic: the fd limit
+// The fd budget of the data plane. Pure arithmetic: the fd limit
 // itself reaches config through Env.FdLimit (the process raised its soft
 // RLIMIT_NOFILE to the hard one at start; cmd/spliced), so that this
 // package makes no system call.

@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// Node-local settings and "${NODE_ADDRESS}" (issue 17): one document runs
+// Node-local settings and "${NODE_ADDRESS}": one document runs
 // on every node of a cluster, but machines differ. Config.Nodes holds, per
 // node name, the settings that replace the document's on that node
 // (tuning.nbthread, cpu_map, irq), and a bind's address may be

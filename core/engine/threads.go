@@ -18,7 +18,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/stats"
 )
 
-// Loop threads at run time (issue 6): every loop runs on a goroutine of its
+// Loop threads at run time: every loop runs on a goroutine of its
 // own that locks its OS thread for good (the thread ends with the goroutine,
 // pin included, so a pinned thread never goes back to the runtime's pool),
 // records its kernel tid and its original CPU mask, then runs the loop.

@@ -11,7 +11,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/loop"
 )
 
-// Changing the set of loops at run time (tuning.nbthread, issue 6) without
+// Changing the set of loops at run time (tuning.nbthread) without
 // closing a listening socket: closing one resets the connections waiting in
 // its backlog. The engine builds a new Group over the new loops, moves every
 // Listener to it with Adopt (the new Listener serves duplicates of the same

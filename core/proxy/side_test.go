@@ -199,12 +199,7 @@ func TestSideConnectResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := ln.Addr().(*net.TCPAddr)
-	closedLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := closedLn.Addr().(*net.TCPAddr)
-	closedLn.Close()
+	closed := testutil.RefusedAddr(t)
 	t.Cleanup(func() { ln.Close() })
 	for _, tc := range []struct {
 		name string

@@ -17,7 +17,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/loop"
 )
 
-// TLS transport (issue 15): binds terminate TLS over it (xprt_tls_accept.go),
+// TLS transport: binds terminate TLS over it (xprt_tls_accept.go),
 // and the proxy speaks it to servers with tls (xprt_tls_upstream.go).
 //
 // No goroutine per established connection. crypto/tls cannot pause a
@@ -834,8 +834,8 @@ func (h *tlsHandshakes) run(j tlsJob) {
 				// session tickets before it, so the server sends
 				// nothing now: the kernel delays the ACK of the
 				// Finished, and a client that leaves Nagle on holds its
-				// request until that ACK, 40 ms (issue 23, item 4;
-				// TestTLSServerAcksClientFinishedAtOnce). Ack now.
+				// request until that ACK, 40 ms
+				// (TestTLSServerAcksClientFinishedAtOnce). Ack now.
 				quickAck(a.fd)
 			}
 			a.loop = true

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TLS termination on binds (issue 15)
+// TLS termination on binds
 //
 // A frontend generation with TLS set (the engine sets it per bind: each
 // bind with a `tls` section gets its own copy of the frontend, so a plain

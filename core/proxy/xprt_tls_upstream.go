@@ -10,7 +10,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/stats"
 )
 
-// TLS to servers (issue 15, config.ServerTLS)
+// TLS to servers (config.ServerTLS)
 //
 // A server whose balance.Server.TLS is set (the engine builds it once per
 // Server with core/tlsconf.Client) is spoken to through a tlsSock client.
