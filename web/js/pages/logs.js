@@ -1,7 +1,12 @@
 // Access log: the last entries of GET /api/v1/logs (admin only), newest
 // first, kept live by its ?follow=1 event stream. At most MAX entries are
-// kept (and as many rows in the DOM); the filters (frontend, status class,
-// abnormal terminations, text in the request) select among them.
+// kept (and as many rows in the DOM). The filters (frontend, status class,
+// termination, abnormal only) are the API's: the page reads, and streams,
+// what they select among all the server keeps — the last 1000 entries and
+// the last abnormal ones (--access-log-keep-abnormal) — so that a 5xx is
+// still found after thousands of normal requests; changing one reads the
+// entries again and reopens the stream. Only "Request contains" filters
+// the rows on the page.
 //
 // The stream is one of the token's --admin-max-event-streams-per-token
 // (default 4; /api/v1/events of live.js holds another): it is closed when
@@ -50,6 +55,8 @@ const STATES = {
   SD: 'the server reset, left or broke its framing during the response body',
   cD: 'client_ms: the client stalled its request body (408) or stopped reading; tcp: the idle tunnel_ms',
   sD: 'server_ms cut a response in its body; tcp: the server stopped reading',
+  CQ: 'the client reset its connection while its request (tcp: connection) waited in the queue',
+  CC: 'tcp: the client reset its connection while the connect to the server was under way',
   KD: 'closed at the end of a stop\'s grace (tuning.grace_ms)',
 };
 
@@ -124,14 +131,26 @@ function legend() {
 }
 
 // Kept across redraws of the page (a configuration change redraws it).
-const keep = { frontend: '', cls: '', abnormal: false, q: '', paused: false };
+const keep = { frontend: '', cls: '', term: '', abnormal: false, q: '', paused: false };
+
+// query is the API's filters of the kept selection ("&status=5xx…").
+function query() {
+  const p = new URLSearchParams();
+  if (keep.frontend) p.set('frontend', keep.frontend);
+  if (keep.cls) p.set('status', keep.cls);
+  if (keep.term) p.set('termination', keep.term);
+  if (keep.abnormal) p.set('abnormal', '1');
+  const s = p.toString();
+  return s ? '&' + s : '';
+}
+const serverFiltered = () => !!(keep.frontend || keep.cls || keep.term || keep.abnormal);
 
 export default async function logs(ctx, root) {
   root.append(h('div', { class: 'page-head' }, h('h1', null, 'Access log'),
-    h('span', { class: 'muted' }, `requests and tcp connections of the frontends with an access log, newest first (the last ${MAX})`)));
+    h('span', { class: 'muted' }, `requests and tcp connections of the frontends with an access log, newest first (the last ${MAX}; the filters search all the server keeps: its last 1000 entries and its last abnormal ones)`)));
   let list; let fes;
   try {
-    [list, fes] = await Promise.all([get(`/api/v1/logs?limit=${MAX}`), get('/api/v1/frontends')]);
+    [list, fes] = await Promise.all([get(`/api/v1/logs?limit=${MAX}${query()}`), get('/api/v1/frontends')]);
   } catch (e) {
     if (e instanceof ApiError && e.status === 404) { root.append(h('section', { class: 'panel' }, notAvailable('the access log', '/api/v1/logs'))); return null; }
     if (e instanceof ApiError && e.status === 403) {
@@ -147,15 +166,19 @@ export default async function logs(ctx, root) {
   const pauseBtn = h('button', { type: 'button', class: 'btn small', id: 'logs-pause', 'aria-pressed': 'false' }, 'Pause');
   const feSel = h('select', { id: 'logs-frontend' }, h('option', { value: '' }, 'all'));
   const clsSel = h('select', { id: 'logs-class' }, h('option', { value: '' }, 'any'),
-    ['2xx', '3xx', '4xx', '5xx'].map((c) => h('option', { value: c }, c)), h('option', { value: 'none' }, 'none (tcp, no response)'));
+    ['1xx', '2xx', '3xx', '4xx', '5xx'].map((c) => h('option', { value: c }, c)), h('option', { value: 'none' }, 'none (tcp, no response)'));
+  const termSel = h('select', { id: 'logs-term' }, h('option', { value: '' }, 'any'),
+    Object.keys(STATES).map((t) => h('option', { value: t, title: termText(t) }, t)));
   const abnBox = h('input', { id: 'logs-abnormal', type: 'checkbox' });
   const qIn = h('input', { id: 'logs-q', type: 'search', placeholder: 'GET /api', autocomplete: 'off', spellcheck: 'false' });
   const shown = h('span', { class: 'muted', id: 'logs-shown' });
   const filters = h('form', { class: 'filters', id: 'logs-filters', role: 'search', 'aria-label': 'Filter the access log', onsubmit: (e) => e.preventDefault() },
     h('div', { class: 'field' }, h('label', { for: 'logs-frontend' }, 'Frontend'), feSel),
     h('div', { class: 'field' }, h('label', { for: 'logs-class' }, 'Status'), clsSel),
+    h('div', { class: 'field' }, h('label', { for: 'logs-term' }, 'Termination'), termSel),
     h('div', { class: 'field' }, h('label', { for: 'logs-q' }, 'Request contains'), qIn),
-    h('label', { class: 'check', for: 'logs-abnormal' }, abnBox, ' Abnormal ends only (not ', h('code', null, '--'), ')'),
+    h('label', { class: 'check', for: 'logs-abnormal', title: 'status 400 or more, or an end other than --: the server keeps the last of these beside its last entries' },
+      abnBox, ' Abnormal only (status ≥ 400 or an end other than ', h('code', null, '--'), ')'),
     h('div', { class: 'stream' }, state, pauseBtn));
   const tbody = h('tbody');
   const table = h('table', { id: 'logs-table', class: 'stack logs' },
@@ -163,7 +186,7 @@ export default async function logs(ctx, root) {
       .map((t, i) => h('th', { class: i === 5 || i === 6 ? 'num' : null, title: i === 5 ? 'request head, queue, connect, response head, total; -1: phase not reached' : null }, t)))),
     tbody);
   const empty = h('div', { id: 'logs-empty' });
-  const none = h('p', { class: 'empty', id: 'logs-none', hidden: true }, 'No entry matches the filters.');
+  const none = h('p', { class: 'empty', id: 'logs-none', hidden: true }, 'No entry the server keeps matches the filters.');
   const panel = h('section', { class: 'panel', id: 'logs' }, h('div', { class: 'tablewrap' }, table), none, empty);
   root.append(h('section', { class: 'panel' }, filters, shown, legend()), panel);
 
@@ -180,21 +203,20 @@ export default async function logs(ctx, root) {
   };
   fes.forEach((f) => addFrontend(f.name));
   if (keep.frontend) addFrontend(keep.frontend);
-  feSel.value = keep.frontend; clsSel.value = keep.cls; abnBox.checked = keep.abnormal; qIn.value = keep.q;
+  feSel.value = keep.frontend; clsSel.value = keep.cls; termSel.value = keep.term; abnBox.checked = keep.abnormal; qIn.value = keep.q;
 
-  const match = (e, tr) => (!keep.frontend || tr.dataset.fe === keep.frontend)
-    && (!keep.cls || tr.dataset.cls === keep.cls)
-    && (!keep.abnormal || tr.dataset.term !== '--')
-    && (!keep.q || String(e.request || '').toLowerCase().includes(keep.q.toLowerCase()));
+  // The server applies the other filters; the text in the request is
+  // looked for in the rows the page holds.
+  const match = (e) => !keep.q || String(e.request || '').toLowerCase().includes(keep.q.toLowerCase());
 
   const paintCount = () => {
     const n = items.reduce((k, it) => k + (it.tr.hidden ? 0 : 1), 0);
-    const active = keep.frontend || keep.cls || keep.abnormal || keep.q;
-    shown.textContent = items.length ? `${active ? `${n} of ${items.length}` : items.length} entr${items.length === 1 ? 'y' : 'ies'} shown${active ? ' (filtered)' : ''}` : '';
-    none.hidden = !items.length || n > 0;
+    const active = serverFiltered() || keep.q;
+    shown.textContent = items.length ? `${keep.q ? `${n} of ${items.length}` : items.length} entr${(keep.q ? n : items.length) === 1 ? 'y' : 'ies'} shown${active ? ' (filtered)' : ''}` : '';
+    none.hidden = !(serverFiltered() && !items.length) && (!items.length || n > 0);
     table.hidden = !items.length;
     clear(empty);
-    if (!items.length) {
+    if (!items.length && !serverFiltered()) {
       empty.append(logged.length
         ? h('p', { class: 'empty' }, `No entry yet: ${logged.join(', ')} log${logged.length === 1 ? 's' : ''} each request (tcp: each connection); they appear here as they end.`)
         : h('div', { class: 'notice', id: 'logs-off' },
@@ -212,7 +234,7 @@ export default async function logs(ctx, root) {
     for (let i = recs.length - 1; i >= 0; i--) { // newest first
       const e = recs[i];
       const tr = row(e);
-      tr.hidden = !match(e, tr);
+      tr.hidden = !match(e);
       frag.append(tr);
     }
     tbody.prepend(frag);
@@ -251,11 +273,10 @@ export default async function logs(ctx, root) {
   };
 
   const refilter = () => {
-    keep.frontend = feSel.value; keep.cls = clsSel.value; keep.abnormal = abnBox.checked; keep.q = qIn.value.trim();
-    for (const it of items) it.tr.hidden = !match(it.e, it.tr);
+    keep.q = qIn.value.trim();
+    for (const it of items) it.tr.hidden = !match(it.e);
     paintCount();
   };
-  [feSel, clsSel, abnBox].forEach((el) => el.addEventListener('change', refilter));
   qIn.addEventListener('input', refilter);
 
   add(list);
@@ -272,6 +293,7 @@ export default async function logs(ctx, root) {
   let held = null;       // while catching up: streamed entries wait here
   const pending = [];    // while paused
   let dropped = false;   // pending overflowed
+  let epoch = 0;         // bumped when the server's filters change: older reads are dropped
 
   const setState = (s, text) => {
     state.dataset.state = s;
@@ -309,15 +331,18 @@ export default async function logs(ctx, root) {
   // While paused, nothing moves: the read is made on resume instead.
   const catchUp = async () => {
     if (keep.paused) { dropped = true; paintPause(); return; }
+    const my = epoch;
     held = [];
     try {
-      const recs = await get(`/api/v1/logs?limit=${MAX}`);
-      if (gone) return;
+      const recs = await get(`/api/v1/logs?limit=${MAX}${query()}`);
+      if (gone || my !== epoch) return;
       flush();
       merge(recs);
     } catch { /* the stream's entries still come */ } finally {
-      const h2 = held || []; held = null;
-      h2.forEach(incoming);
+      if (my === epoch) {
+        const h2 = held || []; held = null;
+        h2.forEach(incoming);
+      }
     }
   };
 
@@ -328,9 +353,10 @@ export default async function logs(ctx, root) {
   };
   const poll = async (until) => {
     if (gone) return;
+    const my = epoch;
     try {
-      const recs = await get(`/api/v1/logs?limit=${MAX}`);
-      if (gone) return;
+      const recs = await get(`/api/v1/logs?limit=${MAX}${query()}`);
+      if (gone || my !== epoch) return;
       if (!keep.paused) merge(recs);
     } catch { /* next round */ }
     if (Date.now() >= until) { connect(); return; }
@@ -340,6 +366,8 @@ export default async function logs(ctx, root) {
   async function connect() {
     if (gone) return;
     clearTimeout(timer);
+    if (ctl) ctl.abort(); // one stream at a time: a slot of the token's few
+    ctl = null;
     if (loginShown()) await needLogin().catch(() => {});
     if (gone) return;
     const my = new AbortController();
@@ -347,7 +375,7 @@ export default async function logs(ctx, root) {
     let openedAt = 0;
     try {
       setState('connecting', 'connecting…');
-      const res = await fetch(`/api/v1/logs?follow=1`, { headers: authHeaders({ Accept: 'text/event-stream' }), signal: my.signal, cache: 'no-store' });
+      const res = await fetch(`/api/v1/logs?follow=1${query()}`, { headers: authHeaders({ Accept: 'text/event-stream' }), signal: my.signal, cache: 'no-store' });
       if (res.status === 401) { await res.text(); await needLogin().catch(() => {}); connect(); return; }
       if (res.status === 429 || res.status === 503) {
         // The stream caps (--admin-max-event-streams[-per-token]): poll.
@@ -372,6 +400,30 @@ export default async function logs(ctx, root) {
       again(wait, 'reconnecting', `disconnected: retry in ${Math.round(wait / 1000)} s`);
     }
   }
+
+  // A change of the server's filters: the entries held are another
+  // selection's. Read the new one now (paused or not: it was asked for)
+  // and reopen the stream with the new filters.
+  const refetch = async () => {
+    keep.frontend = feSel.value; keep.cls = clsSel.value; keep.term = termSel.value; keep.abnormal = abnBox.checked;
+    const my = ++epoch;
+    clearTimeout(timer); clearTimeout(flushT); flushT = null; clearTimeout(resyncT); resyncT = null;
+    queue = []; pending.length = 0; dropped = false; held = null;
+    reset(); paintCount(); paintPause();
+    setState('connecting', 'connecting…');
+    if (ctl) ctl.abort();
+    ctl = null;
+    held = [];
+    try {
+      const recs = await get(`/api/v1/logs?limit=${MAX}${query()}`);
+      if (gone || my !== epoch) return;
+      merge(recs);
+    } catch { /* the stream's catch-up reads it again */ } finally {
+      if (my === epoch) held = null;
+    }
+    if (!gone && my === epoch) connect();
+  };
+  [feSel, clsSel, termSel, abnBox].forEach((el) => el.addEventListener('change', refetch));
 
   pauseBtn.addEventListener('click', () => {
     keep.paused = !keep.paused;
