@@ -205,12 +205,10 @@ func (e *Engine) startAccessLog() func() {
 	var dropped atomic.Uint64
 	var unwritten uint64 // lines a sink failed to take, as last warned of
 	var warnedAt time.Time
+	var tails []uint64
 	drain := func(last bool) {
 		var lost uint64
-		for _, r := range *e.th.logRings.Load() {
-			r.Drain(e.alog.Add)
-			lost += r.Dropped()
-		}
+		tails, lost = drainLogRings(*e.th.logRings.Load(), tails, e.alog.Add)
 		e.alog.Flush()
 		if d := lost - dropped.Load(); d > 0 {
 			dropped.Store(lost)
@@ -239,6 +237,27 @@ func (e *Engine) startAccessLog() func() {
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// drainLogRings hands add the entries of every ring pushed up to one
+// instant — the tails are all read first (into tails, reused), then each
+// ring is drained up to its own — and returns the entries dropped so far.
+// Draining each ring up to where it stands when its turn comes would let
+// a loop whose ring is drained late give an entry that ended after one of
+// an earlier ring's that missed this batch: the two would be written out
+// of order (Flush orders a batch, not two), as TestUILogsPage's burst saw
+// (… 355, 353, 354 …).
+func drainLogRings(rings []*stats.LogRing, tails []uint64, add func(*stats.LogEntry)) ([]uint64, uint64) {
+	tails = tails[:0]
+	for _, r := range rings {
+		tails = append(tails, r.Tail())
+	}
+	var lost uint64
+	for i, r := range rings {
+		r.DrainTo(tails[i], add)
+		lost += r.Dropped()
+	}
+	return tails, lost
 }
 
 // hasTLSBind: a bind of cf terminates TLS.

@@ -106,8 +106,19 @@ func (r *LogRing) Push(e *LogEntry) bool {
 
 // Drain calls fn for every entry pushed so far and frees their places
 // (consumer only). fn must not keep the pointer.
-func (r *LogRing) Drain(fn func(e *LogEntry)) int {
-	h, t := r.head.Load(), r.tail.Load()
+func (r *LogRing) Drain(fn func(e *LogEntry)) int { return r.DrainTo(r.tail.Load(), fn) }
+
+// Tail is the position after the last entry pushed so far: what DrainTo
+// drains up to (any goroutine).
+func (r *LogRing) Tail() uint64 { return r.tail.Load() }
+
+// DrainTo is Drain of the entries before position t (a Tail read
+// earlier), not of those pushed since (consumer only): a writer that reads
+// the tails of all the loops' rings first, then drains each up to its own,
+// takes one instant's entries from every loop, whatever the time the
+// draining itself takes.
+func (r *LogRing) DrainTo(t uint64, fn func(e *LogEntry)) int {
+	h := r.head.Load()
 	for i := h; i < t; i++ {
 		e := &r.buf[i&r.mask]
 		fn(e)
