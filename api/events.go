@@ -216,13 +216,15 @@ type StatsEventItem struct {
 	BytesIn  int64   `json:"bytes_in"`
 	BytesOut int64   `json:"bytes_out"`
 	Errors   int64   `json:"errors"` // connect errors + aborts + timeouts + malformed requests
-	// Status, NoServer, ConnectErrors, Retries and Queue are as in
-	// /api/v1/stats, so the web page shows errors as they happen.
-	Status        stats.StatusCounts `json:"status"`
-	NoServer      int64              `json:"no_server"`
-	ConnectErrors int64              `json:"connect_errors"`
-	Retries       int64              `json:"retries"`
-	Queue         int64              `json:"queue"`
+	// Status, NoServer, ConnectErrors, ResponseErrors, Retries and Queue
+	// are as in /api/v1/stats, so the web page shows errors as they
+	// happen.
+	Status         stats.StatusCounts `json:"status"`
+	NoServer       int64              `json:"no_server"`
+	ConnectErrors  int64              `json:"connect_errors"`
+	ResponseErrors int64              `json:"response_errors"`
+	Retries        int64              `json:"retries"`
+	Queue          int64              `json:"queue"`
 	// ServersUp is a backend's usable servers; Check a server's last
 	// health check (absent without one), as in /api/v1/stats.
 	ServersUp *int         `json:"servers_up,omitempty"`
@@ -239,7 +241,8 @@ func eventItem(name, state string, c *stats.Counts) StatsEventItem {
 	return StatsEventItem{Name: name, State: state, ConnCur: c.ConnCur, Conns: c.ConnTotal, ConnRate: c.ConnRate,
 		Requests: c.Requests, ReqRate: c.ReqRate, BytesIn: c.BytesIn, BytesOut: c.BytesOut,
 		Errors: c.ConnectErrors + c.Aborts + c.Timeouts + c.Errors,
-		Status: c.Status, NoServer: c.NoServer, ConnectErrors: c.ConnectErrors, Retries: c.Retries, Queue: c.Queue}
+		Status: c.Status, NoServer: c.NoServer, ConnectErrors: c.ConnectErrors, ResponseErrors: c.ResponseErrors,
+		Retries: c.Retries, Queue: c.Queue}
 }
 
 func statsEvent(s stats.Snapshot) StatsEvent {

@@ -64,6 +64,7 @@ var countMetrics = []countMetric{
 	{"denied_total", "Connections or requests refused by a rule or limit.", prometheus.CounterValue, func(c *stats.Counts) float64 { return float64(c.Denied) }},
 	{"request_errors_total", "Malformed requests.", prometheus.CounterValue, func(c *stats.Counts) float64 { return float64(c.Errors) }},
 	{"connect_errors_total", "Failed connect attempts (frontend: connections closed after every attempt failed).", prometheus.CounterValue, func(c *stats.Counts) float64 { return float64(c.ConnectErrors) }},
+	{"response_errors_total", "Responses a server spoiled: bad, cut, or none within server_ms (HAProxy's eresp; http mode).", prometheus.CounterValue, func(c *stats.Counts) float64 { return float64(c.ResponseErrors) }},
 	{"retries_total", "Connect attempts after the first.", prometheus.CounterValue, func(c *stats.Counts) float64 { return float64(c.Retries) }},
 	{"no_server_total", "Connections closed because no server was usable.", prometheus.CounterValue, func(c *stats.Counts) float64 { return float64(c.NoServer) }},
 	{"timeouts_total", "Connections closed by a timeout.", prometheus.CounterValue, func(c *stats.Counts) float64 { return float64(c.Timeouts) }},

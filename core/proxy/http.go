@@ -790,7 +790,20 @@ func (c *httpConn) fail(status int) {
 	if c.phase == phClosed {
 		return
 	}
-	c.fs.CountStatus(status)
+	if !c.respSent {
+		// The answer the client gets counts where the request went: on
+		// the backend once it was handed to one, on the server once one
+		// was chosen (a 502 or 504 for it, a 503 after its connect
+		// failed). An exchange cut after the response began counts the
+		// server's status only.
+		c.fs.CountStatus(status)
+		if c.bs != nil {
+			c.bs.CountStatus(status)
+		}
+		if c.ss != nil {
+			c.ss.CountStatus(status)
+		}
+	}
 	c.w.dequeue(&c.wait)
 	if c.sc != nil {
 		c.w.closeSrv(c.sc)
@@ -823,6 +836,27 @@ func (c *httpConn) fail(status int) {
 	c.phase = phDrain
 	c.armIn(c.hf.ClientTimeout)
 	c.drain()
+}
+
+// badResponse answers 502 for a response the server spoiled: not HTTP,
+// too large, cut before its head ended, or a body framing broken with
+// the head.
+func (c *httpConn) badResponse() {
+	c.responseError()
+	c.fail(502)
+}
+
+// responseError counts a response the server spoiled (HAProxy's eresp): a
+// bad or cut response, or none within server_ms. Malformed requests are
+// Errors, failed connects ConnectErrors: each fault is counted once.
+func (c *httpConn) responseError() {
+	c.fs.ResponseErrors.Add(1)
+	if c.bs != nil {
+		c.bs.ResponseErrors.Add(1)
+	}
+	if c.ss != nil {
+		c.ss.ResponseErrors.Add(1)
+	}
 }
 
 // drain flushes a proxy answer, then shuts the write side and lingers.

@@ -324,6 +324,7 @@ func (c *httpConn) exchange() {
 						c.blame('C', 'D')
 					} else {
 						c.blame('S', 'D')
+						c.responseError() // a cut response
 					}
 					c.close(closeAbort)
 					return
@@ -343,6 +344,7 @@ func (c *httpConn) exchange() {
 // readResponse reads and parses the server's response head (interim
 // responses are relayed as they come). It returns false when the
 // connection left the exchange phase (error answered, replay started).
+// Every 502 it answers is a response the server spoiled (badResponse).
 func (c *httpConn) readResponse() bool {
 	sc := c.sc
 	for {
@@ -355,7 +357,7 @@ func (c *httpConn) readResponse() bool {
 			n, err := r.Parse(sc.in.Data(), c.req.MethodID)
 			if err != nil {
 				c.blame('P', 'H') // HAProxy's PH: a response it refused
-				c.fail(502)
+				c.badResponse()
 				return false
 			}
 			if n > 0 {
@@ -370,7 +372,7 @@ func (c *httpConn) readResponse() bool {
 					// 1xx (100 Continue, 103 Early Hints) go to HTTP/1.1
 					// clients only (RFC 9110 §15.2).
 					if c.req.Minor == 1 && !c.buildRespHead(n, false) {
-						c.fail(502)
+						c.badResponse()
 						return false
 					}
 					sc.in.Consumed(n)
@@ -389,7 +391,7 @@ func (c *httpConn) readResponse() bool {
 				if r.Upgrade {
 					if r.Status != 101 || !c.req.Upgrade || c.reqAborted || !c.reqBody.complete() {
 						c.blame('P', 'H')
-						c.fail(502)
+						c.badResponse()
 						return false
 					}
 					c.upgrade = true
@@ -402,14 +404,14 @@ func (c *httpConn) readResponse() bool {
 					c.closeAfter = true
 				}
 				if !c.buildRespHead(n, true) {
-					c.fail(502)
+					c.badResponse()
 					return false
 				}
 				sc.in.Consumed(n)
 				c.respBody.start(r.Body, r.ContentLength, 0)
 				c.respBody.dechunk = dechunk
 				if st := c.respBody.coalesce(sc.in, c.rout); st != 0 {
-					c.fail(502)
+					c.badResponse()
 					return false
 				}
 				c.fs.CountStatus(r.Status)
@@ -438,7 +440,7 @@ func (c *httpConn) readResponse() bool {
 		compact(sc.in)
 		room := sc.in.Room()
 		if room == 0 {
-			c.fail(502) // cannot happen: the head limit is below the buffer size
+			c.badResponse() // cannot happen: the head limit is below the buffer size
 			return false
 		}
 		n, e := sc.side.recv(sc.in.Free())
@@ -460,7 +462,7 @@ func (c *httpConn) readResponse() bool {
 				c.replay()
 				return false
 			}
-			c.fail(502)
+			c.badResponse()
 			return false
 		}
 	}

@@ -4,8 +4,12 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/config"
 
 	"github.com/spliced-proxy/spliced/core/stats"
 	"github.com/spliced-proxy/spliced/internal/testutil"
@@ -135,4 +139,83 @@ func TestHTTPClientResetMidResponseCountsAnAbort(t *testing.T) {
 			t.Errorf("%s: %d aborts, want 1", o.name, n)
 		}
 	}
+}
+
+// TestHTTPProxyAnswersCountOnTheServer: an answer the proxy makes on
+// behalf of a server (502 for a bad or cut response, 504 at server_ms,
+// 503 after its connect failed) counts in the status classes of the
+// server and its backend as of the frontend; a bad, cut or late response
+// counts one response_errors there too, and errors (malformed requests)
+// stays 0. A body cut after its head went out counts the server's 200,
+// not a 5xx, and a response error.
+func TestHTTPProxyAnswersCountOnTheServer(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	killed := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		readHead(bufio.NewReader(c))
+		c.SetLinger(0)
+		c.Close() // an origin killed with the request in flight
+	}).Addr
+	garbage := newRawOrigin(t, func(string) string { return "SSH-2.0-OpenSSH\r\n\r\n" })
+	cut := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		readHead(bufio.NewReader(c))
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b")
+	}).Addr
+	silent := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		io.Copy(io.Discard, c)
+	}).Addr
+	refused := closedPort(t)
+	short := func(cfg *config.Backend) {
+		cfg.Timeouts.ServerMs = 200
+		cfg.Timeouts.ConnectMs = 500
+		r := 0
+		cfg.Retries = &r
+	}
+	for _, tc := range []struct {
+		name       string
+		addr       *net.TCPAddr
+		status     int // 0: the response is cut
+		want       stats.StatusCounts
+		respErrs   int64
+		connErrors int64
+	}{
+		{"origin killed: 502", killed, 502, stats.StatusCounts{S5xx: 1}, 1, 0},
+		{"garbage: 502", garbage.addr, 502, stats.StatusCounts{S5xx: 1}, 1, 0},
+		{"silent: 504", silent, 504, stats.StatusCounts{S5xx: 1}, 1, 0},
+		{"refused: 503", refused, 503, stats.StatusCounts{S5xx: 1}, 0, 1},
+		{"body cut", cut, 0, stats.StatusCounts{S2xx: 1}, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := httpFrontend(t, short, tc.addr)
+			srv := fe.Backend.B.Servers[0]
+			srv.Counters = new(stats.Counters)
+			c := e.dialHTTP(fe)
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			if want := max(tc.status, 200); resp.StatusCode != want {
+				t.Fatalf("status %d, want %d", resp.StatusCode, want)
+			}
+			testutil.Eventually(t, 5e9, func() bool { return fe.Stats.Total(0).ConnCur == 0 }, "the connection closed")
+			for _, o := range []struct {
+				name string
+				c    *stats.Counters
+			}{{"frontend", fe.Stats}, {"backend", fe.Backend.Stats}, {"server", srv.Counters}} {
+				got := o.c.Total(0).Counts()
+				if got.Status != tc.want || got.ResponseErrors != tc.respErrs || got.Errors != 0 {
+					t.Errorf("%s: status %+v response_errors %d errors %d; want %+v, %d and 0",
+						o.name, got.Status, got.ResponseErrors, got.Errors, tc.want, tc.respErrs)
+				}
+			}
+			if n := fe.Backend.Stats.Total(0).ConnectErrors; n != tc.connErrors {
+				t.Errorf("backend: %d connect errors, want %d", n, tc.connErrors)
+			}
+		})
+	}
+	e.waitIdle()
 }

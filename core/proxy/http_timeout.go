@@ -124,6 +124,8 @@ func (c *httpConn) exchangeTimeout(now int64) {
 	if t := int64(c.be.B.ServerTimeout); t > 0 && c.srvWait && now >= c.srvSince+t {
 		c.fs.Timeouts.Add(1)
 		c.bs.Timeouts.Add(1)
+		c.ss.Timeouts.Add(1)
+		c.responseError() // no response, or not all of it, within server_ms
 		if !c.respHead {
 			c.fail(504)
 		} else {

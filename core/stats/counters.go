@@ -16,14 +16,17 @@ type slotFields struct {
 	BytesIn       atomic.Int64 // client -> server bytes of closed connections / finished requests
 	BytesOut      atomic.Int64 // server -> client bytes
 	ConnectErrors atomic.Int64 // failed connect attempts (refused, unreachable, timed out)
-	Retries       atomic.Int64 // connect attempts after the first
-	NoServer      atomic.Int64 // connections closed because no server was usable
-	Timeouts      atomic.Int64 // connections closed by a timeout
-	Aborts        atomic.Int64 // connections closed by a reset or I/O error
-	Requests      atomic.Int64 // HTTP requests (http mode)
-	Denied        atomic.Int64 // connections or requests refused by a rule or a limit
-	Errors        atomic.Int64 // malformed requests (http mode)
-	Queue         atomic.Int64 // connections waiting for a server slot (gauge)
+	// ResponseErrors are responses a server spoiled (HAProxy's eresp): a
+	// bad or cut response, or none within server_ms.
+	ResponseErrors atomic.Int64
+	Retries        atomic.Int64 // connect attempts after the first
+	NoServer       atomic.Int64 // connections closed because no server was usable
+	Timeouts       atomic.Int64 // connections closed by a timeout
+	Aborts         atomic.Int64 // connections closed by a reset or I/O error
+	Requests       atomic.Int64 // HTTP requests (http mode)
+	Denied         atomic.Int64 // connections or requests refused by a rule or a limit
+	Errors         atomic.Int64 // malformed requests (http mode)
+	Queue          atomic.Int64 // connections waiting for a server slot (gauge)
 	// Status counts HTTP responses by class: [0] other, [1] 1xx .. [5] 5xx.
 	Status [StatusClasses]atomic.Int64
 	// ConnectNs / ConnectCount: time from connect(2) to the established
@@ -131,30 +134,31 @@ func grow[T any](p *atomic.Pointer[[]*T], id int) *T {
 // Totals is the sum of an object's slots at one instant (each field read
 // once; fields are individually, not mutually, consistent).
 type Totals struct {
-	ConnTotal     int64                `json:"conn_total"`
-	ConnCur       int64                `json:"conn_cur"`
-	ConnRate      float64              `json:"conn_rate"`
-	Requests      int64                `json:"requests"`
-	ReqRate       float64              `json:"req_rate"`
-	BytesIn       int64                `json:"bytes_in"`
-	BytesOut      int64                `json:"bytes_out"`
-	Denied        int64                `json:"denied"`
-	Errors        int64                `json:"errors"`
-	ConnectErrors int64                `json:"connect_errors"`
-	Retries       int64                `json:"retries"`
-	NoServer      int64                `json:"no_server"`
-	Timeouts      int64                `json:"timeouts"`
-	Aborts        int64                `json:"aborts"`
-	Queue         int64                `json:"queue"`
-	Status        [StatusClasses]int64 `json:"-"`
-	ConnectNs     int64                `json:"-"`
-	ConnectCount  int64                `json:"-"`
-	RespNs        int64                `json:"-"`
-	RespCount     int64                `json:"-"`
-	TLSFull       int64                `json:"-"`
-	TLSResumed    int64                `json:"-"`
-	TLSFailed     int64                `json:"-"`
-	TLSTimeouts   int64                `json:"-"`
+	ConnTotal      int64                `json:"conn_total"`
+	ConnCur        int64                `json:"conn_cur"`
+	ConnRate       float64              `json:"conn_rate"`
+	Requests       int64                `json:"requests"`
+	ReqRate        float64              `json:"req_rate"`
+	BytesIn        int64                `json:"bytes_in"`
+	BytesOut       int64                `json:"bytes_out"`
+	Denied         int64                `json:"denied"`
+	Errors         int64                `json:"errors"`
+	ConnectErrors  int64                `json:"connect_errors"`
+	ResponseErrors int64                `json:"response_errors"`
+	Retries        int64                `json:"retries"`
+	NoServer       int64                `json:"no_server"`
+	Timeouts       int64                `json:"timeouts"`
+	Aborts         int64                `json:"aborts"`
+	Queue          int64                `json:"queue"`
+	Status         [StatusClasses]int64 `json:"-"`
+	ConnectNs      int64                `json:"-"`
+	ConnectCount   int64                `json:"-"`
+	RespNs         int64                `json:"-"`
+	RespCount      int64                `json:"-"`
+	TLSFull        int64                `json:"-"`
+	TLSResumed     int64                `json:"-"`
+	TLSFailed      int64                `json:"-"`
+	TLSTimeouts    int64                `json:"-"`
 }
 
 // Total sums the slots. nowNs is the reader's clock in the loops' time base
@@ -168,6 +172,7 @@ func (c *Counters) Total(nowNs int64) Totals {
 		t.BytesIn += s.BytesIn.Load()
 		t.BytesOut += s.BytesOut.Load()
 		t.ConnectErrors += s.ConnectErrors.Load()
+		t.ResponseErrors += s.ResponseErrors.Load()
 		t.Retries += s.Retries.Load()
 		t.NoServer += s.NoServer.Load()
 		t.Timeouts += s.Timeouts.Load()

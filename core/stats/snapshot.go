@@ -28,13 +28,16 @@ type Counts struct {
 	BytesOut  int64   `json:"bytes_out" example:"1280000"`
 	Denied    int64   `json:"denied"`
 	Errors    int64   `json:"errors"` // malformed requests
-	// ConnectErrors, Retries, NoServer, Timeouts, Aborts explain why
-	// connections ended badly.
-	ConnectErrors int64 `json:"connect_errors"`
-	Retries       int64 `json:"retries"`
-	NoServer      int64 `json:"no_server"`
-	Timeouts      int64 `json:"timeouts"`
-	Aborts        int64 `json:"aborts"`
+	// ConnectErrors, ResponseErrors, Retries, NoServer, Timeouts, Aborts
+	// explain why connections ended badly. ResponseErrors (HAProxy's
+	// eresp, http mode) are responses a server spoiled: a bad or cut
+	// response, or none within server_ms.
+	ConnectErrors  int64 `json:"connect_errors"`
+	ResponseErrors int64 `json:"response_errors"`
+	Retries        int64 `json:"retries"`
+	NoServer       int64 `json:"no_server"`
+	Timeouts       int64 `json:"timeouts"`
+	Aborts         int64 `json:"aborts"`
 	// Queue is the number of connections waiting for a server slot.
 	Queue  int64        `json:"queue"`
 	Status StatusCounts `json:"status"`
@@ -67,7 +70,7 @@ func (t Totals) Counts() Counts {
 		ConnTotal: t.ConnTotal, ConnCur: t.ConnCur, ConnRate: round2(t.ConnRate),
 		Requests: t.Requests, ReqRate: round2(t.ReqRate),
 		BytesIn: t.BytesIn, BytesOut: t.BytesOut, Denied: t.Denied, Errors: t.Errors,
-		ConnectErrors: t.ConnectErrors, Retries: t.Retries, NoServer: t.NoServer,
+		ConnectErrors: t.ConnectErrors, ResponseErrors: t.ResponseErrors, Retries: t.Retries, NoServer: t.NoServer,
 		Timeouts: t.Timeouts, Aborts: t.Aborts, Queue: t.Queue,
 		Status: StatusCounts{
 			Other: t.Status[0], S1xx: t.Status[1], S2xx: t.Status[2],

@@ -71,6 +71,7 @@ function counters(o) {
     s5xx: n(o, 'status.5xx'),
     noServer: n(o, 'no_server'),
     connectErrors: n(o, 'connect_errors'),
+    responseErrors: n(o, 'response_errors'),
     retries: n(o, 'retries'),
     timeouts: n(o, 'timeouts'),
   };

@@ -56,6 +56,7 @@ export default async function backends(ctx, root) {
           h('span', null, '5xx ', cell('b', statKey('be', b.name, 's5xx'), 'err'))] : null,
         h('span', null, 'no server ', cell('b', statKey('be', b.name, 'noServer'), 'err')),
         h('span', null, 'connect errors ', cell('b', statKey('be', b.name, 'connectErrors'), 'err')),
+        b.mode === 'http' ? h('span', { title: 'Bad or cut responses, and none within the server timeout (HAProxy\'s eresp)' }, 'response errors ', cell('b', statKey('be', b.name, 'responseErrors'), 'err')) : null,
         h('span', null, 'retried ', cell('b', statKey('be', b.name, 'retries'), 'err'))),
       hc ? h('p', { class: 'hint check-settings' }, 'Health check: ', checkSettings(hc)) : null,
       serverTable(ctx, b, canAdmin, canServer));
@@ -103,8 +104,8 @@ function serverTable(ctx, b, canAdmin, canServer) {
   if (!b.servers.length) return h('p', { class: 'empty' }, 'No server.');
   // An http backend's servers show their requests and 5xx too.
   const http = b.mode === 'http';
-  const head = ['Server', 'Address', 'TLS', 'Health', 'State', 'Conns now', 'Total', ...(http ? ['Requests', '5xx'] : []), 'Weight', 'Maxconn'];
-  const numCols = new Set(['Conns now', 'Total', 'Requests', '5xx', 'Weight', 'Maxconn']);
+  const head = ['Server', 'Address', 'TLS', 'Health', 'State', 'Conns now', 'Total', ...(http ? ['Requests', '5xx', 'Resp. errors'] : []), 'Weight', 'Maxconn'];
+  const numCols = new Set(['Conns now', 'Total', 'Requests', '5xx', 'Resp. errors', 'Weight', 'Maxconn']);
   if (canServer) head.push('');
   return h('div', { class: 'tablewrap' }, labelled(h('table', { class: 'stack' },
     h('thead', null, h('tr', null, head.map((t) => h('th', { class: numCols.has(t) ? 'num' : '' }, t)))),
@@ -135,7 +136,8 @@ function serverTable(ctx, b, canAdmin, canServer) {
         cell('td', statKey('srv', b.name, s.name, 'connCur'), 'num', { class: 'num' }),
         cell('td', statKey('srv', b.name, s.name, 'connTotal'), 'num', { class: 'num' }),
         http ? [cell('td', statKey('srv', b.name, s.name, 'requests'), 'num', { class: 'num' }),
-          cell('td', statKey('srv', b.name, s.name, 's5xx'), 'err', { class: 'num' })] : null,
+          cell('td', statKey('srv', b.name, s.name, 's5xx'), 'err', { class: 'num' }),
+          cell('td', statKey('srv', b.name, s.name, 'responseErrors'), 'err', { class: 'num' })] : null,
         weightCell,
         h('td', { class: 'num' }, s.maxconn ? num(s.maxconn) : '∞'),
         canServer ? h('td', null, h('div', { class: 'inline' },
