@@ -100,7 +100,7 @@ type ClusterInfo struct {
 // getCluster godoc
 //
 //	@Summary		The nodes sharing this configuration
-//	@Description	The configuration store (kind dir on a single node, etcd in a cluster; connected, since when, the newest generation seen), the node that answers, and every live node: its running generation and state (in_sync, applying, refused with the generation it refused and why, starting). On a single node the list holds this node only. While the store is unreachable, the list is the last one seen and the answer carries X-Spliced-Stale: true.
+//	@Description	The configuration store (kind dir on a single node, etcd in a cluster; connected, since when, the newest generation seen), the node that answers, and every live node: its running generation and its state as the answering node works it out (in_sync: runs the store's generation; applying: behind it; refused: refused it, with the generation it refused and why; starting: its first apply not done; unreachable: it has not renewed its entry for longer than its renew_ms, stopped, killed or cut from the store, until its lease expires and it leaves the list). On a single node the list holds this node only. While the store is unreachable, the list is the last one seen and the answer carries X-Spliced-Stale: true.
 //	@Tags			cluster
 //	@Produce		json
 //	@Success		200	{object}	ClusterInfo

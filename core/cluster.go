@@ -27,8 +27,11 @@ type Cluster interface {
 	Wait(ctx context.Context, gen int64, d time.Duration) WaitResult
 
 	// Nodes lists the live nodes (those whose lease is alive), sorted by
-	// name, for /api/v1/cluster. While the store is unreachable it returns
-	// the last list seen and StoreState().Connected is false.
+	// name, for /api/v1/cluster, each one's State worked out by this node
+	// (from its running generation and the store's, unreachable when its
+	// entry was not renewed within its RenewMs). While the store is
+	// unreachable it returns the last list seen and StoreState().Connected
+	// is false.
 	Nodes(ctx context.Context) ([]NodeStatus, error)
 
 	// StoreState says whether the store is reachable and, when it is not,
@@ -48,6 +51,11 @@ const (
 	NodeApplying = "applying" // behind, applying or about to
 	NodeRefused  = "refused"  // refused a generation; runs its last good one
 	NodeStarting = "starting" // registered, first apply not done
+	// NodeUnreachable: the node has not renewed its entry for longer than
+	// it said it would (RenewMs): stopped, killed or cut from the store,
+	// until its lease expires and it leaves the list. Worked out by the
+	// node that lists it, never published by a node of itself.
+	NodeUnreachable = "unreachable"
 )
 
 // NodeStatus is one node as published under its lease key.
@@ -57,8 +65,16 @@ type NodeStatus struct {
 	// --admin-addr; informative, used by the UI for links).
 	AdminAddress string `json:"admin_address,omitempty"`
 	// RunningGeneration is the generation the node's data plane runs.
-	RunningGeneration int64  `json:"running_generation" example:"42"`
-	State             string `json:"state" enums:"in_sync,applying,refused,starting" example:"in_sync"`
+	RunningGeneration int64 `json:"running_generation" example:"42"`
+	// State, as the node that answers works it out: from the node's
+	// running generation against the store's (in_sync, applying when
+	// behind, refused when it refused the store's generation, starting
+	// while its first apply is not done), unreachable when the node has
+	// not renewed its entry for longer than RenewMs.
+	State string `json:"state" enums:"in_sync,applying,refused,starting,unreachable" example:"in_sync"`
+	// RenewMs is the longest the node goes without renewing its entry
+	// (Updated) while it runs: past it, it is unreachable.
+	RenewMs int64 `json:"renew_ms,omitempty" example:"4000"`
 	// RefusedGeneration and Error: the newest generation the node could
 	// not apply and why (absent when it applied everything).
 	RefusedGeneration int64     `json:"refused_generation,omitempty" example:"43"`

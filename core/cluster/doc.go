@@ -116,12 +116,23 @@
 //     generation, and the refused generation is not tried again (a newer
 //     write is).
 //   - Publish: after each step the status is put in the node key (skipped
-//     when unchanged, conditional on the key still being on the node's
-//     lease; the probe also finds a key deleted or replaced by hand and
-//     publishes, so registering again, at once). States: starting (first
-//     step not done), applying (published when an Apply lasts over 100
-//     ms, or the node is behind), in_sync, refused (refused_generation
-//     and its error, one line).
+//     when unchanged, but renewed every 2 s by the probe: its "updated";
+//     conditional on the key still being on the node's lease; the probe
+//     also finds a key deleted or replaced by hand and publishes, so
+//     registering again, at once). States: starting (first step not
+//     done), applying (published when an Apply lasts over 100 ms, or the
+//     node is behind), in_sync, refused (refused_generation and its
+//     error, one line). The key says renew_ms (4 s): the longest the node
+//     goes without renewing it.
+//   - States as listed: what a node published is not its state (a node
+//     SIGSTOPped or killed keeps its last in_sync until its lease
+//     expires). The node that lists the keys works each one's out
+//     (stateOf), with P/current read in the same request: in_sync,
+//     applying when behind, refused when it refused the store's
+//     generation, starting as published, and unreachable when the key
+//     was not renewed for longer than its renew_ms (the time the lister
+//     first read each mod revision, by its own clock; the key's
+//     "updated" only for a key it reads for the first time).
 //   - Wait(gen, d) watches P/nodes/, lists it, and follows the watch until
 //     every live node runs gen or newer (applied) or refused gen or newer
 //     (refused); the others are pending when d passes. A node whose key

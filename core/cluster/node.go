@@ -34,6 +34,17 @@ const (
 	// probeEvery spaces the reads of P/current that tell whether etcd is
 	// reachable and catch up what a watch missed (etcd back, compaction).
 	probeEvery = time.Second
+	// renewEvery is how often a node rewrites its key when nothing else
+	// did (every other probe; the key's "updated"): the nodes that list
+	// it tell a node that stopped renewing (SIGSTOPped, killed, cut from
+	// etcd) from a live one within seconds, not at its lease's expiry.
+	renewEvery = 2 * probeEvery
+	// renewWithin, published in the key as renew_ms, is the longest a
+	// running node goes without renewing its key: renewEvery, and two
+	// probes of slack (one waiting out an etcd election, one for the
+	// lister's view); past it the node is listed as unreachable. Well
+	// under the lease's TTL, so that the state is seen before the key goes.
+	renewWithin = 4 * time.Second
 	// probeTimeout bounds one probe: the client waits for a connection
 	// (WaitForReady) rather than failing, so an unreachable etcd would
 	// otherwise hold the probe forever.
@@ -152,16 +163,28 @@ type Node struct {
 	refusedErr string
 	connected  bool
 	since      time.Time
-	nodes      []core.NodeStatus // last list seen
+	nodes      []core.NodeStatus // last list seen, states worked out (keep)
+	keptRev    int64             // revision nodes was read at
+	renewals   map[string]renewal
 
 	pubMu   sync.Mutex // orders the puts of the node key
 	lastPub core.NodeStatus
+	pubAt   time.Time   // when the key was last put (renewed)
 	dirty   atomic.Bool // the last publish failed: the probe retries it
 
 	// Owned by the loop goroutine.
 	tokensRev int64  // mod revision of P/tokens last handed to OnTokens
 	tokensAt  int64  // revision that document was read at (watch events up to it are in it)
 	regErr    string // the last registration failure logged
+}
+
+// renewal is when the node that lists a key saw it renewed: its mod
+// revision, and the time this node first read that revision (its own
+// clock: another node's "updated" is not compared with it, but for a key
+// seen for the first time).
+type renewal struct {
+	mod int64
+	at  time.Time
 }
 
 // nodeRecord is the value of P/nodes/<name>.
@@ -438,7 +461,7 @@ func (n *Node) register(ctx context.Context) error {
 		}
 	}()
 	n.pubMu.Lock()
-	n.lastPub = st
+	n.lastPub, n.pubAt = st, time.Now()
 	n.dirty.Store(false)
 	n.pubMu.Unlock()
 	n.log.Info("cluster node: registered", "key", n.key, "lease", fmt.Sprintf("%x", g.ID))
@@ -588,10 +611,7 @@ func (n *Node) onTokens(doc []byte) {
 // that generation is no longer the store's. A newer generation than the
 // data plane runs wakes the worker.
 func (n *Node) noteCurrent(v []byte, mod int64, fresh bool) {
-	var cur struct {
-		Generation int64 `json:"generation"`
-	}
-	err := json.Unmarshal(v, &cur)
+	gen, err := generationOf(v)
 	n.mu.Lock()
 	if !fresh && mod <= n.seenMod { // older than what was read already
 		n.mu.Unlock()
@@ -603,8 +623,8 @@ func (n *Node) noteCurrent(v []byte, mod int64, fresh bool) {
 	if err != nil {
 		n.badCurrent = string(v)
 	} else {
-		n.seen.Store(cur.Generation)
-		if cur.Generation < n.refusedGen {
+		n.seen.Store(gen)
+		if gen < n.refusedGen {
 			n.refusedGen, n.refusedErr = 0, ""
 		}
 	}
@@ -615,7 +635,7 @@ func (n *Node) noteCurrent(v []byte, mod int64, fresh bool) {
 		}
 		return
 	}
-	if cur.Generation > n.o.Running() {
+	if gen > n.o.Running() {
 		n.wake()
 	}
 }
@@ -698,10 +718,8 @@ func (n *Node) probe() (int64, bool) {
 	// The list Nodes answers with while etcd is unreachable: the nodes
 	// as they were at most a probe before it went, not as the last
 	// GET /api/v1/cluster or write happened to list them.
-	n.keep(resp.Responses[3].GetResponseRange().Kvs)
-	if n.dirty.Load() {
-		n.publish()
-	}
+	n.keep(resp.Responses[3].GetResponseRange().Kvs, resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision)
+	n.publish() // a failed publish again, or the key's renewal when due
 	return resp.Header.Revision, true
 }
 
@@ -861,10 +879,10 @@ func oneLine(msg string) string {
 
 // status is this node's status now.
 func (n *Node) status() core.NodeStatus {
-	var run int64 // registered, not started: runs nothing yet
+	var run, renew int64 // registered, not started: runs nothing, renews nothing yet
 	newest := n.seen.Load()
 	if n.o.Running != nil {
-		run = n.o.Running()
+		run, renew = n.o.Running(), renewWithin.Milliseconds()
 		if c := n.o.Store.Current(); c != nil && c.Generation > newest {
 			newest = c.Generation
 		}
@@ -875,6 +893,7 @@ func (n *Node) status() core.NodeStatus {
 		NodeIdentity:      n.o.Self,
 		AdminAddress:      n.o.AdminAddress,
 		RunningGeneration: run,
+		RenewMs:           renew,
 		Version:           n.o.Version,
 		Started:           n.started.UTC(),
 	}
@@ -897,13 +916,16 @@ func (n *Node) status() core.NodeStatus {
 }
 
 // publish puts this node's status in its key when it changed since the
-// last put, on the condition that the key is still bound to this node's
-// lease (gone or taken: register again).
+// last put, or when the key is due for its renewal (renewEvery: the
+// probe calls publish each second), on the condition that the key is
+// still bound to this node's lease (gone or taken: register again).
 func (n *Node) publish() {
 	n.pubMu.Lock()
 	defer n.pubMu.Unlock()
 	st := n.status()
-	if st == n.lastPub && !n.dirty.Load() {
+	// Half a probe early: the probe that comes renewEvery after the last
+	// put renews it, not the one after.
+	if st == n.lastPub && !n.dirty.Load() && time.Since(n.pubAt) < renewEvery-probeEvery/2 {
 		return
 	}
 	lease := n.leaseID()
@@ -937,7 +959,7 @@ func (n *Node) publish() {
 		}
 		return
 	}
-	n.lastPub = st
+	n.lastPub, n.pubAt = st, time.Now()
 	n.dirty.Store(false)
 }
 
@@ -964,10 +986,11 @@ func (n *Node) Sync(ctx context.Context) core.NodeStatus {
 	return n.status()
 }
 
-// Nodes implements core.Cluster.
-// While the probe finds etcd unreachable it answers at once, with the last
-// list seen (each probe, a second apart, reads it: the other nodes as they
-// were just before etcd went) and this node's own entry as it is now.
+// Nodes implements core.Cluster: the nodes listed now, each one's state
+// worked out by this node (keep, stateOf). While the probe finds etcd
+// unreachable it answers at once, with the last list seen (each probe, a
+// second apart, reads it: the other nodes as they were just before etcd
+// went, their states as of then) and this node's own entry as it is now.
 func (n *Node) Nodes(ctx context.Context) ([]core.NodeStatus, error) {
 	if n.StoreState().Connected {
 		ctx, cancel := context.WithTimeout(ctx, opTimeout)
@@ -991,30 +1014,100 @@ func (n *Node) Nodes(ctx context.Context) ([]core.NodeStatus, error) {
 	return last, nil
 }
 
-// list reads P/nodes/ (the live nodes, sorted by name) and the revision
-// read; the list is kept for when etcd is unreachable.
+// list reads P/nodes/ (the live nodes, sorted by name, their states
+// worked out: keep) and P/current at one revision, and returns the list
+// and that revision; the list is kept for when etcd is unreachable.
 func (n *Node) list(ctx context.Context) ([]core.NodeStatus, int64, error) {
-	resp, err := n.cli.Get(ctx, n.nodesPfx, clientv3.WithPrefix())
+	resp, err := n.cli.Txn(ctx).Then(
+		clientv3.OpGet(n.current),
+		clientv3.OpGet(n.nodesPfx, clientv3.WithPrefix()),
+	).Commit()
 	if err != nil {
 		return nil, 0, err
 	}
-	return n.keep(resp.Kvs), resp.Header.Revision, nil
+	list, rev := n.keep(resp.Responses[1].GetResponseRange().Kvs, resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision)
+	return list, rev, nil
 }
 
-// keep decodes the keys under P/nodes/ (sorted by name), keeps the list
-// for when etcd is unreachable and returns a copy.
-func (n *Node) keep(kvs []*mvccpb.KeyValue) []core.NodeStatus {
+// keep decodes the keys under P/nodes/ read at revision rev with P/current
+// (cur: empty when absent), works out each node's state (stateOf: each
+// node publishes its own, and a stopped node's last one stays), keeps the
+// list for when etcd is unreachable and returns a copy, sorted by name,
+// and the revision it was read at. A read older than the list kept (two
+// reads answered out of order) returns the kept one: its renewals are the
+// newer.
+func (n *Node) keep(kvs, cur []*mvccpb.KeyValue, rev int64) ([]core.NodeStatus, int64) {
+	var storeGen int64 // 0: no document, or an unreadable one
+	if len(cur) > 0 {
+		storeGen, _ = generationOf(cur[0].Value)
+	}
 	list := make([]core.NodeStatus, 0, len(kvs))
+	mods := make(map[string]int64, len(kvs))
 	for _, kv := range kvs {
 		if st, ok := n.decode(kv); ok {
 			list = append(list, st)
+			mods[st.Name] = kv.ModRevision
 		}
 	}
 	slices.SortFunc(list, func(a, b core.NodeStatus) int { return strings.Compare(a.Name, b.Name) })
+	now := time.Now()
 	n.mu.Lock()
-	n.nodes = list
-	n.mu.Unlock()
-	return slices.Clone(list)
+	defer n.mu.Unlock()
+	if rev < n.keptRev {
+		return slices.Clone(n.nodes), n.keptRev
+	}
+	renewals := make(map[string]renewal, len(list))
+	for i := range list {
+		st := &list[i]
+		r, seen := n.renewals[st.Name]
+		switch mod := mods[st.Name]; {
+		case seen && r.mod == mod: // not renewed since it was first read
+		case seen:
+			r = renewal{mod, now}
+		default: // first read: its own date, if not in this node's future
+			r = renewal{mod, now}
+			if st.Updated.Before(now) {
+				r.at = st.Updated
+			}
+		}
+		renewals[st.Name] = r
+		st.State = stateOf(*st, storeGen, now.Sub(r.at), st.Name == n.o.Self.Name)
+	}
+	n.nodes, n.keptRev, n.renewals = list, rev, renewals
+	return slices.Clone(list), rev
+}
+
+// stateOf is the state of node st as the node that lists it works it out:
+// unreachable when st has not renewed its key for longer than it said it
+// would (unrenewed > renew_ms; never the node that lists, self, which
+// answers); else, against the store's generation storeGen read with the
+// list: starting as long as st says so (its first apply not done), in_sync
+// when it runs storeGen or newer, refused when it refused storeGen or a
+// newer one, applying when it is behind. A node SIGSTOPped or killed
+// keeps the in_sync it published last: what it published is not its
+// state. storeGen 0 (the store holds no document): the state st published.
+func stateOf(st core.NodeStatus, storeGen int64, unrenewed time.Duration, self bool) string {
+	switch {
+	case !self && st.RenewMs > 0 && unrenewed > time.Duration(st.RenewMs)*time.Millisecond:
+		return core.NodeUnreachable
+	case st.State == core.NodeStarting || storeGen <= 0:
+		return st.State
+	case st.RunningGeneration >= storeGen:
+		return core.NodeInSync
+	case st.RefusedGeneration >= storeGen:
+		return core.NodeRefused
+	default:
+		return core.NodeApplying
+	}
+}
+
+// generationOf reads the generation of a value of P/current.
+func generationOf(v []byte) (int64, error) {
+	var cur struct {
+		Generation int64 `json:"generation"`
+	}
+	err := json.Unmarshal(v, &cur)
+	return cur.Generation, err
 }
 
 // decode reads one node key; an unreadable one is skipped (logged). A key

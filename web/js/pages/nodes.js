@@ -14,18 +14,30 @@ import { openSettings } from './nodesettings.js';
 const POLL_MS = 3000;
 
 // stateBadge: the node states in the colours of the rest of the page
-// (green in sync, amber behind, red refused, grey starting).
+// (green in sync, amber behind, red refused or unreachable, grey
+// starting), each with what it means in its title. The node that answers
+// works each state out (a stopped node's own last word would be in_sync).
 const STATES = {
-  in_sync: ['in sync', 'ok'],
-  applying: ['applying', 'warn'],
-  refused: ['refused', 'bad'],
-  starting: ['starting', ''],
+  in_sync: ['in sync', 'ok', 'runs the store\'s generation'],
+  applying: ['applying', 'warn', 'behind the store\'s generation: applying it, or about to'],
+  refused: ['refused', 'bad', 'refused the store\'s generation: runs its last good one'],
+  starting: ['starting', '', 'registered, its first apply not done'],
+  unreachable: ['unreachable', 'bad', 'has not renewed its entry in time: stopped, killed or cut from the store; it leaves the list when its lease expires'],
 };
 export function stateBadge(st) {
-  const [text, kind] = STATES[st] || [st || 'unknown', ''];
+  const [text, kind, title] = STATES[st] || [st || 'unknown', '', ''];
   const b = badge(text, kind);
   b.dataset.state = st || '';
+  if (title) b.title = title;
   return b;
+}
+
+// unreachableNote says, under an unreachable node's row, since when.
+function unreachableNote(n) {
+  const secs = n.renew_ms ? Math.round(n.renew_ms / 1000) : 0;
+  return h('div', { class: 'check-why' }, h('b', null, `${n.name} is unreachable`),
+    `: its entry was last renewed `, when(n.updated), secs ? ` (it renews it at least every ${secs} s)` : '',
+    '; stopped, killed or cut from the store. It leaves the list when its lease expires; writes wait for it meanwhile.');
 }
 
 // adminLink links to another node's admin page when its address names a
@@ -142,7 +154,7 @@ export default async function nodes(ctx, root) {
         .filter((t) => t !== null).map((t) => h('th', { class: t === 'Generation' ? 'num' : '' }, t)))),
       h('tbody', null, list.map((n) => {
         const behind = sg && n.running_generation < sg;
-        return [h('tr', { class: n.state === 'refused' ? 'down' : '', data: { node: n.name, state: n.state || '' } },
+        return [h('tr', { class: n.state === 'refused' || n.state === 'unreachable' ? 'down' : '', data: { node: n.name, state: n.state || '' } },
           h('td', { class: 'first', 'data-label': 'Node' }, h('b', null, n.name), n.name === self ? [' ', badge('this node', 'accent')] : null),
           h('td', { class: 'mono', 'data-label': 'Address' }, n.address || '—'),
           h('td', { 'data-label': 'Admin' }, adminLink(n.admin_address)),
@@ -160,7 +172,9 @@ export default async function nodes(ctx, root) {
         n.error ? h('tr', { class: 'node-error', data: { nodeError: n.name } },
           h('td', { colspan: settings ? '9' : '8', 'data-label': '' }, h('div', { class: 'check-why' },
             h('b', null, `${n.name} refused generation ${n.refused_generation || '?'}`), ` (runs ${n.running_generation}): `,
-            h('span', { class: 'node-err-text' }, n.error)))) : null];
+            h('span', { class: 'node-err-text' }, n.error)))) : null,
+        n.state === 'unreachable' ? h('tr', { class: 'node-unreachable', data: { nodeUnreachable: n.name } },
+          h('td', { colspan: settings ? '9' : '8', 'data-label': '' }, unreachableNote(n))) : null];
       })))));
   };
 
@@ -172,6 +186,7 @@ export default async function nodes(ctx, root) {
     if (c('in_sync')) parts.push(`${c('in_sync')} in sync`);
     if (c('applying') + c('starting')) parts.push(`${c('applying') + c('starting')} applying`);
     if (c('refused')) parts.push(`${c('refused')} refused`);
+    if (c('unreachable')) parts.push(`${c('unreachable')} unreachable`);
     el.textContent = d.missing ? '' : parts.join(' · ');
   };
 
