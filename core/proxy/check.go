@@ -564,6 +564,9 @@ func (p *probe) start() {
 	p.l.Arm(&p.timer, p.deadline)
 }
 
+// stepStarted: the server's TLS handshake runs.
+func (p *probe) stepStarted() { p.state = prHandshake }
+
 // stepCurrent: the handshake of probe number attempt ended; the probe
 // still waits for it unless its timeout or a Stop ended it meanwhile.
 func (p *probe) stepCurrent(attempt uint32) bool {
@@ -613,8 +616,7 @@ func (p *probe) process() {
 		}
 		if p.side.xp.afterConnect(&p.side, connectStep{l: p.l, pool: p.hs,
 			within: handshakeWithin(p.l, p.deadline), owner: p, attempt: p.attempt}) {
-			p.state = prHandshake // the server's TLS handshake
-			return
+			return // the server's TLS handshake (stepStarted)
 		}
 		if p.req == nil {
 			p.finish(true, resOK, 0)

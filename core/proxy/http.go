@@ -118,7 +118,10 @@ const lingerTimeout = 1e9
 // until the current response is complete).
 type httpConn struct {
 	link ilist.Link[httpConn] // in httpState.live; first: ilist finds the httpConn from it
-	w    *Worker
+	// The request's server attempt (attempt.go): the worker, the backend,
+	// the server whose slot the request holds and the counter slots of
+	// both, the queue, the current phase's deadline, the termination.
+	srvAttempt
 	// acc is the frontend the connection was accepted by: its OnClose
 	// (maxconn accounting) runs when the connection ends. fe and hf are
 	// the generation the current request resolves against, loaded from
@@ -136,31 +139,23 @@ type httpConn struct {
 	// req is the parser state of the request in flight, from the loop's
 	// free list (getReq) from the first byte of its head until the
 	// exchange ends or the connection closes (putReq); nil while idle.
-	req  *http1.Request
-	sc   *srvConn
-	be   *Backend
-	slot *balance.Server // server whose slot (Acquire) this request holds
-	// This loop's counter slots of the frontend, the request's backend
-	// and server.
-	fs, bs, ss *stats.Slot
-	timer      loop.Timer
+	req *http1.Request
+	sc  *srvConn
+	// This loop's counter slot of the frontend (the backend's and the
+	// server's are the attempt's).
+	fs    *stats.Slot
+	timer loop.Timer
 
-	// phase, cliWait, srvWait, term and port share one word (see
+	// phase, cliWait, srvWait and port share one word (see
 	// TestConnectionObjectsKeepTheirSizeClass).
 	phase uint8
 	// Exchange timeouts per side (http_timeout.go): since when the client
 	// (the server) holds the exchange up without progress, and whether it
 	// did at the end of the last run.
-	cliWait, srvWait bool
-	// term is the access log's termination state of the request, set where
-	// the cause is known (blame); unset, it is derived when the request
-	// ends (termination).
-	term               stats.Termination
+	cliWait, srvWait   bool
 	port               uint16 // the client's port, with peer
 	cliSince, srvSince int64
-	deadline           int64 // current phase's deadline (loop.Now units)
 	peer               netip.Addr
-	hash               uint64
 	// reqAt: when the request head was complete (loop.Now units);
 	// sentAt: when its rewritten head left entirely for the server. The
 	// request and response time measures start there.
@@ -173,9 +168,8 @@ type httpConn struct {
 	// access_log on): from the worker's free list when the first byte of
 	// the head arrives, pushed and given back when the request ends
 	// (endRequest); nil otherwise.
-	lg       *stats.LogEntry
-	attempts int
-	nreq     int
+	lg   *stats.LogEntry
+	nreq int
 
 	reqBody, respBody body
 	reqHeadSent       bool // the rewritten head left entirely
@@ -188,7 +182,6 @@ type httpConn struct {
 	moved             bool
 	srvCounted        bool // the request was counted for its server (a replay is not another one)
 
-	wait waiter // in the loop's queue while phase is phQueue
 	// cert: the client-certificate fields of a TLS connection whose
 	// frontend asks for them (xprt_tls_accept.go), nil otherwise.
 	cert *clientCert
@@ -272,7 +265,8 @@ func (w *Worker) newConn() *httpConn {
 		h.freeConn = h.freeConn[:n-1]
 		return c
 	}
-	c := &httpConn{w: w}
+	c := new(httpConn)
+	c.w = w
 	w.initWaiter(c)
 	c.cli.Task.Run, c.cli.Task.Owner = runHTTPTask, c
 	c.timer.Run, c.timer.Owner = runHTTPTimer, c
@@ -336,7 +330,7 @@ func (c *httpConn) process() {
 		case phHead:
 			c.readHead()
 		case phConnect:
-			c.checkConnect()
+			c.checkConnect(&c.sc.side, c.sc)
 		case phExchange:
 			c.exchange()
 			if c.phase == phExchange {
@@ -592,49 +586,10 @@ func (c *httpConn) resolve() {
 	}
 }
 
-// acquire gets a server slot for the request: at once, or by queueing
-// when every usable server is at its maxconn.
-func (c *httpConn) acquire(exclude *balance.Server) {
-	s := c.be.pickers[c.w.id].Pick(c.hash, exclude)
-	if s == nil {
-		c.bs.NoServer.Add(1)
-		c.blame('S', 'C') // HAProxy's <NOSRV> SC
-		c.fail(503)
-		return
-	}
-	if !s.Acquire() {
-		if c.be.B.QueueTimeout <= 0 {
-			c.bs.NoServer.Add(1)
-			c.blame('S', 'C')
-			c.fail(503)
-			return
-		}
-		got, queued := c.w.wait(&c.wait, c.be, s)
-		if got == nil {
-			if !queued {
-				c.bs.NoServer.Add(1)
-				c.blame('S', 'C')
-				c.fail(503)
-				return
-			}
-			c.phase = phQueue
-			c.armIn(c.be.B.QueueTimeout)
-			return
-		}
-		s = got // a slot freed while we queued: no wait
-	}
-	c.granted(s)
-}
-
-func (c *httpConn) waiting() *waiter { return &c.wait }
-
-// granted: the request holds a slot of s; reuse a pooled connection when
-// that is safe, else connect.
-func (c *httpConn) granted(s *balance.Server) {
-	c.queued()
-	c.slot = s
-	c.ss = c.w.ServerSlot(s)
-	c.bs.ConnCur.Add(1)
+// useServer: the request holds a slot of c.server; reuse a pooled
+// connection when that is safe, else connect (attemptOwner).
+func (c *httpConn) useServer() {
+	s := c.server
 	if lg := c.lg; lg != nil {
 		lg.Server = s.Name
 		if lg.Granted == 0 {
@@ -644,7 +599,7 @@ func (c *httpConn) granted(s *balance.Server) {
 	if c.mayReuse() {
 		if sc := c.w.takeIdle(s); sc != nil {
 			if c.attempts > 0 { // a retry after a failed connect, on a pooled connection
-				c.attempt()
+				c.countAttempt()
 			}
 			c.attach(sc)
 			c.startExchange()
@@ -652,26 +607,42 @@ func (c *httpConn) granted(s *balance.Server) {
 			return
 		}
 	}
-	c.connect(s)
+	c.connect()
 }
 
-// queued: the request's wait for a server slot ends (granted, refused or
-// timed out); the queue histogram counts it, 0 when the first slot was
-// free at once. The wait started queue_ms before the deadline it armed.
-func (c *httpConn) queued() {
-	switch {
-	case c.phase == phQueue:
-		c.be.Stats.Timing(c.w.id).Queue.Observe(c.w.L.Now() - (c.deadline - int64(c.be.B.QueueTimeout)))
-	case c.attempts == 0: // a retry that did not wait is not another request
-		c.be.Stats.Timing(c.w.id).Queue.Observe(0)
+// waitQueue: the request waits for a server slot until c.deadline.
+func (c *httpConn) waitQueue() {
+	c.phase = phQueue
+	c.armIn(c.be.B.QueueTimeout)
+}
+
+// noServer answers 503: no server can take the request (HAProxy's
+// <NOSRV> SC).
+func (c *httpConn) noServer() {
+	c.blame('S', 'C')
+	c.fail(503)
+}
+
+// dropConn closes the server connection of a failed connect.
+func (c *httpConn) dropConn() {
+	if c.sc != nil {
+		c.w.closeSrv(c.sc)
+		c.sc = nil
 	}
 }
 
-// refused: the queue found no usable server any more.
-func (c *httpConn) refused() {
-	c.queued()
-	c.bs.NoServer.Add(1)
+// gaveUp answers 503 after the last connect failed: SC, or sC after a
+// connect timeout (onTimer).
+func (c *httpConn) gaveUp() {
+	c.fs.ConnectErrors.Add(1)
 	c.fail(503)
+}
+
+// established: the connection to the server is ready; the exchange
+// starts.
+func (c *httpConn) established() {
+	c.sc.side.Connected = true
+	c.startExchange()
 }
 
 // mayReuse: a pooled connection may have been closed by the server at the
@@ -699,25 +670,13 @@ func (c *httpConn) attach(sc *srvConn) {
 	sc.resp.Reset()
 }
 
-// attempt counts one more try of the request on a server: beyond the
-// first, a retry. A connect is one; so is a pooled connection taken after
-// a failed connect (the request was retried all the same), not the first
-// request of a pooled connection (attempts stays 0: a replay of it,
-// canReplay, is then the first connect).
-func (c *httpConn) attempt() {
-	c.attempts++
-	if c.attempts > 1 {
-		c.bs.Retries.Add(1)
-	}
-}
-
-// connect opens a new connection to s for the request.
-func (c *httpConn) connect(s *balance.Server) {
-	c.attempt()
+// connect opens a new connection to the request's server.
+func (c *httpConn) connect() {
+	c.countAttempt()
 	if lg := c.lg; lg != nil && lg.ConnStart == 0 {
 		lg.ConnStart = c.w.L.Now()
 	}
-	sc, ok := c.w.dial(s)
+	sc, ok := c.w.dial(c.server)
 	if !ok {
 		c.connectFailed()
 		return
@@ -725,60 +684,6 @@ func (c *httpConn) connect(s *balance.Server) {
 	c.attach(sc)
 	c.phase = phConnect
 	c.armIn(c.be.B.ConnectTimeout)
-}
-
-// checkConnect looks at the outcome of a pending connect.
-func (c *httpConn) checkConnect() {
-	sc := c.sc
-	pending, e := sc.side.connectResult()
-	if pending {
-		return
-	}
-	if e != 0 {
-		c.connectFailed()
-		return
-	}
-	w := c.w
-	if sc.side.xp.afterConnect(&sc.side, connectStep{l: w.L, pool: w.tlsOut,
-		within: handshakeWithin(w.L, c.deadline), ss: w.ServerSlot(sc.server), owner: sc}) {
-		sc.hs = hsActive // the server's TLS handshake (xprt_tls_upstream.go)
-		return
-	}
-	sc.side.Connected = true
-	c.startExchange()
-}
-
-// connectFailed drops the attempt and retries another server (the failed
-// one excluded while another is usable), up to the backend's Retries.
-func (c *httpConn) connectFailed() {
-	s := c.slot
-	c.bs.ConnectErrors.Add(1)
-	if s != nil {
-		s.ConnectFailed()
-	}
-	if c.sc != nil {
-		c.w.closeSrv(c.sc)
-		c.sc = nil
-	}
-	c.releaseSlot()
-	if c.attempts > c.be.B.Retries {
-		c.fs.ConnectErrors.Add(1)
-		c.fail(503) // SC, or sC after a connect timeout (onTimer)
-		return
-	}
-	c.term = stats.Termination{} // the last attempt's outcome is what counts
-	c.acquire(s)
-}
-
-// releaseSlot gives the server slot back; Release hands it to the oldest
-// connection queued for it, on whichever loop.
-func (c *httpConn) releaseSlot() {
-	if c.slot == nil {
-		return
-	}
-	c.slot.Release()
-	c.slot = nil
-	c.bs.ConnCur.Add(-1)
 }
 
 // fail answers the request with a proxy-generated error and closes the
@@ -809,7 +714,7 @@ func (c *httpConn) fail(status int) {
 		c.w.closeSrv(c.sc)
 		c.sc = nil
 	}
-	c.releaseSlot()
+	c.releaseServer()
 	if c.respSent {
 		c.close(closeAbort)
 		return
@@ -949,9 +854,8 @@ func (c *httpConn) onTimer() {
 			c.close(closeNormal) // idle keep-alive connection
 		}
 	case phQueue:
-		c.queued()
+		c.queueTimeout()
 		c.fs.Timeouts.Add(1)
-		c.bs.NoServer.Add(1)
 		c.blame('s', 'Q')
 		c.fail(503)
 	case phConnect:
@@ -1083,7 +987,7 @@ func (c *httpConn) close(why uint8) {
 		w.endSrv(c.sc, abort)
 		c.sc = nil
 	}
-	c.releaseSlot()
+	c.releaseServer()
 	c.cli.close(w.L, abort)
 	if c.in != nil {
 		c.in.head, c.in.tail = 0, 0
@@ -1132,7 +1036,7 @@ func (c *httpConn) endExchange() {
 func (c *httpConn) recycle() {
 	w := c.w
 	c.endExchange()
-	c.acc, c.cur, c.fe, c.hf, c.slot, c.sc = nil, nil, nil, nil, nil, nil
+	c.acc, c.cur, c.fe, c.hf, c.server, c.sc = nil, nil, nil, nil, nil, nil
 	c.fs = nil
 	c.cli.FD.Ready = 0
 	c.cli.Connected = false

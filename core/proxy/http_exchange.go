@@ -242,12 +242,7 @@ func (c *httpConn) startExchange() {
 	if c.phase == phConnect && c.be.B.ConnectTimeout > 0 {
 		// A new connection (a pooled one has no connect to measure): the
 		// connect started connect_ms before the deadline it armed.
-		ct := c.w.L.Now() - (c.deadline - int64(c.be.B.ConnectTimeout))
-		c.bs.ConnectNs.Add(ct)
-		c.bs.ConnectCount.Add(1)
-		c.ss.ConnectNs.Add(ct)
-		c.ss.ConnectCount.Add(1)
-		c.be.Stats.Timing(c.w.id).Connect.Observe(ct)
+		c.countConnect(c.w.L.Now())
 	}
 	if !c.srvCounted {
 		c.srvCounted = true
@@ -473,7 +468,7 @@ func (c *httpConn) readResponse() bool {
 func (c *httpConn) canReplay() bool {
 	sc := c.sc
 	return sc.reused && c.qout != nil && !c.srvAnswered && !c.reqAborted && !c.respSent &&
-		(sc.in == nil || sc.in.Len() == 0) && c.req.Body == http1.BodyNone && c.attempts <= c.be.B.Retries
+		(sc.in == nil || sc.in.Len() == 0) && c.req.Body == http1.BodyNone && int(c.attempts) <= c.be.B.Retries
 }
 
 // abortRequest stops forwarding the request on purpose: the server gave
@@ -496,7 +491,7 @@ func (c *httpConn) replay() {
 	c.sc = nil
 	c.qout.head, c.qout.tail = 0, c.qlen
 	c.reqHeadSent = false
-	c.connect(c.slot)
+	c.connect()
 }
 
 // buildRespHead writes the relayed response head (status line and
@@ -574,7 +569,7 @@ func (c *httpConn) finishExchange() {
 	c.endRequest()
 	c.t0 = w.L.Now() // the next request's timers start here
 	c.putQout()
-	c.releaseSlot()
+	c.releaseServer()
 	c.putReq()
 	closing := c.closeAfter
 	c.endExchange()
@@ -600,7 +595,8 @@ func (c *httpConn) toTunnel() {
 	sc := c.sc
 	// The tunnel ends with the OnClose of the frontend that accepted the
 	// connection; its splice mode and timeout are the request's.
-	t := &Tunnel{w: w, fe: c.acc, be: c.be, server: c.slot, fs: c.fs, bs: c.bs, ss: c.ss}
+	t := &Tunnel{fe: c.acc, fs: c.fs}
+	t.w, t.be, t.server, t.bs, t.ss = w, c.be, c.server, c.bs, c.ss
 	// The fds, buffers and slot leave the http side without being closed;
 	// each side keeps its transport.
 	fd, ready := c.cli.detach(w.L)
@@ -621,7 +617,7 @@ func (c *httpConn) toTunnel() {
 	}
 	t.state = stEstablished
 	c.in, sc.in = nil, nil
-	c.slot = nil
+	c.server = nil
 	c.sc = nil
 	w.closeSrv(sc)
 	// The upgrade request ends here (its entry says 101); the tunnel

@@ -102,7 +102,7 @@ func (t *Tunnel) inspect() {
 		}
 		t.state = stConnecting
 		t.useBackend(stats.Sec(t.w.L.Now()))
-		t.connect(nil)
+		t.acquire(nil)
 		return
 	}
 }

@@ -37,16 +37,13 @@ import (
 
 // Connect and timeouts
 //
-// The server is chosen by the backend's per-loop Picker (a server at its
-// maxconn is skipped); the socket is non-blocking, TCP_NODELAY (both sides),
-// connected with EINPROGRESS; completion is the first EPOLLOUT/EPOLLERR,
-// checked with SO_ERROR. A failure (refused, unreachable, connect timeout)
-// retries another server (the failed one excluded) up to the backend's
-// Retries, then closes the client; each failure is counted on the backend
-// and the server, the final one on the frontend. No usable server closes
-// the client at once (counted as NoServer); servers that are all at their
-// maxconn put the tunnel in the backend's queue (see the queue phase in
-// http.go's "Phases and their timers").
+// The server, its slot, the queue, the connect, its outcome and the
+// retries are the server attempt's (attempt.go), the same as an http
+// request's: the tunnel only opens the connection (useServer, through
+// Side.connect) and decides what its end means (noServer, gaveUp: the
+// client closed; established). Each failure is counted on the backend and
+// the server, the final one on the frontend; no usable server closes the
+// client at once (counted as NoServer).
 //
 // Timeouts in tcp mode, one loop timer per tunnel:
 //   - inspect (frontends with SNI routes only, sni.go): the frontend's
@@ -111,29 +108,22 @@ const (
 // thread. A Tunnel is never reused after it closes, so a tasklet still
 // queued for it finds it closed and does nothing.
 type Tunnel struct {
-	link     ilist.Link[Tunnel] // in Worker.live; first: ilist finds the Tunnel from it
-	w        *Worker
+	link ilist.Link[Tunnel] // in Worker.live; first: ilist finds the Tunnel from it
+	// The server attempt (attempt.go): the worker, the backend, the server
+	// and its slot, the queue, the deadline, the termination (access log:
+	// who ended the tunnel, in which phase; 0: derived at close).
+	srvAttempt
 	fe       *Frontend
-	be       *Backend
-	server   *balance.Server
 	cli, srv Side
 	c2s, s2c dir
 	timer    loop.Timer
-	// The small fields share one word (see
-	// TestConnectionObjectsKeepTheirSizeClass): state, moved, the
-	// termination (access log) and attempts.
 	state    uint8
-	moved    bool              // bytes moved during the current run
-	term     stats.Termination // access log: who ended the tunnel, in which phase (0: derived at close)
-	attempts int32             // connect attempts so far
-	deadline int64             // armed timer deadline (loop.Now units); 0 = none
-	idle     int64             // tunnel idle timeout, ns
+	moved    bool  // bytes moved during the current run
+	idle     int64 // tunnel idle timeout, ns
 	lastIO   int64
-	wait     waiter
-	hash     uint64
-	// This loop's counter slots of the frontend, the backend and the
-	// current server (nil until a server is acquired).
-	fs, bs, ss *stats.Slot
+	// This loop's counter slot of the frontend (the backend's and the
+	// server's are the attempt's).
+	fs *stats.Slot
 	// lg is the access-log entry being filled (frontend access_log on and
 	// a ring to push to; nil otherwise): the client, read at accept (a
 	// client that resets has no peer address at close), and the times of
@@ -154,7 +144,8 @@ func (w *Worker) StartTCP(fd int, fe *Frontend) { w.startTCP(fd, plainTransport(
 // startTCP is StartTCP over the client transport xp (a TLS one is
 // established: xprt_tls_accept.go).
 func (w *Worker) startTCP(fd int, xp transport, fe *Frontend) {
-	t := &Tunnel{w: w, fe: fe, be: fe.Backend}
+	t := &Tunnel{fe: fe}
+	t.w, t.be = w, fe.Backend
 	t.cli.adopt(fd, xp)
 	t.cli.Connected = true
 	t.srv.FD.Fd = -1
@@ -199,11 +190,12 @@ func (w *Worker) startTCP(fd int, xp transport, fe *Frontend) {
 		t.close(closeAbort)
 		return
 	}
-	t.connect(nil)
+	t.acquire(nil)
 }
 
 // useBackend takes t.be's timeouts and counters (and the client's hash
-// for balance=source) before the first connect.
+// for balance=source) before the first connect. The backend's current
+// connections count the tunnels holding a server slot (attempt.go).
 func (t *Tunnel) useBackend(sec uint32) {
 	w := t.w
 	if bt := int64(t.be.B.TunnelTimeout); bt > 0 && (t.idle <= 0 || bt < t.idle) {
@@ -212,7 +204,6 @@ func (t *Tunnel) useBackend(sec uint32) {
 	t.c2s.to = int64(t.be.B.ServerTimeout)
 	t.bs = t.be.Stats.Loop(w.id)
 	t.bs.ConnTotal.Add(1)
-	t.bs.ConnCur.Add(1)
 	t.bs.ConnRate.Add(sec)
 	if t.be.source {
 		t.hash = peerHash(t.cli.FD.Fd)
@@ -239,89 +230,18 @@ func peerHash(fd int) uint64 {
 	return 0
 }
 
-// connect picks a server (never exclude when another is usable) and starts
-// a non-blocking connect to it. Failures that happen at once (no fd, the
-// kernel refusing) go through connectFailed like asynchronous ones.
-func (t *Tunnel) connect(exclude *balance.Server) {
+// useServer opens the connection to the server whose slot the tunnel
+// holds (attemptOwner).
+func (t *Tunnel) useServer() {
 	w := t.w
-	picker := t.be.pickers[w.id]
-	var s *balance.Server
-	full := false
-	// A server at its maxconn is skipped; bounded by the server count so a
-	// full backend cannot spin.
-	for i := 0; i <= len(t.be.B.Servers); i++ {
-		c := picker.Pick(t.hash, exclude)
-		if c == nil {
-			break
-		}
-		if c.Acquire() {
-			s = c
-			break
-		}
-		full = true
-		exclude = c
-	}
-	if s == nil {
-		queued := false
-		if full && t.be.B.QueueTimeout > 0 {
-			// Every usable server is at its maxconn: wait in the
-			// backend's queue (queue.go) for at most queue_ms.
-			s, queued = w.wait(&t.wait, t.be, nil)
-		}
-		if queued {
-			t.state = stQueued
-			t.deadline = w.L.Now() + int64(t.be.B.QueueTimeout)
-			w.L.Arm(&t.timer, t.deadline)
-			return
-		}
-		if s == nil {
-			t.bs.NoServer.Add(1)
-			t.close(closeNoServer)
-			return
-		}
-	}
-	if t.attempts == 0 { // a retry that did not wait is not another connection
-		t.be.Stats.Timing(w.id).Queue.Observe(0)
-	}
-	t.dial(s)
-}
-
-// queued: a queued tunnel's wait ends (granted, refused, timed out); it
-// started queue_ms before the deadline it armed.
-func (t *Tunnel) queued() {
-	t.be.Stats.Timing(t.w.id).Queue.Observe(t.w.L.Now() - (t.deadline - int64(t.be.B.QueueTimeout)))
-}
-
-func (t *Tunnel) waiting() *waiter { return &t.wait }
-
-// granted: a queued tunnel got a slot of s.
-func (t *Tunnel) granted(s *balance.Server) {
-	t.queued()
-	t.state = stConnecting
-	t.dial(s)
-}
-
-// refused: no usable server is left for a queued tunnel.
-func (t *Tunnel) refused() {
-	t.queued()
-	t.bs.NoServer.Add(1)
-	t.close(closeNoServer)
-}
-
-// dial starts a non-blocking connect to s, whose slot the tunnel holds.
-func (t *Tunnel) dial(s *balance.Server) {
-	w := t.w
-	t.server = s
-	t.ss = w.ServerSlot(s)
+	s := t.server
 	t.ss.ConnRate.Add(stats.Sec(w.L.Now()))
-	t.attempts++
-	if t.attempts > 1 {
-		t.bs.Retries.Add(1)
-	}
+	t.countAttempt()
 	if lg := t.lg; lg != nil && lg.ConnStart == 0 {
 		lg.Granted = w.L.Now()
 		lg.ConnStart = lg.Granted
 	}
+	t.state = stConnecting
 	switch stage, _ := t.srv.connect(w.L, s, &w.sa); stage {
 	case connOK:
 	case connSocket:
@@ -334,48 +254,27 @@ func (t *Tunnel) dial(s *balance.Server) {
 		t.connectFailed()
 		return
 	}
-	t.state = stConnecting
 	t.deadline = w.L.Now() + int64(t.be.B.ConnectTimeout)
 	w.L.Arm(&t.timer, t.deadline)
 }
 
-// connectFailed drops the current server attempt and retries on another
-// server, up to the backend's Retries, then closes the client.
-func (t *Tunnel) connectFailed() {
-	s := t.server
-	t.srv.close(t.w.L, false)
-	t.bs.ConnectErrors.Add(1)
-	if s != nil {
-		s.ConnectFailed()
-		s.Release()
-		t.server = nil
-	}
-	if int(t.attempts) > t.be.B.Retries {
-		t.close(closeConnect)
-		return
-	}
-	t.term = stats.Termination{} // the last attempt's outcome is what counts
-	t.connect(s)
+// waitQueue: the tunnel waits for a server slot until t.deadline.
+func (t *Tunnel) waitQueue() {
+	t.state = stQueued
+	t.w.L.Arm(&t.timer, t.deadline)
 }
 
-// checkConnect looks at the outcome of a pending connect.
-func (t *Tunnel) checkConnect() {
-	pending, e := t.srv.connectResult()
-	if pending {
-		return
-	}
-	if e != 0 {
-		t.connectFailed()
-		return
-	}
-	w := t.w
-	if t.srv.xp.afterConnect(&t.srv, connectStep{l: w.L, pool: w.tlsOut,
-		within: handshakeWithin(w.L, t.deadline), ss: t.ss, owner: t, attempt: uint32(t.attempts)}) {
-		t.state = stHandshake // the server's TLS handshake (xprt_tls_upstream.go)
-		return
-	}
-	t.connected()
-}
+// noServer closes a tunnel no server can take.
+func (t *Tunnel) noServer() { t.close(closeNoServer) }
+
+// dropConn closes the server side of a failed connect.
+func (t *Tunnel) dropConn() { t.srv.close(t.w.L, false) }
+
+// gaveUp closes a tunnel whose last connect failed.
+func (t *Tunnel) gaveUp() { t.close(closeConnect) }
+
+// stepStarted: the server's TLS handshake runs (xprt_tls_upstream.go).
+func (t *Tunnel) stepStarted() { t.state = stHandshake }
 
 // stepCurrent: the transport's step of connect attempt number attempt
 // ended; the tunnel still waits for it unless a timeout, a retry or the
@@ -390,23 +289,17 @@ func (t *Tunnel) stepDone(err error) {
 		t.connectFailed()
 		return
 	}
-	t.connected()
+	t.established()
 	t.w.L.Wake(&t.srv.Task, loop.Urgent)
 }
 
-// connected: the server side is ready for bytes (TCP connected, and the
+// established: the server side is ready for bytes (TCP connected, and the
 // TLS handshake done for a TLS server): the tunnel is established.
-func (t *Tunnel) connected() {
+func (t *Tunnel) established() {
 	t.srv.Connected = true
 	t.state = stEstablished
 	t.lastIO = t.w.L.Now()
-	// The connect started at deadline - ConnectTimeout.
-	ct := t.lastIO - (t.deadline - int64(t.be.B.ConnectTimeout))
-	t.bs.ConnectNs.Add(ct)
-	t.bs.ConnectCount.Add(1)
-	t.ss.ConnectNs.Add(ct)
-	t.ss.ConnectCount.Add(1)
-	t.be.Stats.Timing(t.w.id).Connect.Observe(ct)
+	t.countConnect(t.lastIO)
 	if t.lg != nil {
 		t.lg.Connected = t.lastIO
 	}
@@ -437,7 +330,7 @@ func (t *Tunnel) process() {
 		}
 	}
 	if t.state == stConnecting {
-		t.checkConnect()
+		t.checkConnect(&t.srv, t)
 		if t.state == stClosed {
 			return
 		}
@@ -485,10 +378,8 @@ func (t *Tunnel) onTimer() {
 		}
 	case stQueued:
 		if now >= t.deadline {
-			t.queued()
-			t.w.dequeue(&t.wait)
+			t.queueTimeout()
 			t.fs.Timeouts.Add(1)
-			t.bs.NoServer.Add(1)
 			t.term = stats.Termination{'s', 'Q'}
 			t.close(closeNoServer)
 		} else {
@@ -632,7 +523,6 @@ func (t *Tunnel) close(why uint8) {
 	}
 	var srvName string
 	if bs := t.bs; bs != nil {
-		bs.ConnCur.Add(-1)
 		bs.BytesIn.Add(t.c2s.bytes)
 		bs.BytesOut.Add(t.s2c.bytes)
 		if why == closeAbort {
@@ -646,8 +536,7 @@ func (t *Tunnel) close(why uint8) {
 				ss.Aborts.Add(1)
 			}
 			srvName = s.Name
-			s.Release()
-			t.server = nil
+			t.releaseServer()
 		}
 	}
 	if t.lg != nil {

@@ -100,6 +100,8 @@ type connectStep struct {
 // thread, never after the pool's stop (errTLSStopped is nobody's: the
 // worker's CloseAll closes the connections).
 type connectOwner interface {
+	// stepStarted: the step runs; its end comes later (loop thread).
+	stepStarted()
 	// stepCurrent: attempt is still wanted (not given up meanwhile by a
 	// timeout, a retry, the client leaving). false: the side layer closes
 	// what the step opened; the owner releases what it kept for it.

@@ -76,6 +76,7 @@ func handshakeWithin(l *loop.Loop, deadline int64) time.Duration {
 // still wants the attempt (a stale one's established fd is closed here).
 func (x *tlsSock) afterConnect(s *Side, st connectStep) bool {
 	s.detach(st.l)
+	st.owner.stepStarted()
 	st.pool.start(x, st.within, func(x *tlsSock, err error) {
 		if err == errTLSStopped {
 			return // CloseAll closes the owner; maybe not on the loop thread
@@ -125,6 +126,9 @@ const (
 	hsActive       // the handshake owns the fd; sc is attached
 	hsOrphan       // given up while the handshake runs: its end recycles sc
 )
+
+// stepStarted: sc's handshake owns its fd until it ends.
+func (sc *srvConn) stepStarted() { sc.hs = hsActive }
 
 // stepCurrent: sc's handshake ended; given up meanwhile (hsOrphan), sc
 // goes back to the free list.
