@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"runtime"
 	"slices"
@@ -310,6 +311,23 @@ func sameSpec(a, b listen.BindSpec) bool {
 		a.Shards == b.Shards && slices.Equal(a.Threads, b.Threads)
 }
 
+// bindError is the ApplyError of a bind the OS refused to open (ptr is
+// the bind's pointer in the document). It names the address, and points at
+// the field to change: the port when it is taken (EADDRINUSE) or
+// privileged (EACCES), the address when no interface has it
+// (EADDRNOTAVAIL), else the bind. The errno stays reachable (errors.Is).
+func bindError(ptr, frontend, bind string, spec listen.BindSpec, err error) *config.ApplyError {
+	oe := osErr(err)
+	switch {
+	case errors.Is(oe, syscall.EADDRINUSE), errors.Is(oe, syscall.EACCES):
+		ptr += "/port"
+	case errors.Is(oe, syscall.EADDRNOTAVAIL):
+		ptr += "/address"
+	}
+	addr := net.JoinHostPort(spec.Address, strconv.Itoa(spec.Port))
+	return &config.ApplyError{Field: ptr, Object: "frontend " + frontend + " bind " + bind, Err: fmt.Errorf("%s: %w", addr, oe)}
+}
+
 // osErr extracts the errno of an OS refusal, for ApplyError.
 func osErr(err error) error {
 	var errno syscall.Errno
@@ -493,11 +511,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			b.front.Store(frontOf(id))
 			ln, err := group.Open(spec, b, e.accept)
 			if err != nil {
-				return fail(&config.ApplyError{
-					Field:  "/frontends/" + strconv.Itoa(i) + "/binds/" + strconv.Itoa(j),
-					Object: "frontend " + cf.Name + " bind " + cb.Name,
-					Err:    osErr(err),
-				})
+				return fail(bindError("/frontends/"+strconv.Itoa(i)+"/binds/"+strconv.Itoa(j), cf.Name, cb.Name, spec, err))
 			}
 			b.ln = ln
 			opened = append(opened, b)

@@ -132,8 +132,11 @@ func TestEngineBindConflictChangesNothing(t *testing.T) {
 	if !errors.As(err, &ae) {
 		t.Fatalf("apply with a taken port: %v, want *config.ApplyError", err)
 	}
-	if ae.Field != "/frontends/0/binds/2" || ae.Object != "frontend fe bind b3" {
-		t.Fatalf("ApplyError field %q object %q", ae.Field, ae.Object)
+	// The refusal names the address and points at the bind's port, the
+	// field to change (issue 23: "address already in use" named neither).
+	addr := "127.0.0.1:" + strconv.Itoa(taken.Addr().(*net.TCPAddr).Port)
+	if ae.Field != "/frontends/0/binds/2/port" || ae.Object != "frontend fe bind b3" || ae.Err.Error() != addr+": address already in use" {
+		t.Fatalf("ApplyError field %q object %q err %q", ae.Field, ae.Object, ae.Err)
 	}
 	if !errors.Is(err, config.ErrConflict) || !errors.Is(err, unix.EADDRINUSE) {
 		t.Fatalf("error %v does not unwrap to ErrConflict and EADDRINUSE", err)
