@@ -45,7 +45,7 @@ func TestDiffListsCertificates(t *testing.T) {
 	new := &Config{Certificates: []Certificate{{Name: "a", ChainSHA256: strings.Repeat("cd", 32)}, {Name: "c", ChainSHA256: sum}}}
 	old.Normalize()
 	new.Normalize()
-	if s := Diff(old, new).Summary(); s != "update certificate/a; create certificate/c; delete certificate/b" {
+	if s := Diff(old, new).Summary(); s != "update certificate/a (chain_sha256); create certificate/c; delete certificate/b" {
 		t.Fatalf("plan: %s", s)
 	}
 }

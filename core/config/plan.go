@@ -45,11 +45,18 @@ type Plan struct {
 // Empty reports whether the plan changes nothing.
 func (p Plan) Empty() bool { return len(p.Items) == 0 }
 
-// maxSummaryItems bounds Summary so a revision listing stays one line.
-const maxSummaryItems = 6
+// maxSummaryItems bounds Summary so a revision listing stays one line,
+// and maxSummaryFields the fields named per update.
+const (
+	maxSummaryItems  = 6
+	maxSummaryFields = 4
+)
 
 // Summary renders the plan on one line: "create backend/web; update
-// frontend/public" (at most six items, then "and N more"), or "no change".
+// backend/web/server/s1 (weight, admin_state)" (at most six items, then
+// "and N more"; an update names its changed fields, at most four, then
+// "+N"), or "no change". The fields are what tells one update of an
+// object from another in a revision list.
 func (p Plan) Summary() string {
 	if len(p.Items) == 0 {
 		return "no change"
@@ -68,6 +75,21 @@ func (p Plan) Summary() string {
 		b.WriteString(it.Op)
 		b.WriteByte(' ')
 		b.WriteString(it.Object)
+		if len(it.Fields) > 0 {
+			b.WriteString(" (")
+			for j, f := range it.Fields {
+				if j == maxSummaryFields {
+					b.WriteString(" +")
+					b.WriteString(strconv.Itoa(len(it.Fields) - j))
+					break
+				}
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(f)
+			}
+			b.WriteByte(')')
+		}
 	}
 	return b.String()
 }

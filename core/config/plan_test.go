@@ -165,6 +165,13 @@ func TestPlanSummary(t *testing.T) {
 		{Plan{Items: []PlanItem{{Object: "a", Op: "x"}, {Object: "b", Op: "x"}, {Object: "c", Op: "x"}, {Object: "d", Op: "x"},
 			{Object: "e", Op: "x"}, {Object: "f", Op: "x"}, {Object: "g", Op: "x"}, {Object: "h", Op: "x"}}},
 			"x a; x b; x c; x d; x e; x f; and 2 more"},
+		// An update names what it changed: two updates of one server read
+		// apart (issue 23).
+		{Plan{Items: []PlanItem{{Object: "backend/web/server/s1", Op: OpUpdate, Fields: []string{"weight"}}}},
+			"update backend/web/server/s1 (weight)"},
+		{Plan{Items: []PlanItem{{Object: "backend/web/server/s1", Op: OpUpdate, Fields: []string{"admin_state", "weight"}},
+			{Object: "frontend/pub", Op: OpUpdate, Fields: []string{"a", "b", "c", "d", "e", "f"}}}},
+			"update backend/web/server/s1 (admin_state, weight); update frontend/pub (a, b, c, d +2)"},
 	}
 	for _, tt := range tests {
 		if got := tt.plan.Summary(); got != tt.want {
