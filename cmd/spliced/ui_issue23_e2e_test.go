@@ -6,9 +6,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
@@ -302,4 +305,185 @@ func TestUICertificatesUpload(t *testing.T) {
 		t.Fatalf("certificates after the deletes: %v", got)
 	}
 	u.errs.check(t, "certificates upload")
+}
+
+// soonJS polls a JavaScript condition for up to d; when it stays false
+// the test is marked failed (and goes on, so that one run lists every
+// part that fails).
+func (u *uiTest) soonJS(d time.Duration, what, js string) bool {
+	u.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if evalJS[bool](u, js) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			u.t.Errorf("%s: not true within %v: %s", what, d, js)
+			return false
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval of a condition with a deadline
+	}
+}
+
+// TestUINewOperatorDetails (issue 23, item 14): the smaller things a new
+// operator met, each checked on its own (a failing part does not hide the
+// others): Escape asks before throwing a filled form away; a restore that
+// closes listeners says which; a bind on a taken port names the address
+// at the Port field; a TLS bind shows its handshake timeout; revisions
+// name the fields an update changed; an audit entry's "gen N" links to
+// the revision; the loop table's jargon has explanations; times have one
+// format; badges reach 4.5:1 contrast; row buttons have names that tell
+// them apart.
+func TestUINewOperatorDetails(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
+	t.Cleanup(origin.Close)
+	oport, _ := strconv.Atoi(origin.URL[strings.LastIndex(origin.URL, ":")+1:])
+	in := startSpliced(t, "")
+	cp, kp := certPEMFor(t, "site.test", 90*24*time.Hour)
+	in.MustDo(201, "POST", "/api/v1/certificates", fmt.Sprintf(`{"name":"site","cert_pem":%q,"key_pem":%q}`, cp, kp)) // gen 1
+	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":"web","servers":[{"name":"s1","address":"127.0.0.1","port":%d}]}`, oport)) // gen 2
+	port := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", fmt.Sprintf(`{"name":"pub","default_backend":"web","binds":[{"name":"b1","address":"127.0.0.1","port":%d}]}`, port)) // gen 3
+	in.MustDo(200, "PATCH", "/api/v1/backends/web/servers/s1", `{"weight":7}`)                                                                                        // gen 4
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	takenAddr := taken.Addr().String()
+
+	u := openUI(t, in, 180*time.Second)
+
+	// Jargon of the loop table: explained on hover and focus.
+	u.soonJS(5*time.Second, "the loop table's Tasklets and Accq full explained",
+		`(() => { const th = [...document.querySelectorAll('#loops-table th')];
+			const tip = (w) => { const x = th.find((e) => e.textContent === w); const a = x && x.querySelector('abbr[title]'); return a ? a.title : ''; };
+			return /urgent/.test(tip('Tasklets u/n/b')) && /accept queue/.test(tip('Accq full')); })()`)
+
+	// Badges: ink on ground at 4.5:1 at least (WCAG AA), green and blue too.
+	evalJS[bool](u, `(() => { const p = document.createElement('p'); p.id = 'badge-probe';
+		for (const k of ['ok', 'accent', 'warn', 'bad', '']) { const b = document.createElement('span'); b.className = 'badge ' + k; b.textContent = 'x'; p.append(b); }
+		document.getElementById('main').append(p); return true; })()`)
+	low := evalJS[string](u, `(() => {
+		const rgb = (s) => s.match(/[\d.]+/g).slice(0, 3).map(Number);
+		const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; }; const [r, g, b] = c.map(f); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+		const out = [];
+		for (const b of document.querySelectorAll('#badge-probe .badge')) {
+			const cs = getComputedStyle(b); const a = lum(rgb(cs.color)); const z = lum(rgb(cs.backgroundColor));
+			const r = (Math.max(a, z) + 0.05) / (Math.min(a, z) + 0.05);
+			if (r < 4.5) out.push(b.className + ' ' + r.toFixed(2));
+		}
+		document.getElementById('badge-probe').remove();
+		return out.join('; '); })()`)
+	if low != "" {
+		t.Errorf("badges under 4.5:1 contrast: %s", low)
+	}
+
+	// Escape on a filled form asks; "Keep editing" keeps it, "Discard" closes.
+	u.page("backends")
+	u.run("type in a new backend form",
+		chromedp.Click(chromedp.CSS(`#new-backend`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/name"] input`)),
+		chromedp.SendKeys(chromedp.CSS(`dialog[open] [data-ptr="/name"] input`), "api"),
+		chromedp.KeyEvent(kb.Escape))
+	if u.soonJS(3*time.Second, "Escape on a filled form asks first", `!!document.querySelector('dialog[open] button[data-confirm="no"]')`) {
+		if s := u.text(`dialog[open] .body`); !strings.Contains(s, "Discard") {
+			t.Errorf("the question reads %q", s)
+		}
+		u.run("keep editing", chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="no"]`)),
+			chromedp.WaitNotPresent(chromedp.CSS(`dialog[open] button[data-confirm]`)))
+		if v := evalJS[string](u, `(document.querySelector('dialog[open] [data-ptr="/name"] input') || {}).value || ''`); v != "api" {
+			t.Errorf("after Keep editing the form holds %q, want api", v)
+		}
+		u.run("Escape again, discard",
+			chromedp.Click(chromedp.CSS(`dialog[open] [data-ptr="/name"] input`)),
+			chromedp.KeyEvent(kb.Escape),
+			chromedp.WaitVisible(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)),
+			chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)),
+			chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
+	}
+	in.MustDo(404, "GET", "/api/v1/backends/api", nil)
+
+	// Row buttons: each one's accessible name says which object it acts on.
+	names := evalJS[[]string](u, `[...document.querySelectorAll('tr[data-server="web/s1"] button, section[data-backend="web"] .obj-head button')].map((b) => b.getAttribute('aria-label') || b.textContent)`)
+	for _, want := range []string{"Edit server web/s1", "Remove server web/s1", "Edit backend web", "Delete backend web", "Drain web/s1"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no button named %q among %q", want, names)
+		}
+	}
+
+	// A bind on a taken port: the Port field says which address is taken.
+	u.page("frontends")
+	if !slices.Contains(evalJS[[]string](u, `[...document.querySelectorAll('section[data-frontend="pub"] button')].map((b) => b.getAttribute('aria-label') || b.textContent)`), "Remove bind pub/b1") {
+		t.Error("the Remove button of bind pub/b1 is not named after it")
+	}
+	if s := u.text(`section[data-frontend="pub"] [data-handshake="pub"]`); s != "" {
+		t.Errorf("a frontend without TLS shows a handshake timeout %q", s)
+	}
+	_, tport, _ := net.SplitHostPort(takenAddr)
+	u.run("open add bind",
+		chromedp.Click(chromedp.CSS(`section[data-frontend="pub"] button[data-action="add-bind"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/port"] input`)))
+	u.fill(`dialog[open] [data-ptr="/address"] input`, "127.0.0.1")
+	u.fill(`dialog[open] [data-ptr="/port"] input`, tport)
+	// A TLS bind: the handshake timeout it brings is shown.
+	u.run("turn TLS on",
+		chromedp.Click(chromedp.CSS(`dialog[open] fieldset[data-ptr="/tls"] input[type="checkbox"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/tls/certificates"] select`)))
+	if s := u.text(`dialog[open] fieldset[data-ptr="/tls"]`); !strings.Contains(s, "5,000 ms") || !strings.Contains(s, "handshake_ms") {
+		t.Errorf("the TLS section does not say the handshake timeout it sets: %q", s)
+	}
+	u.run("submit", chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)))
+	u.waitJS(10*time.Second, "the refusal shown", `!!document.querySelector('dialog[open] .summary, dialog[open] .invalid')`)
+	if s := u.text(`dialog[open] [data-ptr="/port"] .err`); !strings.Contains(s, takenAddr) || !strings.Contains(s, "in use") {
+		t.Errorf("the Port field says %q, want the address %s in use (summary %q)", s, takenAddr, u.text(`dialog[open] .summary`))
+	}
+	u.errs.reset() // the 409 is logged by the browser as a failed request
+	u.run("close", chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="cancel"]`)), chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
+	// With a TLS bind (added by the API), the frontend shows its timeout.
+	in.MustDo(201, "POST", "/api/v1/frontends/pub/binds", fmt.Sprintf(`{"name":"b2","address":"127.0.0.1","port":%d,"tls":{"certificates":["site"]}}`, testutil.FreePort(t))) // gen 5
+	u.page("overview")
+	u.page("frontends")
+	if s := u.text(`section[data-frontend="pub"] [data-handshake="pub"]`); !strings.Contains(s, "5,000 ms") {
+		t.Errorf("the frontend's handshake timeout shown = %q, want 5,000 ms", s)
+	}
+
+	// Revisions: the weight change names its field; one time format.
+	u.page("revisions")
+	if s := u.text(`#revisions tr[data-generation="4"] .summary-cell`); !strings.Contains(s, "weight") {
+		t.Errorf("revision 4 reads %q, want the field it changed (weight)", s)
+	}
+	stamp := `/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/`
+	if s := evalJS[string](u, `document.querySelector('#revisions tr[data-generation="4"] td[data-label="When"]').title`); !evalJS[bool](u, stamp+`.test(`+strconv.Quote(s)+`)`) {
+		t.Errorf("revision time %q, want YYYY-MM-DD hh:mm:ss", s)
+	}
+	if l := evalJS[string](u, `(document.querySelector('button[data-action="restore"][data-generation="2"]') || {getAttribute: () => ''}).getAttribute('aria-label') || ''`); l != "Restore generation 2" {
+		t.Errorf("the Restore… button of generation 2 is named %q", l)
+	}
+	// A restore that closes listeners says which, and its button too.
+	u.run("ask to restore #2", chromedp.Click(chromedp.CSS(`button[data-action="restore"][data-generation="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)))
+	if s := u.text(`dialog[open]`); !strings.Contains(s, "closes 2 listeners") || !strings.Contains(s, fmt.Sprintf("127.0.0.1:%d", port)) || !strings.Contains(s, "pub/b1") {
+		t.Errorf("the restore question does not say what it closes: %q", s)
+	}
+	if s := u.text(`dialog[open] button[data-confirm="yes"]`); !strings.Contains(s, "close 2 listeners") {
+		t.Errorf("the restore button reads %q", s)
+	}
+	u.run("cancel", chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="no"]`)), chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
+
+	// Audit: "gen 4" links to revision 4, shown with what it changed.
+	u.page("audit")
+	u.waitJS(10*time.Second, "the audit entries", `!!document.querySelector('#audit-table tbody tr')`)
+	if s := evalJS[string](u, `(document.querySelector('#audit-table td[data-label="When"]') || {}).title || ''`); !evalJS[bool](u, stamp+`.test(`+strconv.Quote(s)+`)`) {
+		t.Errorf("audit time %q, want YYYY-MM-DD hh:mm:ss", s)
+	}
+	if u.soonJS(3*time.Second, "gen 4 is a link", `!!document.querySelector('#audit-table a[href="#/revisions/4"]')`) {
+		u.run("follow gen 4",
+			chromedp.Click(chromedp.CSS(`#audit-table a[href="#/revisions/4"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#page-revisions[data-ready="1"]`)))
+		u.soonJS(5*time.Second, "revision 4 marked and compared with 3",
+			`document.querySelector('#revisions tr[data-generation="4"]').classList.contains('picked') && document.getElementById('diff-from').value === '3' && document.getElementById('diff-to').value === '4'`)
+	}
+	u.shot("details")
+	u.errs.check(t, "new operator details")
 }

@@ -12,7 +12,7 @@
 // /api/v1/info says store.connected false: a banner under the header says
 // so until /api/v1/info says the store is back.
 
-import { h, clear, ago } from './dom.js';
+import { h, clear, ago, when as stamp } from './dom.js';
 import { get, onAnswer, loginShown } from './api.js';
 
 // nodesOf reads the nodes part of a write's answer ({status, data,
@@ -100,7 +100,7 @@ function showStale(on, since) {
   const s = since ? new Date(since) : null;
   staleSince = s && !Number.isNaN(s.getTime()) && s.getTime() > 0 ? s : '';
   const when = staleSince ? h('span', { id: 'store-since' }, ' since ',
-    h('time', { datetime: staleSince.toISOString(), title: staleSince.toLocaleString() }, staleSince.toLocaleTimeString()),
+    h('time', { datetime: staleSince.toISOString() }, stamp(staleSince)),
     h('span', { class: 'muted' }, ' (', h('span', { data: { ago: staleSince.toISOString() } }, ago(staleSince)), ')')) : '';
   clear(el).append(h('b', null, 'Configuration store unreachable'), when,
     ': showing this node\'s copy; changes are refused (HTTP 503) until it is back.');

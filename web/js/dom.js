@@ -97,7 +97,9 @@ export function toast(msg, kind = '') {
 }
 
 // modal opens a <dialog> holding content (built by build(close)) and resolves
-// with what close() was given; Escape resolves with undefined.
+// with what close() was given; Escape resolves with undefined, after
+// asking when a form in it was edited (a filled form is not thrown away
+// by one key).
 export function modal(build, { label = 'Dialog', wide = false } = {}) {
   return new Promise((resolve) => {
     const dlg = h('dialog', { 'aria-label': label });
@@ -114,7 +116,25 @@ export function modal(build, { label = 'Dialog', wide = false } = {}) {
       if (opener && opener.isConnected && typeof opener.focus === 'function') opener.focus();
       resolve(v);
     };
-    dlg.addEventListener('cancel', (e) => { e.preventDefault(); close(undefined); });
+    // edited: the operator typed or chose something in a form of it.
+    let edited = false;
+    const mark = (e) => { if (e.target.closest('form')) edited = true; };
+    dlg.addEventListener('input', mark);
+    dlg.addEventListener('change', mark);
+    let asking = false;
+    dlg.addEventListener('cancel', async (e) => {
+      e.preventDefault();
+      if (asking) return;
+      if (!edited) { close(undefined); return; }
+      asking = true;
+      const discard = await confirmBox('Discard the changes?', h('p', null, 'This form has changes that are not saved. Keep editing, or discard them and close the form.'),
+        { ok: 'Discard changes', cancel: 'Keep editing', danger: true });
+      asking = false;
+      if (discard) close(undefined);
+    });
+    // A browser may close a dialog without a cancelable cancel event (a
+    // second Escape without a user action between): resolve all the same.
+    dlg.addEventListener('close', () => close(undefined));
     dlg.appendChild(build(close));
     document.body.appendChild(dlg);
     dlg.showModal();
@@ -124,12 +144,12 @@ export function modal(build, { label = 'Dialog', wide = false } = {}) {
 }
 
 // confirmBox asks a yes/no question in a dialog; body may be a node.
-export function confirmBox(title, body, { ok = 'Confirm', danger = false } = {}) {
+export function confirmBox(title, body, { ok = 'Confirm', cancel = 'Cancel', danger = false } = {}) {
   return modal((close) => h('div', { class: 'body' },
     h('h2', { text: title }),
     body,
     h('div', { class: 'actions' },
-      btn('Cancel', { class: 'ghost', 'data-confirm': 'no' }, () => close(false)),
+      btn(cancel, { class: 'ghost', 'data-confirm': 'no' }, () => close(false)),
       btn(ok, { class: danger ? 'danger solid' : 'primary', 'data-confirm': 'yes' }, () => close(true)))), { label: title });
 }
 

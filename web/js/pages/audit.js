@@ -4,7 +4,7 @@
 // runs) are the API's (GET /api/v1/audit?actor=&object=&result=&dry_run=):
 // they select over the whole trail, and paging keeps them.
 
-import { h, clear, ago, badge, planList } from '../dom.js';
+import { h, clear, ago, badge, planList, when as stamp } from '../dom.js';
 import { jsonDiff, diffTable } from '../diff.js';
 import { request, ApiError } from '../api.js';
 import { notAvailable } from '../common.js';
@@ -82,14 +82,16 @@ export default async function audit(ctx, root) {
         const diff = e.diff ?? e.change ?? null;
         const when = e.time ?? e.ts;
         return h('tr', { class: e.dry_run ? 'dry' : null, data: { seq: String(e.seq ?? ''), dry: e.dry_run ? '1' : '0' } },
-          h('td', { 'data-label': 'When', title: str(when), class: 'nowrap' }, h('span', { data: { ago: str(when) } }, ago(when))),
+          h('td', { 'data-label': 'When', title: stamp(when), class: 'nowrap' }, h('span', { data: { ago: str(when) } }, ago(when))),
           h('td', { 'data-label': 'Who' }, h('div', null, h('b', null, actorOf(e)), h('div', { class: 'muted mono' }, str(e.remote ?? e.remote_addr ?? '')))),
           h('td', { 'data-label': 'Request', class: 'mono req' }, h('div', null, `${str(e.method)} `, breakable(str(e.path)), h('div', { class: 'muted' }, str(e.request_id ?? '')))),
           h('td', { 'data-label': 'Result' }, h('div', null,
             e.dry_run ? [badge('dry run', 'accent'), ' '] : null,
             badge(str(status || (typeof e.result === 'string' ? e.result : '')) || (ok ? 'ok' : 'refused'), ok === true ? 'ok' : ok === false ? 'bad' : ''),
             e.recovered ? [' ', badge(`recovered: ${e.recovered}`, 'warn')] : null,
-            e.generation !== undefined ? h('div', { class: 'muted' }, e.dry_run ? `at gen ${e.generation}, nothing changed` : `gen ${e.generation}`) : null,
+            e.generation !== undefined ? h('div', { class: 'muted' }, e.dry_run ? `at gen ${e.generation}, nothing changed`
+              : ok === false ? `gen ${e.generation}` // refused: no revision of its own
+                : h('a', { href: `#/revisions/${e.generation}`, 'data-gen-link': String(e.generation), 'aria-label': `Generation ${e.generation}: its revision` }, `gen ${e.generation}`)) : null,
             e.error ? h('div', { class: 'muted' }, str(e.error).replace(/^urn:spliced:problem:[a-z-]+:\s*/, '')) : null)),
           h('td', { 'data-label': 'Change', class: 'change' }, h('div', null,
             e.plan && e.plan.items && e.plan.items.length ? planList(e.plan) : null,

@@ -33,10 +33,10 @@ export default async function backends(ctx, root) {
         h('span', { class: 'be-state', data: { stateOf: b.name } }),
         h('span', { class: 'badge warn stale-note' }, 'stale'),
         canAdmin ? h('div', { class: 'actions' },
-          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-server', onclick: () => openForm(ctx, () => serverForm(ctx, b, null)) }, 'Add server'),
-          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-backend', onclick: () => openForm(ctx, () => backendForm(ctx, b)) }, 'Edit'),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-server', 'aria-label': `Add a server to backend ${b.name}`, onclick: () => openForm(ctx, () => serverForm(ctx, b, null)) }, 'Add server'),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-backend', 'aria-label': `Edit backend ${b.name}`, onclick: () => openForm(ctx, () => backendForm(ctx, b)) }, 'Edit'),
           h('button', {
-            type: 'button', class: 'btn small danger', 'data-write': '', 'data-action': 'delete-backend',
+            type: 'button', class: 'btn small danger', 'data-write': '', 'data-action': 'delete-backend', 'aria-label': `Delete backend ${b.name}`,
             onclick: async (e) => {
               if (await confirmDelete(ctx, e.target, `/api/v1/backends/${enc(b.name)}`, `Delete backend ${b.name}?`,
                 h('p', null, 'Frontends that use it must be changed first; the API refuses otherwise.'),
@@ -115,7 +115,7 @@ function serverTable(ctx, b, canAdmin, canServer) {
       let weightCell;
       if (canServer) {
         const w = h('input', { type: 'number', min: '0', max: '256', step: '1', value: String(s.weight ?? ''), 'aria-label': `Weight of ${id}`, 'data-weight': id });
-        const set = h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'weight', 'data-server': id }, 'Set');
+        const set = h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'weight', 'data-server': id, 'aria-label': `Set the weight of ${id}` }, 'Set');
         const go = (e) => act(ctx, set, async () => {
           const v = w.value.trim();
           await write(ctx, 'PATCH', path, { weight: /^\d+$/.test(v) ? Number(v) : v }, `Weight of ${id} set to ${v}`);
@@ -143,7 +143,7 @@ function serverTable(ctx, b, canAdmin, canServer) {
         canServer ? h('td', null, h('div', { class: 'inline' },
           h('div', { class: 'btngroup', role: 'group', 'aria-label': `Admin state of ${id}` }, STATES.map(([st, label]) => h('button', {
             type: 'button', class: 'btn small' + (s.admin_state === st ? ' on' : ''), 'aria-pressed': String(s.admin_state === st),
-            'data-write': '', 'data-action': st, 'data-server': id,
+            'data-write': '', 'data-action': st, 'data-server': id, 'aria-label': `${label} ${id}`,
             onclick: async (e) => {
               const btn = e.currentTarget;
               if (st !== 'ready' && lastUsable(ctx.live, b, s) && !await confirmBox(`${st === 'drain' ? 'Drain' : 'Put in maintenance'} the last usable server of ${b.name}?`,
@@ -157,9 +157,9 @@ function serverTable(ctx, b, canAdmin, canServer) {
               });
             },
           }, label))),
-          canAdmin ? h('button', { type: 'button', class: 'btn small ghost', 'data-write': '', 'data-action': 'edit-server', 'data-server': id, onclick: () => openForm(ctx, () => serverForm(ctx, b, s)) }, 'Edit') : null,
+          canAdmin ? h('button', { type: 'button', class: 'btn small ghost', 'data-write': '', 'data-action': 'edit-server', 'data-server': id, 'aria-label': `Edit server ${id}`, onclick: () => openForm(ctx, () => serverForm(ctx, b, s)) }, 'Edit') : null,
           canAdmin ? h('button', {
-            type: 'button', class: 'btn small ghost danger', 'data-write': '', 'data-action': 'remove-server', 'data-server': id,
+            type: 'button', class: 'btn small ghost danger', 'data-write': '', 'data-action': 'remove-server', 'data-server': id, 'aria-label': `Remove server ${id}`,
             onclick: async (e) => {
               if (await confirmDelete(ctx, e.target, path, `Remove server ${id}?`,
                 h('p', null, 'Its live connections continue; it gets no new one.'),

@@ -4,7 +4,7 @@
 // loop (PUT /api/v1/cpu-map) or an IRQ (PUT /api/v1/irqs/{irq}) from here:
 // the dialog shows the API's dry-run plan first and applies only that.
 
-import { h, clear, badge, num, rate, modal, btn, planList } from '../dom.js';
+import { h, clear, badge, num, rate, modal, btn, planList, when } from '../dom.js';
 import { get, tryGet, request, enc, ApiError } from '../api.js';
 import { notAvailable, writeToast } from '../common.js';
 
@@ -315,7 +315,7 @@ export default async function cpu(ctx, root) {
         el.textContent = rate(v, '');
       });
       root.dataset.reads = String(reads);
-      updated.textContent = `rates from the last two reads · updated ${new Date().toLocaleTimeString()}`;
+      updated.textContent = `rates from the last two reads · updated ${when(new Date())}`;
     } catch (e) {
       updated.textContent = `not updated: ${e.message}`;
     } finally {

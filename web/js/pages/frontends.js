@@ -34,9 +34,9 @@ export default async function frontends(ctx, root) {
         h('h2', null, f.name), badge(f.mode), badge(`splice ${f.splice}`, f.splice === 'off' ? '' : 'accent'),
         h('span', { class: 'muted' }, '→ ', f.default_backend ? h('a', { href: '#/backends' }, f.default_backend) : 'no default backend'),
         canAdmin ? h('div', { class: 'actions' },
-          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-bind', onclick: () => openForm(ctx, async () => bindForm(ctx, f, await freshCerts(certNames))) }, 'Add bind'),
-          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-frontend', onclick: () => openForm(ctx, async () => frontendForm(ctx, f, bks, await freshCerts(certNames))) }, 'Edit'),
-          h('button', { type: 'button', class: 'btn small danger', 'data-write': '', 'data-action': 'delete-frontend', onclick: del }, 'Delete')) : null),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'add-bind', 'aria-label': `Add a bind to frontend ${f.name}`, onclick: () => openForm(ctx, async () => bindForm(ctx, f, await freshCerts(certNames))) }, 'Add bind'),
+          h('button', { type: 'button', class: 'btn small', 'data-write': '', 'data-action': 'edit-frontend', 'aria-label': `Edit frontend ${f.name}`, onclick: () => openForm(ctx, async () => frontendForm(ctx, f, bks, await freshCerts(certNames))) }, 'Edit'),
+          h('button', { type: 'button', class: 'btn small danger', 'data-write': '', 'data-action': 'delete-frontend', 'aria-label': `Delete frontend ${f.name}`, onclick: del }, 'Delete')) : null),
       h('div', { class: 'kv' },
         h('span', null, 'maxconn ', h('b', null, f.maxconn ? num(f.maxconn) : 'global')),
         h('span', null, 'client timeout ', h('b', null, `${num(f.timeouts.client_ms)} ms`)),
@@ -44,7 +44,8 @@ export default async function frontends(ctx, root) {
         h('span', null, 'total ', cell('b', statKey('fe', f.name, 'connTotal'))),
         h('span', null, 'in ', cell('b', statKey('fe', f.name, 'bytesIn'), 'bytes')),
         h('span', null, 'out ', cell('b', statKey('fe', f.name, 'bytesOut'), 'bytes')),
-        h('span', null, 'access log ', h('b', null, f.access_log ? 'on' : 'off'))),
+        h('span', null, 'access log ', h('b', null, f.access_log ? 'on' : 'off')),
+        f.timeouts.handshake_ms ? h('span', { 'data-handshake': f.name }, 'TLS handshake timeout ', h('b', null, `${num(f.timeouts.handshake_ms)} ms`)) : null),
       f.mode === 'http' ? h('div', { class: 'kv', 'aria-label': `Responses of ${f.name}` },
         h('span', null, 'requests ', cell('b', statKey('fe', f.name, 'requests'))),
         ...['2xx', '3xx', '4xx'].map((c) => h('span', null, `${c} `, cell('b', statKey('fe', f.name, 's' + c)))),
@@ -64,7 +65,7 @@ export default async function frontends(ctx, root) {
           h('td', { class: 'mono' }, b.threads && b.threads.length ? b.threads.join(',') : 'all'),
           h('td', { class: 'tls' }, b.tls ? `${b.tls.certificates.join(', ')} · TLS ${b.tls.min_version}+${b.tls.client_ca ? ' · client certs ' + b.tls.client_auth : ''}` : '—'),
           h('td', null, canAdmin ? h('button', {
-            type: 'button', class: 'btn small ghost danger', 'data-write': '', 'data-action': 'remove-bind', 'data-bind': `${f.name}/${b.name}`,
+            type: 'button', class: 'btn small ghost danger', 'data-write': '', 'data-action': 'remove-bind', 'data-bind': `${f.name}/${b.name}`, 'aria-label': `Remove bind ${f.name}/${b.name}`,
             onclick: async (e) => {
               if (await confirmDelete(ctx, e.target, `/api/v1/frontends/${enc(f.name)}/binds/${enc(b.name)}`, `Remove bind ${f.name}/${b.name}?`,
                 h('p', null, `Stops listening on ${b.address}:${b.port}.`),
@@ -89,6 +90,20 @@ export default async function frontends(ctx, root) {
   return subscribe(ctx.live, { stats: () => paint(root, ctx.live) });
 }
 
+// HANDSHAKE_DEFAULT_MS is the handshake_ms the API gives a frontend with a
+// TLS bind (or SNI routes) that has none (core/config DefaultHandshakeMs).
+const HANDSHAKE_DEFAULT_MS = 5000;
+
+// handshakeNote says, in a bind's TLS section, how long its handshakes
+// may take: the frontend's timeouts.handshake_ms, which the API sets to
+// 5000 ms with the first TLS bind when it is not set (never silently).
+function handshakeNote(handshakeMs) {
+  const ms = handshakeMs();
+  return h('p', { class: 'hint tls-handshake', 'data-handshake-note': '' }, ms
+    ? `Handshake timeout: ${num(ms)} ms (the frontend's timeouts.handshake_ms): a client that has not finished its TLS handshake by then is closed.`
+    : `Handshake timeout: the frontend has none, so the API sets its timeouts.handshake_ms to ${num(HANDSHAKE_DEFAULT_MS)} ms with this bind: a client that has not finished its TLS handshake by then is closed. Change it in the frontend's Timeouts.`);
+}
+
 // freshCerts reads the certificates' names again into names (the array
 // the forms hold) and returns it.
 async function freshCerts(names) {
@@ -110,7 +125,7 @@ function httpSummary(o) {
   return (on.join(', ') || 'none added') + (o && o.max_body_size ? ` · body ≤ ${num(o.max_body_size)} B` : '');
 }
 
-function bindFields(model, base, certNames, mode) {
+function bindFields(model, base, certNames, mode, handshakeMs) {
   return [
     input(model, [...base, 'name'], 'Name', 'text', { required: true, placeholder: 'b1' }),
     input(model, [...base, 'address'], 'Address', 'text', { required: true, placeholder: '0.0.0.0' }),
@@ -118,7 +133,7 @@ function bindFields(model, base, certNames, mode) {
     input(model, [...base, 'shards'], 'Shards', 'int', { min: 0, placeholder: '0' }),
     input(model, [...base, 'backlog'], 'Backlog', 'int', { min: 0, placeholder: 'default' }),
     intList(model, [...base, 'threads'], 'Threads', { placeholder: 'all', hint: 'loops that accept on it: 0, 1, …' }),
-    tlsFields(model, base, certNames, mode),
+    tlsFields(model, base, certNames, mode, handshakeMs),
   ];
 }
 
@@ -144,7 +159,7 @@ export function defaultBindAddress() {
 // tlsFields edits the tls member of the bind at base: the checkbox adds
 // it (certificates to choose) or removes it. Members the form does not
 // show (ciphers, client_cert_header_prefix) are kept as GET returned them.
-function tlsFields(model, base, certNames, mode) {
+function tlsFields(model, base, certNames, mode, handshakeMs) {
   const path = [...base, 'tls'];
   const box = h('div', { class: 'fields' });
   // The certificates are read again when the form opens and with this
@@ -170,7 +185,8 @@ function tlsFields(model, base, certNames, mode) {
       listInput(model, [...path, 'alpn'], 'ALPN', { placeholder: mode === 'http' ? 'http/1.1' : 'none', hint: 'comma-separated' }),
       input(model, [...path, 'client_auth'], 'Client certificates', 'select',
         { options: [['', 'default (required with a CA)'], 'required', 'optional'], optional: true }),
-      textArea(model, [...path, 'client_ca'], 'Client CA (PEM)', { placeholder: 'empty: no client certificate asked' }));
+      textArea(model, [...path, 'client_ca'], 'Client CA (PEM)', { placeholder: 'empty: no client certificate asked' }),
+      handshakeNote(handshakeMs));
   };
   const on = h('input', {
     type: 'checkbox', checked: !!getAt(model, path), 'aria-label': 'Terminate TLS on this bind',
@@ -257,11 +273,12 @@ async function frontendForm(ctx, f, backends, certNames) {
         input(model, ['timeouts', 'client_ms'], 'Client', 'int', { min: 0, placeholder: '30000' }),
         input(model, ['timeouts', 'tunnel_ms'], 'Tunnel', 'int', { min: 0, placeholder: '3600000' }),
         input(model, ['timeouts', 'http_request_ms'], 'HTTP request', 'int', { min: 0 }),
-        input(model, ['timeouts', 'http_keep_alive_ms'], 'HTTP keep-alive', 'int', { min: 0 }))),
+        input(model, ['timeouts', 'http_keep_alive_ms'], 'HTTP keep-alive', 'int', { min: 0 }),
+        input(model, ['timeouts', 'handshake_ms'], 'TLS handshake', 'int', { min: 0, placeholder: `${HANDSHAKE_DEFAULT_MS} with TLS`, hint: 'a TLS handshake (or an SNI route\'s ClientHello) must end within it' }))),
       rows(model, ['binds'], {
         title: 'Binds', add: 'Add bind row',
         blank: (i) => ({ name: `b${i + 1}`, address: defaultBindAddress() }),
-        rowFn: (p) => bindFields(model, p, certNames, model.mode),
+        rowFn: (p) => bindFields(model, p, certNames, model.mode, () => getAt(model, ['timeouts', 'handshake_ms'])),
       }),
       httpBox,
       routesBox);
@@ -286,7 +303,7 @@ async function frontendForm(ctx, f, backends, certNames) {
 
 function bindForm(ctx, f, certNames) {
   const model = { name: `b${f.binds.length + 1}`, address: f.binds[0] ? f.binds[0].address : defaultBindAddress() };
-  const fields = bindFields(model, [], certNames, f.mode);
+  const fields = bindFields(model, [], certNames, f.mode, () => f.timeouts && f.timeouts.handshake_ms);
   const tls = fields.pop(); // a fieldset of its own under the grid of fields
   return modal((close) => formShell(`Add a bind to ${f.name}`, h('div', { data: { ptr: '/' } }, h('div', { class: 'fields' }, fields), tls), {
     submitLabel: 'Add', preview: true, onCancel: () => close(),

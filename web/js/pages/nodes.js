@@ -5,7 +5,7 @@
 // (one small document); the tables are redrawn only when it changed, and
 // the focus stays on the control that had it.
 
-import { h, clear, badge, ago, num, confirmBox } from '../dom.js';
+import { h, clear, badge, ago, num, confirmBox, when as stamp } from '../dom.js';
 import { get, tryGet, loginShown, request } from '../api.js';
 import { noteStore } from '../cluster.js';
 import { notAvailable, act, write } from '../common.js';
@@ -53,7 +53,7 @@ function adminLink(addr) {
 function when(t) {
   if (!t || String(t).startsWith('0001-')) return h('span', { class: 'muted' }, '—');
   const d = new Date(t);
-  return h('span', { data: { ago: t }, title: Number.isNaN(d.getTime()) ? String(t) : d.toLocaleString() }, ago(t));
+  return h('span', { data: { ago: t }, title: Number.isNaN(d.getTime()) ? String(t) : stamp(d) }, ago(t));
 }
 
 export default async function nodes(ctx, root) {

@@ -219,7 +219,8 @@ export default async function overview(ctx, root) {
     const maxAvg = Math.max(1, ...act.map((l) => l.avgLoopUs || 0));
     const t = (l) => (l.tasklets ? l.tasklets.map((x) => num(x)).join(' / ') : '—');
     loops.append(h('table', { id: 'loops-table' },
-      h('thead', null, h('tr', null, ['Loop', 'Loops', 'Poll I/O', 'Tasklets u/n/b', 'Avg loop', 'Accepted', 'Accq full', 'Splice', 'Pipes'].map((x, i) => h('th', { class: i ? 'num' : '' }, x)))),
+      h('thead', null, h('tr', null, LOOP_COLUMNS.map(([x, tip], i) => h('th', { class: i ? 'num' : '' },
+        tip ? h('abbr', { title: tip, tabindex: '0', 'aria-label': `${x}: ${tip}` }, x) : x)))),
       h('tbody', null, act.map((l) => h('tr', null,
         h('td', null, `#${l.id}`),
         h('td', { class: 'num' }, num(l.loops)),
@@ -244,6 +245,20 @@ export default async function overview(ctx, root) {
   const off = subscribe(live, { stats: onStats, activity: paintLoops, clock: paintSince });
   return () => { off(); if (charts) charts.forEach((c) => c.destroy()); };
 }
+
+// LOOP_COLUMNS are the loop table's headings and what each one means
+// (HAProxy's "show activity" words, explained on hover and focus).
+const LOOP_COLUMNS = [
+  ['Loop', 'the loop thread\'s number'],
+  ['Loops', 'rounds of the event loop since start'],
+  ['Poll I/O', 'rounds in which epoll returned I/O events'],
+  ['Tasklets u/n/b', 'tasklets run per class: urgent (I/O wake-ups) / normal (requests, timers) / bulk (transfers that used their per-round byte cap)'],
+  ['Avg loop', 'average time of one round of the loop'],
+  ['Accepted', 'connections this loop accepted'],
+  ['Accq full', 'accepted connections kept by this loop because the target loop\'s accept queue (ring) was full'],
+  ['Splice', 'bytes moved with splice(2), kernel to kernel'],
+  ['Pipes', 'pipes of the pipe pool in use'],
+];
 
 // firstVisit is the guide of an install without frontend: a backend
 // first (where connections go), then a frontend (where they come in).
