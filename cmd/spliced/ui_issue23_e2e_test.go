@@ -340,11 +340,11 @@ func TestUINewOperatorDetails(t *testing.T) {
 	oport, _ := strconv.Atoi(origin.URL[strings.LastIndex(origin.URL, ":")+1:])
 	in := startSpliced(t, "")
 	cp, kp := certPEMFor(t, "site.test", 90*24*time.Hour)
-	in.MustDo(201, "POST", "/api/v1/certificates", fmt.Sprintf(`{"name":"site","cert_pem":%q,"key_pem":%q}`, cp, kp)) // gen 1
+	in.MustDo(201, "POST", "/api/v1/certificates", fmt.Sprintf(`{"name":"site","cert_pem":%q,"key_pem":%q}`, cp, kp))                          // gen 1
 	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":"web","servers":[{"name":"s1","address":"127.0.0.1","port":%d}]}`, oport)) // gen 2
 	port := testutil.FreePort(t)
 	in.MustDo(201, "POST", "/api/v1/frontends", fmt.Sprintf(`{"name":"pub","default_backend":"web","binds":[{"name":"b1","address":"127.0.0.1","port":%d}]}`, port)) // gen 3
-	in.MustDo(200, "PATCH", "/api/v1/backends/web/servers/s1", `{"weight":7}`)                                                                                        // gen 4
+	in.MustDo(200, "PATCH", "/api/v1/backends/web/servers/s1", `{"weight":7}`)                                                                                       // gen 4
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
