@@ -6,12 +6,9 @@ package main
 // through each node's own address ("${NODE_ADDRESS}" binds).
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
-	"os/exec"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -372,88 +369,4 @@ func readmeClusterBlocks(t *testing.T) []string {
 		}
 	}
 	return blocks
-}
-
-// TestClusterReadme runs the README's Cluster section: the three
-// `bin/spliced --store …` commands of its start block are started as
-// written (etcd is the test's embedded one; admin ports and state
-// directories are the test's), then every other cluster block runs in bash
-// against them, with a real origin behind the example's server.
-func TestClusterReadme(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Fatal("curl is needed (make test installs it)")
-	}
-	blocks := readmeClusterBlocks(t)
-	if len(blocks) < 2 {
-		t.Fatalf("README has %d cluster blocks, want the start block and the walk-through", len(blocks))
-	}
-	c := newTestCluster(t, 1)
-	const readmeStore = "etcd://127.0.0.1:2379/spliced"
-	repl := []string{"bin/spliced", buildBinary(t)}
-	for _, line := range shellCommands(blocks[0]) {
-		if !strings.HasPrefix(line, "bin/spliced ") {
-			continue
-		}
-		f := strings.Fields(strings.TrimSuffix(line, "&"))[1:]
-		var args []string
-		var name, address, admin string
-		for i := 0; i+1 < len(f); i += 2 {
-			switch f[i] {
-			case "--admin-addr":
-				admin = f[i+1]
-			case "--state-dir":
-			case "--store":
-				if f[i+1] != readmeStore {
-					t.Fatalf("README node with --store %s, the test expects %s", f[i+1], readmeStore)
-				}
-				args = append(args, f[i], c.storeURL())
-			default:
-				switch f[i] {
-				case "--node-name":
-					name = f[i+1]
-				case "--node-address":
-					address = f[i+1]
-				}
-				args = append(args, f[i], f[i+1])
-			}
-		}
-		if name == "" || address == "" || admin == "" {
-			t.Fatalf("README node line without --node-name, --node-address or --admin-addr: %s", line)
-		}
-		n := c.startNodeArgs(name, address, t.TempDir(), fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), args)
-		c.nodes[name] = n
-		repl = append(repl, admin, n.Admin)
-	}
-	if len(c.nodes) != 3 {
-		t.Fatalf("README start block starts %d nodes, want 3", len(c.nodes))
-	}
-	testutil.Eventually(t, 10*time.Second, func() bool { return len(c.all()[0].cluster(t).Nodes) == 3 }, "three nodes in /api/v1/cluster")
-	origin, port := clusterOrigin(t), testutil.FreePort(t)
-	repl = append(repl, `"port":8080`, fmt.Sprintf(`"port":%d`, port), ":8080/", fmt.Sprintf(":%d/", port),
-		`"port":8081`, fmt.Sprintf(`"port":%d`, origin))
-	var out bytes.Buffer
-	for _, block := range blocks[1:] {
-		script := strings.NewReplacer(repl...).Replace(block)
-		o, err := exec.Command("bash", "-euo", "pipefail", "-c", script).CombinedOutput()
-		out.Write(o)
-		if err != nil {
-			t.Fatalf("README cluster block failed: %v\n--- block\n%s\n--- output\n%s", err, block, o)
-		}
-	}
-	for _, want := range []string{"127.0.0.2 200", "127.0.0.3 200", "127.0.0.4 200"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("README cluster blocks' output lacks %q:\n%s", want, out.String())
-		}
-	}
-	if !regexp.MustCompile(`(?i)x-spliced-nodes-applied: a,b,c`).MatchString(out.String()) {
-		t.Errorf("the change on c was not applied by a, b and c:\n%s", out.String())
-	}
-	var gens []int64
-	for _, n := range c.all() {
-		in, _ := n.info()
-		gens = append(gens, in.RunningGeneration)
-	}
-	if gens[0] == 0 || gens[0] != gens[1] || gens[1] != gens[2] {
-		t.Errorf("running generations after the README: %v, want the same on a, b, c", gens)
-	}
 }
