@@ -162,6 +162,15 @@ func (in *instance) Pid() int { return in.cmd.Process.Pid }
 // Logs returns what the process printed so far.
 func (in *instance) Logs() string { return in.logs.String() }
 
+// waitLog waits until the process has printed s. A line the process wrote
+// before an API answer reaches Logs later, through a pipe and the
+// goroutine of exec.Cmd that copies it: read at once after the answer, it
+// can be missing.
+func (in *instance) waitLog(t testing.TB, s string) {
+	t.Helper()
+	testutil.Eventually(t, 5*time.Second, func() bool { return strings.Contains(in.logs.String(), s) }, "the log line %q", s)
+}
+
 // apiResponse is a decoded admin API answer.
 type apiResponse struct {
 	Status int

@@ -201,14 +201,13 @@ func countLines(logs, substr string) int {
 // receives traffic again; a killed origin goes down the same way; removing
 // the health check sets every server up.
 func TestHealthCheckDownAndBackUp(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "", "--log-format", "text")
 	a, b := newHealthOrigin(t, "A"), newHealthOrigin(t, "B")
 	port := setupHealth(t, in, map[string]any{
 		"type": "http", "path": "/health", "interval_ms": 100, "timeout_ms": 100, "rise": 2, "fall": 2,
 	}, a.server("s1"), b.server("s2"))
-	if !strings.Contains(in.Logs(), `msg="health checks started" backend=web type=http`) {
-		t.Errorf("no log line for the checks started:\n%s", in.Logs())
-	}
+	in.waitLog(t, `msg="health checks started" backend=web type=http`)
 	testutil.Eventually(t, 5*time.Second, func() bool {
 		return a.checks.Load() >= 2 && b.checks.Load() >= 2 && serverState(t, in, "s1") == "up" && serverState(t, in, "s2") == "up"
 	}, "both origins checked and up")
@@ -227,9 +226,7 @@ func TestHealthCheckDownAndBackUp(t *testing.T) {
 	if a.failed.Load() < 2 {
 		t.Errorf("s1 down after %d failed checks, fall is 2", a.failed.Load())
 	}
-	if !strings.Contains(in.Logs(), `backend=web server=s1 from=up to=down reason="status 503" check=http`) {
-		t.Errorf("no down line with the reason in the logs:\n%s", in.Logs())
-	}
+	in.waitLog(t, `backend=web server=s1 from=up to=down reason="status 503" check=http`)
 	hits := a.hits.Load()
 	for i := range 10 {
 		if got := who(t, port); got != "B" {
@@ -245,6 +242,8 @@ func TestHealthCheckDownAndBackUp(t *testing.T) {
 	// down through both.
 	mustOK(t, in.Do("PATCH", "/api/v1/backends/web", map[string]any{"timeouts": map[string]any{"connect_ms": 900}}), "connect_ms")
 	mustOK(t, in.Do("PATCH", "/api/v1/backends/web", map[string]any{"health_check": map[string]any{"interval_ms": 110, "timeout_ms": 100}}), "interval")
+	testutil.Eventually(t, 5*time.Second, func() bool { return countLines(in.Logs(), `msg="health checks started" backend=web`) >= 2 },
+		"the restarted checks logged")
 	if n := countLines(in.Logs(), `msg="health checks started" backend=web`); n != 2 {
 		t.Errorf("health checks started %d times, want 2 (first config, changed interval)", n)
 	}
@@ -271,9 +270,7 @@ func TestHealthCheckDownAndBackUp(t *testing.T) {
 	// Killed while up: the port refuses, s1 goes down, clients only see B.
 	a.kill()
 	testutil.Eventually(t, 5*time.Second, func() bool { return serverState(t, in, "s1") == "down" }, "killed s1 down")
-	if !strings.Contains(in.Logs(), `backend=web server=s1 from=up to=down reason="connection refused"`) {
-		t.Errorf("no down line with connection refused:\n%s", in.Logs())
-	}
+	in.waitLog(t, `backend=web server=s1 from=up to=down reason="connection refused"`)
 	for i := range 6 {
 		if got := who(t, port); got != "B" {
 			t.Fatalf("connection %d answered by %q with s1 dead", i, got)
@@ -286,9 +283,7 @@ func TestHealthCheckDownAndBackUp(t *testing.T) {
 	// No health check any more: every server is up again (s1 is still
 	// dead; the tcp retry then reaches s2).
 	mustOK(t, in.Do("PATCH", "/api/v1/backends/web", map[string]any{"health_check": nil}), "remove health check")
-	if !strings.Contains(in.Logs(), `msg="health checks stopped: servers considered up" backend=web`) {
-		t.Errorf("no log line for the removed checks:\n%s", in.Logs())
-	}
+	in.waitLog(t, `msg="health checks stopped: servers considered up" backend=web`)
 	if r := in.Do("GET", "/api/v1/stats", nil); r.Status == http.StatusOK {
 		if st := serverState(t, in, "s1"); st != "up" {
 			t.Errorf("s1 is %s after the health check was removed", st)
@@ -338,6 +333,7 @@ func TestHealthCheckFallRespected(t *testing.T) {
 // TestHealthCheckNoFDLeak: checks against a dead server and a live one
 // leave the process's fd count where it was.
 func TestHealthCheckNoFDLeak(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "", "--log-format", "text")
 	a := newHealthOrigin(t, "A")
 	dead := testutil.FreePort(t)

@@ -74,9 +74,7 @@ func TestLowFdLimitDerivesAFittingMaxconnAndWarns(t *testing.T) {
 			if h.Status != "ready" || len(h.Warnings) != 1 || !strings.Contains(h.Warnings[0], "fd limit (RLIMIT_NOFILE) is 1024") {
 				t.Fatalf("readyz %+v", h)
 			}
-			if !strings.Contains(in.Logs(), "the fd limit lowers maxconn") {
-				t.Fatalf("no warning in the log:\n%s", in.Logs())
-			}
+			in.waitLog(t, "the fd limit lowers maxconn")
 		})
 	}
 }

@@ -277,6 +277,7 @@ type auditEntry struct {
 
 // TestObsAuditTrailOneEntryPerWriteSurvivesRestart.
 func TestObsAuditTrailOneEntryPerWriteSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := startSpliced(t, dir)
 	o := newTCPOrigin(t, "a")
@@ -330,6 +331,8 @@ func TestObsJSONLogsAndAccessLog(t *testing.T) {
 		}
 		return out
 	}
+	// Logged before the API answered, read through a pipe: wait for it.
+	testutil.Eventually(t, 5*time.Second, func() bool { return len(lines("bind opened")) > 0 }, "the bind opened line")
 	if b := lines("bind opened"); len(b) != 1 || b[0]["frontend"] != "pub" || b[0]["bind"] != "b1" {
 		t.Fatalf("bind opened lines: %v", b)
 	}
