@@ -405,6 +405,7 @@ func TestApplyFailureIs409AndChangesNothing(t *testing.T) {
 }
 
 func TestErrorStatuses(t *testing.T) {
+	t.Parallel()
 	deep := strings.Repeat(`{"a":`, 40) + "1" + strings.Repeat("}", 40)
 	cases := []struct {
 		name               string

@@ -173,6 +173,7 @@ func openAPIRoles(t testing.TB) map[string]string {
 // TestRoleMatrix: every route, as no token, a bad token, viewer, operator
 // and admin: allowed (any answer but 401/403), 401 or 403.
 func TestRoleMatrix(t *testing.T) {
+	t.Parallel()
 	docRoles := openAPIRoles(t)
 	f := newSecFixture(t, true, Options{})
 	f.seed(t)
@@ -303,6 +304,7 @@ func TestOperatorMayChangeOnlyAdminStateAndWeight(t *testing.T) {
 }
 
 func TestHostAndOriginChecks(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		addr   string

@@ -68,6 +68,7 @@ func (f *fixture) install(t testing.TB, c *config.Config) {
 // document of issue 13: 413). Beyond it, and for the other requests beyond
 // --admin-max-body, 413.
 func TestPutConfigTakesBackTheDocumentGetGives(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("13 000 objects")
 	}

@@ -662,6 +662,7 @@ func TestAuditRecoveryTellsAnotherNodesGeneration(t *testing.T) {
 // streams as a config event once the node adopts it (its own writes keep
 // their actor and node).
 func TestAdoptedGenerationIsAConfigEvent(t *testing.T) {
+	t.Parallel()
 	f, _, hs := newHookedClusterFixture(t)
 	f.seed(t)
 	srv := httptest.NewServer(f.h)

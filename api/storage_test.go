@@ -72,6 +72,7 @@ func (f *fixture) waitReady(t *testing.T) {
 // changes nothing, and /readyz says not ready with the reason until writes
 // are possible again.
 func TestFullOrReadOnlyStateDirIs507Or503AndNotReady(t *testing.T) {
+	t.Parallel()
 	dir := mountSmallTmpfs(t)
 	f := newFixtureIn(t, dir)
 	f.seed(t)

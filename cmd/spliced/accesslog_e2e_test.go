@@ -24,6 +24,7 @@ import (
 // are exact; GET /api/v1/logs lists the same entries; SIGHUP reopens the
 // file after a rotation.
 func TestAccessLogFileHTTPTerminations(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "access.log")
 	in := startSpliced(t, "", "--access-log-file", logPath)

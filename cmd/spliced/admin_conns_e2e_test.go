@@ -69,6 +69,7 @@ func closeAll(cs []net.Conn) {
 }
 
 func TestAnonymousConnectionsCannotLockOutAdmins(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	admin := newToken(t, dir, "admin", "root")
 	in := startSpliced(t, dir) // --admin-max-conns 128
@@ -81,6 +82,7 @@ func TestAnonymousConnectionsCannotLockOutAdmins(t *testing.T) {
 }
 
 func TestSlowHeaderConnectionsCannotLockOutAdmins(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	admin := newToken(t, dir, "admin", "root")
 	in := startSpliced(t, dir) // --admin-max-conns 128
@@ -94,6 +96,7 @@ func TestSlowHeaderConnectionsCannotLockOutAdmins(t *testing.T) {
 // A refused request closes its connection (Connection: close), whatever
 // refused it: a bad Host (403), no token (401), a bad token (401).
 func TestRefusedRequestsCloseTheConnection(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	newToken(t, dir, "admin", "root")
 	in := startSpliced(t, dir)
@@ -199,6 +202,7 @@ func TestIdleAnonymousConnectionsAreClosed(t *testing.T) {
 // 128 viewer event streams used to hold every admin connection: streams
 // are capped per token (429) and in all (503), below --admin-max-conns.
 func TestViewerStreamsCannotLockOutAdmins(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	admin := newToken(t, dir, "admin", "root")
 	var viewers []string
@@ -241,6 +245,7 @@ func TestViewerStreamsCannotLockOutAdmins(t *testing.T) {
 // admitted request: 128 of them used to hold every slot, and an admin
 // waited 30 s for one.
 func TestViewerUnreadBodiesCannotLockOutAdmins(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	admin := newToken(t, dir, "admin", "root")
 	viewer := newToken(t, dir, "viewer", "v")

@@ -74,6 +74,7 @@ func expectServed(t *testing.T, port int, nodes ...*clusterNode) {
 // there (reported in the answer and /api/v1/cluster) and applied elsewhere;
 // a node killed and restarted rejoins at the current generation.
 func TestClusterThreeNodes(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 1, "a", "b", "c")
 	a, b, cn := c.nodes["a"], c.nodes["b"], c.nodes["c"]
 	origin, port := clusterOrigin(t), testutil.FreePort(t)

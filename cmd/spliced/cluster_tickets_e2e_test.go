@@ -17,6 +17,7 @@ import (
 // session ticket keys (P/tls/ticket-keys), so a session of node a resumes
 // on node b; keys set through the API of one node are used by both.
 func TestClusterTicketKeysEndToEnd(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 1, "a", "b")
 	a, b := c.nodes["a"], c.nodes["b"]
 	type view struct {

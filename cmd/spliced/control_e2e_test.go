@@ -120,6 +120,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 // TestRestartResumesStateWithoutFlags checks that a SIGTERM'd instance comes
 // back with the same document and revision history from its state directory.
 func TestRestartResumesStateWithoutFlags(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"api","servers":[{"name":"a1","address":"127.0.0.1","port":9001,"weight":7}]}`)
 	in.MustDo(201, "POST", "/api/v1/backends/api/servers", `{"name":"a2","address":"localhost","port":9002}`)
@@ -215,6 +216,7 @@ func TestAdminRefusesNonLoopbackWithoutTokens(t *testing.T) {
 
 // TestValidateCommand checks `spliced validate FILE`.
 func TestValidateCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.json")
 	bad := filepath.Join(dir, "bad.json")
@@ -277,6 +279,7 @@ func readmeAllShellBlocks(t *testing.T) []string {
 // shows a user works as written. Addresses, ports, the state directory and
 // the spliced command are pointed at the test's instance.
 func TestReadmeEveryShellBlock(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is needed (make test installs it)")
 	}

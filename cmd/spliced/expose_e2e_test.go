@@ -20,6 +20,7 @@ import (
 // in front whose clients all share the loopback address: without a token
 // the API would be open to each of them.
 func TestAdminHostNeedsAToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	// A refusal exits at once; one that starts serves until killed.
@@ -60,6 +61,7 @@ func TestAdminHostNeedsAToken(t *testing.T) {
 // Where the config, the tokens and the audit log live is shown to admins
 // only: not to viewers or operators, not in a 401.
 func TestStateDirShownToAdminsOnly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	toks := map[string]string{}
 	for _, role := range []string{"admin", "operator", "viewer"} {

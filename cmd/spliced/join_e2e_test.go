@@ -15,6 +15,7 @@ import (
 // it started empty (generation 0, no frontends, /readyz ready), its
 // config.json ignored.
 func TestSingleNodeJoiningAnEmptyStoreKeepsItsConfig(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o700); err != nil {

@@ -13,6 +13,7 @@ import (
 // "${NODE_ADDRESS}", after a write and again after a restart (the start's
 // apply goes through the node's effective config too).
 func TestSingleNodeBindsItsNodeAddress(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	flags := []string{"--node-name", "edge-2", "--node-address", "127.0.0.2"}
 	in := startSpliced(t, dir, flags...)

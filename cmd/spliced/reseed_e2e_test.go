@@ -19,6 +19,7 @@ import (
 // restarted serves its cached generation (its certificate included) and
 // seeds the store with it, where the other node finds it.
 func TestClusterRecoversWhenEtcdGoesBack(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 1, "a", "b")
 	a, b := c.nodes["a"], c.nodes["b"]
 	a.MustDo(201, "POST", "/api/v1/backends?wait_ms=10000", map[string]any{"name": "web", "mode": "tcp", "servers": []any{}})

@@ -56,6 +56,7 @@ func newToken(t *testing.T, dir, role, name string) string {
 func bearerHdr(tok string) string { return "Authorization: Bearer " + tok }
 
 func TestTokenCommandAddListRevoke(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	secret := newToken(t, dir, "operator", "ci")
 	if !strings.HasPrefix(secret, "spliced_") || strings.ContainsAny(secret, " \n") {
@@ -89,6 +90,7 @@ func TestTokenCommandAddListRevoke(t *testing.T) {
 }
 
 func TestUnixSocketAdminIsOpenToItsOwnerOnly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "admin.sock")
 	client := &http.Client{Transport: &http.Transport{
@@ -134,6 +136,7 @@ func TestUnixSocketAdminIsOpenToItsOwnerOnly(t *testing.T) {
 }
 
 func TestNonLoopbackAdminNeedsAToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	port := testutil.FreePort(t)
 	addr := fmt.Sprintf("0.0.0.0:%d", port)
@@ -160,6 +163,7 @@ func TestNonLoopbackAdminNeedsAToken(t *testing.T) {
 }
 
 func TestRolesAndRevocationThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	admin := newToken(t, dir, "admin", "root")
 	viewer := newToken(t, dir, "viewer", "dashboard")
@@ -463,6 +467,7 @@ func hostileBodies() map[string]string {
 // endpoint through the binary: every answer is a 4xx problem, and the
 // config is byte for byte what it was.
 func TestHostileInputNeverChangesTheConfig(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	origin := testutil.FreePort(t)
 	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "web", "servers": []map[string]any{

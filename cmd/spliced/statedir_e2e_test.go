@@ -63,6 +63,7 @@ func stateSnapshot(t *testing.T, dir string) map[string]string {
 }
 
 func TestSecondProcessOnTheSameStateDirIsRefused(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"web","servers":[]}`)
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"web2","servers":[]}`)

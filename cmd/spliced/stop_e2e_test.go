@@ -19,6 +19,7 @@ import (
 // connection closes after it, a tcp tunnel runs until tuning.grace_ms ends
 // and is closed then, and the process exits right after.
 func TestSIGTERMSoftStop(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	const graceMs = 3000
 	in.MustDo(200, "PATCH", "/api/v1/tuning", map[string]any{"grace_ms": graceMs})

@@ -89,6 +89,7 @@ func TestNodesShareTokensThroughTheStore(t *testing.T) {
 // refused the same way), starts: the store's tokens are mirrored into its
 // fresh state directory before the admin listener looks for one.
 func TestNewNodeNeedingATokenStartsWithTheStoresTokens(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	url := etcd.StoreURL("/wire")
 	secret := tokenCmd(t, 0, "add", "--role", "admin", "--name", "ops", "--store", url)

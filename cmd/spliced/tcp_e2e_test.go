@@ -258,6 +258,7 @@ func TestTCPServerRefusingClosesClientNoLeak(t *testing.T) {
 // with bounded memory in the proxy; the tunnel timeout then closes it and
 // the fds are released.
 func TestTCPClientNeverReads(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -323,6 +324,7 @@ func TestTCPClientNeverReads(t *testing.T) {
 // TestTCPSIGTERMLetsConnectionFinish: SIGTERM stops accepting, a live
 // connection keeps working until it closes, then the process exits 0.
 func TestTCPSIGTERMLetsConnectionFinish(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	a := newTCPOrigin(t, "A")
 	port := setupTCP(t, in, a.server("s1"))

@@ -122,6 +122,7 @@ func getOn(c net.Conn, br *bufio.Reader) (string, error) {
 // while an established connection lives on; a certificate in use cannot
 // be deleted; a tcp frontend terminates TLS too.
 func TestTLSTerminationEndToEnd(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	first := testutil.NewCert(t, testutil.CertSpec{Names: []string{"first.example.com"}})
 	exact := testutil.NewCert(t, testutil.CertSpec{Names: []string{"a.example.com"}})
@@ -357,6 +358,7 @@ func TestTLSHandshakeTimeoutEndToEnd(t *testing.T) {
 // ends (crypto/tls fails the read, the proxy resets the connection: openssl
 // reads ECONNRESET); it does not hang, and the bind serves the next client.
 func TestTLSRenegotiationRefusedEndToEnd(t *testing.T) {
+	t.Parallel()
 	openssl, err := exec.LookPath("openssl")
 	if err != nil {
 		t.Fatal("openssl is needed (make test installs it)")
@@ -418,6 +420,7 @@ func TestTLSRenegotiationRefusedEndToEnd(t *testing.T) {
 // certs/), and a session ticket issued before the restart still resumes
 // (the ticket keys are kept in the state directory).
 func TestTLSSurvivesRestartEndToEnd(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	c := testutil.NewCert(t, testutil.CertSpec{Names: []string{"k.example.com"}})
 	uploadCert(in, "k", c, false)

@@ -13,6 +13,7 @@ import (
 // the state directory (0600) and used again after a restart, so that
 // sessions resumed before it resume after.
 func TestTicketKeysSurviveARestart(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	type view struct {
 		Keys []struct{ ID, Source string } `json:"keys"`

@@ -60,6 +60,7 @@ func (u *uiTest) fitsWidth(what, sel string) {
 }
 
 func TestUIOperatorPages(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	dir := t.TempDir()
 	admin := newToken(t, dir, "admin", "ops-alice")

@@ -45,6 +45,7 @@ func certPEMFor(t *testing.T, cn string, validFor time.Duration) (certPEM, keyPE
 // the page's read-only list with subject, SANs and expiry; one that
 // expires within 14 days is shown in red; the page holds no key.
 func TestUICertificatesList(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	in := startSpliced(t, "")
 	var keys []string
@@ -89,6 +90,7 @@ func TestUICertificatesList(t *testing.T) {
 // refuses the bind ("not wired"); once it does, the bind is created and
 // the page lists its certificates.
 func TestUIBindTLSFields(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	in := startSpliced(t, "")
 	for _, n := range []string{"site", "alt"} {

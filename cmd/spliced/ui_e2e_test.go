@@ -245,6 +245,7 @@ func newBrowser(t *testing.T) (context.Context, context.CancelFunc) {
 
 // TestUIAdminPageInBrowser walks the admin page as an operator would.
 func TestUIAdminPageInBrowser(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	chromiumPath(t)
 	in := startSpliced(t, "")

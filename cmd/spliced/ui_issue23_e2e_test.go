@@ -41,6 +41,7 @@ func openUI(t *testing.T, in *instance, timeout time.Duration) *uiTest {
 // is on), and left unticked the form sends x_forwarded_for false, so that
 // the frontend is created without the header; Edit shows the box unticked.
 func TestUIFrontendXFFOff(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var xff []string
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -25,6 +25,7 @@ func apiRequests(in *instance) int {
 // (a 401 every 2 s), which kept its address rate-limited for everyone.
 // While the login box is shown the page sends nothing.
 func TestUIStaleTabSendsNothingWhileLoginShown(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	dir := t.TempDir()
 	newToken(t, dir, "admin", "root")

@@ -27,6 +27,7 @@ import (
 )
 
 func TestUILogsPage(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	dir := t.TempDir()
 	admin := newToken(t, dir, "admin", "ops-alice")

@@ -33,6 +33,7 @@ func (u *uiTest) uiClusterReads() int {
 // write (headers only, as a 204, or with the body's refusals) reads
 // "applied on …", "refused on …: error", "pending on …".
 func TestUINodesPage(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	in := startSpliced(t, "")
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"web","servers":[{"name":"s1","address":"127.0.0.1","port":9001}]}`)
@@ -173,6 +174,7 @@ func jsonOf(t *testing.T, v any) string {
 // on b: …"; with etcd stopped a banner says the store is unreachable and
 // a write's 503 is shown; once etcd is back the banner goes away.
 func TestUINodesCluster(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	c := newTestCluster(t, 1, "a", "b")
 	a, b := c.nodes["a"], c.nodes["b"]

@@ -68,6 +68,7 @@ func (u *uiTest) sentJSON(v any) {
 // and sends the http options, the access log and the bind threads; the
 // backend form sends the health check's method and expected statuses.
 func TestUIFirstVisitAndForms(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	in := startSpliced(t, "")
 	u := newUITest(t, in, 90*time.Second)
@@ -210,6 +211,7 @@ func TestUIFirstVisitAndForms(t *testing.T) {
 // last usable server asks first (cancel keeps it ready); an nbthread
 // change asks first.
 func TestUIErrorsHealthAndSafety(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	in := startSpliced(t, "")
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -16,6 +16,7 @@ import (
 // what the dry run says, and once confirmed the toast says both nodes
 // applied the new generation and the warning goes away.
 func TestUINodesReseed(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	c := newTestCluster(t, 1, "a", "b")
 	a, b := c.nodes["a"], c.nodes["b"]

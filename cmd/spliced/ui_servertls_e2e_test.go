@@ -32,6 +32,7 @@ func (u *uiTest) lastSent() string {
 // server's TLS, and switching verify to none drops the CA from the form
 // and from what it sends.
 func TestUIServerTLSFields(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	in := startSpliced(t, "")
 	caPEM := testutil.NewCert(t, testutil.CertSpec{Names: []string{"origin ca"}, CA: true}).CertPEM

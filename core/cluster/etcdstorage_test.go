@@ -267,6 +267,7 @@ func TestStoppedEtcdFailsWritesWithinTheTimeout(t *testing.T) {
 // TestHealthProbeNoticesAStop: without any call, Health's probe finds etcd
 // gone within a few seconds.
 func TestHealthProbeNoticesAStop(t *testing.T) {
+	t.Parallel()
 	e := etcdtest.Start(t, 1)
 	s := openStorage(t, e, "", "")
 	if err := s.Health(); err != nil {
@@ -464,6 +465,7 @@ func TestCommitWithMoreBundlesThanATxnTakes(t *testing.T) {
 // TestEtcdStorageContract runs the contract of config.Storage (the same
 // as the state directory's) on one etcd, a prefix per subtest.
 func TestEtcdStorageContract(t *testing.T) {
+	t.Parallel()
 	e := etcdtest.Start(t, 1)
 	storetest.Run(t, func(t *testing.T) config.Storage { return openStorage(t, e, "", "") })
 }
@@ -575,6 +577,7 @@ func TestDamagedCurrentIsCorruptNotUnavailable(t *testing.T) {
 // private key) goes once the last revision referring to it is pruned;
 // the bundles of kept revisions stay.
 func TestBundlesNoKeptRevisionUsesArePruned(t *testing.T) {
+	t.Parallel()
 	e := etcdtest.Start(t, 1)
 	s := openStorage(t, e, "", "")
 	old, oldBundle := testCertificate(t, "old")

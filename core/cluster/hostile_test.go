@@ -115,6 +115,7 @@ func TestStoreURLPrefixAmongNodeKeys(t *testing.T) {
 // reconnection backoff grown meanwhile (up to 2 minutes by default),
 // during which the node's writes would answer 503 with etcd up.
 func TestStorageReconnectsSoonAfterALongOutage(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a 30 s outage")
 	}
@@ -177,6 +178,7 @@ func TestCommitLargerThanEtcdTakesIsErrTooLarge(t *testing.T) {
 // having registered already, does not take it back: before, each took the
 // key from the other at each publish, the list showing either.
 func TestNodeDoesNotFightACopyOfItself(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	first := mustStartNode(t, etcd.Endpoints(), "a")
 	copyDir := t.TempDir()
@@ -271,6 +273,7 @@ func TestWriteOnAStoreThatWentBack(t *testing.T) {
 // date, commits its next write at once; under a burst the loser needed up
 // to 13 attempts (5 were allowed: 409 write-race for a few percent).
 func TestConcurrentWritesOnThreeNodesAllLand(t *testing.T) {
+	t.Parallel()
 	e := etcdtest.Start(t, 1)
 	prefix := "/burst"
 	var stores []*config.Store
@@ -337,6 +340,7 @@ func (h countHandler) WithAttrs(a []slog.Attr) slog.Handler {
 
 // A damaged P/current is said once, not at each probe (every second).
 func TestUnreadableCurrentLoggedOnce(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	var logged atomic.Int64
 	n, err := startNode(t, etcd.Endpoints(), "a", "", func(o *NodeOptions) {

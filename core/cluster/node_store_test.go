@@ -60,6 +60,7 @@ func startStoreNodeIn(t *testing.T, etcd *etcdtest.Cluster, prefix, name, dir st
 // document and all, by every node: the writer through Sync, the others
 // through their watch and Store.Refresh; each caches what it applied.
 func TestNodesApplyAStoreUpdateOverEtcdStorage(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	prefix := "/t" + strconv.FormatInt(prefixes.Add(1), 10)
 	nodes := []*storeNode{

@@ -259,6 +259,7 @@ func TestNodeSkipsToTheNewestGeneration(t *testing.T) {
 }
 
 func TestNodeRefusalIsPublished(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	a := mustStartNode(t, etcd.Endpoints(), "a")
 	b := mustStartNode(t, etcd.Endpoints(), "b")
@@ -389,6 +390,7 @@ func TestNodeLeavesWhenClosedOrKilled(t *testing.T) {
 }
 
 func TestNodeNameHeldByAnotherInstance(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	first, err := startNode(t, etcd.Endpoints(), "edge-1", "", nil)
 	if err != nil {
@@ -469,6 +471,7 @@ func TestNodeKeepsRunningWhileEtcdIsDown(t *testing.T) {
 // back it re-reads P/current instead of replaying history, and applies the
 // newest generation.
 func TestNodeCatchesUpAfterMissedWritesAndCompaction(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 3)
 	eps := etcd.Endpoints()
 	a, err := startNode(t, eps[:1], "a", "", nil) // a talks to member 0 only
@@ -515,6 +518,7 @@ func TestNodeCatchesUpAfterMissedWritesAndCompaction(t *testing.T) {
 // A lease that goes behind the node's back (revoked, or expired while
 // etcd was away) is granted again and the key published on it.
 func TestNodeRegistersAgainWhenItsLeaseGoes(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	a := mustStartNode(t, etcd.Endpoints(), "a")
 	commit(t, a.cli, 1)
@@ -532,6 +536,7 @@ func TestNodeRegistersAgainWhenItsLeaseGoes(t *testing.T) {
 // A node whose key another instance took while it was cut off does not
 // take it back: it says so once (not at every probe) and keeps trying.
 func TestNodeDoesNotTakeANameBackFromAnotherInstance(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	var logs testutil.SyncBuffer
 	a, err := startNode(t, etcd.Endpoints(), "a", "", func(o *NodeOptions) {

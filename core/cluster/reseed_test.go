@@ -59,6 +59,7 @@ func backendsOf(c *config.Config) string {
 // ErrStoreBehind. A reseed on one node commits its document as generation
 // 4; every node adopts it (same backends) and writes work again on all.
 func TestReseedAfterTheStoreWentBack(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	prefix := "/t" + strconv.FormatInt(prefixes.Add(1), 10)
 	nodes := []*storeNode{startStoreNode(t, etcd, prefix, "a"), startStoreNode(t, etcd, prefix, "b"), startStoreNode(t, etcd, prefix, "c")}

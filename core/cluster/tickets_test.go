@@ -170,6 +170,7 @@ func TestTicketKeysSharedByNodes(t *testing.T) {
 // their shared keys (a rotation fails and makes no key of one node only);
 // once etcd is back the rotation resumes, shared again.
 func TestTicketKeysNotRotatedWhileEtcdIsDown(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, 1)
 	esA := openStorage(t, c, "", "")
 	esB := openStorage(t, c, esA.Prefix(), "")
@@ -206,6 +207,7 @@ func TestTicketKeysNotRotatedWhileEtcdIsDown(t *testing.T) {
 // ends when etcd goes away and starts again from a fresh read, not from
 // the old revision (which the new etcd would not reach for a while).
 func TestTicketKeysInstalledAfterEtcdWentBack(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, 1)
 	esA := openStorage(t, c, "", "")
 	esB := openStorage(t, c, esA.Prefix(), "")
