@@ -213,10 +213,22 @@ func TestUILogsPage(t *testing.T) {
 	u.waitJS(10*time.Second, "the last of the burst on top", fmt.Sprintf(`document.querySelector(%q).textContent.includes('GET /burst-509 ')`, rows))
 	// The stream loses what it cannot take at once; the page reads the
 	// last entries again after a burst: all of them, in order, no hole.
-	u.waitJS(5*time.Second, "the 500 newest, in order", fmt.Sprintf(`(() => {
+	inOrder := fmt.Sprintf(`(() => {
 		const r = [...document.querySelectorAll(%q)].map((tr) => tr.querySelector('td.req').textContent);
 		return r.length === 500 && r.every((q, i) => q === 'GET /burst-' + (509 - i) + ' HTTP/1.1');
-	})()`, rows))
+	})()`, rows)
+	for deadline := time.Now().Add(5 * time.Second); !evalJS[bool](u, inOrder); {
+		if time.Now().After(deadline) {
+			var recs []struct{ Request string }
+			u.apiJSON("/api/v1/logs?limit=500", &recs, auth)
+			api := make([]string, len(recs))
+			for i, r := range recs {
+				api[i] = strings.TrimSuffix(strings.TrimPrefix(r.Request, "GET /burst-"), " HTTP/1.1")
+			}
+			t.Fatalf("not the 500 newest in order; the page, newest first: %s\nthe API, oldest first: %s", evalJS[string](u, fmt.Sprintf(`[...document.querySelectorAll(%q)].map((tr) => tr.querySelector('td.req').textContent.replace('GET /burst-', '').replace(' HTTP/1.1', '')).join(',')`, rows)), strings.Join(api, ","))
+		}
+		time.Sleep(50 * time.Millisecond) // polling pace (the condition is what is waited for)
+	}
 	if s := u.text(`#logs-shown`); s != "500 entries shown" {
 		t.Fatalf("the count says %q", s)
 	}

@@ -18,6 +18,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -165,14 +166,34 @@ func (l *Log) Add(e *stats.LogEntry) {
 // Flush writes the lines of the batch in the order its entries ended
 // (each loop's ring is in order; this merges the loops), keeps their
 // records and sends them to the subscribers (the writer goroutine only).
-func (l *Log) Flush() {
+func (l *Log) Flush() { l.FlushBefore(math.MaxInt64) }
+
+// FlushBefore is Flush of the entries of the batch that ended at or
+// before cut (a loop.Mono time); the others stay in the batch, for a
+// later flush, ahead of what is added meanwhile.
+//
+// The writer flushes what ended at least one drain period ago: a loop
+// stamps an entry's end (its round's time) before it pushes it, and a
+// loop thread the kernel preempts between the last write of a response
+// and the push can push it after the client's next request, served by
+// another loop, was pushed, drained and written. Holding back what
+// ended within the last period orders the two unless that preemption
+// outlasts the period (TestUILogsPage saw "… 478, 476, 477 …" on a
+// loaded machine before).
+func (l *Log) FlushBefore(cut int64) {
 	b := l.batch
 	slices.SortStableFunc(b, func(x, y pending) int { return cmp.Compare(x.end, y.end) })
-	for i := range b {
+	n, _ := slices.BinarySearchFunc(b, cut, func(p pending, t int64) int {
+		if p.end <= t {
+			return -1
+		}
+		return 1
+	})
+	for i := range b[:n] {
 		l.line(&b[i].r)
 	}
 	l.mu.Lock()
-	for i := range b {
+	for i := range b[:n] {
 		r := &b[i].r
 		l.keep(r)
 		for ch := range l.subs {
@@ -183,8 +204,9 @@ func (l *Log) Flush() {
 		}
 	}
 	l.mu.Unlock()
-	clear(b)
-	l.batch = b[:0]
+	left := copy(b, b[n:])
+	clear(b[left:])
+	l.batch = b[:left]
 }
 
 // Write is Add and Flush of one entry.

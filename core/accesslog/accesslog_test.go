@@ -163,3 +163,38 @@ func BenchmarkLogWrite(b *testing.B) {
 		})
 	}
 }
+
+// TestFlushBeforeHoldsBackTheLastEnded: FlushBefore writes what ended up
+// to the cut and keeps the rest for the next flush, so that an entry
+// pushed late (ended at 20, added after 30 was) still comes out in order.
+func TestFlushBeforeHoldsBackTheLastEnded(t *testing.T) {
+	var buf bytes.Buffer
+	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), 0, 0, fixedClock)
+	for _, end := range []int64{30, 10} {
+		l.Add(&stats.LogEntry{End: end, BytesIn: end})
+	}
+	l.FlushBefore(25)
+	got := func() []int64 {
+		var out []int64
+		for _, r := range l.Recent(0) {
+			out = append(out, r.BytesIn)
+		}
+		return out
+	}
+	if g := got(); !slices.Equal(g, []int64{10}) {
+		t.Fatalf("after the cut at 25: %v, want 10 alone", g)
+	}
+	l.Add(&stats.LogEntry{End: 20, BytesIn: 20}) // ended before 30, pushed after it
+	l.Add(&stats.LogEntry{End: 40, BytesIn: 40})
+	l.FlushBefore(35)
+	if g := got(); !slices.Equal(g, []int64{10, 20, 30}) {
+		t.Fatalf("after the cut at 35: %v, want 10 20 30", g)
+	}
+	l.Flush()
+	if g := got(); !slices.Equal(g, []int64{10, 20, 30, 40}) {
+		t.Fatalf("after Flush: %v, want all four", g)
+	}
+	if n := bytes.Count(buf.Bytes(), []byte("\n")); n != 4 {
+		t.Fatalf("%d lines, want 4", n)
+	}
+}

@@ -209,7 +209,11 @@ func (e *Engine) startAccessLog() func() {
 	drain := func(last bool) {
 		var lost uint64
 		tails, lost = drainLogRings(*e.th.logRings.Load(), tails, e.alog.Add)
-		e.alog.Flush()
+		if last {
+			e.alog.Flush()
+		} else { // what ended within the last period may still have a predecessor to come (FlushBefore)
+			e.alog.FlushBefore(loop.Mono() - int64(accessLogEvery))
+		}
 		if d := lost - dropped.Load(); d > 0 {
 			dropped.Store(lost)
 			e.log.Warn("access log lines dropped: the log writer is slower than the traffic", "dropped", d, "dropped_total", lost)
