@@ -217,18 +217,16 @@ func TestUILogsPage(t *testing.T) {
 		const r = [...document.querySelectorAll(%q)].map((tr) => tr.querySelector('td.req').textContent);
 		return r.length === 500 && r.every((q, i) => q === 'GET /burst-' + (509 - i) + ' HTTP/1.1');
 	})()`, rows)
-	for deadline := time.Now().Add(5 * time.Second); !evalJS[bool](u, inOrder); {
-		if time.Now().After(deadline) {
-			var recs []struct{ Request string }
-			u.apiJSON("/api/v1/logs?limit=500", &recs, auth)
-			api := make([]string, len(recs))
-			for i, r := range recs {
-				api[i] = strings.TrimSuffix(strings.TrimPrefix(r.Request, "GET /burst-"), " HTTP/1.1")
-			}
-			t.Fatalf("not the 500 newest in order; the page, newest first: %s\nthe API, oldest first: %s", evalJS[string](u, fmt.Sprintf(`[...document.querySelectorAll(%q)].map((tr) => tr.querySelector('td.req').textContent.replace('GET /burst-', '').replace(' HTTP/1.1', '')).join(',')`, rows)), strings.Join(api, ","))
+	testutil.Eventually(t, 5*time.Second, func() bool { return evalJS[bool](u, inOrder) }, func() string {
+		// Which of the page and the server lost the order, if either.
+		var recs []struct{ Request string }
+		u.apiJSON("/api/v1/logs?limit=500", &recs, auth)
+		api := make([]string, len(recs))
+		for i, r := range recs {
+			api[i] = strings.TrimSuffix(strings.TrimPrefix(r.Request, "GET /burst-"), " HTTP/1.1")
 		}
-		time.Sleep(50 * time.Millisecond) // polling pace (the condition is what is waited for)
-	}
+		return fmt.Sprintf("the 500 newest in order; the page, newest first: %s\nthe API, oldest first: %s", evalJS[string](u, fmt.Sprintf(`[...document.querySelectorAll(%q)].map((tr) => tr.querySelector('td.req').textContent.replace('GET /burst-', '').replace(' HTTP/1.1', '')).join(',')`, rows)), strings.Join(api, ","))
+	})
 	if s := u.text(`#logs-shown`); s != "500 entries shown" {
 		t.Fatalf("the count says %q", s)
 	}
