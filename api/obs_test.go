@@ -77,6 +77,7 @@ var documentedMetrics = []string{
 	"spliced_frontend_tls_handshakes_total", "spliced_frontend_tls_handshake_timeouts_total",
 	"spliced_backend_connections_total", "spliced_backend_connect_errors_total", "spliced_backend_retries_total",
 	"spliced_backend_response_errors_total", "spliced_server_response_errors_total",
+	"spliced_frontend_peak_connections", "spliced_backend_peak_request_rate", "spliced_server_peak_connection_rate",
 	"spliced_backend_queue", "spliced_backend_up", "spliced_backend_servers_up", "spliced_backend_connect_time_seconds",
 	"spliced_backend_response_time_seconds", "spliced_backend_http_responses_total",
 	"spliced_server_connections_total", "spliced_server_current_connections", "spliced_server_bytes_in_total",

@@ -433,3 +433,43 @@ func TestBuildMakesANewServerWhenTLSChanges(t *testing.T) {
 		t.Error("retire does not follow the tls change")
 	}
 }
+
+// TestPeakCountsTheMostSlotsHeld: a server's and its backend's peaks are
+// the most slots held at once (conn_max), exact under concurrent Acquire
+// and Release, and kept once the slots are given back.
+func TestPeakCountsTheMostSlotsHeld(t *testing.T) {
+	b := mustBuild(t, cfgBackend(config.BalanceRoundRobin, 100, 100), nil)
+	s0, s1 := b.Servers[0], b.Servers[1]
+	for range 3 {
+		s0.Acquire()
+	}
+	for range 2 {
+		s1.Acquire()
+	}
+	s0.Release()
+	s1.Acquire() // s0 2, s1 3: the backend's peak stays 5
+	for _, s := range []*Server{s0, s0, s1, s1, s1} {
+		s.Release()
+	}
+	if s0.Peak() != 3 || s1.Peak() != 3 || b.Queue().Peak() != 5 {
+		t.Fatalf("peaks s0 %d s1 %d backend %d, want 3, 3, 5", s0.Peak(), s1.Peak(), b.Queue().Peak())
+	}
+	// 8 goroutines each holding one slot at a time: never more than 8.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				if s0.Acquire() {
+					s0.Release()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if p := s0.Peak(); p < 3 || p > 8 {
+		t.Fatalf("s0 peak %d after 8 concurrent holders, want 3..8", p)
+	}
+	if s0.Cur.Load() != 0 || b.Queue().cur.Load() != 0 {
+		t.Fatalf("Cur %d, backend cur %d after all releases", s0.Cur.Load(), b.Queue().cur.Load())
+	}
+}

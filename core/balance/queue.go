@@ -38,7 +38,20 @@ type Queue struct {
 	// servers is the server list of the committed generation (Build for a
 	// new lineage, Retire afterwards): the servers that may take waiters.
 	servers []*Server
+
+	// cur is the slots held on the lineage's servers (HAProxy's beconn),
+	// peak its highest value (conn_max): written by Acquire and Release
+	// on every loop, so on a cache line of their own, away from n, which
+	// Release reads.
+	_    [64]byte
+	cur  atomic.Int64
+	peak atomic.Int64
+	_    [48]byte
 }
+
+// Peak is the most slots held at once on the backend's servers, since the
+// lineage was made (a backend keeps its queue across generations).
+func (q *Queue) Peak() int64 { return q.peak.Load() }
 
 // Waiter states, guarded by Queue.mu (see Waiter).
 const (

@@ -60,6 +60,9 @@ type Server struct {
 	Cur     atomic.Int64
 	maxconn atomic.Int64 // 0 = unlimited
 	st      atomic.Uint32
+	// peak is the most slots held at once (conn_max): beside Cur, whose
+	// line Acquire writes anyway; written only when it rises.
+	peak atomic.Int64
 
 	Name string
 	// Host is the configured address: an IP literal or a host name.
@@ -153,8 +156,7 @@ func (s *Server) Full() bool {
 func (s *Server) Acquire() bool {
 	m := s.maxconn.Load()
 	if m <= 0 {
-		s.Cur.Add(1)
-		s.total.Add(1)
+		s.acquired(s.Cur.Add(1))
 		return true
 	}
 	for {
@@ -163,11 +165,30 @@ func (s *Server) Acquire() bool {
 			return false
 		}
 		if s.Cur.CompareAndSwap(c, c+1) {
-			s.total.Add(1)
+			s.acquired(c + 1)
 			return true
 		}
 	}
 }
+
+// acquired counts a slot taken, cur being the server's count with it: the
+// server's and its backend's peaks (HAProxy's smax of srv and be).
+func (s *Server) acquired(cur int64) {
+	s.total.Add(1)
+	if cur > s.peak.Load() {
+		stats.RaiseMax(&s.peak, cur)
+	}
+	if q := s.q; q != nil {
+		n := q.cur.Add(1)
+		if n > q.peak.Load() {
+			stats.RaiseMax(&q.peak, n)
+		}
+	}
+}
+
+// Peak is the most slots held at once since the server was made (it is
+// carried over with the server from one generation to the next).
+func (s *Server) Peak() int64 { return s.peak.Load() }
 
 // Release gives back a slot taken by Acquire. When connections wait for
 // a slot of this server's backend, the oldest one that s may serve gets it
@@ -178,6 +199,9 @@ func (s *Server) Release() {
 		return
 	}
 	s.Cur.Add(-1)
+	if q != nil {
+		q.cur.Add(-1)
+	}
 	// A Wait that began before the decrement may have missed the slot:
 	// see Queue.Wait.
 	if q != nil && q.n.Load() > 0 {

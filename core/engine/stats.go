@@ -8,6 +8,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/accesslog"
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/listen"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/proxy"
 	"github.com/spliced-proxy/spliced/core/stats"
@@ -29,6 +30,7 @@ type feView struct {
 	maxconn    int
 	tls        bool // a bind with tls
 	c          *stats.Counters
+	lim        *listen.Limit // the frontend's connections: conn_max
 }
 
 type beView struct {
@@ -71,7 +73,7 @@ func (e *Engine) publishStats(snap *config.Config) {
 	for i := range snap.Frontends {
 		cf := &snap.Frontends[i]
 		if f := e.fronts[cf.Name]; f != nil {
-			v.fronts = append(v.fronts, feView{name: cf.Name, mode: cf.Mode, maxconn: cf.Maxconn, tls: hasTLSBind(cf), c: f.stats})
+			v.fronts = append(v.fronts, feView{name: cf.Name, mode: cf.Mode, maxconn: cf.Maxconn, tls: hasTLSBind(cf), c: f.stats, lim: &f.lim})
 		}
 	}
 	for i := range snap.Backends {
@@ -96,6 +98,7 @@ func (e *Engine) Stats() stats.Snapshot {
 	for _, f := range v.fronts {
 		t := f.c.Total(now)
 		sf := stats.Frontend{Name: f.name, Mode: f.mode, Maxconn: f.maxconn, Counts: t.Counts()}
+		sf.ConnMax = max(f.lim.Peak(), sf.ConnCur)
 		if tc := t.TLS(); f.tls || tc != (stats.TLSCounts{}) {
 			sf.TLS = &tc
 		}
@@ -104,6 +107,9 @@ func (e *Engine) Stats() stats.Snapshot {
 	for _, b := range v.backends {
 		sb := stats.Backend{Name: b.name, Mode: b.mode, Algo: b.algo, Counts: b.c.Total(now).Counts(),
 			Servers: make([]stats.Server, 0, len(b.bb.Servers)), Timings: b.c.TimingTotal()}
+		if q := b.bb.Queue(); q != nil {
+			sb.ConnMax = max(q.Peak(), sb.ConnCur)
+		}
 		for i, s := range b.bb.Servers {
 			ss := serverStats(s, now)
 			if st, ok := b.chk.State(i, s); ok {
@@ -134,6 +140,7 @@ func serverStats(s *balance.Server, now int64) stats.Server {
 	// Slots taken, live connections and failed connects are kept by
 	// balance (Acquire/Release/ConnectFailed) for the pickers already.
 	c.ConnTotal, c.ConnCur, c.ConnectErrors = int64(st.Total), st.Cur, int64(st.ConnFails)
+	c.ConnMax = max(s.Peak(), st.Cur)
 	state := "up"
 	switch {
 	case st.AdminState != config.AdminReady:

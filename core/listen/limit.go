@@ -47,6 +47,13 @@ type Limit struct {
 	max   atomic.Int64 // 0 = unlimited
 	nwait atomic.Int32 // length of wait: Release looks without mu
 	wakes atomic.Int64
+	// live counts the slots of connections accepted (accept4 succeeded)
+	// and not released, peak its highest value (a frontend's conn_max):
+	// cur also holds the reservations of accepts in progress, one per
+	// accepting loop, most of which end in EAGAIN. Same cache line as
+	// cur, which the same paths write.
+	live atomic.Int64
+	peak atomic.Int64
 
 	mu   sync.Mutex // guards wait and acceptor.nextWait; never held across a syscall
 	wait *acceptor  // limited acceptors, linked through nextWait
@@ -55,6 +62,10 @@ type Limit struct {
 // Cur is the number of slots held: connections accepted and not released,
 // including those still in accept rings.
 func (m *Limit) Cur() int64 { return m.cur.Load() }
+
+// Peak is the most connections accepted and not yet released at once,
+// since the Limit was made.
+func (m *Limit) Peak() int64 { return m.peak.Load() }
 
 // Max is the maximum in force, 0 = unlimited.
 func (m *Limit) Max() int64 { return m.max.Load() }
@@ -78,6 +89,19 @@ func (m *Limit) SetMax(n int64) {
 // least the resume slack is free. Any goroutine (loop threads: no wait
 // beyond the short mu of the wake-up, which only a limited listener takes).
 func (m *Limit) Release() {
+	m.live.Add(-1)
+	m.unreserve()
+}
+
+// accepted counts a reserved slot as a connection's: the peak follows.
+func (m *Limit) accepted() {
+	n := m.live.Add(1)
+	for p := m.peak.Load(); n > p && !m.peak.CompareAndSwap(p, n); p = m.peak.Load() {
+	}
+}
+
+// unreserve gives back a slot reserved for an accept that took nothing.
+func (m *Limit) unreserve() {
 	c := m.cur.Add(-1)
 	if m.nwait.Load() != 0 && m.free(c) >= resumeSlack(m.max.Load()) {
 		m.wake()
@@ -153,12 +177,26 @@ func (ln *Listener) reserve() *Limit {
 	for i, m := range ln.limits {
 		if !m.reserve() {
 			for _, r := range ln.limits[:i] {
-				r.Release()
+				r.unreserve()
 			}
 			return m
 		}
 	}
 	return nil
+}
+
+// unreserve gives back the slots of an accept that took nothing.
+func (ln *Listener) unreserve() {
+	for _, m := range ln.limits {
+		m.unreserve()
+	}
+}
+
+// accepted turns the slots reserved for an accept into the connection's.
+func (ln *Listener) accepted() {
+	for _, m := range ln.limits {
+		m.accepted()
+	}
 }
 
 // Release gives back the slots of one connection accepted on ln: for a

@@ -229,3 +229,24 @@ func TestLimitSetMaxResumesAndRingCarriesTheSlot(t *testing.T) {
 		t.Fatalf("%d slots held after every release", c)
 	}
 }
+
+// TestLimitPeak: Peak is the most slots held at once (a frontend's
+// conn_max), kept after they are released.
+func TestLimitPeak(t *testing.T) {
+	var m Limit
+	for range 4 {
+		m.reserve()
+		m.accepted()
+	}
+	m.Release()
+	m.reserve()
+	m.accepted()
+	m.reserve() // an accept in progress: not a connection
+	m.unreserve()
+	for range 4 {
+		m.Release()
+	}
+	if m.Peak() != 4 || m.Cur() != 0 {
+		t.Fatalf("peak %d cur %d, want 4 and 0", m.Peak(), m.Cur())
+	}
+}

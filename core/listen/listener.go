@@ -348,10 +348,11 @@ func (a *acceptor) run(*loop.Tasklet) {
 		}
 		fd, errno := accept4(a.sock)
 		if errno != 0 {
-			ln.Release() // nothing accepted: the slots go back
+			ln.unreserve() // nothing accepted: the slots go back
 		}
 		switch errno {
 		case 0:
+			ln.accepted()
 			a.dispatch(fd)
 		case unix.EAGAIN:
 			a.fd.Ready = 0

@@ -239,7 +239,7 @@ func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Point
 	c.fs = fe.Stats.Loop(w.id)
 	c.fs.ConnTotal.Add(1)
 	c.fs.ConnCur.Add(1)
-	c.fs.ConnRate.Add(stats.Sec(w.L.Now()))
+	c.fs.ConnStarted(stats.Sec(w.L.Now()))
 	c.t0 = w.L.Now()
 	setNoDelay(fd)
 	if err := c.cli.register(w.L); err != nil {
@@ -456,7 +456,7 @@ func (c *httpConn) startRequest(n int) {
 	c.nreq++
 	c.reqAt = w.L.Now()
 	c.fs.Requests.Add(1)
-	c.fs.ReqRate.Add(stats.Sec(c.reqAt))
+	c.fs.ReqStarted(stats.Sec(c.reqAt))
 	c.w.L.Disarm(&c.timer)
 	c.bytesIn += int64(n)
 	if lg := c.lg; lg != nil {
@@ -568,7 +568,7 @@ func (c *httpConn) startRequest(n int) {
 	c.closeAfter = r.Close || w.stopping // stop.go: the last response
 	c.bs = be.Stats.Loop(w.id)
 	c.bs.Requests.Add(1)
-	c.bs.ReqRate.Add(stats.Sec(w.L.Now()))
+	c.bs.ReqStarted(stats.Sec(w.L.Now()))
 	c.bs.ConnTotal.Add(1)
 	c.acquire(nil)
 }

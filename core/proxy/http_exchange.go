@@ -247,7 +247,7 @@ func (c *httpConn) startExchange() {
 	if !c.srvCounted {
 		c.srvCounted = true
 		c.ss.Requests.Add(1)
-		c.ss.ReqRate.Add(stats.Sec(c.w.L.Now()))
+		c.ss.ReqStarted(stats.Sec(c.w.L.Now()))
 	}
 	c.phase = phExchange
 	c.startExchangeTimers()

@@ -161,7 +161,7 @@ func (w *Worker) startTCP(fd int, xp transport, fe *Frontend) {
 	t.fs = fe.Stats.Loop(w.id)
 	t.fs.ConnTotal.Add(1)
 	t.fs.ConnCur.Add(1)
-	t.fs.ConnRate.Add(sec)
+	t.fs.ConnStarted(sec)
 	if fe.AccessLog && w.AccessLog != nil {
 		t.lg = w.getLog()
 		t.lg.Start = w.L.Now()
@@ -204,7 +204,7 @@ func (t *Tunnel) useBackend(sec uint32) {
 	t.c2s.to = int64(t.be.B.ServerTimeout)
 	t.bs = t.be.Stats.Loop(w.id)
 	t.bs.ConnTotal.Add(1)
-	t.bs.ConnRate.Add(sec)
+	t.bs.ConnStarted(sec)
 	if t.be.source {
 		t.hash = peerHash(t.cli.FD.Fd)
 	}
@@ -235,7 +235,7 @@ func peerHash(fd int) uint64 {
 func (t *Tunnel) useServer() {
 	w := t.w
 	s := t.server
-	t.ss.ConnRate.Add(stats.Sec(w.L.Now()))
+	t.ss.ConnStarted(stats.Sec(w.L.Now()))
 	t.countAttempt()
 	if lg := t.lg; lg != nil && lg.ConnStart == 0 {
 		lg.Granted = w.L.Now()

@@ -54,13 +54,17 @@ const cacheLine = 64
 // slotPad makes a Slot a whole number of cache lines with at least one
 // spare line after the fields, so two slots' counters never share a line
 // whatever the alignment of the slice that holds them.
-const slotPad = (cacheLine-unsafe.Sizeof(slotFields{})%cacheLine)%cacheLine + cacheLine
+const slotPad = (cacheLine-(unsafe.Sizeof(slotFields{})+unsafe.Sizeof(uintptr(0)))%cacheLine)%cacheLine + cacheLine
 
 // Slot is one loop's share of an object's counters. Only the owning loop
 // writes it.
 type Slot struct {
 	slotFields
-	_ [slotPad]byte
+	// owner is the Counters the slot belongs to (set before the slot is
+	// published): ConnStarted and ReqStarted fold a finished second of
+	// every loop into its peaks.
+	owner *Counters
+	_     [slotPad]byte
 }
 
 // Status counts one response with HTTP status code code (owning loop).
@@ -72,6 +76,35 @@ func (s *Slot) CountStatus(code int) {
 	s.Status[c].Add(1)
 }
 
+// ConnStarted counts a connection in the connection rate of second sec
+// (owning loop). The first event of a new second folds the second that
+// ended into the object's conn_rate_max (Counters.foldSecond): at most once
+// a second per loop, a few atomic loads per loop; no allocation, no lock.
+func (s *Slot) ConnStarted(sec uint32) {
+	if done, n, ok := s.ConnRate.add(sec); ok && s.owner != nil {
+		s.owner.foldSecond(s, rateConn, done, n)
+	}
+}
+
+// ReqStarted is ConnStarted for the request rate and req_rate_max.
+func (s *Slot) ReqStarted(sec uint32) {
+	if done, n, ok := s.ReqRate.add(sec); ok && s.owner != nil {
+		s.owner.foldSecond(s, rateReq, done, n)
+	}
+}
+
+const (
+	rateConn = iota
+	rateReq
+)
+
+func (s *Slot) rate(which int) *Rate {
+	if which == rateConn {
+		return &s.ConnRate
+	}
+	return &s.ReqRate
+}
+
 // Counters is the counter set of one object: one Slot per loop. A loop
 // that did not exist when the counters were made (nbthread grew, or a zero
 // Counters in tests) gets its own slot on its first Loop call: the slot
@@ -80,6 +113,12 @@ func (s *Slot) CountStatus(code int) {
 type Counters struct {
 	slots   atomic.Pointer[[]*Slot]
 	timings atomic.Pointer[[]*TimingSlot] // backends only (hist.go)
+	// rateMax are the peaks of the connection and request rates, per
+	// second, of all loops together (HAProxy's conn_rate_max and
+	// req_rate_max): raised by the loops when a second ends
+	// (foldSecond) and by readers (Total). Written at most once a
+	// second per loop: no contention on the traffic path.
+	rateMax [2]atomic.Int64
 }
 
 // New returns counters with one slot per loop.
@@ -87,7 +126,7 @@ func New(nloops int) *Counters {
 	c := new(Counters)
 	ss := make([]*Slot, max(nloops, 0))
 	for i := range ss {
-		ss[i] = new(Slot)
+		ss[i] = &Slot{owner: c}
 	}
 	c.slots.Store(&ss)
 	return c
@@ -96,21 +135,27 @@ func New(nloops int) *Counters {
 // Loop returns the slot of loop id. The caller must be that loop's thread
 // (or hold the only reference, in tests). The first call for a loop beyond
 // the slots made so far allocates its slot (once per object and loop).
-func (c *Counters) Loop(id int) *Slot { return loopSlot(&c.slots, id) }
+func (c *Counters) Loop(id int) *Slot {
+	if l := c.slots.Load(); l != nil && uint(id) < uint(len(*l)) {
+		return (*l)[id] // the common case first: no closure
+	}
+	return grow(&c.slots, id, func(s *Slot) { s.owner = c })
+}
 
 // loopSlot returns loop id's element of the list p points to, growing the
-// list when id is beyond it.
-func loopSlot[T any](p *atomic.Pointer[[]*T], id int) *T {
+// list when id is beyond it; init prepares each new element before it is
+// published.
+func loopSlot[T any](p *atomic.Pointer[[]*T], id int, init func(*T)) *T {
 	if l := p.Load(); l != nil && uint(id) < uint(len(*l)) {
 		return (*l)[id]
 	}
-	return grow(p, id)
+	return grow(p, id, init)
 }
 
 // grow publishes a list with an element for every loop up to id, keeping
 // the elements already there; concurrent growers retry on the list that
 // won.
-func grow[T any](p *atomic.Pointer[[]*T], id int) *T {
+func grow[T any](p *atomic.Pointer[[]*T], id int, init func(*T)) *T {
 	for {
 		l := p.Load()
 		var old []*T
@@ -124,6 +169,9 @@ func grow[T any](p *atomic.Pointer[[]*T], id int) *T {
 		copy(ss, old)
 		for i := len(old); i < len(ss); i++ {
 			ss[i] = new(T)
+			if init != nil {
+				init(ss[i])
+			}
 		}
 		if p.CompareAndSwap(l, &ss) {
 			return ss[id]
@@ -139,6 +187,8 @@ type Totals struct {
 	ConnRate       float64              `json:"conn_rate"`
 	Requests       int64                `json:"requests"`
 	ReqRate        float64              `json:"req_rate"`
+	ConnRateMax    int64                `json:"conn_rate_max"`
+	ReqRateMax     int64                `json:"req_rate_max"`
 	BytesIn        int64                `json:"bytes_in"`
 	BytesOut       int64                `json:"bytes_out"`
 	Denied         int64                `json:"denied"`
@@ -200,8 +250,59 @@ func (c *Counters) Total(nowNs int64) Totals {
 			add(s)
 		}
 	}
+	// The reader folds too: the second that just ended (a burst that no
+	// later event of its loops folded), and the rate shown now, so that a
+	// peak is never below the rate beside it.
+	t.ConnRateMax = c.foldRead(rateConn, sec, t.ConnRate)
+	t.ReqRateMax = c.foldRead(rateReq, sec, t.ReqRate)
 	return t
 }
+
+// foldSecond raises the peak of rate which with second sec, which has
+// ended on loop slot self with own events there: the sum of every loop's
+// count of that second. A loop still in sec adds what it has so far (it
+// folds again when its own second ends); a loop that moved two seconds on
+// since has lost its count of sec (Rate keeps one second back): the peak
+// may then be low by that loop's share, never high.
+func (c *Counters) foldSecond(self *Slot, which int, sec uint32, own uint32) {
+	sum := int64(own)
+	if p := c.slots.Load(); p != nil {
+		for _, s := range *p {
+			if s != self {
+				sum += int64(s.rate(which).countAt(sec))
+			}
+		}
+	}
+	raiseMax(&c.rateMax[which], sum)
+}
+
+// foldRead raises the peak of rate which with the last whole second before
+// sec and with now (the rate over the last second as read), and returns it.
+func (c *Counters) foldRead(which int, sec uint32, now float64) int64 {
+	var sum int64
+	if p := c.slots.Load(); p != nil {
+		for _, s := range *p {
+			sum += int64(s.rate(which).countAt(sec - 1))
+		}
+	}
+	raiseMax(&c.rateMax[which], max(sum, int64(now+0.5)))
+	return c.rateMax[which].Load()
+}
+
+// raiseMax stores v in m when it is larger (lock-free: a CAS only when the
+// peak moves, which a steady rate or count does not).
+func raiseMax(m *atomic.Int64, v int64) {
+	for {
+		cur := m.Load()
+		if v <= cur || m.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+// RaiseMax is raiseMax for the peaks kept outside Counters (a frontend's
+// connection limit, a server's and a backend's slots): any goroutine.
+func RaiseMax(m *atomic.Int64, v int64) { raiseMax(m, v) }
 
 // Rate counts events per second (HAProxy's freq_ctr). cur packs the second
 // (high 32 bits) and the count of that second (low 32 bits) in one word so
@@ -220,7 +321,11 @@ func clock(nowNs int64) (sec uint32, frac float64) {
 }
 
 // Add counts one event in second sec (owning loop only).
-func (r *Rate) Add(sec uint32) {
+func (r *Rate) Add(sec uint32) { r.add(sec) }
+
+// add is Add; when sec starts a new second it also returns the second that
+// ended and its count (ok true), for the peaks.
+func (r *Rate) add(sec uint32) (done uint32, n uint32, ok bool) {
 	v := r.cur.Load()
 	if s := uint32(v >> 32); s != sec {
 		// Publish prev before cur: a reader that sees the new second in
@@ -230,9 +335,24 @@ func (r *Rate) Add(sec uint32) {
 		} else {
 			r.prev.Store(0)
 		}
+		done, n, ok = s, uint32(v), v != 0
 		v = uint64(sec) << 32
 	}
 	r.cur.Store(v + 1)
+	return done, n, ok
+}
+
+// countAt is the number of events counted in second sec, if the rate
+// still knows it (sec is its current second or the one before).
+func (r *Rate) countAt(sec uint32) uint64 {
+	v := r.cur.Load()
+	switch uint32(v >> 32) {
+	case sec:
+		return v & 0xffffffff
+	case sec + 1:
+		return r.prev.Load()
+	}
+	return 0
 }
 
 // read is the rate over the last second as seen at second sec plus frac.

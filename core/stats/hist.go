@@ -106,5 +106,5 @@ func (c *Counters) TimingTotal() Timings {
 // first use, one allocation per object and loop: only backends observe
 // durations, so servers' and frontends' counters never carry them.
 func (c *Counters) Timing(id int) *TimingSlot {
-	return loopSlot(&c.timings, id)
+	return loopSlot(&c.timings, id, nil)
 }

@@ -24,10 +24,19 @@ type Counts struct {
 	ConnRate  float64 `json:"conn_rate" example:"12.5"` // connections over the last second
 	Requests  int64   `json:"requests" example:"0"`     // http mode
 	ReqRate   float64 `json:"req_rate" example:"0"`     // requests over the last second
-	BytesIn   int64   `json:"bytes_in" example:"640000"`
-	BytesOut  int64   `json:"bytes_out" example:"1280000"`
-	Denied    int64   `json:"denied"`
-	Errors    int64   `json:"errors"` // malformed requests
+	// ConnMax, ConnRateMax and ReqRateMax are the peaks since start (or
+	// since the object was created; HAProxy's smax, rate_max,
+	// req_rate_max): the most connections alive at once (a frontend's
+	// include those accepted and not yet served, a backend's and a
+	// server's are its slots taken), and the most connections and
+	// requests in one second.
+	ConnMax     int64 `json:"conn_max" example:"40"`
+	ConnRateMax int64 `json:"conn_rate_max" example:"25"`
+	ReqRateMax  int64 `json:"req_rate_max" example:"0"`
+	BytesIn     int64 `json:"bytes_in" example:"640000"`
+	BytesOut    int64 `json:"bytes_out" example:"1280000"`
+	Denied      int64 `json:"denied"`
+	Errors      int64 `json:"errors"` // malformed requests
 	// ConnectErrors, ResponseErrors, Retries, NoServer, Timeouts, Aborts
 	// explain why connections ended badly. ResponseErrors (HAProxy's
 	// eresp, http mode) are responses a server spoiled: a bad or cut
@@ -69,6 +78,7 @@ func (t Totals) Counts() Counts {
 	c := Counts{
 		ConnTotal: t.ConnTotal, ConnCur: t.ConnCur, ConnRate: round2(t.ConnRate),
 		Requests: t.Requests, ReqRate: round2(t.ReqRate),
+		ConnRateMax: t.ConnRateMax, ReqRateMax: t.ReqRateMax,
 		BytesIn: t.BytesIn, BytesOut: t.BytesOut, Denied: t.Denied, Errors: t.Errors,
 		ConnectErrors: t.ConnectErrors, ResponseErrors: t.ResponseErrors, Retries: t.Retries, NoServer: t.NoServer,
 		Timeouts: t.Timeouts, Aborts: t.Aborts, Queue: t.Queue,
