@@ -194,12 +194,20 @@ func TestHTTPProxyAnswersCountOnTheServer(t *testing.T) {
 			c.SetDeadline(time.Now().Add(10 * time.Second))
 			io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			if want := max(tc.status, 200); resp.StatusCode != want {
-				t.Fatalf("status %d, want %d", resp.StatusCode, want)
+			if tc.status == 0 {
+				// The cut response is reset (package doc, "Aborts"): the
+				// reset may reach the client before it read the head.
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				if resp.StatusCode != tc.status {
+					t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+				}
 			}
 			testutil.Eventually(t, 5e9, func() bool { return fe.Stats.Total(0).ConnCur == 0 }, "the connection closed")
 			for _, o := range []struct {
