@@ -223,6 +223,7 @@ func TestEtcdStorageCommitLoadRevert(t *testing.T) {
 // TestRevisionsPrunedInTheCommit: the Txn that commits N deletes the
 // revisions older than the 100 kept.
 func TestRevisionsPrunedInTheCommit(t *testing.T) {
+	t.Parallel()
 	e := etcdtest.Start(t, 1)
 	s := openStorage(t, e, "", "")
 	last := int64(config.MaxRevisions + 3)
@@ -358,6 +359,7 @@ func TestLoadFallsBackToTheNodeCache(t *testing.T) {
 // TestLargeDocumentCommits: a document of 10 000 servers, megabytes of
 // JSON, fits etcd's request limit once gzipped, and loads back.
 func TestLargeDocumentCommits(t *testing.T) {
+	t.Parallel()
 	e := etcdtest.Start(t, 1)
 	s := openStorage(t, e, "", "")
 	c := testConfig(t, 1, 10000, "big")
@@ -379,6 +381,7 @@ func TestLargeDocumentCommits(t *testing.T) {
 // when the member stopped (as by a crash) is the leader: the write that
 // follows waits for the election, within the write's budget.
 func TestThreeMembersOneStoppedStillCommits(t *testing.T) {
+	t.Parallel()
 	for _, stop := range []string{"follower", "leader"} {
 		t.Run(stop, func(t *testing.T) {
 			e := etcdtest.Start(t, 3)
@@ -405,6 +408,7 @@ func TestThreeMembersOneStoppedStillCommits(t *testing.T) {
 // TestEditKeyConcurrentEditsAllApply: each edit is conditional on the
 // key's mod revision and retried: none is lost.
 func TestEditKeyConcurrentEditsAllApply(t *testing.T) {
+	t.Parallel()
 	e := etcdtest.Start(t, 1)
 	s := openStorage(t, e, "", "")
 	if v, mod, err := s.GetKey(bg, TokensKey); v != nil || mod != 0 || err != nil {
@@ -446,6 +450,7 @@ func TestEditKeyConcurrentEditsAllApply(t *testing.T) {
 // TestCommitWithMoreBundlesThanATxnTakes: bundles beyond etcd's
 // --max-txn-ops are written before the commit's Txn.
 func TestCommitWithMoreBundlesThanATxnTakes(t *testing.T) {
+	t.Parallel()
 	e := etcdtest.Start(t, 1)
 	s := openStorage(t, e, "", "")
 	certs := map[string][]byte{}
@@ -507,6 +512,7 @@ func BenchmarkEtcdStorageCommit(b *testing.B) {
 // certificates (as doc.go recommends) takes the commits of a storage
 // given ClientTLS's configuration, and none without a certificate.
 func TestEtcdWithClientCertificates(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := testutil.NewCert(t, testutil.CertSpec{Names: []string{"etcd test CA"}, CA: true})
 	server := testutil.NewCert(t, testutil.CertSpec{Names: []string{"127.0.0.1"}, Parent: ca})

@@ -402,6 +402,7 @@ func TestReadsFailFastWhileEtcdIsKnownDown(t *testing.T) {
 // A node key deleted by hand while the node runs comes back within a few
 // probes, not at the node's next status change (the next write).
 func TestNodeKeyDeletedByHandComesBack(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	a := mustStartNode(t, etcd.Endpoints(), "a")
 	testutil.Eventually(t, 10*time.Second, func() bool { return slices.Equal(nodeNames(t, a), []string{"a"}) }, "a listed")

@@ -176,6 +176,7 @@ func nodeNames(t *testing.T, n *testNode) []string {
 }
 
 func TestNodesApplyACommitOnAll(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	nodes := []*testNode{
 		mustStartNode(t, etcd.Endpoints(), "a"),
@@ -310,6 +311,7 @@ func TestNodeRefusalIsPublished(t *testing.T) {
 }
 
 func TestWaitSaysWhoIsPending(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	a := mustStartNode(t, etcd.Endpoints(), "a")
 	b := mustStartNode(t, etcd.Endpoints(), "b")
@@ -364,6 +366,7 @@ func TestNodeTokensMirror(t *testing.T) {
 }
 
 func TestNodeLeavesWhenClosedOrKilled(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	a := mustStartNode(t, etcd.Endpoints(), "a")
 	b := mustStartNode(t, etcd.Endpoints(), "b")

@@ -16,6 +16,7 @@ import (
 // list them: b applied generation 2 before etcd stopped, and a says so.
 // a's own entry is dated now, not the zero time.
 func TestNodesWhileEtcdIsDownAreThoseSeenLast(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	a := mustStartNode(t, etcd.Endpoints(), "a")
 	mustStartNode(t, etcd.Endpoints(), "b")

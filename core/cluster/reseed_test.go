@@ -117,6 +117,7 @@ func TestReseedAfterTheStoreWentBack(t *testing.T) {
 // the next one; another node running meanwhile adopts it (same backends).
 // A store that holds a document is never seeded.
 func TestNodeRestartedOnAWipedStoreSeedsItFromItsCache(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	prefix := "/t" + strconv.FormatInt(prefixes.Add(1), 10)
 	a := startStoreNode(t, etcd, prefix, "a")
@@ -156,6 +157,7 @@ func TestNodeRestartedOnAWipedStoreSeedsItFromItsCache(t *testing.T) {
 // though it refused it: not its older cache), every node adopts it, and
 // writes work again.
 func TestWipedStoreIsSeededByARunningNode(t *testing.T) {
+	t.Parallel()
 	etcd := etcdtest.Start(t, 1)
 	prefix := "/t" + strconv.FormatInt(prefixes.Add(1), 10)
 	nodes := []*storeNode{startStoreNode(t, etcd, prefix, "a"), startStoreNode(t, etcd, prefix, "b")}

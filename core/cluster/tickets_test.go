@@ -105,6 +105,7 @@ func sameKeys(a, b *tlsconf.TicketKeys) bool {
 // ticket keys: a session of node a resumes on node b, before and after a
 // rotation (made once for both) and after keys set on one of them.
 func TestTicketKeysSharedByNodes(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, 1)
 	esA := openStorage(t, c, "", "")
 	esB := openStorage(t, c, esA.Prefix(), "")
