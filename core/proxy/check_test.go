@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"runtime"
@@ -44,6 +45,19 @@ func chkBackend(t testing.TB, hc config.HealthCheck, prev *balance.Backend, port
 	for i, p := range ports {
 		cb.Servers = append(cb.Servers, config.Server{Name: "s" + strconv.Itoa(i+1), Address: "127.0.0.1", Port: p})
 	}
+	return chkBuild(t, cb, prev)
+}
+
+// chkBackendAt is chkBackend with one server at host:port.
+func chkBackendAt(t testing.TB, hc config.HealthCheck, host string, port int) *balance.Backend {
+	t.Helper()
+	cb := &config.Backend{Name: "web", Mode: config.ModeTCP, HealthCheck: &hc,
+		Servers: []config.Server{{Name: "s1", Address: host, Port: port}}}
+	return chkBuild(t, cb, nil)
+}
+
+func chkBuild(t testing.TB, cb *config.Backend, prev *balance.Backend) *balance.Backend {
+	t.Helper()
 	cb.Normalize()
 	b, err := balance.Build(cb, prev, nil)
 	if err != nil {
@@ -64,6 +78,7 @@ func chkState(ck *Checker, server string) CheckState {
 // chkOrigin is a test server on 127.0.0.1 that runs handle for each
 // connection and records the first request it read.
 type chkOrigin struct {
+	host string
 	port int
 	mu   sync.Mutex
 	req  string
@@ -71,11 +86,23 @@ type chkOrigin struct {
 
 func chkNewOrigin(t testing.TB, handle func(c net.Conn, o *chkOrigin)) *chkOrigin {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return chkNewOriginOn(t, "127.0.0.1", handle)
+}
+
+// uniqueLoopback is an address of 127.0.0.0/8 that no other test uses
+// (chosen at random among millions).
+func uniqueLoopback(t testing.TB) string {
+	return fmt.Sprintf("127.%d.%d.%d", 100+rand.IntN(100), rand.IntN(256), 1+rand.IntN(254))
+}
+
+// chkNewOriginOn is chkNewOrigin on host (a loopback address).
+func chkNewOriginOn(t testing.TB, host string, handle func(c net.Conn, o *chkOrigin)) *chkOrigin {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &chkOrigin{port: ln.Addr().(*net.TCPAddr).Port}
+	o := &chkOrigin{host: host, port: ln.Addr().(*net.TCPAddr).Port}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var conns []net.Conn
@@ -744,7 +771,12 @@ func TestCheckProbesCloseWithReset(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var resets, fins atomic.Int64
-			o := chkNewOrigin(t, func(c net.Conn, o *chkOrigin) {
+			// On an address of its own: a TIME_WAIT socket to the origin's
+			// port can then only be a probe's. Another socket of the
+			// machine that had that port number as its remote port (any
+			// test, any process: ports are reused) made this test fail
+			// about 1 run in 15 under load.
+			o := chkNewOriginOn(t, uniqueLoopback(t), func(c net.Conn, o *chkOrigin) {
 				if tc.typ == config.CheckHTTP {
 					if !o.readHead(c) {
 						return
@@ -761,7 +793,7 @@ func TestCheckProbesCloseWithReset(t *testing.T) {
 				}
 			})
 			hc := config.HealthCheck{Type: tc.typ, IntervalMs: 20, TimeoutMs: 1000, Rise: 1, Fall: 1}
-			ck := NewChecker(chkBackend(t, hc, nil, o.port), loops, nil)
+			ck := NewChecker(chkBackendAt(t, hc, o.host, o.port), loops, nil)
 			ck.Start(nil)
 			testutil.Eventually(t, 5*time.Second, func() bool { return resets.Load()+fins.Load() >= 5 }, "five probes ended")
 			if !ck.Stop() {
@@ -770,27 +802,29 @@ func TestCheckProbesCloseWithReset(t *testing.T) {
 			if n := fins.Load(); n != 0 {
 				t.Errorf("%d probes ended with a FIN (%d with an RST), want RSTs only", n, resets.Load())
 			}
-			if n := timeWaitTo(t, o.port); n != 0 {
+			if n := timeWaitTo(t, o.host, o.port); n != 0 {
 				t.Errorf("%d TIME_WAIT sockets to the checked server, want none", n)
 			}
 		})
 	}
 }
 
-// timeWaitTo counts the sockets in TIME_WAIT whose remote port is port
-// (/proc/net/tcp and tcp6: state 06).
-func timeWaitTo(t *testing.T, port int) int {
+// timeWaitTo counts the sockets in TIME_WAIT whose remote address is
+// host:port, host an IPv4 address (/proc/net/tcp: state 06, addresses in
+// the kernel's byte order).
+func timeWaitTo(t *testing.T, host string, port int) int {
 	t.Helper()
-	want := fmt.Sprintf(":%04X", port)
+	ip := net.ParseIP(host).To4()
+	want := fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], port)
 	n := 0
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+	for _, f := range []string{"/proc/net/tcp"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
 		for _, l := range strings.Split(string(b), "\n")[1:] {
 			fs := strings.Fields(l)
-			if len(fs) > 3 && fs[3] == "06" && strings.HasSuffix(fs[2], want) {
+			if len(fs) > 3 && fs[3] == "06" && fs[2] == want {
 				n++
 			}
 		}
