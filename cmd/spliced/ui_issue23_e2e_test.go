@@ -360,6 +360,9 @@ func TestUINewOperatorDetails(t *testing.T) {
 		`(() => { const th = [...document.querySelectorAll('#loops-table th')];
 			const tip = (w) => { const x = th.find((e) => e.textContent === w); const a = x && x.querySelector('abbr[title]'); return a ? a.title : ''; };
 			return /urgent/.test(tip('Tasklets u/n/b')) && /accept queue/.test(tip('Accq full')); })()`)
+	// The class shares (seed 000's TC0/TC1/TC2) per loop.
+	u.soonJS(10*time.Second, "the loop table shows each class's share of the time",
+		`[...document.querySelectorAll('#loops-table td[data-col=shares]')].some((e) => /^\d+% \/ \d+% \/ \d+%$/.test(e.textContent))`)
 
 	// Badges: ink on ground at 4.5:1 at least (WCAG AA), green and blue too.
 	evalJS[bool](u, `(() => { const p = document.createElement('p'); p.id = 'badge-probe';

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -189,6 +190,12 @@ func (e *Engine) LoopActivity() []stats.LoopActivity {
 			Timers: a.Timers, AvgLoopUs: a.AvgLoopUs, Accepted: a.Accepted, AccqPushed: a.AccqPushed,
 			AccqFull: a.AccqFull, AcceptPause: a.AcceptPauses, SpliceBytes: a.SpliceBytes,
 			PipesUsed: a.PipesUsed, BuffersUsed: a.BufsUsed, Conns: a.Conns,
+			CPUUrgentNs: a.CPUNs[loop.Urgent], CPUNormalNs: a.CPUNs[loop.Normal], CPUBulkNs: a.CPUNs[loop.Bulk],
+			CPUHandshakeNs: a.HandshakeNs,
+		}
+		if sum := a.CPUNs[0] + a.CPUNs[1] + a.CPUNs[2]; sum > 0 {
+			pct := func(v uint64) float64 { return math.Round(1000*float64(v)/float64(sum)) / 10 }
+			out[i].ShareUrg, out[i].ShareNrm, out[i].ShareBlk = pct(a.CPUNs[0]), pct(a.CPUNs[1]), pct(a.CPUNs[2])
 		}
 	}
 	return out

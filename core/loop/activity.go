@@ -15,7 +15,8 @@ type Activity struct {
 	Loops     atomic.Uint64    // rounds of the event loop
 	PollIO    atomic.Uint64    // events returned by epoll_wait
 	WakeTasks atomic.Uint64    // Wake calls that queued a tasklet
-	Tasklets  [3]atomic.Uint64 // tasklets run, by Class
+	Tasklets  [3]atomic.Uint64 // units of work run, by Class: tasklets, and (normal) Exec'd functions and timers, (urgent) Source entries
+	CPUNs     [3]atomic.Uint64 // ns spent running each Class (the seed's TC0/TC1/TC2)
 	Timers    atomic.Uint64    // timers fired
 	AvgLoopUs atomic.Uint64    // EWMA (1/16) of a round's busy time, sleep excluded, µs
 
@@ -26,6 +27,7 @@ type Activity struct {
 	AcceptPauses atomic.Uint64 // accept back-offs on EMFILE/ENFILE/ENOBUFS/ENOMEM on this loop
 
 	// Written by core/proxy.
+	HandshakeNs atomic.Uint64 // ns TLS handshakes of this loop's pools computed (helper goroutines)
 	SpliceBytes atomic.Uint64 // bytes moved with splice(2)
 	PipesUsed   atomic.Int64  // pipes currently taken from the pool
 	BufsUsed    atomic.Int64  // buffers currently taken from the pool
@@ -37,7 +39,8 @@ type Activity struct {
 // ActivitySnapshot is a plain copy of Activity, for the API.
 type ActivitySnapshot struct {
 	Loops, PollIO, WakeTasks uint64
-	Tasklets                 [3]uint64
+	Tasklets, CPUNs          [3]uint64
+	HandshakeNs              uint64
 	Timers, AvgLoopUs        uint64
 	Accepted, AccqPushed     uint64
 	AccqFull, AcceptPauses   uint64
@@ -50,10 +53,12 @@ type ActivitySnapshot struct {
 func (a *Activity) Snapshot() ActivitySnapshot {
 	return ActivitySnapshot{
 		Loops: a.Loops.Load(), PollIO: a.PollIO.Load(), WakeTasks: a.WakeTasks.Load(),
-		Tasklets:  [3]uint64{a.Tasklets[0].Load(), a.Tasklets[1].Load(), a.Tasklets[2].Load()},
-		Timers:    a.Timers.Load(),
-		AvgLoopUs: a.AvgLoopUs.Load(),
-		Accepted:  a.Accepted.Load(), AccqPushed: a.AccqPushed.Load(),
+		Tasklets:    [3]uint64{a.Tasklets[0].Load(), a.Tasklets[1].Load(), a.Tasklets[2].Load()},
+		CPUNs:       [3]uint64{a.CPUNs[0].Load(), a.CPUNs[1].Load(), a.CPUNs[2].Load()},
+		HandshakeNs: a.HandshakeNs.Load(),
+		Timers:      a.Timers.Load(),
+		AvgLoopUs:   a.AvgLoopUs.Load(),
+		Accepted:    a.Accepted.Load(), AccqPushed: a.AccqPushed.Load(),
 		AccqFull: a.AccqFull.Load(), AcceptPauses: a.AcceptPauses.Load(),
 		SpliceBytes: a.SpliceBytes.Load(),
 		PipesUsed:   a.PipesUsed.Load(), Conns: a.Conns.Load(),

@@ -29,7 +29,7 @@ func TestWakeAndRunAllocateNothing(t *testing.T) {
 		l.Wake(&tks[0], Urgent)
 		l.Wake(&tks[1], Normal)
 		l.Wake(&tks[2], Bulk)
-		l.runTasklets()
+		l.runClasses(monoNow())
 	}); n != 0 {
 		t.Fatalf("%v allocations per wake+run", n)
 	}
@@ -62,7 +62,7 @@ func TestEventDispatchAllocatesNothing(t *testing.T) {
 	evs, fds := readyEvents(t, l, 32)
 	if n := testing.AllocsPerRun(1000, func() {
 		l.dispatch(evs)
-		l.runTasklets()
+		l.runClasses(monoNow())
 	}); n != 0 {
 		t.Fatalf("%v allocations per dispatch", n)
 	}
@@ -101,7 +101,7 @@ func BenchmarkWakeRun(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l.Wake(tk, Urgent)
-		l.runTasklets()
+		l.runClasses(monoNow())
 	}
 }
 
@@ -143,7 +143,7 @@ func BenchmarkDispatch32(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l.dispatch(evs)
-		l.runTasklets()
+		l.runClasses(monoNow())
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/32, "ns/event")
 }
@@ -174,5 +174,106 @@ func BenchmarkExecTake(b *testing.B) {
 		}
 		l.notified.Store(false) // as dispatch does after reading the eventfd
 		unix.Read(l.evfd, l.evbuf[:])
+	}
+}
+
+// entrySource is a Source holding n entries; each one handled counts a
+// unit.
+type entrySource struct {
+	n     int
+	units *int
+}
+
+func (s *entrySource) Poll(_ *Loop, budget int) int {
+	k := min(s.n, budget)
+	s.n -= k
+	*s.units += k
+	return k
+}
+
+// TestRoundNeverRunsMoreThanDepthUnits: whatever mix of work is pending —
+// tasklets of each class, expired timers, Exec'd functions, accept-ring
+// entries — one round runs at most runqueue_depth units of it, and the
+// rounds that follow run the rest.
+func TestRoundNeverRunsMoreThanDepthUnits(t *testing.T) {
+	type mix struct{ urgent, normal, bulk, timers, execs, entries int }
+	for _, tc := range []struct {
+		name string
+		mix
+	}{
+		{"everything", mix{50, 50, 50, 50, 50, 50}},
+		{"timers only", mix{timers: 100}},
+		{"execs only", mix{execs: 100}},
+		{"accepts only", mix{entries: 100}},
+		{"timers and accepts", mix{timers: 60, entries: 60}},
+		{"tasklets and execs", mix{urgent: 30, normal: 5, bulk: 40, execs: 40}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const depth = 10
+			l := newIdleLoop(t)
+			l.SetTuning(depth, 16, Sched{Urgent: 33, Normal: 50, Bulk: 17})
+			units := 0
+			unit := func() { units++ }
+			for c, k := range [nClasses]int{tc.urgent, tc.normal, tc.bulk} {
+				for range k {
+					tk := &Tasklet{Run: func(*Tasklet) { unit() }}
+					l.Wake(tk, Class(c))
+				}
+			}
+			for range tc.timers {
+				l.Arm(&Timer{Run: func(*Timer) { unit() }}, 0)
+			}
+			for range tc.execs {
+				l.Exec(func(*Loop) { unit() })
+			}
+			l.AddSource(&entrySource{n: tc.entries, units: &units})
+			total := tc.urgent + tc.normal + tc.bulk + tc.timers + tc.execs + tc.entries
+			for round := 0; units < total; round++ {
+				if round > total {
+					t.Fatalf("%d of %d units after %d rounds", units, total, round)
+				}
+				before := units
+				l.now = monoNow()
+				l.takeInbox()
+				l.runClasses(l.now)
+				if ran := units - before; ran > depth || ran == 0 {
+					t.Fatalf("round %d ran %d units (depth %d)", round, ran, depth)
+				}
+			}
+		})
+	}
+}
+
+// TestClassBudgetFromWhatRan: each class is offered a share of what the
+// classes before it really ran, not of what was queued: one urgent
+// tasklet that unqueues the other urgent ones hands the rest of the
+// urgent offer down (depth 10: urgent offered 4 runs 1, normal is offered
+// ceil(9*50/67) = 7, bulk the remaining 2).
+func TestClassBudgetFromWhatRan(t *testing.T) {
+	l := newIdleLoop(t)
+	l.SetTuning(10, 16, Sched{Urgent: 33, Normal: 50, Bulk: 17})
+	var ran [nClasses]int
+	var others [3]Tasklet
+	first := &Tasklet{Run: func(*Tasklet) {
+		ran[Urgent]++
+		for i := range others {
+			l.Unqueue(&others[i])
+		}
+	}}
+	l.Wake(first, Urgent)
+	for i := range others {
+		others[i].Run = func(*Tasklet) { ran[Urgent]++ }
+		l.Wake(&others[i], Urgent)
+	}
+	for c := Normal; c <= Bulk; c++ {
+		for range 20 {
+			cc := c
+			l.Wake(&Tasklet{Run: func(*Tasklet) { ran[cc]++ }}, c)
+		}
+	}
+	l.now = monoNow()
+	l.runClasses(l.now)
+	if ran != [nClasses]int{1, 7, 2} {
+		t.Fatalf("ran %v, want [1 7 2]", ran)
 	}
 }

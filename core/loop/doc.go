@@ -26,16 +26,26 @@
 //     then Close after Run returned (Close also runs what was Exec'd to a
 //     loop that never ran, so Exec's "true means it runs" always holds).
 //
-// Scheduling. A round refreshes Now, runs the Exec'd functions, fires the
-// expired timers (at most runqueue_depth per round; a Timer's Run is called
-// directly — timers are not tasklets — and typically Wakes a tasklet that
-// then runs in the same round), polls each Source with a budget of
-// runqueue_depth, then runs tasklets: urgent up to ceil(depth*U/100), normal
-// up to ceil(left*N/(N+B)), bulk the rest, where left is what the previous
-// classes did not consume. If anything is still queued (or a Source used its
-// whole budget, or more timers are due), the next epoll_wait does not sleep;
-// otherwise it sleeps until the earliest timer, or indefinitely. Readiness
-// ORs the epoll bits into FD.Ready and Wakes FD.T as Urgent.
+// Scheduling (seed 000). Every unit of work a round does is inside the
+// budget of a class, and a round does at most runqueue_depth units (see
+// Loop.round): urgent, offered ceil(depth*U/100), polls the Sources (accept
+// rings, queue grants: one unit per entry) then runs the tasklets woken by
+// I/O; normal, offered ceil(left*N/(N+B)) of what urgent really left, runs
+// the Exec'd functions, the expired timers (a Timer's Run is one unit; what
+// it wakes runs in its own class) and the tasklets woken as Normal; bulk
+// runs the self-waking transfers with what is left. If anything is still
+// queued (or a Source used its whole budget, or more timers are due, or
+// Exec'd functions wait), the next epoll_wait does not sleep; otherwise it
+// sleeps until the earliest timer, or indefinitely. Readiness ORs the epoll
+// bits into FD.Ready and Wakes FD.T as Urgent. The time each class takes
+// is counted (Activity.CPUNs, the seed's TC0/TC1/TC2).
+//
+// TLS handshakes are not loop work: crypto/tls cannot pause one, so they
+// compute on helper goroutines of core/proxy (at most
+// tuning.tls.max_handshakes per loop, and the process's handshake CPU
+// tokens: the Ps the loops leave), as HAProxy's TL_HEAVY class has its own
+// share of the CPU. Their time is shown beside the classes
+// (Activity.HandshakeNs).
 //
 // Wake-ups from other threads (Exec, accept-ring pushes) Notify the loop.
 // The eventfd is written only when the loop sleeps (or is about to: it

@@ -85,10 +85,16 @@ type Loop struct {
 	avgLoop float64 // ns, EWMA
 	spare   bool    // spareP() as of spareAt-spareCheck: blocking polls keep the P
 	spareAt int64
+	// exec holds the Exec'd functions taken from the inbox and not run
+	// yet (a round runs them within the normal class's budget), oldest
+	// first; execTail is its last node.
+	exec, execTail *execNode
+	srcMore        bool // a Source used its whole budget: it may hold more
 
 	// Counters accumulated on the loop thread, published once per round.
 	cLoops, cPollIO, cWake, cTimers uint64
 	cTasklets                       [nClasses]uint64
+	cCPU                            [nClasses]uint64 // ns spent running each class
 }
 
 const (
@@ -322,55 +328,47 @@ func (l *Loop) Run() {
 		l.round()
 	}
 	l.state.Store(stateStopped)
+	for n := l.exec; n != nil; n = n.next {
+		n.fn(l)
+	}
+	l.exec, l.execTail = nil, nil
 	for n := l.inbox.take(true); n != nil; n = n.next {
 		n.fn(l)
 	}
 	l.publish()
 }
 
-// round is one iteration:
+// round is one iteration. Every unit of work it does is inside the
+// budget of one class (seed 000, HAProxy's process_runnable_tasks), and a
+// round does at most depth units:
 //
-//  1. refresh Now();
-//  2. run Exec'd functions (control path);
-//  3. run expired timers, at most depth of them: timers fire directly from
-//     the heap rather than through the normal run queue (a Timer is not a
-//     Tasklet); their Run usually Wakes a tasklet, which then runs in this
-//     same round within its class budget;
-//  4. drain the Sources (accept rings), each with a budget of depth;
-//  5. run tasklets within the Split budget;
-//  6. poll: without sleeping if work is left, else until the next timer;
-//  7. dispatch events: OR bits into FD.Ready, Wake(FD.T, Urgent).
+//  1. refresh Now(); take the Exec'd functions out of the inbox (they wait
+//     in l.exec for their turn);
+//  2. urgent, offered ceil(depth*U/100): the Sources (accept rings, the
+//     queue's grants: hand-offs from other threads, one unit per entry),
+//     then the tasklets woken by I/O readiness;
+//  3. normal, offered ceil(left*N/(N+B)) of what urgent really left: the
+//     Exec'd functions (control path, handshakes handed back), the expired
+//     timers (as HAProxy queues expired tasks in its run queue: a Timer's
+//     Run is one unit, and what it wakes runs in its own class), then the
+//     tasklets woken as Normal;
+//  4. bulk, offered what normal really left: the self-waking transfers;
+//  5. poll: without sleeping if work is left, else until the next timer;
+//  6. dispatch events: OR bits into FD.Ready, Wake(FD.T, Urgent).
+//
+// Each offer is computed from what the classes before really ran, so a
+// class that runs less than its offer (its queue emptied, a tasklet
+// unqueued mid-round) hands the rest down. The time each class takes is
+// counted (Activity.CPUNs): the seed's TC0/TC1/TC2 shares.
 func (l *Loop) round() {
 	start := monoNow()
 	l.now = start
 	busy := false
+	l.takeInbox()
+	end := l.runClasses(start)
 
-	if n := l.inbox.take(false); n != nil {
-		for ; n != nil; n = n.next {
-			n.fn(l)
-		}
-	}
-
-	for fired := 0; len(l.timers) > 0 && l.timers[0].when <= l.now; fired++ {
-		if fired == l.depth {
-			busy = true
-			break
-		}
-		t := l.timers[0]
-		l.timers.disarm(t)
-		l.cTimers++
-		t.Run(t)
-	}
-
-	for i := 0; i < len(l.sources); i++ {
-		if l.sources[i].Poll(l, l.depth) >= l.depth {
-			busy = true
-		}
-	}
-
-	l.runTasklets()
-
-	if l.rq[Urgent].n+l.rq[Normal].n+l.rq[Bulk].n > 0 || !l.inbox.empty() || l.stopping.Load() {
+	if l.rq[Urgent].n+l.rq[Normal].n+l.rq[Bulk].n > 0 || l.exec != nil || !l.inbox.empty() ||
+		l.srcMore || l.timerDue() || l.stopping.Load() {
 		busy = true
 	}
 	timeout := 0
@@ -378,7 +376,6 @@ func (l *Loop) round() {
 		timeout = l.pollTimeout()
 	}
 	l.cLoops++
-	end := monoNow()
 	l.avgLoop += (float64(end-start) - l.avgLoop) / 16
 	l.publish()
 
@@ -395,6 +392,96 @@ func (l *Loop) round() {
 	}
 	l.poll(timeout)
 	l.sleeping.Store(false)
+}
+
+// runClasses runs the three classes within the round's depth (steps 2-4
+// above), from start (monoNow), and returns when it ended.
+func (l *Loop) runClasses(start int64) int64 {
+	left := l.depth
+	ran := l.runUrgent(urgentOffer(left, l.sched))
+	t1 := monoNow()
+	l.cCPU[Urgent] += uint64(t1 - start)
+	left -= ran
+	ran = l.runNormal(normalOffer(left, l.sched))
+	t2 := monoNow()
+	l.cCPU[Normal] += uint64(t2 - t1)
+	left -= ran
+	l.runQueue(Bulk, left)
+	end := monoNow()
+	l.cCPU[Bulk] += uint64(end - t2)
+	return end
+}
+
+// takeInbox appends the inbox's functions to l.exec, oldest first.
+func (l *Loop) takeInbox() {
+	n := l.inbox.take(false)
+	if n == nil {
+		return
+	}
+	if l.exec == nil {
+		l.exec = n
+	} else {
+		l.execTail.next = n
+	}
+	for n.next != nil {
+		n = n.next
+	}
+	l.execTail = n
+}
+
+// timerDue: the earliest timer has expired.
+func (l *Loop) timerDue() bool { return len(l.timers) > 0 && l.timers[0].when <= l.now }
+
+// runUrgent runs up to offer units of the urgent class: the Sources first,
+// with the offer less what the queued I/O tasklets need of it (at least
+// half the offer is left to them when both wait), then the tasklets. It
+// returns the units run.
+func (l *Loop) runUrgent(offer int) int {
+	done := 0
+	l.srcMore = false
+	if len(l.sources) > 0 && offer > 0 {
+		budget := offer - min(l.rq[Urgent].n, offer/2)
+		for i := 0; i < len(l.sources); i++ {
+			b := budget - done
+			if b <= 0 {
+				l.srcMore = true // not polled this round: maybe work waits
+				break
+			}
+			if k := l.sources[i].Poll(l, b); k >= b {
+				done += b
+				l.srcMore = true
+			} else {
+				done += k
+			}
+		}
+		l.cTasklets[Urgent] += uint64(done)
+	}
+	return done + l.runQueue(Urgent, offer-done)
+}
+
+// runNormal runs up to offer units of the normal class: the Exec'd
+// functions, the expired timers, then the tasklets woken as Normal, each
+// one unit. It returns the units run.
+func (l *Loop) runNormal(offer int) int {
+	done := 0
+	for done < offer && l.exec != nil {
+		n := l.exec
+		if l.exec = n.next; l.exec == nil {
+			l.execTail = nil
+		}
+		n.next = nil
+		done++
+		n.fn(l)
+	}
+	for done < offer && l.timerDue() {
+		t := l.timers[0]
+		l.timers.disarm(t)
+		l.cTimers++
+		done++
+		t.Run(t)
+	}
+	l.cTasklets[Normal] += uint64(done)
+	return done + l.runQueue(Normal, offer-done)
 }
 
 // Pender is optionally implemented by a Source that can tell, from any
@@ -414,24 +501,22 @@ func (l *Loop) sourcesPending() bool {
 	return false
 }
 
-// runTasklets runs up to the Split budget of each class, oldest first. A
-// tasklet woken while the round runs is queued at the tail and may run in
-// this round if its class budget is not used up, else in the next one.
-func (l *Loop) runTasklets() {
-	u, n, b := Split(l.depth, l.sched, l.rq[Urgent].n, l.rq[Normal].n, l.rq[Bulk].n)
-	budget := [nClasses]int{u, n, b}
-	for c := range nClasses {
-		q := &l.rq[c]
-		done := 0
-		for ; done < budget[c]; done++ {
-			t := q.pop()
-			if t == nil {
-				break
-			}
-			t.Run(t)
+// runQueue runs up to budget tasklets of class c, oldest first, and
+// returns how many ran. A tasklet woken while the round runs is queued at
+// the tail and may run in this round if the budget is not used up, else
+// in the next one.
+func (l *Loop) runQueue(c Class, budget int) int {
+	q := &l.rq[c]
+	done := 0
+	for ; done < budget; done++ {
+		t := q.pop()
+		if t == nil {
+			break
 		}
-		l.cTasklets[c] += uint64(done)
+		t.Run(t)
 	}
+	l.cTasklets[c] += uint64(done)
+	return done
 }
 
 // pollTimeout is the epoll_wait timeout in ms: until the earliest timer,
@@ -558,6 +643,7 @@ func (l *Loop) publish() {
 	a.Timers.Store(l.cTimers)
 	for c := range nClasses {
 		a.Tasklets[c].Store(l.cTasklets[c])
+		a.CPUNs[c].Store(l.cCPU[c])
 	}
 	a.AvgLoopUs.Store(uint64(l.avgLoop / 1e3))
 }

@@ -163,8 +163,10 @@ func TestUnqueueRemovesAQueuedTasklet(t *testing.T) {
 }
 
 // A round runs exactly the Split budget per class: with 1000 tasklets queued
-// in each class and the defaults (200, 33/50/17), the first round runs
-// 66 urgent, 100 normal and 34 bulk.
+// in each class and the defaults (200, 33/50/17), a round runs 66 urgent,
+// 100 normal and 34 bulk. The tasklets are woken from an Exec'd function,
+// which runs in the normal class of its round, after the urgent class: the
+// round after it is the first with every class queued from its start.
 func TestRoundRunsTheSplitBudgetPerClass(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -182,10 +184,12 @@ func TestRoundRunsTheSplitBudgetPerClass(t *testing.T) {
 			l := startLoop(t, Options{RunqueueDepth: tt.depth, Sched: tt.s})
 			var round uint64
 			var perRound [nClasses]int
+			var ran atomic.Int64
 			mk := func(c Class, k int) {
 				for range k {
 					tk := &Tasklet{}
 					tk.Run = func(*Tasklet) {
+						ran.Add(1)
 						if l.cLoops == round {
 							perRound[c]++
 						}
@@ -194,12 +198,15 @@ func TestRoundRunsTheSplitBudgetPerClass(t *testing.T) {
 				}
 			}
 			execWait(t, l, func(l *Loop) {
-				round = l.cLoops // tasklets woken here run in this round
+				round = l.cLoops + 1 // the next round starts with them queued
 				mk(Urgent, tt.nU)
 				mk(Normal, tt.nN)
 				mk(Bulk, tt.nB)
 			})
-			execWait(t, l, func(*Loop) {})
+			// Wait for that round to end without Exec'ing anything: an
+			// Exec'd function is a unit of its normal class.
+			testutil.Eventually(t, 5*time.Second, func() bool { return l.Activity().Loops.Load() > round },
+				"the round to end")
 			u, n, b := Split(tt.depth, tt.s, tt.nU, tt.nN, tt.nB)
 			execWait(t, l, func(*Loop) {
 				if perRound != [nClasses]int{u, n, b} {
@@ -207,13 +214,8 @@ func TestRoundRunsTheSplitBudgetPerClass(t *testing.T) {
 				}
 			})
 			// Everything runs eventually, without sleeping in between.
-			testutil.Eventually(t, 5*time.Second, func() bool {
-				var total uint64
-				for c := range nClasses {
-					total += l.Activity().Tasklets[c].Load()
-				}
-				return total == uint64(tt.nU+tt.nN+tt.nB)
-			}, "all tasklets to run")
+			testutil.Eventually(t, 5*time.Second, func() bool { return ran.Load() == int64(tt.nU+tt.nN+tt.nB) },
+				"all tasklets to run")
 		})
 	}
 }
@@ -500,7 +502,8 @@ func TestSourcesArePolledEachRound(t *testing.T) {
 	execWait(t, l, func(l *Loop) { l.AddSource(s); l.AddSource(s) })
 	execWait(t, l, func(*Loop) {})
 	execWait(t, l, func(l *Loop) {
-		if s.polls < 1 || s.budget != 17 || len(l.sources) != 1 {
+		// Sources are urgent work: offered the urgent share, ceil(17*33/100).
+		if s.polls < 1 || s.budget != 6 || len(l.sources) != 1 {
 			t.Errorf("polls %d budget %d sources %d", s.polls, s.budget, len(l.sources))
 		}
 		l.RemoveSource(s)

@@ -28,20 +28,26 @@ func Split(depth int, s Sched, nUrgent, nNormal, nBulk int) (u, n, b int) {
 		return 0, 0, 0
 	}
 	nUrgent, nNormal, nBulk = max(nUrgent, 0), max(nNormal, 0), max(nBulk, 0)
-	su, sn, sb := max(s.Urgent, 0), max(s.Normal, 0), max(s.Bulk, 0)
-
-	u = min(nUrgent, ceilDiv(depth*su, 100), depth)
+	u = min(nUrgent, urgentOffer(depth, s))
 	left := depth - u
-
-	if sn+sb == 0 {
-		n = min(nNormal, ceilDiv(left, 2))
-	} else {
-		n = min(nNormal, ceilDiv(left*sn, sn+sb))
-	}
+	n = min(nNormal, normalOffer(left, s))
 	left -= n
-
 	b = min(nBulk, left)
 	return u, n, b
+}
+
+// urgentOffer is what the urgent class is offered of a round's depth.
+func urgentOffer(depth int, s Sched) int {
+	return min(ceilDiv(depth*max(s.Urgent, 0), 100), depth)
+}
+
+// normalOffer is what the normal class is offered of what urgent left.
+func normalOffer(left int, s Sched) int {
+	sn, sb := max(s.Normal, 0), max(s.Bulk, 0)
+	if sn+sb == 0 {
+		return ceilDiv(left, 2)
+	}
+	return ceilDiv(left*sn, sn+sb)
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -112,6 +112,7 @@ type tlsFd struct {
 	// fi in the pool's files).
 	hs    *tlsHandshakes
 	cpu   chan struct{}
+	since time.Time // when the CPU token was taken (Activity.HandshakeNs)
 	slot  bool
 	grant chan bool
 	f     *os.File
@@ -723,12 +724,18 @@ func (h *tlsHandshakes) acquire(a *tlsFd) error {
 	}
 	a.slot = true
 	a.cpu = takeCPU()
+	a.since = time.Now()
 	return nil
 }
 
 // release gives back what acquire took (helper goroutine): the CPU token,
 // and the slot to the first waiter, if any.
 func (h *tlsHandshakes) release(a *tlsFd) {
+	if a.cpu != nil {
+		// The time it computed: the loop's handshake CPU, beside its
+		// classes' (core/loop Activity.HandshakeNs).
+		h.l.Activity().HandshakeNs.Add(uint64(time.Since(a.since)))
+	}
 	giveCPU(a.cpu)
 	a.cpu = nil
 	if !a.slot {

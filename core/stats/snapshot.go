@@ -223,6 +223,18 @@ type LoopActivity struct {
 	TaskletsUrg uint64 `json:"tasklets_urgent"`
 	TaskletsNrm uint64 `json:"tasklets_normal"`
 	TaskletsBlk uint64 `json:"tasklets_bulk"`
+	// Time spent running each class (units of work: tasklets, timers,
+	// Exec'd functions, accept-ring entries), ns, and each class's share
+	// of their sum in percent (seed 000's TC0/TC1/TC2), since start.
+	CPUUrgentNs uint64  `json:"cpu_urgent_ns"`
+	CPUNormalNs uint64  `json:"cpu_normal_ns"`
+	CPUBulkNs   uint64  `json:"cpu_bulk_ns"`
+	ShareUrg    float64 `json:"share_urgent"`
+	ShareNrm    float64 `json:"share_normal"`
+	ShareBlk    float64 `json:"share_bulk"`
+	// CPUHandshakeNs is the time TLS handshakes of this loop's pools
+	// computed, on their helper goroutines (outside the classes).
+	CPUHandshakeNs uint64 `json:"cpu_handshake_ns"`
 	Timers      uint64 `json:"timers"`      // timers fired
 	AvgLoopUs   uint64 `json:"avg_loop_us"` // EWMA of a round's busy time, µs
 	Accepted    uint64 `json:"accepted"`

@@ -175,6 +175,8 @@ export function normActivity(raw) {
       wakeTasks: n(o, 'wake_tasks'),
       tasklets,
       avgLoopUs: n(o, 'avg_loop_us'),
+      shares: n(o, 'share_urgent') === null ? null : [n(o, 'share_urgent'), n(o, 'share_normal') ?? 0, n(o, 'share_bulk') ?? 0],
+      handshakeNs: n(o, 'cpu_handshake_ns'),
       accepted: n(o, 'accepted'),
       accqPushed: n(o, 'accq_pushed'),
       accqFull: n(o, 'accq_full'),

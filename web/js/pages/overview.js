@@ -218,6 +218,8 @@ export default async function overview(ctx, root) {
     }
     const maxAvg = Math.max(1, ...act.map((l) => l.avgLoopUs || 0));
     const t = (l) => (l.tasklets ? l.tasklets.map((x) => num(x)).join(' / ') : '—');
+    const sh = (l) => (l.shares ? l.shares.map((x) => `${Math.round(x)}%`).join(' / ') : '—');
+    const ms = (ns) => (ns === null || ns === undefined ? '—' : `${num(Math.round(ns / 1e6))} ms`);
     loops.append(h('table', { id: 'loops-table' },
       h('thead', null, h('tr', null, LOOP_COLUMNS.map(([x, tip], i) => h('th', { class: i ? 'num' : '' },
         tip ? h('abbr', { title: tip, tabindex: '0', 'aria-label': `${x}: ${tip}` }, x) : x)))),
@@ -226,6 +228,8 @@ export default async function overview(ctx, root) {
         h('td', { class: 'num' }, num(l.loops)),
         h('td', { class: 'num' }, num(l.pollIO)),
         h('td', { class: 'num' }, t(l)),
+        h('td', { class: 'num', 'data-col': 'shares' }, sh(l)),
+        h('td', { class: 'num' }, ms(l.handshakeNs)),
         h('td', { class: 'num' }, h('div', { class: 'inline' }, l.avgLoopUs === null ? '—' : `${num(l.avgLoopUs)} µs`,
           h('div', { class: 'bar', title: 'relative loop time' }, h('i', { style: `width:${Math.round(100 * (l.avgLoopUs || 0) / maxAvg)}%` })))),
         h('td', { class: 'num' }, num(l.accepted)),
@@ -252,7 +256,9 @@ const LOOP_COLUMNS = [
   ['Loop', 'the loop thread\'s number'],
   ['Loops', 'rounds of the event loop since start'],
   ['Poll I/O', 'rounds in which epoll returned I/O events'],
-  ['Tasklets u/n/b', 'tasklets run per class: urgent (I/O wake-ups) / normal (requests, timers) / bulk (transfers that used their per-round byte cap)'],
+  ['Tasklets u/n/b', 'units of work run per class: urgent (I/O wake-ups, accepted connections) / normal (timers, control messages, requests) / bulk (transfers that used their per-round byte cap)'],
+  ['CPU u/n/b', 'share of the loop\'s time spent in each class since start (seed 000\'s TC0/TC1/TC2)'],
+  ['Handshakes', 'time this loop\'s TLS handshakes computed, on their helper goroutines (outside the classes)'],
   ['Avg loop', 'average time of one round of the loop'],
   ['Accepted', 'connections this loop accepted'],
   ['Accq full', 'accepted connections kept by this loop because the target loop\'s accept queue (ring) was full'],
