@@ -235,14 +235,14 @@ type LoopActivity struct {
 	// CPUHandshakeNs is the time TLS handshakes of this loop's pools
 	// computed, on their helper goroutines (outside the classes).
 	CPUHandshakeNs uint64 `json:"cpu_handshake_ns"`
-	Timers      uint64 `json:"timers"`      // timers fired
-	AvgLoopUs   uint64 `json:"avg_loop_us"` // EWMA of a round's busy time, µs
-	Accepted    uint64 `json:"accepted"`
-	AccqPushed  uint64 `json:"accq_pushed"`
-	AccqFull    uint64 `json:"accq_full"`
-	AcceptPause uint64 `json:"accept_pauses"`
-	SpliceBytes uint64 `json:"splice_bytes"`
-	PipesUsed   int64  `json:"pipes_used"`
-	BuffersUsed int64  `json:"buffers_used"`
-	Conns       int64  `json:"conns"` // live connections owned by the loop
+	Timers         uint64 `json:"timers"`      // timers fired
+	AvgLoopUs      uint64 `json:"avg_loop_us"` // EWMA of a round's busy time, µs
+	Accepted       uint64 `json:"accepted"`
+	AccqPushed     uint64 `json:"accq_pushed"`
+	AccqFull       uint64 `json:"accq_full"`
+	AcceptPause    uint64 `json:"accept_pauses"`
+	SpliceBytes    uint64 `json:"splice_bytes"`
+	PipesUsed      int64  `json:"pipes_used"`
+	BuffersUsed    int64  `json:"buffers_used"`
+	Conns          int64  `json:"conns"` // live connections owned by the loop
 }
