@@ -19,6 +19,7 @@ import (
 // attempt to open either would fail with "address already in use" instead
 // (before the fix it opened both, then exited 8 ms later on the name).
 func TestClusterNameTakenRefusedBeforeListening(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 1, "a")
 	a := c.nodes["a"]
 	port := testutil.FreePort(t)

@@ -20,6 +20,7 @@ import (
 // renewed; the summary counts it; the live nodes stay in sync. Once its
 // key goes it leaves the page.
 func TestUINodesUnreachable(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	c := newTestCluster(t, 1, "a", "b")
 	a, b := c.nodes["a"], c.nodes["b"]

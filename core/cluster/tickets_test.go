@@ -247,6 +247,7 @@ func TestTicketKeysInstalledAfterEtcdWentBack(t *testing.T) {
 // a revision it will not reach soon and sees no delete, so the absence is
 // found by reading, not by the watch.
 func TestTicketKeysSeededAgainAfterEtcdWiped(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, 1)
 	esA := openStorage(t, c, "", "")
 	esB := openStorage(t, c, esA.Prefix(), "")
