@@ -261,9 +261,9 @@ func (c *Counters) Total(nowNs int64) Totals {
 // foldSecond raises the peak of rate which with second sec, which has
 // ended on loop slot self with own events there: the sum of every loop's
 // count of that second. A loop still in sec adds what it has so far (it
-// folds again when its own second ends); a loop that moved two seconds on
-// since has lost its count of sec (Rate keeps one second back): the peak
-// may then be low by that loop's share, never high.
+// folds again when its own second ends); a loop that had events in two
+// other seconds since has lost its count of sec (Rate keeps one second
+// back): the peak may then be low by that loop's share, never high.
 func (c *Counters) foldSecond(self *Slot, which int, sec uint32, own uint32) {
 	sum := int64(own)
 	if p := c.slots.Load(); p != nil {
@@ -276,16 +276,29 @@ func (c *Counters) foldSecond(self *Slot, which int, sec uint32, own uint32) {
 	raiseMax(&c.rateMax[which], sum)
 }
 
-// foldRead raises the peak of rate which with the last whole second before
-// sec and with now (the rate over the last second as read), and returns it.
+// foldRead raises the peak of rate which with every second the loops still
+// know (each one's last two seconds with events: a burst that nothing
+// followed stays known however late it is read) and with now (the rate
+// over the last second as read), and returns it. Readers only: O(loops²).
 func (c *Counters) foldRead(which int, sec uint32, now float64) int64 {
-	var sum int64
+	best := int64(now + 0.5)
 	if p := c.slots.Load(); p != nil {
 		for _, s := range *p {
-			sum += int64(s.rate(which).countAt(sec - 1))
+			r := s.rate(which)
+			for _, w := range [2]uint64{r.cur.Load(), r.prev.Load()} {
+				at := uint32(w >> 32)
+				if w&0xffffffff == 0 || at == sec { // the second in progress: now covers it
+					continue
+				}
+				var sum int64
+				for _, o := range *p {
+					sum += int64(o.rate(which).countAt(at))
+				}
+				best = max(best, sum)
+			}
 		}
 	}
-	raiseMax(&c.rateMax[which], max(sum, int64(now+0.5)))
+	raiseMax(&c.rateMax[which], best)
 	return c.rateMax[which].Load()
 }
 
@@ -306,8 +319,10 @@ func RaiseMax(m *atomic.Int64, v int64) { raiseMax(m, v) }
 
 // Rate counts events per second (HAProxy's freq_ctr). cur packs the second
 // (high 32 bits) and the count of that second (low 32 bits) in one word so
-// the owning loop updates both with one store; prev is the count of the
-// second before.
+// the owning loop updates both with one store; prev is the word cur held
+// before its second changed (the last second with events before the
+// current one, whichever it was): the rate reads it when it is the second
+// just before, the peaks whatever it is.
 type Rate struct {
 	cur  atomic.Uint64
 	prev atomic.Uint64
@@ -330,11 +345,7 @@ func (r *Rate) add(sec uint32) (done uint32, n uint32, ok bool) {
 	if s := uint32(v >> 32); s != sec {
 		// Publish prev before cur: a reader that sees the new second in
 		// cur also sees the matching prev.
-		if s+1 == sec {
-			r.prev.Store(v & 0xffffffff)
-		} else {
-			r.prev.Store(0)
-		}
+		r.prev.Store(v)
 		done, n, ok = s, uint32(v), v != 0
 		v = uint64(sec) << 32
 	}
@@ -345,12 +356,11 @@ func (r *Rate) add(sec uint32) (done uint32, n uint32, ok bool) {
 // countAt is the number of events counted in second sec, if the rate
 // still knows it (sec is its current second or the one before).
 func (r *Rate) countAt(sec uint32) uint64 {
-	v := r.cur.Load()
-	switch uint32(v >> 32) {
-	case sec:
+	if v := r.cur.Load(); uint32(v>>32) == sec {
 		return v & 0xffffffff
-	case sec + 1:
-		return r.prev.Load()
+	}
+	if v := r.prev.Load(); uint32(v>>32) == sec {
+		return v & 0xffffffff
 	}
 	return 0
 }
@@ -361,7 +371,10 @@ func (r *Rate) read(sec uint32, frac float64) float64 {
 	s, n := uint32(v>>32), float64(v&0xffffffff)
 	switch {
 	case s == sec:
-		return n + float64(r.prev.Load())*(1-frac)
+		if p := r.prev.Load(); uint32(p>>32)+1 == sec {
+			n += float64(p&0xffffffff) * (1 - frac)
+		}
+		return n
 	case s+1 == sec:
 		return n * (1 - frac)
 	}

@@ -37,6 +37,15 @@ func TestRatePeaksSumTheLoops(t *testing.T) {
 	if got := c.Total(21_500_000_000).ReqRateMax; got != 30 {
 		t.Fatalf("read after a burst: req_rate_max %d, want 30", got)
 	}
+	// A burst of 50 in second 40 over both loops, then silence: read a
+	// minute later, it is still the peak.
+	for range 25 {
+		l0.ReqStarted(40)
+		l1.ReqStarted(40)
+	}
+	if got := c.Total(100_000_000_000).ReqRateMax; got != 50 {
+		t.Fatalf("read a minute after a burst: req_rate_max %d, want 50", got)
+	}
 	// Connections count apart.
 	l0.ConnStarted(30)
 	l0.ConnStarted(30)
@@ -45,8 +54,8 @@ func TestRatePeaksSumTheLoops(t *testing.T) {
 	if tot.ConnRateMax < int64(tot.ConnRate+0.5) || tot.ConnRateMax != 3 {
 		t.Fatalf("conn_rate_max %d with conn_rate %.2f, want 3", tot.ConnRateMax, tot.ConnRate)
 	}
-	if tot.ReqRateMax != 30 {
-		t.Fatalf("req_rate_max %d after connections, want 30", tot.ReqRateMax)
+	if tot.ReqRateMax != 50 {
+		t.Fatalf("req_rate_max %d after connections, want 50", tot.ReqRateMax)
 	}
 }
 

@@ -15,12 +15,14 @@ import revisions from './pages/revisions.js';
 import audit from './pages/audit.js';
 import logs from './pages/logs.js';
 import nodes from './pages/nodes.js';
+import status from './pages/status.js';
 import { noteStore, watchStore } from './cluster.js';
 
 const pages = {
   overview: { title: 'Overview', render: overview },
   frontends: { title: 'Frontends', render: frontends },
   backends: { title: 'Backends', render: backends },
+  status: { title: 'Status', render: status },
   certificates: { title: 'Certificates', render: certificates },
   tuning: { title: 'Tuning', render: tuning },
   cpu: { title: 'CPU & IRQs', render: cpu },
