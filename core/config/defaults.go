@@ -144,8 +144,14 @@ func (f *Frontend) Normalize() {
 		def(&f.Timeouts.HTTPRequestMs, DefaultHTTPRequestMs)
 		def(&f.Timeouts.HTTPKeepAliveMs, DefaultHTTPKeepAliveMs)
 		if f.HTTP == nil {
-			f.HTTP = &FrontendHTTPOpts{XForwardedFor: true}
+			f.HTTP = &FrontendHTTPOpts{}
 		}
+	}
+	if o := f.HTTP; o != nil && o.XForwardedFor == nil {
+		// Each member its own default: never "on only when the whole
+		// object is absent", which turned it off for {"max_body_size":100}.
+		on := true
+		o.XForwardedFor = &on
 	}
 }
 
@@ -305,6 +311,10 @@ func (f *Frontend) clone() Frontend {
 	}
 	if f.HTTP != nil {
 		h := *f.HTTP
+		if h.XForwardedFor != nil {
+			v := *h.XForwardedFor
+			h.XForwardedFor = &v
+		}
 		out.HTTP = &h
 	}
 	return out

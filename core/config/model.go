@@ -119,12 +119,26 @@ type FrontendTimeouts struct {
 }
 
 // FrontendHTTPOpts are the http-mode options of a frontend.
+//
+// Each member missing from the object takes its own default (a member is
+// never defaulted by the presence of another): x_forwarded_for true, the
+// others false and 0. XForwardedFor is a pointer for that reason, so that
+// {"max_body_size":100} is told from an explicit false; Normalize fills it,
+// and a stored document always says it.
 type FrontendHTTPOpts struct {
-	XForwardedFor   bool `json:"x_forwarded_for"`
-	XForwardedProto bool `json:"x_forwarded_proto"`
-	Via             bool `json:"via"`
+	// XForwardedFor appends the client's address as a new X-Forwarded-For
+	// field (default true; HAProxy's option forwardfor).
+	XForwardedFor   *bool `json:"x_forwarded_for" example:"true"`
+	XForwardedProto bool  `json:"x_forwarded_proto"`
+	Via             bool  `json:"via"`
 	// MaxBodySize bounds request bodies in bytes (413 beyond); 0 = unlimited.
 	MaxBodySize int64 `json:"max_body_size" validate:"gte=0"`
+}
+
+// ForwardFor reports whether X-Forwarded-For is appended: its default
+// (true) when x_forwarded_for is unset.
+func (o *FrontendHTTPOpts) ForwardFor() bool {
+	return o.XForwardedFor == nil || *o.XForwardedFor
 }
 
 // Bind is one listening address of a frontend.

@@ -726,7 +726,7 @@ func httpFront(cf *config.Frontend, def *proxy.Backend, bes map[string]*beRT) *p
 		ClientTimeout:    ms(cf.Timeouts.ClientMs),
 	}
 	if o := cf.HTTP; o != nil {
-		h.XForwardedFor, h.XForwardedProto, h.Via, h.MaxBody = o.XForwardedFor, o.XForwardedProto, o.Via, o.MaxBodySize
+		h.XForwardedFor, h.XForwardedProto, h.Via, h.MaxBody = o.ForwardFor(), o.XForwardedProto, o.Via, o.MaxBodySize
 	}
 	for _, r := range cf.Routes {
 		var be *proxy.Backend

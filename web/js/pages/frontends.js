@@ -113,7 +113,9 @@ async function freshCerts(names) {
 }
 
 // HTTP_DEFAULTS are the http options the API gives a frontend sent
-// without them (core/config defaults.go): X-Forwarded-For on, the rest off.
+// without them (core/config defaults.go), each member on its own (a
+// missing x_forwarded_for is true even when the object has other
+// members): X-Forwarded-For on, the rest off.
 const HTTP_DEFAULTS = { x_forwarded_for: true, x_forwarded_proto: false, via: false };
 
 // httpSummary says what an http frontend adds to requests.
@@ -241,7 +243,7 @@ async function frontendForm(ctx, f, backends, certNames) {
       // new frontend starts from the server's defaults (X-Forwarded-For
       // on), so an unticked box is sent as false, never left out for the
       // server to default to true.
-      model.http = { ...HTTP_DEFAULTS, ...(model.http || {}) };
+      model.http = { ...HTTP_DEFAULTS, ...Object.fromEntries(Object.entries(model.http || {}).filter(([, v]) => v != null)) };
       httpBox.append(group(['http'], 'HTTP', h('div', { class: 'fields' },
         input(model, ['http', 'x_forwarded_for'], 'Add X-Forwarded-For', 'bool'),
         input(model, ['http', 'x_forwarded_proto'], 'Add X-Forwarded-Proto', 'bool'),

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
+
+// TestHTTPForwardedForOnWithAnyHTTPObject: x_forwarded_for defaults to
+// true on its own, not only when the whole http object is absent. Before,
+// {"max_body_size":100}, {} or {"x_forwarded_proto":true} stored
+// x_forwarded_for false, and a client's forged X-Forwarded-For reached
+// the server alone. An explicit false is kept.
+func TestHTTPForwardedForOnWithAnyHTTPObject(t *testing.T) {
+	in := startSpliced(t, "")
+	o := newHTTPOrigin(t, "A", nil)
+	port := setupHTTP(t, in, httpSetup{
+		backends: []map[string]any{httpBackend("web", "roundrobin", o.server("s1"))},
+		frontend: map[string]any{"default_backend": "web", "http": map[string]any{"max_body_size": 100}},
+	})
+	for _, tc := range []struct {
+		http map[string]any
+		want bool
+	}{
+		{map[string]any{"max_body_size": 100}, true},
+		{map[string]any{}, true},
+		{map[string]any{"x_forwarded_proto": true}, true},
+		{map[string]any{"via": true, "max_body_size": 100}, true},
+		{map[string]any{"x_forwarded_for": false}, false},
+		{map[string]any{"x_forwarded_for": false, "max_body_size": 100}, false},
+	} {
+		var fe map[string]any
+		in.MustDo(200, "GET", "/api/v1/frontends/pub", nil).JSON(t, &fe)
+		fe["http"] = tc.http
+		in.MustDo(200, "PUT", "/api/v1/frontends/pub", fe)
+		var got struct {
+			HTTP struct {
+				XFF *bool `json:"x_forwarded_for"`
+			} `json:"http"`
+		}
+		in.MustDo(200, "GET", "/api/v1/frontends/pub", nil).JSON(t, &got)
+		if got.HTTP.XFF == nil || *got.HTTP.XFF != tc.want {
+			t.Fatalf("http %v: stored x_forwarded_for %v, want %v", tc.http, got.HTTP.XFF, tc.want)
+		}
+		before := len(o.received())
+		testutil.Eventually(t, 5*time.Second, func() bool {
+			resp, _ := roundTrip(t, port, "GET /x HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 198.51.100.7\r\n\r\n")
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			seen := o.received()[before:]
+			before = len(o.received())
+			return strings.Contains(seen, "\r\nX-Forwarded-For: 198.51.100.7\r\nX-Forwarded-For: 127.0.0.1\r\n") == tc.want
+		}, "http %v: X-Forwarded-For appended is not %v", tc.http, tc.want)
+	}
+}
