@@ -59,6 +59,7 @@ func TestUIStatusPage(t *testing.T) {
 	in.MustDo(200, "PATCH", "/api/v1/backends/web/servers/s2", map[string]any{"admin_state": "drain"})
 
 	u := newUITest(t, in, 120*time.Second)
+	u.shotsTo()
 	u.run("load overview",
 		chromedp.EmulateViewport(1280, 800),
 		chromedp.Navigate(u.base),
