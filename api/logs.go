@@ -9,11 +9,11 @@ import (
 // logs godoc
 //
 //	@Summary		The last access-log entries, filtered, or their live stream
-//	@Description	The access log's entries (frontends with "access_log": true: one per http request, one per tcp connection) as a JSON array, in the order they ended (newest last): HAProxy's timers (tq_ms, tw_ms, tc_ms, tr_ms, ta_ms; -1 for a phase not reached), status, bytes_in, bytes_out (heads included), retries, the two-letter termination state, the client and the request line with credentials redacted. Kept in memory only (lost at restart): the last 1000 entries, and beside them the last --access-log-keep-abnormal (default 1000) abnormal ones (status >= 400, or a termination other than "--"), so that an incident's entries stay after thousands of normal requests. The filters (each given one must match) select among all that is kept, and the answer is the newest limit of the selected, oldest first: a filter that selects abnormal entries only (status=5xx, termination=SH, abnormal=1) reaches back as far as the abnormal ones kept. The lines themselves go to the access-log sink (--access-log-file, --access-log-syslog, else stderr). With ?follow=1 the answer is a text/event-stream instead: one "event: access" per new entry the filters select (data: one accesslog.Record as JSON), ": heartbeat" every 15 s; a client that does not keep up loses entries (never waited for); streams count against --admin-max-event-streams(-per-token). A value a parameter does not take is a 400 whose detail names the parameter.
+//	@Description	The access log's entries (frontends with "access_log": true: one per http request, one per tcp connection) as a JSON array, in the order they ended (newest last): HAProxy's timers (tq_ms, tw_ms, tc_ms, tr_ms, ta_ms; -1 for a phase not reached), status, bytes_in, bytes_out (heads included), retries, the two-letter termination state, the client and the request line with credentials redacted. Kept in memory only (lost at restart): the last 1000 entries, and beside them the last --access-log-keep-abnormal (default 1000) abnormal ones (status >= 400, or a termination other than "--") of each side, the server side's (5xx; ended by the server or the proxy) apart from the client side's (4xx; ended by the client, or the proxy's 400 for a malformed request), so that an incident's entries stay after thousands of normal requests. The filters (each given one must match) select among all that is kept, and the answer is the newest limit of the selected, oldest first: a filter that selects abnormal entries only (status=5xx, termination=SH, abnormal=1) reaches back as far as the abnormal ones kept. The lines themselves go to the access-log sink (--access-log-file, --access-log-syslog, else stderr). With ?follow=1 the answer is a text/event-stream instead: one "event: access" per new entry the filters select (data: one accesslog.Record as JSON), ": heartbeat" every 15 s; a client that does not keep up loses entries (never waited for); streams count against --admin-max-event-streams(-per-token). A value a parameter does not take is a 400 whose detail names the parameter.
 //	@Tags			observability
 //	@Produce		json
 //	@Produce		text/event-stream
-//	@Param			limit		query		integer	false	"entries (1 to what is kept: 1000 + --access-log-keep-abnormal; default 100)"
+//	@Param			limit		query		integer	false	"entries (1 to what is kept: 1000 + 2 × --access-log-keep-abnormal; default 100)"
 //	@Param			status		query		string	false	"a class (1xx..5xx), an exact code (502), or none (no status sent: tcp, or the client got nothing)"
 //	@Param			termination	query		string	false	"a two-letter termination state, e.g. SH"
 //	@Param			frontend	query		string	false	"a frontend's name"
@@ -31,7 +31,7 @@ import (
 //	@Router			/api/v1/logs [get]
 func (s *server) logs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	maxLimit := accesslog.KeepDefault + accesslog.KeepAbnormalDefault
+	maxLimit := accesslog.KeepDefault + 2*accesslog.KeepAbnormalDefault
 	if s.alog != nil {
 		maxLimit = s.alog.Kept()
 	}

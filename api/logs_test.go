@@ -129,7 +129,7 @@ func TestLogsFiltersSelectAmongWhatIsKept(t *testing.T) {
 		{"client=example.com", "client"},
 		{"since=2026-13-01", "since"},
 		{"abnormal=yes", "abnormal"},
-		{"limit=2001", "limit"},
+		{"limit=3001", "limit"},
 	} {
 		w := f.must(t, 400, "GET", "/api/v1/logs?"+tc.query, "")
 		if p := problemOf(t, w); p.Type != "urn:spliced:problem:bad-query" || !strings.HasPrefix(p.Detail, tc.param+" must be") {

@@ -24,7 +24,7 @@ func addAccessLogFlags(fs *flag.FlagSet) accessLogFlags {
 		syslog:       fs.String("access-log-syslog", "", "send the access log to syslog instead of stderr: udp://host:port or unix:/dev/log (one datagram per line, facility local0)"),
 		syslogFormat: fs.String("access-log-syslog-format", "rfc3164", "syslog message format of --access-log-syslog: rfc3164 or rfc5424"),
 		keepAbnormal: fs.Int("access-log-keep-abnormal", accesslog.KeepAbnormalDefault,
-			fmt.Sprintf("abnormal access-log entries (status >= 400, or a termination other than --) GET /api/v1/logs keeps beside the last %d entries (1..%d)", accesslog.KeepDefault, accesslog.KeepAbnormalMax)),
+			fmt.Sprintf("abnormal access-log entries (status >= 400, or a termination other than --) GET /api/v1/logs keeps beside the last %d entries, of each side: that many of the server side's faults (5xx; ended by the server or the proxy) and as many of the client side's (4xx; ended by the client), so that bad requests cannot push a 502 out (1..%d)", accesslog.KeepDefault, accesslog.KeepAbnormalMax)),
 	}
 }
 

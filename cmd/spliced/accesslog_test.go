@@ -81,16 +81,17 @@ func TestAccessLogFullFileIsWarnedOf(t *testing.T) {
 }
 
 // TestAccessLogKeepAbnormalFlag: --access-log-keep-abnormal sizes the
-// ring of abnormal entries (what GET /api/v1/logs may ask for grows with
+// two rings of abnormal entries, the server side's and the client side's
+// (what GET /api/v1/logs may ask for grows with
 // it) and refuses a size outside 1..KeepAbnormalMax.
 func TestAccessLogKeepAbnormalFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		kept int // 0: refused
 	}{
-		{nil, accesslog.KeepDefault + accesslog.KeepAbnormalDefault},
-		{[]string{"--access-log-keep-abnormal", "5000"}, accesslog.KeepDefault + 5000},
-		{[]string{"--access-log-keep-abnormal", "1"}, accesslog.KeepDefault + 1},
+		{nil, accesslog.KeepDefault + 2*accesslog.KeepAbnormalDefault},
+		{[]string{"--access-log-keep-abnormal", "5000"}, accesslog.KeepDefault + 2*5000},
+		{[]string{"--access-log-keep-abnormal", "1"}, accesslog.KeepDefault + 2},
 		{[]string{"--access-log-keep-abnormal", "0"}, 0},
 		{[]string{"--access-log-keep-abnormal", "-3"}, 0},
 		{[]string{"--access-log-keep-abnormal", "100001"}, 0},

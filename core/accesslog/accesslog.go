@@ -3,11 +3,15 @@
 // derives HAProxy's timers, redacts the request line, writes one line per
 // entry through a slog.Logger (JSON or text, to stderr, a file or syslog:
 // sinks.go), keeps the last entries for GET /api/v1/logs and hands each
-// new one to the subscribers of the event stream. Two rings keep records
-// for GET /api/v1/logs: the last entries, and the last abnormal ones
-// (Abnormal: status >= 400, or a termination other than "--") so that an
-// incident stays findable after thousands of normal requests; Query
-// selects among both (filter.go).
+// new one to the subscribers of the event stream. Three rings keep
+// records for GET /api/v1/logs: the last entries, and beside them the last
+// abnormal ones (Abnormal: status >= 400, or a termination other than
+// "--") so that an incident stays findable after thousands of normal
+// requests — in two rings, the server side's faults (ServerSide: a 5xx,
+// an end blamed on the server or the proxy) apart from the client side's
+// (a 4xx, a client's abort), so that a flood of bad requests or of 404s
+// cannot push an incident's 502s out; Query selects among all three
+// (filter.go).
 //
 // Threads: Add, Flush and Write are called by one goroutine, the engine's
 // access-log writer (core/engine), never by a loop; Recent and Subscribe by any
@@ -31,13 +35,14 @@ import (
 // requests per second, the last second; about 500 KB.
 const KeepDefault = 1000
 
-// KeepAbnormalDefault is how many of the last abnormal entries are kept
-// beside them: an incident's errors outlive the normal traffic that
-// follows (at 1 error per 100 requests, the last 100 000 requests); about
-// 500 KB.
+// KeepAbnormalDefault is how many of the last abnormal entries of each
+// side (server, client: Record.ServerSide) are kept beside them: an
+// incident's errors outlive the normal traffic that follows (at 1 error
+// per 100 requests, the last 100 000 requests), and the client side's
+// cannot take the server side's room; about 500 KB per side.
 const KeepAbnormalDefault = 1000
 
-// KeepAbnormalMax bounds --access-log-keep-abnormal: about 50 MB.
+// KeepAbnormalMax bounds --access-log-keep-abnormal: about 50 MB per side.
 const KeepAbnormalMax = 100_000
 
 // Record is one access-log entry as the API and the lines show it.
@@ -88,17 +93,18 @@ type Log struct {
 	unwritten uint64 // lines a sink failed to take (writer goroutine only)
 	lastErr   error  // the last sink's error (writer goroutine only)
 
-	mu       sync.Mutex
-	seq      uint64 // records kept so far: the seq of the last one
-	recent   ring   // the last records
-	abnormal ring   // the last abnormal records (Record.Abnormal)
-	subs     map[chan Record]struct{}
+	mu     sync.Mutex
+	seq    uint64 // records kept so far: the seq of the last one
+	recent ring   // the last records
+	server ring   // the last abnormal records of the server side (Record.ServerSide)
+	client ring   // the last other abnormal records (the client side's)
+	subs   map[chan Record]struct{}
 }
 
 // New returns a Log that writes a line per entry to out (message
 // "access") and keeps the last keep records (KeepDefault when keep <= 0)
-// and the last keepAbnormal abnormal ones (KeepAbnormalDefault when
-// keepAbnormal <= 0). mono is the monotonic clock the entries' times were
+// and the last keepAbnormal abnormal ones of each side, server and client
+// (KeepAbnormalDefault when keepAbnormal <= 0). mono is the monotonic clock the entries' times were
 // read from (the data plane's loop.Mono): it is handed in so that this
 // package, which the admin API imports, does not depend on the data plane.
 func New(out *slog.Logger, keep, keepAbnormal int, mono func() int64) *Log {
@@ -108,16 +114,18 @@ func New(out *slog.Logger, keep, keepAbnormal int, mono func() int64) *Log {
 	if keepAbnormal <= 0 {
 		keepAbnormal = KeepAbnormalDefault
 	}
-	return &Log{out: out, mono: mono, recent: newRing(keep), abnormal: newRing(keepAbnormal),
+	return &Log{out: out, mono: mono, recent: newRing(keep),
+		server: newRing(keepAbnormal), client: newRing(keepAbnormal),
 		subs: make(map[chan Record]struct{})}
 }
 
 // Kept is how many records the Log can hold: the last entries and the
-// last abnormal ones (the bound of Query's limit).
-func (l *Log) Kept() int { return len(l.recent.recs) + len(l.abnormal.recs) }
+// last abnormal ones of each side (the bound of Query's limit).
+func (l *Log) Kept() int { return len(l.recent.recs) + len(l.server.recs) + len(l.client.recs) }
 
 // kept is a record in a ring, with its place in the order records were
-// kept (a record held by both rings has one seq).
+// kept (a record held by two rings, the last entries' and an abnormal
+// one, has one seq).
 type kept struct {
 	seq uint64
 	r   Record
@@ -219,14 +227,17 @@ func (l *Log) Write(e *stats.LogEntry) {
 // an unreachable syslog) and the last error (the writer goroutine only).
 func (l *Log) Unwritten() (uint64, error) { return l.unwritten, l.lastErr }
 
-// keep puts r in the ring of the last records, and in that of the
-// abnormal ones when it is one (l.mu held). Two copies into preallocated
-// rings: nothing is allocated per record.
+// keep puts r in the ring of the last records, and when it is abnormal in
+// that of its side's (l.mu held). Two copies into preallocated rings:
+// nothing is allocated per record.
 func (l *Log) keep(r *Record) {
 	l.seq++
 	l.recent.push(l.seq, r)
-	if r.Abnormal() {
-		l.abnormal.push(l.seq, r)
+	switch {
+	case r.ServerSide():
+		l.server.push(l.seq, r)
+	case r.Abnormal():
+		l.client.push(l.seq, r)
 	}
 }
 

@@ -17,6 +17,31 @@ import (
 // aborts, timeouts, refusals, even those with a 2xx status).
 func (r *Record) Abnormal() bool { return r.Status >= 400 || r.Termination != "--" }
 
+// ServerSide says whether r is an abnormal entry of the server side — the
+// server or the proxy failed, not the client: a 5xx, or an end blamed on
+// the server ('S' abort or refusal, 's' timeout) or on the proxy ('P' an
+// error it answered, 'R' a resource ran out, 'K' killed by a stop) in any
+// phase but the request's ("PR" is the 400 of a malformed request: the
+// client's). The other abnormal entries (a 4xx, a client's abort or
+// timeout) are the client side's, kept in a ring of their own: cheap bad
+// requests or a stream of 404s cannot push a 502 out.
+func (r *Record) ServerSide() bool {
+	if r.Status >= 500 {
+		return true
+	}
+	t := r.Termination
+	if len(t) != 2 {
+		return false
+	}
+	switch t[0] {
+	case 'S', 's':
+		return true
+	case 'P', 'R', 'K':
+		return t[1] != 'R'
+	}
+	return false
+}
+
 // Filter selects records, every set field having to match; the zero
 // Filter selects them all. ParseFilter reads one from a query string.
 type Filter struct {
@@ -118,15 +143,15 @@ func portIs(s string, port uint16) bool {
 }
 
 // Query returns the newest limit records that f selects among those
-// kept — the last entries and the last abnormal ones, walked together
-// from the newest by the order they were kept, a record held by both seen
-// once — oldest first. Without a filter (and limit at most the ring of
-// the last entries) that is the last limit entries; with one that selects
-// abnormal records only (a 5xx, a termination, Abnormal), the abnormal
-// ring reaches back further than the last entries do.
+// kept — the last entries and the last abnormal ones of each side, walked
+// together from the newest by the order they were kept, a record held by
+// two rings seen once — oldest first. Without a filter (and limit at most
+// the ring of the last entries) that is the last limit entries; with one
+// that selects abnormal records only (a 5xx, a termination, Abnormal),
+// the abnormal rings reach back further than the last entries do.
 //
-// It holds the Log's lock for one pass over the two rings (2 000 records
-// by default) and the copies of the records it answers: tens of µs, a few
+// It holds the Log's lock for one pass over the three rings (3 000
+// records by default) and the copies of the records it answers: tens of µs, a few
 // hundred for a thousand records (BenchmarkQuery). The writer goroutine
 // may wait that long; the loops never do (they push to their own rings,
 // which the writer drains every 50 ms).
@@ -135,25 +160,27 @@ func (l *Log) Query(f Filter, limit int) []Record {
 	// left under it is the walk and the copies.
 	out := make([]Record, 0, max(0, min(limit, l.Kept())))
 	l.mu.Lock()
-walk:
-	for i, j := 0, 0; len(out) < limit; {
-		var a, b *kept
-		if i < l.recent.n {
-			a = l.recent.newest(i)
-		}
-		if j < l.abnormal.n {
-			b = l.abnormal.newest(j)
-		}
+	rings := [3]*ring{&l.recent, &l.server, &l.client}
+	var at [3]int // how many of each ring's newest were walked
+	for len(out) < limit {
+		// The newest record not walked yet: the highest seq at the
+		// rings' heads; a record in two rings is at the head of both.
 		var k *kept
-		switch {
-		case a == nil && b == nil:
-			break walk
-		case b == nil || a != nil && a.seq > b.seq:
-			k, i = a, i+1
-		case a == nil || b.seq > a.seq:
-			k, j = b, j+1
-		default: // the same record, in both rings
-			k, i, j = a, i+1, j+1
+		for i, g := range rings {
+			if at[i] < g.n {
+				if c := g.newest(at[i]); k == nil || c.seq > k.seq {
+					k = c
+				}
+			}
+		}
+		if k == nil {
+			break
+		}
+		seq := k.seq
+		for i, g := range rings {
+			if at[i] < g.n && g.newest(at[i]).seq == seq {
+				at[i]++
+			}
 		}
 		if f.Match(&k.r) {
 			out = append(out, k.r)

@@ -201,10 +201,11 @@ func TestQueryKeepsAbnormalEntriesBeyondTheLast(t *testing.T) {
 			"", 4, []int64{3, 4, 5, 6}},
 		{"an abnormal entry in both rings is listed once",
 			[]step{{1, 200, "--"}, {2, 503, "SC"}, {3, 200, "--"}}, "", 10, []int64{1, 2, 3}},
-		{"the abnormal ring keeps the last 3 abnormal",
+		{"each side's ring keeps its last 3 abnormal",
 			[]step{{1, 500, "--"}, {2, 404, "--"}, {3, 200, "CD"}, {4, 200, "--"}, {5, 502, "SH"}, {6, 200, "--"},
-				{7, 200, "--"}, {8, 200, "--"}, {9, 200, "--"}},
-			"abnormal=1", 10, []int64{2, 3, 5}},
+				{7, 200, "--"}, {8, 200, "--"}, {9, 200, "--"}, {10, 404, "--"}, {11, 400, "PR"}, {12, 504, "sH"},
+				{13, 200, "--"}, {14, 200, "--"}, {15, 200, "--"}, {16, 200, "--"}},
+			"abnormal=1", 20, []int64{1, 3, 5, 10, 11, 12}}, // 2 pushed out by 3, 10, 11; 1 kept
 		{"abnormal limited to the newest",
 			[]step{{1, 500, "--"}, {2, 404, "--"}, {3, 200, "CD"}, {4, 502, "SH"}}, "abnormal=1", 2, []int64{3, 4}},
 		{"normal entries past the last entries' ring are gone",
@@ -226,6 +227,58 @@ func TestQueryKeepsAbnormalEntriesBeyondTheLast(t *testing.T) {
 		}
 		if got := ids(l.Query(f, tc.limit)); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %q limit %d gives %v, want %v", tc.name, tc.query, tc.limit, got, tc.want)
+		}
+	}
+}
+
+// TestClientFaultsDoNotPushOutAServerFault: a 502 followed by more bad
+// requests (the proxy's 400s, "PR") and 404s than the abnormal ring holds
+// is still found by status=502, status=5xx and termination=SH: the client
+// side's faults have a ring of their own (the tester's 1 001 garbage
+// requests pushed it out before).
+func TestClientFaultsDoNotPushOutAServerFault(t *testing.T) {
+	l := New(slog.New(slog.DiscardHandler), 0, 0, fixedClock)
+	l.Write(entry(1, 502, "SH"))
+	for i := range 3 * KeepAbnormalDefault {
+		if i%2 == 0 {
+			l.Add(entry(2+i, 400, "PR"))
+		} else {
+			l.Add(entry(2+i, 404, "--"))
+		}
+		if i%100 == 99 {
+			l.Flush()
+		}
+	}
+	l.Flush()
+	for _, q := range []string{"status=502", "status=5xx", "termination=SH"} {
+		v, _ := url.ParseQuery(q)
+		f, _ := ParseFilter(v)
+		if got := ids(l.Query(f, 100)); !slices.Equal(got, []int64{1}) {
+			t.Errorf("%s: %v, want the 502", q, got)
+		}
+	}
+	v, _ := url.ParseQuery("status=4xx")
+	f, _ := ParseFilter(v)
+	if got := l.Query(f, l.Kept()); len(got) != KeepAbnormalDefault { // the last entries are all 4xx, and in the client side's ring
+		t.Errorf("status=4xx: %d entries", len(got))
+	}
+}
+
+// TestServerSide: which abnormal records are the server side's.
+func TestServerSide(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		term   string
+		want   bool
+	}{
+		{502, "SH", true}, {503, "SC", true}, {504, "sH", true}, {500, "--", true}, {503, "PR", true},
+		{200, "SD", true}, {200, "sD", true}, {0, "sD", true}, {200, "PH", true}, {0, "RC", true}, {200, "KD", true},
+		{400, "PR", false}, {404, "--", false}, {413, "PR", false}, {408, "cR", false}, {200, "CD", false},
+		{0, "CD", false}, {200, "--", false}, {0, "--", false},
+	} {
+		r := Record{Status: tc.status, Termination: tc.term}
+		if got := r.ServerSide(); got != tc.want {
+			t.Errorf("status %d termination %s: server side %v, want %v", tc.status, tc.term, got, tc.want)
 		}
 	}
 }
