@@ -72,7 +72,11 @@ func (e *LogEntry) RequestLine() []byte { return e.Line[:e.LineLen] }
 
 // LogRing is a bounded single-producer single-consumer ring of access-log
 // entries: the loop pushes (never blocks: a full ring drops the entry and
-// counts it), one goroutine drains and writes the lines.
+// counts it), one goroutine drains and writes the lines. Its last eighth
+// is kept for abnormal entries (LogEntry.Abnormal): when the writer falls
+// behind the traffic (tens of thousands of requests per second into a
+// slow sink), normal entries are dropped first and an incident's 502s
+// still reach the log and GET /api/v1/logs, up to that reserve per drain.
 type LogRing struct {
 	head    atomic.Uint64 // next entry to read (consumer)
 	_       [56]byte
@@ -81,6 +85,7 @@ type LogRing struct {
 	_       [48]byte
 	buf     []LogEntry
 	mask    uint64
+	normal  uint64 // how many entries a normal entry may find before it: len(buf) less the reserve
 }
 
 // NewLogRing returns a ring of size entries rounded up to a power of two.
@@ -89,13 +94,23 @@ func NewLogRing(size int) *LogRing {
 	for n < size {
 		n <<= 1
 	}
-	return &LogRing{buf: make([]LogEntry, n), mask: uint64(n - 1)}
+	return &LogRing{buf: make([]LogEntry, n), mask: uint64(n - 1), normal: uint64(n - n/8)}
 }
 
-// Push appends e, or drops it when the ring is full (producer only).
+// Abnormal says whether e is an entry an operator looks for after an
+// incident: a status of 400 or more, or a termination other than the
+// normal one (accesslog.Record.Abnormal, on the entry).
+func (e *LogEntry) Abnormal() bool {
+	return e.Status >= 400 || e.Term[0] != 0 && e.Term != TermNormal
+}
+
+// Push appends e, or drops it when the ring is full (producer only): a
+// normal entry when all but the reserve is taken, an abnormal one when
+// all is. Below the reserve it costs what it did without one: one
+// comparison; the entry is looked at only above it.
 func (r *LogRing) Push(e *LogEntry) bool {
 	t := r.tail.Load()
-	if t-r.head.Load() >= uint64(len(r.buf)) {
+	if n := t - r.head.Load(); n >= r.normal && (n >= uint64(len(r.buf)) || !e.Abnormal()) {
 		r.dropped.Add(1)
 		return false
 	}
