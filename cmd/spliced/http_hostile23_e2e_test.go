@@ -56,3 +56,35 @@ func TestHTTPForwardedForOnWithAnyHTTPObject(t *testing.T) {
 		}, "http %v: X-Forwarded-For appended is not %v", tc.http, tc.want)
 	}
 }
+
+// TestTLSClientCertPrefixSparesCommonFieldsAPI: through the API, a
+// client_cert_header_prefix that would strip an ordinary field from every
+// client (Cookie, X-Forwarded-, a 1-letter X) is refused with 422 naming
+// the field; the default prefix is still accepted.
+func TestTLSClientCertPrefixSparesCommonFieldsAPI(t *testing.T) {
+	in := startSpliced(t, "")
+	srv := testutil.NewCert(t, testutil.CertSpec{Names: []string{"m.example.com"}})
+	uploadCert(in, "m", srv, false)
+	ca := testutil.NewCert(t, testutil.CertSpec{CA: true, Names: []string{"clients"}})
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "web", "mode": "http"})
+	const ptr = "/binds/0/tls/client_cert_header_prefix"
+	for _, tc := range []struct {
+		prefix string
+		status int
+	}{
+		{"Cookie", 422}, {"Authorization", 422}, {"X", 422}, {"X-Forwarded-", 422},
+		{"Connection", 422}, {"Te", 422}, {"X-Client-Cert-", 201},
+	} {
+		r := in.Do("POST", "/api/v1/frontends", map[string]any{
+			"name": "mtls", "mode": "http", "default_backend": "web",
+			"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": testutil.FreePort(t),
+				"tls": map[string]any{"certificates": []string{"m"}, "client_ca": ca.CertPEM, "client_cert_header_prefix": tc.prefix}}},
+		})
+		if r.Status != tc.status {
+			t.Fatalf("prefix %q: status %d, want %d: %s", tc.prefix, r.Status, tc.status, r.Body)
+		}
+		if tc.status == 422 && !strings.Contains(string(r.Body), ptr) {
+			t.Fatalf("prefix %q: the problem does not point at %s: %s", tc.prefix, ptr, r.Body)
+		}
+	}
+}

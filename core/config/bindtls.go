@@ -15,6 +15,7 @@ const (
 	MaxClientCABytes       = 64 << 10 // client_ca: a few dozen CA certificates; more is a bundle of public roots, which mTLS does not want
 	MaxALPNProtocols       = 16       // alpn entries; real lists have 1 to 3
 	MaxClientCertPrefixLen = 64       // client_cert_header_prefix, so <prefix>Verified stays a short header name
+	MinClientCertPrefixLen = 4        // client_cert_header_prefix: a shorter one ("X", "Te") starts too many fields clients send
 )
 
 // CodeBadPEM is shared with certificate uploads: client_ca that is not PEM
@@ -121,10 +122,10 @@ func (v *validation) bindTLS(bp string, f *Frontend, t *BindTLS) {
 			v.p.add(tp+"/client_cert_header_prefix", CodeModeMismatch, "client_cert_header_prefix needs mode http: a tcp frontend adds no header")
 		case t.ClientCA == "":
 			v.p.add(tp+"/client_cert_header_prefix", CodeInvalid, "client_cert_header_prefix needs client_ca")
-		case len(pfx) > MaxClientCertPrefixLen || !ValidMethod(pfx):
-			v.p.addf(tp+"/client_cert_header_prefix", CodeFormat, "client_cert_header_prefix must be 1-%d HTTP token characters", MaxClientCertPrefixLen)
+		case len(pfx) < MinClientCertPrefixLen || len(pfx) > MaxClientCertPrefixLen || !ValidMethod(pfx):
+			v.p.addf(tp+"/client_cert_header_prefix", CodeFormat, "client_cert_header_prefix must be %d-%d HTTP token characters", MinClientCertPrefixLen, MaxClientCertPrefixLen)
 		default:
-			if f := framingFieldWithPrefix(pfx); f != "" {
+			if f := passedFieldWithPrefix(pfx); f != "" {
 				v.p.addf(tp+"/client_cert_header_prefix", CodeInvalid,
 					"client_cert_header_prefix %q would remove the client's %s field too (the client's fields with the prefix are dropped)", pfx, f)
 			}
@@ -194,17 +195,39 @@ func (v *validation) bindTLSOldVersions(tp string, t *BindTLS) {
 	v.p.addf(tp+"/ciphers", CodeInvalid, "min_version %s needs a cipher usable in TLS %s (a CBC suite such as TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA): the ciphers listed need TLS 1.2", t.MinVersion, t.MinVersion)
 }
 
-// framingFields are the request fields the proxy frames, routes or
-// upgrades a request with and forwards as received: the client's fields
-// whose name starts with a client_cert_header_prefix are dropped, and a
-// dropped Content-Length whose body is forwarded makes the server read
-// that body as a next request.
-var framingFields = []string{"Host", "Content-Length", "Transfer-Encoding", "Upgrade", "Expect"}
+// passedFields are the request fields a client's prefix must not start:
+// the client's fields whose name starts with client_cert_header_prefix are
+// dropped on every request of the bind, so a prefix that starts one of
+// these would strip it from every client. First those the proxy frames,
+// routes or upgrades a request with (a dropped Content-Length whose body
+// is forwarded makes the server read that body as a next request), then
+// the hop-by-hop ones, then the standard and common end-to-end fields a
+// proxy passes (a dropped Cookie or Authorization logs every client out, a
+// dropped X-Forwarded-For hides the client chain). A family (Content-*,
+// Accept*, X-Forwarded-*) is listed by its members: "Content-" starts
+// Content-Length and is refused, "Content-Type-Cert-" starts none and is
+// not.
+var passedFields = []string{
+	"Host", "Content-Length", "Transfer-Encoding", "Upgrade", "Expect",
+	"Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
+	"Cookie", "Authorization", "Proxy-Authorization",
+	"Content-Type", "Content-Encoding", "Content-Language", "Content-Location",
+	"Content-Range", "Content-MD5", "Content-Disposition",
+	"Forwarded", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host",
+	"X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Prefix", "X-Forwarded-Ssl",
+	"X-Real-IP", "Via", "Max-Forwards",
+	"Accept", "Accept-Encoding", "Accept-Language", "Accept-Charset", "Accept-Ranges",
+	"User-Agent", "Referer", "Origin", "From", "Date", "Range",
+	"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "If-Range",
+	"Cache-Control", "Pragma", "Priority",
+	"Sec-WebSocket-Key", "Sec-WebSocket-Version", "Sec-WebSocket-Protocol", "Sec-WebSocket-Extensions",
+	"X-Request-ID", "X-Requested-With", "X-Correlation-ID", "X-CSRF-Token",
+}
 
-// framingFieldWithPrefix is the framing field whose name starts with pfx
+// passedFieldWithPrefix is the passed field whose name starts with pfx
 // (ASCII case-insensitively, '_' and '-' alike, as the proxy strips), or "".
-func framingFieldWithPrefix(pfx string) string {
-	for _, f := range framingFields {
+func passedFieldWithPrefix(pfx string) string {
+	for _, f := range passedFields {
 		if len(f) < len(pfx) {
 			continue
 		}
