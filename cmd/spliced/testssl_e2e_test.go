@@ -22,6 +22,7 @@ import (
 const testsslTimeout = 3 * time.Minute
 
 func TestTLSAuditOfADefaultBindWithTestssl(t *testing.T) {
+	t.Parallel()
 	bin, err := testssl.Binary()
 	if err != nil {
 		if os.Getenv("CI") != "" {
