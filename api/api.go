@@ -112,6 +112,7 @@ type server struct {
 	log     *slog.Logger
 	started time.Time
 	spec    []byte
+	queries queryParams // the query parameters of each operation (query.go)
 	mux     *chi.Mux
 	docSize docSize // of the current document, for PUT /config's body limit
 	c       collections
@@ -132,6 +133,7 @@ func New(o Options) http.Handler {
 		spec: openapi.JSON(), c: newCollections(), ulpPath: o.TCPULPPath,
 		tickets: o.TicketKeys, alog: o.AccessLog, cluster: o.Cluster, node: o.Node,
 	}
+	s.queries = newQueryParams(s.spec)
 	if s.cluster != nil {
 		s.node = s.cluster.Self()
 	}

@@ -219,6 +219,10 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // writeError.
 func (s *server) handle(h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if err := s.checkQuery(r); err != nil { // query.go
+			writeError(w, r, s.log, err)
+			return
+		}
 		if err := h(w, r); err != nil {
 			writeError(w, r, s.log, err)
 		}
