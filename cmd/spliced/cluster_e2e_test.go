@@ -228,6 +228,7 @@ func TestClusterThreeNodes(t *testing.T) {
 	})
 
 	t.Run("a node killed and restarted rejoins", func(t *testing.T) {
+		cn.ExpectDeath("killed to prove it rejoins at the current generation")
 		cn.Kill()
 		r := setWeight(a, 11, "wait_ms=500")
 		if r.Status != 200 {
@@ -292,6 +293,7 @@ func TestClusterEtcdDown(t *testing.T) {
 	// traffic before its admin API (the cluster node starts last), whose
 	// answer restart waits for: about 3 s; 16 s when each read of the
 	// start waited 5 s for etcd.
+	cn.ExpectDeath("killed to restart while etcd is down")
 	cn.Kill()
 	restarted := time.Now()
 	cn = c.restart("c")

@@ -1,7 +1,8 @@
 package main
 
 // The cluster harness: an embedded etcd (internal/etcdtest) in the test
-// process and spliced processes started with --store etcd://…, each with
+// process and spliced processes (internal/e2e nodes, like every instance
+// of the package's harness) started with --store etcd://…, each with
 // its own --node-name, --node-address (127.0.0.2, .3, .4), state directory
 // and admin port, configured only through the REST API. The helpers wait by
 // polling a condition with a deadline, never by sleeping.
@@ -20,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spliced-proxy/spliced/internal/e2e"
 	"github.com/spliced-proxy/spliced/internal/etcdtest"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -75,8 +77,7 @@ func (c *testCluster) startNode(name, stateDir, admin string) *clusterNode {
 func (c *testCluster) startNodeArgs(name, address, stateDir, admin string, args []string) *clusterNode {
 	c.t.Helper()
 	n := &clusterNode{Name: name, Address: address, args: args}
-	n.instance = startAt(c.t, stateDir, admin, "http://"+admin+"/healthz", http.DefaultClient, args...)
-	n.instance.Admin = admin
+	n.instance = startNode(c.t, e2e.Options{Name: "node " + name, StateDir: stateDir, AdminAddr: admin, Args: args})
 	return n
 }
 

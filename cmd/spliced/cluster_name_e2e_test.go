@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spliced-proxy/spliced/internal/e2e"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
@@ -37,11 +38,9 @@ func TestClusterNameTakenRefusedBeforeListening(t *testing.T) {
 	hold(admin)
 	hold(fmt.Sprintf("%s:%d", address, port))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, buildBinary(t), "--admin-addr", admin, "--state-dir", t.TempDir(),
-		"--store", c.storeURL(), "--node-name", "a", "--node-address", address, "--log-format", "text").CombinedOutput()
-	if ctx.Err() != nil {
+	out, err := e2e.Run(t, 30*time.Second, "--admin-addr", admin, "--state-dir", t.TempDir(),
+		"--store", c.storeURL(), "--node-name", "a", "--node-address", address, "--log-format", "text")
+	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a second node named a did not exit within 30 s:\n%s", out)
 	}
 	if err == nil || !strings.Contains(string(out), "node name held by another live node") {

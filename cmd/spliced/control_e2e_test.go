@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -109,6 +111,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	}
 
 	before := in.MustDo(200, "GET", "/api/v1/config", nil).Body
+	in.ExpectDeath("killed to prove the state survives a crash")
 	in.Kill()
 	again := startSpliced(t, in.StateDir)
 	after := again.MustDo(200, "GET", "/api/v1/config", nil).Body
@@ -147,6 +150,7 @@ func TestCorruptStateRefusesStart(t *testing.T) {
 	in := startSpliced(t, "")
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"web","servers":[]}`)
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"web2","servers":[]}`)
+	in.ExpectDeath("killed to corrupt its state directory afterwards")
 	in.Kill()
 
 	path := filepath.Join(in.StateDir, "config.json")
@@ -158,14 +162,8 @@ func TestCorruptStateRefusesStart(t *testing.T) {
 	if err := os.WriteFile(path, truncated, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(buildBinary(t), "--admin-addr", fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), "--state-dir", in.StateDir)
-	done := make(chan struct{})
-	var out []byte
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
+	out, err := runSpliced(t, "--admin-addr", fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), "--state-dir", in.StateDir)
+	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal("spliced kept running on a corrupt config.json")
 	}
 	if err == nil {
@@ -196,6 +194,7 @@ func TestBootstrapConfigOnlyWhenStateEmpty(t *testing.T) {
 	in := startSpliced(t, state, "--config", boot)
 	in.MustDo(200, "GET", "/api/v1/backends/boot", nil)
 	in.MustDo(204, "DELETE", "/api/v1/backends/boot", nil)
+	in.ExpectDeath("killed to restart on the same state directory")
 	in.Kill()
 
 	again := startSpliced(t, state, "--config", boot)
@@ -204,8 +203,7 @@ func TestBootstrapConfigOnlyWhenStateEmpty(t *testing.T) {
 
 // TestAdminRefusesNonLoopbackWithoutTokens checks the start-time refusal.
 func TestAdminRefusesNonLoopbackWithoutTokens(t *testing.T) {
-	cmd := exec.Command(buildBinary(t), "--admin-addr", "0.0.0.0:1", "--state-dir", t.TempDir())
-	out, err := cmd.CombinedOutput()
+	out, err := runSpliced(t, "--admin-addr", "0.0.0.0:1", "--state-dir", t.TempDir())
 	if err == nil {
 		t.Fatalf("started on a non-loopback admin address without tokens:\n%s", out)
 	}
@@ -222,10 +220,10 @@ func TestValidateCommand(t *testing.T) {
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(good, []byte(`{"backends":[{"name":"web","servers":[{"name":"s1","address":"127.0.0.1","port":80}]}]}`), 0o600)
 	os.WriteFile(bad, []byte(`{"backends":[{"name":"web","servers":[{"name":"s1","address":"127.0.0.1","port":0}]}]}`), 0o600)
-	if out, err := exec.Command(buildBinary(t), "validate", good).CombinedOutput(); err != nil {
+	if out, err := runSpliced(t, "validate", good); err != nil {
 		t.Errorf("valid document refused: %v\n%s", err, out)
 	}
-	out, err := exec.Command(buildBinary(t), "validate", bad).CombinedOutput()
+	out, err := runSpliced(t, "validate", bad)
 	if err == nil {
 		t.Errorf("invalid document accepted:\n%s", out)
 	}
@@ -312,8 +310,7 @@ func TestReadmeEveryShellBlock(t *testing.T) {
 			"/var/lib/spliced", in.StateDir,
 		).Replace(block)
 		script = command.ReplaceAllString(script, "${1}"+bin+" ")
-		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
-		out, err := cmd.CombinedOutput()
+		out, err := runCmd(t, exec.Command("bash", "-euo", "pipefail", "-c", script))
 		if err != nil {
 			t.Fatalf("README block failed: %v\n--- block\n%s\n--- output\n%s", err, block, out)
 		}

@@ -6,13 +6,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spliced-proxy/spliced/internal/e2e"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
@@ -24,11 +25,9 @@ func TestAdminHostNeedsAToken(t *testing.T) {
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	// A refusal exits at once; one that starts serves until killed.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, buildBinary(t), "--admin-addr", addr, "--state-dir", dir,
-		"--admin-host", "admin.example.com").CombinedOutput()
-	if err == nil || ctx.Err() != nil {
+	out, err := e2e.Run(t, 10*time.Second, "--admin-addr", addr, "--state-dir", dir,
+		"--admin-host", "admin.example.com")
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("spliced started with --admin-host and no token (%v):\n%s", err, out)
 	}
 	if !strings.Contains(string(out), "--admin-host") || !strings.Contains(string(out), "spliced token add") {

@@ -1,9 +1,11 @@
 package main
 
-// The end-to-end harness: every test in this package that needs the real
-// binary builds it once (buildBinary) and starts it with startSpliced, which
-// gives a free admin port and a temporary state directory, and stops it at
-// the end of the test.
+// The end-to-end harness, a thin layer over internal/e2e: the binary is
+// built once per test run (buildBinary); startSpliced starts it on a free
+// admin port with a temporary state directory; at the end of the test it
+// is stopped with SIGTERM and the test fails on a data race, a panic or a
+// death it did not expect (ExpectDeath) in its output. runSpliced runs a
+// subcommand the same way.
 
 import (
 	"bytes"
@@ -13,81 +15,57 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/spliced-proxy/spliced/internal/testutil"
+	"github.com/spliced-proxy/spliced/internal/e2e"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildDir  string
-)
+func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
+// raceEnabled says whether the tests run with the race detector (the
+// binaries they build then have it too).
+const raceEnabled = e2e.Race
 
-// buildBinary compiles cmd/spliced once per test run (with -race when the
-// tests run with it, so the data plane is checked under load too).
+// buildBinary is the spliced binary, built once per test run (with -race
+// when the tests run with it).
 func buildBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "spliced-e2e-bin-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(buildDir, "spliced")
-		args := []string{"build", "-o", binPath}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		args = append(args, ".")
-		cmd := exec.Command("go", args...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return e2e.Binary(t)
 }
 
-// instance is one running spliced process.
+// runSpliced runs the binary with args until it exits by itself (60 s at
+// most) and returns its output and exit error; a race or a panic in the
+// output fails the test.
+func runSpliced(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	return e2e.Run(t, 60*time.Second, args...)
+}
+
+// runCmd is runSpliced for a command of the test's own (a script that runs
+// the binary, a context, an environment); its Stdout and Stderr are unset.
+func runCmd(t testing.TB, cmd *exec.Cmd) (string, error) {
+	t.Helper()
+	return e2e.RunCmd(t, 60*time.Second, cmd)
+}
+
+// instance is one running spliced process (an e2e.Node: Admin, StateDir,
+// Stop, Kill, ExpectDeath, Pid, Logs, WaitLog), stopped and checked for
+// races and panics at the end of the test.
 type instance struct {
-	t        testing.TB
-	cmd      *exec.Cmd
-	Admin    string // host:port
-	StateDir string
-	logs     *testutil.SyncBuffer
-	exited   chan struct{}
-	exitErr  error
+	*e2e.Node
+	t       testing.TB
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed once exitErr is set
+	exitErr error
 }
 
 // startSpliced starts the binary on a free admin port with stateDir (a new
 // temporary directory when empty) and waits for /healthz.
 func startSpliced(t testing.TB, stateDir string, extra ...string) *instance {
 	t.Helper()
-	if stateDir == "" {
-		stateDir = t.TempDir()
-	}
-	admin := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	in := startAt(t, stateDir, admin, "http://"+admin+"/healthz", http.DefaultClient, extra...)
-	in.Admin = admin
-	return in
+	return startNode(t, e2e.Options{StateDir: stateDir, Args: extra})
 }
 
 // startAt runs the binary with its own --admin-addr and stateDir and waits
@@ -103,72 +81,24 @@ func startAt(t testing.TB, stateDir, adminAddr, healthURL string, client *http.C
 // none. The wrapper must exec, so that the process is the wrapper's.
 func startWrapped(t testing.TB, wrap []string, stateDir, adminAddr, healthURL string, client *http.Client, extra ...string) *instance {
 	t.Helper()
-	in := &instance{t: t, StateDir: stateDir, logs: &testutil.SyncBuffer{}, exited: make(chan struct{})}
-	args := append([]string{buildBinary(t), "--admin-addr", adminAddr, "--state-dir", stateDir}, extra...)
-	args = append(slices.Clone(wrap), args...)
-	in.cmd = exec.Command(args[0], args[1:]...)
-	in.cmd.Stdout, in.cmd.Stderr = in.logs, in.logs
-	if err := in.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { in.exitErr = in.cmd.Wait(); close(in.exited) }()
-	t.Cleanup(func() {
-		in.Kill()
-		if t.Failed() {
-			t.Logf("spliced logs:\n%s", in.logs.String())
-		}
-	})
-	testutil.Eventually(t, 20*time.Second, func() bool {
-		select {
-		case <-in.exited:
-			t.Fatalf("spliced exited at start: %v\n%s", in.exitErr, in.logs.String())
-		default:
-		}
-		resp, err := client.Get(healthURL)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, "/healthz at "+healthURL)
+	return startNode(t, e2e.Options{Wrap: wrap, StateDir: stateDir, AdminAddr: adminAddr,
+		HealthURL: healthURL, Client: client, Args: extra})
+}
+
+// startNode is e2e.Start as an instance.
+func startNode(t testing.TB, o e2e.Options) *instance {
+	t.Helper()
+	n := e2e.Start(t, o)
+	in := &instance{Node: n, t: t, cmd: n.Cmd, exited: make(chan struct{})}
+	go func() { <-n.Exited(); in.exitErr = n.ExitErr(); close(in.exited) }()
 	return in
 }
 
-// Kill stops the process with SIGKILL (a crash) and waits for it.
-func (in *instance) Kill() {
-	if in.cmd.Process != nil {
-		_ = in.cmd.Process.Kill()
-	}
-	<-in.exited
-}
-
-// Stop sends SIGTERM and waits up to d for the process to exit; it returns
-// the exit error (nil for status 0).
-func (in *instance) Stop(d time.Duration) error {
-	in.t.Helper()
-	_ = in.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-in.exited:
-		return in.exitErr
-	case <-time.After(d):
-		in.t.Fatalf("spliced did not exit within %v after SIGTERM", d)
-		return nil
-	}
-}
-
-// Pid is the process id of the running binary.
-func (in *instance) Pid() int { return in.cmd.Process.Pid }
-
-// Logs returns what the process printed so far.
-func (in *instance) Logs() string { return in.logs.String() }
-
-// waitLog waits until the process has printed s. A line the process wrote
-// before an API answer reaches Logs later, through a pipe and the
-// goroutine of exec.Cmd that copies it: read at once after the answer, it
-// can be missing.
+// waitLog waits until the process has printed s (e2e.Node.WaitLog: a
+// line written before an API answer may reach Logs after it).
 func (in *instance) waitLog(t testing.TB, s string) {
 	t.Helper()
-	testutil.Eventually(t, 5*time.Second, func() bool { return strings.Contains(in.logs.String(), s) }, "the log line %q", s)
+	in.WaitLog(t, s)
 }
 
 // apiResponse is a decoded admin API answer.

@@ -40,7 +40,7 @@ func tokenCLI(t *testing.T, dir string, args ...string) (string, string, error) 
 	cmd := exec.Command(buildBinary(t), append(append([]string{"token"}, args...), "--state-dir", dir)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	_, err := runCmd(t, cmd)
 	return out.String(), errb.String(), err
 }
 
@@ -140,7 +140,7 @@ func TestNonLoopbackAdminNeedsAToken(t *testing.T) {
 	dir := t.TempDir()
 	port := testutil.FreePort(t)
 	addr := fmt.Sprintf("0.0.0.0:%d", port)
-	out, err := exec.Command(buildBinary(t), "--admin-addr", addr, "--state-dir", dir).CombinedOutput()
+	out, err := runSpliced(t, "--admin-addr", addr, "--state-dir", dir)
 	if err == nil {
 		t.Fatal("spliced started on a non-loopback admin address without any token")
 	}

@@ -6,17 +6,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spliced-proxy/spliced/internal/e2e"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
@@ -24,19 +25,11 @@ import (
 // within 20 s; it returns the combined output and the exit error.
 func runToExit(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(buildBinary(t), args...)
-	done := make(chan struct{})
-	var out []byte
-	var err error
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		<-done
+	out, err := e2e.Run(t, 20*time.Second, args...)
+	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("spliced %v kept running:\n%s", args, out)
 	}
-	return string(out), err
+	return out, err
 }
 
 // stateSnapshot is config.json and every revision file, by name.
@@ -149,6 +142,7 @@ func TestSecondInstanceOnTheSameSocketLeavesItAlone(t *testing.T) {
 
 	// A socket left by a killed spliced (nobody accepts on it) is stale:
 	// the next start replaces it.
+	first.ExpectDeath("killed to leave a stale socket behind")
 	first.Kill()
 	if _, err := os.Lstat(sock); err != nil {
 		t.Fatalf("the killed spliced should leave its socket behind: %v", err)

@@ -788,9 +788,10 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 func addToken(t *testing.T, in *instance, role, name string) string {
 	t.Helper()
 	cmd := exec.Command(buildBinary(t), "token", "add", "--state-dir", in.StateDir, "--role", role, "--name", name)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_, err := runCmd(t, cmd)
+	out := stdout.String()
 	if err != nil {
 		if strings.Contains(stderr.String(), "unknown command") {
 			t.Logf("CONDITIONAL STEP: `spliced token add` does not exist in this build (issue 7 not landed): the viewer sign-in step did not run:\n%s", stderr.String())

@@ -1,8 +1,10 @@
 package faults
 
-// The harness: one binary built per run, one process per case, the three
-// checks every case ends with (alive, admin API answers, what the client
-// got), origins on raw sockets and raw-socket clients.
+// The harness: one binary built per run and one process per case
+// (internal/e2e, which fails a case whose process reported a race or a
+// panic), the three checks every case ends with (alive, admin API
+// answers, what the client got), origins on raw sockets and raw-socket
+// clients.
 
 import (
 	"bufio"
@@ -15,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,41 +25,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spliced-proxy/spliced/internal/e2e"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
-var binPath string
+func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "spliced-faults-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binPath = filepath.Join(dir, "spliced")
-	args := []string{"build", "-o", binPath}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "github.com/spliced-proxy/spliced/cmd/spliced")
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// proc is one running spliced.
+// proc is one running spliced: an e2e.Node, stopped with SIGTERM at the
+// end of the test and checked then for races, panics and a death the test
+// did not expect (ExpectDeath).
 type proc struct {
+	*e2e.Node
 	t        testing.TB
 	cmd      *exec.Cmd
 	admin    string
 	stateDir string
 	logs     *testutil.SyncBuffer
-	exited   chan struct{}
+	exited   chan struct{} // closed once exitErr is set
 	exitErr  error
 	client   *http.Client
 }
@@ -69,8 +52,8 @@ type startOpts struct {
 }
 
 // start runs the binary on a free admin port and a fresh state directory
-// and waits for /healthz; the process is killed at the end of the test and
-// its logs shown if the test failed.
+// and waits for /healthz; the process is stopped and checked at the end
+// of the test and its logs shown if the test failed.
 func start(t testing.TB, o startOpts) *proc {
 	t.Helper()
 	return startWith(t, o, t.TempDir())
@@ -84,42 +67,16 @@ func startIn(t testing.TB, stateDir string) *proc {
 
 func startWith(t testing.TB, o startOpts, stateDir string) *proc {
 	t.Helper()
-	p := &proc{t: t, logs: &testutil.SyncBuffer{}, exited: make(chan struct{}), stateDir: stateDir,
-		admin:  "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t)),
-		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
-	args := []string{"--admin-addr", p.admin, "--state-dir", stateDir, "--log-format", "json"}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	var wrap []string
 	if o.nofile > 0 {
 		// prlimit sets the limits and execs the binary: same pid.
-		args = append([]string{fmt.Sprintf("--nofile=%d:%d", o.nofile, o.nofile), "--", binPath}, args...)
-		p.cmd = exec.Command("prlimit", args...)
-	} else {
-		p.cmd = exec.Command(binPath, args...)
+		wrap = []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", o.nofile, o.nofile), "--"}
 	}
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exitErr = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		if t.Failed() {
-			t.Logf("spliced logs (tail):\n%s", tail(p.logs.String(), 6000))
-		}
-	})
-	testutil.Eventually(t, 20*time.Second, func() bool {
-		select {
-		case <-p.exited:
-			t.Fatalf("spliced exited at start: %v\n%s", p.exitErr, p.logs.String())
-		default:
-		}
-		r, err := p.client.Get("http://" + p.admin + "/healthz")
-		if err != nil {
-			return false
-		}
-		r.Body.Close()
-		return r.StatusCode == 200
-	}, "/healthz")
+	n := e2e.Start(t, e2e.Options{Wrap: wrap, StateDir: stateDir, Client: client, Args: []string{"--log-format", "json"}})
+	p := &proc{Node: n, t: t, cmd: n.Cmd, admin: n.Admin, stateDir: n.StateDir, logs: n.Output(),
+		exited: make(chan struct{}), client: client}
+	go func() { <-n.Exited(); p.exitErr = n.ExitErr(); close(p.exited) }()
 	return p
 }
 
@@ -186,8 +143,8 @@ func (p *proc) healthy(t testing.TB) {
 	if r.StatusCode != 200 {
 		t.Fatalf("admin API answers %d", r.StatusCode)
 	}
-	if strings.Contains(p.logs.String(), "DATA RACE") || strings.Contains(p.logs.String(), "panic:") {
-		t.Fatal("the process reported a data race or a panic")
+	if r := e2e.Reports(p.logs.String()); len(r) > 0 {
+		t.Fatalf("the process reported %d data races or panics, the first:\n%s", len(r), r[0])
 	}
 	// gauges never go below zero, whatever the fault
 	r, err = c.Get("http://" + p.admin + "/api/v1/stats")
