@@ -9,10 +9,10 @@
 // Binary builds cmd/spliced once per test process (so once per `go test`
 // run of a package), with -race when the tests run with it. Start runs it
 // on a free admin port with a temporary state directory and waits for
-// /healthz. At the end of the test the node is stopped with SIGTERM (a
-// second SIGTERM, spliced's hard stop, if it drains too long; SIGKILL only
-// after a bounded grace, and that fails the test), so that the race
-// detector can print, and then the test FAILS when the node's output holds
+// /healthz. At the end of the test the node is stopped with SIGTERM
+// (SIGKILL only after a bounded grace, StopGrace, and that fails the
+// test), so that the race detector can print, and then the test FAILS
+// when the node's output holds
 // a data race report, a panic, a Go runtime fatal error or a handler panic
 // recovered by net/http or the API (Reports), or when the node died
 // without the test saying it expected that (Options.ExpectDeath,

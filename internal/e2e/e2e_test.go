@@ -103,7 +103,7 @@ func (f *fakeTB) end() []string {
 
 func standInOptions(mode string) Options {
 	return Options{Name: "stand-in", Binary: os.Args[0], Env: []string{"E2E_STANDIN=" + mode},
-		Drain: 200 * time.Millisecond, Hard: time.Second}
+		Grace: time.Second}
 }
 
 // TestCleanupFailsTheTestOnWhatTheNodeReports: the stop at the end of a
@@ -119,7 +119,7 @@ func TestCleanupFailsTheTestOnWhatTheNodeReports(t *testing.T) {
 		{name: "a clean stop passes", mode: "ok"},
 		{name: "a data race fails", mode: "race", want: []string{"WARNING: DATA RACE"}},
 		{name: "a panic fails", mode: "panic", want: []string{"panic: stand-in panics on SIGTERM"}},
-		{name: "a stop that hangs fails", mode: "hang", want: []string{"still ran 1.2s after two SIGTERMs: killed"}},
+		{name: "a stop that hangs fails", mode: "hang", want: []string{"still ran 1s after SIGTERM: killed"}},
 		{name: "an unexpected death fails", mode: "exit3",
 			during: func(t *testing.T, n *Node) { http.Get("http://" + n.Admin + "/exit"); <-n.Exited() },
 			want:   []string{"died during the test (exit status 3) and the test did not expect it"}},

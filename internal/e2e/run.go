@@ -14,7 +14,7 @@ import (
 // Run runs the spliced binary with args until it exits by itself (a
 // subcommand, a start that must be refused) and returns its stdout and
 // stderr together and its exit error. A run still going after timeout is
-// stopped as a node is (SIGTERM, SIGKILL after HardGrace) and returns
+// stopped as a node is (SIGTERM, SIGKILL after StopGrace) and returns
 // the context's error. The test fails (Error) on a report in the output
 // (Reports), as for a node.
 func Run(t testing.TB, timeout time.Duration, args ...string) (string, error) {
@@ -33,7 +33,7 @@ func RunCmd(t testing.TB, timeout time.Duration, cmd *exec.Cmd) (string, error) 
 	if cmd.WaitDelay == 0 {
 		// A child of a script that keeps the output pipe open must not
 		// hold Wait once the script has exited.
-		cmd.WaitDelay = HardGrace
+		cmd.WaitDelay = StopGrace
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -49,7 +49,7 @@ func RunCmd(t testing.TB, timeout time.Duration, cmd *exec.Cmd) (string, error) 
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
-		case <-time.After(HardGrace):
+		case <-time.After(StopGrace):
 			_ = cmd.Process.Kill()
 			<-done
 		}
