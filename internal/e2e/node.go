@@ -217,10 +217,9 @@ func (n *Node) Kill() {
 
 // cleanup stops the node if it runs (SIGCONT, for a test that stopped it
 // with SIGSTOP, then SIGTERM; SIGKILL after the grace, failing the test)
-// and then fails the test
-// on a report in its output (Reports) or, when there is none to explain
-// it, an exit the test did not expect (a race makes the exit status 66,
-// a panic 2).
+// and then fails the test on a report in its output (Reports) or, when
+// there is none to explain it, an exit the test did not expect (a race
+// makes the exit status 66, a panic 2).
 func (n *Node) cleanup() {
 	t := n.t
 	t.Helper()
@@ -243,6 +242,7 @@ func (n *Node) cleanup() {
 			_ = n.Cmd.Process.Kill()
 			<-n.exited
 			t.Errorf("%s still ran %v after SIGTERM: killed", n.name, n.grace)
+			n.ExpectDeath("killed after the grace: reported")
 		}
 		if n.exitErr != nil {
 			unexpected = fmt.Sprintf("%s exited with %v after SIGTERM, want status 0", n.name, n.exitErr)
