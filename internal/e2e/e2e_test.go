@@ -103,7 +103,7 @@ func (f *fakeTB) end() []string {
 
 func standInOptions(mode string) Options {
 	return Options{Name: "stand-in", Binary: os.Args[0], Env: []string{"E2E_STANDIN=" + mode},
-		Grace: time.Second}
+		Grace: 20 * time.Second}
 }
 
 // TestCleanupFailsTheTestOnWhatTheNodeReports: the stop at the end of a
@@ -113,13 +113,14 @@ func standInOptions(mode string) Options {
 func TestCleanupFailsTheTestOnWhatTheNodeReports(t *testing.T) {
 	for _, c := range []struct {
 		name, mode string
+		grace      time.Duration // of the stop, when not the usual
 		during     func(t *testing.T, n *Node)
 		want       []string // in the errors, in order; none: the test passes
 	}{
 		{name: "a clean stop passes", mode: "ok"},
 		{name: "a data race fails", mode: "race", want: []string{"WARNING: DATA RACE"}},
 		{name: "a panic fails", mode: "panic", want: []string{"panic: stand-in panics on SIGTERM"}},
-		{name: "a stop that hangs fails", mode: "hang", want: []string{"still ran 1s after SIGTERM: killed"}},
+		{name: "a stop that hangs fails", mode: "hang", grace: time.Second, want: []string{"still ran 1s after SIGTERM: killed"}},
 		{name: "an unexpected death fails", mode: "exit3",
 			during: func(t *testing.T, n *Node) { http.Get("http://" + n.Admin + "/exit"); <-n.Exited() },
 			want:   []string{"died during the test (exit status 3) and the test did not expect it"}},
@@ -139,7 +140,11 @@ func TestCleanupFailsTheTestOnWhatTheNodeReports(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := &fakeTB{TB: t}
-			n := Start(f, standInOptions(c.mode))
+			o := standInOptions(c.mode)
+			if c.grace != 0 {
+				o.Grace = c.grace
+			}
+			n := Start(f, o)
 			if c.during != nil {
 				c.during(t, n)
 			}
