@@ -229,8 +229,8 @@ type StatsEventItem struct {
 	// health check (absent without one), as in /api/v1/stats.
 	ServersUp *int         `json:"servers_up,omitempty"`
 	Check     *stats.Check `json:"check,omitempty"`
-	// Up and AdminState are a server's two facts that State mixes (a
-	// drained server's State is "drain" whether it is up or down): its
+	// Up and AdminState are a server's two facts that State mixes (health
+	// first: a down server's State is "down" whatever its admin state): its
 	// health (true without a check) and its admin state, as in
 	// /api/v1/stats. Absent on frontends and backends.
 	Up         *bool  `json:"up,omitempty"`

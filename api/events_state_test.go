@@ -8,12 +8,12 @@ import (
 )
 
 // A stats event names a server's health and admin state apart: a drained
-// server that is down is "up": false and "admin_state": "drain" (its
-// "state" alone says "drain", which the page read as its health).
+// server that is down is "up": false and "admin_state": "drain", and its
+// "state" says its health first: "down" (stats.ServerState).
 func TestStatsEventServerHealthAndAdminState(t *testing.T) {
 	snap := stats.Snapshot{Backends: []stats.Backend{{Name: "web", State: "down", Servers: []stats.Server{
-		{Name: "down-drained", State: "drain", Up: false, AdminState: "drain"},
-		{Name: "up-maint", State: "maint", Up: true, AdminState: "maint"},
+		{Name: "down-drained", State: stats.ServerState(false, "drain"), Up: false, AdminState: "drain"},
+		{Name: "up-maint", State: stats.ServerState(true, "maint"), Up: true, AdminState: "maint"},
 		{Name: "down", State: "down", Up: false, AdminState: "ready"},
 	}}}}
 	b, err := json.Marshal(statsEvent(snap))
@@ -31,14 +31,15 @@ func TestStatsEventServerHealthAndAdminState(t *testing.T) {
 		name  string
 		up    bool
 		admin string
-	}{{"web/down-drained", false, "drain"}, {"web/up-maint", true, "maint"}, {"web/down", false, "ready"}}
+		state string
+	}{{"web/down-drained", false, "drain", "down"}, {"web/up-maint", true, "maint", "maint"}, {"web/down", false, "ready", "down"}}
 	if len(ev.Servers) != len(want) {
 		t.Fatalf("servers %v", ev.Servers)
 	}
 	for i, w := range want {
 		s := ev.Servers[i]
-		if s["name"] != w.name || s["up"] != w.up || s["admin_state"] != w.admin {
-			t.Errorf("server %d = %v, want name %s up %v admin_state %s", i, s, w.name, w.up, w.admin)
+		if s["name"] != w.name || s["up"] != w.up || s["admin_state"] != w.admin || s["state"] != w.state {
+			t.Errorf("server %d = %v, want name %s up %v admin_state %s state %s", i, s, w.name, w.up, w.admin, w.state)
 		}
 	}
 	if _, ok := ev.Backends[0]["up"]; ok {

@@ -375,7 +375,7 @@ var splicedFamilies = func() []mfamily {
 		gauge("spliced_server_max_connections", "Connection limit (0 = none).", srv, func(o *mobj) float64 { return float64(o.sv.Maxconn) }),
 		gauge("spliced_server_last_change_timestamp_seconds", "Time of the last health state change.", srv,
 			func(o *mobj) float64 { return float64(o.sv.LastChange.UnixNano()) / 1e9 }),
-		mfamily{"spliced_server_state", "1 for the server's current state (up, down, drain, maint).", "gauge", func(e *expo, v *mview) {
+		mfamily{"spliced_server_state", "1 for the server's current state (up, down, drain, maint; down when its check sees it down, whatever its admin state).", "gauge", func(e *expo, v *mview) {
 			for i := range v.srv {
 				o := &v.srv[i]
 				for _, st := range sortedServerStates {

@@ -77,7 +77,7 @@ func newCollector(c core.Control) *collector {
 		beServersUp: prometheus.NewDesc("spliced_backend_servers_up", "Usable servers.", be, nil),
 		srvUp:       prometheus.NewDesc("spliced_server_up", "1 when the health check sees the server up.", srv, nil),
 		srvWeight:   prometheus.NewDesc("spliced_server_weight", "Current weight.", srv, nil),
-		srvState:    prometheus.NewDesc("spliced_server_state", "1 for the server's current state (up, down, drain, maint).", append(srv, "state"), nil),
+		srvState:    prometheus.NewDesc("spliced_server_state", "1 for the server's current state (up, down, drain, maint; down when its check sees it down, whatever its admin state).", append(srv, "state"), nil),
 		srvMax:      prometheus.NewDesc("spliced_server_max_connections", "Connection limit (0 = none).", srv, nil),
 		srvChange:   prometheus.NewDesc("spliced_server_last_change_timestamp_seconds", "Time of the last health state change.", srv, nil),
 		feMax:       prometheus.NewDesc("spliced_frontend_max_connections", "Connection limit (0 = none).", fe, nil),

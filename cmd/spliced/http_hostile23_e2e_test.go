@@ -88,3 +88,41 @@ func TestTLSClientCertPrefixSparesCommonFieldsAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainedDownServerReadsDown: a server its check sees down reads
+// "down" in /api/v1/stats and /metrics whatever its admin state, with
+// admin_state saying drain; before, a drained down server read "drain"
+// (spliced_server_state{state="down"} 0), so an alert on down missed it.
+func TestDrainedDownServerReadsDown(t *testing.T) {
+	in := startSpliced(t, "")
+	dead := testutil.FreePort(t) // nothing listens there
+	setupHealth(t, in, map[string]any{"type": "tcp", "interval_ms": 100, "timeout_ms": 100, "rise": 1, "fall": 1},
+		map[string]any{"name": "s1", "address": "127.0.0.1", "port": dead})
+	testutil.Eventually(t, 5*time.Second, func() bool { return serverState(t, in, "s1") == "down" }, "s1 down")
+	in.MustDo(200, "PATCH", "/api/v1/backends/web/servers/s1", map[string]any{"admin_state": "drain"})
+	var snap struct {
+		Backends []struct {
+			Servers []struct {
+				State      string `json:"state"`
+				Up         bool   `json:"up"`
+				AdminState string `json:"admin_state"`
+			} `json:"servers"`
+		} `json:"backends"`
+	}
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		in.MustDo(200, "GET", "/api/v1/stats", nil).JSON(t, &snap)
+		return len(snap.Backends) == 1 && len(snap.Backends[0].Servers) == 1 && snap.Backends[0].Servers[0].AdminState == "drain"
+	}, "s1 drained in the stats")
+	if s := snap.Backends[0].Servers[0]; s.State != "down" || s.Up {
+		t.Fatalf("a drained down server: state %q up %v, want down, false", s.State, s.Up)
+	}
+	metrics := string(in.MustDo(200, "GET", "/metrics", nil).Body)
+	for _, want := range []string{
+		`spliced_server_state{backend="web",server="s1",state="down"} 1`,
+		`spliced_server_state{backend="web",server="s1",state="drain"} 0`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

@@ -78,7 +78,7 @@ func (n *Nop) Stats() stats.Snapshot {
 				w = *sv.Weight
 			}
 			sb.Servers = append(sb.Servers, stats.Server{Name: sv.Name, Address: net.JoinHostPort(sv.Address, strconv.Itoa(sv.Port)),
-				State: "up", Up: true, AdminState: sv.AdminState, Weight: w, Maxconn: sv.Maxconn})
+				State: stats.ServerState(true, sv.AdminState), Up: true, AdminState: sv.AdminState, Weight: w, Maxconn: sv.Maxconn})
 		}
 		s.Backends = append(s.Backends, sb)
 	}

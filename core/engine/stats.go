@@ -142,15 +142,8 @@ func serverStats(s *balance.Server, now int64) stats.Server {
 	// balance (Acquire/Release/ConnectFailed) for the pickers already.
 	c.ConnTotal, c.ConnCur, c.ConnectErrors = int64(st.Total), st.Cur, int64(st.ConnFails)
 	c.ConnMax = max(s.Peak(), st.Cur)
-	state := "up"
-	switch {
-	case st.AdminState != config.AdminReady:
-		state = st.AdminState
-	case !st.Up:
-		state = "down"
-	}
 	ss := stats.Server{
-		Name: s.Name, Address: s.Addr.String(), State: state, Up: st.Up,
+		Name: s.Name, Address: s.Addr.String(), State: stats.ServerState(st.Up, st.AdminState), Up: st.Up,
 		AdminState: st.AdminState, Weight: st.Weight, Maxconn: st.Maxconn,
 		LastChange: st.LastChange, Counts: c,
 	}

@@ -1,6 +1,10 @@
 package stats
 
-import "time"
+import (
+	"time"
+
+	"github.com/spliced-proxy/spliced/core/config"
+)
 
 // StatusCounts are HTTP responses by status class.
 type StatusCounts struct {
@@ -126,8 +130,11 @@ func (t Totals) TLS() TLSCounts {
 type Server struct {
 	Name    string `json:"name" example:"s1"`
 	Address string `json:"address" example:"10.0.0.1:8080"`
-	// State is "up", "down" (health check), "drain" or "maint" (admin).
-	State      string    `json:"state" example:"up"`
+	// State is the one word for alerts and badges (ServerState): "down"
+	// when the health check sees the server down, whatever its admin
+	// state; else "maint" or "drain" (admin); else "up". Up and AdminState
+	// are the two facts apart.
+	State      string    `json:"state" example:"up" enums:"up,down,drain,maint"`
 	Up         bool      `json:"up"`
 	AdminState string    `json:"admin_state" example:"ready"`
 	Weight     int       `json:"weight" example:"100"`
@@ -245,4 +252,21 @@ type LoopActivity struct {
 	PipesUsed      int64  `json:"pipes_used"`
 	BuffersUsed    int64  `json:"buffers_used"`
 	Conns          int64  `json:"conns"` // live connections owned by the loop
+}
+
+// ServerState is a server's State from its health (up) and its admin state
+// (ready, drain, maint): health first, so that "down" means down whatever
+// the operator did, and an alert on state="down" sees a drained or
+// maintained server that fails its checks (before, a drained down server
+// read "drain", looking healthy). HAProxy's stats show DOWN over DRAIN too;
+// they show MAINT over DOWN because HAProxy stops checking a server in
+// maintenance, where spliced keeps checking it, so its health is known.
+func ServerState(up bool, admin string) string {
+	switch {
+	case !up:
+		return "down"
+	case admin == config.AdminDrain || admin == config.AdminMaint:
+		return admin
+	}
+	return "up"
 }

@@ -99,10 +99,11 @@ function check(o) {
 }
 
 // health reads a server's two facts apart: its health (up, down) and its
-// admin state (ready, drain, maint). "state" mixes them (a drained server's
-// is "drain" whether it is up or down), so it is read for the health only
-// when it is a health word, and for the admin state only when it is an
-// admin word; "up" and "admin_state" win when present.
+// admin state (ready, drain, maint). "state" mixes them (health first: a
+// down server's is "down" whatever its admin state, an up drained one's
+// "drain"), so it is read for the health only when it is a health word,
+// and for the admin state only when it is an admin word; "up" and
+// "admin_state" win when present.
 function health(o) {
   const up = b(o, 'up', 'health.up', 'healthy');
   const st = s(o, 'health', 'health_state', 'status', 'check_status', 'state', 'health.state');
