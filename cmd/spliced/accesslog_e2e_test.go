@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spliced-proxy/spliced/core/accesslog"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
@@ -250,6 +252,93 @@ func TestLogsKeepA502FindableAfterThousandsOfRequests(t *testing.T) {
 		r := in.MustDo(400, "GET", "/api/v1/logs?"+q, nil)
 		if param := q[:strings.IndexByte(q, '=')]; !strings.Contains(string(r.Body), `"detail":"`+param+` must be`) {
 			t.Errorf("%s: %s, want a problem naming %s", q, r.Body, param)
+		}
+	}
+}
+
+// TestLogsKeepA502FindableAfterAFloodOfBadRequests: the tester's repro
+// of issue 23 item 11's F1 — a 502 (SH), then more garbage requests (the
+// proxy's 400, PR) and 404s than the abnormal ring holds: the 502 is
+// still found by status=502, because the client side's faults have a ring
+// of their own; the garbage is logged as PR 400s.
+func TestLogsKeepA502FindableAfterAFloodOfBadRequests(t *testing.T) {
+	const garbage, notFound = 1001, 300
+	in := startSpliced(t, "", "--access-log-file", filepath.Join(t.TempDir(), "access.log"))
+	web := newHTTPOrigin(t, "web", func(_ net.Conn, r *rawReq) string {
+		switch r.Path {
+		case "/boom":
+			return "" // closes without an answer
+		case "/missing":
+			return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+		}
+		return okResp("web")
+	})
+	port := setupHTTP(t, in, httpSetup{
+		backends: []map[string]any{httpBackend("web", "roundrobin", web.server("s1"))},
+		frontend: map[string]any{"default_backend": "web", "access_log": true},
+	})
+	type rec struct {
+		Request, Termination string
+		Status               int
+	}
+	logs := func(query string) []rec {
+		t.Helper()
+		var out []rec
+		in.MustDo(200, "GET", "/api/v1/logs?"+query, nil).JSON(t, &out)
+		return out
+	}
+	resp, _ := roundTrip(t, port, "GET /boom HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp.Body.Close()
+	if resp.StatusCode != 502 {
+		t.Fatalf("/boom: %d, want 502", resp.StatusCode)
+	}
+	testutil.Eventually(t, 5*time.Second, func() bool { return len(logs("status=502")) == 1 }, "the 502 logged")
+
+	deadline := time.Now().Add(60 * time.Second)
+	for i := range garbage {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d garbage requests in 60 s", i)
+		}
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "GARBAGE\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "GET"})
+		c.Close()
+		if err != nil || resp.StatusCode != 400 {
+			t.Fatalf("garbage request %d: %v %v", i, resp, err)
+		}
+	}
+	c := dialProxy(t, port)
+	br := bufio.NewReader(c)
+	for i := range notFound {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d 404s in 60 s", i)
+		}
+		io.WriteString(c, "GET /missing HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, _ := readResp(t, br, "GET"); resp.StatusCode != 404 {
+			t.Fatalf("404 number %d: %d", i, resp.StatusCode)
+		}
+	}
+	io.WriteString(c, "GET /last HTTP/1.1\r\nHost: x\r\n\r\n")
+	readResp(t, br, "GET")
+	c.Close()
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		l := logs("limit=1")
+		return len(l) == 1 && l[0].Request == "GET /last HTTP/1.1"
+	}, "the last request logged")
+
+	if got := logs("status=400&limit=1"); len(got) != 1 || got[0].Termination != "PR" {
+		t.Errorf("a garbage request is logged as %+v, want a PR 400", got)
+	}
+	if got := logs("status=4xx&limit=2000"); len(got) < accesslog.KeepAbnormalDefault {
+		t.Errorf("%d 4xx entries kept, want the abnormal ring full of them", len(got))
+	}
+	for _, q := range []string{"status=502", "status=5xx", "termination=SH"} {
+		if got := logs(q); len(got) != 1 || got[0].Request != "GET /boom HTTP/1.1" {
+			t.Errorf("%s: %+v, want the 502", q, got)
 		}
 	}
 }
