@@ -19,7 +19,7 @@
 //     refuses an unknown algorithm or a maxaccept below 1). The load of a
 //     loop is its ring length plus its Activity.Conns. A different target
 //     gets the fd through its ring and a Notify (a syscall only if the
-//     target sleeps: rings implement loop.Pender); a full ring makes the
+//     target sleeps: the loop asks Ring.Pending before it sleeps); a full ring makes the
 //     accepting loop keep it. AccqPushed and AccqFull count on the target.
 //   - Shards > 0: that many SO_REUSEPORT sockets, socket i on loop
 //     Threads[i % len(Threads)], which keeps what it accepts (the kernel

@@ -60,7 +60,7 @@ func (r *Ring) Len() int {
 }
 
 // Pending reports whether entries are queued (or being queued): the loop
-// checks it before it sleeps (loop.Pender), so a push that raced with the
+// checks it before it sleeps (loop.Source), so a push that raced with the
 // loop going to sleep is not left waiting.
 func (r *Ring) Pending() bool { return r.tail.Load() != r.head.Load() }
 

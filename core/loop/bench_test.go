@@ -184,6 +184,8 @@ type entrySource struct {
 	units *int
 }
 
+func (s *entrySource) Pending() bool { return s.n > 0 }
+
 func (s *entrySource) Poll(_ *Loop, budget int) int {
 	k := min(s.n, budget)
 	s.n -= k

@@ -52,5 +52,6 @@
 // announces the sleep, then looks at its inbox and pending Sources once more,
 // so no wake-up is lost), and an atomic flag coalesces concurrent Notify
 // calls into one write. A busy loop thus costs its producers no syscall.
-// Sources fed from other threads implement Pender for that last look.
+// Every Source says whether it holds work (Source.Pending) for that last
+// look, which also catches what a round gave a Source after its Poll.
 package loop

@@ -43,12 +43,21 @@ type Sched struct {
 	Urgent, Normal, Bulk int
 }
 
-// Source is polled once per round, before tasklets run, with a budget of
-// entries it may handle; it returns how many it handled. A Source that
-// returns its whole budget is assumed to have more, and the loop then polls
-// without sleeping. Accept rings are Sources.
+// Source is polled once per round, first in the urgent class, with a
+// budget of entries it may handle; Poll returns how many it handled. A
+// Source that returns its whole budget is assumed to have more, and the
+// loop then polls without sleeping. Accept rings are Sources.
+//
+// Pending tells, from any goroutine, whether the Source holds work (an
+// accept ring that is not empty). The loop asks every Source before it
+// sleeps, after announcing the sleep: that is how entries pushed by other
+// threads while the loop goes to sleep, and entries a round gave it after
+// its Poll (an Exec'd function, a timer or a normal or bulk tasklet runs
+// after the Sources, and may add a Source or feed one), get polled without
+// another wake-up.
 type Source interface {
 	Poll(l *Loop, budget int) int
+	Pending() bool
 }
 
 // base is the origin of Now(): read once at start-up, never written, so that
@@ -484,17 +493,10 @@ func (l *Loop) runNormal(offer int) int {
 	return done + l.runQueue(Normal, offer-done)
 }
 
-// Pender is optionally implemented by a Source that can tell, from any
-// state, whether it holds work (an accept ring that is not empty). A Source
-// fed from other threads must implement it, or entries queued while the
-// loop goes to sleep wait for the next wake-up.
-type Pender interface {
-	Pending() bool
-}
-
+// sourcesPending: a Source holds work (see Source.Pending).
 func (l *Loop) sourcesPending() bool {
 	for _, s := range l.sources {
-		if p, ok := s.(Pender); ok && p.Pending() {
+		if s.Pending() {
 			return true
 		}
 	}

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -495,6 +496,7 @@ func TestSetTuningAppliesValuesAsGiven(t *testing.T) {
 type countSource struct{ polls, budget int }
 
 func (s *countSource) Poll(l *Loop, budget int) int { s.polls++; s.budget = budget; return 0 }
+func (s *countSource) Pending() bool                { return false }
 
 func TestSourcesArePolledEachRound(t *testing.T) {
 	l := startLoop(t, Options{RunqueueDepth: 17})
@@ -595,5 +597,86 @@ func TestCloseRunsWhatWasExecdToALoopThatNeverRan(t *testing.T) {
 	}
 	if l.Exec(func(*Loop) {}) {
 		t.Fatal("Exec after Close accepted")
+	}
+}
+
+// unitSource is a Source holding n entries, each one unit of work.
+type unitSource struct {
+	n    int
+	unit func()
+}
+
+func (s *unitSource) Poll(_ *Loop, budget int) int {
+	k := min(s.n, budget)
+	s.n -= k
+	for range k {
+		s.unit()
+	}
+	return k
+}
+func (s *unitSource) Pending() bool { return s.n > 0 }
+
+// Work that a round's budget leaves over — tasklets of each class, expired
+// timers, Exec'd functions, a Source's entries — runs in the rounds that
+// follow without anything waking the loop: the round that leaves it must
+// poll without sleeping. With GOMAXPROCS 1 the loop's blocking poll gives
+// its P back (spareP false), so the runtime does not interrupt it every
+// 10 ms (sysmon's preemption of a loop that keeps its P returns
+// epoll_wait with EINTR and starts a round), which would run the
+// leftovers anyway and hide a lost wake-up; here a lost one is a timeout.
+func TestWorkLeftByTheBudgetRunsWithoutAWakeUp(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const depth = 10
+	const n = 5 * depth // five rounds' worth of one kind at least
+	for _, tc := range []struct {
+		name  string
+		queue func(l *Loop, unit func())
+	}{
+		{"urgent tasklets", func(l *Loop, unit func()) { wakeN(l, Urgent, n, unit) }},
+		{"normal tasklets", func(l *Loop, unit func()) { wakeN(l, Normal, n, unit) }},
+		{"bulk tasklets", func(l *Loop, unit func()) { wakeN(l, Bulk, n, unit) }},
+		{"expired timers", func(l *Loop, unit func()) {
+			for range n {
+				l.Arm(&Timer{Run: func(*Timer) { unit() }}, l.Now())
+			}
+		}},
+		{"execs", func(l *Loop, unit func()) {
+			for range n {
+				l.Exec(func(*Loop) { unit() }) // from the loop: no eventfd write
+			}
+		}},
+		// Sources are polled first in a round: one added (or fed) by an
+		// Exec'd function waits for the next round, which its Pending
+		// must not let the loop sleep through.
+		{"source added by an exec", func(l *Loop, unit func()) { l.AddSource(&unitSource{n: n, unit: unit}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := startLoop(t, Options{RunqueueDepth: depth})
+			for try := range 10 {
+				units := 0
+				done := make(chan struct{})
+				unit := func() {
+					if units++; units == n {
+						close(done)
+					}
+				}
+				if !l.Exec(func(l *Loop) { tc.queue(l, unit) }) {
+					t.Fatal("Exec refused")
+				}
+				select {
+				case <-done:
+				case <-time.After(5 * time.Second):
+					var ran int
+					execWait(t, l, func(*Loop) { ran = units })
+					t.Fatalf("try %d: %d of %d units ran, then the loop slept with work left: lost wake-up", try, ran, n)
+				}
+			}
+		})
+	}
+}
+
+func wakeN(l *Loop, c Class, n int, unit func()) {
+	for range n {
+		l.Wake(&Tasklet{Run: func(*Tasklet) { unit() }}, c)
 	}
 }
