@@ -323,3 +323,94 @@ func asleepIn(tid int, nr uintptr) bool {
 	sc, err := os.ReadFile(dir + "syscall")
 	return err == nil && bytes.HasPrefix(sc, []byte(strconv.FormatUint(uint64(nr), 10)+" "))
 }
+
+// The engine's nbthread 2 -> 1 -> 2 under a client that opens one
+// connection at a time: the listener moves between a group over loops 0
+// and 1 and a group over loop 0 alone, and loop 1 stops after each shrink
+// and a new one starts for each growth, as the engine's drain and resize
+// do. Every connection is accepted at once, whatever the move.
+func TestAdoptShrinkingToOneLoopLosesNoWakeUp(t *testing.T) {
+	loops := looptest.Run(t, 0, 1, nil)
+	dist := distribution(t, config.DistRoundRobin, 0)
+	cur := NewGroup(loops, 0, dist)
+	ln, err := cur.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1"}, nil, greetAndClose)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second *loop.Loop // loop 1 while the group has it
+	var secondDone chan struct{}
+	defer func() {
+		ln.Close()
+		cur.Close()
+		if second != nil {
+			second.Stop()
+			<-secondDone
+			second.Close()
+		}
+	}()
+	addr := ln.Addr().String()
+
+	const stall = 500 * time.Millisecond // an accept takes microseconds
+	var ok, stalls atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	deadline := time.Now().Add(10 * time.Second)
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1)
+		for i := 0; i < 1_000_000 && time.Now().Before(deadline); i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+			if err != nil {
+				continue // counted as neither: the loop below waits for ok
+			}
+			c.SetReadDeadline(time.Now().Add(stall))
+			if _, err := c.Read(buf); err != nil {
+				stalls.Add(1)
+			} else {
+				ok.Add(1)
+			}
+			c.Close()
+		}
+	}()
+	defer func() { close(stop); <-done }()
+
+	moves := 0
+	for ; moves < 200 && stalls.Load() == 0 && time.Now().Before(deadline.Add(-3*time.Second)); moves++ {
+		group := loops
+		if moves%2 == 0 { // grow: a new loop 1, as the engine starts one
+			second, err = loop.New(looptest.Options(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			secondDone = make(chan struct{})
+			go func(l *loop.Loop, done chan struct{}) { l.Run(); close(done) }(second, secondDone)
+			testutil.Eventually(t, 5*time.Second, second.Running, "loop 1 runs")
+			group = []*loop.Loop{loops[0], second}
+		}
+		g := NewGroup(group, 0, dist)
+		moved, err := g.Adopt(ln, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.Close() // as the engine: right after Adopt
+		cur.Retire()
+		ln, cur = moved, g
+		if moves%2 == 1 { // shrunk: loop 1 drains (nothing to drain) and stops
+			second.Stop()
+			<-secondDone
+			second.Close()
+			second = nil
+		}
+		from, s0 := ok.Load(), stalls.Load()
+		testutil.Eventually(t, 5*time.Second, func() bool { return ok.Load() >= from+3 || stalls.Load() > s0 }, "traffic flows")
+	}
+	if n := stalls.Load(); n > 0 {
+		t.Fatalf("%d of %d connections waited %v in the backlog (not accepted) within %d moves", n, n+ok.Load(), stall, moves)
+	}
+	t.Logf("%d connections over %d moves, none waited", ok.Load(), moves)
+}
