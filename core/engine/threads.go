@@ -257,7 +257,7 @@ func (e *Engine) commitResize(rs *resize, newBinds map[bindID]*bindRT) {
 	}
 	e.loops, e.workers = loopsOf(e.th.all[:rs.to])
 	e.publishWorkers()
-	proxy.SetHandshakeCPUs(runtime.GOMAXPROCS(0) - e.liveLoops())
+	e.setHandshakeCPUs()
 	e.nbthread.Store(int64(rs.to))
 	e.log.Info("nbthread changed", "from", rs.from, "to", rs.to)
 }
@@ -290,6 +290,7 @@ func (e *Engine) startDrain(rt *loopRT, grace time.Duration) {
 				cancel()
 				e.trimStopped()
 				e.publishWorkers()
+				e.setHandshakeCPUs() // its P is the handshakes' again
 				e.mu.Unlock()
 				e.log.Info("loop stopped", "loop", rt.l.ID())
 				return
@@ -363,6 +364,22 @@ func (e *Engine) trimStopped() {
 		n--
 	}
 	e.th.all = e.th.all[:n]
+}
+
+// setHandshakeCPUs gives the TLS handshakes the Ps the running loops
+// (active and draining) leave (e.mu held): at a shrink the draining loops
+// still run, and each one that stops gives its P back. Without the second
+// step a nbthread 2 -> 1 left the handshakes GOMAXPROCS-2 tokens after the
+// drain ended, one instead of two with GOMAXPROCS 3: half the handshake
+// capacity of the remaining loop, until the next nbthread change.
+func (e *Engine) setHandshakeCPUs() {
+	n := len(e.loops)
+	for _, rt := range e.th.all[min(len(e.loops), len(e.th.all)):] {
+		if rt.state != loopStopped {
+			n++
+		}
+	}
+	proxy.SetHandshakeCPUs(runtime.GOMAXPROCS(0) - n)
 }
 
 // liveLoops is the number of loops that may hold connections (active and

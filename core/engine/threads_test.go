@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/pin"
+	"github.com/spliced-proxy/spliced/core/proxy"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
@@ -623,4 +625,31 @@ func (e *Engine) liveOn(id int) int64 {
 		return e.th.all[id].l.Activity().Conns.Load()
 	}
 	return 0
+}
+
+// TLS handshakes compute on the Ps the running loops leave: at a shrink
+// the draining loop still runs, and once it stopped its P is theirs again
+// (nbthread 2 -> 1 with GOMAXPROCS 3 left them 1 token instead of 2 until
+// the next nbthread change).
+func TestHandshakeCPUsFollowTheLoopsThatRun(t *testing.T) {
+	e := newTestEngine(t)
+	origin := greeter(t, "hi")
+	port := testutil.FreePort(t)
+	c := tcpConfig(1, origin, port)
+	c.Tuning.Nbthread = 2
+	apply(t, e, c)
+	procs := runtime.GOMAXPROCS(0)
+	if got := proxy.HandshakeCPUs(); got != procs-2 {
+		t.Fatalf("nbthread 2: %d handshake CPUs, want GOMAXPROCS %d less 2 loops", got, procs)
+	}
+	c = tcpConfig(2, origin, port)
+	c.Tuning.Nbthread = 1
+	apply(t, e, c)
+	if got := proxy.HandshakeCPUs(); got != max(procs-2, 1) {
+		t.Fatalf("nbthread 1, loop 1 draining: %d handshake CPUs, want %d", got, max(procs-2, 1))
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool { return len(e.Threads()) == 1 }, "loop 1 drains and stops")
+	if got := proxy.HandshakeCPUs(); got != procs-1 {
+		t.Fatalf("nbthread 1, loop 1 stopped: %d handshake CPUs, want GOMAXPROCS %d less 1 loop", got, procs)
+	}
 }

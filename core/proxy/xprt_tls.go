@@ -320,6 +320,15 @@ func SetHandshakeCPUs(n int) {
 	hsCPU.Store(&ch)
 }
 
+// HandshakeCPUs is how many TLS handshakes may compute at once (the last
+// SetHandshakeCPUs; 0 before any).
+func HandshakeCPUs() int {
+	if p := hsCPU.Load(); p != nil {
+		return cap(*p)
+	}
+	return 0
+}
+
 // takeCPU waits for a handshake token (helper goroutine). Without
 // SetHandshakeCPUs (tests), GOMAXPROCS less one loop.
 func takeCPU() chan struct{} {
