@@ -110,6 +110,15 @@ func TestUILogsPage(t *testing.T) {
 		t.Fatal("the 503 is not red or the 200 not green")
 	}
 	u.shot("logs-1280")
+	// One time format (issue 23, item 14): the Time cell reads the date
+	// and time as every page does; the relative time has it as tooltip.
+	if bad := evalJS[string](u, fmt.Sprintf(`(() => { const stamp = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/;
+		const td = document.querySelector(%q + ' td[data-label="Time"]'); const at = td.querySelector('[data-stamp]'); const ago = td.querySelector('[data-ago]');
+		if (!at || !stamp.test(at.textContent)) return 'time reads ' + td.textContent;
+		if (!ago || ago.title !== at.textContent) return 'the relative time has the tooltip ' + (ago && ago.title);
+		return ''; })()`, rows)); bad != "" {
+		t.Errorf("the Time cell: %s", bad)
+	}
 
 	// A new request appears without a reload.
 	evalJS[bool](u, `(window.__noReload = true)`)

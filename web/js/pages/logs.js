@@ -18,7 +18,7 @@
 // disconnected or was dropped is shown too (entries are told apart by
 // their content: each holds its start time to the nanosecond).
 
-import { h, clear, badge, bytes, ago } from '../dom.js';
+import { h, clear, badge, bytes, ago, when } from '../dom.js';
 import { get, authHeaders, needLogin, loginShown, ApiError } from '../api.js';
 import { readEvents } from '../sse.js';
 import { notAvailable } from '../common.js';
@@ -83,10 +83,11 @@ function statusBadge(e, cls) {
 }
 
 const pad = (n, w = 2) => String(n).padStart(w, '0');
-function clock(t) {
+// millis is an entry's milliseconds (".080"), shown after the page's one
+// date and time format (when).
+function millis(t) {
   const d = new Date(t);
-  if (Number.isNaN(d.getTime())) return String(t ?? '—');
-  return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
+  return Number.isNaN(d.getTime()) ? '' : '.' + pad(d.getMilliseconds(), 3);
 }
 
 const ms = (v) => (typeof v === 'number' ? String(v) : '?');
@@ -104,8 +105,9 @@ function row(e) {
   const route = e.backend ? [h('span', null, e.backend), e.server ? h('span', { class: 'muted' }, '/' + e.server) : null]
     : h('span', { class: 'muted' }, 'no backend');
   return h('tr', { class: abnormal ? 'abnormal' : null, data: { cls, term, fe: e.frontend || '' } },
-    h('td', { 'data-label': 'Time', class: 'nowrap', title: String(e.time ?? '') },
-      h('div', null, h('span', { class: 'mono' }, clock(e.time)), h('div', { class: 'muted small', data: { ago: String(e.time ?? '') } }, ago(e.time)))),
+    h('td', { 'data-label': 'Time', class: 'nowrap', title: when(e.time) },
+      h('div', null, h('span', { class: 'mono', 'data-stamp': '' }, when(e.time)), h('span', { class: 'mono muted small', title: 'milliseconds' }, millis(e.time)),
+        h('div', { class: 'muted small', title: when(e.time), data: { ago: String(e.time ?? '') } }, ago(e.time)))),
     h('td', { 'data-label': 'Client', class: 'mono client' }, h('div', null, e.client || '—',
       e.client_cert ? h('div', { class: 'muted', title: 'client certificate' }, e.client_cert) : null)),
     h('td', { 'data-label': 'Route', class: 'route' }, h('span', null, h('b', null, e.frontend || '—'), ' → ', route)),
