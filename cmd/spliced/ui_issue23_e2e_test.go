@@ -358,8 +358,17 @@ func TestUINewOperatorDetails(t *testing.T) {
 	// Jargon of the loop table: explained on hover and focus.
 	u.soonJS(5*time.Second, "the loop table's Tasklets and Accq full explained",
 		`(() => { const th = [...document.querySelectorAll('#loops-table th')];
-			const tip = (w) => { const x = th.find((e) => e.textContent === w); const a = x && x.querySelector('abbr[title]'); return a ? a.title : ''; };
+			const tip = (w) => { const x = th.find((e) => e.textContent === w); const a = x && x.querySelector('abbr[data-tip]'); return a ? a.dataset.tip : ''; };
 			return /urgent/.test(tip('Tasklets u/n/b')) && /accept queue/.test(tip('Accq full')); })()`)
+	// ... and the explanation is shown on keyboard focus (not a title a
+	// mouse alone can read), and stays while the table is redrawn.
+	// A tap on the first heading gives the page the focus (a headless page
+	// has none: :focus would not match); the keyboard then moves it.
+	u.run("tap Loop", chromedp.Click(chromedp.CSS(`#loops-table th:first-child abbr`)))
+	evalJS[bool](u, `(() => { const a = [...document.querySelectorAll('#loops-table abbr')].find((e) => e.textContent === 'Accq full'); if (a) a.focus(); window.__loopRow = document.querySelector('#loops-table tbody tr'); return true; })()`)
+	u.soonJS(5*time.Second, "the loop table redrawn", `document.querySelector('#loops-table tbody tr') !== window.__loopRow`)
+	u.soonJS(3*time.Second, "Accq full's explanation visible on focus, after a redraw",
+		`(() => { const a = document.activeElement; return !!a && a.matches('#loops-table abbr.tip') && a.textContent === 'Accq full' && !a.title && /accept queue/.test(getComputedStyle(a, '::after').content); })()`)
 	// The class shares (seed 000's TC0/TC1/TC2) per loop.
 	u.soonJS(10*time.Second, "the loop table shows each class's share of the time",
 		`[...document.querySelectorAll('#loops-table td[data-col=shares]')].some((e) => /^\d+% \/ \d+% \/ \d+%$/.test(e.textContent))`)
@@ -489,5 +498,26 @@ func TestUINewOperatorDetails(t *testing.T) {
 			`document.querySelector('#revisions tr[data-generation="4"]').classList.contains('picked') && document.getElementById('diff-from').value === '3' && document.getElementById('diff-to').value === '4'`)
 	}
 	u.shot("details")
+
+	// Long names (valid: 63 and 54 characters) at 375 px: they wrap, the
+	// values beside them stay in view and no page scrolls sideways.
+	longBe, longSrv := strings.Repeat("b", 63), strings.Repeat("s", 54)
+	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":%q,"servers":[{"name":%q,"address":"127.0.0.1","port":%d}]}`, longBe, longSrv, oport))
+	u.run("phone viewport", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
+	for _, pg := range []string{"overview", "backends", "revisions", "status"} {
+		u.page(pg)
+		if w := evalJS[int](u, `document.documentElement.scrollWidth`); w > 375 {
+			u.shot("long-375-" + pg)
+			t.Errorf("at 375 px with long names, the %s page is %d px wide", pg, w)
+		}
+	}
+	u.page("backends")
+	if out := evalJS[string](u, fmt.Sprintf(`[...document.querySelectorAll('section[data-backend=%q] td')].filter((td) => td.getClientRects().length && td.getBoundingClientRect().right > 376).map((td) => td.dataset.label).join(', ')`, longBe)); out != "" {
+		t.Errorf("at 375 px, the long backend's cells past the right edge: %s", out)
+	}
+	u.page("revisions")
+	if out := evalJS[string](u, `[...document.querySelectorAll('#revisions td')].filter((td) => td.getClientRects().length && td.getBoundingClientRect().right > 376).map((td) => td.dataset.label).join(', ')`); out != "" {
+		t.Errorf("at 375 px, revision cells past the right edge: %s", out)
+	}
 	u.errs.check(t, "new operator details")
 }

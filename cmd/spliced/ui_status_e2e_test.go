@@ -99,6 +99,20 @@ func TestUIStatusPage(t *testing.T) {
 		}
 	}
 	u.shot("status-1280")
+	// A heading's explanation shows on keyboard focus (issue 23, item 14),
+	// not in a title a mouse alone can read.
+	if !evalJS[bool](u, `(() => { const a = document.querySelector('#status-table th[data-col="conn_cur"] abbr.tip'); if (!a) return false; a.focus();
+		return document.activeElement === a && !a.closest('th').title && /Sessions now/.test(getComputedStyle(a, '::after').content); })()`) {
+		t.Error("focusing the Cur heading shows no explanation")
+	}
+	// The header is sticky; a long name is cut, whole in its tooltip.
+	if s := evalJS[string](u, `getComputedStyle(document.querySelector('#status-table thead th[data-col="name"]')).position`); s != "sticky" {
+		t.Errorf("the Status table's header is %q, want sticky", s)
+	}
+	if s := evalJS[string](u, `(() => { const td = document.querySelector('tr[data-row="srv/web/s1"] td[data-col="name"]'); const cs = getComputedStyle(td);
+		return td.title + ' ' + cs.maxWidth + ' ' + cs.textOverflow; })()`); s != "web/s1 256px ellipsis" {
+		t.Errorf("the Name cell (title, max width, overflow) = %q, want web/s1 256px ellipsis", s)
+	}
 
 	// Search: "api" keeps backend api and its server, and nothing else.
 	u.fill(`#status-search`, "api")
@@ -124,6 +138,11 @@ func TestUIStatusPage(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)))
 	if s := u.text(`dialog[open]`); !strings.Contains(s, "web/s1") || !strings.Contains(s, "api/a1") {
 		t.Errorf("confirmation = %q", s)
+	}
+	// web/s2 is down and drained, api has a1 alone: both backends are left
+	// with no usable server, and the question says so (issue 23, item 13).
+	if s := u.text(`dialog[open] [data-emptied]`); !strings.Contains(s, "web, api will have no usable server left") || !strings.Contains(s, "503") {
+		t.Errorf("the confirmation does not warn of the backends left without a server: %q in %q", s, u.text(`dialog[open]`))
 	}
 	u.run("confirm", chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)), chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
 	for _, p := range []string{"/api/v1/backends/web/servers/s1", "/api/v1/backends/api/servers/a1"} {

@@ -38,6 +38,13 @@ export function btn(label, attrs = {}, onclick) {
   return h('button', { type: 'button', ...attrs, class: 'btn ' + (attrs.class || ''), onclick }, label);
 }
 
+// tip is a word with its explanation: focusable (keyboard, and a tap on
+// a touch screen), the explanation shown by CSS on focus and hover
+// (.tip::after, from data-tip) and read by screen readers.
+export function tip(word, why) {
+  return h('abbr', { class: 'tip', tabindex: '0', 'data-tip': why, 'aria-label': `${word}: ${why}` }, word);
+}
+
 export function badge(text, kind = '') { return h('span', { class: 'badge ' + kind }, text); }
 
 const nf = new Intl.NumberFormat('en');

@@ -174,11 +174,20 @@ function serverTable(ctx, b, canAdmin, canServer) {
 // stats when there are some, else from the configuration).
 function lastUsable(live, b, s) {
   const rb = live.stats && live.stats.backends.get(b.name);
-  const usable = (x) => {
+  return leavesNoUsable(b.servers.map((x) => {
     const rs = rb && rb.servers.get(x.name);
-    return ((rs && rs.admin) || x.admin_state || 'ready') === 'ready' && !(rs && rs.up === false);
-  };
-  return usable(s) && !b.servers.some((x) => x.name !== s.name && usable(x));
+    return { name: x.name, admin: (rs && rs.admin) || x.admin_state, up: rs ? rs.up : null };
+  }), [s.name]);
+}
+
+// leavesNoUsable says whether taking the servers named in going out of
+// service (drain or maint) leaves a backend that has a usable server now
+// (ready, and not down by its check) with none: its clients get 503.
+// servers: [{name, admin, up}] of one backend. The Status page's bulk
+// actions ask the same question.
+export function leavesNoUsable(servers, going) {
+  const usable = (x) => (x.admin || 'ready') === 'ready' && x.up !== false;
+  return servers.some(usable) && !servers.some((x) => usable(x) && !going.includes(x.name));
 }
 
 // labelled copies each column's heading into data-label of its cells, so

@@ -1,6 +1,6 @@
 // Overview: what runs, how busy it is, what is healthy.
 
-import { h, clear, num, bytes, duration, badge, ago } from '../dom.js';
+import { h, clear, num, bytes, duration, badge, ago, tip } from '../dom.js';
 import { get } from '../api.js';
 import { cell, statKey, paint, subscribe, notAvailable, checkText } from '../common.js';
 import { RateChart } from '../chart.js';
@@ -209,9 +209,12 @@ export default async function overview(ctx, root) {
     charts.forEach((c) => c.update(live.history));
   };
 
+  // The loop table's head is built once: a redraw every second must not
+  // take the focus (and its explanation) from a heading.
+  let loopsBody = null;
   const paintLoops = () => {
-    clear(loops);
     const act = live.activity || (live.stats && live.stats.loops);
+    if (!act || !loopsBody || !loopsBody.isConnected) { clear(loops); loopsBody = null; }
     if (!act) {
       loops.append(live.activityMissing ? notAvailable('loop activity', '/api/v1/activity') : h('p', { class: 'muted' }, 'Waiting for activity…'));
       return;
@@ -220,10 +223,13 @@ export default async function overview(ctx, root) {
     const t = (l) => (l.tasklets ? l.tasklets.map((x) => num(x)).join(' / ') : '—');
     const sh = (l) => (l.shares ? l.shares.map((x) => `${Math.round(x)}%`).join(' / ') : '—');
     const ms = (ns) => (ns === null || ns === undefined ? '—' : `${num(Math.round(ns / 1e6))} ms`);
-    loops.append(h('table', { id: 'loops-table' },
-      h('thead', null, h('tr', null, LOOP_COLUMNS.map(([x, tip], i) => h('th', { class: i ? 'num' : '' },
-        tip ? h('abbr', { title: tip, tabindex: '0', 'aria-label': `${x}: ${tip}` }, x) : x)))),
-      h('tbody', null, act.map((l) => h('tr', null,
+    if (!loopsBody) {
+      loopsBody = h('tbody');
+      loops.append(h('table', { id: 'loops-table' },
+        h('thead', null, h('tr', null, LOOP_COLUMNS.map(([x, why], i) => h('th', { class: i ? 'num' : '' }, why ? tip(x, why) : x)))),
+        loopsBody));
+    }
+    loopsBody.replaceChildren(...act.map((l) => h('tr', null,
         h('td', null, `#${l.id}`),
         h('td', { class: 'num' }, num(l.loops)),
         h('td', { class: 'num' }, num(l.pollIO)),
@@ -235,7 +241,7 @@ export default async function overview(ctx, root) {
         h('td', { class: 'num' }, num(l.accepted)),
         h('td', { class: 'num' }, num(l.accqFull)),
         h('td', { class: 'num' }, bytes(l.spliceBytes)),
-        h('td', { class: 'num' }, num(l.pipesUsed)))))));
+        h('td', { class: 'num' }, num(l.pipesUsed)))));
   };
 
   // The "since" of the down servers moves on with the clock.

@@ -7,9 +7,10 @@
 // once. It reads GET /api/v1/stats every 2 s (the full document: the stats
 // events carry no peaks nor limits).
 
-import { h, badge, num, bytes, toast, confirmBox, ago } from '../dom.js';
+import { h, badge, num, bytes, toast, confirmBox, ago, tip } from '../dom.js';
 import { get, request, enc } from '../api.js';
 import { problemText } from '../common.js';
+import { leavesNoUsable } from './backends.js';
 
 const POLL_MS = 2000;
 
@@ -121,7 +122,7 @@ export default async function status(ctx, root) {
   const table = h('table', { class: 'status-table', id: 'status-table' },
     h('thead', null, h('tr', null,
       canServer ? h('th', null, allBox) : null,
-      COLS.map(([k, head, tip, , kind]) => h('th', { title: tip, 'data-col': k, class: kind === 'err' || (k !== 'name' && k !== 'type' && k !== 'health' && k !== 'admin' && k !== 'check') ? 'num' : '' }, head)))),
+      COLS.map(([k, head, why, , kind]) => h('th', { 'data-col': k, class: kind === 'err' || (k !== 'name' && k !== 'type' && k !== 'health' && k !== 'admin' && k !== 'check') ? 'num' : '' }, tip(head, why))))),
     tbody);
 
   root.append(
@@ -131,9 +132,9 @@ export default async function status(ctx, root) {
       h('div', { class: 'toolbar status-toolbar' }, search, count,
         canServer ? h('span', { class: 'status-bulk', role: 'group', 'aria-label': 'Admin state of the selected servers' }, selInfo, ...bulk) : null),
       note,
-      h('div', { class: 'tablewrap' }, table),
+      h('div', { class: 'tablewrap status-wrap' }, table),
       h('p', { class: 'hint' }, 'Health and admin state are two facts: a drained server that its check sees down is "down" and "drain". ',
-        'Peaks (Max) count since start; rates are per second. Hover a heading for what it counts.')));
+        'Peaks (Max) count since start; rates are per second. Hover, focus or tap a heading for what it counts.')));
 
   function shown(r) {
     if (!query) return true;
@@ -158,7 +159,7 @@ export default async function status(ctx, root) {
         }) : null;
         if (box) box.checked = selected.has(r.id);
       }
-      const tds = COLS.map(([k, , , , kind]) => h('td', { 'data-col': k, class: (kind === 'err' || kind === 'bytes' || typeof r.c[k] === 'number' || ['limit', 'rtime_ms', 'weight', 's5xx'].includes(k)) ? 'num' : '' }));
+      const tds = COLS.map(([k, , , , kind]) => h('td', { 'data-col': k, title: k === 'name' ? r.label : null, class: (kind === 'err' || kind === 'bytes' || typeof r.c[k] === 'number' || ['limit', 'rtime_ms', 'weight', 's5xx'].includes(k)) ? 'num' : '' }));
       const tr = h('tr', { 'data-row': r.id, class: 'row-' + r.kind }, canServer ? h('td', null, box) : null, tds);
       cells.set(r.id, { tr, tds });
       return tr;
@@ -206,9 +207,16 @@ export default async function status(ctx, root) {
   async function bulkSet(st, button) {
     const targets = rows.filter((r) => r.kind === 'server' && selected.has(r.id) && cells.has(r.id));
     if (!targets.length) return;
+    // The backends this leaves with no usable server (as the Backends
+    // page asks for its last usable server): their clients get 503.
+    const emptied = st === 'ready' ? [] : (doc.backends || []).filter((b) => leavesNoUsable(
+      (b.servers || []).map((x) => ({ name: x.name, admin: x.admin_state, up: x.up })),
+      targets.filter((r) => r.backend === b.name).map((r) => r.server))).map((b) => b.name);
     if (st !== 'ready' && !await confirmBox(`${st === 'drain' ? 'Drain' : 'Put in maintenance'} ${targets.length} server${targets.length > 1 ? 's' : ''}?`,
       h('div', null, h('p', null, targets.map((r) => r.label).join(', ')),
-        h('p', null, st === 'drain' ? 'They take no new connection; live ones finish.' : 'They take no connection at all.')),
+        h('p', null, st === 'drain' ? 'They take no new connection; live ones finish.' : 'They take no connection at all.'),
+        emptied.length ? h('p', { 'data-emptied': emptied.join(' ') }, h('b', null, `${emptied.join(', ')} will have no usable server left: ${emptied.length > 1 ? 'their' : 'its'} clients will get 503 Service Unavailable`),
+          ' until a server is ready (and up) again.') : null),
       { ok: st === 'drain' ? 'Drain' : 'Put in maintenance', danger: true })) { button.focus(); return; }
     button.disabled = true;
     let ok = 0; const failed = [];
