@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,6 +128,148 @@ func TestDrainedDownServerReadsDown(t *testing.T) {
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// trailerOrigin records what each connection sends and answers 200 once a
+// chunked body with its trailer section has come.
+type trailerOrigin struct {
+	port int
+	mu   sync.Mutex
+	got  strings.Builder
+}
+
+func newTrailerOrigin(t *testing.T) *trailerOrigin {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	o := &trailerOrigin{port: ln.Addr().(*net.TCPAddr).Port}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				var seen []byte
+				buf := make([]byte, 4096)
+				for {
+					n, err := c.Read(buf)
+					o.mu.Lock()
+					o.got.Write(buf[:n])
+					o.mu.Unlock()
+					seen = append(seen, buf[:n]...)
+					if i := bytes.Index(seen, []byte("\r\n0\r\n")); i >= 0 && bytes.HasSuffix(seen, []byte("\r\n\r\n")) && len(seen) > i+5 {
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+						seen = nil
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return o
+}
+
+func (o *trailerOrigin) received() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.got.String()
+}
+
+// TestHTTPRequestTrailersCannotForgeProxyFields: a chunked request whose
+// trailers carry X-Forwarded-Proto or X-Forwarded-For (which spliced sets
+// in the head) or a framing field is refused with 400, and the field never
+// reaches the server, whether the trailer comes with the head or after
+// the server got the head; an ordinary trailer passes. Before, such
+// trailers reached the server unchanged, and frameworks that merge
+// trailers into the header fields believed them.
+func TestHTTPRequestTrailersCannotForgeProxyFields(t *testing.T) {
+	in := startSpliced(t, "")
+	o := newTrailerOrigin(t)
+	port := setupHTTP(t, in, httpSetup{
+		backends: []map[string]any{httpBackend("web", "roundrobin", map[string]any{"name": "s1", "address": "127.0.0.1", "port": o.port})},
+		frontend: map[string]any{"default_backend": "web", "http": map[string]any{"x_forwarded_proto": true}},
+	})
+	const head = "POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n"
+	for _, tc := range []struct {
+		trailer string
+		status  int
+	}{
+		{"Checksum: 1\r\n", 200},
+		{"X-Forwarded-Proto: https\r\n", 400},
+		{"x_forwarded_proto: https\r\n", 400},
+		{"Checksum: 1\r\nX-Forwarded-For: 203.0.113.9\r\n", 400},
+		{"Content-Length: 10\r\n", 400},
+	} {
+		for _, later := range []bool{false, true} {
+			before := len(o.received())
+			c := dialProxy(t, port)
+			if !later {
+				io.WriteString(c, head+tc.trailer+"\r\n")
+			} else {
+				// The server has the head and the chunks before the
+				// trailer comes: the refusal is mid-body.
+				io.WriteString(c, head)
+				testutil.Eventually(t, 5*time.Second, func() bool {
+					return strings.Contains(o.received()[before:], "abc\r\n0\r\n")
+				}, "the origin got the head and the chunks")
+				io.WriteString(c, tc.trailer+"\r\n")
+			}
+			resp, _ := readResp(t, bufio.NewReader(c), "POST")
+			if resp.StatusCode != tc.status {
+				t.Fatalf("trailer %q (later %v): status %d, want %d", tc.trailer, later, resp.StatusCode, tc.status)
+			}
+			got := strings.ToLower(o.received()[before:])
+			for _, bad := range []string{"x-forwarded-proto: https", "x_forwarded_proto: https", "203.0.113.9", "content-length: 10"} {
+				if strings.Contains(got, bad) {
+					t.Fatalf("trailer %q (later %v): the origin got %q: %q", tc.trailer, later, bad, got)
+				}
+			}
+			if tc.status == 200 && !strings.Contains(got, "checksum: 1\r\n\r\n") {
+				t.Fatalf("an ordinary trailer did not pass: %q", got)
+			}
+		}
+	}
+}
+
+// TestHTTPRequestTrailersCannotForgeClientCertFields: on a frontend that
+// verifies client certificates on one bind, a request trailer with the
+// client-certificate prefix is refused on its plain bind too, as the head
+// drops such fields there.
+func TestHTTPRequestTrailersCannotForgeClientCertFields(t *testing.T) {
+	in := startSpliced(t, "")
+	o := newTrailerOrigin(t)
+	srv := testutil.NewCert(t, testutil.CertSpec{Names: []string{"m.example.com"}})
+	uploadCert(in, "m", srv, false)
+	ca := testutil.NewCert(t, testutil.CertSpec{CA: true, Names: []string{"clients"}})
+	in.MustDo(201, "POST", "/api/v1/backends", httpBackend("web", "roundrobin", map[string]any{"name": "s1", "address": "127.0.0.1", "port": o.port}))
+	plain := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "mtls", "mode": "http", "default_backend": "web",
+		"binds": []map[string]any{
+			{"name": "tls", "address": "127.0.0.1", "port": testutil.FreePort(t),
+				"tls": map[string]any{"certificates": []string{"m"}, "client_ca": ca.CertPEM}},
+			{"name": "plain", "address": "127.0.0.1", "port": plain}},
+	})
+	for _, tc := range []struct {
+		trailer string
+		status  int
+	}{{"Checksum: 1\r\n", 200}, {"X-Client-Cert-Verified: SUCCESS\r\n", 400}, {"x_client_cert_subject: CN=admin\r\n", 400}} {
+		before := len(o.received())
+		resp, _ := roundTrip(t, plain, "POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n"+tc.trailer+"\r\n")
+		if resp.StatusCode != tc.status {
+			t.Fatalf("trailer %q: status %d, want %d", tc.trailer, resp.StatusCode, tc.status)
+		}
+		if got := strings.ToLower(o.received()[before:]); strings.Contains(got, "client") {
+			t.Fatalf("trailer %q: the origin got %q", tc.trailer, got)
 		}
 	}
 }

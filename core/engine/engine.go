@@ -430,6 +430,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		if cf.Mode == config.ModeHTTP {
 			pf.HTTP = httpFront(cf, pf.Backend, newBE)
 			pf.CertStrip = certStrip(cf)
+			pf.CertStripName = string(pf.CertStrip)
 		} else if len(cf.Routes) > 0 {
 			// SNI routes, resolved to this generation's backends (a route
 			// to a missing one closes its connections, as no server).

@@ -1,5 +1,7 @@
 package http1
 
+import "math/bits"
+
 // Chunked validates a chunked body (RFC 9112 §7.1) incrementally, so the
 // proxy can forward it: each Decode call tells how many input bytes were
 // checked and which trailing part of them is payload. Forwarding the
@@ -25,16 +27,132 @@ type Chunked struct {
 	// MaxBody bounds the sum of chunk sizes (0 = no bound): a chunk-size
 	// line that would exceed it fails with 413 before any of its data.
 	MaxBody int64
+	// RefusePrefix, with Refuse, selects the trailer fields that fail the
+	// body with ErrTrailerRefused: those whose name starts with it
+	// (ASCII case-insensitively, '_' for '-', as AppendEndToEndStrip).
+	RefusePrefix string
 	// MaxLine bounds a chunk-size line with its extensions (0 = 4096).
-	MaxLine int
+	MaxLine int32
 	// MaxTrailer bounds the trailer section (0 = 16384).
-	MaxTrailer int
+	MaxTrailer int32
 
-	state  uint8
+	line  int32  // bytes of the current size line, or of the trailer section
+	tmask uint32 // refused trailer names the current field name still matches (refusedTrailers bits, trPrefix)
+	state uint8
+	// Refuse (RefuseHopByHop, RefuseXForwardedFor, RefuseXForwardedProto)
+	// selects the trailer fields that fail the body; 0 refuses none.
+	Refuse uint8
+	tpos   uint8  // bytes of the current trailer field name (saturates)
 	size   uint64 // chunk-size being read, then data bytes left in the chunk
-	line   int    // bytes of the current size line, or of the trailer section
 	total  int64  // payload bytes so far
-	chunks int64
+	// The fields above are laid out so that Chunked stays 64 bytes: it is
+	// in every body of every http connection (proxy's
+	// TestConnectionObjectsKeepTheirSizeClass).
+}
+
+// Trailer fields a request may not carry (Chunked.Refuse): the proxy
+// forwards the trailer section as it arrived, and servers and frameworks
+// that merge trailers into the header fields would otherwise take a
+// client's trailer for a field the proxy strips or sets in the head. A
+// refused field fails the body with ErrTrailerRefused (400) as soon as its
+// name is complete (at its ':'), before its value or the CRLF that ends
+// its line is passed on: the server never receives the field, and the
+// proxy closes the server connection as for any malformed body. Refusing
+// rather than dropping the line: the proxy forwards validated chunked
+// bytes without holding them back, and a trailer name split over two
+// reads would have to be buffered to be dropped.
+const (
+	// RefuseHopByHop refuses the framing, routing and hop-by-hop fields
+	// (refusedTrailers up to X-Forwarded-For), which RFC 9110 §6.5.1
+	// forbids in trailers and the proxy drops or frames with in a head.
+	RefuseHopByHop uint8 = 1 << iota
+	// RefuseXForwardedFor refuses X-Forwarded-For, when the proxy
+	// appends its own (the value a server trusts is the last one).
+	RefuseXForwardedFor
+	// RefuseXForwardedProto refuses X-Forwarded-Proto, when the proxy
+	// sets its own (DropXForwardedProto).
+	RefuseXForwardedProto
+)
+
+// refusedTrailers are the names Refuse selects, lower case with '-';
+// trXFF and trXFP are the indexes of the last two.
+var refusedTrailers = [...]string{
+	"host", "content-length", "transfer-encoding", "connection", "keep-alive",
+	"proxy-connection", "te", "trailer", "upgrade", "expect",
+	"x-forwarded-for", "x-forwarded-proto",
+}
+
+const (
+	trXFF    = 10
+	trXFP    = 11
+	trPrefix = uint32(1) << 31 // RefusePrefix still matches
+)
+
+// ErrTrailerRefused: a request trailer field the proxy strips or sets in
+// the head (Chunked.Refuse).
+var ErrTrailerRefused = &Error{400, "trailer field not allowed"}
+
+// trailerCandidates are the refused names a new trailer field name may be.
+func (c *Chunked) trailerCandidates() uint32 {
+	var m uint32
+	if c.Refuse&RefuseHopByHop != 0 {
+		m |= 1<<trXFF - 1
+	}
+	if c.Refuse&RefuseXForwardedFor != 0 {
+		m |= 1 << trXFF
+	}
+	if c.Refuse&RefuseXForwardedProto != 0 {
+		m |= 1 << trXFP
+	}
+	if c.RefusePrefix != "" {
+		m |= trPrefix
+	}
+	return m
+}
+
+// trailerName takes the next byte b of a trailer field name: the refused
+// names it no longer matches are dropped from tmask. Only the bits still
+// set are compared, so a name that matches none costs one test a byte.
+func (c *Chunked) trailerName(b byte) {
+	if c.tmask == 0 {
+		return
+	}
+	if b = lower(b); b == '_' {
+		b = '-'
+	}
+	pos := int(c.tpos)
+	for m := c.tmask &^ trPrefix; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros32(m)
+		if name := refusedTrailers[i]; pos >= len(name) || name[pos] != b {
+			c.tmask &^= 1 << i
+		}
+	}
+	if c.tmask&trPrefix != 0 && pos < len(c.RefusePrefix) {
+		p := lower(c.RefusePrefix[pos])
+		if p == '_' {
+			p = '-'
+		}
+		if p != b {
+			c.tmask &^= trPrefix
+		}
+	}
+	if c.tpos < 255 {
+		c.tpos++
+	}
+}
+
+// trailerRefused: the complete trailer field name is a refused one.
+func (c *Chunked) trailerRefused() bool {
+	m := c.tmask
+	if m&trPrefix != 0 && int(c.tpos) >= len(c.RefusePrefix) {
+		return true
+	}
+	for m &^= trPrefix; m != 0; m &= m - 1 {
+		if len(refusedTrailers[bits.TrailingZeros32(m)]) == int(c.tpos) {
+			return true
+		}
+	}
+	return false
 }
 
 // Chunk decoder states. A line's value state (csExt, csTrailerValue) is
@@ -80,7 +198,7 @@ var (
 
 // Reset prepares c for a new body; the limits are kept.
 func (c *Chunked) Reset() {
-	c.state, c.size, c.line, c.total, c.chunks = csSize0, 0, 0, 0, 0
+	c.state, c.size, c.line, c.total, c.tmask, c.tpos = csSize0, 0, 0, 0, 0, 0
 }
 
 // Done reports whether the last chunk and the trailer section were read.
@@ -109,14 +227,14 @@ func (c *Chunked) Skip(n int) {
 
 func (c *Chunked) maxLine() int {
 	if c.MaxLine > 0 {
-		return c.MaxLine
+		return int(c.MaxLine)
 	}
 	return 4096
 }
 
 func (c *Chunked) maxTrailer() int {
 	if c.MaxTrailer > 0 {
-		return c.MaxTrailer
+		return int(c.MaxTrailer)
 	}
 	return 16384
 }
@@ -188,7 +306,6 @@ func (c *Chunked) Decode(in []byte) (n, data int, err error) {
 					return c.fail(i, ErrBodyTooLarge)
 				}
 				c.line = 0
-				c.chunks++
 				if c.size == 0 {
 					c.state = csTrailer
 					break
@@ -220,6 +337,8 @@ func (c *Chunked) Decode(in []byte) (n, data int, err error) {
 				return c.fail(i, ErrTrailerObsFold)
 			case isToken(b):
 				c.state = csTrailerName
+				c.tmask, c.tpos = c.trailerCandidates(), 0
+				c.trailerName(b)
 			default:
 				return c.fail(i, ErrTrailer)
 			}
@@ -227,8 +346,12 @@ func (c *Chunked) Decode(in []byte) (n, data int, err error) {
 			c.line++
 			switch {
 			case b == ':':
+				if c.tmask != 0 && c.trailerRefused() {
+					return c.fail(i, ErrTrailerRefused)
+				}
 				c.state = csTrailerValue
 			case isToken(b):
+				c.trailerName(b)
 			case b == ' ' || b == '\t':
 				return c.fail(i, ErrTrailerColon)
 			default:
@@ -237,10 +360,10 @@ func (c *Chunked) Decode(in []byte) (n, data int, err error) {
 		case csDone:
 			return i, 0, nil
 		}
-		if c.state <= csSizeLF && c.line > c.maxLine() {
+		if c.state <= csSizeLF && int(c.line) > c.maxLine() {
 			return c.fail(i, ErrChunkLine)
 		}
-		if c.state >= csTrailer && c.line > c.maxTrailer() {
+		if c.state >= csTrailer && int(c.line) > c.maxTrailer() {
 			return c.fail(i, ErrTrailerLarge)
 		}
 		i++

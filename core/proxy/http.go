@@ -486,6 +486,20 @@ func (c *httpConn) startRequest(n int) {
 		c.lg.Backend = be.Name
 	}
 	c.reqBody.start(r.Body, r.ContentLength, hf.MaxBody)
+	if r.Body == http1.BodyChunked {
+		refuse := http1.RefuseHopByHop
+		if hf.XForwardedFor {
+			refuse |= http1.RefuseXForwardedFor
+		}
+		if hf.XForwardedProto {
+			refuse |= http1.RefuseXForwardedProto
+		}
+		prefix := c.fe.CertStripName // the prefix the head strips, below
+		if c.cert != nil && c.cert.fields != nil {
+			prefix = c.cert.prefix
+		}
+		c.reqBody.refuseTrailers(refuse, prefix)
+	}
 	// Check the body bytes that came with the head now: a malformed
 	// chunked body sent in one piece is refused before anything reaches
 	// a server.

@@ -87,8 +87,17 @@ func (b *body) start(kind http1.Body, cl, maxBody int64) {
 		b.left = cl
 	case http1.BodyChunked:
 		b.ck.MaxBody = maxBody
+		b.ck.Refuse, b.ck.RefusePrefix = 0, "" // a request's: refuseTrailers
 		b.ck.Reset()
 	}
+}
+
+// refuseTrailers makes the chunked request body fail (400) on a trailer
+// field that the head path strips or sets (http1.Chunked.Refuse): the
+// trailers are forwarded as they came, and servers that merge them into
+// the header fields would take a forged one for the proxy's.
+func (b *body) refuseTrailers(refuse uint8, prefix string) {
+	b.ck.Refuse, b.ck.RefusePrefix = refuse, prefix
 }
 
 // frame marks the body bytes at the start of p (the source bytes after the

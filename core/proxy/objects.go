@@ -75,6 +75,9 @@ type Frontend struct {
 	// servers cannot tell the binds apart, so a client of another bind
 	// must not be able to forge those fields (xprt_tls_accept.go).
 	CertStrip []byte
+	// CertStripName is CertStrip as a string: the request trailers whose
+	// name starts with it are refused (http1.Chunked.RefusePrefix).
+	CertStripName string
 }
 
 // Backend pairs a balance.Backend with one Picker per loop (pickers are not

@@ -140,7 +140,8 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
 // clientCert is what an http connection adds to each of its requests
 // about the client's certificate (computed once, after the handshake).
 type clientCert struct {
-	strip []byte // the fields' prefix: the client's fields with it are dropped
+	strip  []byte // the fields' prefix: the client's fields with it are dropped
+	prefix string // strip as a string: request trailers with it are refused
 	// fields: "<prefix>Subject: …\r\n" … "<prefix>Verified: …\r\n"; nil
 	// when the frontend adds none and only the access log wants subject.
 	fields []byte
@@ -151,7 +152,7 @@ type clientCert struct {
 
 // clientCertFields builds the client-certificate fields of a connection.
 func clientCertFields(prefix string, st *tls.ConnectionState) *clientCert {
-	cc := &clientCert{strip: []byte(prefix)}
+	cc := &clientCert{strip: []byte(prefix), prefix: prefix}
 	d := make([]byte, 0, 256)
 	if len(st.PeerCertificates) == 0 {
 		cc.fields = appendField(d, prefix, "Verified", "NONE")
