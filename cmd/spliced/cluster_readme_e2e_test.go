@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -21,7 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spliced-proxy/spliced/internal/e2e"
-	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 var (
@@ -54,18 +54,44 @@ func buildEtcdDev(t *testing.T) string {
 }
 
 // freePortPair is a free port whose next one is free too (etcd-dev's client
-// and peer ports; the installed etcd's in the README's block).
+// and peer ports; the installed etcd's in the README's block), below the
+// kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768 and up by
+// default): the blocks start etcd and the nodes on these ports three
+// times over about a minute, and a port of the ephemeral range can be
+// taken meanwhile as the local port of any outgoing connection on the
+// machine ("bind: address already in use" for the peer port, once in a
+// full run).
 func freePortPair(t *testing.T) int {
 	t.Helper()
-	for range 50 {
-		p := testutil.FreePort(t)
-		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+1)); err == nil {
-			ln.Close()
+	for range 200 {
+		p := 20000 + rand.IntN(12000)
+		if portFree(p) && portFree(p+1) {
 			return p
 		}
 	}
-	t.Fatal("no two consecutive free ports")
+	t.Fatal("no two consecutive free ports below 32000")
 	return 0
+}
+
+// freeLowPort is a free port below the ephemeral range (see freePortPair).
+func freeLowPort(t *testing.T) int {
+	t.Helper()
+	for range 200 {
+		if p := 20000 + rand.IntN(12000); portFree(p) {
+			return p
+		}
+	}
+	t.Fatal("no free port below 32000")
+	return 0
+}
+
+func portFree(p int) bool {
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
 }
 
 // readmeBlock is the README's cluster block whose first line starts with
@@ -107,8 +133,8 @@ func TestClusterReadme(t *testing.T) {
 
 	dir := filepath.Join(t.TempDir(), "spliced-cluster")
 	etcdPort := freePortPair(t)
-	admins := []int{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}
-	origin, port := clusterOrigin(t), testutil.FreePort(t)
+	admins := []int{freeLowPort(t), freeLowPort(t), freeLowPort(t)}
+	origin, port := clusterOrigin(t), freeLowPort(t)
 	repl := []string{
 		"make build", "true",
 		"go build -o bin/etcd-dev ./internal/etcdtest/etcd-dev", "true",
