@@ -417,6 +417,31 @@ func TestUINewOperatorDetails(t *testing.T) {
 	}
 	in.MustDo(404, "GET", "/api/v1/backends/api", nil)
 
+	// The browser's Back leaves a form as Escape does: an untouched one
+	// closes; an edited one asks, "Keep editing" stays on the page.
+	u.run("open a new backend form",
+		chromedp.Click(chromedp.CSS(`#new-backend`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/name"] input`)))
+	evalJS[bool](u, `(history.back(), true)`)
+	u.soonJS(5*time.Second, "Back closes an untouched form", `!document.querySelector('dialog[open]')`)
+	u.page("backends")
+	u.run("type in a new backend form again",
+		chromedp.Click(chromedp.CSS(`#new-backend`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] [data-ptr="/name"] input`)),
+		chromedp.SendKeys(chromedp.CSS(`dialog[open] [data-ptr="/name"] input`), "api"))
+	evalJS[bool](u, `(history.back(), true)`)
+	if u.soonJS(5*time.Second, "Back on a filled form asks first", `!!document.querySelector('dialog[open] button[data-confirm="no"]')`) {
+		u.run("keep editing", chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="no"]`)),
+			chromedp.WaitNotPresent(chromedp.CSS(`dialog[open] button[data-confirm]`)))
+		u.soonJS(5*time.Second, "the form kept, on the backends page", `location.hash === '#/backends' && (document.querySelector('dialog[open] [data-ptr="/name"] input') || {}).value === 'api'`)
+		evalJS[bool](u, `(history.back(), true)`)
+		if u.soonJS(5*time.Second, "Back again asks", `!!document.querySelector('dialog[open] button[data-confirm="yes"]')`) {
+			u.run("discard", chromedp.Click(chromedp.CSS(`dialog[open] button[data-confirm="yes"]`)),
+				chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
+		}
+	}
+	u.page("backends")
+
 	// Row buttons: each one's accessible name says which object it acts on.
 	names := evalJS[[]string](u, `[...document.querySelectorAll('tr[data-server="web/s1"] button, section[data-backend="web"] .obj-head button')].map((b) => b.getAttribute('aria-label') || b.textContent)`)
 	for _, want := range []string{"Edit server web/s1", "Remove server web/s1", "Edit backend web", "Delete backend web", "Drain web/s1"} {

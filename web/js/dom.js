@@ -118,6 +118,7 @@ export function modal(build, { label = 'Dialog', wide = false } = {}) {
     const close = (v) => {
       if (done) return;
       done = true;
+      unhook();
       dlg.close();
       dlg.remove();
       if (opener && opener.isConnected && typeof opener.focus === 'function') opener.focus();
@@ -129,16 +130,29 @@ export function modal(build, { label = 'Dialog', wide = false } = {}) {
     dlg.addEventListener('input', mark);
     dlg.addEventListener('change', mark);
     let asking = false;
-    dlg.addEventListener('cancel', async (e) => {
-      e.preventDefault();
-      if (asking) return;
-      if (!edited) { close(undefined); return; }
+    // leave closes the dialog, after asking when its form was edited; it
+    // says whether it closed.
+    const leave = async () => {
+      if (asking) return false;
+      if (!edited) { close(undefined); return true; }
       asking = true;
       const discard = await confirmBox('Discard the changes?', h('p', null, 'This form has changes that are not saved. Keep editing, or discard them and close the form.'),
         { ok: 'Discard changes', cancel: 'Keep editing', danger: true });
       asking = false;
       if (discard) close(undefined);
-    });
+      return discard;
+    };
+    dlg.addEventListener('cancel', (e) => { e.preventDefault(); leave(); });
+    // The browser's Back (or any change of the page's address) leaves the
+    // dialog as Escape does; "Keep editing" goes back to the address it
+    // was opened on.
+    const openHash = location.hash;
+    const onHash = async () => {
+      if (done || asking || location.hash === openHash) return;
+      if (!await leave() && !done) location.hash = openHash;
+    };
+    window.addEventListener('hashchange', onHash);
+    const unhook = () => window.removeEventListener('hashchange', onHash);
     // A browser may close a dialog without a cancelable cancel event (a
     // second Escape without a user action between): resolve all the same.
     dlg.addEventListener('close', () => close(undefined));
