@@ -527,7 +527,9 @@ func TestUINewOperatorDetails(t *testing.T) {
 	// Long names (valid: 63 and 54 characters) at 375 px: they wrap, the
 	// values beside them stay in view and no page scrolls sideways.
 	longBe, longSrv := strings.Repeat("b", 63), strings.Repeat("s", 54)
-	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":%q,"servers":[{"name":%q,"address":"127.0.0.1","port":%d}]}`, longBe, longSrv, oport))
+	longDown := strings.Repeat("d", 54) // checked and down: listed on the Overview
+	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":%q,"health_check":{"type":"tcp","interval_ms":200,"timeout_ms":200,"rise":1,"fall":1},
+		"servers":[{"name":%q,"address":"127.0.0.1","port":%d},{"name":%q,"address":"127.0.0.1","port":%d}]}`, longBe, longSrv, oport, longDown, testutil.FreePort(t)))
 	u.run("phone viewport", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
 	// By the address, not the nav bar: the new generation's toast may lie
 	// over the phone's nav links.
@@ -538,6 +540,9 @@ func TestUINewOperatorDetails(t *testing.T) {
 	}
 	for _, pg := range []string{"overview", "backends", "revisions", "status"} {
 		goTo(pg)
+		if pg == "overview" {
+			u.waitJS(10*time.Second, "the long-named server listed down", fmt.Sprintf(`!!document.querySelector('#down-list tr[data-server=%q]')`, longBe+"/"+longDown))
+		}
 		if w := evalJS[int](u, `document.documentElement.scrollWidth`); w > 375 {
 			u.shot("long-375-" + pg)
 			t.Errorf("at 375 px with long names, the %s page is %d px wide", pg, w)
