@@ -1,0 +1,135 @@
+// Package h2 is the server side of an HTTP/2 connection (RFC 9113) as a
+// state machine: the second mux of the http-mode proxy beside HTTP/1.1.
+// Bytes read from the client go in (Conn.Feed), bytes to write come out
+// (Conn.Output, Conn.Drained), requests go to a Handler, responses come
+// back through the stream methods (Respond, RespondHTTP1, SendData,
+// SendTrailers, ResetStream) and request body memory is given back by
+// Consumed. Framing and HPACK are golang.org/x/net/http2's Framer and
+// hpack, used without their I/O.
+//
+// # What it must not do
+//
+// Read or write sockets, start goroutines, sleep, route, or time anything
+// out: it says since when a stream or the connection has waited for the
+// client's window (SendStalledSince, ConnStalledSince) and the caller's
+// timers decide. It keeps no package-level mutable state.
+//
+// # Threads
+//
+// A Conn belongs to one loop and is used from that loop's thread only;
+// the Handler is called from inside Feed (and WindowOpened from inside
+// Feed too), synchronously. AppendHTTP1 and AppendHTTP1Trailers are pure.
+//
+// # How a loop drives it
+//
+//	c := h2.NewConn(cfg, handler)          // SETTINGS queued in Output
+//	on readable:  n += read(fd, in[n:]); k, err := c.Feed(in[:n]); copy(in, in[k:n]); n -= k
+//	              (Handler.Headers/Data/Trailers/Reset run inside Feed)
+//	on response:  c.RespondHTTP1(id, resp, buf, end); c.SendData(id, body, end) → taken
+//	on writable / after Feed or a response: w := write(fd, c.Output()); c.Drained(w)
+//	after err != nil or c.Done(): drain Output, close
+//	when c.Idle(): c.ReleaseBuffers() and give the input buffer back
+//
+// # Frames
+//
+// Feed parses only frames complete in p: it reads the 9-byte header, and
+// refuses a length above our SETTINGS_MAX_FRAME_SIZE at once
+// (FRAME_SIZE_ERROR) rather than waiting for it; a partial frame is left
+// unconsumed. DATA and WINDOW_UPDATE, the frames of a transfer, are parsed
+// here (DATA without the Framer's payload copy, WINDOW_UPDATE without its
+// allocation); the others go through a Framer reading exactly one frame.
+// HEADERS/CONTINUATION order is checked before the Framer sees a frame.
+// DATA and HEADERS/CONTINUATION are written here (one copy into Output);
+// control frames through the Framer's writers.
+//
+// # Streams (RFC 9113 §5.1)
+//
+// Idle is any odd id above the last one opened; HEADERS opens (open, or
+// half-closed (remote) with END_STREAM); END_STREAM each way half-closes;
+// both, or RST_STREAM either way, close and forget the stream. The last
+// 32 closed ids are remembered: frames on one we reset are ignored (they
+// may be in flight), on one otherwise closed get RST_STREAM STREAM_CLOSED;
+// HEADERS on an older id is PROTOCOL_ERROR (reuse). Even ids, frames other
+// than HEADERS and PRIORITY on idle streams, PUSH_PROMISE: PROTOCOL_ERROR.
+// PRIORITY and the priority in HEADERS are accepted and ignored (§5.3.2),
+// except a stream depending on itself.
+//
+// # Flow control
+//
+// Receiving: our SETTINGS_INITIAL_WINDOW_SIZE applies to streams once the
+// client ACKs it (before, 65535), the connection window is
+// Limits.ConnWindowSize. DATA (padding included) shrinks both; Data hands
+// the payload to the Handler, and only Consumed gives it back, by
+// WINDOW_UPDATE once a quarter of the window is owed. A stream thus holds
+// at most its window of unforwarded body, a connection at most its
+// window. Padding and DATA not delivered (closed streams) are given back
+// at once; a stream's unconsumed bytes when it ends go back to the
+// connection. Sending: SendData takes what both the stream's and the
+// connection's send windows allow, in frames of at most the peer's
+// SETTINGS_MAX_FRAME_SIZE; SETTINGS_INITIAL_WINDOW_SIZE changes shift
+// every stream window (§6.9.2).
+//
+// # Requests (RFC 9113 §8)
+//
+// Each field is checked as HPACK decodes it: pseudo-header fields first,
+// only :method :scheme :path :authority, once each, none in trailers;
+// names lowercase tokens; no Connection, Keep-Alive, Proxy-Connection,
+// Transfer-Encoding, Upgrade, and TE only "trailers"; values without
+// CR, LF, NUL or other controls and without leading or trailing
+// whitespace; one content-length of digits, which the DATA must add up
+// to (§8.1.1); at most one host, equal (ASCII case-insensitively) to
+// :authority when both are there (§8.3.1); CONNECT with :authority only,
+// a port required (§8.5); :path starting with '/' ("*" for OPTIONS),
+// visible ASCII without '#'. A malformed request is RST_STREAM
+// PROTOCOL_ERROR and never reaches the Handler. A request whose list
+// passes SETTINGS_MAX_HEADER_LIST_SIZE (or Limits.MaxFields) is answered
+// 431 here. Trailers are HEADERS with END_STREAM after the head.
+// AppendHTTP1 writes a request as an HTTP/1.1 head that core/http1
+// parses back.
+//
+// # Responses
+//
+// Respond / RespondHTTP1 encode :status and the fields (connection-
+// specific ones dropped, names lowercased) with HPACK without a dynamic
+// table (as HAProxy does: nothing of the caller's buffer is kept, and no
+// per-connection table to hold), split into HEADERS and CONTINUATION at
+// the peer's SETTINGS_MAX_FRAME_SIZE; then SendData, then SendTrailers or
+// an END_STREAM.
+//
+// # Hostile clients
+//
+//   - Rapid reset (CVE-2023-44487) and other cheap-for-them,
+//     costly-for-us frames: client RST_STREAMs, streams refused for
+//     concurrency, HEADERS or DATA on closed streams and empty DATA frames
+//     are glitches; more than Limits.MaxGlitches in Limits.GlitchWindow is
+//     GOAWAY ENHANCE_YOUR_CALM.
+//   - CONTINUATION flood (CVE-2024-27316): at most Limits.MaxContinuations
+//     CONTINUATION frames and 2×MaxHeaderListSize+MaxFrameSize encoded
+//     bytes per block, else GOAWAY ENHANCE_YOUR_CALM. A block split over
+//     frames is gathered here (bounded) and decoded once complete.
+//   - HPACK bomb: the decoded list is counted as it is decoded (fields
+//     past the limit are not kept) and answered 431; the dynamic table is
+//     4096 bytes; a single string longer than the list limit is
+//     COMPRESSION_ERROR.
+//   - SETTINGS, PING and RST_STREAM floods: at most
+//     Limits.MaxQueuedControl answers queued and not yet drained, else
+//     GOAWAY ENHANCE_YOUR_CALM.
+//   - Zero-window stalls: SendStalledSince / ConnStalledSince for the
+//     caller's timeout.
+//   - Too many streams: RST_STREAM REFUSED_STREAM past
+//     SETTINGS_MAX_CONCURRENT_STREAMS (§5.1.2).
+//   - Oversized frames: FRAME_SIZE_ERROR as soon as the header is read.
+//
+// # Memory
+//
+// Per connection: the Conn, the output buffer (grows with what is queued
+// and not drained), the Framer's read buffer (largest non-DATA frame) and
+// write buffer (largest control frame), a gathered header block (at most
+// the bound above), the HPACK decoder and its table (≤ 4096 bytes of
+// fields), the stream table (≤ MaxConcurrentStreams) and its free list.
+// An idle Conn (Idle: no stream, no block half read, Output drained)
+// gives all of it back on ReleaseBuffers except the Conn and HPACK state.
+// Per frame: DATA and WINDOW_UPDATE allocate nothing; the Framer
+// allocates one small frame value for the other frame types; HPACK
+// allocates the strings of literal fields.
+package h2
