@@ -11,6 +11,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/internal/looptest"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
@@ -86,21 +87,6 @@ func dialParallel(t *testing.T, addr string, n int) {
 	}
 }
 
-// roundsPass waits until every loop of g ran a few more rounds: what was
-// going to be accepted by then has been.
-func roundsPass(t *testing.T, g *Group) {
-	t.Helper()
-	for _, l := range g.loops {
-		l := l
-		start := l.Activity().Loops.Load()
-		l.Exec(func(*loop.Loop) {}) // wake it if it sleeps
-		testutil.Eventually(t, 5*time.Second, func() bool {
-			l.Exec(func(*loop.Loop) {})
-			return l.Activity().Loops.Load() >= start+3
-		}, "loop rounds")
-	}
-}
-
 // A burst of parallel connects on a listener accepted by 2 loops never holds
 // more than the frontend's (or the process's) maximum, whatever loop
 // accepts and whatever ring carries the fd; each slot released lets one
@@ -128,7 +114,7 @@ func TestLimitReservedBeforeAcceptAcrossLoops(t *testing.T) {
 			const n = 50
 			dialParallel(t, ln.Addr().String(), n)
 			testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == 2 }, "2 accepted")
-			roundsPass(t, g)
+			looptest.RoundsPass(t, g.loops...)
 			if got := s.total.Load(); got != 2 {
 				t.Fatalf("%d accepted with maxconn 2", got)
 			}
@@ -180,7 +166,7 @@ func TestLimitResumesWithHysteresis(t *testing.T) {
 	}
 	// One release below the slack: served by the recheck.
 	dialParallel(t, ln.Addr().String(), 1)
-	roundsPass(t, g)
+	looptest.RoundsPass(t, g.loops...)
 	start := time.Now()
 	s.closeOne(ln)
 	testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == 77 }, "the client after one release")

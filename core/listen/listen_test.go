@@ -382,7 +382,7 @@ func TestPauseStopsAcceptingAndResumeRestarts(t *testing.T) {
 	dialN(t, ln.Addr().String(), 5)
 	// Nothing may be accepted: a registered listener would have had its
 	// connections accepted within a few rounds of every loop.
-	roundsPass(t, g)
+	looptest.RoundsPass(t, g.loops...)
 	if n := s.total.Load(); n != 0 {
 		t.Fatalf("%d accepted while paused", n)
 	}

@@ -3,17 +3,24 @@
 // tuning the engine gives them by default, which config.Normalize fills
 // (core/loop takes its options as given and imports no config).
 //
+// It also proves that nothing happens without sleeping on it: RoundsPass
+// waits for the loops to run rounds (what was queued to them has run),
+// ClockPasses for their clock to pass a time (what a timer would have
+// fired by then has fired).
+//
 // core/loop's own tests cannot import it: it imports core/loop. It is
 // imported by _test.go files only; nothing in it runs in spliced.
 package looptest
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // Options is loop id with the default tuning, as the engine runs it.
@@ -72,4 +79,46 @@ func Run(t testing.TB, first, n int, prepare func(*loop.Loop)) []*loop.Loop {
 		}
 	}
 	return loops
+}
+
+// RoundsPass waits until every loop ran three more rounds: the work queued
+// to a loop before the call (an Exec'd function, a woken tasklet, an
+// accept ring's entry, a due timer) has run by then, so what did not
+// happen will not. A sleeping loop is woken (an empty Exec); fails t
+// after 5 s.
+func RoundsPass(t testing.TB, loops ...*loop.Loop) {
+	t.Helper()
+	for _, l := range loops {
+		start := l.Activity().Loops.Load()
+		testutil.Eventually(t, 5*time.Second, func() bool {
+			l.Exec(func(*loop.Loop) {}) // wake it if it sleeps
+			return l.Activity().Loops.Load() >= start+3
+		}, "three rounds of loop %d", l.ID())
+	}
+}
+
+// ClockPasses waits until every loop's clock (Loop.Now, read on the loop)
+// is d past what it read at the call, then for RoundsPass: a timer armed
+// before the call to fire within d has fired by then, however late a
+// loaded machine ran the loop. It is how a test shows that a timer was
+// not armed (a stopped health check, a removed timeout) when the timer
+// itself cannot be seen; a sleep of d would pass while a starved loop had
+// not reached the time yet. Fails t 5 s after d.
+func ClockPasses(t testing.TB, d time.Duration, loops ...*loop.Loop) {
+	t.Helper()
+	now := func(l *loop.Loop) int64 {
+		var at atomic.Int64
+		at.Store(-1)
+		l.Exec(func(l *loop.Loop) { at.Store(l.Now()) })
+		testutil.Eventually(t, 5*time.Second, func() bool { return at.Load() >= 0 }, "loop %d to run", l.ID())
+		return at.Load()
+	}
+	ends := make([]int64, len(loops))
+	for i, l := range loops {
+		ends[i] = now(l) + int64(d)
+	}
+	for i, l := range loops {
+		testutil.Eventually(t, d+5*time.Second, func() bool { return now(l) >= ends[i] }, "loop %d's clock to pass %v", l.ID(), d)
+	}
+	RoundsPass(t, loops...)
 }
