@@ -280,6 +280,40 @@ func TestHealthCheckDownAndBackUp(t *testing.T) {
 		t.Errorf("healthy s2 is %s", st)
 	}
 
+	// A witness: backend "clock" checks one origin per loop at the same
+	// interval. Once each has been checked three more times, every loop's
+	// timers have run three intervals past the removal below: a check of
+	// web still armed would have reached its origin by then.
+	var loops []map[string]any
+	in.MustDo(200, "GET", "/api/v1/activity", nil).JSON(t, &loops)
+	var clock []*healthOrigin
+	var clockServers []map[string]any
+	for i := range loops {
+		o := newHealthOrigin(t, "W"+strconv.Itoa(i))
+		clock = append(clock, o)
+		clockServers = append(clockServers, o.server("w"+strconv.Itoa(i)))
+	}
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
+		"name": "clock", "mode": "tcp", "servers": clockServers,
+		"health_check": map[string]any{"type": "http", "path": "/health", "interval_ms": 110, "timeout_ms": 100, "rise": 2, "fall": 2},
+	})
+	clockTicks := func(n int64) {
+		t.Helper()
+		var want []int64
+		for _, o := range clock {
+			want = append(want, o.checks.Load()+n)
+		}
+		testutil.Eventually(t, 10*time.Second, func() bool {
+			for i, o := range clock {
+				if o.checks.Load() < want[i] {
+					return false
+				}
+			}
+			return true
+		}, "%d more checks of every witness origin", n)
+	}
+	clockTicks(1)
+
 	// No health check any more: every server is up again (s1 is still
 	// dead; the tcp retry then reaches s2).
 	mustOK(t, in.Do("PATCH", "/api/v1/backends/web", map[string]any{"health_check": nil}), "remove health check")
@@ -289,15 +323,18 @@ func TestHealthCheckDownAndBackUp(t *testing.T) {
 			t.Errorf("s1 is %s after the health check was removed", st)
 		}
 	}
-	checks := b.checks.Load()
 	for range 4 {
 		if got := who(t, port); got != "B" {
 			t.Fatalf("answered by %q", got)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // three former intervals: no check may come
-	if b.checks.Load() != checks {
-		t.Error("health checks still run after the check was removed")
+	// A check sent before the stop is answered within the interval that
+	// follows; from then on no check may come for three intervals.
+	clockTicks(1)
+	checks := b.checks.Load()
+	clockTicks(3)
+	if n := b.checks.Load() - checks; n != 0 {
+		t.Errorf("%d health checks in three intervals after the check was removed", n)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/proxy"
 	"github.com/spliced-proxy/spliced/core/stats"
+	"github.com/spliced-proxy/spliced/internal/looptest"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
@@ -124,8 +125,10 @@ func TestEngineHealthChecksAcrossGenerations(t *testing.T) {
 	if !s2.Up() {
 		t.Fatal("s2 still down after the check was removed")
 	}
+	// Three former intervals on the loops' clocks: had the stopped
+	// checker kept a timer, it would have fired and probed by then.
 	r3 := runs(chk3)
-	time.Sleep(150 * time.Millisecond) // three former intervals
+	looptest.ClockPasses(t, 3*time.Duration(hc3.IntervalMs)*time.Millisecond, e.loops...)
 	if !s2.Up() || runs(chk3) != r3 {
 		t.Errorf("after removal: s2 up=%v, checker runs %d -> %d", s2.Up(), r3, runs(chk3))
 	}

@@ -162,11 +162,8 @@ func TestNbthreadChangesAtRuntimeUnderTrafficWithoutFailures(t *testing.T) {
 
 	// 1 -> 2: a draining loop is taken back or a new one started.
 	apply(t, e, cfg(2))
-	testutil.Eventually(t, 5*time.Second, func() bool {
-		before := e.acceptedOn(1)
-		time.Sleep(20 * time.Millisecond)
-		return e.acceptedOn(1) > before
-	}, "loop 1 accepts again")
+	accepted := e.acceptedOn(1) // of the loop that is thread 1 from now on
+	testutil.Eventually(t, 5*time.Second, func() bool { return e.acceptedOn(1) > accepted }, "loop 1 accepts again")
 	progress(20)
 	echo(t, long, "after-2")
 	long.Close()

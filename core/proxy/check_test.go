@@ -483,8 +483,36 @@ func TestCheckerRestartKeepsRiseFallCounters(t *testing.T) {
 	if !b3.Servers[0].Up() {
 		t.Fatal("one failed check after a restart took the server down")
 	}
+	// The stopped checker must stay silent: no timer armed and no socket
+	// left, so nothing can start or finish one of its probes; rounds of
+	// every loop later its count has not moved.
 	runs := chkState(ck1, "s1").Runs
-	time.Sleep(120 * time.Millisecond) // three intervals: the stopped checker must stay silent
+	for _, part := range ck1.parts {
+		var armed, open atomic.Int32
+		done := make(chan struct{})
+		part.l.Exec(func(*loop.Loop) {
+			for _, p := range part.probes {
+				if p.timer.Armed() {
+					armed.Add(1)
+				}
+				if p.side.FD.Fd >= 0 {
+					open.Add(1)
+				}
+			}
+			close(done)
+		})
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("loop %d did not run within 5s", part.l.ID())
+		}
+		if armed.Load() != 0 || open.Load() != 0 {
+			t.Errorf("stopped checker on loop %d: %d timers armed, %d probe sockets open", part.l.ID(), armed.Load(), open.Load())
+		}
+	}
+	for _, w := range loops {
+		looptest.RoundsPass(t, w.L)
+	}
 	if chkState(ck1, "s1").Runs != runs {
 		t.Error("stopped checker still probes")
 	}
