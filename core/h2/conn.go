@@ -646,10 +646,8 @@ func (c *Conn) onRSTStream(f *http2.RSTStreamFrame) {
 		return // closed: RFC 9113 §5.1 allows it
 	}
 	c.remove(st, closedByPeerReset)
-	if !c.glitch("too many streams reset") {
-		return
-	}
 	c.h.Reset(id, f.ErrCode)
+	c.glitch("too many streams reset")
 }
 
 // onWindowUpdate is parsed here, not by the Framer: it is the frame a

@@ -192,6 +192,9 @@ func (c *Conn) decode(block []byte) {
 		}
 	case blockTrailers:
 		st := c.stream(id)
+		if st == nil {
+			return // ResetStream was called while the block was being read
+		}
 		if hb.selfDep || hb.malformed || hb.tooLarge ||
 			st.contentLength >= 0 && st.received != st.contentLength {
 			c.streamError(id, http2.ErrCodeProtocol)
