@@ -8,17 +8,35 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/http1"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
 	"github.com/spliced-proxy/spliced/internal/ilist"
 )
 
-// HTTP mode (http.go, http_exchange.go, http_server.go, http_route.go)
+// HTTP mode (http.go: the HTTP/1.1 connection; http_stream.go: the
+// request; http_exchange.go, http_timeout.go, http_log.go: its exchange,
+// timeouts and log entry; http_server.go: server connections;
+// http_route.go: routing)
+//
+// Two layers, as HAProxy's mux and stream (Envoy's codec and stream):
+//   - the connection (h1Conn, the HTTP/1.1 mux) owns the client socket,
+//     its input buffer and what lies between requests: reading and
+//     parsing heads, keep-alive, pipelining, the head and keep-alive
+//     timeouts, the graceful close and its linger, upgrades to a tunnel;
+//   - the stream (stream) is one request and its response: routing, the
+//     server attempt (attempt.go), the rewritten heads, both bodies, the
+//     exchange timeouts, the counters and the access-log entry. It is
+//     taken from its loop's free list when the first byte of a head
+//     arrives and given back when the exchange ends, so that an idle
+//     kept-alive connection holds no request state.
+//
+// The stream reaches its connection through streamMux only (the client
+// end it reads from and writes to, and three calls: done, abort, upgrade),
+// so that a second mux can create streams.
 //
 // A frontend with HTTP set (mode http) hands each accepted fd to
-// StartHTTP. An httpConn serves one request at a time: the head is parsed
+// StartHTTP. An h1Conn serves one request at a time: the head is parsed
 // by core/http1 straight from the connection's pool buffer (the parser's
 // head limit is that buffer's size minus 512, set at each parse from the
 // buffer the head is in, so the rewritten head fits one buffer of the
@@ -92,15 +110,12 @@ import (
 // dechunked body as if it were whole.
 const closeCut = closeConnect + 1
 
-// Phases of an http client connection.
+// Phases of an HTTP/1.1 client connection (h1Conn.phase).
 const (
-	phHead     uint8 = iota // waiting for / reading a request head
-	phQueue                 // waiting for a server slot
-	phConnect               // connecting to the server
-	phExchange              // request to the server, response to the client
-	phDrain                 // a proxy answer is flushed, then the connection closes
-	phLinger                // answer sent and write side shut: discard input until EOF
-	phClosed
+	cHead   uint8 = iota // waiting for / reading a request head
+	cStream              // a request is in flight (c.st past its head)
+	cLinger              // last answer sent and write side shut: discard input until EOF
+	cClosed
 )
 
 // viaName is the pseudonym in the Via fields we add.
@@ -112,109 +127,102 @@ const viaName = "spliced"
 // before the client read it) is avoided.
 const lingerTimeout = 1e9
 
-// httpConn is an http-mode client connection and, while a request is in
-// flight, its exchange with one server connection. It is owned by one
-// loop; one request at a time (pipelined requests wait in the input buffer
-// until the current response is complete).
-type httpConn struct {
-	link ilist.Link[httpConn] // in httpState.live; first: ilist finds the httpConn from it
-	// The request's server attempt (attempt.go): the worker, the backend,
-	// the server whose slot the request holds and the counter slots of
-	// both, the queue, the current phase's deadline, the termination.
-	srvAttempt
+// client is what a stream knows of the client connection that carries it,
+// whatever its protocol: embedded in the mux, pointed to by its streams.
+type client struct {
 	// acc is the frontend the connection was accepted by: its OnClose
 	// (maxconn accounting) runs when the connection ends. fe and hf are
-	// the generation the current request resolves against, loaded from
-	// cur (the bind's current frontend) when a request starts.
+	// the generation the next request resolves against, loaded from cur
+	// (the bind's current frontend) when a request starts.
 	acc *Frontend
 	cur *atomic.Pointer[Frontend]
 	fe  *Frontend
 	hf  *HTTPFront
-
-	cli  Side
-	in   *Buffer // client bytes not yet forwarded
-	qout *Buffer // rewritten request head: kept until sent entirely, and until a response head comes (replay), or the request is aborted
-	qlen int     // length of the rewritten head in qout
-	rout *Buffer // rewritten response head, or a proxy answer
-	// req is the parser state of the request in flight, from the loop's
-	// free list (getReq) from the first byte of its head until the
-	// exchange ends or the connection closes (putReq); nil while idle.
-	req *http1.Request
-	sc  *srvConn
-	// This loop's counter slot of the frontend (the backend's and the
-	// server's are the attempt's).
-	fs    *stats.Slot
-	timer loop.Timer
-
-	// phase, cliWait, srvWait and port share one word (see
-	// TestConnectionObjectsKeepTheirSizeClass).
-	phase uint8
-	// Exchange timeouts per side (http_timeout.go): since when the client
-	// (the server) holds the exchange up without progress, and whether it
-	// did at the end of the last run.
-	cliWait, srvWait   bool
-	port               uint16 // the client's port, with peer
-	cliSince, srvSince int64
-	peer               netip.Addr
-	// reqAt: when the request head was complete (loop.Now units);
-	// sentAt: when its rewritten head left entirely for the server. The
-	// request and response time measures start there.
-	reqAt, sentAt int64
-	// t0 is when the current request began for the access log's timers:
-	// the accept, or the end of the previous request (HAProxy's Tq
-	// includes the wait for the first byte).
-	t0 int64
-	// lg is the access-log entry of the request in flight (frontend
-	// access_log on): from the worker's free list when the first byte of
-	// the head arrives, pushed and given back when the request ends
-	// (endRequest); nil otherwise.
-	lg   *stats.LogEntry
-	nreq int
-
-	reqBody, respBody body
-	reqHeadSent       bool // the rewritten head left entirely
-	reqAborted        bool // nothing more of the request is forwarded (abortRequest)
-	srvAnswered       bool // a response head (1xx included) came: no replay
-	respHead          bool // the final response head was parsed
-	respSent          bool // some response byte left for the client (flushTo): a built head not sent yet does not count
-	closeAfter        bool // the client connection ends after this response
-	upgrade           bool // 101 relayed: becomes a tunnel once flushed
-	moved             bool
-	srvCounted        bool // the request was counted for its server (a replay is not another one)
-
+	// This loop's counter slot of the accepting frontend.
+	fs   *stats.Slot
+	peer netip.Addr
 	// cert: the client-certificate fields of a TLS connection whose
 	// frontend asks for them (xprt_tls_accept.go), nil otherwise.
 	cert *clientCert
-
-	bytesIn, bytesOut int64
-	// budget is what the connection may still read in this run of one of
-	// its tasklets (runCap per run, as a tunnel direction): every read
-	// loop (heads, responses, bodies, lingering) stops at zero and wakes
-	// its tasklet again in class Bulk, so that one connection that floods
-	// (1xx responses to an HTTP/1.0 client, input after an error answer,
-	// pipelined heads) cannot hold the loop thread.
-	budget int
+	// t0 is when the next request began for the access log's timers: the
+	// accept, or the end of the previous request (HAProxy's Tq includes
+	// the wait for the first byte).
+	t0   int64
+	port uint16 // the client's port, with peer
 }
 
-var _ = [1]struct{}{}[unsafe.Offsetof(httpConn{}.link)] // link first (ilist)
+// resolve loads the bind's current generation of the frontend for the
+// request that starts (one atomic load: kept-alive connections see
+// in-place server changes, added servers and routes as new connections
+// do). A frontend no longer in http mode leaves the one held.
+func (cl *client) resolve() {
+	if cl.cur == nil {
+		return
+	}
+	if f := cl.cur.Load(); f != nil && f != cl.fe && f.HTTP != nil {
+		cl.fe, cl.hf = f, f.HTTP
+	}
+}
+
+// streamMux is what a stream asks of the client connection (the mux)
+// that carries it.
+type streamMux interface {
+	// run: the stream's server side has work (its tasklet ran, a TLS
+	// handshake with the server ended, a pooled connection was attached):
+	// run the stream and what follows it on the connection.
+	run(s *stream)
+	// streamDone: the stream ended (its response complete, or its proxy
+	// answer sent); closing: the client connection ends after it. The mux
+	// gives the stream back (putStream) and goes on with its next request.
+	streamDone(s *stream, closing bool)
+	// streamAbort: the stream cannot go on (why: closeAbort, closeCut,
+	// closeTimeout, closeNormal); the mux ends it (s.end) and what it
+	// must with it — for HTTP/1.1 the connection.
+	streamAbort(s *stream, why uint8)
+	// upgrade: a 101 response was relayed and flushed; the connection
+	// becomes a tunnel (HTTP/1.1 only).
+	upgrade(s *stream)
+}
+
+// h1Conn is an HTTP/1.1 client connection (the mux): one request at a
+// time (pipelined requests wait in its input buffer until the current
+// response is complete), each carried by a stream. It is owned by one
+// loop.
+type h1Conn struct {
+	link ilist.Link[h1Conn] // in httpState.live; first: ilist finds the h1Conn from it
+	w    *Worker
+	client
+	cli Side
+	in  *Buffer // client bytes not yet forwarded (pipelined heads stay here)
+	// st is the request in flight: from the first byte of its head until
+	// its exchange ends; nil between requests.
+	st       *stream
+	timer    loop.Timer // head, keep-alive and linger deadlines
+	deadline int64      // the head phase's deadline (the timer may fire early)
+	nreq     int
+	phase    uint8
+}
+
+var _ = [1]struct{}{}[unsafe.Offsetof(h1Conn{}.link)] // link first (ilist)
 
 func runHTTPTask(tk *loop.Tasklet) {
-	c := tk.Owner.(*httpConn)
-	c.budget = runCap
+	c := tk.Owner.(*h1Conn)
+	c.w.budget = runCap
 	c.process()
 }
 
-// spent reports whether this run's read budget is used up; then t (the
-// tasklet of the side that would be read) runs again later in class Bulk.
-func (c *httpConn) spent(t *loop.Tasklet) bool {
-	if c.budget > 0 {
+func runHTTPTimer(tm *loop.Timer) { tm.Owner.(*h1Conn).onTimer() }
+
+// spent reports whether this run's read budget (Worker.budget) is used
+// up; then t (the tasklet of the side that would be read) runs again
+// later in class Bulk.
+func (w *Worker) spent(t *loop.Tasklet) bool {
+	if w.budget > 0 {
 		return false
 	}
-	c.w.L.Wake(t, loop.Bulk)
+	w.L.Wake(t, loop.Bulk)
 	return true
 }
-
-func runHTTPTimer(tm *loop.Timer) { tm.Owner.(*httpConn).onTimer() }
 
 // StartHTTP takes ownership of the accepted client fd (non-blocking) and
 // serves http requests on it per fe.HTTP. fe is the frontend the
@@ -229,7 +237,7 @@ func (w *Worker) StartHTTP(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) 
 
 // startHTTP is StartHTTP over the client transport xp (a TLS one is
 // established: xprt_tls_accept.go).
-func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Pointer[Frontend]) *httpConn {
+func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Pointer[Frontend]) *h1Conn {
 	c := w.newConn()
 	c.acc, c.cur = fe, cur
 	c.fe, c.hf = fe, fe.HTTP
@@ -248,8 +256,7 @@ func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Point
 	}
 	ap := peerAddrPort(fd)
 	c.peer, c.port = ap.Addr(), ap.Port()
-	c.hash = balance.HashAddr(c.peer)
-	c.phase = phHead
+	c.phase = cHead
 	c.armIn(c.hf.RequestTimeout)
 	if c.cli.canRecv() { // the transport holds the first request already (register)
 		w.L.Wake(&c.cli.Task, loop.Urgent)
@@ -257,30 +264,24 @@ func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Point
 	return c
 }
 
-func (w *Worker) newConn() *httpConn {
-	h := &w.h
-	if n := len(h.freeConn); n > 0 {
-		c := h.freeConn[n-1]
-		h.freeConn[n-1] = nil
-		h.freeConn = h.freeConn[:n-1]
+func (w *Worker) newConn() *h1Conn {
+	if c := popFree(&w.h.freeConn); c != nil {
 		return c
 	}
-	c := new(httpConn)
-	c.w = w
-	w.initWaiter(c)
+	c := &h1Conn{w: w}
 	c.cli.Task.Run, c.cli.Task.Owner = runHTTPTask, c
 	c.timer.Run, c.timer.Owner = runHTTPTimer, c
 	return c
 }
 
-func (w *Worker) linkHTTP(c *httpConn) {
+func (w *Worker) linkHTTP(c *h1Conn) {
 	h := &w.h
 	h.live.PushFront(&c.link)
 	w.nlive++
 	w.act.Conns.Add(1)
 }
 
-func (w *Worker) unlinkHTTP(c *httpConn) {
+func (w *Worker) unlinkHTTP(c *h1Conn) {
 	h := &w.h
 	h.live.Remove(&c.link)
 	w.nlive--
@@ -307,50 +308,30 @@ func peerAddrPort(fd int) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-func (c *httpConn) arm(at int64) {
-	c.deadline = at
-	c.w.L.Arm(&c.timer, at)
-}
-
-// armIn arms the phase deadline d from now; d <= 0 means none.
-func (c *httpConn) armIn(d time.Duration) {
+// armIn arms the head phase's deadline d from now; d <= 0 means none.
+func (c *h1Conn) armIn(d time.Duration) {
 	if d <= 0 {
 		c.w.L.Disarm(&c.timer)
 		return
 	}
-	c.arm(c.w.L.Now() + int64(d))
+	c.deadline = c.w.L.Now() + int64(d)
+	c.w.L.Arm(&c.timer, c.deadline)
 }
 
-// process runs whenever the client's or the attached server connection's
-// tasklet runs: it advances the phases as far as it can without blocking.
-func (c *httpConn) process() {
+// process runs whenever the client's tasklet runs (or the stream's server
+// side had work: run): it advances the phases as far as it can without
+// blocking.
+func (c *h1Conn) process() {
 	for i := 0; i < 16; i++ {
 		ph := c.phase
 		switch ph {
-		case phHead:
+		case cHead:
 			c.readHead()
-		case phConnect:
-			c.checkConnect(&c.sc.side, c.sc)
-		case phExchange:
-			c.exchange()
-			if c.phase == phExchange {
-				c.exchangeTimers()
-			}
-		case phDrain:
-			c.drain()
-		case phLinger:
+		case cStream:
+			c.st.process()
+		case cLinger:
 			c.linger()
-		case phQueue:
-			// A client that resets while queued gives its place up
-			// (HAProxy's CQ): no slot for a request nobody waits for. A
-			// clean end (FIN) is a half-close: the request stays.
-			if c.cli.FD.Ready&evErr != 0 {
-				c.queued()
-				c.blame('C', 'Q')
-				c.close(closeAbort)
-			}
-			return
-		default: // phClosed: nothing to do on I/O
+		default: // cClosed: nothing to do on I/O
 			return
 		}
 		if c.phase == ph {
@@ -361,42 +342,68 @@ func (c *httpConn) process() {
 	c.w.L.Wake(&c.cli.Task, loop.Bulk)
 }
 
+// run: the stream's server side has work (streamMux).
+func (c *h1Conn) run(*stream) { c.process() }
+
+// stream returns the stream of the request being received, taken when
+// its first byte arrived (or for an answer to a connection that sent
+// nothing).
+func (c *h1Conn) stream() *stream {
+	if c.st == nil {
+		c.resolve()
+		c.st = c.w.getStream(c, &c.client, &c.cli, &c.in)
+	}
+	return c.st
+}
+
+// answer ends the head phase with a proxy answer of status (a head
+// refused, or not received in time): the stream of the request (one is
+// taken for a connection that sent nothing) sends it, and the connection
+// closes after it.
+func (c *h1Conn) answer(status int) {
+	s := c.stream()
+	c.phase = cStream
+	c.w.L.Disarm(&c.timer)
+	s.fail(status)
+}
+
 // readHead reads and parses the next request head from the client.
-func (c *httpConn) readHead() {
+func (c *h1Conn) readHead() {
+	w := c.w
 	for {
 		if c.in != nil && c.in.Len() > 0 {
-			if c.req == nil {
-				c.req = c.w.getReq()
-				c.beginLog()
-			}
+			s := c.stream()
 			// The head limit is that of the buffer the head is parsed
 			// from (its size was fixed when it was taken; bufsize may
 			// have changed since the parser was created).
-			c.req.Limits.MaxHead = headLimit(c.in.Cap())
-			n, err := c.req.Parse(c.in.Data())
+			s.req.Limits.MaxHead = headLimit(c.in.Cap())
+			n, err := s.req.Parse(c.in.Data())
 			if err != nil {
 				c.fs.Errors.Add(1)
-				c.bytesIn += int64(c.in.Len()) // what came of the bad head
-				c.logBadLine()
-				c.fail(err.(*http1.Error).Status)
+				s.bytesIn += int64(c.in.Len()) // what came of the bad head
+				s.logBadLine()
+				c.answer(err.(*http1.Error).Status)
 				return
 			}
 			if n > 0 {
-				c.startRequest(n)
+				c.nreq++
+				c.phase = cStream
+				w.L.Disarm(&c.timer)
+				s.startRequest(n)
 				return
 			}
 		}
-		if !c.cli.canRecv() || c.spent(&c.cli.Task) {
+		if !c.cli.canRecv() || w.spent(&c.cli.Task) {
 			return
 		}
 		if c.in == nil {
-			c.in = c.w.Bufs.Get()
+			c.in = w.Bufs.Get()
 		}
 		compact(c.in)
 		if c.in.Room() == 0 {
 			// cannot happen: the parser's head limit is below the buffer
 			// size; answer as the parser would.
-			c.fail(431)
+			c.answer(431)
 			return
 		}
 		fresh := c.in.Len() == 0
@@ -405,7 +412,7 @@ func (c *httpConn) readHead() {
 		switch {
 		case e == 0 && n > 0:
 			c.in.Produced(n)
-			c.budget -= c.cli.cost(n)
+			w.budget -= c.cli.cost(n)
 			if fresh && c.nreq > 0 {
 				// the keep-alive wait ends, the request timeout starts
 				c.armIn(c.hf.RequestTimeout)
@@ -440,367 +447,42 @@ func compact(b *Buffer) {
 	}
 }
 
-func (c *httpConn) releaseIn() {
+func (c *h1Conn) releaseIn() {
 	if c.in != nil && c.in.Len() == 0 {
 		c.w.Bufs.Put(c.in)
 		c.in = nil
 	}
 }
 
-// startRequest handles a complete head of n bytes at the front of c.in:
-// checks, routing, the rewritten head, then a server.
-func (c *httpConn) startRequest(n int) {
-	c.resolve()
-	w, r, hf := c.w, c.req, c.hf
-	buf := c.in.Data()
-	c.nreq++
-	c.reqAt = w.L.Now()
-	c.fs.Requests.Add(1)
-	c.fs.ReqStarted(stats.Sec(c.reqAt))
-	c.w.L.Disarm(&c.timer)
-	c.bytesIn += int64(n)
-	if lg := c.lg; lg != nil {
-		lg.Head = w.L.Now()
-		lg.Frontend = c.fe.Name // the generation the request resolves against
-		// The request line: method, target, " HTTP/1.x" (the parser
-		// takes single spaces and an 8-byte version only).
-		lg.SetLine(buf[r.Method.Off : r.Target.Off+r.Target.Len+9])
-	}
-	if r.MethodID == http1.MethodCONNECT {
-		c.fail(501) // a reverse proxy does not open tunnels on request
+// streamDone: the request in flight ended (streamMux). The connection
+// waits for its next request, or closes gracefully.
+func (c *h1Conn) streamDone(s *stream, closing bool) {
+	w := c.w
+	c.st = nil
+	w.putStream(s)
+	c.t0 = w.L.Now() // the next request's timers start here
+	if closing {
+		c.closeGracefully()
 		return
 	}
-	if r.Body == http1.BodyLength && hf.MaxBody > 0 && r.ContentLength > hf.MaxBody {
-		c.fs.Denied.Add(1)
-		c.fail(413)
-		return
-	}
-	be, ok := hf.route(buf, r, &c.w.h.path)
-	if !ok || be == nil {
-		c.blame('P', 'R') // no route: the proxy's answer
-		c.fail(503)
-		return
-	}
-	c.be = be
-	if c.lg != nil {
-		c.lg.Backend = be.Name
-	}
-	c.reqBody.start(r.Body, r.ContentLength, hf.MaxBody)
-	if r.Body == http1.BodyChunked {
-		refuse := http1.RefuseHopByHop
-		if hf.XForwardedFor {
-			refuse |= http1.RefuseXForwardedFor
-		}
-		if hf.XForwardedProto {
-			refuse |= http1.RefuseXForwardedProto
-		}
-		prefix := c.fe.CertStripName // the prefix the head strips, below
-		if c.cert != nil && c.cert.fields != nil {
-			prefix = c.cert.prefix
-		}
-		c.reqBody.refuseTrailers(refuse, prefix)
-	}
-	// Check the body bytes that came with the head now: a malformed
-	// chunked body sent in one piece is refused before anything reaches
-	// a server.
-	if r.Body == http1.BodyChunked && len(buf) > n {
-		if st := c.reqBody.frame(buf[n:]); st != 0 {
-			c.fs.Errors.Add(1)
-			c.fail(st)
-			return
-		}
-	}
-	// The rewritten head: request line and end-to-end fields as received,
-	// the proxy's fields, and "Connection: upgrade" when upgrading.
-	if c.qout == nil {
-		c.qout = w.Bufs.Get()
-	}
-	if n+headSlack > c.qout.Cap() {
-		// The head was parsed from a larger buffer than the one it is
-		// rewritten into (bufsize lowered since): too large here.
-		c.fs.Errors.Add(1)
-		c.fail(431)
-		return
-	}
-	d := c.qout.b[:0:len(c.qout.b)]
-	d = append(d, buf[r.Method.Off:r.Target.Off+r.Target.Len]...)
-	if r.Minor == 0 {
-		d = append(d, " HTTP/1.0\r\n"...)
+	c.phase = cHead
+	c.resolve() // the next request's timeouts
+	if c.in != nil && c.in.Len() > 0 {
+		c.armIn(c.hf.RequestTimeout)
 	} else {
-		d = append(d, " HTTP/1.1\r\n"...)
-	}
-	keep := http1.KeepTransferEncoding
-	if r.Upgrade {
-		keep |= http1.KeepUpgrade
-	}
-	if hf.XForwardedProto {
-		keep |= http1.DropXForwardedProto // replaced below, never forged
-	}
-	// The client's own client-certificate fields are dropped, on every
-	// bind of a frontend that verifies client certificates on one (as it
-	// is now: a kept-alive connection follows the change): only the
-	// proxy's below reach the server.
-	strip := c.fe.CertStrip
-	if c.cert != nil && c.cert.fields != nil { // not a subject kept for the access log only
-		strip = c.cert.strip
-	}
-	d = r.AppendEndToEndStrip(d, buf, keep, strip)
-	if c.cert != nil {
-		d = append(d, c.cert.fields...)
-	}
-	if r.Upgrade {
-		d = append(d, "Connection: upgrade\r\n"...)
-	}
-	if hf.XForwardedFor && c.peer.IsValid() {
-		d = http1.AppendXForwardedFor(d, c.peer)
-	}
-	if hf.XForwardedProto {
-		d = http1.AppendXForwardedProto(d, c.cli.xp.secure())
-	}
-	if hf.Via {
-		d = http1.AppendVia(d, r.Minor, viaName)
-	}
-	d = append(d, "\r\n"...)
-	if len(d) > len(c.qout.b) {
-		// cannot happen (headSlack covers what is added); never write
-		// past the buffer
-		c.fail(431)
-		return
-	}
-	c.qout.head, c.qout.tail = 0, len(d)
-	c.qlen = len(d)
-	c.in.Consumed(n)
-	if st := c.reqBody.coalesce(c.in, c.qout); st != 0 {
-		c.fs.Errors.Add(1)
-		c.fail(st)
-		return
-	}
-	c.releaseIn()
-
-	// The rest of the exchange state is clear: endExchange ran when the
-	// previous one ended (or recycle, on a new connection).
-	c.closeAfter = r.Close || w.stopping // stop.go: the last response
-	c.bs = be.Stats.Loop(w.id)
-	c.bs.Requests.Add(1)
-	c.bs.ReqStarted(stats.Sec(w.L.Now()))
-	c.bs.ConnTotal.Add(1)
-	c.acquire(nil)
-}
-
-// resolve loads the bind's current generation of the frontend for the
-// request that starts (one atomic load: kept-alive connections see
-// in-place server changes, added servers and routes as new connections
-// do). A frontend no longer in http mode leaves the one held.
-func (c *httpConn) resolve() {
-	if c.cur == nil {
-		return
-	}
-	if f := c.cur.Load(); f != nil && f != c.fe && f.HTTP != nil {
-		c.fe, c.hf = f, f.HTTP
+		c.armIn(c.hf.KeepAliveTimeout)
 	}
 }
 
-// useServer: the request holds a slot of c.server; reuse a pooled
-// connection when that is safe, else connect (attemptOwner).
-func (c *httpConn) useServer() {
-	s := c.server
-	if lg := c.lg; lg != nil {
-		lg.Server = s.Name
-		if lg.Granted == 0 {
-			lg.Granted = c.w.L.Now()
-		}
-	}
-	if c.mayReuse() {
-		if sc := c.w.takeIdle(s); sc != nil {
-			if c.attempts > 0 { // a retry after a failed connect, on a pooled connection
-				c.countAttempt()
-			}
-			c.attach(sc)
-			c.startExchange()
-			c.process()
-			return
-		}
-	}
-	c.connect()
-}
-
-// waitQueue: the request waits for a server slot until c.deadline.
-func (c *httpConn) waitQueue() {
-	c.phase = phQueue
-	c.armIn(c.be.B.QueueTimeout)
-}
-
-// noServer answers 503: no server can take the request (HAProxy's
-// <NOSRV> SC).
-func (c *httpConn) noServer() {
-	c.blame('S', 'C')
-	c.fail(503)
-}
-
-// dropConn closes the server connection of a failed connect.
-func (c *httpConn) dropConn() {
-	if c.sc != nil {
-		c.w.closeSrv(c.sc)
-		c.sc = nil
-	}
-}
-
-// gaveUp answers 503 after the last connect failed: SC, or sC after a
-// connect timeout (onTimer).
-func (c *httpConn) gaveUp() {
-	c.fs.ConnectErrors.Add(1)
-	c.fail(503)
-}
-
-// established: the connection to the server is ready; the exchange
-// starts.
-func (c *httpConn) established() {
-	c.sc.side.Connected = true
-	c.startExchange()
-}
-
-// mayReuse: a pooled connection may have been closed by the server at the
-// very moment we reuse it; then the request is replayed on a new
-// connection, which is only possible when no body byte has left the
-// client buffer and the method is idempotent (RFC 9110 §9.2.2).
-func (c *httpConn) mayReuse() bool {
-	if c.req.Body != http1.BodyNone || c.req.Upgrade || c.req.Minor == 0 {
-		return false
-	}
-	switch c.req.MethodID {
-	case http1.MethodGET, http1.MethodHEAD, http1.MethodOPTIONS, http1.MethodTRACE,
-		http1.MethodPUT, http1.MethodDELETE:
-		return true
-	}
-	return false
-}
-
-func (c *httpConn) attach(sc *srvConn) {
-	sc.owner = c
-	c.sc = sc
-	if sc.resp == nil {
-		sc.resp = c.w.getResp()
-	}
-	sc.resp.Reset()
-}
-
-// connect opens a new connection to the request's server.
-func (c *httpConn) connect() {
-	c.countAttempt()
-	if lg := c.lg; lg != nil && lg.ConnStart == 0 {
-		lg.ConnStart = c.w.L.Now()
-	}
-	sc, ok := c.w.dial(c.server)
-	if !ok {
-		c.connectFailed()
-		return
-	}
-	c.attach(sc)
-	c.phase = phConnect
-	c.armIn(c.be.B.ConnectTimeout)
-}
-
-// fail answers the request with a proxy-generated error and closes the
-// connection once it is sent. If part of a response already went to the
-// client, there is nothing sensible to add: the connection is cut. A
-// response head (or interim response) built but not sent yet is replaced
-// by the answer: the client has seen nothing of it.
-func (c *httpConn) fail(status int) {
-	if c.phase == phClosed {
-		return
-	}
-	if !c.respSent {
-		// The answer the client gets counts where the request went: on
-		// the backend once it was handed to one, on the server once one
-		// was chosen (a 502 or 504 for it, a 503 after its connect
-		// failed). An exchange cut after the response began counts the
-		// server's status only.
-		c.fs.CountStatus(status)
-		if c.bs != nil {
-			c.bs.CountStatus(status)
-		}
-		if c.ss != nil {
-			c.ss.CountStatus(status)
-		}
-	}
-	c.w.dequeue(&c.wait)
-	if c.sc != nil {
-		c.w.closeSrv(c.sc)
-		c.sc = nil
-	}
-	c.releaseServer()
-	if c.respSent {
-		c.close(closeAbort)
-		return
-	}
-	if c.rout == nil {
-		c.rout = c.w.Bufs.Get()
-	}
-	ans := http1.AppendError(c.rout.b[:0:len(c.rout.b)], status)
-	if len(ans) > len(c.rout.b) {
-		// cannot happen (bufsize >= 1024, answers are shorter)
-		c.close(closeAbort)
-		return
-	}
-	c.rout.head, c.rout.tail = 0, len(ans)
-	c.bytesOut += int64(len(ans))
-	if c.lg != nil {
-		c.lg.Status = int32(status)
-		if c.term[0] == 0 {
-			c.term = stats.Termination{failWho(status), c.phaseByte()}
-		}
-	}
-	c.endRequest()
-	c.putQout()
-	c.phase = phDrain
-	c.armIn(c.hf.ClientTimeout)
-	c.drain()
-}
-
-// badResponse answers 502 for a response the server spoiled: not HTTP,
-// too large, cut before its head ended, or a body framing broken with
-// the head.
-func (c *httpConn) badResponse() {
-	c.responseError()
-	c.fail(502)
-}
-
-// responseError counts a response the server spoiled (HAProxy's eresp): a
-// bad or cut response, or none within server_ms. Malformed requests are
-// Errors, failed connects ConnectErrors: each fault is counted once.
-func (c *httpConn) responseError() {
-	c.fs.ResponseErrors.Add(1)
-	if c.bs != nil {
-		c.bs.ResponseErrors.Add(1)
-	}
-	if c.ss != nil {
-		c.ss.ResponseErrors.Add(1)
-	}
-}
-
-// drain flushes a proxy answer, then shuts the write side and lingers.
-func (c *httpConn) drain() {
-	if c.rout != nil && c.rout.Len() > 0 {
-		if !c.cli.canSend() {
-			return
-		}
-		if !c.flushTo(&c.cli, c.rout) {
-			c.close(closeAbort)
-			return
-		}
-		if c.rout.Len() > 0 {
-			return
-		}
-	}
-	c.putRout()
-	c.closeGracefully()
-}
+// streamAbort: the request in flight cannot go on; an HTTP/1.1
+// connection ends with it (streamMux).
+func (c *h1Conn) streamAbort(_ *stream, why uint8) { c.close(why) }
 
 // closeGracefully ends a connection after its last response: close(2) at
 // once when no client byte is pending (a FIN), otherwise shut the write
 // side and read until the client closes, so that the kernel does not
 // answer unread input with a RST that would destroy the response.
-func (c *httpConn) closeGracefully() {
+func (c *h1Conn) closeGracefully() {
 	if (c.in == nil || c.in.Len() == 0) && !c.cli.canRecv() {
 		// No byte known to be pending (the last read was short, no new
 		// edge since): a plain close sends a FIN after the answer.
@@ -820,22 +502,24 @@ func (c *httpConn) closeGracefully() {
 		}
 	}
 	c.cli.shutw()
-	c.phase = phLinger
-	c.arm(c.w.L.Now() + lingerTimeout)
+	c.phase = cLinger
+	c.deadline = c.w.L.Now() + lingerTimeout
+	c.w.L.Arm(&c.timer, c.deadline)
 	c.linger()
 }
 
 // linger discards client input until end of stream or the linger timeout.
-func (c *httpConn) linger() {
+func (c *h1Conn) linger() {
+	w := c.w
 	if c.in == nil {
-		c.in = c.w.Bufs.Get()
+		c.in = w.Bufs.Get()
 	}
-	for c.cli.canRecv() && !c.spent(&c.cli.Task) {
+	for c.cli.canRecv() && !w.spent(&c.cli.Task) {
 		c.in.head, c.in.tail = 0, 0
 		n, e := c.cli.recv(c.in.b)
 		switch {
 		case e == 0 && n > 0:
-			c.budget -= c.cli.cost(n)
+			w.budget -= c.cli.cost(n)
 			continue
 		case e == unix.EAGAIN:
 			c.cli.drained()
@@ -850,11 +534,11 @@ func (c *httpConn) linger() {
 	}
 }
 
-// onTimer: the deadline of the current phase.
-func (c *httpConn) onTimer() {
+// onTimer: the deadline of the head phase, or of the linger.
+func (c *h1Conn) onTimer() {
 	now := c.w.L.Now()
 	switch c.phase {
-	case phHead:
+	case cHead:
 		if now < c.deadline {
 			c.w.L.Arm(&c.timer, c.deadline)
 			return
@@ -863,28 +547,17 @@ func (c *httpConn) onTimer() {
 		if (c.in != nil && c.in.Len() > 0) || c.nreq == 0 {
 			// A head partly received, or nothing at all on a new
 			// connection (HAProxy answers both): the client learns why.
-			c.fail(408)
+			c.answer(408)
 		} else {
 			c.close(closeNormal) // idle keep-alive connection
 		}
-	case phQueue:
-		c.queueTimeout()
-		c.fs.Timeouts.Add(1)
-		c.blame('s', 'Q')
-		c.fail(503)
-	case phConnect:
-		c.fs.Timeouts.Add(1)
-		c.blame('s', 'C')
-		c.connectFailed()
-	case phExchange:
-		c.exchangeTimeout(now)
-	case phDrain, phLinger:
+	case cLinger:
 		c.close(closeTimeout)
 	}
 }
 
-// popFree takes the last parser of a loop's free list, or returns nil when
-// the list is empty (the slot is cleared so the list holds no stale
+// popFree takes the last object of a loop's free list, or returns nil
+// when the list is empty (the slot is cleared so the list holds no stale
 // pointer).
 func popFree[T any](l *[]*T) *T {
 	n := len(*l)
@@ -897,127 +570,30 @@ func popFree[T any](l *[]*T) *T {
 	return p
 }
 
-// getReq returns a reset request parser from the loop's free list (at
-// most maxFreeParsers are kept), so that steady-state requests do not
-// allocate. Its head limit is set
-// from the buffer of each head it parses (readHead), not here.
-func (w *Worker) getReq() *http1.Request {
-	if r := popFree(&w.h.freeReq); r != nil {
-		return r
-	}
-	r := &http1.Request{}
-	r.Reset()
-	return r
-}
-
-// putReq gives the request parser back to the loop's free list; c.req is
-// nil afterwards, so a second call does nothing.
-func (c *httpConn) putReq() {
-	if r := c.req; r != nil {
-		c.req = nil
-		if len(c.w.h.freeReq) < maxFreeParsers {
-			r.Reset()
-			c.w.h.freeReq = append(c.w.h.freeReq, r)
-		}
-	}
-}
-
-func (c *httpConn) putQout() {
-	if c.qout != nil {
-		c.qout.head, c.qout.tail = 0, 0
-		c.w.Bufs.Put(c.qout)
-		c.qout = nil
-	}
-}
-
-func (c *httpConn) putRout() {
-	if c.rout != nil {
-		c.rout.head, c.rout.tail = 0, 0
-		c.w.Bufs.Put(c.rout)
-		c.rout = nil
-	}
-}
-
-// flushTo writes b to s until it is empty or s would block; false on an
-// I/O error.
-func (c *httpConn) flushTo(s *Side, b *Buffer) bool {
-	// A head followed by a Content-Length body goes with MSG_MORE, to
-	// share its segment with the body (relay pushes when the source runs
-	// dry).
-	var next *body
-	if c.phase == phExchange {
-		switch {
-		case b == c.rout && c.respHead && !c.upgrade:
-			next = &c.respBody
-		case b == c.qout && !c.reqHeadSent:
-			next = &c.reqBody
-		}
-	}
-	for b.Len() > 0 {
-		more := next.more()
-		n, e := s.send(b.Data(), more)
-		if e == unix.EAGAIN || (e == 0 && n == 0) {
-			s.blocked()
-			return true
-		}
-		if e != 0 {
-			return false
-		}
-		if more {
-			next.corked = true
-		}
-		b.Consumed(n)
-		c.moved = true
-		s.moved = true
-		if s == &c.cli {
-			c.respSent = true
-		}
-	}
-	return true
-}
-
-// close ends the client connection and whatever is attached to it.
-func (c *httpConn) close(why uint8) {
-	if c.phase == phClosed {
+// close ends the client connection and the request in flight, if any.
+func (c *h1Conn) close(why uint8) {
+	if c.phase == cClosed {
 		return
 	}
 	w := c.w
-	if c.lg != nil && c.term[0] == 0 {
-		c.term = c.termination(why) // from the phase it ends in
-	}
-	w.dequeue(&c.wait)
-	c.phase = phClosed
+	c.phase = cClosed
 	w.L.Disarm(&c.timer)
-	// An aborted connection is reset on both sides (see the package doc,
-	// "Aborts"): a peer must not read a cut stream as a complete one.
-	abort := why == closeAbort || why == closeCut
-	if c.sc != nil {
-		// The exchange is cut: an abort of the backend and server too,
-		// as a tunnel's (abortRequest counted its own).
-		if why == closeAbort && !c.reqAborted {
-			c.bs.Aborts.Add(1)
-			c.ss.Aborts.Add(1)
-		}
-		w.endSrv(c.sc, abort)
-		c.sc = nil
+	if s := c.st; s != nil {
+		c.st = nil
+		s.end(why)
+		w.putStream(s)
 	}
-	c.releaseServer()
-	c.cli.close(w.L, abort)
+	// An aborted connection is reset (see the package doc, "Aborts"): a
+	// peer must not read a cut stream as a complete one.
+	c.cli.close(w.L, why == closeAbort || why == closeCut)
 	if c.in != nil {
 		c.in.head, c.in.tail = 0, 0
 		w.Bufs.Put(c.in)
 		c.in = nil
 	}
-	c.putQout()
-	c.putRout()
-	c.endRequest() // a request cut: counted and logged
-	c.reqBody.release(w)
-	c.respBody.release(w)
-	fs := c.fs
-	fs.ConnCur.Add(-1)
-	switch why {
-	case closeAbort:
-		fs.Aborts.Add(1)
+	c.fs.ConnCur.Add(-1)
+	if why == closeAbort {
+		c.fs.Aborts.Add(1)
 	}
 	w.unlinkHTTP(c)
 	if c.acc.OnClose != nil {
@@ -1026,42 +602,80 @@ func (c *httpConn) close(why uint8) {
 	c.recycle()
 }
 
-// endExchange clears the state of one exchange (request and response)
-// when it ends, so that none of it outlives it: the next request, refused
-// or answered by the proxy before it is routed (fail from readHead or
-// startRequest), must not see the previous response as sent, its head as
-// pending, its backend or its attempts. Pipes are given back; the server
-// connection, the slot and the buffers are the caller's.
-func (c *httpConn) endExchange() {
-	c.reqBody.release(c.w)
-	c.respBody.release(c.w)
-	c.reqBody, c.respBody = body{}, body{}
-	c.be, c.bs, c.ss = nil, nil, nil
-	c.term = stats.Termination{}
-	c.reqHeadSent, c.reqAborted, c.srvAnswered, c.srvCounted = false, false, false, false
-	c.respHead, c.respSent, c.closeAfter, c.upgrade = false, false, false, false
-	c.attempts, c.qlen = 0, 0
-	c.cliSince, c.srvSince, c.cliWait, c.srvWait = 0, 0, false, false
-}
-
 // recycle clears c for reuse by the next accepted connection. Nothing
 // refers to it any more: its tasklet is unqueued, its timer disarmed, its
 // fd unregistered.
-func (c *httpConn) recycle() {
+func (c *h1Conn) recycle() {
 	w := c.w
-	c.endExchange()
-	c.acc, c.cur, c.fe, c.hf, c.server, c.sc = nil, nil, nil, nil, nil, nil
-	c.fs = nil
+	c.client = client{}
 	c.cli.FD.Ready = 0
 	c.cli.Connected = false
-	c.nreq = 0
-	c.bytesIn, c.bytesOut = 0, 0
-	c.deadline = 0
 	c.cli.xp = plainTransport() // a TLS transport's state goes with the connection
-	c.cert = nil
-	c.peer, c.port = netip.Addr{}, 0
-	c.putReq()
+	c.nreq = 0
+	c.deadline = 0
 	if len(w.h.freeConn) < maxFreeConns {
 		w.h.freeConn = append(w.h.freeConn, c)
 	}
+}
+
+// upgrade hands the client and server connections of an upgraded
+// exchange (101 relayed) to a tcp-mode Tunnel, with the bytes each side
+// already sent beyond the heads (streamMux). The tunnel takes over the
+// counters, the server slot and the frontend's OnClose.
+func (c *h1Conn) upgrade(s *stream) {
+	w := c.w
+	sc := s.sc
+	// The tunnel ends with the OnClose of the frontend that accepted the
+	// connection; its splice mode and timeout are the request's.
+	t := &Tunnel{fe: c.acc, fs: c.fs}
+	t.w, t.be, t.server, t.bs, t.ss = w, s.be, s.server, s.bs, s.ss
+	// The fds, buffers and slot leave the http side without being closed;
+	// each side keeps its transport.
+	fd, ready := c.cli.detach(w.L)
+	t.cli.adopt(fd, c.cli.xp)
+	t.cli.FD.Ready = ready
+	fd, ready = sc.side.detach(w.L)
+	t.srv.adopt(fd, sc.side.xp)
+	t.srv.FD.Ready = ready
+	t.cli.Connected, t.srv.Connected = true, true
+	t.cli.Task.Run, t.cli.Task.Owner = runTunnelTask, t
+	t.srv.Task.Run, t.srv.Task.Owner = runTunnelTask, t
+	t.timer.Run, t.timer.Owner = runTunnelTimer, t
+	t.c2s = dir{src: &t.cli, dst: &t.srv, other: &t.s2c, mover: mover{mode: s.fe.Splice}, buf: c.in, to: int64(s.be.B.ServerTimeout)}
+	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mover: mover{mode: s.fe.Splice}, buf: sc.in, to: int64(s.hf.ClientTimeout)}
+	t.idle = int64(s.fe.TunnelTimeout)
+	if bt := int64(s.be.B.TunnelTimeout); bt > 0 && (t.idle <= 0 || bt < t.idle) {
+		t.idle = bt
+	}
+	t.state = stEstablished
+	c.in, sc.in = nil, nil
+	s.server = nil
+	s.sc = nil
+	w.closeSrv(sc)
+	// The upgrade request ends here (its entry says 101); the tunnel
+	// counts the bytes that follow and logs nothing more.
+	s.endRequest()
+	c.st = nil
+	s.end(closeNormal)
+	w.putStream(s)
+	c.phase = cClosed
+	w.L.Disarm(&c.timer)
+	w.L.Unqueue(&c.cli.Task)
+	w.unlinkHTTP(c)
+	c.recycle()
+
+	w.link(t)
+	if err := t.cli.register(w.L); err != nil {
+		t.close(closeAbort)
+		return
+	}
+	if err := t.srv.register(w.L); err != nil {
+		t.close(closeAbort)
+		return
+	}
+	t.lastIO = w.L.Now()
+	if t.idle > 0 {
+		t.armAt(t.lastIO + t.idle)
+	}
+	w.L.Wake(&t.cli.Task, loop.Urgent)
 }

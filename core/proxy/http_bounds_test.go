@@ -20,7 +20,7 @@ func TestHTTPParserFreeListsAreBounded(t *testing.T) {
 	var nreq, nresp int
 	e.do(func() {
 		for i := 0; i < maxFreeParsers+100; i++ {
-			c := &httpConn{srvAttempt: srvAttempt{w: e.w}, req: &http1.Request{}}
+			c := &stream{srvAttempt: srvAttempt{w: e.w}, req: &http1.Request{}}
 			c.putReq()
 			e.w.putResp(&srvConn{resp: &http1.Response{}})
 		}

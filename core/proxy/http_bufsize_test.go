@@ -99,7 +99,7 @@ func TestHTTPResponseHeadCheckedAgainstTheBufferItGoesInto(t *testing.T) {
 		held := false
 		e.do(func() {
 			for h := e.w.h.live.Front(); h != nil; h = h.link.Next() {
-				if h.sc != nil && h.sc.in != nil && h.sc.in.Len() == len(first) {
+				if h.st != nil && h.st.sc != nil && h.st.sc.in != nil && h.st.sc.in.Len() == len(first) {
 					held = true
 				}
 			}

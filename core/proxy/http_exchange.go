@@ -4,7 +4,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spliced-proxy/spliced/core/http1"
-	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
 )
 
@@ -233,10 +232,10 @@ func (b *body) coalesce(in, out *Buffer) int {
 // to read into (mover.run). The read budget is the connection's, shared
 // by every read of this run. It returns 0, relSrc, relDst or a framing
 // status.
-func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
+func (c *stream) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 	b.mode = c.fe.Splice
 	sent := b.bytes
-	res := b.run(c.w, src, dst, pin, &c.budget, b)
+	res := b.run(c.w, src, dst, pin, &c.w.budget, b)
 	if b.bytes != sent {
 		c.moved = true
 	}
@@ -244,7 +243,7 @@ func (c *httpConn) relay(b *body, src *Side, pin **Buffer, dst *Side) int {
 }
 
 // startExchange: a connected server connection carries the request.
-func (c *httpConn) startExchange() {
+func (c *stream) startExchange() {
 	if lg := c.lg; lg != nil && lg.ConnStart != 0 && lg.Connected == 0 {
 		lg.Connected = c.w.L.Now()
 	}
@@ -264,7 +263,7 @@ func (c *httpConn) startExchange() {
 
 // exchange moves the request to the server and the response to the
 // client, each as far as it can go without blocking.
-func (c *httpConn) exchange() {
+func (c *stream) exchange() {
 	for {
 		sc := c.sc
 		c.moved = false
@@ -286,7 +285,7 @@ func (c *httpConn) exchange() {
 			}
 		}
 		if c.reqHeadSent && !c.reqAborted && !c.reqBody.broken && !c.reqBody.complete() {
-			switch st := c.relay(&c.reqBody, &c.cli, &c.in, &sc.side); {
+			switch st := c.relay(&c.reqBody, c.cli, c.pin, &sc.side); {
 			case st == relSrc:
 				c.blame('C', 'D')
 				c.close(closeAbort) // the client left in the middle of its body
@@ -306,7 +305,7 @@ func (c *httpConn) exchange() {
 			return
 		}
 		if c.rout != nil {
-			if c.rout.Len() > 0 && c.cli.canSend() && !c.flushTo(&c.cli, c.rout) {
+			if c.rout.Len() > 0 && c.cli.canSend() && !c.flushTo(c.cli, c.rout) {
 				c.close(closeAbort)
 				return
 			}
@@ -316,11 +315,12 @@ func (c *httpConn) exchange() {
 		}
 		if c.respHead && c.rout == nil {
 			if c.upgrade {
-				c.toTunnel()
+				c.phase = phDone
+				c.mux.upgrade(c)
 				return
 			}
 			if !c.respBody.complete() {
-				if st := c.relay(&c.respBody, &sc.side, &sc.in, &c.cli); st != 0 {
+				if st := c.relay(&c.respBody, &sc.side, &sc.in, c.cli); st != 0 {
 					// A server that breaks its framing or vanishes in the
 					// middle of a body, or a client that went away: the
 					// response cannot be completed, cut the connection.
@@ -349,7 +349,7 @@ func (c *httpConn) exchange() {
 // responses are relayed as they come). It returns false when the
 // connection left the exchange phase (error answered, replay started).
 // Every 502 it answers is a response the server spoiled (badResponse).
-func (c *httpConn) readResponse() bool {
+func (c *stream) readResponse() bool {
 	sc := c.sc
 	for {
 		if c.rout != nil && c.rout.Len() > 0 {
@@ -435,7 +435,7 @@ func (c *httpConn) readResponse() bool {
 				return true
 			}
 		}
-		if !sc.side.canRecv() || c.spent(&sc.side.Task) {
+		if !sc.side.canRecv() || c.w.spent(&sc.side.Task) {
 			return true
 		}
 		if sc.in == nil {
@@ -451,7 +451,7 @@ func (c *httpConn) readResponse() bool {
 		switch {
 		case e == 0 && n > 0:
 			sc.in.Produced(n)
-			c.budget -= sc.side.cost(n)
+			c.w.budget -= sc.side.cost(n)
 			c.moved = true
 			sc.side.moved = true
 			if n < room {
@@ -474,7 +474,7 @@ func (c *httpConn) readResponse() bool {
 
 // canReplay: the server connection was a pooled one that failed before
 // answering anything, and the request can be sent again as it was.
-func (c *httpConn) canReplay() bool {
+func (c *stream) canReplay() bool {
 	sc := c.sc
 	return sc.reused && c.qout != nil && !c.srvAnswered && !c.reqAborted && !c.respSent &&
 		(sc.in == nil || sc.in.Len() == 0) && c.req.Body == http1.BodyNone && int(c.attempts) <= c.be.B.Retries
@@ -487,7 +487,7 @@ func (c *httpConn) canReplay() bool {
 // connection), the server connection is not pooled, and the client
 // connection closes after the response (Connection: close), lingering to
 // discard what the client still sends.
-func (c *httpConn) abortRequest() {
+func (c *stream) abortRequest() {
 	c.reqAborted = true
 	c.closeAfter = true
 	c.putQout()
@@ -495,7 +495,7 @@ func (c *httpConn) abortRequest() {
 
 // replay sends the request again on a new connection to the same server
 // (the slot is kept). The rewritten head is still in qout's storage.
-func (c *httpConn) replay() {
+func (c *stream) replay() {
 	c.w.closeSrv(c.sc)
 	c.sc = nil
 	c.qout.head, c.qout.tail = 0, c.qlen
@@ -508,7 +508,7 @@ func (c *httpConn) replay() {
 // rout; the head, n bytes, is at the front of the server buffer. It
 // returns false, writing nothing, when the head does not fit rout: the
 // server buffer it was parsed from is larger (bufsize lowered since).
-func (c *httpConn) buildRespHead(n int, final bool) bool {
+func (c *stream) buildRespHead(n int, final bool) bool {
 	sc := c.sc
 	r := sc.resp
 	buf := sc.in.Data()
@@ -560,8 +560,8 @@ func (c *httpConn) buildRespHead(n int, final bool) bool {
 
 // finishExchange: the response is complete. The server connection goes
 // back to the pool when both sides kept the framing and want to go on;
-// the client connection waits for its next request, or closes.
-func (c *httpConn) finishExchange() {
+// the stream ends, and its connection goes on or closes (streamDone).
+func (c *stream) finishExchange() {
 	w := c.w
 	sc := c.sc
 	c.sc = nil
@@ -576,82 +576,9 @@ func (c *httpConn) finishExchange() {
 	}
 	c.be.Stats.Timing(w.id).Request.Observe(w.L.Now() - c.reqAt)
 	c.endRequest()
-	c.t0 = w.L.Now() // the next request's timers start here
 	c.putQout()
 	c.releaseServer()
-	c.putReq()
-	closing := c.closeAfter
-	c.endExchange()
-	if closing {
-		c.closeGracefully()
-		return
-	}
-	c.phase = phHead
-	c.resolve() // the next request's timeouts
-	if c.in != nil && c.in.Len() > 0 {
-		c.armIn(c.hf.RequestTimeout)
-	} else {
-		c.armIn(c.hf.KeepAliveTimeout)
-	}
-}
-
-// toTunnel hands the client and server connections of an upgraded
-// exchange (101 relayed) to a tcp-mode Tunnel, with the bytes each side
-// already sent beyond the heads. The tunnel takes over the counters, the
-// server slot and the frontend's OnClose.
-func (c *httpConn) toTunnel() {
-	w := c.w
-	sc := c.sc
-	// The tunnel ends with the OnClose of the frontend that accepted the
-	// connection; its splice mode and timeout are the request's.
-	t := &Tunnel{fe: c.acc, fs: c.fs}
-	t.w, t.be, t.server, t.bs, t.ss = w, c.be, c.server, c.bs, c.ss
-	// The fds, buffers and slot leave the http side without being closed;
-	// each side keeps its transport.
-	fd, ready := c.cli.detach(w.L)
-	t.cli.adopt(fd, c.cli.xp)
-	t.cli.FD.Ready = ready
-	fd, ready = sc.side.detach(w.L)
-	t.srv.adopt(fd, sc.side.xp)
-	t.srv.FD.Ready = ready
-	t.cli.Connected, t.srv.Connected = true, true
-	t.cli.Task.Run, t.cli.Task.Owner = runTunnelTask, t
-	t.srv.Task.Run, t.srv.Task.Owner = runTunnelTask, t
-	t.timer.Run, t.timer.Owner = runTunnelTimer, t
-	t.c2s = dir{src: &t.cli, dst: &t.srv, other: &t.s2c, mover: mover{mode: c.fe.Splice}, buf: c.in, to: int64(c.be.B.ServerTimeout)}
-	t.s2c = dir{src: &t.srv, dst: &t.cli, other: &t.c2s, mover: mover{mode: c.fe.Splice}, buf: sc.in, to: int64(c.hf.ClientTimeout)}
-	t.idle = int64(c.fe.TunnelTimeout)
-	if bt := int64(c.be.B.TunnelTimeout); bt > 0 && (t.idle <= 0 || bt < t.idle) {
-		t.idle = bt
-	}
-	t.state = stEstablished
-	c.in, sc.in = nil, nil
-	c.server = nil
-	c.sc = nil
-	w.closeSrv(sc)
-	// The upgrade request ends here (its entry says 101); the tunnel
-	// counts the bytes that follow and logs nothing more.
-	c.endRequest()
-	c.phase = phClosed
 	w.L.Disarm(&c.timer)
-	w.L.Unqueue(&c.cli.Task)
-	c.putQout()
-	c.putRout()
-	w.unlinkHTTP(c)
-	c.recycle()
-
-	w.link(t)
-	if err := t.cli.register(w.L); err != nil {
-		t.close(closeAbort)
-		return
-	}
-	if err := t.srv.register(w.L); err != nil {
-		t.close(closeAbort)
-		return
-	}
-	t.lastIO = w.L.Now()
-	if t.idle > 0 {
-		t.armAt(t.lastIO + t.idle)
-	}
-	w.L.Wake(&t.cli.Task, loop.Urgent)
+	c.phase = phDone
+	c.mux.streamDone(c, c.closeAfter)
 }

@@ -11,7 +11,7 @@ import (
 //
 // Each request is counted and, for a frontend with access_log on, logged
 // when it ends (endRequest): its response complete (finishExchange), its
-// proxy answer built (fail), its upgrade done (toTunnel), or the
+// proxy answer built (fail), its upgrade done (h1Conn.upgrade), or the
 // connection closed under it (close). Bytes in are the request's head as
 // received plus the body bytes relayed; bytes out the response heads sent
 // (interim ones included) or the proxy's answer, plus the body bytes
@@ -31,7 +31,7 @@ import (
 
 // beginLog takes the entry of a request whose first head byte arrived,
 // when its frontend logs.
-func (c *httpConn) beginLog() {
+func (c *stream) beginLog() {
 	w := c.w
 	if c.lg != nil || !c.fe.AccessLog || w.AccessLog == nil {
 		return
@@ -39,10 +39,10 @@ func (c *httpConn) beginLog() {
 	lg := w.getLog()
 	lg.HTTP = true
 	lg.Frontend = c.fe.Name
-	lg.Client = netip.AddrPortFrom(c.peer.Unmap(), c.port)
-	lg.Start = c.t0
-	if c.cert != nil {
-		lg.ClientCert = c.cert.subject
+	lg.Client = netip.AddrPortFrom(c.cl.peer.Unmap(), c.cl.port)
+	lg.Start = c.cl.t0
+	if c.cl.cert != nil {
+		lg.ClientCert = c.cl.cert.subject
 	}
 	c.lg = lg
 }
@@ -50,11 +50,11 @@ func (c *httpConn) beginLog() {
 // logBadLine copies the first line of a head the parser refused (up to
 // its LF, or what came of it) into the entry: the operator sees what was
 // sent, as HAProxy's <BADREQ> capture.
-func (c *httpConn) logBadLine() {
+func (c *stream) logBadLine() {
 	if c.lg == nil {
 		return
 	}
-	line := c.in.Data()
+	line := (*c.pin).Data()
 	if i := bytes.IndexByte(line, '\n'); i >= 0 {
 		line = line[:i]
 	}
@@ -63,10 +63,10 @@ func (c *httpConn) logBadLine() {
 
 // blame sets the termination state of the request: who ended it, in
 // which phase (the first call before the end wins over the derivation).
-func (c *httpConn) blame(who, phase byte) { c.term = stats.Termination{who, phase} }
+func (c *stream) blame(who, phase byte) { c.term = stats.Termination{who, phase} }
 
 // phaseByte is the termination phase of the connection's phase.
-func (c *httpConn) phaseByte() byte {
+func (c *stream) phaseByte() byte {
 	switch c.phase {
 	case phHead:
 		return 'R'
@@ -101,7 +101,7 @@ func failWho(status int) byte {
 
 // termination is the state of a request cut by close(why) when its cause
 // was not set.
-func (c *httpConn) termination(why uint8) stats.Termination {
+func (c *stream) termination(why uint8) stats.Termination {
 	phase := c.phaseByte()
 	switch why {
 	case closeNormal:
@@ -120,7 +120,7 @@ func (c *httpConn) termination(why uint8) stats.Termination {
 // endRequest counts the bytes of the request that ends (or of what it
 // moved so far) into the frontend, backend and server counters, and pushes
 // its access-log entry. Calling it again counts nothing more.
-func (c *httpConn) endRequest() {
+func (c *stream) endRequest() {
 	in := c.bytesIn + c.reqBody.bytes
 	out := c.bytesOut + c.respBody.bytes
 	c.bytesIn, c.bytesOut = 0, 0

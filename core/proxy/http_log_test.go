@@ -212,7 +212,7 @@ func TestAccessLogKilledAtTheEndOfTheGrace(t *testing.T) {
 		n := 0
 		e.do(func() {
 			for h := e.w.h.live.Front(); h != nil; h = h.link.Next() {
-				if h.phase == phExchange {
+				if h.st != nil && h.st.phase == phExchange {
 					n++
 				}
 			}

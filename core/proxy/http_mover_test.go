@@ -39,7 +39,7 @@ func TestHTTPBodiesPassUnchanged(t *testing.T) {
 				}
 				if r.err == nil {
 					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+cl+"\r\n\r\n")
-					r.sent, r.err = stream(c, 2, size)
+					r.sent, r.err = sendPattern(c, 2, size)
 				}
 				srvRes <- r
 			}).Addr
@@ -52,7 +52,7 @@ func TestHTTPBodiesPassUnchanged(t *testing.T) {
 			go func() {
 				_, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: "+cl+"\r\n\r\n")
 				if err == nil {
-					cliSent, err = stream(c, 1, size)
+					cliSent, err = sendPattern(c, 1, size)
 				}
 				sendErr <- err
 			}()

@@ -26,9 +26,9 @@ func (noSpliceIn) rcvPipe(int, *Pipe, int) (int, unix.Errno) { return 0, unix.EI
 // refuses splice (EINVAL) turns splice off for the body it sends (the
 // mover's noSplice: the body goes through buffers and arrives intact), and
 // for nothing else: the next client connection, served by the same
-// recycled httpConn, splices its long Content-Length body again (splice
+// recycled h1Conn, splices its long Content-Length body again (splice
 // on). The bodies' movers are per exchange (endExchange clears them);
-// kept, the refusal would make every later connection of that httpConn
+// kept, the refusal would make every later connection of that h1Conn
 // copy through buffers.
 func TestHTTPSpliceRefusalDoesNotOutliveItsConnection(t *testing.T) {
 	const size = 256 << 10
@@ -50,7 +50,7 @@ func TestHTTPSpliceRefusalDoesNotOutliveItsConnection(t *testing.T) {
 	}).Addr
 	fe := httpFrontend(t, nil, addr)
 	fe.Splice = SpliceOn
-	var first *httpConn
+	var first *h1Conn
 	post := func(refuse bool) uint64 {
 		t.Helper()
 		c := e.dialHTTP(fe)
@@ -60,7 +60,7 @@ func TestHTTPSpliceRefusalDoesNotOutliveItsConnection(t *testing.T) {
 			if first == nil {
 				first = hc
 			} else if hc != first {
-				t.Fatal("the second connection did not reuse the recycled httpConn")
+				t.Fatal("the second connection did not reuse the recycled h1Conn")
 			}
 			if refuse {
 				hc.cli.xp = noSpliceIn{}

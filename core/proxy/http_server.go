@@ -49,7 +49,7 @@ const maxFreeConns = 256
 const maxFreeParsers = 256
 
 // srvConn is one connection to a server. It is either attached to the
-// httpConn whose request it carries (owner != nil) or idle in its loop's
+// stream whose request it carries (owner != nil) or idle in its loop's
 // pool for that server, registered with epoll all along so that a close
 // by the server is seen while idle.
 type srvConn struct {
@@ -60,7 +60,7 @@ type srvConn struct {
 	in     *Buffer         // bytes from the server not yet relayed
 	resp   *http1.Response // while attached (getResp); nil while pooled
 	timer  loop.Timer      // idle expiry while pooled
-	owner  *httpConn
+	owner  *stream
 	reused bool  // has carried a request before the current one
 	hs     uint8 // TLS handshake state (xprt_tls_upstream.go)
 	pool   *srvPool
@@ -77,7 +77,7 @@ type srvPool struct {
 
 // httpState is the http-mode state of a Worker.
 type httpState struct {
-	live ilist.List[httpConn] // live client connections
+	live ilist.List[h1Conn] // live HTTP/1.1 client connections
 	// idle holds the pools of the servers that have idle connections on
 	// this loop: an entry is removed when its pool empties, so a retired
 	// server is not kept reachable once its last pooled connection ends.
@@ -85,8 +85,10 @@ type httpState struct {
 	freePools []*srvPool // emptied pools, reused without allocating
 	nidle     int
 	maxIdle   int // Tuning.MaxIdle: bound of nidle, 0 = none
-	freeConn  []*httpConn
-	freeSrv   []*srvConn
+	freeConn  []*h1Conn
+	// freeStream: ended streams, taken by the next request head.
+	freeStream []*stream
+	freeSrv    []*srvConn
 	// Parsers of the requests and responses in flight are taken from
 	// these while an exchange needs them, so that idle connections (client
 	// between requests, server in the pool) do not carry ~2 KiB of header
@@ -100,9 +102,9 @@ type httpState struct {
 
 func runSrvTask(tk *loop.Tasklet) {
 	sc := tk.Owner.(*srvConn)
-	if c := sc.owner; c != nil {
-		c.budget = runCap
-		c.process()
+	if s := sc.owner; s != nil {
+		s.w.budget = runCap
+		s.mux.run(s)
 		return
 	}
 	sc.idleCheck()
@@ -321,7 +323,9 @@ func (w *Worker) DropIdleUnusable() {
 // the worker (shutdown after the grace period).
 func (w *Worker) closeHTTP() {
 	for c := w.h.live.Front(); c != nil; c = w.h.live.Front() {
-		c.blame('K', c.phaseByte()) // the access log's "killed" (end of a stop's grace)
+		if s := c.st; s != nil {
+			s.blame('K', s.phaseByte()) // the access log's "killed" (end of a stop's grace)
+		}
 		c.close(closeAbort)
 	}
 	for _, p := range w.h.idle {

@@ -30,7 +30,7 @@ import "math"
 const noDeadline = math.MaxInt64
 
 // cliHolds: the exchange waits for the client.
-func (c *httpConn) cliHolds() bool {
+func (c *stream) cliHolds() bool {
 	if c.rout != nil && c.rout.Len() > 0 {
 		return true // a head (or interim response) it does not take
 	}
@@ -43,7 +43,7 @@ func (c *httpConn) cliHolds() bool {
 }
 
 // srvHolds: the exchange waits for the server.
-func (c *httpConn) srvHolds() bool {
+func (c *stream) srvHolds() bool {
 	if !c.reqAborted {
 		if !c.reqHeadSent {
 			return true // the request head it does not take
@@ -64,7 +64,7 @@ func (c *httpConn) srvHolds() bool {
 
 // startExchangeTimers: the request head is about to go to the server, which
 // holds the exchange from now on (server_ms).
-func (c *httpConn) startExchangeTimers() {
+func (c *stream) startExchangeTimers() {
 	now := c.w.L.Now()
 	c.cliSince, c.srvSince = now, now
 	c.cliWait, c.srvWait = false, true
@@ -78,7 +78,7 @@ func (c *httpConn) startExchangeTimers() {
 }
 
 // exchangeTimers updates the waits after a run of the exchange (see above).
-func (c *httpConn) exchangeTimers() {
+func (c *stream) exchangeTimers() {
 	now := c.w.L.Now()
 	sc := c.sc
 	cw, sw := c.cliHolds(), c.srvHolds()
@@ -97,7 +97,7 @@ func (c *httpConn) exchangeTimers() {
 
 // exchangeDeadline is when the first side that holds the exchange up times
 // out, or noDeadline.
-func (c *httpConn) exchangeDeadline() int64 {
+func (c *stream) exchangeDeadline() int64 {
 	at := int64(noDeadline)
 	if t := int64(c.hf.ClientTimeout); t > 0 && c.cliWait {
 		at = min(at, c.cliSince+t)
@@ -109,7 +109,7 @@ func (c *httpConn) exchangeDeadline() int64 {
 }
 
 // exchangeTimeout: the exchange timer fired at now.
-func (c *httpConn) exchangeTimeout(now int64) {
+func (c *stream) exchangeTimeout(now int64) {
 	c.deadline = 0
 	if t := int64(c.hf.ClientTimeout); t > 0 && c.cliWait && now >= c.cliSince+t {
 		c.fs.Timeouts.Add(1)

@@ -196,7 +196,7 @@ func TestMoverPassesBytesUnchanged(t *testing.T) {
 				}()
 				go func() {
 					defer wg.Done()
-					x.res.sent, x.res.err = stream(x.c, x.seed, size)
+					x.res.sent, x.res.err = sendPattern(x.c, x.seed, size)
 					x.c.CloseWrite()
 				}()
 			}

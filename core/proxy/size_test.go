@@ -21,7 +21,8 @@ func TestConnectionObjectsKeepTheirSizeClass(t *testing.T) {
 		size, class uintptr
 	}{
 		{"Tunnel", unsafe.Sizeof(Tunnel{}), 640},
-		{"httpConn", unsafe.Sizeof(httpConn{}), 768},
+		{"h1Conn", unsafe.Sizeof(h1Conn{}), 288},
+		{"stream", unsafe.Sizeof(stream{}), 640},
 	} {
 		if o.size > o.class {
 			t.Errorf("%s is %d bytes, over its size class of %d: idle memory per connection grows", o.name, o.size, o.class)

@@ -58,13 +58,16 @@ func (w *Worker) SoftStop() {
 func (w *Worker) BeginStop() {
 	w.stopping = true
 	for c := w.h.live.Front(); c != nil; c = c.link.Next() {
-		switch c.phase {
+		if c.st == nil {
+			continue
+		}
+		switch c.st.phase {
 		case phQueue, phConnect, phExchange:
 			// buildRespHead writes Connection: close when the head is
 			// not sent yet; finishExchange closes after the response
 			// either way. A head being received sees w.stopping in
 			// startRequest.
-			c.closeAfter = true
+			c.st.closeAfter = true
 		}
 	}
 	for _, p := range w.h.idle {
@@ -79,7 +82,7 @@ func (w *Worker) BeginStop() {
 func (w *Worker) CloseIdle() {
 	for c := w.h.live.Front(); c != nil; {
 		next := c.link.Next() // c may be closed (unlinked) below
-		if c.phase == phHead && c.nreq > 0 && (c.in == nil || c.in.Len() == 0) && !c.inputPending() {
+		if c.phase == cHead && c.st == nil && c.nreq > 0 && (c.in == nil || c.in.Len() == 0) && !c.inputPending() {
 			c.close(closeNormal)
 		}
 		c = next
@@ -97,7 +100,7 @@ func (w *Worker) Stopping() bool { return w.stopping }
 // inputPending tells whether the client sent bytes not read yet (a new
 // request head may be arriving). An edge the loop has not delivered yet is
 // seen too: the socket is peeked, not the readiness bits.
-func (c *httpConn) inputPending() bool {
+func (c *h1Conn) inputPending() bool {
 	var b [1]byte
 	for {
 		n, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(c.cli.FD.Fd), uintptr(unsafe.Pointer(&b[0])), 1,

@@ -43,8 +43,8 @@ func (p *pattern) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// stream writes n bytes of a pattern to w and returns their sha256.
-func stream(w io.Writer, seed uint64, n int64) ([32]byte, error) {
+// sendPattern writes n bytes of a pattern to w and returns their sha256.
+func sendPattern(w io.Writer, seed uint64, n int64) ([32]byte, error) {
 	h := sha256.New()
 	_, err := io.CopyBuffer(io.MultiWriter(w, h), io.LimitReader(newPattern(seed), n), make([]byte, 64<<10))
 	var sum [32]byte
@@ -75,7 +75,7 @@ func bothWays(c interface {
 		defer wg.Done()
 		r.got, r.n, _ = drain(c)
 	}()
-	r.sent, r.err = stream(c, seed, size)
+	r.sent, r.err = sendPattern(c, seed, size)
 	c.CloseWrite()
 	wg.Wait()
 	return r
@@ -127,7 +127,7 @@ func TestPipesReturnToPool(t *testing.T) {
 	e := newEnv(t, Tuning{Bufsize: 16 << 10, Maxpipes: 4})
 	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
 		defer c.Close()
-		stream(c, 3, 4<<20)
+		sendPattern(c, 3, 4<<20)
 		c.CloseWrite()
 		io.Copy(io.Discard, c)
 	}).Addr

@@ -47,6 +47,13 @@ type Worker struct {
 	tlsOut *tlsHandshakes
 	// grants receives this loop's queue outcomes (queue.go); a loop.Source.
 	grants grants
+	// budget is what the tasklet running now may still read (runCap per
+	// run of an http connection's tasklet, shared by every read of the
+	// run: heads, responses, bodies, lingering); at zero the reader wakes
+	// its tasklet again in class Bulk (Worker.spent), so that one
+	// connection that floods (1xx responses to an HTTP/1.0 client, input
+	// after an error answer, pipelined heads) cannot hold the loop thread.
+	budget int
 	// stopping: SoftStop was called (stop.go): no keep-alive, no pooling.
 	stopping bool
 	// AccessLog receives one entry per connection of a frontend with

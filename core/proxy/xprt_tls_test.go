@@ -169,7 +169,7 @@ func TestTLSTransportPassesBytesUnchanged(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				var err error
-				if ra.sent, err = stream(ca, 1, size); err == nil {
+				if ra.sent, err = sendPattern(ca, 1, size); err == nil {
 					err = ca.CloseWrite()
 				}
 				if err != nil {
@@ -180,7 +180,7 @@ func TestTLSTransportPassesBytesUnchanged(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				var err error
-				if rb.sent, err = stream(cb, 2, size); err == nil {
+				if rb.sent, err = sendPattern(cb, 2, size); err == nil {
 					err = cb.CloseWrite()
 				}
 				if err != nil {
@@ -458,7 +458,7 @@ func TestTLSBackpressureHoldsRecords(t *testing.T) {
 	sent := make(chan transfer, 1)
 	go func() {
 		var res transfer
-		res.sent, res.err = stream(cb, 3, size)
+		res.sent, res.err = sendPattern(cb, 3, size)
 		cb.CloseWrite()
 		sent <- res
 	}()

@@ -150,6 +150,6 @@ func (sc *srvConn) stepDone(err error) {
 	}
 	sc.side.Connected = true
 	c.startExchange()
-	c.budget = runCap
-	c.process()
+	c.w.budget = runCap
+	c.mux.run(c)
 }
