@@ -30,7 +30,7 @@ import (
 //     balance=source too (HAProxy's option redispatch): a server that
 //     refuses connections must not hold its clients.
 //
-// srvAttempt is embedded in its owner (Tunnel, httpConn), whose fields it
+// srvAttempt is embedded in its owner (Tunnel, stream), whose fields it
 // provides (be, server, bs, ss, hash, deadline, attempts, term, wait, w):
 // the owner is the queue's waiter (its methods waiting, granted and
 // refused are these, promoted), and this part finds its owner from there

@@ -77,7 +77,7 @@
 // TestForwardingDoesNotAllocate, TestMoverDoesNotAllocate and
 // BenchmarkForward) or per keep-alive request in steady state
 // (TestHTTPKeepAliveRequestDoesNotAllocate, BenchmarkHTTPKeepAlive;
-// httpConn and srvConn objects are recycled per loop); open listening
+// h1Conn, stream and srvConn objects are recycled per loop); open listening
 // sockets (core/listen does); choose servers itself (core/balance's Picker
 // does); know about configuration documents beyond the values handed in.
 //
