@@ -103,7 +103,10 @@ func (c *Conn) onHeaders(f *http2.HeadersFrame) {
 		c.lastID = id
 		switch {
 		case c.goAway:
-			hb.kind = blockIgnore // RFC 9113 §6.8: past GOAWAY, ignored
+			// RFC 9113 §6.8: past GOAWAY, ignored, and so are its
+			// DATA frames in flight
+			hb.kind = blockIgnore
+			c.remember(id, closedByUs)
 		case len(c.streams) >= int(c.cfg.Settings.MaxConcurrentStreams):
 			hb.kind, hb.refuseCode, hb.glitch = blockRefuse, http2.ErrCodeRefusedStream, true
 		default:

@@ -508,3 +508,19 @@ func TestGoAwayWhileHeaderBlockArrives(t *testing.T) {
 		t.Fatalf("events %q", cl.h.events)
 	}
 }
+
+func TestDataPastGoAwayIgnored(t *testing.T) {
+	cl := newClient(t, Config{})
+	cl.get(1, "/")
+	cl.feed()
+	cl.c.GoAway()
+	cl.post(3, "/")
+	cl.fr.WriteData(3, true, []byte("in flight"))
+	if err := cl.feed(); err != nil {
+		t.Fatal(err)
+	}
+	wantFrames(t, cl.frames(), "GOAWAY 1 NO_ERROR")
+	if cl.c.recvCredit != 9 {
+		t.Fatalf("the ignored DATA's 9 bytes not given back: %d", cl.c.recvCredit)
+	}
+}
