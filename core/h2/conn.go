@@ -229,6 +229,7 @@ type Conn struct {
 	// outgoing header block being built by the encoder
 	eblock []byte
 	lname  []byte // lowercase name scratch
+	status [3]byte
 
 	// peer's settings
 	peerMaxFrame      uint32

@@ -51,7 +51,7 @@ func (c *Conn) encodeField(name, value []byte) {
 }
 
 func (c *Conn) encodeStatus(status int) {
-	var d [3]byte
+	d := &c.status // in the Conn: a local array would escape through the encoder
 	d[0] = byte('0' + status/100)
 	d[1] = byte('0' + status/10%10)
 	d[2] = byte('0' + status%10)
@@ -196,7 +196,9 @@ func (c *Conn) SendTrailers(id uint32, fields []Field) error {
 // When it takes less than len(p) the stream is blocked: WindowOpened
 // says when to offer the rest, SendStalledSince since when it waits. It
 // takes nothing from a stream that is closed, reset or has no response
-// head yet.
+// head yet. What it takes is copied into Output at once: offer what the
+// socket can take (a window may be up to 2 GiB), e.g. only while Output
+// is shorter than a buffer.
 func (c *Conn) SendData(id uint32, p []byte, endStream bool) int {
 	st, err := c.sendable(id)
 	if err != nil || !st.respHead {

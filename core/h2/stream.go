@@ -113,7 +113,9 @@ func (c *Conn) maybeClose(id uint32) {
 // SendStalledSince is when stream id last wanted to send (SendData took
 // less than offered) with no window, zero when it is not stalled: a
 // client that never opens its window must not hold a server connection
-// forever, so the caller times the stream out from this.
+// forever, so the caller times the stream out from this. A window update
+// ends the stall: a client that opens its window a byte at a time is
+// a slow reader, for a send-rate timeout of the caller's.
 func (c *Conn) SendStalledSince(id uint32) time.Time {
 	if st := c.stream(id); st != nil {
 		return st.stalledSince
