@@ -785,16 +785,23 @@ func (c *Conn) onData(id uint32, flags http2.Flags, payload []byte) {
 }
 
 // onClosedStreamFrame answers DATA or HEADERS on a stream that is not in
-// the table: idle (above lastID) is a connection error; one we reset is
-// ignored (RFC 9113 §5.1: frames may still be in flight); others get
-// STREAM_CLOSED; HEADERS reusing an id we no longer remember is PROTOCOL_ERROR.
+// the table (RFC 9113 §5.1): idle (above lastID) is a connection error
+// PROTOCOL_ERROR; one we reset is ignored (frames may still be in
+// flight); one closed by END_STREAM both ways is a connection error
+// STREAM_CLOSED; one the client reset, or one too old to be remembered,
+// gets RST_STREAM STREAM_CLOSED, except HEADERS on an id we no longer
+// remember: PROTOCOL_ERROR, a reused id (§5.1.1).
 func (c *Conn) onClosedStreamFrame(id uint32, headers bool) {
 	if id > c.lastID {
 		c.connError(http2.ErrCodeProtocol, "frame on an idle stream")
 		return
 	}
 	how, ok := c.closedHow(id)
-	if ok && how == closedByUs {
+	switch {
+	case ok && how == closedByUs:
+		return
+	case ok && how == closedNormally:
+		c.connError(http2.ErrCodeStreamClosed, "frame after END_STREAM")
 		return
 	}
 	if !c.glitch("frames on closed streams") {

@@ -47,10 +47,15 @@
 // Idle is any odd id above the last one opened; HEADERS opens (open, or
 // half-closed (remote) with END_STREAM); END_STREAM each way half-closes;
 // both, or RST_STREAM either way, close and forget the stream. The last
-// 32 closed ids are remembered: frames on one we reset are ignored (they
-// may be in flight), on one otherwise closed get RST_STREAM STREAM_CLOSED;
-// HEADERS on an older id is PROTOCOL_ERROR (reuse). Even ids, frames other
-// than HEADERS and PRIORITY on idle streams, PUSH_PROMISE: PROTOCOL_ERROR.
+// 32 closed ids are remembered with how they closed: DATA or HEADERS on
+// one we reset are ignored (they may be in flight), on one closed by
+// END_STREAM both ways are a connection error STREAM_CLOSED, on one the
+// client reset get RST_STREAM STREAM_CLOSED. On an older id, DATA gets
+// RST_STREAM STREAM_CLOSED and HEADERS is PROTOCOL_ERROR (a reused id).
+// DATA or HEADERS on a half-closed (remote) stream: RST_STREAM
+// STREAM_CLOSED. Even ids, frames other than HEADERS and PRIORITY on
+// idle streams, PUSH_PROMISE: PROTOCOL_ERROR. h2spec 2.2.1 passes its 145
+// tests against a Conn (TestH2Spec, when h2spec is installed).
 // PRIORITY and the priority in HEADERS are accepted and ignored (§5.3.2),
 // except a stream depending on itself.
 //

@@ -120,6 +120,9 @@ func (c *Conn) onHeaders(f *http2.HeadersFrame) {
 			return
 		case how == closedByUs:
 			hb.kind = blockIgnore
+		case how == closedNormally:
+			c.connError(http2.ErrCodeStreamClosed, "HEADERS after END_STREAM")
+			return
 		default:
 			hb.kind, hb.refuseCode, hb.glitch = blockRefuse, http2.ErrCodeStreamClosed, true
 		}

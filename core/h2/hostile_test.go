@@ -256,6 +256,14 @@ func TestStreamIDRules(t *testing.T) {
 		cl.frames()
 		cl.get(1, "/")
 		cl.feed()
+		wantConnError(t, cl, http2.ErrCodeStreamClosed)
+	})
+	t.Run("reuse of an id the client reset", func(t *testing.T) {
+		cl := newClient(t, Config{})
+		cl.post(1, "/")
+		cl.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+		cl.get(1, "/")
+		cl.feed()
 		wantFrames(t, cl.frames(), "RST_STREAM 1 STREAM_CLOSED")
 	})
 }
@@ -296,12 +304,12 @@ func TestFramesOnHalfClosedStream(t *testing.T) {
 }
 
 func TestFramesOnClosedStreamsFlood(t *testing.T) {
-	// each DATA on a closed stream costs a RST_STREAM answer (after it,
-	// more frames on that stream are ignored, RFC 9113 §5.1): one per
-	// closed stream, many closed streams
+	// each DATA on a closed stream too old to be remembered costs a
+	// RST_STREAM answer (after it, more frames on that stream are
+	// ignored, RFC 9113 §5.1): one per closed stream, many closed streams
 	cl := newClient(t, Config{})
 	n := uint32(DefaultMaxGlitches + 1)
-	for id := uint32(1); id < 2*n; id += 2 {
+	for id := uint32(1); id < 2*(n+closedRingLen); id += 2 {
 		cl.get(id, "/")
 		cl.feed()
 		cl.c.Respond(id, 200, nil, true)
