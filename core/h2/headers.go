@@ -1,6 +1,8 @@
 package h2
 
 import (
+	"time"
+
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
@@ -29,6 +31,7 @@ type headerBlock struct {
 	selfDep    bool
 	buf        []byte // fragments of a block split over frames
 	conts      int
+	since      time.Time // when a block split over frames began
 
 	listSize    uint32
 	tooLarge    bool // past MaxHeaderListSize or MaxFields: 431
@@ -133,7 +136,19 @@ func (c *Conn) onHeaders(f *http2.HeadersFrame) {
 		return
 	}
 	hb.active = true
+	hb.since = c.cfg.Now()
 	hb.buf = append(hb.buf, frag...)
+}
+
+// HeadersPendingSince is when the header block being read began, zero
+// when none is half read: a client that sends a CONTINUATION now and
+// then holds the whole connection (no other frame may come between),
+// so the caller bounds it as it bounds a request head's arrival.
+func (c *Conn) HeadersPendingSince() time.Time {
+	if !c.hb.active {
+		return time.Time{}
+	}
+	return c.hb.since
 }
 
 func (c *Conn) onContinuation(f *http2.ContinuationFrame) {

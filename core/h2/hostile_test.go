@@ -532,3 +532,25 @@ func TestDataPastGoAwayIgnored(t *testing.T) {
 		t.Fatalf("the ignored DATA's 9 bytes not given back: %d", cl.c.recvCredit)
 	}
 }
+
+func TestSlowContinuation(t *testing.T) {
+	// a header block trickled in: the caller sees since when it waits
+	cl := newClient(t, Config{})
+	blk := cl.block(base...)
+	start := cl.now
+	cl.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk[:1], EndStream: true})
+	cl.feed()
+	for i := 1; i < len(blk)-1; i++ {
+		cl.now = cl.now.Add(10 * time.Second)
+		cl.fr.WriteContinuation(1, false, blk[i:i+1])
+		cl.feed()
+	}
+	if got := cl.c.HeadersPendingSince(); !got.Equal(start) {
+		t.Fatalf("pending since %v, want %v", got, start)
+	}
+	cl.fr.WriteContinuation(1, true, blk[len(blk)-1:])
+	cl.feed()
+	if !cl.c.HeadersPendingSince().IsZero() || cl.h.reqs[1] == nil {
+		t.Fatalf("block not finished: %q", cl.h.events)
+	}
+}
