@@ -37,6 +37,29 @@ type HTTPFront struct {
 	RequestTimeout   time.Duration // a request head must be complete within (408)
 	KeepAliveTimeout time.Duration // idle client connection between requests
 	ClientTimeout    time.Duration // client inactivity during an exchange
+
+	// Versions are the HTTP versions the frontend's binds speak
+	// (HTTPVersion1 | HTTPVersion2; 0 means HTTP/1.1 only): HTTP/2 by
+	// ALPN "h2" on TLS binds and by prior knowledge on clear ones.
+	Versions uint8
+	// H2 are the SETTINGS of the frontend's HTTP/2 connections (zero
+	// fields: core/h2's defaults).
+	H2 H2Settings
+}
+
+// HTTP versions of HTTPFront.Versions.
+const (
+	HTTPVersion1 uint8 = 1 << iota
+	HTTPVersion2
+)
+
+// H2Settings are the HTTP/2 settings a frontend advertises
+// (http.h2 in the configuration).
+type H2Settings struct {
+	MaxConcurrentStreams uint32
+	InitialWindowSize    uint32
+	MaxFrameSize         uint32
+	MaxHeaderListSize    uint32
 }
 
 // Route sends matching requests to Backend. Empty fields match anything.
