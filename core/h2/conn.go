@@ -255,6 +255,7 @@ type Conn struct {
 	glitches    int
 	glitchStart time.Time
 	queuedCtrl  int
+	ctrlMark    int // end of the last control frame in out
 }
 
 // NewConn returns a connection that has queued its SETTINGS (and the
@@ -353,10 +354,14 @@ func (c *Conn) Output() []byte { return c.out[c.outOff:] }
 // Drained says the first n bytes of Output were written.
 func (c *Conn) Drained(n int) {
 	c.outOff += n
+	if c.outOff >= c.ctrlMark {
+		// every control frame queued so far is written
+		c.queuedCtrl = 0
+	}
 	if c.outOff >= len(c.out) {
 		c.out = c.out[:0]
 		c.outOff = 0
-		c.queuedCtrl = 0
+		c.ctrlMark = 0
 	}
 }
 
@@ -488,7 +493,10 @@ func (c *Conn) glitch(what string) bool {
 	return true
 }
 
-// control counts one queued control frame (an ACK or a RST_STREAM).
+// control counts one queued control frame (an ACK or a RST_STREAM); the
+// count goes back to 0 once Output is drained past the last one
+// (ctrlMark), so a long download always queued behind does not add up
+// the pings of its whole life.
 func (c *Conn) control() bool {
 	c.queuedCtrl++
 	if c.queuedCtrl > c.cfg.Limits.MaxQueuedControl {
@@ -573,6 +581,7 @@ func (c *Conn) frame(f []byte) {
 		}
 		if c.control() {
 			_ = c.fr.WritePing(true, fr.Data)
+			c.ctrlMark = len(c.out)
 		}
 	case *http2.GoAwayFrame:
 		c.peerGoAway = true
@@ -634,6 +643,7 @@ func (c *Conn) onSettings(f *http2.SettingsFrame) {
 	}
 	if c.control() {
 		_ = c.fr.WriteSettingsAck()
+		c.ctrlMark = len(c.out)
 	}
 }
 
@@ -874,6 +884,7 @@ func (c *Conn) sendRST(id uint32, code http2.ErrCode) bool {
 		return false
 	}
 	_ = c.framer().WriteRSTStream(id, code)
+	c.ctrlMark = len(c.out)
 	if st := c.stream(id); st != nil {
 		c.remove(st, closedByUs)
 	} else {

@@ -238,6 +238,7 @@ func (c *Conn) refuse431(id uint32, endStream bool) {
 			return
 		}
 		_ = c.framer().WriteRSTStream(id, http2.ErrCodeNo)
+		c.ctrlMark = len(c.out)
 	}
 	c.remember(id, closedByUs)
 }

@@ -554,3 +554,25 @@ func TestSlowContinuation(t *testing.T) {
 		t.Fatalf("block not finished: %q", cl.h.events)
 	}
 }
+
+func TestPingsDuringLongDownload(t *testing.T) {
+	// Output never empties (a download always queued behind), but the
+	// ACKs are written as they come: they never add up to a flood
+	cl := newClient(t, Config{}, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
+	cl.fr.WriteWindowUpdate(0, 1<<30)
+	cl.get(1, "/")
+	cl.feed()
+	cl.c.Respond(1, 200, nil, false)
+	chunk := make([]byte, 1000)
+	for i := 0; i < 3*DefaultMaxQueuedControl; i++ {
+		cl.fr.WritePing(false, [8]byte{byte(i)})
+		data := cl.in.Bytes()
+		if n, err := cl.c.Feed(data); err != nil || n != len(data) {
+			t.Fatalf("ping %d: %v", i, err)
+		}
+		cl.in.Reset()
+		cl.c.SendData(1, chunk, false)
+		// write all but the last 100 bytes, as a socket would
+		cl.c.Drained(len(cl.c.Output()) - 100)
+	}
+}
