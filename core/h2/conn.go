@@ -160,6 +160,9 @@ type Handler interface {
 	Headers(id uint32, req *Request, endStream bool)
 	// Data delivers request body bytes (possibly none when endStream).
 	// The client's window shrinks by len(p) until Consumed gives it back.
+	// After the response ended (END_STREAM sent) the body may still come:
+	// consume it (dropped), or ResetStream(id, ErrCodeNo) to stop it
+	// (RFC 9113 §8.1).
 	Data(id uint32, p []byte, endStream bool)
 	// Trailers ends the request body with trailer fields (no pseudo-
 	// header fields, names lowercase, validated as request fields).
@@ -412,7 +415,8 @@ func (c *Conn) ReleaseBuffers() {
 // (keep the unconsumed bytes at the start of the next p). A frame longer
 // than our SETTINGS_MAX_FRAME_SIZE is refused as soon as its header is in.
 // On a connection error Feed queues GOAWAY and returns an *Error: drain
-// Output, then close.
+// Output, then close. No Handler call follows a connection error: the
+// caller ends every stream it holds.
 func (c *Conn) Feed(p []byte) (int, error) {
 	if c.err != nil {
 		return 0, c.err

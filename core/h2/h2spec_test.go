@@ -122,7 +122,11 @@ func TestH2Spec(t *testing.T) {
 		}
 	}()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	cmd := exec.Command(bin, "-h", "127.0.0.1", "-p", port, "-o", "3")
+	args := []string{"-h", "127.0.0.1", "-p", port, "-o", "3"}
+	if strings.Contains(os.Getenv("H2SPEC_FLAGS"), "strict") {
+		args = append(args, "--strict")
+	}
+	cmd := exec.Command(bin, args...)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,11 +26,13 @@ type echoHandler struct {
 	pending    map[uint32][]byte
 	ended      map[uint32]bool
 	big        map[uint32]int
+	grpc       map[uint32]bool
 	maxPending int
+	resets     atomic.Int32 // read by the test goroutine
 }
 
 func newEchoHandler() *echoHandler {
-	return &echoHandler{pending: map[uint32][]byte{}, ended: map[uint32]bool{}, big: map[uint32]int{}}
+	return &echoHandler{pending: map[uint32][]byte{}, ended: map[uint32]bool{}, big: map[uint32]int{}, grpc: map[uint32]bool{}}
 }
 
 var bigChunk = bytes.Repeat([]byte("0123456789abcdef"), 1024)
@@ -40,6 +43,13 @@ func (h *echoHandler) Headers(id uint32, r *Request, end bool) {
 		h.c.Respond(id, 200, []Field{{[]byte("Content-Length"), []byte(n)}}, false)
 		h.big[id] = size
 		h.flushBig(id)
+		return
+	}
+	if strings.HasPrefix(r.Path, "/echo.") {
+		// gRPC: the messages echoed as they come, then grpc-status in
+		// trailers
+		h.grpc[id] = true
+		h.c.Respond(id, 200, []Field{{[]byte("content-type"), []byte("application/grpc")}}, false)
 		return
 	}
 	h.c.Respond(id, 200, []Field{{[]byte("X-Method"), []byte(r.Method)}}, end)
@@ -59,12 +69,16 @@ func (h *echoHandler) flushBig(id uint32) {
 
 func (h *echoHandler) flush(id uint32) {
 	p := h.pending[id]
-	n := h.c.SendData(id, p, h.ended[id])
+	n := h.c.SendData(id, p, h.ended[id] && !h.grpc[id])
 	h.c.Consumed(id, n)
 	h.pending[id] = p[n:]
 	if n == len(p) && h.ended[id] {
+		if h.grpc[id] {
+			h.c.SendTrailers(id, []Field{{[]byte("grpc-status"), []byte("0")}})
+		}
 		delete(h.pending, id)
 		delete(h.ended, id)
+		delete(h.grpc, id)
 	}
 }
 
@@ -84,6 +98,8 @@ func (h *echoHandler) Reset(id uint32, code http2.ErrCode) {
 	delete(h.pending, id)
 	delete(h.ended, id)
 	delete(h.big, id)
+	delete(h.grpc, id)
+	h.resets.Add(1)
 }
 
 func (h *echoHandler) WindowOpened(id uint32) {
