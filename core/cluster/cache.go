@@ -134,6 +134,9 @@ func (s *EtcdStorage) readCache() (*config.Config, string, error) {
 	if err := config.DecodeBytes(cf.Config, &c); err != nil {
 		return nil, path, fmt.Errorf("the node's copy %s is damaged: %v", path, err)
 	}
+	if err := c.Migrate(); err != nil {
+		return nil, path, fmt.Errorf("the node's copy %s: %v", path, err)
+	}
 	c.Normalize()
 	if err := config.Validate(&c, config.Env{}); err != nil {
 		return nil, path, fmt.Errorf("the node's copy %s is not valid: %v", path, err)

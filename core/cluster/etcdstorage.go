@@ -502,6 +502,9 @@ func decodeRevision(v []byte, validate bool) (config.RevisionInfo, *config.Confi
 		// %v: a DecodeError is about a request body; this is the store's.
 		return info, nil, fmt.Errorf("damaged revision: %v", err)
 	}
+	if err := c.Migrate(); err != nil {
+		return info, nil, err
+	}
 	c.Normalize()
 	if validate {
 		if err := config.Validate(&c, config.Env{}); err != nil {

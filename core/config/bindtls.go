@@ -92,7 +92,7 @@ func (v *validation) bindTLS(bp string, f *Frontend, t *BindTLS) {
 		v.p.add(tp, CodeModeMismatch, "this tcp frontend routes on SNI, which forwards TLS without terminating it; a bind with tls cannot be on it")
 	}
 	v.bindTLSCertificates(tp, t.Certificates)
-	v.bindTLSALPN(tp, f.Mode, t.ALPN)
+	v.bindTLSALPN(tp, f, t.ALPN)
 	seen := map[string]int{}
 	for k, name := range t.Ciphers {
 		cp := tp + "/ciphers/" + strconv.Itoa(k)
@@ -152,7 +152,10 @@ func (v *validation) bindTLSCertificates(tp string, names []string) {
 	}
 }
 
-func (v *validation) bindTLSALPN(tp, mode string, protos []string) {
+// bindTLSALPN checks a bind's alpn: in http mode a protocol of a version
+// the frontend speaks (h2 for "2", http/1.1 and http/1.0 for "1.1").
+func (v *validation) bindTLSALPN(tp string, f *Frontend, protos []string) {
+	mode := f.Mode
 	if len(protos) > MaxALPNProtocols {
 		v.p.addf(tp+"/alpn", CodeOutOfRange, "alpn lists at most %d protocols", MaxALPNProtocols)
 		return
@@ -163,10 +166,12 @@ func (v *validation) bindTLSALPN(tp, mode string, protos []string) {
 		switch {
 		case len(proto) == 0 || len(proto) > 255:
 			v.p.add(ap, CodeOutOfRange, "an ALPN protocol name is 1 to 255 bytes (RFC 7301)")
-		case mode == ModeHTTP && proto == "h2":
-			v.p.add(ap, CodeInvalid, "HTTP/2 is not supported yet: an http frontend speaks http/1.1 only")
-		case mode == ModeHTTP && proto != "http/1.1" && proto != "http/1.0":
-			v.p.addf(ap, CodeOneOf, "an http frontend speaks http/1.1 or http/1.0, not %q (any protocol may be offered in mode tcp)", truncateString(proto, 80))
+		case mode == ModeHTTP && proto != ALPNH2 && proto != ALPNHTTP11 && proto != ALPNHTTP10:
+			v.p.addf(ap, CodeOneOf, "an http frontend speaks h2, http/1.1 or http/1.0, not %q (any protocol may be offered in mode tcp)", truncateString(proto, 80))
+		case mode == ModeHTTP && proto == ALPNH2 && !f.HTTP.SpeaksHTTP(HTTPVersion2):
+			v.p.add(ap, CodeInvalid, `alpn offers h2 but the frontend's http.versions does not list "2"`)
+		case mode == ModeHTTP && proto != ALPNH2 && !f.HTTP.SpeaksHTTP(HTTPVersion11):
+			v.p.addf(ap, CodeInvalid, `alpn offers %s but the frontend's http.versions does not list "1.1"`, proto)
 		default:
 			if first, dup := seen[proto]; dup {
 				v.p.addf(ap, CodeDuplicate, "protocol %q is already listed at %s/alpn/%d", truncateString(proto, 80), tp, first)

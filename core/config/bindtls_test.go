@@ -51,8 +51,17 @@ func TestValidateBindTLS(t *testing.T) {
 		{name: "min_version 1.3 passes", mutate: func(c *Config) { tls0(c).MinVersion = "1.3" }},
 		{name: "min_version unknown", mutate: func(c *Config) { tls0(c).MinVersion = "1.4" },
 			want: []want{{p0 + "/min_version", CodeOneOf}}},
-		{name: "h2 refused in http mode", mutate: func(c *Config) { tls0(c).ALPN = []string{"h2", "http/1.1"} },
-			want: []want{{p0 + "/alpn/0", CodeInvalid}}},
+		{name: "h2 passes in http mode", mutate: func(c *Config) { tls0(c).ALPN = []string{"h2", "http/1.1"} }},
+		{name: "h2 refused when http.versions lacks 2", mutate: func(c *Config) {
+			tls0(c).ALPN = []string{"h2", "http/1.1"}
+			c.Frontends[0].HTTP.Versions = []string{"1.1"}
+		}, want: []want{{p0 + "/alpn/0", CodeInvalid}}},
+		{name: "http/1.x refused when http.versions lacks 1.1", mutate: func(c *Config) {
+			tls0(c).ALPN = []string{"h2", "http/1.1", "http/1.0"}
+			c.Frontends[0].HTTP.Versions = []string{"2"}
+		}, want: []want{{p0 + "/alpn/1", CodeInvalid}, {p0 + "/alpn/2", CodeInvalid}}},
+		{name: "h2 listed twice", mutate: func(c *Config) { tls0(c).ALPN = []string{"h2", "h2"} },
+			want: []want{{p0 + "/alpn/1", CodeDuplicate}}},
 		{name: "other protocol refused in http mode", mutate: func(c *Config) { tls0(c).ALPN = []string{"http/1.1", "spdy/3"} },
 			want: []want{{p0 + "/alpn/1", CodeOneOf}}},
 		{name: "http/1.0 passes in http mode", mutate: func(c *Config) { tls0(c).ALPN = []string{"http/1.1", "http/1.0"} }},
@@ -159,7 +168,10 @@ func TestNormalizeBindTLS(t *testing.T) {
 		t.Error("a plain bind got a tls member")
 	}
 	def := web[1].TLS
-	if def.MinVersion != "1.2" || !slices.Equal(def.ALPN, []string{"http/1.1"}) || !slices.Equal(def.Ciphers, DefaultCiphers()) ||
+	// alpn stays unset: the list offered is derived from http.versions
+	// when the bind is applied (OfferedALPN), so a stored list is one a
+	// client set.
+	if def.MinVersion != "1.2" || def.ALPN != nil || !slices.Equal(def.Ciphers, DefaultCiphers()) ||
 		def.ClientAuth != "" || def.ClientCertHeaderPrefix != "" {
 		t.Errorf("http tls defaults: %+v", def)
 	}

@@ -50,11 +50,20 @@ const (
 	DefaultClientCertHeaderPrefix = "X-Client-Cert-"
 )
 
-// DefaultHTTPALPN is the ALPN list of a TLS bind of an http frontend: only
-// HTTP/1.1 until HTTP/2 exists (a client offering h2 and http/1.1 gets
-// http/1.1; one offering only h2 fails the handshake instead of receiving
-// HTTP/1.1 it cannot read).
-func DefaultHTTPALPN() []string { return []string{"http/1.1"} }
+// HTTP/2 settings of an http frontend (http.h2), advertised in its
+// SETTINGS frame.
+const (
+	DefaultH2MaxConcurrentStreams = 100   // HAProxy's tune.h2.max-concurrent-streams (nginx: 128): a browser's parallel requests of a page fit, and one client connection holds at most 100 server connections (each stream goes over its own HTTP/1.1 one)
+	DefaultH2InitialWindowSize    = 65535 // the RFC's: a stream holds at most 64 KiB of request body not yet forwarded, and clients that never send SETTINGS agree with it
+	DefaultH2MaxFrameSize         = 16384 // the RFC's minimum, which every peer must accept: a DATA frame's payload fits one 16 KiB buffer
+	DefaultH2MaxHeaderListSize    = 16384 // the default bufsize: a request is forwarded as an HTTP/1.1 head that must fit one buffer, so a larger list could not be forwarded anyway
+)
+
+// DefaultHTTPVersions are the versions an http frontend speaks when
+// http.versions is not set: both, on clear binds (h2c by prior knowledge)
+// and TLS binds (ALPN) alike. A client that does not ask for HTTP/2 gets
+// HTTP/1.1, so offering it costs nothing to older clients.
+func DefaultHTTPVersions() []string { return []string{HTTPVersion11, HTTPVersion2} }
 
 // DefaultCiphers are the TLS 1.0-1.2 suites of a TLS bind: ECDHE key
 // exchange (forward secrecy) with AEAD ciphers only, for ECDSA and RSA
@@ -102,6 +111,7 @@ func (c *Config) Normalize() {
 		c.Backends[i].Normalize()
 	}
 	c.Tuning.Normalize()
+	c.Schema = SchemaVersion
 	if c.CPUMap.Mode == "" {
 		c.CPUMap.Mode = CPUMapNone
 	}
@@ -147,11 +157,22 @@ func (f *Frontend) Normalize() {
 			f.HTTP = &FrontendHTTPOpts{}
 		}
 	}
-	if o := f.HTTP; o != nil && o.XForwardedFor == nil {
-		// Each member its own default: never "on only when the whole
-		// object is absent", which turned it off for {"max_body_size":100}.
-		on := true
-		o.XForwardedFor = &on
+	if o := f.HTTP; o != nil {
+		if o.XForwardedFor == nil {
+			// Each member its own default: never "on only when the whole
+			// object is absent", which turned it off for {"max_body_size":100}.
+			on := true
+			o.XForwardedFor = &on
+		}
+		// nil only: an empty list is a client's mistake, which Validate
+		// reports rather than replaces.
+		if o.Versions == nil {
+			o.Versions = DefaultHTTPVersions()
+		}
+		def(&o.H2.MaxConcurrentStreams, DefaultH2MaxConcurrentStreams)
+		def(&o.H2.InitialWindowSize, DefaultH2InitialWindowSize)
+		def(&o.H2.MaxFrameSize, DefaultH2MaxFrameSize)
+		def(&o.H2.MaxHeaderListSize, DefaultH2MaxHeaderListSize)
 	}
 }
 
@@ -166,9 +187,9 @@ func (t *BindTLS) normalize(mode string) {
 	if len(t.Ciphers) == 0 {
 		t.Ciphers = DefaultCiphers()
 	}
-	if len(t.ALPN) == 0 && mode == ModeHTTP {
-		t.ALPN = DefaultHTTPALPN()
-	}
+	// alpn is not filled: on an http frontend an unset list is derived
+	// from http.versions when the bind is applied (OfferedALPN), so that
+	// a stored list is always one a client set.
 	if t.ClientCA != "" {
 		if t.ClientAuth == "" {
 			t.ClientAuth = ClientAuthRequired
@@ -315,6 +336,7 @@ func (f *Frontend) clone() Frontend {
 			v := *h.XForwardedFor
 			h.XForwardedFor = &v
 		}
+		h.Versions = cloneStrings(f.HTTP.Versions)
 		out.HTTP = &h
 	}
 	return out

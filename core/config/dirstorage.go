@@ -104,7 +104,7 @@ func NewDirStorage(dir string, log *slog.Logger) (*DirStorage, error) {
 	data, err := readFileNoFollow(path)
 	switch {
 	case err == nil:
-		c, lerr := loadConfig(data)
+		c, lerr := loadConfig(data, true)
 		if lerr != nil {
 			return nil, d.corrupt(path, lerr)
 		}
@@ -151,7 +151,7 @@ func (d *DirStorage) Load(context.Context) (*Config, RevisionInfo, error) {
 		if err != nil {
 			return nil, RevisionInfo{}, fmt.Errorf("config store: read %s: %w", d.configPath(), err)
 		}
-		if c, err = loadConfig(data); err != nil {
+		if c, err = loadConfig(data, true); err != nil {
 			return nil, RevisionInfo{}, d.corrupt(d.configPath(), err)
 		}
 		d.loaded = c
@@ -701,6 +701,9 @@ func readRevision(path string) (*revisionFile, error) {
 	}
 	if g, _ := parseRevisionName(filepath.Base(path)); g != r.Generation || r.Config.Generation != r.Generation {
 		return nil, fmt.Errorf("%s: holds generation %d, config generation %d", path, r.Generation, r.Config.Generation)
+	}
+	if err := r.Config.Migrate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	r.Config.Normalize()
 	return &r, nil

@@ -35,6 +35,22 @@
 // fields a client clears to zero) take the new defaults. Fields added by a
 // later version are filled when an older document is loaded.
 //
+// # Schema and migrations
+//
+// A document carries its format version, schema (SchemaVersion, set by
+// Normalize). When a change of meaning cannot be expressed as a default
+// of a new field (a stored value that used to be a default and must now be
+// told from a client's), SchemaVersion grows and Migrate gets a step that
+// rewrites documents of the older schema; every loader of stored documents
+// (config.json and the revisions here, core/cluster's etcd
+// revisions and node copy) calls Migrate between decoding and Normalize.
+// Documents clients send (PUT /config, the bootstrap file, spliced
+// validate) are in the current format and are not migrated. Steps are
+// listed at SchemaVersion (migrate.go); the first: schema 0 → 1 drops the
+// alpn ["http/1.1"] that Normalize used to store on TLS binds of http
+// frontends, so that their list is derived from http.versions
+// (OfferedALPN).
+//
 // # Decoding
 //
 // Decode accepts exactly one JSON value of valid UTF-8, nested at most
@@ -95,8 +111,9 @@
 //     numbers in pins are unique; irq.nics are interface names.
 //   - A bind's tls (bindtls.go): certificates names 1+ existing
 //     certificates, each once; alpn entries are 1-255 bytes, unique, at most
-//     16, and in http mode http/1.1 or http/1.0 ("h2": HTTP/2 is not
-//     supported yet); min_version is 1.0-1.3; ciphers are TLS 1.0-1.2
+//     16, and in http mode h2, http/1.1 or http/1.0, each of a version the
+//     frontend's http.versions lists (h2 needs "2", http/1.x "1.1");
+//     min_version is 1.0-1.3; ciphers are TLS 1.0-1.2
 //     suites as Go names them (TLS 1.3 suites are not configurable), and
 //     a min_version below 1.2 needs one usable at that version;
 //     client_ca is at most 64 KiB of PEM CERTIFICATE blocks that parse;
@@ -104,6 +121,10 @@
 //     HTTP token, http mode only) need client_ca. A tcp frontend with SNI
 //     routes forwards TLS untouched and cannot have a tls bind.
 //   - tuning.tls.ticket_rotation_ms is 1 min to 1 week.
+//   - A frontend's http.versions (httpversions.go) lists "1.1" and "2",
+//     each once, at least one; http.h2's max_concurrent_streams is
+//     1-1000, initial_window_size 1024 to 2^31-1, max_frame_size 16384
+//     to 2^24-1, max_header_list_size 1024 to 1 MiB.
 //   - nodes: names as above; in each section, nbthread is 0-1024 and
 //     cpu_map and irq follow the rules of the document's, for the values
 //     that node runs (its section over the document's: bind and cpu_map

@@ -61,12 +61,17 @@ const (
 type Config struct {
 	// Generation increases by one on every accepted write. It is set by the
 	// store, never by clients (a client-supplied value is ignored).
-	Generation int64      `json:"generation"`
-	Frontends  []Frontend `json:"frontends" validate:"dive"`
-	Backends   []Backend  `json:"backends" validate:"dive"`
-	Tuning     Tuning     `json:"tuning"`
-	CPUMap     CPUMap     `json:"cpu_map"`
-	IRQ        IRQ        `json:"irq"`
+	Generation int64 `json:"generation"`
+	// Schema is the version of the document's format (SchemaVersion).
+	// Normalize sets it; a client-supplied value is ignored. A stored
+	// document of an older schema is migrated when it is loaded
+	// (Migrate, migrate.go).
+	Schema    int        `json:"schema" example:"1"`
+	Frontends []Frontend `json:"frontends" validate:"dive"`
+	Backends  []Backend  `json:"backends" validate:"dive"`
+	Tuning    Tuning     `json:"tuning"`
+	CPUMap    CPUMap     `json:"cpu_map"`
+	IRQ       IRQ        `json:"irq"`
 	// Certificates are the TLS certificates' metadata (certs.go); their
 	// chains and keys are files of the state directory, never in here.
 	Certificates []Certificate `json:"certificates" validate:"dive"`
@@ -133,6 +138,42 @@ type FrontendHTTPOpts struct {
 	Via             bool  `json:"via"`
 	// MaxBodySize bounds request bodies in bytes (413 beyond); 0 = unlimited.
 	MaxBodySize int64 `json:"max_body_size" validate:"gte=0"`
+	// Versions are the HTTP versions the frontend's binds speak, "1.1"
+	// and "2" (default both, on clear and TLS binds alike): HTTP/2 by
+	// ALPN "h2" on TLS binds, by prior knowledge (h2c) on clear ones. On
+	// a TLS bind whose tls.alpn is not set the ALPN list offered is
+	// derived from them, h2 first (see OfferedALPN).
+	Versions []string `json:"versions" enums:"1.1,2" example:"1.1,2"`
+	// H2 are the HTTP/2 settings advertised to clients (SETTINGS frame).
+	H2 FrontendH2 `json:"h2"`
+}
+
+// HTTP versions of FrontendHTTPOpts.Versions.
+const (
+	HTTPVersion11 = "1.1"
+	HTTPVersion2  = "2"
+)
+
+// FrontendH2 are the HTTP/2 settings of an http frontend, sent in its
+// SETTINGS frame (RFC 9113 §6.5.2); a member absent or 0 takes its
+// default. A change applies to connections accepted after it.
+type FrontendH2 struct {
+	// MaxConcurrentStreams bounds the streams a client may have open at
+	// once on one connection (default 100, 1-1000). Each stream is a
+	// request forwarded over its own HTTP/1.1 server connection, so this
+	// bounds the server connections one client connection can hold.
+	MaxConcurrentStreams int `json:"max_concurrent_streams" validate:"gte=1,lte=1000" example:"100"`
+	// InitialWindowSize is each stream's flow-control window in bytes:
+	// the request body a stream may send ahead of what was forwarded
+	// (default 65535, the RFC's; 1024 to 2^31-1).
+	InitialWindowSize int `json:"initial_window_size" validate:"gte=1024,lte=2147483647" example:"65535"`
+	// MaxFrameSize is the largest frame payload accepted in bytes
+	// (default and minimum 16384, at most 16777215: RFC 9113 §6.5.2).
+	MaxFrameSize int `json:"max_frame_size" validate:"gte=16384,lte=16777215" example:"16384"`
+	// MaxHeaderListSize bounds a request's header list in bytes as RFC
+	// 9113 §6.5.2 counts it (names, values and 32 bytes per field;
+	// default 16384, 1024 to 1048576). 431 beyond.
+	MaxHeaderListSize int `json:"max_header_list_size" validate:"gte=1024,lte=1048576" example:"16384"`
 }
 
 // ForwardFor reports whether X-Forwarded-For is appended: its default
@@ -175,8 +216,8 @@ const (
 
 // BindTLS is the TLS termination of a bind (core/tlsconf builds the
 // crypto/tls configuration from it). Normalize fills min_version, ciphers,
-// alpn (http frontends), client_auth and client_cert_header_prefix (with
-// client_ca).
+// client_auth and client_cert_header_prefix (with client_ca); not alpn,
+// so that a stored alpn is always one a client set.
 type BindTLS struct {
 	// Certificates names entries of /certificates. The certificate served
 	// is chosen by the client's SNI: a SAN equal to it (case-insensitive),
@@ -184,10 +225,12 @@ type BindTLS struct {
 	// several matching one name (an ECDSA and an RSA one), the first the
 	// client supports.
 	Certificates []string `json:"certificates" example:"site"`
-	// ALPN lists the protocols offered, in preference order (default
-	// ["http/1.1"] on http frontends, none on tcp ones, where any token is
-	// accepted). "h2" is refused in http mode: HTTP/2 is not supported yet.
-	ALPN []string `json:"alpn,omitempty" example:"http/1.1"`
+	// ALPN lists the protocols offered, in preference order. Unset on an
+	// http frontend: derived from its http.versions when the bind is
+	// applied (h2 first, then http/1.1: OfferedALPN); set, it wins, and
+	// each entry (h2, http/1.1, http/1.0) must be of a version the
+	// frontend speaks. On a tcp frontend any token; unset, none.
+	ALPN []string `json:"alpn,omitempty" example:"h2,http/1.1"`
 	// MinVersion is the oldest protocol version accepted: "1.0", "1.1",
 	// "1.2" (default) or "1.3". The newest is always TLS 1.3.
 	MinVersion string `json:"min_version" validate:"omitempty,oneof=1.0 1.1 1.2 1.3" example:"1.2"`

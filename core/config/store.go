@@ -174,7 +174,7 @@ func (s *Store) bootstrap(ctx context.Context, path, node string) (*Config, erro
 	if err != nil {
 		return nil, fmt.Errorf("config store: bootstrap: %w", err)
 	}
-	c, err := loadConfig(b)
+	c, err := loadConfig(b, false)
 	if err != nil {
 		return nil, fmt.Errorf("config store: bootstrap %s: %w", path, err)
 	}
@@ -199,12 +199,19 @@ func (s *Store) bootstrap(ctx context.Context, path, node string) (*Config, erro
 	return won, nil
 }
 
-// loadConfig decodes, normalizes and validates a persisted document. Env is
-// empty: CPU ids of another machine are the pin code's concern.
-func loadConfig(data []byte) (*Config, error) {
+// loadConfig decodes, normalizes and validates a document: a stored one
+// (config.json) is migrated first (Migrate), a bootstrap file, written by
+// an operator for this version, is not. Env is empty: CPU ids of another
+// machine are the pin code's concern.
+func loadConfig(data []byte, stored bool) (*Config, error) {
 	var c Config
 	if err := DecodeBytes(data, &c); err != nil {
 		return nil, err
+	}
+	if stored {
+		if err := c.Migrate(); err != nil {
+			return nil, err
+		}
 	}
 	c.Normalize()
 	if err := Validate(&c, Env{}); err != nil {

@@ -425,6 +425,9 @@ func (v *validation) frontends() {
 		if f.DefaultBackend != "" {
 			v.backendRef(fp+"/default_backend", f.Mode, f.DefaultBackend)
 		}
+		if f.HTTP != nil {
+			v.httpOpts(fp, f.HTTP)
+		}
 		snis := map[string]string{}
 		for j := range f.Routes {
 			rp := fp + "/routes/" + strconv.Itoa(j)

@@ -57,6 +57,9 @@ type Engine struct {
 	resolve func(string) (netip.Addr, error)
 	certs   *tlsconf.Certs
 	keys    *tlsconf.TicketKeys
+	// h2 is proxy.HTTP2Supported, which config.OfferedALPN is given: a
+	// field so that the tests of the ALPN a bind offers force both values.
+	h2 bool
 
 	mu       sync.Mutex // serialises Apply and Close
 	loops    []*loop.Loop
@@ -133,6 +136,7 @@ func New(o Options) (*Engine, error) {
 		resolve:  o.Resolve,
 		certs:    o.Certs,
 		keys:     o.TicketKeys,
+		h2:       proxy.HTTP2Supported,
 		binds:    map[bindID]*bindRT{},
 		fronts:   map[string]*feRT{},
 		backends: map[string]*beRT{},
@@ -689,6 +693,8 @@ func (e *Engine) tlsFronts(snap *config.Config, fronts map[string]*proxy.Fronten
 			if err != nil {
 				return nil, fail(err)
 			}
+			// An http bind without alpn offers what http.versions says.
+			tc.NextProtos = config.OfferedALPN(cf, cb.TLS, e.h2)
 			f := *fronts[cf.Name]
 			f.TLS = tc
 			f.HandshakeTimeout = time.Duration(cf.Timeouts.HandshakeMs) * time.Millisecond
@@ -728,7 +734,14 @@ func httpFront(cf *config.Frontend, def *proxy.Backend, bes map[string]*beRT) *p
 	}
 	if o := cf.HTTP; o != nil {
 		h.XForwardedFor, h.XForwardedProto, h.Via, h.MaxBody = o.ForwardFor(), o.XForwardedProto, o.Via, o.MaxBodySize
+		h.H2 = proxy.H2Settings{
+			MaxConcurrentStreams: uint32(o.H2.MaxConcurrentStreams),
+			InitialWindowSize:    uint32(o.H2.InitialWindowSize),
+			MaxFrameSize:         uint32(o.H2.MaxFrameSize),
+			MaxHeaderListSize:    uint32(o.H2.MaxHeaderListSize),
+		}
 	}
+	h.Versions = httpVersions(cf.HTTP)
 	for _, r := range cf.Routes {
 		var be *proxy.Backend
 		if b := bes[r.Backend]; b != nil {
@@ -737,6 +750,19 @@ func httpFront(cf *config.Frontend, def *proxy.Backend, bes map[string]*beRT) *p
 		h.Routes = append(h.Routes, proxy.NewRoute(r.Host, r.PathPrefix, r.Method, be))
 	}
 	return h
+}
+
+// httpVersions is the bit set of the versions o lists (the defaults
+// when o is nil, as Normalize fills them).
+func httpVersions(o *config.FrontendHTTPOpts) uint8 {
+	var v uint8
+	if o.SpeaksHTTP(config.HTTPVersion11) {
+		v |= proxy.HTTPVersion1
+	}
+	if o.SpeaksHTTP(config.HTTPVersion2) {
+		v |= proxy.HTTPVersion2
+	}
+	return v
 }
 
 // release is a frontend's OnClose: the connection gives back the slots its

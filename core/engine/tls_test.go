@@ -7,11 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/proxy"
 	"github.com/spliced-proxy/spliced/core/tlsconf"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
@@ -125,4 +127,92 @@ func hash64(s string) string {
 	h := []byte("0000000000000000000000000000000000000000000000000000000000000000")
 	copy(h[64-len(s):], s)
 	return string(h)
+}
+
+// TestTLSBindALPNFollowsHTTPVersions: the ALPN list a TLS bind of an http
+// frontend offers (its *tls.Config's NextProtos, and what a client
+// offering h2 and http/1.1 negotiates) for each combination of
+// http.versions and a set alpn, with the data plane speaking HTTP/2 or
+// not (proxy.HTTP2Supported, forced both ways through Engine.h2): never h2
+// without it; derived from the versions, h2 first, when alpn is unset;
+// the bind's alpn when set. A change of http.versions alone reaches the
+// bind at the next Apply (connections accepted after it).
+func TestTLSBindALPNFollowsHTTPVersions(t *testing.T) {
+	cert := testutil.NewCert(t, testutil.CertSpec{Names: []string{"a.test"}})
+	srv := greeter(t, "hi")
+	binds := []struct {
+		versions []string
+		alpn     []string
+		want     [2][]string // offered without, with HTTP/2
+	}{
+		{[]string{"1.1", "2"}, nil, [2][]string{{"http/1.1"}, {"h2", "http/1.1"}}},
+		{[]string{"1.1"}, nil, [2][]string{{"http/1.1"}, {"http/1.1"}}},
+		{[]string{"2"}, nil, [2][]string{{"http/1.1"}, {"h2"}}},
+		{[]string{"1.1", "2"}, []string{"http/1.1"}, [2][]string{{"http/1.1"}, {"http/1.1"}}},
+		{[]string{"1.1", "2"}, []string{"http/1.1", "h2"}, [2][]string{{"http/1.1"}, {"http/1.1", "h2"}}},
+		{[]string{"2"}, []string{"h2"}, [2][]string{{"http/1.1"}, {"h2"}}},
+	}
+	for _, h2 := range []bool{false, true} {
+		e := tlsEngine(t, map[string]*testutil.Cert{"site": cert})
+		e.h2 = h2
+		c := &config.Config{
+			Generation:   1,
+			Tuning:       config.Tuning{Nbthread: 1},
+			Certificates: []config.Certificate{{Name: "site", ChainSHA256: hash64("5")}},
+			Backends: []config.Backend{{Name: "be", Mode: config.ModeHTTP, Servers: []config.Server{
+				{Name: "s1", Address: "127.0.0.1", Port: srv}}}},
+		}
+		ports := make([]int, len(binds))
+		for i, b := range binds {
+			ports[i] = testutil.FreePort(t)
+			c.Frontends = append(c.Frontends, config.Frontend{
+				Name: "fe" + strconv.Itoa(i), Mode: config.ModeHTTP, DefaultBackend: "be",
+				HTTP:  &config.FrontendHTTPOpts{Versions: b.versions},
+				Binds: []config.Bind{{Name: "b", Address: "127.0.0.1", Port: ports[i], TLS: &config.BindTLS{Certificates: []string{"site"}, ALPN: b.alpn}}},
+			})
+		}
+		c.Normalize()
+		if err := config.Validate(c, config.Env{}); err != nil {
+			t.Fatal(err)
+		}
+		apply(t, e, c)
+		k := 0
+		if h2 {
+			k = 1
+		}
+		for i, b := range binds {
+			want := b.want[k]
+			front := e.binds[bindID{"fe" + strconv.Itoa(i), "b"}].front.Load()
+			if got := front.TLS.NextProtos; !slices.Equal(got, want) {
+				t.Errorf("h2 %v, versions %q, alpn %q: NextProtos %q, want %q", h2, b.versions, b.alpn, got, want)
+			}
+			if v := front.HTTP.Versions; (v&proxy.HTTPVersion1 != 0) != slices.Contains(b.versions, "1.1") || (v&proxy.HTTPVersion2 != 0) != slices.Contains(b.versions, "2") {
+				t.Errorf("versions %q: HTTPFront.Versions %b", b.versions, v)
+			}
+			if got := negotiate(t, ports[i], "h2", "http/1.1"); got != want[0] {
+				t.Errorf("h2 %v, versions %q, alpn %q: negotiated %q, want %q", h2, b.versions, b.alpn, got, want[0])
+			}
+		}
+		// http.versions changed alone: the derived list follows.
+		c2 := c.Clone()
+		c2.Generation = 2
+		c2.Frontends[0].HTTP.Versions = []string{"1.1"}
+		apply(t, e, c2)
+		if got := negotiate(t, ports[0], "h2", "http/1.1"); got != "http/1.1" {
+			t.Errorf("h2 %v: after versions [1.1], negotiated %q", h2, got)
+		}
+	}
+}
+
+// negotiate makes a TLS handshake with the bind on port offering protos
+// and returns the protocol agreed.
+func negotiate(t *testing.T, port int, protos ...string) string {
+	t.Helper()
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", "127.0.0.1:"+strconv.Itoa(port),
+		&tls.Config{InsecureSkipVerify: true, ServerName: "a.test", NextProtos: protos})
+	if err != nil {
+		t.Fatalf("handshake with :%d offering %q: %v", port, protos, err)
+	}
+	defer c.Close()
+	return c.ConnectionState().NegotiatedProtocol
 }

@@ -28,7 +28,9 @@
 //   - MinVersion from min_version; the newest is TLS 1.3. CipherSuites
 //     from ciphers (TLS 1.0-1.2 only: Go's TLS 1.3 suites are not
 //     configurable). CurvePreferences are Go's defaults (X25519MLKEM768,
-//     X25519, P-256...). NextProtos from alpn: a client that offers ALPN
+//     X25519, P-256...). NextProtos from alpn (core/engine replaces it
+//     with config.OfferedALPN, which derives an http frontend's unset list
+//     from its http.versions): a client that offers ALPN
 //     without any of them fails the handshake (no_application_protocol)
 //     instead of speaking a protocol it did not ask for.
 //   - client_ca: ClientCAs, with ClientAuth RequireAndVerifyClientCert

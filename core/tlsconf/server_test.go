@@ -229,7 +229,10 @@ func TestServerProtocolSettings(t *testing.T) {
 	e := newEnv(t)
 	cert := testutil.SelfSigned(t, "site.test")
 	e.add(t, "site", cert)
-	srv := e.server(t, bind("site"), newKeys(t))
+	// alpn set: an unset one is derived by core/engine (config.OfferedALPN).
+	bt := bind("site")
+	bt.ALPN = []string{"http/1.1"}
+	srv := e.server(t, bt, newKeys(t))
 
 	r := handshake(t, srv, client("site.test", cert))
 	if r.cerr != nil || r.client.Version != tls.VersionTLS13 || r.client.NegotiatedProtocol != "" {
