@@ -434,6 +434,21 @@ var splicedFamilies = func() []mfamily {
 		"TLS handshakes of the proxy's connections to the server (servers with tls; not health checks), by result (failed includes timeouts).",
 		"TLS handshakes with the server that did not end within the backend's connect_ms (also counted as failed).", srv,
 		func(o *mobj) *stats.TLSCounts { return o.sv.TLS }, false)...)
+	fams = append(fams, mfamily{"spliced_frontend_proxy_headers_total",
+		"PROXY protocol headers on the frontend's binds with accept_proxy, by result: accepted, refused (peer not trusted), invalid (malformed, truncated, oversized or absent), timeout (none within handshake_ms); all but accepted closed the connection.",
+		"counter", func(e *expo, v *mview) {
+			for i := range v.fe {
+				o := &v.fe[i]
+				p := o.fe.Proxy
+				if p == nil {
+					continue
+				}
+				e.sample("spliced_frontend_proxy_headers_total", "", float64(p.Accepted), "frontend", o.lv[0], "result", "accepted")
+				e.sample("spliced_frontend_proxy_headers_total", "", float64(p.Invalid), "frontend", o.lv[0], "result", "invalid")
+				e.sample("spliced_frontend_proxy_headers_total", "", float64(p.Refused), "frontend", o.lv[0], "result", "refused")
+				e.sample("spliced_frontend_proxy_headers_total", "", float64(p.Timeouts), "frontend", o.lv[0], "result", "timeout")
+			}
+		}})
 	for _, m := range loopMetrics {
 		name := "spliced_loop_" + m.name
 		fams = append(fams, mfamily{name, m.help, typeName(m.typ), func(e *expo, v *mview) {
@@ -534,6 +549,8 @@ func tlsFamilies(kind, help, helpTimeouts string, objs func(v *mview) []mobj, tl
 // gatherer leaves out a family without samples).
 func (f *mfamily) hasSamples(v *mview) bool {
 	switch {
+	case f.name == "spliced_frontend_proxy_headers_total":
+		return slices.ContainsFunc(v.fe, func(o mobj) bool { return o.fe.Proxy != nil })
 	case strings.HasPrefix(f.name, "spliced_server_tls_"):
 		return slices.ContainsFunc(v.srv, func(o mobj) bool { return o.sv.TLS != nil })
 	case strings.HasPrefix(f.name, "spliced_server_check_"):

@@ -61,6 +61,7 @@ type collector struct {
 	srvChange, feMax   *prometheus.Desc
 	generation, loopsN *prometheus.Desc
 	feTLS, feTLSTo     *prometheus.Desc
+	feProxy            *prometheus.Desc
 	srvTLS, srvTLSTo   *prometheus.Desc
 	chkStatus, chkCode *prometheus.Desc
 	chkDur             *prometheus.Desc
@@ -85,6 +86,9 @@ func newCollector(c core.Control) *collector {
 		loopsN:      prometheus.NewDesc("spliced_loops", "Event loops (threads) of the data plane.", nil, nil),
 		feTLS:       prometheus.NewDesc("spliced_frontend_tls_handshakes_total", "TLS handshakes on the frontend's TLS binds, by result (failed includes timeouts).", []string{"frontend", "result"}, nil),
 		feTLSTo:     prometheus.NewDesc("spliced_frontend_tls_handshake_timeouts_total", "TLS handshakes that did not end within the frontend's handshake_ms (also counted as failed).", fe, nil),
+		feProxy: prometheus.NewDesc("spliced_frontend_proxy_headers_total",
+			"PROXY protocol headers on the frontend's binds with accept_proxy, by result: accepted, refused (peer not trusted), invalid (malformed, truncated, oversized or absent), timeout (none within handshake_ms); all but accepted closed the connection.",
+			[]string{"frontend", "result"}, nil),
 		srvTLS: prometheus.NewDesc("spliced_server_tls_handshakes_total", "TLS handshakes of the proxy's connections to the server (servers with tls; not health checks), by result (failed includes timeouts).",
 			append(srv, "result"), nil),
 		srvTLSTo:  prometheus.NewDesc("spliced_server_tls_handshake_timeouts_total", "TLS handshakes with the server that did not end within the backend's connect_ms (also counted as failed).", srv, nil),
@@ -117,7 +121,7 @@ func (k *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, x := range []*prometheus.Desc{k.tasklets, k.beUp, k.beServersUp, k.srvUp, k.srvWeight, k.srvState,
 		k.srvMax, k.srvChange, k.feMax, k.generation, k.loopsN, k.feTLS, k.feTLSTo, k.srvTLS, k.srvTLSTo,
-		k.chkStatus, k.chkCode, k.chkDur, k.beHist[0], k.beHist[1], k.beHist[2]} {
+		k.feProxy, k.chkStatus, k.chkCode, k.chkDur, k.beHist[0], k.beHist[1], k.beHist[2]} {
 		ch <- x
 	}
 }
@@ -146,6 +150,12 @@ func (k *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(k.feTLS, prometheus.CounterValue, float64(t.Resumed), f.Name, "resumed")
 		ch <- prometheus.MustNewConstMetric(k.feTLS, prometheus.CounterValue, float64(t.Failed), f.Name, "failed")
 		ch <- prometheus.MustNewConstMetric(k.feTLSTo, prometheus.CounterValue, float64(t.Timeouts), f.Name)
+		if p := f.Proxy; p != nil {
+			ch <- prometheus.MustNewConstMetric(k.feProxy, prometheus.CounterValue, float64(p.Accepted), f.Name, "accepted")
+			ch <- prometheus.MustNewConstMetric(k.feProxy, prometheus.CounterValue, float64(p.Refused), f.Name, "refused")
+			ch <- prometheus.MustNewConstMetric(k.feProxy, prometheus.CounterValue, float64(p.Invalid), f.Name, "invalid")
+			ch <- prometheus.MustNewConstMetric(k.feProxy, prometheus.CounterValue, float64(p.Timeouts), f.Name, "timeout")
+		}
 	}
 	for i := range s.Backends {
 		b := &s.Backends[i]

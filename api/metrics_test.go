@@ -57,6 +57,9 @@ func newFakeStats(nfe, nbe, spb int) *fakeStats {
 		if i%2 == 1 { // a frontend with a TLS bind
 			sf.TLS = &stats.TLSCounts{Full: int64(10 * i), Resumed: int64(i), Failed: int64(i + 1), Timeouts: int64(i % 3)}
 		}
+		if i%3 == 0 { // a frontend with a bind with accept_proxy
+			sf.Proxy = &stats.ProxyCounts{Accepted: int64(100 * i), Refused: int64(i), Invalid: int64(i + 2), Timeouts: int64(i % 2)}
+		}
 		f.snap.Frontends = append(f.snap.Frontends, sf)
 	}
 	f.snap.Frontends = append(f.snap.Frontends, stats.Frontend{Name: "q\"uo\\te\nnl", Counts: fakeCounts(3)})

@@ -283,12 +283,13 @@ func TestReadmeEveryShellBlock(t *testing.T) {
 	}
 	in := startSpliced(t, "")
 	bin := buildBinary(t)
-	// The README's example ports: 8080, 8090, 8443 and 8453 are binds (replaced
+	// The README's example ports: 8080, 8090, 8443, 8453 and 8480 are binds (replaced
 	// by free ports); 8081, 8082, 8091, 8444 and 8445 are origins that
 	// need not exist.
 	bindPort, httpPort := fmt.Sprint(testutil.FreePort(t)), fmt.Sprint(testutil.FreePort(t))
 	sniPort := fmt.Sprint(testutil.FreePort(t)) // the SNI router's bind (8443; 8444 and 8445 need not exist)
 	tlsPort := fmt.Sprint(testutil.FreePort(t)) // the https frontend's bind (8453)
+	ppPort := fmt.Sprint(testutil.FreePort(t))  // the bind with accept_proxy (8480)
 	command := regexp.MustCompile(`(^|\$\(|\s)spliced `)
 	blocks := readmeShellBlocks(t)
 	if len(blocks) < 5 {
@@ -307,6 +308,7 @@ func TestReadmeEveryShellBlock(t *testing.T) {
 			":8443", ":"+sniPort,
 			`"port":8453`, `"port":`+tlsPort,
 			":8453", ":"+tlsPort,
+			`"port":8480`, `"port":`+ppPort,
 			"/var/lib/spliced", in.StateDir,
 		).Replace(block)
 		script = command.ReplaceAllString(script, "${1}"+bin+" ")

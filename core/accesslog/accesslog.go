@@ -58,7 +58,12 @@ type Record struct {
 	Frontend string    `json:"frontend" example:"public"`
 	Backend  string    `json:"backend" example:"web"`
 	Server   string    `json:"server" example:"s1"`
-	Client   string    `json:"client" example:"192.0.2.7:51234"`
+	// Client is the client's address and port: on a bind with
+	// accept_proxy, the one its PROXY header named.
+	Client string `json:"client" example:"192.0.2.7:51234"`
+	// Peer is the address and port of the load balancer that sent a
+	// PROXY header naming Client (absent without one).
+	Peer string `json:"peer,omitempty" example:"10.0.0.5:40123"`
 	// Request is the request line, credentials redacted (userinfo, the
 	// access_token and token query parameters, values starting with
 	// spliced_), cut at 256 bytes (a cut piece that holds spliced_ is
@@ -286,6 +291,9 @@ func RecordOf(e *stats.LogEntry, wall time.Time, mono int64) Record {
 	if e.Client.IsValid() {
 		r.Client = e.Client.String()
 	}
+	if e.Peer.IsValid() {
+		r.Peer = e.Peer.String()
+	}
 	if e.HTTP {
 		r.Mode = "http"
 		if e.LineCut { // it may end inside a secret
@@ -329,6 +337,9 @@ func (l *Log) line(r *Record) {
 		slog.String("server", r.Server),
 		slog.String("client", r.Client),
 	)
+	if r.Peer != "" {
+		rec.AddAttrs(slog.String("peer", r.Peer))
+	}
 	if r.Mode == "http" {
 		rec.AddAttrs(slog.String("request", r.Request), slog.Int("status", r.Status))
 	}

@@ -187,7 +187,8 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		ap := netip.AddrPortFrom(addr, uint16(cs.Port))
 		var s *Server
 		if prev != nil {
-			if old := prev.byName[cs.Name]; old != nil && old.Addr == ap && !old.Retired() && sameTLS(old.TLSSpec, cs.TLS) {
+			if old := prev.byName[cs.Name]; old != nil && old.Addr == ap && !old.Retired() && sameTLS(old.TLSSpec, cs.TLS) &&
+				old.SendProxy == SendProxyVersion(cs.SendProxy) {
 				s = old
 				reused[i] = true
 			}
@@ -202,6 +203,7 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 				t := *cs.TLS
 				s.TLSSpec = &t
 			}
+			s.SendProxy = SendProxyVersion(cs.SendProxy)
 			// Not published yet: plain initialisation through the setters
 			// (which bump the counter, harmless).
 			s.SetWeight(*cs.Weight)

@@ -85,6 +85,11 @@ type Server struct {
 	TLS *tls.Config
 	// TLSSpec is the server's tls section as configured (nil: plain TCP).
 	TLSSpec *config.ServerTLS
+	// SendProxy is the PROXY protocol version sent at the start of each
+	// connection to the server (send_proxy: 1 or 2; 0 none). Part of the
+	// server's identity as tls is: a change makes a new Server, so that no
+	// pooled connection opened under the other setting is reused.
+	SendProxy uint8
 
 	lastChange atomic.Int64 // unix ns of the last up/down transition
 	total      atomic.Uint64
@@ -101,6 +106,17 @@ type Server struct {
 	q      *Queue
 	own    ilist.List[Waiter]
 	listed bool
+}
+
+// SendProxyVersion maps send_proxy to Server.SendProxy.
+func SendProxyVersion(v string) uint8 {
+	switch v {
+	case config.ProxyV1:
+		return 1
+	case config.ProxyV2:
+		return 2
+	}
+	return 0
 }
 
 // newServer makes a server that is not yet published (no atomics needed, but

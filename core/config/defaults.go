@@ -138,6 +138,9 @@ func (f *Frontend) Normalize() {
 			t.normalize(f.Mode)
 			tlsBind = true
 		}
+		if f.Binds[i].AcceptProxy != nil {
+			tlsBind = true // the header waits handshake_ms at most too
+		}
 	}
 	if f.Routes == nil {
 		f.Routes = []Route{}
@@ -325,6 +328,9 @@ func (f *Frontend) clone() Frontend {
 		if b.TLS != nil {
 			nb.TLS = b.TLS.clone()
 		}
+		if b.AcceptProxy != nil {
+			nb.AcceptProxy = &AcceptProxy{Trusted: cloneStrings(b.AcceptProxy.Trusted)}
+		}
 		return nb
 	})
 	if f.Routes != nil {
@@ -410,7 +416,7 @@ func (s *Server) equal(o *Server) bool {
 		return false
 	}
 	return s.Name == o.Name && s.Address == o.Address && s.Port == o.Port &&
-		s.Maxconn == o.Maxconn && s.AdminState == o.AdminState
+		s.Maxconn == o.Maxconn && s.AdminState == o.AdminState && s.SendProxy == o.SendProxy
 }
 
 // FindFrontend returns the index of the named frontend or -1.

@@ -117,9 +117,10 @@ type FrontendTimeouts struct {
 	TunnelMs        int `json:"tunnel_ms" validate:"gte=0,lte=86400000"`
 	// HandshakeMs bounds how long a tcp frontend with SNI routes waits for
 	// the client's whole ClientHello before it closes the connection
-	// (HAProxy's tcp-request inspect-delay), and how long a TLS handshake
-	// on a bind with tls may take, from accept to its end. Defaulted only
-	// on such frontends (5 000).
+	// (HAProxy's tcp-request inspect-delay), how long a TLS handshake on a
+	// bind with tls may take, from accept to its end, and how long a bind
+	// with accept_proxy waits for the PROXY header. Defaulted only on such
+	// frontends (5 000).
 	HandshakeMs int `json:"handshake_ms" validate:"gte=0,lte=86400000"`
 }
 
@@ -198,6 +199,23 @@ type Bind struct {
 	// TLS terminates TLS on this bind (tcp and http frontends); absent:
 	// plain TCP.
 	TLS *BindTLS `json:"tls,omitempty"`
+	// AcceptProxy reads a PROXY protocol header (v1 or v2) at the start of
+	// every connection of this bind, before TLS and before any request:
+	// the client address it carries replaces the peer's everywhere
+	// (routing, X-Forwarded-For, balance=source, the access log, which
+	// keeps the peer too). Absent: no header is read.
+	AcceptProxy *AcceptProxy `json:"accept_proxy,omitempty"`
+}
+
+// AcceptProxy says who may send a PROXY protocol header to a bind.
+type AcceptProxy struct {
+	// Trusted lists the peers (load balancers) allowed to connect to the
+	// bind, as CIDR prefixes or single IP addresses: a connection from any
+	// other peer is closed at once and counted (proxy.refused). The
+	// header must arrive within the frontend's handshake_ms (5 000 by
+	// default on a frontend with such a bind); a malformed, truncated or
+	// oversized one closes the connection and is counted (proxy.invalid).
+	Trusted []string `json:"trusted" validate:"required,min=1,max=1024" example:"10.0.0.0/8"`
 }
 
 // TLS protocol versions of BindTLS.MinVersion.
@@ -306,7 +324,20 @@ type Server struct {
 	// TLS, when set, makes the proxy a TLS client of the server (an https
 	// origin): see ServerTLS.
 	TLS *ServerTLS `json:"tls,omitempty"`
+	// SendProxy sends a PROXY protocol header ("v1" text or "v2" binary,
+	// v2 with the client's TLS server name as AUTHORITY when known) at the
+	// start of each new connection to the server, before TLS, naming the
+	// client the connection is for; health checks send one too (v2 LOCAL,
+	// v1 UNKNOWN). In http mode such a connection carries one client's
+	// requests only: it is not pooled for others. Absent: none.
+	SendProxy string `json:"send_proxy,omitempty" validate:"omitempty,oneof=v1 v2" example:"v2"`
 }
+
+// Versions of Server.SendProxy.
+const (
+	ProxyV1 = "v1"
+	ProxyV2 = "v2"
+)
 
 // HealthCheck describes how a backend probes its servers.
 type HealthCheck struct {

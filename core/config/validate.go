@@ -448,6 +448,9 @@ func (v *validation) frontends() {
 			if b.TLS != nil {
 				v.bindTLS(bp, f, b.TLS)
 			}
+			if b.AcceptProxy != nil {
+				v.acceptProxy(bp+"/accept_proxy", b.AcceptProxy)
+			}
 			if b.Address == "" {
 				continue // required, reported by the field rules
 			}
@@ -471,6 +474,42 @@ func (v *validation) frontends() {
 			binds = append(binds, me)
 		}
 	}
+}
+
+// acceptProxy checks the trusted peers of a bind with accept_proxy: each
+// a CIDR prefix with no host bits set, or an IP address, without zone.
+func (v *validation) acceptProxy(ptr string, ap *AcceptProxy) {
+	for i, t := range ap.Trusted {
+		if _, err := ParseTrusted(t); err != nil {
+			v.p.addf(ptr+"/trusted/"+strconv.Itoa(i), CodeFormat, "%v", err)
+		}
+	}
+}
+
+// ParseTrusted parses an entry of accept_proxy.trusted: a CIDR prefix
+// ("10.0.0.0/8", no host bits set) or an IP address (a prefix of its full
+// length). An IPv4-mapped IPv6 form is read as IPv4: the data plane
+// compares unmapped peer addresses.
+func ParseTrusted(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil || p.Addr().Zone() != "" {
+			return netip.Prefix{}, fmt.Errorf("trusted peer %q must be a CIDR prefix (10.0.0.0/8, fd00::/8) or an IP address", s)
+		}
+		if p != p.Masked() {
+			return netip.Prefix{}, fmt.Errorf("trusted prefix %q has host bits set: %s is meant", s, p.Masked())
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		return p, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("trusted peer %q must be a CIDR prefix (10.0.0.0/8, fd00::/8) or an IP address", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // ParseBindAddress parses a bind address: an IP literal, or "*" meaning all

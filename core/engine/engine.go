@@ -462,6 +462,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		e.restoreBackends(newBE)
 		return err
 	}
+	bindFronts = proxyFronts(snap, fronts, bindFronts)
 	frontOf := func(id bindID) *proxy.Frontend {
 		if f := bindFronts[id]; f != nil {
 			return f
@@ -708,6 +709,40 @@ func (e *Engine) tlsFronts(snap *config.Config, fronts map[string]*proxy.Fronten
 		}
 	}
 	return out, nil
+}
+
+// proxyFronts gives each bind of snap with accept_proxy its own copy of
+// its frontend (the one tlsFronts made for it, else the frontend's) that
+// reads the PROXY header first, and returns bindFronts with them.
+// Validation parsed every trusted entry already.
+func proxyFronts(snap *config.Config, fronts map[string]*proxy.Frontend, bindFronts map[bindID]*proxy.Frontend) map[bindID]*proxy.Frontend {
+	for i := range snap.Frontends {
+		cf := &snap.Frontends[i]
+		for j := range cf.Binds {
+			cb := &cf.Binds[j]
+			if cb.AcceptProxy == nil {
+				continue
+			}
+			id := bindID{cf.Name, cb.Name}
+			base := bindFronts[id]
+			if base == nil {
+				base = fronts[cf.Name]
+			}
+			f := *base
+			ap := &proxy.AcceptProxy{Timeout: time.Duration(cf.Timeouts.HandshakeMs) * time.Millisecond}
+			for _, t := range cb.AcceptProxy.Trusted {
+				if p, err := config.ParseTrusted(t); err == nil {
+					ap.Trusted = append(ap.Trusted, p)
+				}
+			}
+			f.AcceptProxy = ap
+			if bindFronts == nil {
+				bindFronts = map[bindID]*proxy.Frontend{}
+			}
+			bindFronts[id] = &f
+		}
+	}
+	return bindFronts
 }
 
 // certStrip is the client-certificate field prefix that every bind of an

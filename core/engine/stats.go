@@ -30,6 +30,7 @@ type feView struct {
 	name, mode string
 	maxconn    int
 	tls        bool // a bind with tls
+	proxy      bool // a bind with accept_proxy
 	c          *stats.Counters
 	lim        *listen.Limit // the frontend's connections: conn_max
 }
@@ -74,7 +75,7 @@ func (e *Engine) publishStats(snap *config.Config) {
 	for i := range snap.Frontends {
 		cf := &snap.Frontends[i]
 		if f := e.fronts[cf.Name]; f != nil {
-			v.fronts = append(v.fronts, feView{name: cf.Name, mode: cf.Mode, maxconn: cf.Maxconn, tls: hasTLSBind(cf), c: f.stats, lim: &f.lim})
+			v.fronts = append(v.fronts, feView{name: cf.Name, mode: cf.Mode, maxconn: cf.Maxconn, tls: hasTLSBind(cf), proxy: hasProxyBind(cf), c: f.stats, lim: &f.lim})
 		}
 	}
 	for i := range snap.Backends {
@@ -102,6 +103,9 @@ func (e *Engine) Stats() stats.Snapshot {
 		sf.ConnMax = max(f.lim.Peak(), sf.ConnCur)
 		if tc := t.TLS(); f.tls || tc != (stats.TLSCounts{}) {
 			sf.TLS = &tc
+		}
+		if pc := t.Proxy(); f.proxy || pc != (stats.ProxyCounts{}) {
+			sf.Proxy = &pc
 		}
 		snap.Frontends = append(snap.Frontends, sf)
 	}
@@ -269,6 +273,16 @@ func drainLogRings(rings []*stats.LogRing, tails []uint64, add func(*stats.LogEn
 		lost += r.Dropped()
 	}
 	return tails, lost
+}
+
+// hasProxyBind: a bind of cf reads a PROXY protocol header.
+func hasProxyBind(cf *config.Frontend) bool {
+	for i := range cf.Binds {
+		if cf.Binds[i].AcceptProxy != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // hasTLSBind: a bind of cf terminates TLS.

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"net/netip"
+
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/stats"
 )
@@ -78,6 +80,9 @@ type attemptOwner interface {
 	// established: the connection to the server is ready for bytes (the
 	// connect completed, and the transport's step, if any, ended).
 	established()
+	// proxyAddrs: the client and the address it connected to, and the
+	// name it asked for (nil: unknown), for a server's PROXY header.
+	proxyAddrs() (src, dst netip.AddrPort, authority []byte)
 }
 
 func (a *srvAttempt) owner() attemptOwner { return a.wait.bw.Owner.(attemptOwner) }
@@ -189,6 +194,13 @@ func (a *srvAttempt) checkConnect(s *Side, step connectOwner) {
 		return
 	}
 	w := a.w
+	if a.server.SendProxy != 0 {
+		src, dst, auth := a.owner().proxyAddrs()
+		if !sendProxy(s, a.server, src, dst, auth) {
+			a.connectFailed()
+			return
+		}
+	}
 	if s.xp.afterConnect(s, connectStep{l: w.L, pool: w.tlsOut, within: handshakeWithin(w.L, a.deadline),
 		ss: a.ss, owner: step, attempt: uint32(a.attempts)}) {
 		return

@@ -614,6 +614,10 @@ func (p *probe) process() {
 			p.finish(false, resConnect, int(e))
 			return
 		}
+		if !sendProxy(&p.side, p.c.Server, netip.AddrPort{}, netip.AddrPort{}, nil) {
+			p.finish(false, resIO, int(unix.EPIPE))
+			return
+		}
 		if p.side.xp.afterConnect(&p.side, connectStep{l: p.l, pool: p.hs,
 			within: handshakeWithin(p.l, p.deadline), owner: p, attempt: p.attempt}) {
 			return // the server's TLS handshake (stepStarted)

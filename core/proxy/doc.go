@@ -17,6 +17,13 @@
 //
 // As HAProxy's, from the socket up; each layer knows only the one below:
 //
+//   - the PROXY header (proxyhdr.go): on a bind with accept_proxy, the
+//     first bytes of a connection, read on the loop before any transport
+//     or mux sees it (peeked, then exactly its bytes consumed); the client
+//     it names travels with the fd (an index in the worker's carried
+//     table) and replaces the peer above. Towards a server with
+//     send_proxy, the header is written once the TCP connect completed,
+//     before the transport's afterConnect.
 //   - transport (xprt.go): how the bytes of one fd get in and out —
 //     receive, send (with the MSG_MORE hint and its push), splice in and
 //     out when the transport allows it, shutdown, close with a FIN or an

@@ -149,6 +149,7 @@ type client struct {
 	// the wait for the first byte).
 	t0   int64
 	port uint16 // the client's port, with peer
+	pp   uint32 // what the PROXY header carried (proxyhdr.go), 0 = none
 }
 
 // resolve loads the bind's current generation of the frontend for the
@@ -232,15 +233,17 @@ func (w *Worker) spent(t *loop.Tasklet) bool {
 // against what it holds then, a request in flight finishes on what it
 // started with. Loop thread only.
 func (w *Worker) StartHTTP(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
-	w.startHTTP(fd, plainTransport(), fe, cur)
+	w.startHTTP(fd, plainTransport(), fe, cur, 0)
 }
 
 // startHTTP is StartHTTP over the client transport xp (a TLS one is
-// established: xprt_tls_accept.go).
-func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Pointer[Frontend]) *h1Conn {
+// established: xprt_tls_accept.go), for the client a PROXY header named
+// (pp, proxyhdr.go; 0: the peer).
+func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Pointer[Frontend], pp uint32) *h1Conn {
 	c := w.newConn()
 	c.acc, c.cur = fe, cur
 	c.fe, c.hf = fe, fe.HTTP
+	c.pp = pp // given back by recycle, whatever ends the connection
 	c.cli.adopt(fd, xp)
 	c.cli.Connected = true
 	w.linkHTTP(c)
@@ -254,7 +257,7 @@ func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Point
 		c.close(closeAbort)
 		return nil
 	}
-	ap := peerAddrPort(fd)
+	ap := w.clientAddr(fd, pp)
 	c.peer, c.port = ap.Addr(), ap.Port()
 	c.phase = cHead
 	c.armIn(c.hf.RequestTimeout)
@@ -607,6 +610,7 @@ func (c *h1Conn) close(why uint8) {
 // fd unregistered.
 func (c *h1Conn) recycle() {
 	w := c.w
+	w.dropCarried(c.pp)
 	c.client = client{}
 	c.cli.FD.Ready = 0
 	c.cli.Connected = false

@@ -40,6 +40,7 @@ func (c *stream) beginLog() {
 	lg.HTTP = true
 	lg.Frontend = c.fe.Name
 	lg.Client = netip.AddrPortFrom(c.cl.peer.Unmap(), c.cl.port)
+	w.logCarried(lg, c.cl.pp)
 	lg.Start = c.cl.t0
 	if c.cl.cert != nil {
 		lg.ClientCert = c.cl.cert.subject

@@ -214,8 +214,9 @@ func (w *Worker) recycleSrv(sc *srvConn) {
 // returns false (and the caller closes sc) when the pool is full.
 func (w *Worker) poolSrv(sc *srvConn) bool {
 	h := &w.h
-	if sc.server.Retired() || w.stopping || sc.side.closedByPeer() {
-		// retired, or the server closed (its FIN came with the response)
+	if sc.server.Retired() || w.stopping || sc.side.closedByPeer() || sc.server.SendProxy != 0 {
+		// retired, or the server closed (its FIN came with the response),
+		// or its PROXY header named one client (proxyhdr.go)
 		return false
 	}
 	if h.maxIdle > 0 && h.nidle >= h.maxIdle {

@@ -78,6 +78,10 @@ type Frontend struct {
 	// CertStripName is CertStrip as a string: the request trailers whose
 	// name starts with it are refused (http1.Chunked.RefusePrefix).
 	CertStripName string
+	// AcceptProxy reads a PROXY protocol header first (proxyhdr.go; nil =
+	// none): the engine sets it on the copy of the frontend it gives each
+	// bind with accept_proxy.
+	AcceptProxy *AcceptProxy
 }
 
 // Backend pairs a balance.Backend with one Picker per loop (pickers are not

@@ -118,8 +118,9 @@ type Tunnel struct {
 	c2s, s2c dir
 	timer    loop.Timer
 	state    uint8
-	moved    bool  // bytes moved during the current run
-	idle     int64 // tunnel idle timeout, ns
+	moved    bool   // bytes moved during the current run
+	pp       uint32 // what the PROXY header carried (proxyhdr.go), 0 = none
+	idle     int64  // tunnel idle timeout, ns
 	lastIO   int64
 	// This loop's counter slot of the frontend (the backend's and the
 	// server's are the attempt's).
@@ -139,12 +140,13 @@ func runTunnelTimer(tm *loop.Timer)  { tm.Owner.(*Tunnel).onTimer() }
 
 // StartTCP takes ownership of the accepted client fd (non-blocking) and
 // starts a tcp tunnel to fe's backend. Loop thread only.
-func (w *Worker) StartTCP(fd int, fe *Frontend) { w.startTCP(fd, plainTransport(), fe) }
+func (w *Worker) StartTCP(fd int, fe *Frontend) { w.startTCP(fd, plainTransport(), fe, 0) }
 
 // startTCP is StartTCP over the client transport xp (a TLS one is
-// established: xprt_tls_accept.go).
-func (w *Worker) startTCP(fd int, xp transport, fe *Frontend) {
-	t := &Tunnel{fe: fe}
+// established: xprt_tls_accept.go), for the client a PROXY header named
+// (pp, proxyhdr.go; 0: the peer).
+func (w *Worker) startTCP(fd int, xp transport, fe *Frontend, pp uint32) {
+	t := &Tunnel{fe: fe, pp: pp}
 	t.w, t.be = w, fe.Backend
 	t.cli.adopt(fd, xp)
 	t.cli.Connected = true
@@ -166,9 +168,10 @@ func (w *Worker) startTCP(fd int, xp transport, fe *Frontend) {
 		t.lg = w.getLog()
 		t.lg.Start = w.L.Now()
 		t.lg.Client = clientAddrPort(fd)
+		w.logCarried(t.lg, pp)
 	}
 	setNoDelay(fd)
-	if len(fe.SNI) > 0 {
+	if len(fe.SNI) > 0 && !t.sniFromAuthority() {
 		t.be = nil // chosen by the ClientHello (sni.go)
 		if err := t.cli.register(w.L); err != nil {
 			t.close(closeAbort)
@@ -205,7 +208,9 @@ func (t *Tunnel) useBackend(sec uint32) {
 	t.bs = t.be.Stats.Loop(w.id)
 	t.bs.ConnTotal.Add(1)
 	t.bs.ConnStarted(sec)
-	if t.be.source {
+	if t.be.source && t.pp != 0 {
+		t.hash = balance.HashAddr(t.w.clientAddr(t.cli.FD.Fd, t.pp).Addr())
+	} else if t.be.source {
 		t.hash = peerHash(t.cli.FD.Fd)
 	}
 }
@@ -543,6 +548,8 @@ func (t *Tunnel) close(why uint8) {
 		t.logAccess(srvName)
 	}
 	w.unlink(t)
+	w.dropCarried(t.pp)
+	t.pp = 0
 	if t.fe.OnClose != nil {
 		t.fe.OnClose()
 	}

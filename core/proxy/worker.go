@@ -39,6 +39,7 @@ type Worker struct {
 	sa    balance.SockaddrBuf // connect(2) address storage owned by this loop
 	h     httpState           // http mode: client connections, server pools
 	tls   *tlsHandshakes      // TLS handshakes of this loop's clients on TLS binds (xprt_tls.go)
+	pp    proxyState          // PROXY headers read and carried (proxyhdr.go)
 	// tlsOut: the TLS handshakes this loop makes as a client (servers
 	// with tls, their health checks), in a pool of their own: a client
 	// of a bind can stall its handshake until handshake_ms, so clients
@@ -104,6 +105,7 @@ func (w *Worker) Live() int { return w.nlive }
 func (w *Worker) CloseAll() {
 	w.tls.stop()
 	w.tlsOut.stop()
+	w.closeProxyHdrs()
 	for t := w.live.Front(); t != nil; t = w.live.Front() {
 		t.term = stats.Termination{'K', t.phaseByte()}
 		t.close(closeAbort)

@@ -70,22 +70,33 @@ const defaultHandshakeTimeout = 5 * time.Second
 
 // Accept takes ownership of a client fd accepted on a bind whose current
 // frontend is fe (cur is the bind's pointer to it, for http connections:
-// StartHTTP) and starts what fe asks for: TLS termination, then an http
-// connection or a tcp tunnel. Loop thread only.
+// StartHTTP) and starts what fe asks for: the PROXY header (proxyhdr.go),
+// TLS termination, then an http connection or a tcp tunnel. Loop thread
+// only.
 func (w *Worker) Accept(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
+	if fe.AcceptProxy != nil {
+		w.readProxy(fd, fe, cur)
+		return
+	}
+	w.accepted(fd, fe, cur, 0)
+}
+
+// accepted is Accept after the PROXY header, if any: pp is what it
+// carried (proxyhdr.go; 0 = nothing, the peer is the client).
+func (w *Worker) accepted(fd int, fe *Frontend, cur *atomic.Pointer[Frontend], pp uint32) {
 	switch {
 	case fe.TLS != nil:
-		w.startTLS(fd, fe, cur)
+		w.startTLS(fd, fe, cur, pp)
 	case fe.HTTP != nil:
-		w.StartHTTP(fd, fe, cur)
+		w.startHTTP(fd, plainTransport(), fe, cur, pp)
 	default:
-		w.StartTCP(fd, fe)
+		w.startTCP(fd, plainTransport(), fe, pp)
 	}
 }
 
 // startTLS runs the server handshake of fd on the worker's pool, then
 // starts the connection over the TLS transport (see above).
-func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
+func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend], pp uint32) {
 	x := newTLSServer(fd, fe.TLS)
 	x.plainHTTP = fe.HTTP != nil
 	fs := fe.Stats.Loop(w.id)
@@ -109,6 +120,9 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
 					fs.CountStatus(400) // nginx's 497, as http_responses 4xx
 				}
 			}
+			if err != errTLSStopped {
+				w.dropCarried(pp) // loop thread: the stop's case leaves it to the worker's end
+			}
 			if fe.OnClose != nil {
 				fe.OnClose()
 			}
@@ -121,10 +135,10 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
 			fs.TLSFull.Add(1)
 		}
 		if fe.HTTP == nil {
-			w.startTCP(fd, x, fe)
+			w.startTCP(fd, x, fe, pp)
 			return
 		}
-		c := w.startHTTP(fd, x, fe, cur)
+		c := w.startHTTP(fd, x, fe, cur, pp)
 		// Set before the first request: startHTTP only woke the tasklet.
 		switch {
 		case c == nil:

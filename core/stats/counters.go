@@ -46,6 +46,14 @@ type slotFields struct {
 	TLSResumed  atomic.Int64
 	TLSFailed   atomic.Int64
 	TLSTimeouts atomic.Int64
+	// PROXY protocol headers on a frontend's binds with accept_proxy:
+	// read and accepted, connections refused because their peer is not
+	// trusted, headers refused (malformed, truncated, oversized, or not a
+	// header at all), and headers that did not come within handshake_ms.
+	ProxyAccepted atomic.Int64
+	ProxyRefused  atomic.Int64
+	ProxyInvalid  atomic.Int64
+	ProxyTimeouts atomic.Int64
 }
 
 // cacheLine is the unit of false sharing on the machines we run on.
@@ -209,6 +217,10 @@ type Totals struct {
 	TLSResumed     int64                `json:"-"`
 	TLSFailed      int64                `json:"-"`
 	TLSTimeouts    int64                `json:"-"`
+	ProxyAccepted  int64                `json:"-"`
+	ProxyRefused   int64                `json:"-"`
+	ProxyInvalid   int64                `json:"-"`
+	ProxyTimeouts  int64                `json:"-"`
 }
 
 // Total sums the slots. nowNs is the reader's clock in the loops' time base
@@ -242,6 +254,10 @@ func (c *Counters) Total(nowNs int64) Totals {
 		t.TLSResumed += s.TLSResumed.Load()
 		t.TLSFailed += s.TLSFailed.Load()
 		t.TLSTimeouts += s.TLSTimeouts.Load()
+		t.ProxyAccepted += s.ProxyAccepted.Load()
+		t.ProxyRefused += s.ProxyRefused.Load()
+		t.ProxyInvalid += s.ProxyInvalid.Load()
+		t.ProxyTimeouts += s.ProxyTimeouts.Load()
 		t.ConnRate += s.ConnRate.read(sec, frac)
 		t.ReqRate += s.ReqRate.read(sec, frac)
 	}

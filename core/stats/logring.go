@@ -41,7 +41,11 @@ type LogEntry struct {
 	// ClientCert is the subject of the client's certificate on a TLS bind
 	// with client_ca ("" without one).
 	ClientCert string
-	Client     netip.AddrPort
+	// Client is the client: the peer, or the address a PROXY header
+	// named; then Peer is the peer that sent it (the load balancer),
+	// invalid otherwise.
+	Client netip.AddrPort
+	Peer   netip.AddrPort
 	// Start: accept, or for a later request of a kept-alive connection
 	// the end of the previous one. Head: the request head was complete.
 	// Granted: a server slot was granted (after a queue, if any).

@@ -77,6 +77,23 @@ type TLSCounts struct {
 	Timeouts int64 `json:"handshake_timeouts"`
 }
 
+// ProxyCounts are the PROXY protocol headers of a frontend's binds with
+// accept_proxy: accepted; connections refused because their peer is not
+// in the bind's trusted list; headers refused as malformed, truncated,
+// oversized or absent; headers that did not come within handshake_ms.
+// Every connection but the accepted ones was closed.
+type ProxyCounts struct {
+	Accepted int64 `json:"accepted"`
+	Refused  int64 `json:"refused"`
+	Invalid  int64 `json:"invalid"`
+	Timeouts int64 `json:"timeouts"`
+}
+
+// Proxy returns the PROXY protocol counts of t.
+func (t Totals) Proxy() ProxyCounts {
+	return ProxyCounts{Accepted: t.ProxyAccepted, Refused: t.ProxyRefused, Invalid: t.ProxyInvalid, Timeouts: t.ProxyTimeouts}
+}
+
 // Counts converts Totals into the API view.
 func (t Totals) Counts() Counts {
 	c := Counts{
@@ -117,6 +134,9 @@ type Frontend struct {
 	Counts
 	// TLS is present when the frontend has a bind with tls, or had one.
 	TLS *TLSCounts `json:"tls,omitempty"`
+	// Proxy is present when the frontend has a bind with accept_proxy, or
+	// had one.
+	Proxy *ProxyCounts `json:"proxy,omitempty"`
 }
 
 // TLS returns the TLS handshake counts of t.
