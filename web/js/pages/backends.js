@@ -130,7 +130,7 @@ function serverTable(ctx, b, canAdmin, canServer) {
       return h('tr', { data: { server: id } },
         h('td', null, h('b', null, s.name)),
         h('td', { class: 'mono' }, `${s.address}:${s.port}`),
-        h('td', { class: 'tls' }, tlsSummary(s.tls)),
+        h('td', { class: 'tls' }, s.send_proxy ? `${s.tls ? tlsSummary(s.tls) + ' · ' : ''}PROXY ${s.send_proxy}` : tlsSummary(s.tls)),
         cell('td', statKey('srv', b.name, s.name, 'health'), 'health'),
         h('td', null, badge(s.admin_state, stateKind[s.admin_state] || ''), ' '),
         cell('td', statKey('srv', b.name, s.name, 'connCur'), 'num', { class: 'num' }),
@@ -215,6 +215,10 @@ function serverFields(model, base) {
     input(model, [...base, 'weight'], 'Weight', 'int', { min: 0, max: 256, placeholder: '100' }),
     input(model, [...base, 'maxconn'], 'Maxconn', 'int', { min: 0, placeholder: '0 = no limit' }),
     input(model, [...base, 'admin_state'], 'State', 'select', { options: STATES.map(([v]) => v), default: 'ready' }),
+    input(model, [...base, 'send_proxy'], 'PROXY protocol', 'select', {
+      options: [['', 'none'], ['v1', 'v1 (text)'], ['v2', 'v2 (binary)']], optional: true,
+      hint: 'a header naming the client on each connection (the server must expect it)',
+    }),
     serverTLSFields(model, base),
   ];
 }

@@ -63,7 +63,8 @@ export default async function frontends(ctx, root) {
           h('td', { class: 'num' }, b.shards ? String(b.shards) : 'distributor'),
           h('td', { class: 'num' }, b.backlog ? String(b.backlog) : 'default'),
           h('td', { class: 'mono' }, b.threads && b.threads.length ? b.threads.join(',') : 'all'),
-          h('td', { class: 'tls' }, b.tls ? `${b.tls.certificates.join(', ')} · TLS ${b.tls.min_version}+${b.tls.client_ca ? ' · client certs ' + b.tls.client_auth : ''}` : '—'),
+          h('td', { class: 'tls' }, b.tls ? `${b.tls.certificates.join(', ')} · TLS ${b.tls.min_version}+${b.tls.client_ca ? ' · client certs ' + b.tls.client_auth : ''}` : '—',
+            b.accept_proxy ? h('span', { class: 'muted', 'data-proxy': `${f.name}/${b.name}` }, ` · PROXY from ${(b.accept_proxy.trusted || []).join(', ')}`) : null),
           h('td', null, canAdmin ? h('button', {
             type: 'button', class: 'btn small ghost danger', 'data-write': '', 'data-action': 'remove-bind', 'data-bind': `${f.name}/${b.name}`, 'aria-label': `Remove bind ${f.name}/${b.name}`,
             onclick: async (e) => {
@@ -135,8 +136,35 @@ function bindFields(model, base, certNames, mode, handshakeMs) {
     input(model, [...base, 'shards'], 'Shards', 'int', { min: 0, placeholder: '0' }),
     input(model, [...base, 'backlog'], 'Backlog', 'int', { min: 0, placeholder: 'default' }),
     intList(model, [...base, 'threads'], 'Threads', { placeholder: 'all', hint: 'loops that accept on it: 0, 1, …' }),
+    proxyFields(model, base, handshakeMs),
     tlsFields(model, base, certNames, mode, handshakeMs),
   ];
+}
+
+// proxyFields edits the accept_proxy member of the bind at base: the
+// checkbox adds it (the load balancers trusted to send a PROXY header,
+// to be filled in: the API refuses an empty list, next to the field) or
+// removes it.
+function proxyFields(model, base, handshakeMs) {
+  const path = [...base, 'accept_proxy'];
+  const box = h('div', { class: 'fields' });
+  const render = () => {
+    clear(box);
+    if (!getAt(model, path)) return;
+    const ms = handshakeMs();
+    box.append(
+      listInput(model, [...path, 'trusted'], 'Trusted peers', {
+        placeholder: '10.0.0.0/8, 192.0.2.7',
+        hint: 'CIDR prefixes or addresses of the load balancers; a connection from any other peer is closed',
+      }),
+      h('p', { class: 'hint', 'data-proxy-note': '' }, `The header must arrive within ${num(ms || HANDSHAKE_DEFAULT_MS)} ms (the frontend's timeouts.handshake_ms${ms ? '' : ', set to that default with this bind'}); the client it names replaces the peer in X-Forwarded-For and the access log.`));
+  };
+  const on = h('input', {
+    type: 'checkbox', checked: !!getAt(model, path), 'aria-label': 'Read a PROXY protocol header on this bind',
+    onchange: () => { setAt(model, path, on.checked ? { trusted: [] } : undefined); render(); },
+  });
+  render();
+  return group(path, 'PROXY protocol', h('label', { class: 'check' }, on, ' read the client\'s address from a PROXY header (v1 or v2)'), box);
 }
 
 // intList edits an array of integers as one text input ("0, 2"); a word
@@ -307,7 +335,8 @@ function bindForm(ctx, f, certNames) {
   const model = { name: `b${f.binds.length + 1}`, address: f.binds[0] ? f.binds[0].address : defaultBindAddress() };
   const fields = bindFields(model, [], certNames, f.mode, () => f.timeouts && f.timeouts.handshake_ms);
   const tls = fields.pop(); // a fieldset of its own under the grid of fields
-  return modal((close) => formShell(`Add a bind to ${f.name}`, h('div', { data: { ptr: '/' } }, h('div', { class: 'fields' }, fields), tls), {
+  const proxy = fields.pop(); // as the PROXY protocol's
+  return modal((close) => formShell(`Add a bind to ${f.name}`, h('div', { data: { ptr: '/' } }, h('div', { class: 'fields' }, fields), proxy, tls), {
     submitLabel: 'Add', preview: true, onCancel: () => close(),
     onSubmit: async (form, dry) => {
       const path = `/api/v1/frontends/${enc(f.name)}/binds`;
