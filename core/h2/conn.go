@@ -258,6 +258,7 @@ type Conn struct {
 	glitches    int
 	glitchStart time.Time
 	queuedCtrl  int
+	counts      Counts
 	ctrlMark    int // end of the last control frame in out
 }
 
@@ -657,9 +658,12 @@ func (c *Conn) onRSTStream(f *http2.RSTStreamFrame) {
 	if st == nil {
 		if id > c.lastID {
 			c.connError(http2.ErrCodeProtocol, "RST_STREAM on an idle stream")
+			return
 		}
+		c.counts.ResetsReceived++
 		return // closed: RFC 9113 §5.1 allows it
 	}
+	c.counts.ResetsReceived++
 	c.remove(st, closedByPeerReset)
 	c.h.Reset(id, f.ErrCode)
 	c.glitch("too many streams reset")
@@ -888,6 +892,7 @@ func (c *Conn) sendRST(id uint32, code http2.ErrCode) bool {
 		return false
 	}
 	_ = c.framer().WriteRSTStream(id, code)
+	c.counts.ResetsSent++
 	c.ctrlMark = len(c.out)
 	if st := c.stream(id); st != nil {
 		c.remove(st, closedByUs)

@@ -430,3 +430,20 @@ func TestRespondHTTP1DropsHopByHop(t *testing.T) {
 	cl.c.SendData(1, nil, true)
 	wantFrames(t, cl.frames(), "HEADERS 1 :status=200 content-type=text/html set-cookie=a=1 set-cookie=b=2", "DATA 1 0 END_STREAM")
 }
+
+func TestCounts(t *testing.T) {
+	cl := newClient(t, Config{Settings: Settings{MaxConcurrentStreams: 2, MaxHeaderListSize: 300}})
+	cl.get(1, "/")                                               // opened, then closed by our response
+	cl.post(3, "/")                                              // opened, then reset by the client
+	cl.post(5, "/")                                              // refused: 2 streams open
+	cl.fr.WriteRSTStream(3, http2.ErrCodeCancel)                 // closed
+	cl.headers(7, true, with("x", "1\x00")...)                   // malformed: RST_STREAM
+	cl.headers(9, true, with("x", string(make([]byte, 280)))...) // 431
+	cl.feed()
+	cl.c.Respond(1, 200, nil, true)
+	got := cl.c.Counts()
+	want := Counts{StreamsOpened: 2, StreamsClosed: 2, StreamsRefused: 2, ResetsSent: 2, ResetsReceived: 1}
+	if got != want {
+		t.Fatalf("counts %+v, want %+v", got, want)
+	}
+}

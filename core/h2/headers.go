@@ -193,6 +193,9 @@ func (c *Conn) decode(block []byte) {
 		if hb.glitch && !c.glitch("refused streams") {
 			return
 		}
+		if hb.refuseCode == http2.ErrCodeRefusedStream {
+			c.counts.StreamsRefused++
+		}
 		if st := c.stream(id); st != nil {
 			c.streamError(id, hb.refuseCode)
 		} else {
@@ -205,6 +208,7 @@ func (c *Conn) decode(block []byte) {
 		case hb.tooLarge:
 			c.refuse431(id, hb.endStream)
 		default:
+			c.counts.StreamsOpened++
 			st := c.newStream(id)
 			st.gotHeaders = true
 			st.contentLength = c.req.ContentLength
@@ -230,6 +234,7 @@ func (c *Conn) decode(block []byte) {
 // refuse431 answers a request whose head is too large with 431 (as Go's
 // and nginx's servers do), then asks the client to stop sending its body.
 func (c *Conn) refuse431(id uint32, endStream bool) {
+	c.counts.StreamsRefused++
 	c.eblock = c.eblock[:0]
 	c.encodeStatus(431)
 	c.writeBlock(id, true)
@@ -238,6 +243,7 @@ func (c *Conn) refuse431(id uint32, endStream bool) {
 			return
 		}
 		_ = c.framer().WriteRSTStream(id, http2.ErrCodeNo)
+		c.counts.ResetsSent++
 		c.ctrlMark = len(c.out)
 	}
 	c.remember(id, closedByUs)

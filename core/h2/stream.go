@@ -71,6 +71,7 @@ func (c *Conn) newStream(id uint32) *stream {
 // remove takes st out of the table: what the Handler had not consumed
 // goes back to the connection window, and the id is remembered as closed.
 func (c *Conn) remove(st *stream, how closedHow) {
+	c.counts.StreamsClosed++
 	if st.unconsumed > 0 {
 		c.credit(st.unconsumed)
 		st.unconsumed = 0
@@ -132,3 +133,17 @@ func (c *Conn) Streams() int { return len(c.streams) }
 
 // LastStreamID is the highest stream id the client opened.
 func (c *Conn) LastStreamID() uint32 { return c.lastID }
+
+// Counts are a connection's stream events since it began, for the
+// frontend's counters: streams_cur is StreamsOpened - StreamsClosed.
+type Counts struct {
+	StreamsOpened  uint64 // requests delivered to Handler.Headers
+	StreamsClosed  uint64 // of those, ended (both END_STREAMs or a reset)
+	StreamsRefused uint64 // REFUSED_STREAM (concurrency) or 431 (head too large)
+	ResetsSent     uint64 // RST_STREAM frames sent
+	ResetsReceived uint64 // RST_STREAM frames received on open or closed streams
+}
+
+// Counts returns the connection's counts; a loop adds the difference
+// since its last read to the frontend's counters.
+func (c *Conn) Counts() Counts { return c.counts }
