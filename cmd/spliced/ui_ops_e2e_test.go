@@ -153,16 +153,31 @@ func TestUIFirstVisitAndForms(t *testing.T) {
 		u.run("check "+f, chromedp.Click(chromedp.CSS(`dialog[open] [data-ptr="`+f+`"] input[type="checkbox"]`)))
 	}
 	u.fill(`dialog[open] [data-ptr="/http/max_body_size"] input`, "1048576")
+	// HTTP versions: both ticked (the API's default); HTTP/2 unticked here,
+	// and one HTTP/2 setting chosen (the others left to their defaults).
+	if !evalJS[bool](u, `[...document.querySelectorAll('dialog[open] [data-ptr="/http/versions"] input[type="checkbox"]')].map((b) => b.dataset.version + ':' + b.checked).join() === '1.1:true,2:true'`) {
+		t.Fatal("New frontend does not show HTTP/1.1 and HTTP/2 ticked")
+	}
+	u.run("untick HTTP/2", chromedp.Click(chromedp.CSS(`dialog[open] [data-ptr="/http/versions"] input[data-version="2"]`)))
+	u.fill(`dialog[open] [data-ptr="/http/h2/max_concurrent_streams"] input`, "50")
 	u.shot("frontend-form-http-1280")
 	u.run("create frontend",
 		chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)),
 		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)),
 		chromedp.WaitVisible(chromedp.CSS(`section[data-frontend="pub"] tr[data-bind="pub/b1"]`)))
+	type h2Settings struct {
+		Streams int `json:"max_concurrent_streams"`
+		Window  int `json:"initial_window_size"`
+		Frame   int `json:"max_frame_size"`
+		List    int `json:"max_header_list_size"`
+	}
 	type httpOpts struct {
-		XFF  bool  `json:"x_forwarded_for"`
-		XFP  bool  `json:"x_forwarded_proto"`
-		Via  bool  `json:"via"`
-		Body int64 `json:"max_body_size"`
+		XFF      bool       `json:"x_forwarded_for"`
+		XFP      bool       `json:"x_forwarded_proto"`
+		Via      bool       `json:"via"`
+		Body     int64      `json:"max_body_size"`
+		Versions []string   `json:"versions"`
+		H2       h2Settings `json:"h2"`
 	}
 	type fe struct {
 		Mode      string    `json:"mode"`
@@ -174,15 +189,20 @@ func TestUIFirstVisitAndForms(t *testing.T) {
 			Threads []int  `json:"threads"`
 		} `json:"binds"`
 	}
-	wantHTTP := httpOpts{XFF: true, Via: true, Body: 1048576}
 	for _, from := range []string{"sent", "stored"} {
 		var got fe
+		// Sent: only the h2 member chosen; stored: the others defaulted.
+		wantH2 := h2Settings{Streams: 50}
 		if from == "sent" {
 			u.sentJSON(&got)
 		} else {
 			u.apiJSON("/api/v1/frontends/pub", &got)
+			wantH2 = h2Settings{50, 65535, 16384, 16384}
 		}
-		if got.Mode != "http" || !got.AccessLog || got.HTTP == nil || *got.HTTP != wantHTTP ||
+		if got.HTTP != nil && (strings.Join(got.HTTP.Versions, ",") != "1.1" || got.HTTP.H2 != wantH2) {
+			t.Fatalf("frontend %s: versions %q, h2 %+v; want [1.1], %+v", from, got.HTTP.Versions, got.HTTP.H2, wantH2)
+		}
+		if got.Mode != "http" || !got.AccessLog || got.HTTP == nil || !got.HTTP.XFF || got.HTTP.XFP || !got.HTTP.Via || got.HTTP.Body != 1048576 ||
 			len(got.Binds) != 1 || got.Binds[0].Address != "127.0.0.1" || got.Binds[0].Port != port ||
 			len(got.Binds[0].Threads) != 1 || got.Binds[0].Threads[0] != 0 {
 			t.Fatalf("frontend %s: %+v (http %+v)", from, got, got.HTTP)
@@ -197,6 +217,19 @@ func TestUIFirstVisitAndForms(t *testing.T) {
 			q('/access_log').checked && q('/http/max_body_size').value === '1048576' && q('/binds/0/threads').value === '0'; })()`) {
 		t.Fatal("the edit form does not show the frontend's options back")
 	}
+	if !evalJS[bool](u, `(() => { const q = (p) => document.querySelector('dialog[open] [data-ptr="' + p + '"] input');
+		const v = (x) => document.querySelector('dialog[open] [data-ptr="/http/versions"] input[data-version="' + x + '"]').checked;
+		return v('1.1') && !v('2') && q('/http/h2/max_concurrent_streams').value === '50' && q('/http/h2/initial_window_size').value === '65535'; })()`) {
+		t.Fatal("the edit form does not show the HTTP versions and HTTP/2 settings back")
+	}
+	// No version at all, and a window below 1024: the API's refusals land
+	// on their fields.
+	u.run("untick HTTP/1.1", chromedp.Click(chromedp.CSS(`dialog[open] [data-ptr="/http/versions"] input[data-version="1.1"]`)))
+	u.fill(`dialog[open] [data-ptr="/http/h2/initial_window_size"] input`, "100")
+	u.run("save without a version", chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="submit"]`)))
+	u.waitJS(5*time.Second, "errors on /http/versions and /http/h2/initial_window_size",
+		`(() => { const e = (p) => (document.querySelector('dialog[open] [data-ptr="' + p + '"] > .err') || {}).textContent || '';
+		return e('/http/versions') !== '' && e('/http/h2/initial_window_size') !== ''; })()`)
 	u.run("close edit frontend", chromedp.Click(chromedp.CSS(`dialog[open] button[data-action="cancel"]`)),
 		chromedp.WaitNotPresent(chromedp.CSS(`dialog[open]`)))
 	u.page("overview")

@@ -52,6 +52,7 @@ export default async function frontends(ctx, root) {
         h('span', null, '5xx ', cell('b', statKey('fe', f.name, 's5xx'), 'err')),
         h('span', null, '5xx/s ', cell('b', statKey('fe', f.name, 'e5'), 'rate-e5')),
         h('span', null, 'bad requests ', cell('b', statKey('fe', f.name, 'errors'), 'err')),
+        h('span', { 'data-versions': f.name }, 'versions ', h('b', null, versionsSummary(f.http))),
         h('span', null, 'headers ', h('b', null, httpSummary(f.http)))) : null,
       h('h3', null, 'Binds'),
       f.binds.length ? h('div', { class: 'tablewrap' }, labelled(h('table', { class: 'stack' },
@@ -126,6 +127,59 @@ function httpSummary(o) {
   if (o && o.x_forwarded_proto) on.push('X-Forwarded-Proto');
   if (o && o.via) on.push('Via');
   return (on.join(', ') || 'none added') + (o && o.max_body_size ? ` · body ≤ ${num(o.max_body_size)} B` : '');
+}
+
+// HTTP_VERSIONS are the versions a frontend may speak, as http.versions
+// names them, with their labels; H2_DEFAULTS the http.h2 values the API
+// fills when a member is missing (core/config defaults.go), shown as
+// placeholders.
+const HTTP_VERSIONS = [['1.1', 'HTTP/1.1'], ['2', 'HTTP/2']];
+const H2_DEFAULTS = { max_concurrent_streams: 100, initial_window_size: 65535, max_frame_size: 16384, max_header_list_size: 16384 };
+
+// versionsSummary names the HTTP versions of an http frontend.
+function versionsSummary(o) {
+  const v = (o && o.versions) || HTTP_VERSIONS.map(([x]) => x);
+  return v.map((x) => (HTTP_VERSIONS.find(([y]) => y === x) || [x, x])[1]).join(', ') || 'none';
+}
+
+let versionsFieldSeq = 0; // ids of the versions fields' error boxes
+
+// versionsField edits http.versions as one checkbox per version; the
+// list is sent in the API's order ("1.1", "2"), and none ticked is sent
+// as [] for the API to refuse at /http/versions (shown here).
+function versionsField(model) {
+  const path = ['http', 'versions'];
+  const cur = getAt(model, path) || HTTP_VERSIONS.map(([v]) => v);
+  setAt(model, path, [...cur]);
+  const boxes = HTTP_VERSIONS.map(([v, label]) => {
+    const box = h('input', {
+      type: 'checkbox', checked: cur.includes(v), 'data-version': v, 'aria-label': label,
+      onchange: () => setAt(model, path, HTTP_VERSIONS.map(([x]) => x).filter((x) => boxes.find((b) => b.dataset.version === x).checked)),
+    });
+    return box;
+  });
+  const errId = `versions-err-${++versionsFieldSeq}`;
+  boxes.forEach((b) => b.setAttribute('aria-describedby', errId));
+  return h('div', { class: 'field', data: { ptr: '/http/versions' }, role: 'group', 'aria-label': 'HTTP versions' },
+    h('label', null, 'HTTP versions'),
+    h('div', { class: 'checks' }, boxes.map((b, i) => h('label', { class: 'check' }, b, ' ', HTTP_VERSIONS[i][1]))),
+    h('div', { class: 'hint' }, 'HTTP/2: h2 by ALPN on TLS binds, h2c on clear ones'),
+    h('div', { class: 'err', id: errId }));
+}
+
+// h2Fields edits http.h2; an empty input leaves the member out (the
+// API's default, shown as the placeholder).
+function h2Fields(model) {
+  const p = ['http', 'h2'];
+  return group(p, 'HTTP/2 settings (empty = default)', h('div', { class: 'fields' },
+    input(model, [...p, 'max_concurrent_streams'], 'Max concurrent streams', 'int',
+      { min: 1, max: 1000, placeholder: String(H2_DEFAULTS.max_concurrent_streams), hint: 'per connection; each holds a server connection' }),
+    input(model, [...p, 'initial_window_size'], 'Initial window size (bytes)', 'int',
+      { min: 1024, max: 2147483647, placeholder: String(H2_DEFAULTS.initial_window_size), hint: 'request body a stream sends ahead' }),
+    input(model, [...p, 'max_frame_size'], 'Max frame size (bytes)', 'int',
+      { min: 16384, max: 16777215, placeholder: String(H2_DEFAULTS.max_frame_size) }),
+    input(model, [...p, 'max_header_list_size'], 'Max header list size (bytes)', 'int',
+      { min: 1024, max: 1048576, placeholder: String(H2_DEFAULTS.max_header_list_size), hint: 'larger header lists get 431' })));
 }
 
 function bindFields(model, base, certNames, mode, handshakeMs) {
@@ -212,7 +266,9 @@ function tlsFields(model, base, certNames, mode, handshakeMs) {
         { hint: [certNames.length ? 'SNI picks among them; else the first. ' : 'None uploaded yet. ',
           h('a', { href: '#/certificates', target: '_blank', rel: 'noopener' }, 'Upload one'), ' (new tab), then ', reload] }),
       input(model, [...path, 'min_version'], 'Min version', 'select', { options: ['1.2', '1.3', '1.1', '1.0'], default: '1.2' }),
-      listInput(model, [...path, 'alpn'], 'ALPN', { placeholder: mode === 'http' ? 'http/1.1' : 'none', hint: 'comma-separated' }),
+      listInput(model, [...path, 'alpn'], 'ALPN', mode === 'http'
+        ? { placeholder: 'from the HTTP versions', hint: 'comma-separated; empty: h2, http/1.1 as the frontend\'s versions say' }
+        : { placeholder: 'none', hint: 'comma-separated' }),
       input(model, [...path, 'client_auth'], 'Client certificates', 'select',
         { options: [['', 'default (required with a CA)'], 'required', 'optional'], optional: true }),
       textArea(model, [...path, 'client_ca'], 'Client CA (PEM)', { placeholder: 'empty: no client certificate asked' }),
@@ -276,7 +332,9 @@ async function frontendForm(ctx, f, backends, certNames) {
         input(model, ['http', 'x_forwarded_for'], 'Add X-Forwarded-For', 'bool'),
         input(model, ['http', 'x_forwarded_proto'], 'Add X-Forwarded-Proto', 'bool'),
         input(model, ['http', 'via'], 'Add Via', 'bool'),
-        input(model, ['http', 'max_body_size'], 'Max body size (bytes)', 'int', { min: 0, placeholder: '0 = unlimited', hint: 'larger bodies get 413' }))));
+        input(model, ['http', 'max_body_size'], 'Max body size (bytes)', 'int', { min: 0, placeholder: '0 = unlimited', hint: 'larger bodies get 413' }),
+        versionsField(model)),
+      h2Fields(model)));
     };
     renderHTTP();
     const onMode = () => { renderRoutes(); renderHTTP(); };
