@@ -225,6 +225,23 @@ func (c *Chunked) Skip(n int) {
 	}
 }
 
+// Unread gives back the last n data bytes of the previous Decode call
+// (n at most the data it returned): the caller could not pass them on
+// (an HTTP/2 window closed) and offers them again later, through Skip or
+// Decode.
+func (c *Chunked) Unread(n int) {
+	if n <= 0 {
+		return
+	}
+	if c.state != csData && c.state != csDataCR {
+		c.state = csError
+		return
+	}
+	c.state = csData
+	c.size += uint64(n)
+	c.total -= int64(n)
+}
+
 func (c *Chunked) maxLine() int {
 	if c.MaxLine > 0 {
 		return int(c.MaxLine)

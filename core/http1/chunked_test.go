@@ -156,3 +156,29 @@ func TestChunkedSkipForSplicedData(t *testing.T) {
 		t.Error("Skip beyond the chunk accepted")
 	}
 }
+
+// TestChunkedUnreadOffersDataAgain: data given back after a Decode is
+// decoded again, and the body still ends where it ends.
+func TestChunkedUnreadOffersDataAgain(t *testing.T) {
+	in := []byte("5\r\nhello\r\n3\r\nabc\r\n0\r\n\r\n")
+	var d Chunked
+	d.Reset()
+	n, data, err := d.Decode(in)
+	if err != nil || data != 5 || string(in[n-data:n]) != "hello" {
+		t.Fatalf("first decode: n=%d data=%d err=%v", n, data, err)
+	}
+	d.Unread(3) // "llo" not passed on
+	n -= 3
+	payload := append([]byte(nil), in[n-2:n]...) // "he" went out
+	for !d.Done() {
+		k, data, err := d.Decode(in[n:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload = append(payload, in[n+k-data:n+k]...)
+		n += k
+	}
+	if string(payload) != "helloabc" || n != len(in) || d.Total() != 8 {
+		t.Fatalf("payload %q, consumed %d of %d, total %d", payload, n, len(in), d.Total())
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spliced-proxy/spliced/core/h2"
 	"github.com/spliced-proxy/spliced/core/http1"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
@@ -374,6 +375,19 @@ func (c *h1Conn) answer(status int) {
 func (c *h1Conn) readHead() {
 	w := c.w
 	for {
+		if c.in != nil && c.in.Len() > 0 && c.nreq == 0 && c.st == nil && c.hf.speaksH2() {
+			// HTTP/2 with prior knowledge: its preface, whole or begun,
+			// where the first request line would be.
+			d := c.in.Data()
+			k := min(len(d), len(h2.Preface))
+			if string(d[:k]) == h2.Preface[:k] {
+				if k == len(h2.Preface) {
+					c.toH2()
+					return
+				}
+				goto more // wait for the rest of the preface
+			}
+		}
 		if c.in != nil && c.in.Len() > 0 {
 			s := c.stream()
 			// The head limit is that of the buffer the head is parsed
@@ -396,6 +410,7 @@ func (c *h1Conn) readHead() {
 				return
 			}
 		}
+	more:
 		if !c.cli.canRecv() || w.spent(&c.cli.Task) {
 			return
 		}

@@ -88,7 +88,11 @@ type httpState struct {
 	freeConn  []*h1Conn
 	// freeStream: ended streams, taken by the next request head.
 	freeStream []*stream
-	freeSrv    []*srvConn
+	// live2: live HTTP/2 client connections (h2.go); freeH2 their
+	// streams' client ends, recycled.
+	live2   ilist.List[h2Conn]
+	freeH2  []*h2Stream
+	freeSrv []*srvConn
 	// Parsers of the requests and responses in flight are taken from
 	// these while an exchange needs them, so that idle connections (client
 	// between requests, server in the pool) do not carry ~2 KiB of header
@@ -193,10 +197,15 @@ func (w *Worker) getResp() *http1.Response {
 func (w *Worker) putResp(sc *srvConn) {
 	if r := sc.resp; r != nil {
 		sc.resp = nil
-		if len(w.h.freeResp) < maxFreeParsers {
-			r.Reset()
-			w.h.freeResp = append(w.h.freeResp, r)
-		}
+		w.putRespParser(r)
+	}
+}
+
+// putRespParser gives a response parser back to the loop's free list.
+func (w *Worker) putRespParser(r *http1.Response) {
+	if len(w.h.freeResp) < maxFreeParsers {
+		r.Reset()
+		w.h.freeResp = append(w.h.freeResp, r)
 	}
 }
 
@@ -326,6 +335,14 @@ func (w *Worker) closeHTTP() {
 	for c := w.h.live.Front(); c != nil; c = w.h.live.Front() {
 		if s := c.st; s != nil {
 			s.blame('K', s.phaseByte()) // the access log's "killed" (end of a stop's grace)
+		}
+		c.close(closeAbort)
+	}
+	for c := w.h.live2.Front(); c != nil; c = w.h.live2.Front() {
+		for _, hs := range c.streams {
+			if s := hs.st; s != nil && s.phase != phDone {
+				s.blame('K', s.phaseByte())
+			}
 		}
 		c.close(closeAbort)
 	}

@@ -70,6 +70,13 @@ func (w *Worker) BeginStop() {
 			c.st.closeAfter = true
 		}
 	}
+	for c := w.h.live2.Front(); c != nil; {
+		next := c.link.Next() // c may close (unlinked) below
+		if c.phase == h2Open {
+			c.goAway() // the streams under way finish, no new one starts
+		}
+		c = next
+	}
 	for _, p := range w.h.idle {
 		for sc := p.l.Front(); sc != nil; sc = p.l.Front() {
 			w.closeSrv(sc)

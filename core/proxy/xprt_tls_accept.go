@@ -138,15 +138,22 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend], p
 			w.startTCP(fd, x, fe, pp)
 			return
 		}
-		c := w.startHTTP(fd, x, fe, cur, pp)
-		// Set before the first request: startHTTP only woke the tasklet.
+		var cl *client
+		if st.NegotiatedProtocol == "h2" && fe.HTTP.speaksH2() {
+			if c := w.startH2(fd, x, fe, cur, pp, nil, 0); c != nil {
+				cl = &c.client
+			}
+		} else if c := w.startHTTP(fd, x, fe, cur, pp); c != nil {
+			cl = &c.client
+		}
+		// Set before the first request: the start only woke the tasklet.
 		switch {
-		case c == nil:
+		case cl == nil:
 		case fe.CertHeader != "":
-			c.cert = clientCertFields(fe.CertHeader, &st)
+			cl.cert = clientCertFields(fe.CertHeader, &st)
 		case fe.AccessLog && len(st.PeerCertificates) > 0:
 			// No fields for the server, the subject for the access log.
-			c.cert = &clientCert{subject: st.PeerCertificates[0].Subject.String()}
+			cl.cert = &clientCert{subject: st.PeerCertificates[0].Subject.String()}
 		}
 	})
 }

@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// h2Origin is an HTTP/1.1 origin for the HTTP/2 tests: /small, /big (1
+// MiB), /echo (the request body back, chunked), /trailers (a chunked body
+// with trailer fields), /head-info (the request's framing as seen by the
+// server).
+func h2Origin(t *testing.T) *net.TCPAddr {
+	t.Helper()
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/small":
+			w.Header().Set("Content-Length", "5")
+			io.WriteString(w, "hello")
+		case "/big":
+			w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+			w.Write(big)
+		case "/echo":
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				w.WriteHeader(500)
+				return
+			}
+			w.Header().Set("X-Sum", strconv.Itoa(len(b)))
+			w.Header().Set("X-Trailer-In", r.Trailer.Get("X-Check"))
+			w.Write(b)
+		case "/trailers":
+			w.Header().Set("Trailer", "X-Result")
+			w.WriteHeader(200)
+			io.WriteString(w, "part1")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "part2")
+			w.Header().Set("X-Result", "ok")
+		case "/head-info":
+			io.WriteString(w, r.Method+" "+r.Host+" cl="+strconv.FormatInt(r.ContentLength, 10)+
+				" te="+strings.Join(r.TransferEncoding, ",")+" cookie="+r.Header.Get("Cookie")+" xff="+r.Header.Get("X-Forwarded-For"))
+		default:
+			w.WriteHeader(404)
+		}
+	}))
+	srv.EnableHTTP2 = false
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().(*net.TCPAddr)
+}
+
+// h2Client is an HTTP/2 client with prior knowledge whose connections go
+// through e's worker.
+func (e *env) h2Client(fe *Frontend) *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{
+		Protocols: &p,
+		DialContext: func(context.Context, string, string) (net.Conn, error) {
+			c := e.dialHTTP(fe)
+			c.SetDeadline(time.Time{})
+			return c, nil
+		},
+	}
+	e.t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+func h2Frontend(t *testing.T, o *net.TCPAddr) *Frontend {
+	fe := httpFrontend(t, nil, o)
+	fe.HTTP.Versions = HTTPVersion1 | HTTPVersion2
+	return fe
+}
+
+// TestH2PriorKnowledgeRequests: an HTTP/2 client with prior knowledge on a
+// clear connection gets its responses through HTTP/1.1 servers: small and
+// large bodies, request bodies with and without a length, trailers both
+// ways, many streams at once on one connection.
+func TestH2PriorKnowledgeRequests(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	fe := h2Frontend(t, h2Origin(t))
+	cl := e.h2Client(fe)
+
+	resp, err := cl.Get("http://a/small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != 200 || string(b) != "hello" {
+		t.Fatalf("small: %s %d %q", resp.Proto, resp.StatusCode, b)
+	}
+
+	resp, err = cl.Get("http://a/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, resp.Body)
+	resp.Body.Close()
+	if err != nil || n != 1<<20 {
+		t.Fatalf("big: %d bytes, %v", n, err)
+	}
+
+	// A body without a length (chunked to the server) with trailers.
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", "http://a/echo", pr)
+	req.Trailer = http.Header{"X-Check": nil}
+	go func() {
+		pw.Write(bytes.Repeat([]byte("x"), 100000))
+		req.Trailer.Set("X-Check", "yes")
+		pw.Close()
+	}()
+	resp, err = cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if len(b) != 100000 || resp.Header.Get("X-Sum") != "100000" || resp.Header.Get("X-Trailer-In") != "yes" {
+		t.Fatalf("echo: %d bytes, sum %q, trailer %q", len(b), resp.Header.Get("X-Sum"), resp.Header.Get("X-Trailer-In"))
+	}
+
+	// A body with a length.
+	resp, err = cl.Post("http://a/echo", "text/plain", strings.NewReader("abc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "abc" {
+		t.Fatalf("echo with length: %q", b)
+	}
+
+	// Trailers from the server.
+	resp, err = cl.Get("http://a/trailers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "part1part2" || resp.Trailer.Get("X-Result") != "ok" {
+		t.Fatalf("trailers: %q %v", b, resp.Trailer)
+	}
+
+	// What the server sees.
+	req, _ = http.NewRequest("GET", "http://example.com:8080/head-info", nil)
+	req.Header.Add("Cookie", "a=1")
+	req.Header.Add("Cookie", "b=2")
+	resp, err = cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.HasPrefix(string(b), "GET example.com:8080 cl=0 te= cookie=a=1; b=2 xff=127.0.0.1") {
+		t.Fatalf("server saw %q", b)
+	}
+
+	// Many streams at once.
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := cl.Get("http://a/small")
+			if err != nil {
+				errs <- err
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != "hello" {
+				errs <- io.ErrUnexpectedEOF
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	cl.CloseIdleConnections()
+	e.waitIdle()
+}
