@@ -407,6 +407,7 @@ func (c *h1Conn) readHead() {
 				c.phase = cStream
 				w.L.Disarm(&c.timer)
 				s.startRequest(n)
+				c.releaseIn() // the head is consumed: an idle connection holds no buffer
 				return
 			}
 		}
