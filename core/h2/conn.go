@@ -542,7 +542,13 @@ func (c *Conn) frame(f []byte) {
 	case http2.FrameWindowUpdate:
 		c.onWindowUpdate(id, f[frameHeaderLen:])
 		return
-	case http2.FrameHeaders, http2.FrameContinuation, http2.FramePriority, http2.FrameRSTStream,
+	case http2.FrameHeaders:
+		c.onHeaders(id, flags, f[frameHeaderLen:])
+		return
+	case http2.FrameContinuation:
+		c.onContinuation(flags, f[frameHeaderLen:])
+		return
+	case http2.FramePriority, http2.FrameRSTStream,
 		http2.FrameSettings, http2.FramePushPromise, http2.FramePing, http2.FrameGoAway:
 	default:
 		return // extension frames are ignored (RFC 9113 §5.5)
@@ -564,10 +570,6 @@ func (c *Conn) frame(f []byte) {
 		return
 	}
 	switch fr := fr.(type) {
-	case *http2.HeadersFrame:
-		c.onHeaders(fr)
-	case *http2.ContinuationFrame:
-		c.onContinuation(fr)
 	case *http2.PriorityFrame:
 		// RFC 9113 §5.3.2 deprecates the priority signal; only the rule
 		// that a stream cannot depend on itself is kept.

@@ -35,10 +35,12 @@
 // Feed parses only frames complete in p: it reads the 9-byte header, and
 // refuses a length above our SETTINGS_MAX_FRAME_SIZE at once
 // (FRAME_SIZE_ERROR) rather than waiting for it; a partial frame is left
-// unconsumed. DATA and WINDOW_UPDATE, the frames of a transfer, are parsed
-// here (DATA without the Framer's payload copy, WINDOW_UPDATE without its
-// allocation); the others go through a Framer reading exactly one frame.
-// HEADERS/CONTINUATION order is checked before the Framer sees a frame.
+// unconsumed. DATA, WINDOW_UPDATE, HEADERS and CONTINUATION, the frames of
+// every request and transfer, are parsed here (DATA without the Framer's
+// payload copy, the others without its allocation of a frame value); the
+// rest (SETTINGS, PING, RST_STREAM, PRIORITY, GOAWAY, PUSH_PROMISE) go
+// through a Framer reading exactly one frame. The HEADERS/CONTINUATION
+// order is checked before any of them.
 // DATA and HEADERS/CONTINUATION are written here (one copy into Output);
 // control frames through the Framer's writers.
 //
@@ -137,7 +139,9 @@
 // 2.1 KB per idle connection after a browser-like request
 // (TestIdleConnMemory; the Conn struct is 904 bytes), at most the Conn,
 // the decoder and 4096 bytes of table entries.
-// Per frame: DATA and WINDOW_UPDATE allocate nothing; the Framer
-// allocates one small frame value for the other frame types; HPACK
-// allocates the strings of literal fields.
+// Per request: nothing allocated when the client's HPACK table holds its
+// fields (TestRequestAllocs; browsers and h2load index them), the
+// strings of literal fields otherwise; DATA and WINDOW_UPDATE allocate
+// nothing (TestDataPathAllocs); the Framer allocates one small frame value
+// for the control frames it reads.
 package h2

@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"encoding/binary"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -84,15 +85,44 @@ func (c *Conn) maxBlock() int {
 	return 2*int(c.cfg.Settings.MaxHeaderListSize) + int(c.cfg.Settings.MaxFrameSize)
 }
 
-func (c *Conn) onHeaders(f *http2.HeadersFrame) {
-	id := f.StreamID
+// onHeaders is parsed here, not by the Framer (which allocates a frame
+// value per HEADERS: one per request): RFC 9113 §6.2, padding and the
+// deprecated priority fields skipped.
+func (c *Conn) onHeaders(id uint32, flags http2.Flags, p []byte) {
+	if id == 0 {
+		c.connError(http2.ErrCodeProtocol, "HEADERS on stream 0")
+		return
+	}
+	pad := 0
+	if flags.Has(http2.FlagHeadersPadded) {
+		if len(p) == 0 {
+			c.connError(http2.ErrCodeFrameSize, "HEADERS too short for its pad length")
+			return
+		}
+		pad = int(p[0])
+		p = p[1:]
+	}
+	selfDep := false
+	if flags.Has(http2.FlagHeadersPriority) {
+		if len(p) < 5 {
+			c.connError(http2.ErrCodeFrameSize, "HEADERS too short for its priority")
+			return
+		}
+		selfDep = binary.BigEndian.Uint32(p)&(1<<31-1) == id
+		p = p[5:]
+	}
+	if pad > len(p) {
+		c.connError(http2.ErrCodeProtocol, "HEADERS padding too long")
+		return
+	}
+	frag := p[:len(p)-pad]
 	if id&1 == 0 {
 		c.connError(http2.ErrCodeProtocol, "even stream id from a client")
 		return
 	}
 	hb := &c.hb
-	*hb = headerBlock{buf: hb.buf[:0], id: id, endStream: f.StreamEnded()}
-	hb.selfDep = f.HasPriority() && f.Priority.StreamDep == id
+	*hb = headerBlock{buf: hb.buf[:0], id: id, endStream: flags.Has(http2.FlagHeadersEndStream)}
+	hb.selfDep = selfDep
 	st := c.stream(id)
 	switch {
 	case st != nil && st.remoteClosed:
@@ -130,8 +160,7 @@ func (c *Conn) onHeaders(f *http2.HeadersFrame) {
 			hb.kind, hb.refuseCode, hb.glitch = blockRefuse, http2.ErrCodeStreamClosed, true
 		}
 	}
-	frag := f.HeaderBlockFragment()
-	if f.HeadersEnded() {
+	if flags.Has(http2.FlagHeadersEndHeaders) {
 		c.decode(frag)
 		return
 	}
@@ -151,20 +180,21 @@ func (c *Conn) HeadersPendingSince() time.Time {
 	return c.hb.since
 }
 
-func (c *Conn) onContinuation(f *http2.ContinuationFrame) {
+// onContinuation: RFC 9113 §6.10, a fragment and END_HEADERS; the
+// order (same stream, nothing between) is checked in frame.
+func (c *Conn) onContinuation(flags http2.Flags, frag []byte) {
 	hb := &c.hb
 	hb.conts++
 	if hb.conts > c.cfg.Limits.MaxContinuations {
 		c.connError(http2.ErrCodeEnhanceYourCalm, "too many CONTINUATION frames")
 		return
 	}
-	frag := f.HeaderBlockFragment()
 	if len(hb.buf)+len(frag) > c.maxBlock() {
 		c.connError(http2.ErrCodeEnhanceYourCalm, "header block too large")
 		return
 	}
 	hb.buf = append(hb.buf, frag...)
-	if f.HeadersEnded() {
+	if flags.Has(http2.FlagContinuationEndHeaders) {
 		hb.active = false
 		c.decode(hb.buf)
 	}

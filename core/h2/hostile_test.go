@@ -576,3 +576,31 @@ func TestPingsDuringLongDownload(t *testing.T) {
 		cl.c.Drained(len(cl.c.Output()) - 100)
 	}
 }
+
+func TestHeadersFrameLayout(t *testing.T) {
+	t.Run("padded, with priority", func(t *testing.T) {
+		cl := newClient(t, Config{})
+		cl.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: cl.block(base...), EndStream: true, EndHeaders: true,
+			PadLength: 17, Priority: http2.PriorityParam{StreamDep: 0, Weight: 200, Exclusive: true}})
+		if err := cl.feed(); err != nil || cl.h.reqs[1] == nil {
+			t.Fatalf("%v %q", err, cl.frames())
+		}
+	})
+	for name, tc := range map[string]struct {
+		raw  []byte
+		code http2.ErrCode
+	}{
+		"stream 0":                  {[]byte{0, 0, 1, 1, 0x5, 0, 0, 0, 0, 0x82}, http2.ErrCodeProtocol},
+		"pad length past the end":   {[]byte{0, 0, 2, 1, 0x5 | 0x8, 0, 0, 0, 1, 5, 0x82}, http2.ErrCodeProtocol},
+		"pad length, no payload":    {[]byte{0, 0, 0, 1, 0x5 | 0x8, 0, 0, 0, 1}, http2.ErrCodeFrameSize},
+		"priority fields cut":       {[]byte{0, 0, 3, 1, 0x5 | 0x20, 0, 0, 0, 1, 0, 0, 0}, http2.ErrCodeFrameSize},
+		"padding eats the priority": {[]byte{0, 0, 7, 1, 0x5 | 0x20 | 0x8, 0, 0, 0, 1, 3, 0, 0, 0, 0, 16, 0x82}, http2.ErrCodeProtocol},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cl := newClient(t, Config{})
+			cl.in.Write(tc.raw)
+			cl.feed()
+			wantConnError(t, cl, tc.code)
+		})
+	}
+}

@@ -14,6 +14,19 @@ func TestIdleConnMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates 1000 connections")
 	}
+	// the least of three tries: the heap counts every goroutine's
+	// allocations, and the interop tests' clients may still be winding down
+	per := int64(1 << 62)
+	for try := 0; try < 3 && per > 4<<10; try++ {
+		per = min(per, idleConnBytes(t))
+	}
+	t.Logf("idle Conn: %d bytes each (the Conn struct alone: %d)", per, unsafe.Sizeof(Conn{}))
+	if per > 4<<10 {
+		t.Fatalf("an idle Conn holds %d bytes", per)
+	}
+}
+
+func idleConnBytes(t *testing.T) int64 {
 	const n = 1000
 	conns := make([]*Conn, n)
 	var before, after runtime.MemStats
@@ -41,10 +54,6 @@ func TestIdleConnMemory(t *testing.T) {
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
-	t.Logf("idle Conn: %d bytes each (the Conn struct alone: %d)", per, unsafe.Sizeof(Conn{}))
-	if per > 4<<10 {
-		t.Fatalf("an idle Conn holds %d bytes", per)
-	}
 	runtime.KeepAlive(conns)
+	return (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
 }
