@@ -53,8 +53,10 @@ import (
 // carried entries come from per-loop free lists, the header from the
 // loop's buffer (TestProxyHeaderAllocatesNothing).
 //
-// A server's SendProxy writes a header (v1 or v2, v2 with the AUTHORITY
-// when the connection carried one) on each new connection once its TCP
+// A server's SendProxy writes a header (v1 or v2, v2 with an AUTHORITY
+// when the client's name is known: the one its own header carried, else
+// the SNI it sent to a bind that terminates TLS, as the transport says:
+// serverName) on each new connection once its TCP
 // connect completed and before the transport's step (TLS starts after
 // it): srvAttempt.checkConnect for tunnels and http requests, probe.process
 // for health checks (v2 LOCAL, v1 UNKNOWN: the check is the proxy's own
@@ -329,14 +331,20 @@ func (w *Worker) clientAddr(fd int, pp uint32) netip.AddrPort {
 	return peerAddrPort(fd)
 }
 
-// authority is the AUTHORITY of connection pp's header (nil when none).
-// The slice is valid until the next carry: use it at once.
-func (w *Worker) authority(pp uint32) []byte {
-	if pp == 0 {
-		return nil
+// authority is the server name the client of a connection asked for: the
+// AUTHORITY of its PROXY header (pp), else the SNI it sent to a bind that
+// terminates TLS (xp), nil when none. The slice is valid until the next
+// carry and must not be written: use it at once.
+func (w *Worker) authority(pp uint32, xp transport) []byte {
+	if pp != 0 {
+		if c := &w.pp.carried[pp]; c.alen > 0 {
+			return c.auth[:c.alen]
+		}
 	}
-	c := &w.pp.carried[pp]
-	return c.auth[:c.alen]
+	if n := xp.serverName(); n != "" {
+		return unsafe.Slice(unsafe.StringData(n), len(n)) // read only: no copy per connection
+	}
+	return nil
 }
 
 // localAddr is the address the client of fd connected to: the one its
@@ -389,21 +397,21 @@ func sendProxy(s *Side, srv *balance.Server, src, dst netip.AddrPort, authority 
 // t (attemptOwner).
 func (t *Tunnel) proxyAddrs() (src, dst netip.AddrPort, authority []byte) {
 	fd := t.cli.FD.Fd
-	return t.w.clientAddr(fd, t.pp), t.w.localAddr(fd, t.pp), t.w.authority(t.pp)
+	return t.w.clientAddr(fd, t.pp), t.w.localAddr(fd, t.pp), t.w.authority(t.pp, t.cli.xp)
 }
 
 // proxyAddrs are the addresses a server's PROXY header names for the
 // request s carries (attemptOwner).
 func (s *stream) proxyAddrs() (src, dst netip.AddrPort, authority []byte) {
 	cl := s.cl
-	return netip.AddrPortFrom(cl.peer.Unmap(), cl.port), s.w.localAddr(s.cli.FD.Fd, cl.pp), s.w.authority(cl.pp)
+	return netip.AddrPortFrom(cl.peer.Unmap(), cl.port), s.w.localAddr(s.cli.FD.Fd, cl.pp), s.w.authority(cl.pp, s.cli.xp)
 }
 
 // sniFromAuthority routes tunnel t of a tcp frontend with SNI routes on
 // the AUTHORITY its PROXY header carried, if any, instead of inspecting a
 // ClientHello: true when it did (t.be set, nil for no server).
 func (t *Tunnel) sniFromAuthority() bool {
-	a := t.w.authority(t.pp)
+	a := t.w.authority(t.pp, rawSock{})
 	if len(a) == 0 {
 		return false
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -324,7 +325,7 @@ func TestProxyHeaderAllocatesNothing(t *testing.T) {
 			t.Fatal("header not read")
 		}
 		pp := w.carry(&h, peer)
-		if w.clientAddr(-1, pp).Port() != 4242 || len(w.authority(pp)) == 0 {
+		if w.clientAddr(-1, pp).Port() != 4242 || len(w.authority(pp, rawSock{})) == 0 {
 			t.Fatal("not carried")
 		}
 		w.dropCarried(pp)
@@ -333,4 +334,47 @@ func TestProxyHeaderAllocatesNothing(t *testing.T) {
 	if a := testing.AllocsPerRun(200, one); a != 0 {
 		t.Fatalf("%v allocations per header", a)
 	}
+}
+
+// TestProxyHeaderBeforeTLS: on a bind that terminates TLS the header comes
+// first, then the handshake; a server's v2 header names the client the
+// bind's header named, with the SNI the client sent as AUTHORITY (the
+// bind's header's own AUTHORITY when it has one), in tcp and http mode.
+func TestProxyHeaderBeforeTLS(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newProxyOrigin(t)
+	srv, cli := tlsPair(t, tls.VersionTLS13)
+	for _, tc := range []struct {
+		name, header, want string
+		http               bool
+	}{
+		{"tcp, v1 header: the SNI", v1Client, "localhost", false},
+		{"tcp, v2 header with authority", string(v2Client("www.example.com")), "www.example.com", false},
+		{"http, v1 header: the SNI", v1Client, "localhost", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := frontend(t, SpliceAuto, o.addr)
+			if tc.http {
+				fe = httpFrontend(t, nil, o.addr)
+			}
+			fe.Backend.B.Servers[0].SendProxy = 2
+			tlsFront(fe, srv, 5*time.Second)
+			acceptProxy(fe, 5*time.Second, "127.0.0.1")
+			raw := e.dialAccept(fe)
+			if _, err := raw.Write([]byte(tc.header)); err != nil {
+				t.Fatal(err)
+			}
+			c := tls.Client(raw, cli)
+			if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n")); err != nil {
+				t.Fatal(err)
+			}
+			g := <-o.got
+			if g.err != nil || g.h.Src != netip.MustParseAddrPort("203.0.113.9:4242") || string(g.h.Authority()) != tc.want ||
+				!strings.HasPrefix(g.line, "GET / HTTP/1.1\r\n") {
+				t.Fatalf("server got %v %v authority %q line %q", g.err, g.h.Src, g.h.Authority(), g.line)
+			}
+			c.Close()
+		})
+	}
+	e.waitIdle()
 }

@@ -74,6 +74,10 @@ type transport interface {
 	// peerSubject is the subject of the peer's certificate ("" without
 	// one, or before the transport is established).
 	peerSubject() string
+	// serverName is the server name the peer asked for (a TLS client's
+	// SNI, once established; "" for a raw socket or without one): the
+	// AUTHORITY of a server's PROXY header (proxyhdr.go).
+	serverName() string
 	// afterConnect is the transport's step once the TCP connect of s
 	// completed (EPOLLOUT without error): false when there is none and s
 	// is ready at once (raw); true when the step runs (TLS: s leaves the
@@ -166,6 +170,8 @@ func (rawSock) rcvCost(n int) int { return n }
 func (rawSock) secure() bool { return false }
 
 func (rawSock) peerSubject() string { return "" }
+
+func (rawSock) serverName() string { return "" }
 
 func (rawSock) afterConnect(*Side, connectStep) bool { return false }
 

@@ -93,6 +93,9 @@ type tlsSock struct {
 	plainHTTP bool
 	answered  bool // the 400 went out (helper goroutine, read after Exec)
 	server    bool // newTLSServer: the handshake ends on the client's flight
+	// sni: the server name the client asked for (server side, set on the
+	// loop when the handshake ended: startTLS).
+	sni string
 }
 
 // tlsFd is the net.Conn crypto/tls reads and writes: the socket of one

@@ -129,6 +129,7 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend], p
 			return
 		}
 		st := x.c.ConnectionState()
+		x.sni = st.ServerName
 		if st.DidResume {
 			fs.TLSResumed.Add(1)
 		} else {
@@ -214,6 +215,9 @@ func appendField(d []byte, prefix, name, value string) []byte {
 	}
 	return append(d, "\r\n"...)
 }
+
+// serverName is the SNI the client sent (transport).
+func (x *tlsSock) serverName() string { return x.sni }
 
 // peerSubject is the subject of the client's certificate, "" without one
 // (access log: once per connection, after the handshake).
