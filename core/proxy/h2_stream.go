@@ -411,4 +411,6 @@ func (hs *h2Stream) secure() bool { return hs.c.cli.xp.secure() }
 
 func (hs *h2Stream) peerSubject() string { return hs.c.cli.xp.peerSubject() }
 
+func (hs *h2Stream) serverName() string { return hs.c.cli.xp.serverName() }
+
 func (hs *h2Stream) afterConnect(*Side, connectStep) bool { return false }

@@ -184,6 +184,9 @@ type streamMux interface {
 	// upgrade: a 101 response was relayed and flushed; the connection
 	// becomes a tunnel (HTTP/1.1 only).
 	upgrade(s *stream)
+	// clientFd is the client connection's socket: the address the client
+	// connected to, for a server's PROXY header (proxyhdr.go).
+	clientFd() int
 }
 
 // h1Conn is an HTTP/1.1 client connection (the mux): one request at a

@@ -404,8 +404,15 @@ func (t *Tunnel) proxyAddrs() (src, dst netip.AddrPort, authority []byte) {
 // request s carries (attemptOwner).
 func (s *stream) proxyAddrs() (src, dst netip.AddrPort, authority []byte) {
 	cl := s.cl
-	return netip.AddrPortFrom(cl.peer.Unmap(), cl.port), s.w.localAddr(s.cli.FD.Fd, cl.pp), s.w.authority(cl.pp, s.cli.xp)
+	return netip.AddrPortFrom(cl.peer.Unmap(), cl.port), s.w.localAddr(s.mux.clientFd(), cl.pp), s.w.authority(cl.pp, s.cli.xp)
 }
+
+// clientFd is the HTTP/1.1 connection's socket (streamMux).
+func (c *h1Conn) clientFd() int { return c.cli.FD.Fd }
+
+// clientFd is the HTTP/2 connection's socket (streamMux); its streams'
+// sides have none.
+func (c *h2Conn) clientFd() int { return c.cli.FD.Fd }
 
 // sniFromAuthority routes tunnel t of a tcp frontend with SNI routes on
 // the AUTHORITY its PROXY header carried, if any, instead of inspecting a

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -377,4 +378,44 @@ func TestProxyHeaderBeforeTLS(t *testing.T) {
 		})
 	}
 	e.waitIdle()
+}
+
+// TestProxyHeaderH2: an HTTP/2 connection (prior knowledge): its streams'
+// server connections name its client — the one its own header named, or
+// its peer without one — and the address it connected to (the
+// connection's socket's: a stream's side has none).
+func TestProxyHeaderH2(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newProxyOrigin(t)
+	for _, header := range []bool{true, false} {
+		fe := h2Frontend(t, o.addr)
+		fe.Backend.B.Servers[0].SendProxy = 1
+		if header {
+			acceptProxy(fe, 5*time.Second, "127.0.0.1")
+		}
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		tr := &http.Transport{Protocols: &p, DialContext: func(context.Context, string, string) (net.Conn, error) {
+			c := e.dialAccept(fe)
+			c.SetDeadline(time.Time{})
+			if !header {
+				return c, nil
+			}
+			_, err := c.Write([]byte(v1Client))
+			return c, err
+		}}
+		cl := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		if resp, err := cl.Get("http://a/"); err == nil {
+			resp.Body.Close() // the origin's answer is no HTTP: a 502 is fine
+		}
+		tr.CloseIdleConnections()
+		g := <-o.got
+		src, dst := netip.MustParseAddrPort("203.0.113.9:4242"), netip.MustParseAddrPort("198.51.100.1:443")
+		if !header {
+			src, dst = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), g.h.Src.Port()), netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), g.h.Dst.Port())
+		}
+		if g.err != nil || g.h.Local || g.h.Src != src || g.h.Dst != dst || g.h.Dst.Port() == 0 || !strings.HasPrefix(g.line, "GET / HTTP/1.1\r\n") {
+			t.Fatalf("header %v: server got %v local %v %v -> %v line %q", header, g.err, g.h.Local, g.h.Src, g.h.Dst, g.line)
+		}
+	}
 }
