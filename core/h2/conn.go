@@ -150,10 +150,10 @@ func (c *Config) resolve() {
 }
 
 // Handler receives a connection's requests. Every call comes from inside
-// Feed (WindowOpened also from inside nothing else), on the loop's
-// thread; the slices and the *Request are valid only during the call.
-// A Handler may call the Conn's stream methods (Respond, SendData,
-// Consumed, ResetStream...) from inside a callback.
+// Feed, on the loop's thread. The *Request, its Fields slice and p are
+// valid only during the call (the field strings themselves are immutable
+// and may be kept). A Handler may call the Conn's stream methods
+// (Respond, SendData, Consumed, ResetStream...) from inside a callback.
 type Handler interface {
 	// Headers opens stream id with a validated request; endStream says
 	// no body follows.
