@@ -160,9 +160,8 @@ type Handler interface {
 	Headers(id uint32, req *Request, endStream bool)
 	// Data delivers request body bytes (possibly none when endStream).
 	// The client's window shrinks by len(p) until Consumed gives it back.
-	// After the response ended (END_STREAM sent) the body may still come:
-	// consume it (dropped), or ResetStream(id, ErrCodeNo) to stop it
-	// (RFC 9113 §8.1).
+	// Once the response ended (our END_STREAM) no call names the stream:
+	// a body still coming is stopped with RST_STREAM NO_ERROR.
 	Data(id uint32, p []byte, endStream bool)
 	// Trailers ends the request body with trailer fields (no pseudo-
 	// header fields, names lowercase, validated as request fields).

@@ -226,7 +226,8 @@ func TestInformationalThenFinal(t *testing.T) {
 	if err := cl.c.SendTrailers(1, []Field{{[]byte("grpc-status"), []byte("0")}}); err != nil {
 		t.Fatal(err)
 	}
-	wantFrames(t, cl.frames(), "HEADERS 1 :status=100", "HEADERS 1 :status=200", "DATA 1 2", "HEADERS 1 END_STREAM grpc-status=0")
+	// the request body never ended: stopped once the response did
+	wantFrames(t, cl.frames(), "HEADERS 1 :status=100", "HEADERS 1 :status=200", "DATA 1 2", "HEADERS 1 END_STREAM grpc-status=0", "RST_STREAM 1 NO_ERROR")
 }
 
 func TestReceiveFlowControl(t *testing.T) {
@@ -445,5 +446,30 @@ func TestCounts(t *testing.T) {
 	want := Counts{StreamsOpened: 2, StreamsClosed: 2, StreamsRefused: 2, ResetsSent: 2, ResetsReceived: 1}
 	if got != want {
 		t.Fatalf("counts %+v, want %+v", got, want)
+	}
+}
+
+func TestEarlyResponseStopsRequestBody(t *testing.T) {
+	// the server answered before the upload ended (a 413, a redirect):
+	// RST_STREAM NO_ERROR stops the body (RFC 9113 §8.1), what the
+	// Handler had not consumed and what is still in flight go back to
+	// the connection, and the Handler hears nothing more of the stream
+	cl := newClient(t, Config{})
+	cl.post(1, "/up")
+	cl.fr.WriteData(1, false, make([]byte, 1000))
+	cl.feed()
+	if err := cl.c.Respond(1, 413, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	wantFrames(t, cl.frames(), "HEADERS 1 END_STREAM :status=413", "RST_STREAM 1 NO_ERROR")
+	cl.fr.WriteData(1, true, make([]byte, 500))
+	if err := cl.feed(); err != nil {
+		t.Fatal(err)
+	}
+	if fs := cl.frames(); len(fs) != 0 || len(cl.h.events) != 2 || cl.c.Streams() != 0 {
+		t.Fatalf("frames %q, events %q", fs, cl.h.events)
+	}
+	if cl.c.recvCredit != 1500 {
+		t.Fatalf("connection credit %d, want the 1500 bytes back", cl.c.recvCredit)
 	}
 }

@@ -101,7 +101,9 @@
 // table (as HAProxy does: nothing of the caller's buffer is kept, and no
 // per-connection table to hold), split into HEADERS and CONTINUATION at
 // the peer's SETTINGS_MAX_FRAME_SIZE; then SendData, then SendTrailers or
-// an END_STREAM.
+// an END_STREAM. Our END_STREAM ends the stream for the Handler: a request
+// body still coming is stopped with RST_STREAM NO_ERROR (§8.1), so a
+// stream's life for the caller is Headers to its own END_STREAM or Reset.
 //
 // # Hostile clients
 //

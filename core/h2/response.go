@@ -163,8 +163,7 @@ func (c *Conn) endResponse(st *stream, status int, endStream bool) {
 		st.respHead = true
 	}
 	if endStream {
-		st.localClosed = true
-		c.maybeClose(id)
+		c.endLocal(st)
 	}
 }
 
@@ -183,8 +182,7 @@ func (c *Conn) SendTrailers(id uint32, fields []Field) error {
 		c.encodeField(fields[i].Name, fields[i].Value)
 	}
 	c.writeBlock(id, true)
-	st.localClosed = true
-	c.maybeClose(id)
+	c.endLocal(st)
 	return nil
 }
 
@@ -238,8 +236,21 @@ func (c *Conn) SendData(id uint32, p []byte, endStream bool) int {
 		}
 	}
 	if done {
-		st.localClosed = true
-		c.maybeClose(id)
+		c.endLocal(st)
 	}
 	return n
+}
+
+// endLocal follows our END_STREAM on st: the stream closes if the request
+// had ended too; if its body is still coming, RST_STREAM NO_ERROR asks
+// the client to stop sending it (RFC 9113 §8.1, as Go's server does), the
+// DATA in flight is ignored and what was not consumed goes back to the
+// connection. Either way no Handler call names the stream any more.
+func (c *Conn) endLocal(st *stream) {
+	st.localClosed = true
+	if st.remoteClosed {
+		c.remove(st, closedNormally)
+		return
+	}
+	c.sendRST(st.id, http2.ErrCodeNo)
 }
