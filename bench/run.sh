@@ -16,10 +16,13 @@
 #   BENCH_CLUSTER_SERVERS  backend sizes of the cluster row (default 1000,10000)
 #   BENCH_CLUSTER_WRITES   writes per size (default 200)
 #   BENCH_CLUSTER_RELOADS  HAProxy push + reloads per size (default 20)
-#   BENCH_ROWS        workloads among "ka close 1m idle apply hs-ecdsa
-#                     hs-rsa resume first flood cluster" (default all; a row runs in the
+#   BENCH_ROWS        workloads among "ka close 1m idle h2 h2-10k h2-idle
+#                     apply hs-ecdsa hs-rsa resume first flood cluster"
+#                     (default all; a row runs in the
 #                     modes it applies to: ka and 1m in all three, close
-#                     and idle in tcp and http, hs-ecdsa, hs-rsa, resume,
+#                     and idle in tcp and http, h2, h2-10k and h2-idle in
+#                     http (h2load, HTTP/2 clients by prior knowledge,
+#                     HTTP/1.1 to the origin), hs-ecdsa, hs-rsa, resume,
 #                     first and flood in tls; apply: server changes with 1 000
 #                     and 10 000 servers, spliced only, bench/applybench;
 #                     cluster: the row of the cluster mode)
@@ -29,6 +32,8 @@
 #   BENCH_1M_CONNS    wrk connections of the 1m row (default 64)
 #   BENCH_HS_CONNS    concurrent connections of the hs-*, resume rows and of
 #                     the flood (default 50)
+#   BENCH_H2_CLIENTS  h2load clients of the h2 and h2-10k rows (default 100)
+#   BENCH_H2_STREAMS  h2load streams per client of those rows (default 10)
 #   BENCH_PROXY_CPU   CPU the proxy is pinned to (default 0)
 #   BENCH_LOAD_CPU    CPU of wrk and the origin (default 1)
 #   BENCH_OUT         directory of the JSON results (default bench/out)
@@ -54,11 +59,13 @@ BENCH_MODES=${BENCH_MODES:-tcp http tls cluster}
 BENCH_CLUSTER_SERVERS=${BENCH_CLUSTER_SERVERS:-1000,10000}
 BENCH_CLUSTER_WRITES=${BENCH_CLUSTER_WRITES:-200}
 BENCH_CLUSTER_RELOADS=${BENCH_CLUSTER_RELOADS:-20}
-BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle apply hs-ecdsa hs-rsa resume first flood cluster}
+BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle h2 h2-10k h2-idle apply hs-ecdsa hs-rsa resume first flood cluster}
 BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
 BENCH_1M_CONNS=${BENCH_1M_CONNS:-64}
 BENCH_HS_CONNS=${BENCH_HS_CONNS:-50}
+BENCH_H2_CLIENTS=${BENCH_H2_CLIENTS:-100}
+BENCH_H2_STREAMS=${BENCH_H2_STREAMS:-10}
 BENCH_PROXY_CPU=${BENCH_PROXY_CPU:-0}
 BENCH_LOAD_CPU=${BENCH_LOAD_CPU:-1}
 BENCH_OUT=${BENCH_OUT:-$ROOT/bench/out}
@@ -71,6 +78,8 @@ HAPROXY_SPLICE=${HAPROXY_SPLICE:-force}
 [[ $BENCH_IDLE_CONNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_IDLE_CONNS must be a positive integer"
 [[ $BENCH_1M_CONNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_1M_CONNS must be a positive integer"
 [[ $BENCH_HS_CONNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_HS_CONNS must be a positive integer"
+[[ $BENCH_H2_CLIENTS =~ ^[1-9][0-9]*$ ]] || die "BENCH_H2_CLIENTS must be a positive integer"
+[[ $BENCH_H2_STREAMS =~ ^[1-9][0-9]*$ ]] || die "BENCH_H2_STREAMS must be a positive integer"
 for mode in $BENCH_MODES; do [[ $mode == tcp || $mode == http || $mode == tls || $mode == cluster ]] || die "unknown mode $mode"; done
 [[ $BENCH_CLUSTER_SERVERS =~ ^[0-9]+(,[0-9]+)*$ ]] || die "BENCH_CLUSTER_SERVERS must be comma-separated sizes"
 [[ $BENCH_CLUSTER_WRITES =~ ^[1-9][0-9]*$ ]] || die "BENCH_CLUSTER_WRITES must be a positive integer"
@@ -80,13 +89,22 @@ for mode in $BENCH_MODES; do [[ $mode == tcp || $mode == http || $mode == tls ||
 TCP_PROXIES="spliced haproxy nginx baseline"
 HTTP_PROXIES="spliced haproxy nginx caddy"
 TLS_PROXIES="spliced haproxy nginx"
+# HTTP/2 rows: h2c by prior knowledge on a clear bind (Caddy is configured
+# HTTP/1.1 only here).
+H2_PROXIES="spliced haproxy nginx"
 # candidates MODE ROW: the proxies of a table; spliced-auto and spliced-off
 # are spliced with splice auto and off (the http 1m row compares them with
 # splice on).
 candidates() {
 	case $1 in
 	tcp) echo "$TCP_PROXIES" ;;
-	http) [[ $2 == 1m ]] && echo "spliced spliced-auto spliced-off haproxy nginx caddy" || echo "$HTTP_PROXIES" ;;
+	http)
+		case $2 in
+		1m) echo "spliced spliced-auto spliced-off haproxy nginx caddy" ;;
+		h2*) echo "$H2_PROXIES" ;;
+		*) echo "$HTTP_PROXIES" ;;
+		esac
+		;;
 	tls) echo "$TLS_PROXIES" ;;
 	*) die "unknown mode $1" ;;
 	esac
@@ -97,6 +115,7 @@ row_applies() {
 	case $2 in
 	ka | 1m) return 0 ;;
 	close | idle) [[ $1 != tls ]] ;;
+	h2 | h2-10k | h2-idle) [[ $1 == http ]] ;;
 	hs-ecdsa | hs-rsa | resume | first | flood) [[ $1 == tls ]] ;;
 	apply | cluster) return 1 ;; # their own tools, after the tables
 	*) die "unknown row $2" ;;
@@ -189,6 +208,7 @@ need_pkgs=()
 command -v haproxy >/dev/null || need_pkgs+=(haproxy)
 command -v nginx >/dev/null || need_pkgs+=(nginx)
 command -v wrk >/dev/null || need_pkgs+=(wrk)
+command -v h2load >/dev/null || need_pkgs+=(nghttp2-client)
 command -v curl >/dev/null || need_pkgs+=(curl)
 command -v taskset >/dev/null || need_pkgs+=(util-linux)
 command -v jq >/dev/null || need_pkgs+=(jq)
@@ -270,6 +290,7 @@ ORIGIN_DIR=$TMP/origin
 mkdir -p "$ORIGIN_DIR/www"
 head -c 64 /dev/zero | tr '\0' 'a' >"$ORIGIN_DIR/www/64"
 head -c $((1 << 20)) /dev/urandom >"$ORIGIN_DIR/www/1m"
+head -c 10240 /dev/urandom >"$ORIGIN_DIR/www/10k"
 next_port
 ORIGIN_PORT=$PORT
 cat >"$ORIGIN_DIR/nginx.conf" <<EOF
@@ -301,11 +322,16 @@ EOF
 
 # check PORT PATH SIZE: one GET through the proxy returns 200 and SIZE bytes
 # (over https when SCHEME is https: the tls mode).
+# With H2=1 (the h2 rows) the request is HTTP/2 with prior knowledge and
+# must be answered in HTTP/2.
 SCHEME=http
+H2=0
+curl_opts() { ((H2)) && echo "--http2-prior-knowledge" || true; }
 check() {
-	local got
-	got=$(curl -sk -o /dev/null --max-time 3 -w '%{http_code} %{size_download}' "$SCHEME://127.0.0.1:$1$2" || true)
-	[[ $got == "200 $3" ]]
+	local got want="200 $3"
+	((H2)) && want+=" 2"
+	got=$(curl -sk $(curl_opts) -o /dev/null --max-time 3 -w "%{http_code} %{size_download}$( ((H2)) && echo ' %{http_version}')" "$SCHEME://127.0.0.1:$1$2" || true)
+	[[ $got == "$want" ]]
 }
 
 # wait_check PORT PATH SIZE: poll check for up to 10 s (the proxy starting).
@@ -390,6 +416,8 @@ start_haproxy() {
     timeout http-request 10s
     timeout http-keep-alive 60s"
 	fi
+	# h2 rows: HTTP/2 clients by prior knowledge on the clear bind.
+	[[ $row == h2* ]] && ssl+=" proto h2"
 	cat >"$d/haproxy.cfg" <<EOF
 global
     nbthread 1
@@ -431,6 +459,9 @@ start_nginx() {
     ssl_prefer_server_ciphers on;
     ssl_session_tickets on;"
 	fi
+	# h2 rows: nginx 1.22 speaks h2c by prior knowledge on a clear
+	# listener with http2.
+	[[ $row == h2* ]] && listen+=" http2"
 	if [[ $mode == tcp ]]; then
 		[[ -n $NGINX_STREAM_MODULE ]] || nginx_static_stream ||
 			{ FAIL_REASON="nginx stream module not installed"; return 1; }
@@ -594,8 +625,8 @@ start_spliced() {
 # ------------------------------------------------------------------ runs
 # wrk arguments per row: connections, extra arguments, object.
 row_conns() { case $1 in ka | close) echo 50 ;; 1m) echo "$BENCH_1M_CONNS" ;; esac; }
-row_path() { [[ $1 == 1m ]] && echo /1m || echo /64; }
-row_size() { [[ $1 == 1m ]] && echo $((1 << 20)) || echo 64; }
+row_path() { case $1 in 1m) echo /1m ;; h2-10k) echo /10k ;; *) echo /64 ;; esac; }
+row_size() { case $1 in 1m) echo $((1 << 20)) ;; h2-10k) echo 10240 ;; *) echo 64 ;; esac; }
 
 # run_one MODE ROW PROXY REP: fresh proxy, check, measure, stop.
 run_one() {
@@ -603,6 +634,8 @@ run_one() {
 	local id=(-out "$RESULTS" -mode "$mode" -row "$row" -proxy "$proxy" -rep "$rep")
 	SCHEME=http
 	[[ $mode == tls ]] && SCHEME=https
+	H2=0
+	[[ $row == h2* ]] && H2=1
 	# Every start gets its own directory (configuration, state, logs).
 	RUN_NAME=$proxy-$mode-$row-$rep
 	next_port
@@ -626,7 +659,7 @@ run_one() {
 		stop_pid "$PROXY_PID"
 		return 0
 	fi
-	if [[ $mode != tcp ]] && ! curl -sk -D - -o /dev/null --max-time 3 "$SCHEME://127.0.0.1:$port/64" |
+	if [[ $mode != tcp ]] && ! curl -sk $(curl_opts) -D - -o /dev/null --max-time 3 "$SCHEME://127.0.0.1:$port/64" |
 		tr -d '\r' | grep -qi '^X-Bench-XFF: 127\.0\.0\.1'; then
 		local why="http mode: no X-Forwarded-For reached the origin (tunnelling instead of proxying HTTP?)"
 		"$BT" fail "${id[@]}" -reason "$why"
@@ -634,7 +667,17 @@ run_one() {
 		stop_pid "$PROXY_PID"
 		return 0
 	fi
-	if [[ $row == idle ]]; then
+	if [[ $row == h2-idle ]]; then
+		wait_fg "$BT" idle "${id[@]}" -h2 -pid "$PROXY_PID" -addr "127.0.0.1:$port" -n "$BENCH_IDLE_CONNS" -timeout 90s ||
+			"$BT" fail "${id[@]}" -reason "benchtool idle failed"
+	elif [[ $row == h2 || $row == h2-10k ]]; then
+		# h2load: BENCH_H2_CLIENTS connections, BENCH_H2_STREAMS streams
+		# in flight on each, one thread on the load CPU, for BENCH_SECONDS.
+		wait_fg "$BT" measure "${id[@]}" -pid "$PROXY_PID" -cpu "$BENCH_PROXY_CPU" -conns "$BENCH_H2_CLIENTS" -- \
+			taskset -c "$BENCH_LOAD_CPU" h2load -t1 -c "$BENCH_H2_CLIENTS" -m "$BENCH_H2_STREAMS" \
+			-D "$BENCH_SECONDS" "http://127.0.0.1:$port$(row_path "$row")" ||
+			"$BT" fail "${id[@]}" -reason "benchtool measure failed"
+	elif [[ $row == idle ]]; then
 		# fds the proxy needs per idle connection: client and server
 		# sockets; the baseline's io.Copy also holds a splice pipe (two
 		# fds) per direction for as long as the connection lives.
@@ -693,6 +736,7 @@ run_one() {
 	echo "haproxy=$(haproxy -v | head -1)"
 	echo "nginx=$(nginx -v 2>&1)"
 	echo "wrk=$(wrk -v 2>&1 | head -1)"
+	echo "h2load=$(h2load --version 2>&1 | head -1)"
 	echo "openssl=$(openssl version 2>/dev/null || echo missing)"
 	echo "go=$("$GO" version)"
 	echo "spliced_commit=$(git describe --always --dirty 2>/dev/null || echo unknown)"

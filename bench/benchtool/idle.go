@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -15,6 +16,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // cmdIdle measures the memory a proxy holds per idle keep-alive client
@@ -33,6 +37,7 @@ func cmdIdle(args []string) error {
 	n := fs.Int("n", 5000, "idle connections to hold")
 	parallel := fs.Int("parallel", 64, "connections being set up at once")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound on the whole measurement")
+	h2 := fs.Bool("h2", false, "HTTP/2 with prior knowledge (h2c): the request is stream 1 of each connection")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,21 +51,21 @@ func cmdIdle(args []string) error {
 	ctx, cancel := context.WithTimeout(sigctx, *timeout)
 	defer cancel()
 
-	if err := idleRun(ctx, &r, *pid, *addr, *path, *n, *parallel); err != nil {
+	if err := idleRun(ctx, &r, *pid, *addr, *path, *n, *parallel, *h2); err != nil {
 		r.Error = err.Error()
-		fmt.Fprintf(os.Stderr, "    %s %s/idle #%d: n/a: %s\n", r.Proxy, r.Mode, r.Rep, r.Error)
+		fmt.Fprintf(os.Stderr, "    %s %s/%s #%d: n/a: %s\n", r.Proxy, r.Mode, r.Row, r.Rep, r.Error)
 	} else {
-		fmt.Fprintf(os.Stderr, "    %s %s/idle #%d: %d conns, RSS %d -> %d KiB, %.2f KiB/conn\n",
-			r.Proxy, r.Mode, r.Rep, r.IdleConns, r.RSSBeforeKiB, r.RSSAfterKiB,
+		fmt.Fprintf(os.Stderr, "    %s %s/%s #%d: %d conns, RSS %d -> %d KiB, %.2f KiB/conn\n",
+			r.Proxy, r.Mode, r.Row, r.Rep, r.IdleConns, r.RSSBeforeKiB, r.RSSAfterKiB,
 			float64(r.RSSAfterKiB-r.RSSBeforeKiB)/float64(r.IdleConns))
 	}
 	return appendRun(rf.out, r)
 }
 
-func idleRun(ctx context.Context, r *Run, pid int, addr, path string, n, parallel int) error {
+func idleRun(ctx context.Context, r *Run, pid int, addr, path string, n, parallel int, h2 bool) error {
 	// Warm-up: the first connections through a fresh proxy grow pools and
 	// tables once; that is not a per-connection cost.
-	warm, err := openIdle(ctx, addr, path, 16, 16)
+	warm, err := openIdle(ctx, addr, path, 16, 16, h2)
 	closeAll(warm)
 	if err != nil {
 		return fmt.Errorf("warm-up: %w", err)
@@ -68,7 +73,7 @@ func idleRun(ctx context.Context, r *Run, pid int, addr, path string, n, paralle
 	if r.RSSBeforeKiB, err = stableRSS(ctx, pid); err != nil {
 		return err
 	}
-	conns, err := openIdle(ctx, addr, path, n, parallel)
+	conns, err := openIdle(ctx, addr, path, n, parallel, h2)
 	defer closeAll(conns)
 	if err != nil {
 		return fmt.Errorf("opened %d of %d connections: %w", len(conns), n, err)
@@ -84,8 +89,9 @@ func idleRun(ctx context.Context, r *Run, pid int, addr, path string, n, paralle
 }
 
 // openIdle opens n connections, parallel at a time, each completing one
-// GET of path; it returns those that succeeded and the first error.
-func openIdle(ctx context.Context, addr, path string, n, parallel int) ([]net.Conn, error) {
+// GET of path (over HTTP/2 with h2); it returns those that succeeded and
+// the first error.
+func openIdle(ctx context.Context, addr, path string, n, parallel int, h2 bool) ([]net.Conn, error) {
 	conns := make([]net.Conn, n)
 	var next atomic.Int64
 	var firstErr error
@@ -101,7 +107,13 @@ func openIdle(ctx context.Context, addr, path string, n, parallel int) ([]net.Co
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				c, err := oneRequest(ctx, addr, req)
+				var c net.Conn
+				var err error
+				if h2 {
+					c, err = oneRequestH2(ctx, addr, path)
+				} else {
+					c, err = oneRequest(ctx, addr, req)
+				}
 				mu.Lock()
 				if err != nil {
 					if firstErr == nil {
@@ -190,7 +202,9 @@ func stableRSS(ctx context.Context, pid int) (int64, error) {
 }
 
 // countClosed returns how many connections the proxy has closed: a read
-// that times out means the connection is still open and silent.
+// that times out means the connection is still open and silent, and so
+// does one that returns bytes (an HTTP/2 server may send a frame late,
+// e.g. a WINDOW_UPDATE); EOF or a reset means closed.
 func countClosed(conns []net.Conn) int {
 	var closed atomic.Int64
 	var wg sync.WaitGroup
@@ -198,12 +212,18 @@ func countClosed(conns []net.Conn) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var b [1]byte
+			var b [4096]byte
 			_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-			_, err := c.Read(b[:])
-			var ne net.Error
-			if !(errors.As(err, &ne) && ne.Timeout()) {
-				closed.Add(1)
+			for {
+				_, err := c.Read(b[:])
+				if err == nil {
+					continue
+				}
+				var ne net.Error
+				if !(errors.As(err, &ne) && ne.Timeout()) {
+					closed.Add(1)
+				}
+				return
 			}
 		}()
 	}
@@ -215,4 +235,80 @@ func closeAll(conns []net.Conn) {
 	for _, c := range conns {
 		c.Close()
 	}
+}
+
+// oneRequestH2 opens an h2c connection with prior knowledge, sends the
+// preface, an empty SETTINGS and a GET of path on stream 1, and reads until
+// the response ended and the server acknowledged the SETTINGS (answering
+// its SETTINGS), so that the connection is then idle both ways.
+func oneRequestH2(ctx context.Context, addr, path string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	fail := func(err error) (net.Conn, error) { c.Close(); return nil, err }
+	bw := bufio.NewWriter(c)
+	fr := http2.NewFramer(bw, bufio.NewReaderSize(c, 4096))
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "bench"},
+		{":path", path}, {"user-agent", "benchtool-idle"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	_, _ = io.WriteString(bw, http2.ClientPreface)
+	_ = fr.WriteSettings()
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	if err := bw.Flush(); err != nil {
+		return fail(err)
+	}
+	status := ""
+	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
+		if f.Name == ":status" {
+			status = f.Value
+		}
+	})
+	ended, acked := false, false
+	for !ended || !acked {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return fail(fmt.Errorf("reading frames: %w", err))
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if f.IsAck() {
+				acked = true
+			} else {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				_ = fr.WritePing(true, f.Data)
+			}
+		case *http2.HeadersFrame:
+			if _, err := dec.Write(f.HeaderBlockFragment()); err != nil {
+				return fail(err)
+			}
+			ended = ended || f.StreamEnded()
+		case *http2.ContinuationFrame:
+			if _, err := dec.Write(f.HeaderBlockFragment()); err != nil {
+				return fail(err)
+			}
+		case *http2.DataFrame:
+			ended = ended || f.StreamEnded()
+		case *http2.GoAwayFrame:
+			return fail(fmt.Errorf("GOAWAY %v", f.ErrCode))
+		case *http2.RSTStreamFrame:
+			return fail(fmt.Errorf("RST_STREAM %v", f.ErrCode))
+		}
+		if err := bw.Flush(); err != nil {
+			return fail(err)
+		}
+	}
+	if status != "200" {
+		return fail(fmt.Errorf("status %q: not a 200", status))
+	}
+	_ = c.SetDeadline(time.Time{})
+	return c, nil
 }

@@ -225,7 +225,11 @@ func cmdMeasure(args []string) error {
 	case runErr != nil:
 		r.Error = fmt.Sprintf("load generator failed: %v", runErr)
 	default:
-		if err := parseWrkResult(out.String(), &r); err != nil {
+		parse := parseWrkResult
+		if isH2load(out.String()) {
+			parse = parseH2loadResult
+		}
+		if err := parse(out.String(), &r); err != nil {
 			r.Error = err.Error()
 			break
 		}

@@ -27,7 +27,10 @@ const reference = "haproxy"
 const sharedWarn = 15
 
 // rowOrder is the order in which workloads are printed.
-var rowOrder = []string{"ka", "close", "1m", "idle", "hs-ecdsa", "hs-rsa", "resume", "first", "flood"}
+var rowOrder = []string{"ka", "close", "1m", "idle", "h2", "h2-10k", "h2-idle", "hs-ecdsa", "hs-rsa", "resume", "first", "flood"}
+
+// idleRow: rows that measure memory per idle connection (benchtool idle).
+func idleRow(row string) bool { return row == "idle" || row == "h2-idle" }
 
 // handshakeRow: rows whose requests are connections, one handshake each.
 func handshakeRow(row string) bool { return row == "hs-ecdsa" || row == "hs-rsa" || row == "resume" }
@@ -48,6 +51,12 @@ func rowTitle(mode, row string) string {
 		return "1 MiB objects, keep-alive, splice on where the proxy has it (spliced-auto, spliced-off: splice auto, off)"
 	case "idle":
 		return "memory per idle keep-alive client connection"
+	case "h2":
+		return "HTTP/2 (h2c) clients, h2load 100 clients x 10 streams, 64 B objects, HTTP/1.1 to the origin"
+	case "h2-10k":
+		return "HTTP/2 (h2c) clients, h2load 100 clients x 10 streams, 10 KiB objects (seed 000's H2 10k), HTTP/1.1 to the origin"
+	case "h2-idle":
+		return "memory per idle HTTP/2 (h2c) client connection (one GET done on stream 1)"
 	case "hs-ecdsa":
 		return "full TLS handshakes, ECDSA P-256, one GET per connection"
 	case "hs-rsa":
@@ -89,7 +98,7 @@ type Metrics struct {
 
 func derive(r Run) Metrics {
 	var m Metrics
-	if r.Row == "idle" {
+	if idleRow(r.Row) {
 		if r.IdleConns > 0 {
 			m.KiBPerConn = float64(r.RSSAfterKiB-r.RSSBeforeKiB) / float64(r.IdleConns)
 		}
@@ -261,7 +270,7 @@ func summarizeGroup(mode, row, proxy string, rs []Run) Summary {
 	s.CPUusPerReq, s.CPUmsPerMiB, s.CPUPercent = median(cpuReq), median(cpuMiB), median(cpuPct)
 	s.KiBPerConn = median(kib)
 	s.OtherPercent = slices.Max(append(other, 0))
-	if row == "idle" {
+	if idleRow(row) {
 		s.CPUSpread = spread(kib)
 	} else {
 		s.CPUSpread = spread(cpuReq)
@@ -338,7 +347,7 @@ func printTables(w io.Writer, ss []Summary, reps int) {
 			printFlood(tw, ss[i:j])
 		} else if ss[i].Row == "first" {
 			printFirst(tw, ss[i:j])
-		} else if ss[i].Row == "idle" {
+		} else if idleRow(ss[i].Row) {
 			fmt.Fprintln(tw, "proxy\tconns\tKiB/conn\tspread\tKiB/conn ×HAProxy\t")
 			for _, s := range ss[i:j] {
 				if s.Valid == 0 {
