@@ -235,6 +235,9 @@ type StatsEventItem struct {
 	// /api/v1/stats. Absent on frontends and backends.
 	Up         *bool  `json:"up,omitempty"`
 	AdminState string `json:"admin_state,omitempty" example:"ready"`
+	// Proxy is a frontend's PROXY protocol header counts, present when
+	// it has a bind with accept_proxy, as in /api/v1/stats.
+	Proxy *stats.ProxyCounts `json:"proxy,omitempty"`
 }
 
 func eventItem(name, state string, c *stats.Counts) StatsEventItem {
@@ -250,7 +253,9 @@ func statsEvent(s stats.Snapshot) StatsEvent {
 		Frontends: []StatsEventItem{}, Backends: []StatsEventItem{}, Servers: []StatsEventItem{}}
 	for i := range s.Frontends {
 		f := &s.Frontends[i]
-		ev.Frontends = append(ev.Frontends, eventItem(f.Name, "", &f.Counts))
+		it := eventItem(f.Name, "", &f.Counts)
+		it.Proxy = f.Proxy
+		ev.Frontends = append(ev.Frontends, it)
 	}
 	for i := range s.Backends {
 		b := &s.Backends[i]

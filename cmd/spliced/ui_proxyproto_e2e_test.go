@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,6 +60,18 @@ func TestUIProxyProtocolFields(t *testing.T) {
 	}
 	u.waitJS(10*time.Second, "the bind's PROXY protocol in the table",
 		`(document.querySelector('[data-proxy="edge/b1"]') || {}).textContent === ' · PROXY from 10.0.0.0/8, 127.0.0.1'`)
+
+	// The frontend's PROXY header counts follow the traffic (live stats).
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write([]byte("PROXY TCP4 203.0.113.9 198.51.100.1 4242 80\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"))
+	io.ReadAll(c) // a 503: the server does not exist
+	c.Close()
+	u.waitJS(15*time.Second, "one accepted header on the frontend's card",
+		`(document.querySelector('[data-proxy-counts="edge"]') || {}).textContent === 'PROXY headers accepted 1refused (untrusted peer) 0invalid 0timeouts 0'`)
 
 	u.page("backends")
 	u.run("open edit server form",

@@ -74,6 +74,11 @@ function counters(o) {
     responseErrors: n(o, 'response_errors'),
     retries: n(o, 'retries'),
     timeouts: n(o, 'timeouts'),
+    // PROXY protocol headers (frontends with a bind with accept_proxy).
+    proxyAccepted: n(o, 'proxy.accepted'),
+    proxyRefused: n(o, 'proxy.refused'),
+    proxyInvalid: n(o, 'proxy.invalid'),
+    proxyTimeouts: n(o, 'proxy.timeouts'),
   };
 }
 
