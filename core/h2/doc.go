@@ -17,18 +17,24 @@
 // # Threads
 //
 // A Conn belongs to one loop and is used from that loop's thread only;
-// the Handler is called from inside Feed (and WindowOpened from inside
-// Feed too), synchronously. AppendHTTP1 and AppendHTTP1Trailers are pure.
+// the Handler is called from inside Feed, synchronously. AppendHTTP1,
+// AppendHTTP1Trailers and SniffPreface are pure.
 //
 // # How a loop drives it
 //
+//	clear bind:   h2, more := h2.SniffPreface(in[:n]) decides HTTP/2 or 1.1
 //	c := h2.NewConn(cfg, handler)          // SETTINGS queued in Output
 //	on readable:  n += read(fd, in[n:]); k, err := c.Feed(in[:n]); copy(in, in[k:n]); n -= k
-//	              (Handler.Headers/Data/Trailers/Reset run inside Feed)
-//	on response:  c.RespondHTTP1(id, resp, buf, end); c.SendData(id, body, end) → taken
+//	              (Handler.Headers/Data/Trailers/Reset/WindowOpened run inside Feed;
+//	              Headers: h2.AppendHTTP1 to the server; Data: forward, then c.Consumed)
+//	on response:  c.RespondHTTP1(id, resp, buf, end); taken := c.SendData(id, body, end)
+//	              (offer body only while Output is short; the rest on WindowOpened)
 //	on writable / after Feed or a response: w := write(fd, c.Output()); c.Drained(w)
-//	after err != nil or c.Done(): drain Output, close
+//	timers:       HeadersPendingSince, SendStalledSince(id), ConnStalledSince → ResetStream / close
+//	stop, drain:  c.GoAway(); close once c.Done() and Output is drained
+//	after err != nil: drain Output, close, end every stream (no Reset comes)
 //	when c.Idle(): c.ReleaseBuffers() and give the input buffer back
+//	stats:        c.Counts() differences into the frontend's counters
 //
 // # Frames
 //
