@@ -8,6 +8,14 @@
 # systemd its package starts a service on 127.0.0.1:2379; the test uses
 # ports of its own). Runs apt-get update first, as root.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# h2spec (the HTTP/2 conformance suite of TestH2Spec), from the Go module
+# proxy into bin/tools, which scripts/test.sh puts first in PATH.
+if [ ! -x bin/tools/h2spec ]; then
+	echo "test-deps: installing h2spec into bin/tools"
+	GOBIN="$PWD/bin/tools" ${GO:-go} install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
+fi
 
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)

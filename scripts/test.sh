@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
+# Tools test-deps.sh installed with go install (h2spec).
+export PATH="$PWD/bin/tools:$PATH"
 
 step() { printf '\n=== %s\n' "$*"; }
 

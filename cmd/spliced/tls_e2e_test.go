@@ -161,7 +161,7 @@ func TestTLSTerminationEndToEnd(t *testing.T) {
 		{"other.example.com", "first.example.com"},
 		{"", "first.example.com"},
 	} {
-		cfg := &tls.Config{ServerName: c.sni, RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}}
+		cfg := &tls.Config{ServerName: c.sni, RootCAs: roots, NextProtos: []string{"http/1.1"}}
 		if c.sni == "" || c.sni == "other.example.com" {
 			cfg.InsecureSkipVerify = true // the bind's first does not name it
 		}

@@ -66,6 +66,10 @@ const h2OutMax = 64 << 10
 // speaksH2 reports whether the frontend's binds speak HTTP/2.
 func (h *HTTPFront) speaksH2() bool { return h.Versions&HTTPVersion2 != 0 }
 
+// speaksH1 reports whether the frontend's binds speak HTTP/1.1 (no
+// versions at all: HTTP/1.1, as before versions existed).
+func (h *HTTPFront) speaksH1() bool { return h.Versions&HTTPVersion1 != 0 || h.Versions == 0 }
+
 // h2Conn is an HTTP/2 client connection (the second mux).
 type h2Conn struct {
 	link ilist.Link[h2Conn] // in httpState.live2; first: ilist finds the h2Conn from it

@@ -379,6 +379,10 @@ func (c *h1Conn) readHead() {
 	w := c.w
 	for {
 		if c.in != nil && c.in.Len() > 0 && c.nreq == 0 && c.st == nil && c.hf.speaksH2() {
+			if !c.hf.speaksH1() {
+				c.toH2() // an HTTP/2-only frontend: whatever came is HTTP/2's to judge
+				return
+			}
 			// HTTP/2 with prior knowledge: its preface, whole or begun,
 			// where the first request line would be.
 			d := c.in.Data()

@@ -140,7 +140,7 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend], p
 			return
 		}
 		var cl *client
-		if st.NegotiatedProtocol == "h2" && fe.HTTP.speaksH2() {
+		if fe.HTTP.speaksH2() && (st.NegotiatedProtocol == "h2" || !fe.HTTP.speaksH1()) {
 			if c := w.startH2(fd, x, fe, cur, pp, nil, 0); c != nil {
 				cl = &c.client
 			}
