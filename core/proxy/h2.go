@@ -89,6 +89,9 @@ type h2Conn struct {
 	phase    uint8
 	// wantOut: a stream waits for the output to drain (h2OutMax).
 	wantOut bool
+	// counted: the codec's counts already added to the frontend's
+	// counters (count).
+	counted h2.Counts
 }
 
 var _ = [1]struct{}{}[unsafe.Offsetof(h2Conn{}.link)] // link first (ilist)
@@ -121,6 +124,7 @@ func (w *Worker) h2Config(hf *HTTPFront) h2.Config {
 func (w *Worker) startH2(fd int, xp transport, fe *Frontend, cur *atomic.Pointer[Frontend], pp uint32, in []byte, ready uint32) *h2Conn {
 	c := &h2Conn{w: w}
 	c.pp = pp // given back by close
+	c.h2 = true
 	c.cli.Task.Run, c.cli.Task.Owner = runH2Task, c
 	c.timer.Run, c.timer.Owner = runH2Timer, c
 	c.acc, c.cur = fe, cur
@@ -141,6 +145,7 @@ func (w *Worker) startH2(fd int, xp transport, fe *Frontend, cur *atomic.Pointer
 	ap := w.clientAddr(fd, pp)
 	c.peer, c.port = ap.Addr(), ap.Port()
 	c.codec = h2.NewConn(w.h2Config(c.hf), c)
+	c.fs.H2ConnCur.Add(1)
 	if len(in) > 0 {
 		c.rbuf = c.inBuf()
 		c.rlen = copy(c.rbuf, in)
@@ -224,12 +229,39 @@ func (c *h2Conn) feed() bool {
 	return true
 }
 
+// count adds what the codec counted since the last call to the
+// frontend's counters (per stream event, never per frame of data).
+func (c *h2Conn) count() {
+	n, p := c.codec.Counts(), &c.counted
+	if n == *p {
+		return
+	}
+	fs := c.fs
+	if d := n.StreamsOpened - p.StreamsOpened; d != 0 {
+		fs.H2Streams.Add(int64(d))
+	}
+	if d := int64(n.StreamsOpened-n.StreamsClosed) - int64(p.StreamsOpened-p.StreamsClosed); d != 0 {
+		fs.H2StreamsCur.Add(d)
+	}
+	if d := n.StreamsRefused - p.StreamsRefused; d != 0 {
+		fs.H2StreamsRefused.Add(int64(d))
+	}
+	if d := n.ResetsSent - p.ResetsSent; d != 0 {
+		fs.H2ResetsSent.Add(int64(d))
+	}
+	if d := n.ResetsReceived - p.ResetsReceived; d != 0 {
+		fs.H2ResetsReceived.Add(int64(d))
+	}
+	*p = n
+}
+
 // flush writes what the codec queued; when it is all out, a closing
 // connection closes and an idle one gives its buffers back.
 func (c *h2Conn) flush() {
 	if c.phase == h2Closed {
 		return
 	}
+	c.count()
 	for out := c.codec.Output(); len(out) > 0; out = c.codec.Output() {
 		if !c.cli.canSend() {
 			return
@@ -494,6 +526,10 @@ func (c *h2Conn) close(why uint8) {
 	c.abortStreams()
 	w.L.Disarm(&c.timer)
 	c.cli.close(w.L, why == closeAbort)
+	c.count()
+	// Streams the codec still had open end with the connection.
+	c.fs.H2StreamsCur.Add(-int64(c.counted.StreamsOpened - c.counted.StreamsClosed))
+	c.fs.H2ConnCur.Add(-1)
 	c.rbuf = nil
 	c.codec = nil
 	c.fs.ConnCur.Add(-1)

@@ -13,6 +13,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/core/stats"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // h2Origin is an HTTP/1.1 origin for the HTTP/2 tests: /small, /big (1
@@ -192,5 +196,37 @@ func TestH2PriorKnowledgeRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.CloseIdleConnections()
+	e.waitIdle()
+}
+
+// TestH2StatsAndAccessLog: each HTTP/2 request is logged with its request
+// line as HTTP/2.0, and the frontend counts its HTTP/2 connections and
+// streams (open now, and in all).
+func TestH2StatsAndAccessLog(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	fe := h2Frontend(t, h2Origin(t))
+	entries := logged(t, e, fe)
+	cl := e.h2Client(fe)
+	for _, path := range []string{"/small", "/small", "/trailers"} {
+		resp, err := cl.Get("http://a" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	got := entries(3)
+	for i, want := range []string{"GET /small HTTP/2.0", "GET /small HTTP/2.0", "GET /trailers HTTP/2.0"} {
+		if line := string(got[i].RequestLine()); line != want || got[i].Status != 200 {
+			t.Errorf("entry %d: %q %d, want %q 200", i, line, got[i].Status, want)
+		}
+	}
+	tot := func() stats.Totals { return fe.Stats.Total(loop.Mono()) }
+	if tt := tot(); tt.H2ConnCur != 1 || tt.H2Streams != 3 || tt.H2StreamsCur != 0 || tt.Requests != 3 {
+		t.Errorf("while open: h2 conns %d, streams %d (open %d), requests %d; want 1, 3 (0), 3",
+			tt.H2ConnCur, tt.H2Streams, tt.H2StreamsCur, tt.Requests)
+	}
+	cl.CloseIdleConnections()
+	testutil.Eventually(t, 5*time.Second, func() bool { return tot().H2ConnCur == 0 }, "the HTTP/2 connection counted closed")
 	e.waitIdle()
 }

@@ -150,6 +150,7 @@ type client struct {
 	// the wait for the first byte).
 	t0   int64
 	port uint16 // the client's port, with peer
+	h2   bool   // the connection speaks HTTP/2 (h2Conn): the log says HTTP/2.0
 	pp   uint32 // what the PROXY header carried (proxyhdr.go), 0 = none
 }
 

@@ -54,6 +54,16 @@ type slotFields struct {
 	ProxyRefused  atomic.Int64
 	ProxyInvalid  atomic.Int64
 	ProxyTimeouts atomic.Int64
+	// HTTP/2 client connections of a frontend: open now (gauge); streams
+	// opened (requests) and open now (gauge); streams refused
+	// (REFUSED_STREAM for concurrency, or a 431 for a head too large);
+	// RST_STREAM frames sent and received.
+	H2ConnCur        atomic.Int64
+	H2Streams        atomic.Int64
+	H2StreamsCur     atomic.Int64
+	H2StreamsRefused atomic.Int64
+	H2ResetsSent     atomic.Int64
+	H2ResetsReceived atomic.Int64
 }
 
 // cacheLine is the unit of false sharing on the machines we run on.
@@ -221,6 +231,12 @@ type Totals struct {
 	ProxyRefused   int64                `json:"-"`
 	ProxyInvalid   int64                `json:"-"`
 	ProxyTimeouts  int64                `json:"-"`
+	H2ConnCur      int64                `json:"-"`
+	H2Streams      int64                `json:"-"`
+	H2StreamsCur   int64                `json:"-"`
+	H2Refused      int64                `json:"-"`
+	H2ResetsSent   int64                `json:"-"`
+	H2ResetsRecv   int64                `json:"-"`
 }
 
 // Total sums the slots. nowNs is the reader's clock in the loops' time base
@@ -258,6 +274,12 @@ func (c *Counters) Total(nowNs int64) Totals {
 		t.ProxyRefused += s.ProxyRefused.Load()
 		t.ProxyInvalid += s.ProxyInvalid.Load()
 		t.ProxyTimeouts += s.ProxyTimeouts.Load()
+		t.H2ConnCur += s.H2ConnCur.Load()
+		t.H2Streams += s.H2Streams.Load()
+		t.H2StreamsCur += s.H2StreamsCur.Load()
+		t.H2Refused += s.H2StreamsRefused.Load()
+		t.H2ResetsSent += s.H2ResetsSent.Load()
+		t.H2ResetsRecv += s.H2ResetsReceived.Load()
 		t.ConnRate += s.ConnRate.read(sec, frac)
 		t.ReqRate += s.ReqRate.read(sec, frac)
 	}

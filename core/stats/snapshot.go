@@ -94,6 +94,25 @@ func (t Totals) Proxy() ProxyCounts {
 	return ProxyCounts{Accepted: t.ProxyAccepted, Refused: t.ProxyRefused, Invalid: t.ProxyInvalid, Timeouts: t.ProxyTimeouts}
 }
 
+// H2Counts are a frontend's HTTP/2 client connections and streams:
+// connections open now, streams opened (requests) and open now, streams
+// refused (REFUSED_STREAM past max_concurrent_streams, or 431 for a head
+// past max_header_list_size), RST_STREAM frames sent and received.
+type H2Counts struct {
+	ConnCur        int64 `json:"conn_cur"`
+	StreamsTotal   int64 `json:"streams_total"`
+	StreamsCur     int64 `json:"streams_cur"`
+	StreamsRefused int64 `json:"streams_refused"`
+	ResetsSent     int64 `json:"resets_sent"`
+	ResetsReceived int64 `json:"resets_received"`
+}
+
+// H2 returns the HTTP/2 counts of t.
+func (t Totals) H2() H2Counts {
+	return H2Counts{ConnCur: t.H2ConnCur, StreamsTotal: t.H2Streams, StreamsCur: t.H2StreamsCur,
+		StreamsRefused: t.H2Refused, ResetsSent: t.H2ResetsSent, ResetsReceived: t.H2ResetsRecv}
+}
+
 // Counts converts Totals into the API view.
 func (t Totals) Counts() Counts {
 	c := Counts{
