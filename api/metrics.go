@@ -449,6 +449,33 @@ var splicedFamilies = func() []mfamily {
 				e.sample("spliced_frontend_proxy_headers_total", "", float64(p.Timeouts), "frontend", o.lv[0], "result", "timeout")
 			}
 		}})
+	h2 := func(name, help, typ string, val func(h *stats.H2Counts, each func(v int64, kv ...string))) mfamily {
+		return mfamily{name, help, typ, func(e *expo, v *mview) {
+			for i := range v.fe {
+				o := &v.fe[i]
+				if h := o.fe.H2; h != nil {
+					val(h, func(x int64, kv ...string) {
+						e.sample(name, "", float64(x), append([]string{"frontend", o.lv[0]}, kv...)...)
+					})
+				}
+			}
+		}}
+	}
+	fams = append(fams,
+		h2("spliced_frontend_h2_connections", "HTTP/2 client connections of the frontend open now.", "gauge",
+			func(h *stats.H2Counts, each func(int64, ...string)) { each(h.ConnCur) }),
+		h2("spliced_frontend_h2_streams", "HTTP/2 streams of the frontend open now.", "gauge",
+			func(h *stats.H2Counts, each func(int64, ...string)) { each(h.StreamsCur) }),
+		h2("spliced_frontend_h2_streams_total", "HTTP/2 streams opened (requests) on the frontend.", "counter",
+			func(h *stats.H2Counts, each func(int64, ...string)) { each(h.StreamsTotal) }),
+		h2("spliced_frontend_h2_streams_refused_total", "HTTP/2 streams refused: REFUSED_STREAM past max_concurrent_streams, or 431 past max_header_list_size.", "counter",
+			func(h *stats.H2Counts, each func(int64, ...string)) { each(h.StreamsRefused) }),
+		h2("spliced_frontend_h2_resets_total", "RST_STREAM frames on the frontend's HTTP/2 connections, by direction (sent, received).", "counter",
+			func(h *stats.H2Counts, each func(int64, ...string)) {
+				each(h.ResetsSent, "direction", "sent")
+				each(h.ResetsReceived, "direction", "received")
+			}),
+	)
 	for _, m := range loopMetrics {
 		name := "spliced_loop_" + m.name
 		fams = append(fams, mfamily{name, m.help, typeName(m.typ), func(e *expo, v *mview) {
@@ -551,6 +578,8 @@ func (f *mfamily) hasSamples(v *mview) bool {
 	switch {
 	case f.name == "spliced_frontend_proxy_headers_total":
 		return slices.ContainsFunc(v.fe, func(o mobj) bool { return o.fe.Proxy != nil })
+	case strings.HasPrefix(f.name, "spliced_frontend_h2_"):
+		return slices.ContainsFunc(v.fe, func(o mobj) bool { return o.fe.H2 != nil })
 	case strings.HasPrefix(f.name, "spliced_server_tls_"):
 		return slices.ContainsFunc(v.srv, func(o mobj) bool { return o.sv.TLS != nil })
 	case strings.HasPrefix(f.name, "spliced_server_check_"):

@@ -107,6 +107,25 @@ func TestH2EndToEnd(t *testing.T) {
 		t.Errorf("Go client: %s, origin saw %q", resp.Proto, resp.Header.Get("X-Proto-Seen"))
 	}
 
+	// The frontend's HTTP/2 counts, in the stats and the metrics: the
+	// three HTTP/2 requests above (curl twice, the Go client once).
+	var st struct {
+		Frontends []struct {
+			Name string `json:"name"`
+			H2   *struct {
+				StreamsTotal int64 `json:"streams_total"`
+				StreamsCur   int64 `json:"streams_cur"`
+			} `json:"h2"`
+		} `json:"frontends"`
+	}
+	in.MustDo(200, "GET", "/api/v1/stats", nil).JSON(t, &st)
+	if len(st.Frontends) != 1 || st.Frontends[0].H2 == nil || st.Frontends[0].H2.StreamsTotal != 4 {
+		t.Errorf("stats: %+v, want h2 streams_total 4", st.Frontends)
+	}
+	if m := string(in.MustDo(200, "GET", "/metrics", nil).Body); !strings.Contains(m, `spliced_frontend_h2_streams_total{frontend="web"} 4`) {
+		t.Errorf("/metrics lacks the HTTP/2 streams of web")
+	}
+
 	// HTTP/1.1 only.
 	in.MustDo(200, "PATCH", "/api/v1/frontends/web", map[string]any{"http": map[string]any{"versions": []string{"1.1"}}})
 	testutil.Eventually(t, 5*time.Second, func() bool {

@@ -31,6 +31,7 @@ type feView struct {
 	maxconn    int
 	tls        bool // a bind with tls
 	proxy      bool // a bind with accept_proxy
+	h2         bool // an http frontend that speaks HTTP/2
 	c          *stats.Counters
 	lim        *listen.Limit // the frontend's connections: conn_max
 }
@@ -75,7 +76,8 @@ func (e *Engine) publishStats(snap *config.Config) {
 	for i := range snap.Frontends {
 		cf := &snap.Frontends[i]
 		if f := e.fronts[cf.Name]; f != nil {
-			v.fronts = append(v.fronts, feView{name: cf.Name, mode: cf.Mode, maxconn: cf.Maxconn, tls: hasTLSBind(cf), proxy: hasProxyBind(cf), c: f.stats, lim: &f.lim})
+			v.fronts = append(v.fronts, feView{name: cf.Name, mode: cf.Mode, maxconn: cf.Maxconn, tls: hasTLSBind(cf), proxy: hasProxyBind(cf),
+				h2: cf.Mode == config.ModeHTTP && cf.HTTP.SpeaksHTTP(config.HTTPVersion2), c: f.stats, lim: &f.lim})
 		}
 	}
 	for i := range snap.Backends {
@@ -106,6 +108,9 @@ func (e *Engine) Stats() stats.Snapshot {
 		}
 		if pc := t.Proxy(); f.proxy || pc != (stats.ProxyCounts{}) {
 			sf.Proxy = &pc
+		}
+		if hc := t.H2(); f.h2 || hc != (stats.H2Counts{}) {
+			sf.H2 = &hc
 		}
 		snap.Frontends = append(snap.Frontends, sf)
 	}

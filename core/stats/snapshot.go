@@ -156,6 +156,9 @@ type Frontend struct {
 	// Proxy is present when the frontend has a bind with accept_proxy, or
 	// had one.
 	Proxy *ProxyCounts `json:"proxy,omitempty"`
+	// H2 is present when the frontend speaks HTTP/2 (http.versions lists
+	// "2"), or did.
+	H2 *H2Counts `json:"h2,omitempty"`
 }
 
 // TLS returns the TLS handshake counts of t.
