@@ -7,6 +7,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -377,5 +378,58 @@ func TestProxyProtocolHostileEndToEnd(t *testing.T) {
 	c.Write([]byte(header + "hi\n"))
 	if l, err := bufio.NewReader(c).ReadString('\n'); err != nil || l != "ok\n" {
 		t.Fatalf("good connection: %q %v", l, err)
+	}
+}
+
+// TestProxyAuthorityRoutesSNIEndToEnd: an HAProxy terminates TLS in front
+// (as an NLB with a TLS listener) and sends PROXY v2 with the SNI as
+// AUTHORITY (proxy-v2-options authority, with a CRC32C and the SSL TLVs
+// too); spliced's tcp frontend routes
+// the clear connection on it with its sni routes.
+func TestProxyAuthorityRoutesSNIEndToEnd(t *testing.T) {
+	in := startSpliced(t, "")
+	tag := func(s string) int {
+		return testutil.ServeOrigin(t, func(c *net.TCPConn) { c.Write([]byte(s + "\n")); c.Close() }).Port()
+	}
+	for name, port := range map[string]int{"a": tag("A"), "def": tag("D")} {
+		in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
+			"name": name, "mode": "tcp", "servers": []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": port}},
+		})
+	}
+	port, hport := testutil.FreePort(t), testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "sni", "mode": "tcp", "default_backend": "def",
+		"binds":  []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port, "accept_proxy": map[string]any{"trusted": []string{"127.0.0.1"}}}},
+		"routes": []map[string]any{{"sni": "a.example.com", "backend": "a"}},
+	})
+	cert := testutil.NewCert(t, testutil.CertSpec{Names: []string{"a.example.com", "b.example.com"}})
+	pem := filepath.Join(t.TempDir(), "site.pem")
+	if err := os.WriteFile(pem, []byte(cert.CertPEM+cert.KeyPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startHAProxy(t, fmt.Sprintf(`global
+    nbthread 1
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+frontend tls
+    bind 127.0.0.1:%d ssl crt %s
+    default_backend spliced
+backend spliced
+    server s1 127.0.0.1:%d send-proxy-v2 proxy-v2-options authority,crc32c,ssl,ssl-cipher,cert-cn
+`, hport, pem, port), hport)
+	for name, want := range map[string]string{"a.example.com": "A\n", "b.example.com": "D\n"} {
+		c, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(hport), &tls.Config{ServerName: name, InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if string(got) != want {
+			t.Fatalf("SNI %s: got %q, want %q", name, got, want)
+		}
 	}
 }
