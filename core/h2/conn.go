@@ -414,8 +414,10 @@ func (c *Conn) ReleaseBuffers() {
 // bytes it consumed: a frame not complete in p is left for the next call
 // (keep the unconsumed bytes at the start of the next p). A frame longer
 // than our SETTINGS_MAX_FRAME_SIZE is refused as soon as its header is in.
-// On a connection error Feed queues GOAWAY and returns an *Error: drain
-// Output, then close. No Handler call follows a connection error: the
+// The caller's input buffer must hold MaxFrameLen bytes (16393 with the
+// default MaxFrameSize: 9 more than a 16 KiB buffer), or a full-size
+// frame never fits. On a connection error Feed queues GOAWAY and returns
+// an *Error: drain Output, then close. No Handler call follows a connection error: the
 // caller ends every stream it holds.
 func (c *Conn) Feed(p []byte) (int, error) {
 	if c.err != nil {
@@ -456,6 +458,10 @@ func (c *Conn) Feed(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// MaxFrameLen is the longest frame Feed accepts, header included: the
+// least input buffer a connection needs.
+func (c *Conn) MaxFrameLen() int { return frameHeaderLen + int(c.cfg.Settings.MaxFrameSize) }
 
 // connError queues GOAWAY with code and fails the connection.
 func (c *Conn) connError(code http2.ErrCode, reason string) error {

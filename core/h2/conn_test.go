@@ -473,3 +473,17 @@ func TestEarlyResponseStopsRequestBody(t *testing.T) {
 		t.Fatalf("connection credit %d, want the 1500 bytes back", cl.c.recvCredit)
 	}
 }
+
+func TestMaxFrameLen(t *testing.T) {
+	cl := newClient(t, Config{})
+	if n := cl.c.MaxFrameLen(); n != 16393 {
+		t.Fatalf("MaxFrameLen %d", n)
+	}
+	// a full-size DATA frame fits exactly
+	cl.post(1, "/")
+	cl.fr.WriteData(1, false, make([]byte, 16384))
+	cl.feed()
+	if len(cl.h.body[1]) != 16384 {
+		t.Fatalf("body %d", len(cl.h.body[1]))
+	}
+}
