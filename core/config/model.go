@@ -39,6 +39,10 @@ const (
 	DistRoundRobin = "round-robin"
 	DistLeastConn  = "least-conn"
 	DistLocal      = "local"
+	// DistP2C is pure power of two choices (two distinct random loops,
+	// the lower load wins): HAProxy's distribution before seed 001, kept
+	// to compare with p2c-rr (make bench's seed001 rows).
+	DistP2C = "p2c"
 )
 
 // Health check types.
@@ -365,7 +369,7 @@ type Tuning struct {
 	RunqueueDepth int    `json:"runqueue_depth" validate:"gte=0,lte=100000"`
 	Maxpollevents int    `json:"maxpollevents" validate:"gte=0,lte=100000"`
 	Sched         Sched  `json:"sched"`
-	Distribution  string `json:"distribution" validate:"omitempty,oneof=p2c-rr round-robin least-conn local"`
+	Distribution  string `json:"distribution" validate:"omitempty,oneof=p2c-rr round-robin least-conn local p2c"`
 	Maxaccept     int    `json:"maxaccept" validate:"gte=0,lte=100000"`
 	Bufsize       int    `json:"bufsize" validate:"gte=0,lte=16777216"`
 	Pipesize      int    `json:"pipesize" validate:"gte=0,lte=67108864"`

@@ -14,7 +14,8 @@
 //     Adopt). The woken loop accepts up to maxaccept connections per wake-up
 //     with accept4(SOCK_NONBLOCK|SOCK_CLOEXEC) and picks, per connection, the
 //     loop that will own it: p2c-rr (config's default: rotating index +
-//     random other, lower load wins), round-robin, least-conn or local
+//     random other, lower load wins), round-robin, least-conn, local or p2c (pure
+//     power of two: two random loops, for seed 001's comparison)
 //     (a Distribution from ParseDistribution, which fills no default and
 //     refuses an unknown algorithm or a maxaccept below 1). The load of a
 //     loop is its ring length plus its Activity.Conns. A different target

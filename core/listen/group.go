@@ -19,6 +19,7 @@ const (
 	distRoundRobin
 	distLeastConn
 	distLocal
+	distP2C
 )
 
 // Distribution is how a Group spreads the connections a loop accepts over
@@ -46,6 +47,8 @@ func ParseDistribution(alg string, maxaccept int) (Distribution, error) {
 		d.alg = distLeastConn
 	case config.DistLocal:
 		d.alg = distLocal
+	case config.DistP2C:
+		d.alg = distP2C
 	default:
 		return Distribution{}, fmt.Errorf("accept distribution %q: %w", alg, config.ErrInvalid)
 	}

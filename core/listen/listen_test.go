@@ -238,11 +238,11 @@ func fmtInt(n int) string { return strconv.Itoa(n) }
 
 // For bursts of N x loops connections, each algorithm's spread over 2 and 4
 // loops. The connections stay open for the burst (they count as load).
-// p2c-rr, round-robin and least-conn must not leave a loop with twice the
+// p2c-rr, round-robin, least-conn and p2c must not leave a loop with twice the
 // connections of another; round-robin is exact.
 func TestDistributionSpreadsBursts(t *testing.T) {
 	const perLoop = 16
-	for _, alg := range []string{config.DistP2CRR, config.DistRoundRobin, config.DistLeastConn, config.DistLocal} {
+	for _, alg := range []string{config.DistP2CRR, config.DistRoundRobin, config.DistLeastConn, config.DistLocal, config.DistP2C} {
 		for _, n := range []int{2, 4} {
 			t.Run(alg+"/"+fmtInt(n), func(t *testing.T) {
 				g := startGroup(t, n, 0)
@@ -275,7 +275,7 @@ func TestDistributionSpreadsBursts(t *testing.T) {
 					if lo != perLoop || hi != perLoop {
 						t.Errorf("round-robin spread %v, want %d each", c, perLoop)
 					}
-				case config.DistP2CRR, config.DistLeastConn:
+				case config.DistP2CRR, config.DistLeastConn, config.DistP2C:
 					if lo == 0 || hi >= 2*lo {
 						t.Errorf("%s spread %v: a loop has twice the connections of another", alg, c)
 					}

@@ -419,6 +419,19 @@ func (a *acceptor) pick() int {
 			}
 		}
 		return best
+	case distP2C:
+		// Pure power of two choices, as before seed 001: two distinct
+		// random loops, the lower load wins, ties go to the first.
+		i1 := int(a.rand() % uint64(n))
+		i2 := i1 + 1 + int(a.rand()%uint64(n-1))
+		if i2 >= n {
+			i2 -= n
+		}
+		t1, t2 := ln.targets[i1], ln.targets[i2]
+		if g.load(t2) < g.load(t1) {
+			return t2
+		}
+		return t1
 	default: // p2c-rr, seed 001
 		// First candidate from the rotating index, so every loop is
 		// consulted in turn; second a random other one; the lower load wins,

@@ -21,7 +21,7 @@ export default async function tuning(ctx, root) {
       input(model, ['sched', 'normal'], 'Normal (tasks, timers)', 'int', { min: 0, max: 100 }),
       input(model, ['sched', 'bulk'], 'Bulk (heavy transfers)', 'int', { min: 0, max: 100 }))),
     group([], 'Accepting', h('div', { class: 'fields' },
-      input(model, ['distribution'], 'Distribution', 'select', { options: [['p2c-rr', 'p2c-rr (power of two)'], 'round-robin', 'least-conn', 'local'] }),
+      input(model, ['distribution'], 'Distribution', 'select', { options: [['p2c-rr', 'p2c-rr (power of two)'], 'round-robin', 'least-conn', 'local', ['p2c', 'p2c (pure random, to compare)']] }),
       input(model, ['maxaccept'], 'Max accept', 'int', { min: 0, hint: 'per listener per round' }),
       input(model, ['maxconn'], 'Max connections', 'int', { min: 0, hint: '0 = from RLIMIT_NOFILE' }))),
     group([], 'Buffers and pipes', h('div', { class: 'fields' },
