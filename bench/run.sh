@@ -26,6 +26,14 @@
 #                     first and flood in tls; apply: server changes with 1 000
 #                     and 10 000 servers, spliced only, bench/applybench;
 #                     cluster: the row of the cluster mode)
+#                     seed001: seed 001's accept distributions with h2load,
+#                     spliced only, 2 and 4 loops (benchtool seed001);
+#                     sched: seed 000's scheduler table, spliced only
+#                     (benchtool sched)
+#   BENCH_SCHED_SCENARIOS  sched scenarios among tcp-conn http-conn tcp-bytes
+#                     splice-bytes h2-10k mixed tls-hs (default all)
+#   BENCH_SEED001_REPEAT  runs per seed001 cell, medians (default 3)
+#   BENCH_SEED001_REQS    requests per h2load client in seed001 (default 5000)
 #   BENCH_PROXIES     among "spliced haproxy nginx baseline caddy" (default all;
 #                     baseline is tcp only, caddy http only)
 #   BENCH_IDLE_CONNS  idle connections of the idle row (default 5000)
@@ -59,7 +67,7 @@ BENCH_MODES=${BENCH_MODES:-tcp http tls cluster}
 BENCH_CLUSTER_SERVERS=${BENCH_CLUSTER_SERVERS:-1000,10000}
 BENCH_CLUSTER_WRITES=${BENCH_CLUSTER_WRITES:-200}
 BENCH_CLUSTER_RELOADS=${BENCH_CLUSTER_RELOADS:-20}
-BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle h2 h2-10k h2-idle apply hs-ecdsa hs-rsa resume first flood cluster}
+BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle h2 h2-10k h2-idle apply hs-ecdsa hs-rsa resume first flood seed001 sched cluster}
 BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
 BENCH_1M_CONNS=${BENCH_1M_CONNS:-64}
@@ -117,7 +125,7 @@ row_applies() {
 	close | idle) [[ $1 != tls ]] ;;
 	h2 | h2-10k | h2-idle) [[ $1 == http ]] ;;
 	hs-ecdsa | hs-rsa | resume | first | flood) [[ $1 == tls ]] ;;
-	apply | cluster) return 1 ;; # their own tools, after the tables
+	apply | cluster | seed001 | sched) return 1 ;; # their own tools, after the tables
 	*) die "unknown row $2" ;;
 	esac
 }
@@ -291,6 +299,9 @@ mkdir -p "$ORIGIN_DIR/www"
 head -c 64 /dev/zero | tr '\0' 'a' >"$ORIGIN_DIR/www/64"
 head -c $((1 << 20)) /dev/urandom >"$ORIGIN_DIR/www/1m"
 head -c 10240 /dev/urandom >"$ORIGIN_DIR/www/10k"
+# The sched rows: an empty object and seed 000's 2 MB objects.
+: >"$ORIGIN_DIR/www/0"
+head -c $((2 << 20)) /dev/urandom >"$ORIGIN_DIR/www/2m"
 next_port
 ORIGIN_PORT=$PORT
 cat >"$ORIGIN_DIR/nginx.conf" <<EOF
@@ -781,6 +792,35 @@ if [[ " $BENCH_ROWS " == *" apply "* ]]; then
 	cp "$TMP/apply.txt" "$BENCH_OUT/$STAMP-apply.txt"
 	cat "$TMP/apply.txt"
 	((rc == 0)) || log "bench: apply: FAILED (exit $rc; a connection dropped or a change was refused)"
+fi
+
+# seed001: seed 001's accept distributions (p2c-rr, p2c, round-robin,
+# least-conn) with 2 and 4 loops and a few long-lived h2load clients:
+# completion time and per-loop spread (bench/README.md). spliced is not
+# pinned (its loops need both CPUs), nor is h2load; the origin stays on
+# BENCH_LOAD_CPU.
+if [[ " $BENCH_ROWS " == *" seed001 "* ]]; then
+	log "bench: seed001: accept distributions, h2load with 6, 10, 14 long-lived clients, 2 and 4 loops"
+	rc=0
+	wait_fg "$BT" seed001 -bin "$SPLICED_BIN" -origin "127.0.0.1:$ORIGIN_PORT" -dir "$TMP/seed001" \
+		-repeat "${BENCH_SEED001_REPEAT:-3}" -reqs "${BENCH_SEED001_REQS:-5000}" >"$TMP/seed001.txt" || rc=$?
+	cp "$TMP/seed001.txt" "$BENCH_OUT/$STAMP-seed001.txt"
+	cat "$TMP/seed001.txt"
+	((rc == 0)) || log "bench: seed001: FAILED (exit $rc)"
+fi
+
+# sched: seed 000's table (bench/README.md): spliced with one loop pinned to
+# BENCH_PROXY_CPU, the load on BENCH_LOAD_CPU, each scenario with the new
+# (default) and the old class shares.
+if [[ " $BENCH_ROWS " == *" sched "* ]]; then
+	log "bench: sched: seed 000's scenarios, class shares 33/50/17 and 17/33/50"
+	rc=0
+	wait_fg "$BT" sched -bin "$SPLICED_BIN" -origin "127.0.0.1:$ORIGIN_PORT" -dir "$TMP/sched" \
+		-seconds "$BENCH_SECONDS" -repeat "$BENCH_REPEAT" -cpu "$BENCH_PROXY_CPU" -load-cpus "$BENCH_LOAD_CPU" \
+		-wrk-script "$ROOT/bench/wrk-report.lua" ${BENCH_SCHED_SCENARIOS:+-scenarios "$BENCH_SCHED_SCENARIOS"} >"$TMP/sched.txt" || rc=$?
+	cp "$TMP/sched.txt" "$BENCH_OUT/$STAMP-sched.txt"
+	cat "$TMP/sched.txt"
+	((rc == 0)) || log "bench: sched: FAILED (exit $rc)"
 fi
 
 # cluster: a write on one of three spliced nodes sharing an embedded etcd,

@@ -28,6 +28,10 @@ func main() {
 		err = cmdFlood(args)
 	case "tlsaudit":
 		err = cmdTLSAudit(args)
+	case "seed001":
+		err = cmdSeed001(args)
+	case "sched":
+		err = cmdSched(args)
 	case "fail":
 		err = cmdFail(args)
 	case "report":
@@ -42,6 +46,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: benchtool ports|cpu|rss|measure|idle|handshake|flood|tlsaudit|fail|report ...")
+	fmt.Fprintln(os.Stderr, "usage: benchtool ports|cpu|rss|measure|idle|handshake|flood|seed001|sched|tlsaudit|fail|report ...")
 	os.Exit(2)
 }
