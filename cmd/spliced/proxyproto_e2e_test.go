@@ -193,8 +193,8 @@ func grepLines(s, sub string) string {
 // TestSendProxyEndToEnd: spliced sends v1 and v2 to an HAProxy that reads
 // them (accept-proxy) and answers with the source it was told: the client
 // behind spliced (127.0.0.3), in http and in tcp mode. Health checks of
-// such servers send a header too (HAProxy refuses a connection without
-// one): the servers stay up.
+// such servers send a header too (LOCAL): HAProxy, which drops a
+// connection without one, answers their http requests, so L7OK.
 func TestSendProxyEndToEnd(t *testing.T) {
 	in := startSpliced(t, "")
 	p1, p2 := testutil.FreePort(t), testutil.FreePort(t)
@@ -217,7 +217,7 @@ frontend v2
 			in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
 				"name": mode + v, "mode": mode,
 				"servers":      []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": port, "send_proxy": v}},
-				"health_check": map[string]any{"type": "tcp", "interval_ms": 100, "timeout_ms": 100, "rise": 1, "fall": 1},
+				"health_check": map[string]any{"type": "http", "path": "/", "interval_ms": 100, "timeout_ms": 100, "rise": 1, "fall": 1},
 			})
 		}
 	}
@@ -261,7 +261,7 @@ frontend v2
 	testutil.Eventually(t, 10*time.Second, func() bool {
 		in.MustDo(200, "GET", "/api/v1/stats", nil).JSON(t, &st)
 		for _, b := range st.Backends {
-			if s := b.Servers[0]; !s.Up || s.Check == nil || s.Check.Status != "L4OK" {
+			if s := b.Servers[0]; !s.Up || s.Check == nil || s.Check.Status != "L7OK" {
 				return false
 			}
 		}

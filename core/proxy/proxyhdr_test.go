@@ -419,3 +419,34 @@ func TestProxyHeaderH2(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkProxyHeaderRead is what reading a header adds to a connection
+// on the loop: the peer's write aside, a MSG_PEEK, the parse, the read
+// that consumes it, and the carried entry taken and given back.
+func BenchmarkProxyHeaderRead(b *testing.B) {
+	e := newEnv(b, defaultTuning())
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	for _, bc := range []struct {
+		name string
+		hdr  []byte
+	}{{"v1", []byte(v1Client)}, {"v2", v2Client("www.example.com")}} {
+		b.Run(bc.name, func(b *testing.B) {
+			w := e.w
+			peer := netip.MustParseAddrPort("10.0.0.1:1")
+			var h proxyproto.Header
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				unix.Write(fds[0], bc.hdr)
+				if w.peekProxy(fds[1], &h) != peekDone {
+					b.Fatal("header not read")
+				}
+				w.dropCarried(w.carry(&h, peer))
+			}
+		})
+	}
+}
