@@ -335,8 +335,15 @@ func (c *h1Conn) process() {
 		switch ph {
 		case cHead:
 			c.readHead()
+			if c.cli.Task.Queued() {
+				return // a request to start (Normal), or the budget spent (Bulk)
+			}
 		case cStream:
+			start := c.st.phase == phHead
 			c.st.process()
+			if start {
+				c.releaseIn() // the head is consumed: an idle connection holds no buffer
+			}
 		case cLinger:
 			c.linger()
 		default: // cClosed: nothing to do on I/O
@@ -411,11 +418,14 @@ func (c *h1Conn) readHead() {
 				return
 			}
 			if n > 0 {
+				// The head is complete: the request starts (routing, the
+				// server attempt) in the connection's next run, in class
+				// Normal, HAProxy's stream processing; this run, an
+				// Urgent I/O one, ends here.
 				c.nreq++
 				c.phase = cStream
 				w.L.Disarm(&c.timer)
-				s.startRequest(n)
-				c.releaseIn() // the head is consumed: an idle connection holds no buffer
+				w.L.Wake(&c.cli.Task, loop.Normal)
 				return
 			}
 		}

@@ -163,7 +163,14 @@ func (c *stream) process() {
 				c.close(closeAbort)
 			}
 			return
-		default: // phHead (the mux's), phDone
+		case phHead:
+			// A head the mux parsed whole (HTTP/1.1: woken in class
+			// Normal); an HTTP/2 stream starts from its own tasklet.
+			if c.req == nil || c.req.Len == 0 {
+				return
+			}
+			c.startRequest(c.req.Len)
+		default: // phDone
 			return
 		}
 		if c.phase == ph {

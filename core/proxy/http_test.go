@@ -16,6 +16,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/http1"
+	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
@@ -977,4 +978,30 @@ func TestHTTPIdleKeptAliveConnectionHoldsNoBuffer(t *testing.T) {
 		})
 		return bufs == 0 && st == nil
 	}, "the idle connection to hold no buffer and no stream (", &bufs, "buffers)")
+}
+
+// TestHTTPRequestsStartInClassNormal: the I/O run that completes a
+// request head ends there, and the request (routing, the server attempt)
+// starts in a run of class Normal, the seed's request processing: every
+// request is one Normal run at least.
+func TestHTTPRequestsStartInClassNormal(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newRawOrigin(t, okAnswer("hello"))
+	fe := httpFrontend(t, nil, o.addr)
+	c := e.dialHTTP(fe)
+	br := bufio.NewReader(c)
+	act := e.l.Activity()
+	before := act.Tasklets[loop.Normal].Load()
+	const n = 20
+	for i := 0; i < n; i++ {
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+	}
+	if got := act.Tasklets[loop.Normal].Load() - before; got < n {
+		t.Fatalf("%d Normal runs for %d requests", got, n)
+	}
 }
