@@ -138,8 +138,9 @@ func cmdSched(args []string) error {
 					r.err = err.Error()
 					fmt.Fprintf(os.Stderr, "    sched %s, %s #%d: n/a: %s\n", sc.name, sh.name, rep, r.err)
 				} else {
-					fmt.Fprintf(os.Stderr, "    sched %s, %s #%d: TC %.0f/%.0f/%.0f, avg loop %.0f µs, activity p50 %.1f p95 %.1f ms, %.0f req/s, %.1f MiB/s, others on its CPU %.0f%%\n",
-						sc.name, sh.name, rep, r.tc[0], r.tc[1], r.tc[2], r.avgLoopUs, r.p50ms, r.p95ms, r.reqPerSec, r.mibPerSec, r.otherPct)
+					fmt.Fprintf(os.Stderr, "    sched %s, %s #%d: TC %.0f/%.0f/%.0f (tasklets %d/%d/%d), avg loop %.0f µs, activity p50 %.1f p95 %.1f ms, %.0f req/s, %.1f MiB/s, others on its CPU %.0f%%\n",
+						sc.name, sh.name, rep, r.tc[0], r.tc[1], r.tc[2], r.tasklets[0], r.tasklets[1], r.tasklets[2],
+						r.avgLoopUs, r.p50ms, r.p95ms, r.reqPerSec, r.mibPerSec, r.otherPct)
 				}
 				res = append(res, r)
 				_ = os.RemoveAll(d)
