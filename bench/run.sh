@@ -471,8 +471,15 @@ start_nginx() {
     ssl_session_tickets on;"
 	fi
 	# h2 rows: nginx 1.22 speaks h2c by prior knowledge on a clear
-	# listener with http2.
-	[[ $row == h2* ]] && listen+=" http2"
+	# listener with http2; its upstream cache holds as many idle server
+	# connections as h2load has streams in flight (with 64, each response
+	# beyond 64 at once would close its server connection: connection
+	# churn the others, which pool every server connection, do not have).
+	local upka=64
+	if [[ $row == h2* ]]; then
+		listen+=" http2"
+		upka=$((BENCH_H2_CLIENTS * BENCH_H2_STREAMS > 64 ? BENCH_H2_CLIENTS * BENCH_H2_STREAMS : 64))
+	fi
 	if [[ $mode == tcp ]]; then
 		[[ -n $NGINX_STREAM_MODULE ]] || nginx_static_stream ||
 			{ FAIL_REASON="nginx stream module not installed"; return 1; }
@@ -492,7 +499,7 @@ $(nginx_temp "$d")
   keepalive_timeout 300s;
   upstream origin {
     server 127.0.0.1:$ORIGIN_PORT;
-    keepalive 64;
+    keepalive $upka;
     keepalive_requests 100000000;
   }
   server {
