@@ -270,6 +270,7 @@ async function route(force = false, focus = null) {
   document.title = `${pages[key].title} · spliced`;
   if (cleanup) { try { cleanup(); } catch { /* page already gone */ } cleanup = null; }
   ctx.live.wantActivity(key === 'overview' || key === 'cpu');
+  ctx.live.wantFull(key === 'frontends'); // its cards show the h2, tls and proxy members
   const root = h('div', { id: 'page-' + key, class: 'page', 'aria-busy': 'true' });
   clear(main).appendChild(root);
   try {

@@ -102,6 +102,11 @@ export function healthCell(s) {
 
 export function paint(root, live) {
   const st = live.stats;
+  // A line shown when its object's stats have a member (data-present
+  // names the flag): once shown it stays.
+  root.querySelectorAll('[data-present][hidden]').forEach((el) => {
+    if (lookup(st, el.dataset.present) === true) el.hidden = false;
+  });
   root.querySelectorAll('[data-stat]').forEach((el) => {
     const key = el.dataset.stat;
     const fmt = el.dataset.fmt;

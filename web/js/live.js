@@ -3,10 +3,13 @@
 // reconnects by itself with backoff. While the stream carries no stats (or
 // the endpoint answers 404), /api/v1/stats is polled every 2 s. Samples are
 // kept for HISTORY_S seconds to draw rates; data older than STALE_MS is
-// marked stale on the page.
+// marked stale on the page. A page that shows a frontend's optional
+// members (h2, tls, proxy) asks for them with wantFull: while the stream's
+// stats lack a member /api/v1/stats has, /api/v1/stats is polled beside the
+// stream and its members fill the stream's samples.
 
 import { authHeaders, needLogin, onLogin, loginShown, get, ApiError } from './api.js';
-import { normStats, normActivity } from './stats.js';
+import { normStats, normActivity, MEMBERS } from './stats.js';
 import { readEvents } from './sse.js';
 
 export const STALE_MS = 5000;
@@ -32,6 +35,10 @@ export class Live extends EventTarget {
     this._timers = [];
     this._backoff = 1000;
     this._wantActivity = false;
+    this._wantFull = false;
+    this._full = null;          // latest normStats of /api/v1/stats (polled)
+    this._fullAt = 0;
+    this._streamLacks = null;   // the stream's stats lack a member the poll has (null: not known)
     this._epoch = 0;            // start() count: stale retries of an older run stop
     this._paused = false;       // stopped while the login box is shown
     onLogin((shown) => {
@@ -62,6 +69,12 @@ export class Live extends EventTarget {
   }
 
   wantActivity(on) { this._wantActivity = on; if (on) this._pollActivity(); }
+
+  // wantFull asks for every member of /api/v1/stats (see the top).
+  wantFull(on) {
+    this._wantFull = on;
+    if (on) { this._streamLacks = null; this._tick(); }
+  }
 
   isStale() { return !this.statsAt || Date.now() - this.statsAt > STALE_MS; }
   age() { return this.statsAt ? Date.now() - this.statsAt : null; }
@@ -121,9 +134,12 @@ export class Live extends EventTarget {
   // ---- polling ----
   async _tick() {
     if (this._stopped || loginShown()) return;
-    if (!this.statsMissing && Date.now() - this.statsAt > POLL_MS + 500) {
+    const stale = Date.now() - this.statsAt > POLL_MS + 500;
+    const full = this._wantFull && this._streamLacks !== false && Date.now() - this._fullAt > POLL_MS - 200;
+    if (!this.statsMissing && (stale || full)) {
       try {
-        this._stats(await get('/api/v1/stats', { noLogin: false }));
+        this._fullAt = Date.now();
+        this._stats(await get('/api/v1/stats', { noLogin: false }), true);
       } catch (e) {
         if (e instanceof ApiError && e.status === 404) {
           this.statsMissing = true;
@@ -153,9 +169,13 @@ export class Live extends EventTarget {
     this.dispatchEvent(new Event('activity'));
   }
 
-  _stats(raw) {
+  // _stats takes a sample: full when it is /api/v1/stats, else a stats
+  // event, whose missing members are taken from the last full sample.
+  _stats(raw, full = false) {
     const st = normStats(raw);
     const now = Date.now();
+    if (full) this._full = st;
+    else if (this._full) this._fill(st);
     // Rates: the server's own (over its last second) when it gives them,
     // else the difference of two samples over the server's clock (the
     // snapshot time), so two sources (stream and poll) do not skew them.
@@ -196,6 +216,23 @@ export class Live extends EventTarget {
     this.statsMissing = false;
     this._updateMode();
     this.dispatchEvent(new Event('stats'));
+  }
+
+  // _fill copies into an event's frontends the members it lacks from the
+  // last /api/v1/stats, and notes whether it lacked any.
+  _fill(st) {
+    let lacks = false;
+    for (const [name, f] of st.frontends) {
+      const p = this._full.frontends.get(name);
+      if (!p) continue;
+      for (const [has, fields] of Object.entries(MEMBERS)) {
+        if (f[has] || !p[has]) continue;
+        lacks = true;
+        f[has] = true;
+        for (const k of fields) f[k] = p[k];
+      }
+    }
+    this._streamLacks = lacks;
   }
 
   _setMode(m) { this.mode = m; this._updateMode(); }

@@ -79,8 +79,34 @@ function counters(o) {
     proxyRefused: n(o, 'proxy.refused'),
     proxyInvalid: n(o, 'proxy.invalid'),
     proxyTimeouts: n(o, 'proxy.timeouts'),
+    // HTTP/2 connections and streams (frontends that speak HTTP/2).
+    h2ConnCur: n(o, 'h2.conn_cur'),
+    h2StreamsTotal: n(o, 'h2.streams_total'),
+    h2StreamsCur: n(o, 'h2.streams_cur'),
+    h2Refused: n(o, 'h2.streams_refused'),
+    h2ResetsSent: n(o, 'h2.resets_sent'),
+    h2ResetsRecv: n(o, 'h2.resets_received'),
+    // TLS handshakes (frontends with a TLS bind, servers with tls).
+    tlsFull: n(o, 'tls.handshakes_full'),
+    tlsResumed: n(o, 'tls.handshakes_resumed'),
+    tlsFailed: n(o, 'tls.handshakes_failed'),
+    tlsTimeouts: n(o, 'tls.handshake_timeouts'),
+    // Which of these members the document has (the page shows a line
+    // for each member present).
+    hasProxy: isObj(o.proxy),
+    hasH2: isObj(o.h2),
+    hasTLS: isObj(o.tls),
   };
 }
+
+// MEMBERS are the optional members of a frontend's stats, each with the
+// fields read from it: the stats events may carry fewer of them than
+// /api/v1/stats (Live fills the missing ones from its last poll).
+export const MEMBERS = {
+  hasProxy: ['proxyAccepted', 'proxyRefused', 'proxyInvalid', 'proxyTimeouts'],
+  hasH2: ['h2ConnCur', 'h2StreamsTotal', 'h2StreamsCur', 'h2Refused', 'h2ResetsSent', 'h2ResetsRecv'],
+  hasTLS: ['tlsFull', 'tlsResumed', 'tlsFailed', 'tlsTimeouts'],
+};
 
 // check reads a server's last health check result ("check" member of
 // /api/v1/stats); null when the server has no health check.

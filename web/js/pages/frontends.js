@@ -46,11 +46,13 @@ export default async function frontends(ctx, root) {
         h('span', null, 'out ', cell('b', statKey('fe', f.name, 'bytesOut'), 'bytes')),
         h('span', null, 'access log ', h('b', null, f.access_log ? 'on' : 'off')),
         f.timeouts.handshake_ms ? h('span', { 'data-handshake': f.name }, f.binds.some((b) => b.tls) || !f.binds.some((b) => b.accept_proxy) ? 'TLS handshake timeout ' : 'PROXY header timeout ', h('b', null, `${num(f.timeouts.handshake_ms)} ms`)) : null),
-      f.binds.some((b) => b.accept_proxy) ? h('div', { class: 'kv', 'aria-label': `PROXY protocol headers of ${f.name}`, 'data-proxy-counts': f.name },
-        h('span', null, 'PROXY headers accepted ', cell('b', statKey('fe', f.name, 'proxyAccepted'))),
-        h('span', null, 'refused (untrusted peer) ', cell('b', statKey('fe', f.name, 'proxyRefused'), 'err')),
-        h('span', null, 'invalid ', cell('b', statKey('fe', f.name, 'proxyInvalid'), 'err')),
-        h('span', null, 'timeouts ', cell('b', statKey('fe', f.name, 'proxyTimeouts'), 'err'))) : null,
+      memberLine(f.name, 'hasH2', f.mode === 'http' && (!f.http || !f.http.versions || f.http.versions.includes('2')), `HTTP/2 of ${f.name}`, 'data-h2-counts',
+        [['HTTP/2 conns now ', 'h2ConnCur'], ['streams open ', 'h2StreamsCur'], ['total ', 'h2StreamsTotal'], ['refused ', 'h2Refused', 'err'],
+          ['resets sent ', 'h2ResetsSent'], ['received ', 'h2ResetsRecv']]),
+      memberLine(f.name, 'hasTLS', f.binds.some((b) => b.tls), `TLS handshakes of ${f.name}`, 'data-tls-counts',
+        [['TLS handshakes full ', 'tlsFull'], ['resumed ', 'tlsResumed'], ['failed ', 'tlsFailed', 'err'], ['timeouts ', 'tlsTimeouts', 'err']]),
+      memberLine(f.name, 'hasProxy', f.binds.some((b) => b.accept_proxy), `PROXY protocol headers of ${f.name}`, 'data-proxy-counts',
+        [['PROXY headers accepted ', 'proxyAccepted'], ['refused (untrusted peer) ', 'proxyRefused', 'err'], ['invalid ', 'proxyInvalid', 'err'], ['timeouts ', 'proxyTimeouts', 'err']]),
       f.mode === 'http' ? h('div', { class: 'kv', 'aria-label': `Responses of ${f.name}` },
         h('span', null, 'requests ', cell('b', statKey('fe', f.name, 'requests'))),
         ...['2xx', '3xx', '4xx'].map((c) => h('span', null, `${c} `, cell('b', statKey('fe', f.name, 's' + c)))),
@@ -95,6 +97,16 @@ export default async function frontends(ctx, root) {
     openForm(ctx, () => frontendForm(ctx, null, bks, certNames));
   }
   return subscribe(ctx.live, { stats: () => paint(root, ctx.live) });
+}
+
+// memberLine is the line of one optional member of a frontend's stats
+// (h2, tls, proxy): its counters, live, each [label, field, fmt]. It shows
+// when the configuration says the frontend has the member (shown), or
+// when its stats have it (has: a frontend that had a TLS bind keeps its
+// handshake counts); attr names it for tests.
+function memberLine(name, has, shown, label, attr, fields) {
+  return h('div', { class: 'kv', 'aria-label': label, [attr]: name, hidden: !shown, data: { present: statKey('fe', name, has) } },
+    fields.map(([text, field, fmt]) => h('span', null, text, cell('b', statKey('fe', name, field), fmt || 'num'))));
 }
 
 // HANDSHAKE_DEFAULT_MS is the handshake_ms the API gives a frontend with a
