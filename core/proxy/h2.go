@@ -291,6 +291,15 @@ func (c *h2Conn) flush() {
 		c.close(closeNormal)
 		return
 	}
+	if since := c.codec.HeadersPendingSince(); !since.IsZero() && c.hf.RequestTimeout > 0 {
+		// A header block half read holds the whole connection (nothing
+		// may come between its frames): http_request_ms bounds it, as an
+		// HTTP/1.1 head.
+		if at := since.UnixNano() + int64(c.hf.RequestTimeout); c.deadline == 0 || at < c.deadline {
+			c.deadline = at
+			c.w.L.Arm(&c.timer, at)
+		}
+	}
 	if len(c.streams) == 0 && c.codec.Idle() && c.rlen == 0 {
 		c.codec.ReleaseBuffers()
 		c.rbuf = nil
@@ -307,10 +316,18 @@ func (c *h2Conn) onTimer() {
 		c.close(closeTimeout)
 		return
 	}
+	now := c.w.L.Now()
+	if since := c.codec.HeadersPendingSince(); !since.IsZero() && c.hf.RequestTimeout > 0 &&
+		now >= since.UnixNano()+int64(c.hf.RequestTimeout) {
+		c.fs.Timeouts.Add(1) // a header block that did not end in time
+		c.close(closeTimeout)
+		return
+	}
 	if len(c.streams) > 0 {
+		c.deadline = 0
 		return // the streams have their own timeouts
 	}
-	if now := c.w.L.Now(); now < c.deadline {
+	if now < c.deadline {
 		c.w.L.Arm(&c.timer, c.deadline)
 		return
 	}

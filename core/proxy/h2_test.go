@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
 	"github.com/spliced-proxy/spliced/internal/testutil"
@@ -229,4 +232,56 @@ func TestH2StatsAndAccessLog(t *testing.T) {
 	cl.CloseIdleConnections()
 	testutil.Eventually(t, 5*time.Second, func() bool { return tot().H2ConnCur == 0 }, "the HTTP/2 connection counted closed")
 	e.waitIdle()
+}
+
+// TestH2HalfHeaderBlockTimesOut: a client that begins a header block and
+// never ends it (no CONTINUATION) holds the whole connection; the
+// frontend's http_request_ms closes it, as an HTTP/1.1 head's, also after
+// a first request (then only the keep-alive timeout was armed).
+func TestH2HalfHeaderBlockTimesOut(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	fe := h2Frontend(t, h2Origin(t))
+	fe.HTTP.RequestTimeout = 300 * time.Millisecond
+	fe.HTTP.KeepAliveTimeout = 10 * time.Second
+	c := e.dialHTTP(fe)
+	c.SetDeadline(time.Now().Add(8 * time.Second))
+	fr := http2.NewFramer(c, c)
+	io.WriteString(c, http2.ClientPreface)
+	fr.WriteSettings()
+	block := func() []byte {
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/small"}, {":authority", "a"}} {
+			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		return hb.Bytes()
+	}
+	// A first request, whole, and its response.
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block(), EndStream: true, EndHeaders: true})
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("first response: %v", err)
+		}
+		if f.Header().StreamID == 1 && f.Header().Flags.Has(http2.FlagDataEndStream) {
+			break
+		}
+		if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+			fr.WriteSettingsAck()
+		}
+	}
+	// Half a block, END_HEADERS unset, and then nothing more.
+	b := block()
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: b[:len(b)/2], EndStream: true})
+	start := time.Now()
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Fatalf("the connection was not closed: %v", err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("closed after %v, want about http_request_ms (300ms)", d)
+	}
+	e.waitIdle()
+	if n := fe.Stats.Total(loop.Mono()).Timeouts; n != 1 {
+		t.Fatalf("%d timeouts counted, want 1", n)
+	}
 }
