@@ -135,6 +135,7 @@ func TestAccessLogFileHTTPTerminations(t *testing.T) {
 // datagram (RFC 5424 here), in --access-log-format text, and nothing of
 // it goes to stderr.
 func TestAccessLogSyslogText(t *testing.T) {
+	t.Parallel()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +176,7 @@ func TestAccessLogSyslogText(t *testing.T) {
 // status (class or code), termination, abnormal=1, client and since,
 // alone among the entries; a bad filter value is a 400 naming it.
 func TestLogsKeepA502FindableAfterThousandsOfRequests(t *testing.T) {
+	t.Parallel()
 	const normal = 5000
 	dir := t.TempDir()
 	in := startSpliced(t, "", "--access-log-file", filepath.Join(dir, "access.log"))
@@ -262,6 +264,7 @@ func TestLogsKeepA502FindableAfterThousandsOfRequests(t *testing.T) {
 // still found by status=502, because the client side's faults have a ring
 // of their own; the garbage is logged as PR 400s.
 func TestLogsKeepA502FindableAfterAFloodOfBadRequests(t *testing.T) {
+	t.Parallel()
 	const garbage, notFound = 1001, 300
 	in := startSpliced(t, "", "--access-log-file", filepath.Join(t.TempDir(), "access.log"))
 	web := newHTTPOrigin(t, "web", func(_ net.Conn, r *rawReq) string {

@@ -12,9 +12,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -184,4 +186,48 @@ func openFDs(t testing.TB, pid int) int {
 		t.Fatal(err)
 	}
 	return len(ents)
+}
+
+// dataFDs counts the open file descriptors of in's process but its admin
+// API's sockets (the listener and its connections: the ones with the
+// admin port as local port). The harness's keep-alive connection to the
+// API is closed by spliced once idle for --admin-anon-idle-timeout (5 s),
+// which a test that compares fd counts across a few loaded seconds saw
+// as a fd "released" that was never the data plane's.
+func dataFDs(t testing.TB, in *instance) int {
+	t.Helper()
+	_, port, err := net.SplitHostPort(in.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := map[string]bool{} // socket inodes
+	for _, f := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", in.Pid(), f))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			fs := strings.Fields(line)
+			if len(fs) < 10 {
+				continue
+			}
+			_, hexPort, _ := strings.Cut(fs[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && strconv.FormatUint(p, 10) == port {
+				admin["socket:["+fs[9]+"]"] = true
+			}
+		}
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", in.Pid())
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if target, err := os.Readlink(dir + "/" + e.Name()); err != nil || !admin[target] {
+			n++
+		}
+	}
+	return n
 }

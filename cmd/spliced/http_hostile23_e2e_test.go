@@ -19,6 +19,7 @@ import (
 // x_forwarded_for false, and a client's forged X-Forwarded-For reached
 // the server alone. An explicit false is kept.
 func TestHTTPForwardedForOnWithAnyHTTPObject(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	o := newHTTPOrigin(t, "A", nil)
 	port := setupHTTP(t, in, httpSetup{
@@ -67,6 +68,7 @@ func TestHTTPForwardedForOnWithAnyHTTPObject(t *testing.T) {
 // client (Cookie, X-Forwarded-, a 1-letter X) is refused with 422 naming
 // the field; the default prefix is still accepted.
 func TestTLSClientCertPrefixSparesCommonFieldsAPI(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	srv := testutil.NewCert(t, testutil.CertSpec{Names: []string{"m.example.com"}})
 	uploadCert(in, "m", srv, false)
@@ -99,6 +101,7 @@ func TestTLSClientCertPrefixSparesCommonFieldsAPI(t *testing.T) {
 // admin_state saying drain; before, a drained down server read "drain"
 // (spliced_server_state{state="down"} 0), so an alert on down missed it.
 func TestDrainedDownServerReadsDown(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	dead := testutil.FreePort(t) // nothing listens there
 	setupHealth(t, in, map[string]any{"type": "tcp", "interval_ms": 100, "timeout_ms": 100, "rise": 1, "fall": 1},
@@ -192,6 +195,7 @@ func (o *trailerOrigin) received() string {
 // trailers reached the server unchanged, and frameworks that merge
 // trailers into the header fields believed them.
 func TestHTTPRequestTrailersCannotForgeProxyFields(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	o := newTrailerOrigin(t)
 	port := setupHTTP(t, in, httpSetup{
@@ -245,6 +249,7 @@ func TestHTTPRequestTrailersCannotForgeProxyFields(t *testing.T) {
 // client-certificate prefix is refused on its plain bind too, as the head
 // drops such fields there.
 func TestHTTPRequestTrailersCannotForgeClientCertFields(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	o := newTrailerOrigin(t)
 	srv := testutil.NewCert(t, testutil.CertSpec{Names: []string{"m.example.com"}})

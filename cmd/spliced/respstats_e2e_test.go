@@ -65,6 +65,7 @@ type respErrStats struct {
 // 7 response_errors, errors stays 0; /metrics says the same. The 2 good
 // answers count 2xx only.
 func TestHTTPOriginKilledCountsOnTheServer(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	port := setupHTTP(t, in, httpSetup{
 		backends: []map[string]any{httpBackend("web", "roundrobin",
@@ -126,6 +127,7 @@ func TestHTTPOriginKilledCountsOnTheServer(t *testing.T) {
 // TestUIServerResponseErrors: the backends page shows a server's 5xx and
 // response errors as spliced counted them, in red.
 func TestUIServerResponseErrors(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	in := startSpliced(t, "")
 	port := setupHTTP(t, in, httpSetup{

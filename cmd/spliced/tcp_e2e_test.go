@@ -229,7 +229,7 @@ func TestTCPServerRefusingClosesClientNoLeak(t *testing.T) {
 	in := startSpliced(t, "")
 	dead := testutil.FreePort(t) // nothing listens there
 	port := setupTCP(t, in, map[string]any{"name": "s1", "address": "127.0.0.1", "port": dead})
-	start := openFDs(t, in.Pid())
+	start := dataFDs(t, in)
 	var wg sync.WaitGroup
 	for i := 0; i < 20; i++ {
 		wg.Add(1)
@@ -250,7 +250,7 @@ func TestTCPServerRefusingClosesClientNoLeak(t *testing.T) {
 	}
 	wg.Wait()
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		return openFDs(t, in.Pid()) == start
+		return dataFDs(t, in) == start
 	}, "fd count back to its start value")
 }
 
@@ -285,7 +285,7 @@ func TestTCPClientNeverReads(t *testing.T) {
 	}()
 	port := setupTCP(t, in, map[string]any{"name": "s1", "address": "127.0.0.1", "port": ln.Addr().(*net.TCPAddr).Port})
 	mustOK(t, in.Do("PATCH", "/api/v1/frontends/pub", map[string]any{"timeouts": map[string]any{"tunnel_ms": 1500}}), "tunnel timeout")
-	start := openFDs(t, in.Pid())
+	start := dataFDs(t, in)
 	rss0 := rssKiB(t, in.Pid())
 
 	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
@@ -317,7 +317,7 @@ func TestTCPClientNeverReads(t *testing.T) {
 		t.Fatalf("tunnel timeout did not close the stalled tunnel (server wrote %d bytes)", written.Load())
 	}
 	testutil.Eventually(t, 5*time.Second, func() bool {
-		return openFDs(t, in.Pid()) == start
+		return dataFDs(t, in) == start
 	}, "fd count back to its start value")
 }
 

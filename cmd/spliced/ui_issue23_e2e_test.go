@@ -135,6 +135,7 @@ func (u *uiTest) nextLiveSamples(n int) {
 // the Overview lists the down one with its admin state and does not say
 // "all up".
 func TestUIHealthAndAdminStateApart(t *testing.T) {
+	t.Parallel()
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
 	t.Cleanup(origin.Close)
 	oport, _ := strconv.Atoi(origin.URL[strings.LastIndex(origin.URL, ":")+1:])
@@ -197,6 +198,7 @@ func TestUIHealthAndAdminStateApart(t *testing.T) {
 // refused and the page says which bind; the bind form's certificate list
 // is read again without leaving the form.
 func TestUICertificatesUpload(t *testing.T) {
+	t.Parallel()
 	in := startSpliced(t, "")
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"web","servers":[]}`)
 	in.MustDo(201, "POST", "/api/v1/frontends", `{"name":"pub","default_backend":"web","binds":[]}`)
@@ -336,6 +338,7 @@ func (u *uiTest) soonJS(d time.Duration, what, js string) bool {
 // format; badges reach 4.5:1 contrast; row buttons have names that tell
 // them apart.
 func TestUINewOperatorDetails(t *testing.T) {
+	t.Parallel()
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
 	t.Cleanup(origin.Close)
 	oport, _ := strconv.Atoi(origin.URL[strings.LastIndex(origin.URL, ":")+1:])

@@ -23,6 +23,7 @@ import (
 // their backend; a selection of servers goes to maint at once after a
 // confirmation; the CSV export takes the rows shown.
 func TestUIStatusPage(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	in := startSpliced(t, "")
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
