@@ -49,7 +49,12 @@ cluster_pkgs=($mod/core/cluster $mod/internal/etcdtest)
 e2e() {
 	set -euo pipefail
 	step "end-to-end tests (-race)"
-	$GO test -race -count=1 -p 1 -parallel "${E2E_PARALLEL:-4}" -timeout 15m "${e2e_pkgs[@]}"
+	# The binary under test, built once for both packages (each test
+	# process linked its own; the packages it compiles serve the tests).
+	bin=$(mktemp -d "${TMPDIR:-/tmp}/spliced-e2e-bin.XXXXXX")
+	trap 'rm -rf "$bin"' EXIT
+	$GO build -race -o "$bin/spliced" ./cmd/spliced
+	SPLICED_E2E_BINARY=$bin/spliced $GO test -race -count=1 -p 1 -parallel "${E2E_PARALLEL:-4}" -timeout 15m "${e2e_pkgs[@]}"
 }
 
 units() {

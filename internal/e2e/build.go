@@ -19,12 +19,26 @@ var build struct {
 	err  error
 }
 
+// BinaryEnv names the environment variable that gives Binary a spliced
+// binary already built from this checkout, with -race when the tests run
+// with it (scripts/test.sh builds it once for both end-to-end packages,
+// beside the compilation of their tests). Unset, Binary builds its own.
+const BinaryEnv = "SPLICED_E2E_BINARY"
+
 // Binary returns the path of the spliced binary, built on the first call
 // of the test process (with -race when the tests run with it, so the data
-// plane is checked under load too); a failed build fails every caller.
+// plane is checked under load too) unless BinaryEnv names one; a failed
+// build fails every caller.
 func Binary(t testing.TB) string {
 	t.Helper()
 	build.once.Do(func() {
+		if p := os.Getenv(BinaryEnv); p != "" {
+			if _, err := os.Stat(p); err != nil {
+				build.err = fmt.Errorf("%s: %v", BinaryEnv, err)
+			}
+			build.path = p
+			return
+		}
 		build.dir, build.err = os.MkdirTemp("", "spliced-e2e-bin-")
 		if build.err != nil {
 			return
