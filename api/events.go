@@ -238,6 +238,10 @@ type StatsEventItem struct {
 	// Proxy is a frontend's PROXY protocol header counts, present when
 	// it has a bind with accept_proxy, as in /api/v1/stats.
 	Proxy *stats.ProxyCounts `json:"proxy,omitempty"`
+	// TLS and H2 are a frontend's TLS handshake and HTTP/2 counts,
+	// present as in /api/v1/stats.
+	TLS *stats.TLSCounts `json:"tls,omitempty"`
+	H2  *stats.H2Counts  `json:"h2,omitempty"`
 }
 
 func eventItem(name, state string, c *stats.Counts) StatsEventItem {
@@ -254,7 +258,7 @@ func statsEvent(s stats.Snapshot) StatsEvent {
 	for i := range s.Frontends {
 		f := &s.Frontends[i]
 		it := eventItem(f.Name, "", &f.Counts)
-		it.Proxy = f.Proxy
+		it.Proxy, it.TLS, it.H2 = f.Proxy, f.TLS, f.H2
 		ev.Frontends = append(ev.Frontends, it)
 	}
 	for i := range s.Backends {

@@ -46,3 +46,34 @@ func TestStatsEventServerHealthAndAdminState(t *testing.T) {
 		t.Errorf("a backend item has up: %v", ev.Backends[0])
 	}
 }
+
+// A stats event carries a frontend's TLS and HTTP/2 counts as
+// /api/v1/stats does (the web UI's live frontend card reads them), and
+// leaves them out where /api/v1/stats has none.
+func TestStatsEventFrontendTLSAndH2(t *testing.T) {
+	snap := stats.Snapshot{Frontends: []stats.Frontend{
+		{Name: "h2", TLS: &stats.TLSCounts{Full: 2, Resumed: 1}, H2: &stats.H2Counts{ConnCur: 1, StreamsTotal: 7, StreamsRefused: 1}},
+		{Name: "plain"},
+	}}
+	b, err := json.Marshal(statsEvent(snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev struct {
+		Frontends []struct {
+			Name string           `json:"name"`
+			TLS  *stats.TLSCounts `json:"tls"`
+			H2   *stats.H2Counts  `json:"h2"`
+		} `json:"frontends"`
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatal(err)
+	}
+	f := ev.Frontends
+	if len(f) != 2 || f[0].TLS == nil || *f[0].TLS != *snap.Frontends[0].TLS || f[0].H2 == nil || *f[0].H2 != *snap.Frontends[0].H2 {
+		t.Fatalf("frontend h2: %+v", f)
+	}
+	if f[1].TLS != nil || f[1].H2 != nil {
+		t.Fatalf("frontend plain has tls or h2: %+v", f[1])
+	}
+}
