@@ -77,9 +77,12 @@ type h2Conn struct {
 	client
 	cli   Side
 	codec *h2.Conn
-	// rbuf holds client bytes not fed yet (a partial frame): taken while
+	// rbuf holds client bytes not fed yet (a partial frame): rb, a pool
+	// buffer, or a frame's size when a frame longer than that comes
+	// (rb nil then). Taken while
 	// the connection is busy, given back when it is idle.
 	rbuf []byte
+	rb   *Buffer
 	rlen int
 	// streams are the streams in flight, at most max_concurrent_streams.
 	streams  []*h2Stream
@@ -147,8 +150,8 @@ func (w *Worker) startH2(fd int, xp transport, fe *Frontend, cur *atomic.Pointer
 	c.codec = h2.NewConn(w.h2Config(c.hf), c)
 	c.fs.H2ConnCur.Add(1)
 	if len(in) > 0 {
-		c.rbuf = c.inBuf()
-		c.rlen = copy(c.rbuf, in)
+		c.takeIn()
+		c.rlen = copy(c.rbuf, in) // the preface and what followed: at most a pool buffer
 	}
 	if err := c.cli.register(w.L); err != nil {
 		c.close(closeAbort)
@@ -160,12 +163,32 @@ func (w *Worker) startH2(fd int, xp transport, fe *Frontend, cur *atomic.Pointer
 	return c
 }
 
-// inBuf is a buffer for client bytes: one frame of our max_frame_size
-// and its header at least, a pool buffer's size otherwise.
-func (c *h2Conn) inBuf() []byte {
-	n := max(int(c.hf.H2.MaxFrameSize), h2.DefaultMaxFrameSize) + 9
-	n = max(n, c.w.Bufs.Size())
-	return make([]byte, n)
+// takeIn gives the connection a buffer for client bytes: a pool buffer
+// (most clients send nothing longer), grown to one frame of our
+// max_frame_size and its header when a longer frame comes (grow).
+func (c *h2Conn) takeIn() {
+	c.rb = c.w.Bufs.Get()
+	c.rbuf = c.rb.b
+}
+
+// grow replaces a full pool buffer by one that holds a whole frame: a
+// frame longer than the pool's buffers is being received (the codec
+// refuses any frame past our max_frame_size as soon as its header is in).
+func (c *h2Conn) grow() {
+	big := make([]byte, max(c.codec.MaxFrameLen(), len(c.rbuf)+1))
+	copy(big, c.rbuf[:c.rlen])
+	c.releaseIn()
+	c.rbuf = big
+}
+
+// releaseIn gives the input buffer back (pool buffers to the pool).
+func (c *h2Conn) releaseIn() {
+	if c.rb != nil {
+		c.rb.head, c.rb.tail = 0, 0
+		c.w.Bufs.Put(c.rb)
+		c.rb = nil
+	}
+	c.rbuf = nil
 }
 
 func (c *h2Conn) armIn(d time.Duration) {
@@ -184,7 +207,10 @@ func (c *h2Conn) process() {
 	w := c.w
 	for c.phase == h2Open && c.cli.canRecv() && !w.spent(&c.cli.Task) {
 		if c.rbuf == nil {
-			c.rbuf = c.inBuf()
+			c.takeIn()
+		}
+		if c.rlen == len(c.rbuf) {
+			c.grow()
 		}
 		room := len(c.rbuf) - c.rlen
 		n, e := c.cli.recv(c.rbuf[c.rlen:])
@@ -302,7 +328,7 @@ func (c *h2Conn) flush() {
 	}
 	if len(c.streams) == 0 && c.codec.Idle() && c.rlen == 0 {
 		c.codec.ReleaseBuffers()
-		c.rbuf = nil
+		c.releaseIn()
 		if c.deadline == 0 || c.nreq > 0 {
 			c.armIn(c.hf.KeepAliveTimeout)
 		}
@@ -547,7 +573,8 @@ func (c *h2Conn) close(why uint8) {
 	// Streams the codec still had open end with the connection.
 	c.fs.H2StreamsCur.Add(-int64(c.counted.StreamsOpened - c.counted.StreamsClosed))
 	c.fs.H2ConnCur.Add(-1)
-	c.rbuf = nil
+	c.releaseIn()
+	c.rlen = 0
 	c.codec = nil
 	c.fs.ConnCur.Add(-1)
 	if why == closeAbort {

@@ -229,6 +229,12 @@ func TestH2StatsAndAccessLog(t *testing.T) {
 		t.Errorf("while open: h2 conns %d, streams %d (open %d), requests %d; want 1, 3 (0), 3",
 			tt.H2ConnCur, tt.H2Streams, tt.H2StreamsCur, tt.Requests)
 	}
+	// Idle, the connection holds no buffer (its codec gave its own back).
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		var n int
+		e.do(func() { n = e.w.Bufs.InUse() })
+		return n == 0
+	}, "the idle HTTP/2 connection to hold no buffer")
 	cl.CloseIdleConnections()
 	testutil.Eventually(t, 5*time.Second, func() bool { return tot().H2ConnCur == 0 }, "the HTTP/2 connection counted closed")
 	e.waitIdle()
