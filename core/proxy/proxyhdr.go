@@ -418,7 +418,7 @@ func (c *h2Conn) clientFd() int { return c.cli.FD.Fd }
 // the AUTHORITY its PROXY header carried, if any, instead of inspecting a
 // ClientHello: true when it did (t.be set, nil for no server).
 func (t *Tunnel) sniFromAuthority() bool {
-	a := t.w.authority(t.pp, rawSock{})
+	a := t.w.authority(t.pp, plainTransport()) // a clear connection: only the header names a server
 	if len(a) == 0 {
 		return false
 	}
