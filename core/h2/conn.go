@@ -883,8 +883,15 @@ func (c *Conn) ResetStream(id uint32, code http2.ErrCode) {
 }
 
 // streamError answers a stream error (RFC 9113 §5.4.2): RST_STREAM, and
-// Reset for the Handler when it knew the stream.
+// Reset for the Handler when it knew the stream. Every stream error is the
+// client's doing, so it counts as a glitch, as the client's own RST_STREAM
+// does: else a client that makes us reset its streams (a WINDOW_UPDATE of
+// 0 on each once its request reached the server: MadeYouReset,
+// CVE-2025-8671) opens and cancels server requests without bound.
 func (c *Conn) streamError(id uint32, code http2.ErrCode) {
+	if !c.glitch("too many stream errors") {
+		return
+	}
 	st := c.stream(id)
 	if !c.sendRST(id, code) || st == nil {
 		return

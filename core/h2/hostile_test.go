@@ -57,6 +57,30 @@ func TestRapidResetWindowSlides(t *testing.T) {
 	}
 }
 
+func TestServerProvokedResets(t *testing.T) {
+	// MadeYouReset (CVE-2025-8671): the client makes the server reset
+	// each stream (here a WINDOW_UPDATE of 0 on it) instead of resetting
+	// it itself; the stream errors count as its resets do.
+	cl := newClient(t, Config{})
+	id := uint32(1)
+	for i := 0; i < DefaultMaxGlitches; i++ {
+		cl.get(id, "/")
+		cl.fr.WriteWindowUpdate(id, 0)
+		id += 2
+	}
+	if err := cl.feed(); err != nil {
+		t.Fatalf("%d stream errors in a window refused: %v", DefaultMaxGlitches, err)
+	}
+	cl.frames()
+	if len(cl.h.resets) != DefaultMaxGlitches {
+		t.Fatalf("%d resets told, want %d", len(cl.h.resets), DefaultMaxGlitches)
+	}
+	cl.get(id, "/")
+	cl.fr.WriteWindowUpdate(id, 0)
+	cl.feed()
+	wantConnError(t, cl, http2.ErrCodeEnhanceYourCalm)
+}
+
 func TestContinuationFloodByCount(t *testing.T) {
 	// CVE-2024-27316: CONTINUATION frames without END_HEADERS, forever.
 	cl := newClient(t, Config{})
