@@ -92,6 +92,9 @@ type h2Conn struct {
 	phase    uint8
 	// wantOut: a stream waits for the output to drain (h2OutMax).
 	wantOut bool
+	// away: GOAWAY was queued by goAway; the timer then bounds the
+	// connection's end (lingerTimeout).
+	away bool
 	// counted: the codec's counts already added to the frontend's
 	// counters (count).
 	counted h2.Counts
@@ -336,7 +339,10 @@ func (c *h2Conn) flush() {
 }
 
 // onTimer: no stream opened within http_request_ms of the accept, or
-// none for http_keep_alive_ms since the last one ended.
+// none for http_keep_alive_ms since the last one ended; or, after GOAWAY,
+// the connection still not done lingerTimeout later with no stream: a
+// header block half sent (no other frame may come between its frames, so
+// nothing else can end it) or a client that does not read the GOAWAY.
 func (c *h2Conn) onTimer() {
 	if c.phase != h2Open {
 		c.close(closeTimeout)
@@ -357,6 +363,10 @@ func (c *h2Conn) onTimer() {
 		c.w.L.Arm(&c.timer, c.deadline)
 		return
 	}
+	if c.away {
+		c.close(closeTimeout)
+		return
+	}
 	if c.nreq == 0 {
 		c.fs.Timeouts.Add(1)
 	}
@@ -366,6 +376,7 @@ func (c *h2Conn) onTimer() {
 // goAway stops the connection gracefully: GOAWAY with the last stream id;
 // the streams under way finish, then the connection closes.
 func (c *h2Conn) goAway() {
+	c.away = true
 	c.codec.GoAway()
 	c.armIn(lingerTimeout) // bounds the final write
 	c.flush()
