@@ -863,6 +863,24 @@ func TestH2HostileStreams(t *testing.T) {
 		stillServes(t, in, addr, rss0, rssMax)
 	})
 
+	t.Run("idle connections", func(t *testing.T) {
+		// 300 HTTP/2 connections, one request each, then idle: each
+		// holds its codec and HPACK table, no buffer.
+		rss0 := rssKiB(t, in.Pid())
+		for i := 0; i < 300; i++ {
+			p := dialPeer(t, addr, peerReads)
+			p.headers(1, true, reqFields("GET", "/idle2", "x-fill", strings.Repeat("f", 1000)))
+			if st, code := p.outcome(1, 10*time.Second); st != "200" {
+				t.Fatalf("connection %d: %q, reset %d", i, st, code)
+			}
+		}
+		grown := rssKiB(t, in.Pid()) - rss0
+		t.Logf("300 idle HTTP/2 connections: RSS +%d KiB", grown)
+		if grown > 300*40 {
+			t.Errorf("300 idle HTTP/2 connections: RSS +%d KiB, want at most 40 KiB each", grown)
+		}
+	})
+
 	t.Run("zero-window client", func(t *testing.T) {
 		rss0 := rssKiB(t, in.Pid())
 		p := dialPeer(t, addr, peerNoCredit, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
@@ -979,6 +997,40 @@ func TestH2HostileSmuggling(t *testing.T) {
 	if st, _ := p.outcome(id, 10*time.Second); st != "200" {
 		t.Errorf("a body holding a request: %q, want 200", st)
 	}
+	id += 2
+
+	// Trailers that try the same: CR/LF in a value, framing fields.
+	for _, tr := range [][]hpack.HeaderField{
+		{lit("x-t", "v\r\nx-injected: 1")},
+		{lit("transfer-encoding", "chunked")},
+		{lit("content-length", "5")},
+		{lit(":path", "/bad/trailer")},
+		{lit("X-Injected", "1")},
+	} {
+		p.headers(id, false, reqFields("POST", "/trailers-"+strconv.Itoa(int(id))))
+		b := p.block(tr...)
+		p.write(func(fr *http2.Framer) error {
+			if err := fr.WriteData(id, false, []byte("body")); err != nil {
+				return err
+			}
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b, EndStream: true, EndHeaders: true})
+		})
+		if st, code := p.outcome(id, 10*time.Second); code != int(http2.ErrCodeProtocol) {
+			t.Errorf("trailers %v: status %q, reset %d; want RST_STREAM PROTOCOL_ERROR", tr, st, code)
+		}
+		id += 2
+	}
+	// CONNECT: a tunnel request the server may answer 200.
+	p.headers(id, false, hf(":method", "CONNECT", ":authority", "h2.test:443"))
+	if st, code := p.outcome(id, 10*time.Second); st == "200" {
+		t.Errorf("CONNECT: status %q, reset %d: a tunnel through an HTTP/1.1 server", st, code)
+	}
+	id += 2
+	p.headers(id, true, reqFields("GET", "/after-connect"))
+	if st, code := p.outcome(id, 10*time.Second); st != "200" {
+		t.Errorf("after CONNECT: %q, reset %d", st, code)
+	}
+	id += 2
 
 	raw := o.rawBytes()
 	for _, bad := range []string{"/bad/", "x-injected", "X-Injected", "\x00", "te: chunked"} {
