@@ -234,7 +234,11 @@ func (c *Conn) decode(block []byte) {
 	case blockRequest:
 		switch {
 		case hb.selfDep || hb.malformed || !c.req.valid(hb.endStream):
-			c.sendRST(id, http2.ErrCodeProtocol)
+			// A stream error (RFC 9113 §8.1.1), the client's doing: a
+			// glitch, as streamError counts one.
+			if c.glitch("malformed requests") {
+				c.sendRST(id, http2.ErrCodeProtocol)
+			}
 		case hb.tooLarge:
 			c.refuse431(id, hb.endStream)
 		default:

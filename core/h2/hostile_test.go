@@ -81,6 +81,24 @@ func TestServerProvokedResets(t *testing.T) {
 	wantConnError(t, cl, http2.ErrCodeEnhanceYourCalm)
 }
 
+func TestMalformedRequestFlood(t *testing.T) {
+	// each malformed request is a stream error the client chose: a
+	// flood of them is cut off as a flood of resets is
+	cl := newClient(t, Config{})
+	id := uint32(1)
+	for i := 0; i < DefaultMaxGlitches; i++ {
+		cl.headers(id, true, ":method", "GET", ":scheme", "http", ":path", "/", "X-Upper", "1")
+		id += 2
+	}
+	if err := cl.feed(); err != nil {
+		t.Fatalf("%d malformed requests in a window refused: %v", DefaultMaxGlitches, err)
+	}
+	cl.frames()
+	cl.headers(id, true, ":method", "GET", ":scheme", "http", ":path", "/", "X-Upper", "1")
+	cl.feed()
+	wantConnError(t, cl, http2.ErrCodeEnhanceYourCalm)
+}
+
 func TestContinuationFloodByCount(t *testing.T) {
 	// CVE-2024-27316: CONTINUATION frames without END_HEADERS, forever.
 	cl := newClient(t, Config{})
