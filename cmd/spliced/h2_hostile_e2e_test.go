@@ -564,6 +564,24 @@ func TestH2HostileFloods(t *testing.T) {
 		stillServes(t, in, addr, rss0, rssMax)
 	})
 
+	t.Run("malformed request flood", func(t *testing.T) {
+		// Each malformed request is a stream error of the client's
+		// choosing; a flood of them ends as a flood of resets does.
+		rss0 := rssKiB(t, in.Pid())
+		p := dialPeer(t, addr, peerReads)
+		start := time.Now()
+		for id := uint32(1); id < 20000 && time.Since(start) < 20*time.Second; id += 2 {
+			if p.headers(id, true, reqFields("GET", "/malformed", "X-Upper", "1")) != nil {
+				break
+			}
+		}
+		wantGoAway(t, p.waitGoAway(10*time.Second), http2.ErrCodeEnhanceYourCalm)
+		if o.seen("/malformed") {
+			t.Errorf("a malformed request reached the server")
+		}
+		stillServes(t, in, addr, rss0, rssMax)
+	})
+
 	t.Run("CONTINUATION flood", func(t *testing.T) {
 		for _, c := range []struct {
 			name string
