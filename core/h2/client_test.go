@@ -33,9 +33,9 @@ type cresp struct {
 // clientRec is a ClientHandler that writes down what it is told and
 // sends request bodies as the windows allow.
 type clientRec struct {
-	c       *ClientConn
-	s       map[uint32]*cresp
-	goAways []string
+	c         *ClientConn
+	s         map[uint32]*cresp
+	goAways   []string
 	noConsume bool
 }
 
