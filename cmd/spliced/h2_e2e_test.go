@@ -4,6 +4,7 @@ package main
 // through its API, curl and h2spec as the clients, HTTP/1.1 origins.
 
 import (
+	"bufio"
 	"crypto/tls"
 	"io"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/spliced-proxy/spliced/internal/e2e"
 	"github.com/spliced-proxy/spliced/internal/testutil"
@@ -191,4 +194,59 @@ func h2specFailures(out string) string {
 		return out[i:]
 	}
 	return e2e.Tail(out, 60)
+}
+
+// TestH2GoAwayWhenTheFrontendIsRemoved: deleting a frontend through the
+// API sends GOAWAY on its HTTP/2 connections (and closes its idle HTTP/1.1
+// ones) instead of letting them serve on.
+func TestH2GoAwayWhenTheFrontendIsRemoved(t *testing.T) {
+	t.Parallel()
+	in, clear, _ := h2Setup(t)
+	// Idle connections must not end by themselves within the test.
+	in.MustDo(200, "PATCH", "/api/v1/frontends/web", map[string]any{"timeouts": map[string]any{"http_keep_alive_ms": 60000}})
+	c, err := net.DialTimeout("tcp", clear, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(15 * time.Second))
+	fr := http2.NewFramer(c, c)
+	io.WriteString(c, http2.ClientPreface)
+	fr.WriteSettings()
+	if _, err := fr.ReadFrame(); err != nil { // the server's SETTINGS: the connection is served
+		t.Fatal(err)
+	}
+	h1, err := net.DialTimeout("tcp", clear, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h1.Close()
+	h1.SetDeadline(time.Now().Add(15 * time.Second))
+	br := bufio.NewReader(h1)
+	io.WriteString(h1, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+
+	in.MustDo(204, "DELETE", "/api/v1/frontends/web", nil)
+	// At once, not at a timeout.
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	h1.SetDeadline(time.Now().Add(5 * time.Second))
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY after the frontend's removal: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeNo {
+				t.Errorf("GOAWAY %v, want NO_ERROR", g.ErrCode)
+			}
+			break
+		}
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("the idle HTTP/1.1 connection: %v, want EOF", err)
+	}
 }

@@ -543,9 +543,14 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		cf := &snap.Frontends[i]
 		newFE[cf.Name].lim.SetMax(int64(cf.Maxconn))
 	}
+	removed := false
 	for id, b := range e.binds {
 		if nb := newBinds[id]; nb == nil {
-			b.ln.Close() // removed: stop accepting, connections live on
+			b.ln.Close() // removed: stop accepting
+			// Its connections wind down: HTTP/1.1 ones close after their
+			// next response or now if idle, HTTP/2 ones get GOAWAY.
+			b.front.Store(proxy.Removed)
+			removed = true
 			e.log.Info("bind closed", id.attr())
 		}
 	}
@@ -557,7 +562,11 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	// frontends were stored, none still picks from the previous generation,
 	// so its servers may be retired without a request finding them all
 	// retired (503) between its resolve and its pick.
-	e.onLiveLoops(ctx, func(*proxy.Worker) {})
+	e.onLiveLoops(ctx, func(w *proxy.Worker) {
+		if removed {
+			w.EndRemoved()
+		}
+	})
 	for name, prev := range e.backends {
 		if nb := newBE[name]; nb != nil {
 			prev.bb.Retire(nb.bb)
@@ -655,7 +664,7 @@ func (e *Engine) accept(l *loop.Loop, fd int, ln *listen.Listener) {
 	b := ln.Owner.(*bindRT)
 	fe := b.front.Load()
 	f := b.f
-	if fe == nil || f == nil {
+	if fe == nil || f == nil || fe == proxy.Removed { // queued in a ring when its bind went away
 		proxy.Refuse(fd)
 		ln.Release()
 		return

@@ -408,6 +408,9 @@ func (c *h2Conn) Headers(id uint32, req *h2.Request, endStream bool) {
 		hs.in.head, hs.in.tail = 0, len(d)
 	}
 	w.L.Wake(&hs.side.Task, loop.Normal) // the stream's start: routing, a server
+	if c.gone && !c.away {
+		c.goAway() // the bind was removed: this stream is the last
+	}
 }
 
 // Data queues request body bytes for the stream's client end

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -289,5 +291,87 @@ func TestH2HalfHeaderBlockTimesOut(t *testing.T) {
 	e.waitIdle()
 	if n := fe.Stats.Total(loop.Mono()).Timeouts; n != 1 {
 		t.Fatalf("%d timeouts counted, want 1", n)
+	}
+}
+
+// TestConnectionsOfARemovedBindWindDown: once the engine marks a bind
+// removed (Removed in its current frontend), an idle HTTP/1.1 connection
+// of it is closed, a busy one answers with Connection: close, and an
+// HTTP/2 connection gets GOAWAY (Worker.EndRemoved).
+func TestConnectionsOfARemovedBindWindDown(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	fe := h2Frontend(t, h2Origin(t))
+	var cur atomic.Pointer[Frontend]
+	cur.Store(fe)
+	dial := func() *net.TCPConn {
+		c := e.connect(func(fd int) { e.w.StartHTTP(fd, fe, &cur) })
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c
+	}
+	get := func(c net.Conn, br *bufio.Reader) *http.Response {
+		t.Helper()
+		io.WriteString(c, "GET /small HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		return resp
+	}
+	idle, busy := dial(), dial()
+	ibr, bbr := bufio.NewReader(idle), bufio.NewReader(busy)
+	get(idle, ibr)
+	get(busy, bbr)
+	h2c := dial()
+	fr := http2.NewFramer(h2c, h2c)
+	io.WriteString(h2c, http2.ClientPreface)
+	fr.WriteSettings()
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		var up bool
+		e.do(func() { up = !e.w.h.live2.Empty() })
+		return up
+	}, "the HTTP/2 connection")
+
+	// A request begun on the busy one: not idle.
+	io.WriteString(busy, "GET /small HTTP/1.1\r\n")
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		var reading bool
+		e.do(func() {
+			for c := e.w.h.live.Front(); c != nil; c = c.link.Next() {
+				reading = reading || c.st != nil
+			}
+		})
+		return reading
+	}, "the busy connection's head begun")
+
+	cur.Store(Removed)
+	e.do(func() { e.w.EndRemoved() })
+
+	// The idle HTTP/1.1 connection is closed.
+	if _, err := ibr.ReadByte(); err != io.EOF {
+		t.Errorf("idle HTTP/1.1 connection: %v, want EOF", err)
+	}
+	// The busy one's request is its last.
+	io.WriteString(busy, "Host: a\r\n\r\n")
+	resp, err := http.ReadResponse(bbr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	if !resp.Close || resp.StatusCode != 200 {
+		t.Errorf("the request under way: %d, close %v; want 200 with Connection: close", resp.StatusCode, resp.Close)
+	}
+	// The HTTP/2 connection gets GOAWAY.
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeNo {
+				t.Errorf("GOAWAY %v, want NO_ERROR", g.ErrCode)
+			}
+			break
+		}
 	}
 }

@@ -151,6 +151,7 @@ type client struct {
 	t0   int64
 	port uint16 // the client's port, with peer
 	h2   bool   // the connection speaks HTTP/2 (h2Conn): the log says HTTP/2.0
+	gone bool   // its bind was removed (Removed): the connection winds down
 	pp   uint32 // what the PROXY header carried (proxyhdr.go), 0 = none
 }
 
@@ -162,8 +163,52 @@ func (cl *client) resolve() {
 	if cl.cur == nil {
 		return
 	}
-	if f := cl.cur.Load(); f != nil && f != cl.fe && f.HTTP != nil {
+	f := cl.cur.Load()
+	if f == Removed {
+		cl.gone = true // the request is served on the generation held, the last one
+		return
+	}
+	if f != nil && f != cl.fe && f.HTTP != nil {
 		cl.fe, cl.hf = f, f.HTTP
+	}
+}
+
+// Removed is what the engine stores as the current frontend of a bind it
+// removed (its frontend deleted, or the bind): the connections the bind
+// accepted wind down instead of serving on for ever. An HTTP/1.1
+// connection answers the request in flight, and the next one if it comes,
+// with Connection: close; one idle between requests is closed
+// (Worker.EndRemoved); an HTTP/2 connection sends GOAWAY: its streams
+// under way finish, no new one starts.
+var Removed = &Frontend{Name: "(removed)"}
+
+// EndRemoved winds down the connections of removed binds (Removed) that
+// are idle now: HTTP/1.1 connections between requests with nothing
+// pending are closed, HTTP/2 connections get GOAWAY. The engine runs it
+// on every loop after a change that removed a bind (loop thread).
+func (w *Worker) EndRemoved() {
+	for c := w.h.live.Front(); c != nil; {
+		next := c.link.Next() // c may be closed (unlinked) below
+		if c.cur == nil || c.cur.Load() != Removed {
+			c = next
+			continue
+		}
+		c.gone = true // a head under way: its startRequest sees it
+		switch {
+		case c.st != nil:
+			c.st.closeAfter = true // a request under way: its response is the last
+		case c.phase == cHead && (c.in == nil || c.in.Len() == 0) && !c.inputPending():
+			c.close(closeNormal)
+		}
+		c = next
+	}
+	for c := w.h.live2.Front(); c != nil; {
+		next := c.link.Next()
+		if c.cur != nil && c.cur.Load() == Removed && c.phase == h2Open && !c.away {
+			c.gone = true
+			c.goAway()
+		}
+		c = next
 	}
 }
 

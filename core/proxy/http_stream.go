@@ -312,7 +312,7 @@ func (c *stream) startRequest(n int) {
 		return
 	}
 
-	c.closeAfter = r.Close || w.stopping // stop.go: the last response
+	c.closeAfter = r.Close || w.stopping || c.cl.gone // stop.go, Removed: the last response
 	c.bs = be.Stats.Loop(w.id)
 	c.bs.Requests.Add(1)
 	c.bs.ReqStarted(stats.Sec(w.L.Now()))
