@@ -657,12 +657,15 @@ func (c *ClientConn) onData(id uint32, flags http2.Flags, payload []byte) {
 }
 
 // onClosedStreamFrame: DATA or HEADERS on one of our ids no longer open.
-// One we reset, or one too old to remember, is ignored (frames may be in
-// flight); one closed both ways by END_STREAM is a connection error
-// STREAM_CLOSED; each counts as a glitch.
+// One we reset is ignored (frames may be in flight); one closed both
+// ways by END_STREAM is a connection error STREAM_CLOSED; one the server
+// reset, or one too old to remember, is ignored as a glitch.
 func (c *ClientConn) onClosedStreamFrame(id uint32) {
 	how, ok := c.closedHow(id)
-	if ok && how == closedNormally {
+	switch {
+	case ok && how == closedByUs:
+		return // in flight when we reset it (a cancelled download)
+	case ok && how == closedNormally:
 		c.connError(http2.ErrCodeStreamClosed, "frame after END_STREAM")
 		return
 	}

@@ -420,3 +420,25 @@ func TestClientSendWindow(t *testing.T) {
 		t.Fatalf("pending %d after the window opened", len(s.rec.s[id].pending))
 	}
 }
+
+// TestClientCancelledDownload: the DATA in flight after we reset a
+// stream is ignored without counting as glitches, however much of it
+// comes, and its bytes go back to the connection window.
+func TestClientCancelledDownload(t *testing.T) {
+	s := newFakeServer(t, ClientConfig{Config: Config{Limits: Limits{MaxGlitches: 5}}})
+	id := s.open()
+	s.headers(id, false, ":status", "200")
+	if err := s.feed(); err != nil {
+		t.Fatal(err)
+	}
+	s.c.ResetStream(id, http2.ErrCodeCancel)
+	for i := 0; i < 50; i++ {
+		s.fr.WriteData(id, false, make([]byte, 16384))
+	}
+	if err := s.feed(); err != nil {
+		t.Fatal(err)
+	}
+	if s.c.recvWindow < DefaultConnWindowSize-DefaultConnWindowSize/4 {
+		t.Fatalf("connection window %d", s.c.recvWindow)
+	}
+}
