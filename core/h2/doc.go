@@ -1,5 +1,7 @@
 // Package h2 is the server side of an HTTP/2 connection (RFC 9113) as a
-// state machine: the second mux of the http-mode proxy beside HTTP/1.1.
+// state machine: the second mux of the http-mode proxy beside HTTP/1.1;
+// and the client side (ClientConn, see "The client side" below), for
+// HTTP/2 to servers (gRPC).
 // Bytes read from the client go in (Conn.Feed), bytes to write come out
 // (Conn.Output, Conn.Drained), requests go to a Handler, responses come
 // back through the stream methods (Respond, RespondHTTP1, SendData,
@@ -152,4 +154,71 @@
 // strings of literal fields otherwise; DATA and WINDOW_UPDATE allocate
 // nothing (TestDataPathAllocs); the Framer allocates one small frame value
 // for the control frames it reads.
+//
+// # The client side
+//
+// A ClientConn is the same machine turned around, for a pooled,
+// multiplexed connection to a server: it writes the preface, its
+// SETTINGS (ENABLE_PUSH 0, our window, frame and list sizes) and the
+// connection WINDOW_UPDATE at once, and requests may follow before the
+// server's SETTINGS arrive. Its Feed takes the server's bytes with the
+// contract of Conn.Feed (complete frames only, an input buffer of
+// MaxFrameLen bytes); the first frame must be SETTINGS.
+//
+// How a loop drives it (the server-side transport of an HTTP/1.1 stream):
+//
+//	c := h2.NewClientConn(h2.ClientConfig{Scheme: "http"}, handler)  // preface queued
+//	pick:         a pooled c with c.CanOpen() (the server's
+//	              SETTINGS_MAX_CONCURRENT_STREAMS, 100 until it speaks; no GOAWAY)
+//	on request:   id, err := c.RequestHTTP1(req, buf, endStream)   // the parsed head
+//	              (ErrNoStream: open another connection; ErrRequest: CONNECT/upgrade)
+//	request body: taken := c.SendData(id, body, end) (a chunked body decoded
+//	              first; its trailers by c.SendTrailers(id, fields)); the rest on
+//	              WindowOpened(id)
+//	on readable:  n += read(fd, in[n:]); k, err := c.Feed(in[:n]); copy(in, in[k:n]); n -= k
+//	              ClientHandler calls come from inside Feed:
+//	              Response(id, status, fields, end): out, chunked :=
+//	                h2.AppendHTTP1Response(out, status, fields, !end) and the
+//	                stream's http1.Response parser reads it (1xx: more heads follow)
+//	              Data(id, p, end): chunked ? h2.AppendChunk(out, p) : p; then
+//	                c.Consumed(id, len(p)) once forwarded; at end of a chunked
+//	                body h2.AppendHTTP1Trailers(out, nil)
+//	              Trailers(id, fields): h2.AppendHTTP1Trailers(out, fields)
+//	                (the body was chunked: no content-length)
+//	              Reset(id, code): the stream failed; REFUSED_STREAM (or a
+//	                stream above a GOAWAY's last id) was not processed: retry
+//	                on another connection; NO_ERROR after a complete response:
+//	                the server needs no more request body
+//	              GoAway(lastID, code): take c out of the pool; Resets follow
+//	                for the streams above lastID
+//	on writable / after Feed or a request: w := write(fd, c.Output()); c.Drained(w)
+//	client gone:  c.ResetStream(id, http2.ErrCodeCancel)
+//	timers:       HeadersPendingSince, SendStalledSince(id), ConnStalledSince
+//	pool idle:    c.Idle() → c.ReleaseBuffers(); close: c.GoAway(), close once Done()
+//	after err != nil: drain Output, close, fail every stream (no Reset comes)
+//
+// RequestHTTP1 writes :method, :scheme (the ClientConfig's), :authority
+// (Host, or an absolute-form target's authority), :path (the target's
+// path and query, "/" when empty) and the end-to-end fields lowercased
+// (Connection and what it names, Keep-Alive, Proxy-Connection,
+// Transfer-Encoding, Upgrade, Trailer and Host dropped), "te: trailers"
+// when TE lists trailers; Content-Length is kept. Requests use no HPACK
+// dynamic table (nothing of the caller's buffer is kept); a request head
+// allocates nothing (TestClientDataPathAllocs).
+//
+// Responses are validated as requests are on the server side: :status
+// first, once, three digits, no other pseudo-header field, fields as
+// §8.2 says, one content-length that the DATA adds up to (not for HEAD,
+// 204, 304), 101 and a 1xx with END_STREAM refused, DATA only after the
+// final head, trailers only with END_STREAM. A malformed response is
+// RST_STREAM PROTOCOL_ERROR and Reset; it never reaches Response. What a
+// hostile server can do is bounded by the same Limits: CONTINUATION
+// floods and oversized blocks end the connection (ENHANCE_YOUR_CALM), a
+// list past MaxHeaderListSize or MaxFields resets the stream (fields not
+// kept), SETTINGS and PING floods past MaxQueuedControl end it, stream
+// errors and frames on streams it reset are glitches; DATA in flight on
+// a stream we reset is ignored and given back to the connection window.
+// PUSH_PROMISE and ENABLE_PUSH from a server are PROTOCOL_ERROR.
+// FuzzClientFeed checks that every response head the handler gets makes
+// an HTTP/1.1 head core/http1 parses back.
 package h2
