@@ -146,7 +146,26 @@ type ClientConn struct {
 	glitchStart time.Time
 	queuedCtrl  int
 	ctrlMark    int
+
+	pingData  [8]byte
+	pingSince time.Time
 }
+
+// Ping sends a PING to check that an idle pooled connection is alive;
+// PingPendingSince says since when its ACK is awaited. A PING already
+// pending is not sent again.
+func (c *ClientConn) Ping() {
+	if c.err != nil || !c.pingSince.IsZero() {
+		return
+	}
+	c.pingSince = c.cfg.Now()
+	binary.BigEndian.PutUint64(c.pingData[:], uint64(c.pingSince.UnixNano()))
+	_ = c.framer().WritePing(false, c.pingData)
+}
+
+// PingPendingSince is when the PING still unanswered was sent, zero when
+// none is: a server silent past the caller's timeout is dead.
+func (c *ClientConn) PingPendingSince() time.Time { return c.pingSince }
 
 // clientOut appends the Framer's frames to the output.
 type clientOut struct{ c *ClientConn }
@@ -456,6 +475,9 @@ func (c *ClientConn) frame(f []byte) {
 		c.connError(http2.ErrCodeProtocol, "PUSH_PROMISE with push disabled")
 	case *http2.PingFrame:
 		if fr.IsAck() {
+			if fr.Data == c.pingData {
+				c.pingSince = time.Time{}
+			}
 			return
 		}
 		if c.control() {

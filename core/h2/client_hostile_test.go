@@ -442,3 +442,65 @@ func TestClientCancelledDownload(t *testing.T) {
 		t.Fatalf("connection window %d", s.c.recvWindow)
 	}
 }
+
+// TestClientPing: Ping waits for its own ACK; another ACK does not end
+// the wait.
+func TestClientPing(t *testing.T) {
+	s := newFakeServer(t, ClientConfig{})
+	s.c.Drained(len(s.c.Output()))
+	s.c.Ping()
+	s.c.Ping()
+	if s.c.PingPendingSince().IsZero() || s.sent() != "PING" {
+		t.Fatalf("sent %s", s.sent())
+	}
+	fr := http2.NewFramer(nil, bytes.NewReader(s.c.Output()))
+	f, err := fr.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := f.(*http2.PingFrame).Data
+	s.fr.WritePing(true, [8]byte{9})
+	if err := s.feed(); err != nil || s.c.PingPendingSince().IsZero() {
+		t.Fatalf("another ACK ended the wait: %v", err)
+	}
+	s.fr.WritePing(true, data)
+	if err := s.feed(); err != nil || !s.c.PingPendingSince().IsZero() {
+		t.Fatalf("ACK not seen: %v", err)
+	}
+}
+
+// TestClientRequestHead: the HEADERS RequestHTTP1 writes, decoded.
+func TestClientRequestHead(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"GET /a?b HTTP/1.1\r\nHost: Example.com:8080\r\nX-A: 1\r\nConnection: x-b, keep-alive\r\nX-B: 2\r\nTE: gzip\r\nUpgrade-Insecure-Requests: 1\r\n\r\n",
+			":method=GET :scheme=http :authority=Example.com:8080 :path=/a?b x-a=1 upgrade-insecure-requests=1"},
+		{"POST http://h.example?q=1 HTTP/1.1\r\nHost: h.example\r\nTransfer-Encoding: chunked\r\nTE: trailers\r\nTrailer: grpc-status\r\n\r\n",
+			":method=POST :scheme=http :authority=h.example :path=/?q=1 te=trailers"},
+		{"OPTIONS * HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
+			":method=OPTIONS :scheme=http :authority=h :path=* content-length=0"},
+	} {
+		s := newFakeServer(t, ClientConfig{})
+		s.c.Drained(len(s.c.Output()))
+		r, buf := parseHTTP1Req(t, tc.in)
+		if _, err := s.c.RequestHTTP1(r, buf, true); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) { got = append(got, f.Name+"="+f.Value) })
+		out := s.c.Output()
+		if _, err := dec.Write(out[frameHeaderLen:]); err != nil {
+			t.Fatal(err)
+		}
+		if g := strings.Join(got, " "); g != tc.want {
+			t.Errorf("%q:\n got %s\nwant %s", tc.in, g, tc.want)
+		}
+	}
+	s := newFakeServer(t, ClientConfig{})
+	for _, in := range []string{"CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"} {
+		r, buf := parseHTTP1Req(t, in)
+		if _, err := s.c.RequestHTTP1(r, buf, true); err != ErrRequest {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+}

@@ -193,7 +193,8 @@
 //	                for the streams above lastID
 //	on writable / after Feed or a request: w := write(fd, c.Output()); c.Drained(w)
 //	client gone:  c.ResetStream(id, http2.ErrCodeCancel)
-//	timers:       HeadersPendingSince, SendStalledSince(id), ConnStalledSince
+//	timers:       HeadersPendingSince, SendStalledSince(id), ConnStalledSince,
+//	              PingPendingSince (after c.Ping() on a connection idle a while)
 //	pool idle:    c.Idle() → c.ReleaseBuffers(); close: c.GoAway(), close once Done()
 //	after err != nil: drain Output, close, fail every stream (no Reset comes)
 //
