@@ -1,7 +1,10 @@
 package h2
 
 import (
+	"runtime"
 	"testing"
+	"time"
+	"unsafe"
 
 	"golang.org/x/net/http2"
 )
@@ -62,4 +65,60 @@ func TestClientDataPathAllocs(t *testing.T) {
 	if a := ownAllocs(100, req); a != 0 {
 		t.Errorf("RequestHTTP1: %v allocations per request", a)
 	}
+}
+
+// TestIdleClientConnMemory: what an idle pooled ClientConn holds after
+// ReleaseBuffers, once a response filled the HPACK table a little.
+func TestIdleClientConnMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 1000 connections")
+	}
+	per := int64(1 << 62)
+	for try := 0; try < 3 && per > 4<<10; try++ {
+		per = min(per, idleClientBytes(t))
+	}
+	t.Logf("idle ClientConn: %d bytes each (the struct alone: %d)", per, unsafe.Sizeof(ClientConn{}))
+	if per > 4<<10 {
+		t.Fatalf("an idle ClientConn holds %d bytes", per)
+	}
+}
+
+func idleClientBytes(t *testing.T) int64 {
+	const n = 1000
+	conns := make([]*ClientConn, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range conns {
+		s := newFakeServer(t, ClientConfig{})
+		id := s.open()
+		s.headers(id, false, ":status", "200", "content-type", "application/grpc", "server", "test")
+		s.fr.WriteData(id, false, make([]byte, 10000))
+		if err := s.feed(); err != nil {
+			t.Fatal(err)
+		}
+		// The HPACK decoder keeps a slice of the last header block's
+		// input buffer (x/net's Decoder.buf): the trailers come in a
+		// buffer of their own, as a loop's small read would, so that
+		// what is measured is the ClientConn, not the fake server's
+		// buffer. A loop's input buffer is pinned the same way.
+		s.headers(id, true, "grpc-status", "0")
+		tr := append([]byte(nil), s.buf.Bytes()...)
+		s.buf.Reset()
+		if n, err := s.c.Feed(tr); err != nil || n != len(tr) {
+			t.Fatal(n, err)
+		}
+		s.c.Drained(len(s.c.Output()))
+		if !s.c.Idle() {
+			t.Fatal("not idle")
+		}
+		s.c.ReleaseBuffers()
+		s.c.h = nil
+		s.c.cfg.Now = time.Now
+		conns[i] = s.c
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(conns)
+	return (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
 }

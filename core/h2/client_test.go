@@ -199,6 +199,9 @@ func testMux() http.Handler {
 		w.Header().Set("Content-Length", strconv.Itoa(n))
 		w.Write(bytes.Repeat([]byte("x"), n))
 	})
+	mux.HandleFunc("/hdr", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Len", strconv.Itoa(len(r.Header.Get("X-Big"))))
+	})
 	mux.HandleFunc("/continue", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(103)
 		w.WriteHeader(204)
@@ -361,5 +364,21 @@ func TestAppendHTTP1Response(t *testing.T) {
 		if err != nil || n != len(head) || r.Status != tc.status || r.Body != tc.want || r.ContentLength != tc.cl {
 			t.Errorf("%d: %q: %d %v body %v cl %d", tc.status, head, n, err, r.Body, r.ContentLength)
 		}
+	}
+}
+
+// TestClientLargeHead: a request head larger than the server's frame size
+// goes as HEADERS and CONTINUATION frames.
+func TestClientLargeHead(t *testing.T) {
+	addr := h2cServer(t, testMux())
+	nc, c, rec := dialClient(t, addr)
+	big := bytes.Repeat([]byte("v"), 40000)
+	id, err := c.OpenStream("GET", "example.com", "/hdr", []Field{{[]byte("X-Big"), big}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pump(t, nc, c, func() bool { return rec.done(id) })
+	if s := rec.s[id]; s.reset || field(s.fields, "x-len") != "40000" {
+		t.Fatalf("%+v", s)
 	}
 }
