@@ -55,7 +55,8 @@ import (
 // h2 connection phases (h2Conn.phase).
 const (
 	h2Open    uint8 = iota
-	h2Closing       // GOAWAY queued (error or stop): the output drains, then close
+	h2Closing       // GOAWAY queued (error or stop): the output drains, then linger
+	h2Linger        // output out and write side shut: client input discarded, then close
 	h2Closed
 )
 
@@ -208,6 +209,10 @@ func (c *h2Conn) armIn(d time.Duration) {
 // codec queued; it runs for each run of the connection's tasklet.
 func (c *h2Conn) process() {
 	w := c.w
+	if c.phase == h2Linger {
+		c.linger()
+		return
+	}
 	for c.phase == h2Open && c.cli.canRecv() && !w.spent(&c.cli.Task) {
 		if c.rbuf == nil {
 			c.takeIn()
@@ -287,7 +292,7 @@ func (c *h2Conn) count() {
 // flush writes what the codec queued; when it is all out, a closing
 // connection closes and an idle one gives its buffers back.
 func (c *h2Conn) flush() {
-	if c.phase == h2Closed {
+	if c.phase == h2Closed || c.phase == h2Linger {
 		return
 	}
 	c.count()
@@ -317,7 +322,7 @@ func (c *h2Conn) flush() {
 		}
 	}
 	if c.phase == h2Closing || c.codec.Done() {
-		c.close(closeNormal)
+		c.startLinger()
 		return
 	}
 	if since := c.codec.HeadersPendingSince(); !since.IsZero() && c.hf.RequestTimeout > 0 {
@@ -334,6 +339,49 @@ func (c *h2Conn) flush() {
 		c.releaseIn()
 		if c.deadline == 0 || c.nreq > 0 {
 			c.armIn(c.hf.KeepAliveTimeout)
+		}
+	}
+}
+
+// startLinger: the output is out, GOAWAY last. The write side is shut,
+// then what the client still sends is read and discarded until it closes
+// or lingerTimeout passes: closing with unread input makes the kernel send
+// a RST that can destroy the GOAWAY (its code, its last stream id) before
+// the client read it. h1Conn lingers the same way after its last answer.
+func (c *h2Conn) startLinger() {
+	c.phase = h2Linger
+	c.rbuf, c.rlen = nil, 0
+	c.cli.shutw()
+	c.armIn(lingerTimeout) // onTimer closes
+	c.linger()
+}
+
+// linger discards client input until end of stream (then close).
+func (c *h2Conn) linger() {
+	w := c.w
+	var b *Buffer
+	defer func() {
+		if b != nil {
+			w.Bufs.Put(b)
+		}
+	}()
+	for c.phase == h2Linger && c.cli.canRecv() && !w.spent(&c.cli.Task) {
+		if b == nil {
+			b = w.Bufs.Get()
+		}
+		n, e := c.cli.recv(b.b)
+		switch {
+		case e == 0 && n > 0:
+			w.budget -= c.cli.cost(n)
+		case e == unix.EAGAIN:
+			c.cli.drained()
+			return
+		case e == 0:
+			c.close(closeNormal)
+			return
+		default:
+			c.close(closeAbort)
+			return
 		}
 	}
 }
