@@ -11,6 +11,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/spliced-proxy/spliced/core/http1"
 )
 
 // grpcFrame is a gRPC length-prefixed message (uncompressed).
@@ -104,5 +108,93 @@ func TestClientGRPC(t *testing.T) {
 	}
 	if c.Streams() != 0 {
 		t.Fatalf("%d streams left", c.Streams())
+	}
+}
+
+// http1Rec converts each response to HTTP/1.1 bytes as the server-side
+// transport will (AppendHTTP1Response, AppendChunk, AppendHTTP1Trailers).
+type http1Rec struct {
+	*clientRec
+	out     map[uint32][]byte
+	chunked map[uint32]bool
+}
+
+func (r *http1Rec) Response(id uint32, status int, f []hpack.HeaderField, end bool) {
+	r.clientRec.Response(id, status, f, end)
+	var ch bool
+	r.out[id], ch = AppendHTTP1Response(r.out[id], status, f, !end)
+	if status >= 200 {
+		r.chunked[id] = ch
+	}
+}
+
+func (r *http1Rec) Data(id uint32, p []byte, end bool) {
+	r.clientRec.Data(id, p, end)
+	if !r.chunked[id] {
+		r.out[id] = append(r.out[id], p...)
+		return
+	}
+	r.out[id] = AppendChunk(r.out[id], p)
+	if end {
+		r.out[id] = AppendHTTP1Trailers(r.out[id], nil)
+	}
+}
+
+func (r *http1Rec) Trailers(id uint32, f []hpack.HeaderField) {
+	r.clientRec.Trailers(id, f)
+	r.out[id] = AppendHTTP1Trailers(r.out[id], f)
+}
+
+// TestClientGRPCAsHTTP1: a gRPC call whose request comes as an HTTP/1.1
+// head (RequestHTTP1) and whose response is turned into HTTP/1.1 bytes,
+// as the proxy's server-side transport will: core/http1 parses the head,
+// the chunked body decodes to the gRPC message, and the trailer section
+// carries grpc-status.
+func TestClientGRPCAsHTTP1(t *testing.T) {
+	addr := grpcServer(t)
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	rec := &http1Rec{clientRec: newClientRec(), out: map[uint32][]byte{}, chunked: map[uint32]bool{}}
+	c := NewClientConn(ClientConfig{}, rec)
+	rec.c = c
+
+	msg := grpcFrame(bytes.Repeat([]byte("m"), 100000))
+	r, buf := parseHTTP1Req(t, "POST /echo.Echo/Unary HTTP/1.1\r\nHost: "+addr+
+		"\r\nContent-Type: application/grpc\r\nTE: trailers\r\nTransfer-Encoding: chunked\r\n\r\n")
+	id, err := c.RequestHTTP1(r, buf, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.send(id, msg, true)
+	pump(t, nc, c, func() bool { return rec.done(id) })
+
+	out := rec.out[id]
+	var resp http1.Response
+	n, err := resp.Parse(out, http1.MethodPOST)
+	if err != nil || n == 0 || resp.Status != 200 || resp.Body != http1.BodyChunked {
+		t.Fatalf("head: %d %v status %d body %v\n%q", n, err, resp.Status, resp.Body, out[:min(len(out), 300)])
+	}
+	if ct, _ := resp.Get(out, "content-type"); string(ct) != "application/grpc" {
+		t.Fatalf("content-type %q", ct)
+	}
+	var ch http1.Chunked
+	var body []byte
+	rest := out[n:]
+	for len(rest) > 0 && !ch.Done() {
+		k, d, err := ch.Decode(rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = append(body, rest[k-d:k]...)
+		rest = rest[k:]
+	}
+	if !ch.Done() || len(rest) != 0 || !bytes.Equal(body, msg) {
+		t.Fatalf("body: done %v, %d bytes left, %d bytes", ch.Done(), len(rest), len(body))
+	}
+	if !bytes.Contains(out[len(out)-40:], []byte("\r\n0\r\ngrpc-status: 0\r\n")) {
+		t.Fatalf("trailers: %q", out[len(out)-40:])
 	}
 }
