@@ -7,6 +7,9 @@ import (
 	"unsafe"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/spliced-proxy/spliced/core/http1"
 )
 
 // TestClientDataPathAllocs: response DATA (fed, delivered, consumed,
@@ -121,4 +124,77 @@ func idleClientBytes(t *testing.T) int64 {
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(conns)
 	return (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+}
+
+// benchHandler consumes what it is given and keeps nothing.
+type benchHandler struct{ c *ClientConn }
+
+func (h benchHandler) Response(uint32, int, []hpack.HeaderField, bool) {}
+func (h benchHandler) Data(id uint32, p []byte, end bool)              { h.c.Consumed(id, len(p)) }
+func (h benchHandler) Trailers(uint32, []hpack.HeaderField)            {}
+func (h benchHandler) Reset(uint32, http2.ErrCode)                     {}
+func (h benchHandler) GoAway(uint32, http2.ErrCode)                    {}
+func (h benchHandler) WindowOpened(uint32)                             {}
+
+// BenchmarkClientData: response DATA frames of 16 KiB through Feed, Data
+// and Consumed (WINDOW_UPDATEs queued and drained).
+func BenchmarkClientData(b *testing.B) {
+	s := newFakeServer(b, ClientConfig{})
+	s.c.h = benchHandler{s.c}
+	id := s.open()
+	s.headers(id, false, ":status", "200")
+	if err := s.feed(); err != nil {
+		b.Fatal(err)
+	}
+	s.buf.Reset()
+	s.fr.WriteData(id, false, make([]byte, 16384))
+	frame := append([]byte(nil), s.buf.Bytes()...)
+	b.SetBytes(16384)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.c.Feed(frame); err != nil {
+			b.Fatal(err)
+		}
+		s.c.Drained(len(s.c.Output()))
+	}
+}
+
+// BenchmarkClientRequest: a request head from HTTP/1.1 (RequestHTTP1)
+// and its response head decoded (fields indexed in the server's table,
+// as a server's encoder does after the first response).
+func BenchmarkClientRequest(b *testing.B) {
+	s := newFakeServer(b, ClientConfig{})
+	s.c.h = benchHandler{s.c}
+	r := &http1.Request{}
+	buf := []byte("GET /api/items?id=1 HTTP/1.1\r\nHost: example.com\r\nAccept: application/json\r\nUser-Agent: bench\r\n\r\n")
+	if _, err := r.Parse(buf); err != nil {
+		b.Fatal(err)
+	}
+	fields := []string{":status", "200", "content-type", "application/json", "server", "bench"}
+	first, err := s.c.RequestHTTP1(r, buf, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.headers(first, true, fields...) // fills both tables
+	if err := s.feed(); err != nil {
+		b.Fatal(err)
+	}
+	block := s.block(fields...) // indexed now
+	frame := make([]byte, frameHeaderLen+len(block))
+	copy(frame[frameHeaderLen:], block)
+	b.ReportAllocs()
+	for b.Loop() {
+		id, err := s.c.RequestHTTP1(r, buf, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		frame[0], frame[1], frame[2] = 0, 0, byte(len(block))
+		frame[3] = byte(http2.FrameHeaders)
+		frame[4] = byte(http2.FlagHeadersEndHeaders | http2.FlagHeadersEndStream)
+		frame[5], frame[6], frame[7], frame[8] = byte(id>>24), byte(id>>16), byte(id>>8), byte(id)
+		if _, err := s.c.Feed(frame); err != nil {
+			b.Fatal(err)
+		}
+		s.c.Drained(len(s.c.Output()))
+	}
 }

@@ -13,7 +13,7 @@ import (
 // fakeServer writes server frames with x/net's Framer and HPACK encoder
 // for a ClientConn to Feed, and reads the ClientConn's output back.
 type fakeServer struct {
-	t   *testing.T
+	t   testing.TB
 	c   *ClientConn
 	rec *clientRec
 	buf bytes.Buffer
@@ -22,7 +22,7 @@ type fakeServer struct {
 	enc *hpack.Encoder
 }
 
-func newFakeServer(t *testing.T, cfg ClientConfig) *fakeServer {
+func newFakeServer(t testing.TB, cfg ClientConfig) *fakeServer {
 	s := &fakeServer{t: t, rec: newClientRec()}
 	s.c = NewClientConn(cfg, s.rec)
 	s.rec.c = s.c
