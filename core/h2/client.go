@@ -149,6 +149,7 @@ type ClientConn struct {
 
 	pingData  [8]byte
 	pingSince time.Time
+	unpin     [1]byte // see ReleaseBuffers
 }
 
 // Ping sends a PING to check that an idle pooled connection is alive;
@@ -290,6 +291,14 @@ func (c *ClientConn) ReleaseBuffers() {
 	if !c.Idle() {
 		return
 	}
+	// x/net's HPACK Decoder keeps a slice of the last block it read
+	// (Decoder.buf), which pins the caller's input buffer: a one-byte
+	// block of a static-table field (not delivered: hb.deliver is false)
+	// moves it onto the ClientConn itself.
+	c.hb.deliver = false
+	c.unpin[0] = 0x82 // indexed :method GET
+	_, _ = c.dec.Write(c.unpin[:])
+	_ = c.dec.Close()
 	c.out, c.outOff = nil, 0
 	c.fr = nil
 	c.hb.buf = nil
