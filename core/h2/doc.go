@@ -222,4 +222,11 @@
 // PUSH_PROMISE and ENABLE_PUSH from a server are PROTOCOL_ERROR.
 // FuzzClientFeed checks that every response head the handler gets makes
 // an HTTP/1.1 head core/http1 parses back.
+//
+// Memory and cost: an idle pooled ClientConn holds 1.5 KB after
+// ReleaseBuffers (TestIdleClientConnMemory), which also moves the HPACK
+// decoder's last-block slice off the caller's input buffer. Response DATA
+// is delivered from the caller's buffer, no copy and no allocation (69 ns
+// a 16 KiB frame, BenchmarkClientData); a request head and an indexed
+// response head allocate nothing (BenchmarkClientRequest, 1.6 µs).
 package h2
