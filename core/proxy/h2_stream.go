@@ -156,7 +156,7 @@ func (hs *h2Stream) rcvBuf(_ int, p []byte) (int, unix.Errno) {
 	for {
 		switch {
 		case hs.chunk > 0:
-			k := min(hs.chunk, cap(d)-len(d), hs.pending())
+			k := min(hs.chunk, len(p)-len(d), hs.pending())
 			if k == 0 {
 				break
 			}
@@ -165,17 +165,17 @@ func (hs *h2Stream) rcvBuf(_ int, p []byte) (int, unix.Errno) {
 			hs.consume(k)
 			continue
 		case hs.chunkEnd:
-			if cap(d)-len(d) < 2 {
+			if len(p)-len(d) < 2 {
 				break
 			}
 			d = append(d, "\r\n"...)
 			hs.chunkEnd = false
 			continue
 		case hs.pending() > 0:
-			if cap(d)-len(d) < 20 {
+			if len(p)-len(d) < 20 {
 				break
 			}
-			hs.chunk = min(hs.pending(), cap(d)-len(d)-12)
+			hs.chunk = min(hs.pending(), len(p)-len(d)-12)
 			hs.chunkEnd = true
 			d = strconv.AppendInt(d, int64(hs.chunk), 16)
 			d = append(d, "\r\n"...)
@@ -184,7 +184,7 @@ func (hs *h2Stream) rcvBuf(_ int, p []byte) (int, unix.Errno) {
 			if len(hs.trailers) == 0 {
 				hs.trailers = append(hs.trailers, "0\r\n\r\n"...)
 			}
-			if cap(d)-len(d) < len(hs.trailers) {
+			if len(p)-len(d) < len(hs.trailers) {
 				if len(d) == 0 {
 					return 0, unix.EMSGSIZE // cannot happen: trailers are bounded below a buffer
 				}

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/spliced-proxy/spliced/core/http1"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
 	"github.com/spliced-proxy/spliced/internal/testutil"
@@ -373,5 +374,43 @@ func TestConnectionsOfARemovedBindWindDown(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// TestH2StreamBodyReadStaysWithinTheSliceGiven: the chunked request body
+// an HTTP/2 stream's client end gives fits the slice it is read into, not
+// the array behind it (a reader's slice may be shorter than its
+// capacity), and the body reads back whole, framed.
+func TestH2StreamBodyReadStaysWithinTheSliceGiven(t *testing.T) {
+	hs := &h2Stream{c: &h2Conn{}, chunked: true, body: bytes.Repeat([]byte("b"), 100), reqEnd: true}
+	backing := make([]byte, 64)
+	var got []byte
+	for i := 0; i < 100 && !hs.lastSent; i++ {
+		p := backing[:24] // capacity 64
+		for j := range backing {
+			backing[j] = '#'
+		}
+		n, e := hs.rcvBuf(-1, p)
+		if e != 0 {
+			t.Fatalf("read %d: errno %v", i, e)
+		}
+		if n > len(p) || backing[len(p)] != '#' {
+			t.Fatalf("read %d: %d bytes into a slice of %d, past it: %q", i, n, len(p), backing)
+		}
+		got = append(got, p[:n]...)
+	}
+	var d http1.Chunked
+	d.Reset()
+	var payload []byte
+	for off := 0; off < len(got) && !d.Done(); {
+		k, data, err := d.Decode(got[off:])
+		if err != nil || k == 0 {
+			t.Fatalf("chunked body %q: %v", got, err)
+		}
+		payload = append(payload, got[off+k-data:off+k]...)
+		off += k
+	}
+	if !d.Done() || string(payload) != strings.Repeat("b", 100) {
+		t.Fatalf("body %q decodes to %q (done %v)", got, payload, d.Done())
 	}
 }
