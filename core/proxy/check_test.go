@@ -244,15 +244,20 @@ func TestCheckHTTPRequestIsPrebuiltPerServer(t *testing.T) {
 	loops := chkLoops(t, 1)
 	for _, host := range []string{"", "www.example.com:8443"} {
 		o := chkNewOrigin(t, chkAnswer("HTTP/1.1 200 OK\r\n\r\n"))
-		hc := config.HealthCheck{Type: config.CheckHTTP, Method: "HEAD", Path: "/healthz?full=1", Host: host, IntervalMs: 100, TimeoutMs: 100}
+		hc := config.HealthCheck{Type: config.CheckHTTP, Method: "HEAD", Path: "/healthz?full=1", Host: host, IntervalMs: 100, TimeoutMs: 2000}
 		b := chkBackend(t, hc, nil, o.port)
 		ck := NewChecker(b, loops, nil)
 		ck.Start(nil)
-		testutil.Eventually(t, 5*time.Second, func() bool { return chkState(ck, "s1").Runs >= 1 }, "a probe")
+		// The origin's record of the request, not the probe's end: under
+		// load the origin's goroutine may read it after the probe ended.
+		var got string
+		testutil.Eventually(t, 10*time.Second, func() bool {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			got = o.req
+			return got != ""
+		}, "a probe's request at the origin")
 		ck.Stop()
-		o.mu.Lock()
-		got := o.req
-		o.mu.Unlock()
 		// health_check.host, when set, is the Host as it is; else the
 		// server's address and port.
 		wantHost := host
@@ -608,7 +613,7 @@ func TestCheckProbeCycleDoesNotAllocate(t *testing.T) {
 			loops := chkLoops(t, 1)
 			port, stop := chkRawHTTPServer(t)
 			defer stop()
-			hc := config.HealthCheck{Type: typ, IntervalMs: 1, TimeoutMs: 1000, Rise: 1, Fall: 1}
+			hc := config.HealthCheck{Type: typ, IntervalMs: 1, TimeoutMs: 5000, Rise: 1, Fall: 1} // a loaded machine under -race
 			b := chkBackend(t, hc, nil, port)
 			ck := NewChecker(b, loops, nil)
 			ck.Start(nil)
@@ -619,7 +624,7 @@ func TestCheckProbeCycleDoesNotAllocate(t *testing.T) {
 			var stuck atomic.Bool
 			allocs := testing.AllocsPerRun(200, func() {
 				n := p.runs.Load()
-				deadline := time.Now().Add(2 * time.Second)
+				deadline := time.Now().Add(10 * time.Second)
 				for p.runs.Load() == n {
 					if time.Now().After(deadline) {
 						stuck.Store(true)
