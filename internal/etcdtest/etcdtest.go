@@ -3,6 +3,7 @@ package etcdtest
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -198,7 +199,13 @@ func Launch(o Options) (*Cluster, error) {
 
 func memberName(i int) string { return "m" + strconv.Itoa(i) }
 
-// freeAddrs returns n addresses 127.0.0.1:port that nothing listens on now.
+// freeAddrs returns n addresses 127.0.0.1:port that nothing listens on
+// now, below the kernel's ephemeral range (net.ipv4.ip_local_port_range,
+// 32768 and up by default): Restart binds a member's ports again after it
+// stopped, and a port of the ephemeral range can be taken meanwhile as the
+// local port of any outgoing connection on the machine ("bind: address
+// already in use" on restart, seen once in a full make test whose lanes
+// run side by side).
 func freeAddrs(n int) ([]string, error) {
 	var out []string
 	var ls []net.Listener
@@ -207,10 +214,13 @@ func freeAddrs(n int) ([]string, error) {
 			l.Close()
 		}
 	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(out) < n; tries++ {
+		if tries == 1000 {
+			return nil, fmt.Errorf("etcdtest: no free port below 32000 after %d tries", tries)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(20000+rand.IntN(12000)))
 		if err != nil {
-			return nil, fmt.Errorf("etcdtest: free port: %w", err)
+			continue // taken: another
 		}
 		ls = append(ls, l) // held until all are chosen: n distinct ports
 		out = append(out, l.Addr().String())
