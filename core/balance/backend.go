@@ -188,7 +188,7 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		var s *Server
 		if prev != nil {
 			if old := prev.byName[cs.Name]; old != nil && old.Addr == ap && !old.Retired() && sameTLS(old.TLSSpec, cs.TLS) &&
-				old.SendProxy == SendProxyVersion(cs.SendProxy) {
+				old.SendProxy == SendProxyVersion(cs.SendProxy) && old.H2 == (cs.Proto == config.ProtoH2) {
 				s = old
 				reused[i] = true
 			}
@@ -204,6 +204,7 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 				s.TLSSpec = &t
 			}
 			s.SendProxy = SendProxyVersion(cs.SendProxy)
+			s.H2 = cs.Proto == config.ProtoH2
 			// Not published yet: plain initialisation through the setters
 			// (which bump the counter, harmless).
 			s.SetWeight(*cs.Weight)

@@ -434,6 +434,31 @@ func TestBuildMakesANewServerWhenTLSChanges(t *testing.T) {
 	}
 }
 
+// TestBuildMakesANewServerWhenProtoChanges: proto h2 sets Server.H2 and,
+// as tls, is part of the server's identity: h1 <-> h2 retires the old
+// Server (its pooled connections speak the other version); absent and
+// "h1" are the same setting and keep it.
+func TestBuildMakesANewServerWhenProtoChanges(t *testing.T) {
+	cfg := cfgBackend(config.BalanceRoundRobin, 1, 1, 1)
+	cfg.Servers[0].Proto = config.ProtoH2
+	cfg.Servers[1].Proto = config.ProtoH2
+	b1 := mustBuild(t, cfg, nil)
+	if !b1.Servers[0].H2 || !b1.Servers[1].H2 || b1.Servers[2].H2 {
+		t.Fatalf("H2 not recorded: %v %v %v", b1.Servers[0].H2, b1.Servers[1].H2, b1.Servers[2].H2)
+	}
+	cfg2 := cfgBackend(config.BalanceRoundRobin, 1, 1, 1)
+	cfg2.Servers[0].Proto = config.ProtoH2 // same
+	cfg2.Servers[1].Proto = config.ProtoH1 // h2 -> h1
+	cfg2.Servers[2].Proto = config.ProtoH1 // absent -> h1: the same
+	b2 := mustBuild(t, cfg2, b1)
+	if b2.Servers[0] != b1.Servers[0] || b2.Servers[2] != b1.Servers[2] {
+		t.Error("a server with the same proto was not reused")
+	}
+	if b2.Servers[1] == b1.Servers[1] || b2.Servers[1].H2 {
+		t.Error("a server whose proto changed was reused")
+	}
+}
+
 // TestPeakCountsTheMostSlotsHeld: a server's and its backend's peaks are
 // the most slots held at once (conn_max), exact under concurrent Acquire
 // and Release, and kept once the slots are given back.

@@ -90,6 +90,13 @@ type Server struct {
 	// server's identity as tls is: a change makes a new Server, so that no
 	// pooled connection opened under the other setting is reused.
 	SendProxy uint8
+	// H2 says the proxy speaks HTTP/2 to the server (config proto "h2"):
+	// h2c with prior knowledge on a plain connection, h2 over TLS (TLS
+	// then offers only "h2" by ALPN and refuses a server that does not
+	// select it: core/tlsconf.Client). False: HTTP/1.1. Part of the
+	// server's identity as tls is: a change makes a new Server, so no
+	// pooled connection of the other version is reused.
+	H2 bool
 
 	lastChange atomic.Int64 // unix ns of the last up/down transition
 	total      atomic.Uint64

@@ -416,7 +416,8 @@ func (s *Server) equal(o *Server) bool {
 		return false
 	}
 	return s.Name == o.Name && s.Address == o.Address && s.Port == o.Port &&
-		s.Maxconn == o.Maxconn && s.AdminState == o.AdminState && s.SendProxy == o.SendProxy
+		s.Maxconn == o.Maxconn && s.AdminState == o.AdminState && s.SendProxy == o.SendProxy &&
+		s.Proto == o.Proto
 }
 
 // FindFrontend returns the index of the named frontend or -1.

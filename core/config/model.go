@@ -335,7 +335,25 @@ type Server struct {
 	// v1 UNKNOWN). In http mode such a connection carries one client's
 	// requests only: it is not pooled for others. Absent: none.
 	SendProxy string `json:"send_proxy,omitempty" validate:"omitempty,oneof=v1 v2" example:"v2"`
+	// Proto is the HTTP version the proxy speaks to the server (http
+	// backends only): "h1", HTTP/1.1, the default (absent means h1), or
+	// "h2", HTTP/2 for gRPC and other origins that need it end to end
+	// (trailers, te: trailers, grpc-timeout, RST_STREAM): h2c with prior
+	// knowledge on a clear connection, h2 by ALPN over tls (the handshake
+	// offers only "h2", and a server that does not select it fails the
+	// handshake, counted as a failed connect). Requests from HTTP/1.1 and
+	// HTTP/2 clients alike become streams multiplexed over the server's
+	// pooled connections. Health checks of type http speak HTTP/2 to such
+	// a server too, so an HTTP/1.1-only server is down. A change makes a
+	// new server (no pooled connection of the other version is reused).
+	Proto string `json:"proto,omitempty" validate:"omitempty,oneof=h1 h2" example:"h2"`
 }
+
+// Versions of Server.Proto.
+const (
+	ProtoH1 = "h1"
+	ProtoH2 = "h2"
+)
 
 // Versions of Server.SendProxy.
 const (

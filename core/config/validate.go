@@ -648,6 +648,9 @@ func (v *validation) backends() {
 			if s.Address != "" && !ValidServerAddress(s.Address) {
 				v.p.addf(sp(j)+"/address", CodeFormat, "server address %q must be an IP literal or an RFC 1123 host name", s.Address)
 			}
+			if s.Proto == ProtoH2 && b.Mode != ModeHTTP {
+				v.p.addf(sp(j)+"/proto", CodeModeMismatch, "proto %q needs a backend of mode http; backend %q has mode %q", s.Proto, b.Name, b.Mode)
+			}
 		}
 		if hc := b.HealthCheck; hc != nil {
 			hp := bp + "/health_check"

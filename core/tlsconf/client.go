@@ -31,6 +31,16 @@ const sessionCacheSize = 4
 //
 // TLS 1.2 is the minimum; renegotiation stays refused (crypto/tls's
 // default).
+//
+// A server with proto h2 is offered "h2" alone by ALPN (RFC 9113 §3.2: h2
+// over TLS is chosen by ALPN only), and the handshake fails with
+// ErrServerNotH2 unless the server selected it: a server that ignores
+// ALPN would otherwise get HTTP/2 frames it cannot read, a failure seen
+// only at the first request. A server that knows ALPN but not h2 fails
+// the handshake itself (its no_application_protocol alert). The check
+// runs on resumed sessions too (VerifyConnection is called for them).
+// Other servers get no ALPN, as before: HTTP/1.1 is what a TLS server
+// assumes without one.
 func Client(s *config.Server) (*tls.Config, error) {
 	t := s.TLS
 	if t == nil {
@@ -58,5 +68,21 @@ func Client(s *config.Server) (*tls.Config, error) {
 	default:
 		return nil, errors.New("tlsconf: server " + s.Name + ": verify " + t.Verify + " (config.Normalize sets it)")
 	}
+	if s.Proto == config.ProtoH2 {
+		c.NextProtos = []string{"h2"}
+		c.VerifyConnection = requireH2
+	}
 	return c, nil
+}
+
+// ErrServerNotH2 fails the TLS handshake with a server of proto h2 that
+// did not select "h2" by ALPN.
+var ErrServerNotH2 = errors.New("tlsconf: server did not select h2 by ALPN (proto h2 needs it)")
+
+// requireH2 is the VerifyConnection of a proto h2 server's tls.Config.
+func requireH2(cs tls.ConnectionState) error {
+	if cs.NegotiatedProtocol != "h2" {
+		return ErrServerNotH2
+	}
+	return nil
 }

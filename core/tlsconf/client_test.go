@@ -2,6 +2,7 @@ package tlsconf
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -136,5 +137,77 @@ func TestClientRefusesBadInput(t *testing.T) {
 	}
 	if _, err := Client(&config.Server{Name: "s", TLS: &config.ServerTLS{Verify: config.VerifyRequired, CAPEM: "x"}}); err == nil {
 		t.Fatal("bad ca_pem accepted")
+	}
+}
+
+// TestClientH2RequiresALPN: a server with proto h2 is offered "h2" alone
+// and must select it, on full and resumed handshakes of TLS 1.2 and 1.3;
+// one that ignores ALPN, or knows only http/1.1, fails the handshake. An
+// h1 server offers no ALPN.
+func TestClientH2RequiresALPN(t *testing.T) {
+	cert := testutil.SelfSigned(t, "origin.test")
+	serve := func(t *testing.T, protos []string) (string, chan string) {
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert.TLS()}, NextProtos: protos})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		offered := make(chan string, 16)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					tc := c.(*tls.Conn)
+					_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+					if tc.Handshake() != nil {
+						return
+					}
+					offered <- tc.ConnectionState().NegotiatedProtocol
+					if _, err := tc.Write([]byte{'x'}); err != nil {
+						return
+					}
+					var b [1]byte
+					_, _ = tc.Read(b[:])
+				}()
+			}
+		}()
+		return ln.Addr().String(), offered
+	}
+	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		h2 := server("127.0.0.1", config.ServerTLS{CAPEM: cert.CertPEM, SNI: "origin.test"})
+		h2.Proto = config.ProtoH2
+		c, err := Client(h2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.MaxVersion = v
+		addr, negotiated := serve(t, []string{"http/1.1", "h2"})
+		for i := range 2 { // full, then resumed
+			if err := dial(t, addr, c); err != nil {
+				t.Fatalf("TLS %x handshake %d with an h2 server: %v", v, i, err)
+			}
+			if p := <-negotiated; p != "h2" {
+				t.Fatalf("TLS %x: negotiated %q", v, p)
+			}
+		}
+		addr, _ = serve(t, nil)
+		if err := dial(t, addr, c); !errors.Is(err, ErrServerNotH2) {
+			t.Fatalf("TLS %x: a server without ALPN: %v, want ErrServerNotH2", v, err)
+		}
+		addr, _ = serve(t, []string{"http/1.1"})
+		if err := dial(t, addr, c); err == nil {
+			t.Fatalf("TLS %x: an http/1.1-only server accepted", v)
+		}
+	}
+	c, err := Client(server("127.0.0.1", config.ServerTLS{CAPEM: cert.CertPEM, SNI: "origin.test"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NextProtos != nil || c.VerifyConnection != nil {
+		t.Fatalf("an h1 server offers ALPN %v", c.NextProtos)
 	}
 }

@@ -130,7 +130,7 @@ function serverTable(ctx, b, canAdmin, canServer) {
       return h('tr', { data: { server: id } },
         h('td', null, h('b', null, s.name)),
         h('td', { class: 'mono' }, `${s.address}:${s.port}`),
-        h('td', { class: 'tls' }, s.send_proxy ? `${s.tls ? tlsSummary(s.tls) + ' · ' : ''}PROXY ${s.send_proxy}` : tlsSummary(s.tls)),
+        h('td', { class: 'tls' }, transportSummary(s)),
         cell('td', statKey('srv', b.name, s.name, 'health'), 'health'),
         h('td', null, badge(s.admin_state, stateKind[s.admin_state] || ''), ' '),
         cell('td', statKey('srv', b.name, s.name, 'connCur'), 'num', { class: 'num' }),
@@ -200,6 +200,17 @@ export function labelled(table) {
   return table;
 }
 
+// transportSummary is the TLS cell of a server: its TLS, the PROXY
+// protocol header it is sent, and HTTP/2 when it speaks it (proto h2: h2
+// by ALPN over TLS, h2c on a clear connection); a dash when none applies.
+function transportSummary(s) {
+  const parts = [];
+  if (s.tls) parts.push(tlsSummary(s.tls));
+  if (s.send_proxy) parts.push(`PROXY ${s.send_proxy}`);
+  if (s.proto === 'h2') parts.push(s.tls ? 'HTTP/2 (h2)' : 'HTTP/2 (h2c)');
+  return parts.length ? parts.join(' · ') : '—';
+}
+
 // tlsSummary is the TLS cell of a server: how it is verified, the name
 // sent, whether a CA of its own is given; a dash for a plain server.
 function tlsSummary(t) {
@@ -218,6 +229,10 @@ function serverFields(model, base) {
     input(model, [...base, 'send_proxy'], 'PROXY protocol', 'select', {
       options: [['', 'none'], ['v1', 'v1 (text)'], ['v2', 'v2 (binary)']], optional: true,
       hint: 'a header naming the client on each connection (the server must expect it)',
+    }),
+    input(model, [...base, 'proto'], 'HTTP version', 'select', {
+      options: [['', 'default (HTTP/1.1)'], ['h1', 'h1: HTTP/1.1'], ['h2', 'h2: HTTP/2 (gRPC)']], optional: true,
+      hint: 'http backends; h2: h2c on a clear connection, h2 by ALPN with TLS',
     }),
     serverTLSFields(model, base),
   ];
