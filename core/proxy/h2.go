@@ -446,8 +446,8 @@ func (c *h2Conn) Headers(id uint32, req *h2.Request, endStream bool) {
 	w.L.Disarm(&c.timer)
 	c.deadline = 0
 	hs.in = w.Bufs.Get()
-	hs.reqEnd = endStream
-	hs.chunked = !endStream && req.ContentLength < 0 && !req.IsConnect()
+	hs.req.end = endStream
+	hs.req.chunked = !endStream && req.ContentLength < 0 && !req.IsConnect()
 	d := h2.AppendHTTP1(hs.in.b[:0:len(hs.in.b)], req, !endStream)
 	d = append(d, "\r\n"...)
 	if len(d) > len(hs.in.b) || len(d) > headLimit(hs.in.Cap()) {
@@ -469,9 +469,9 @@ func (c *h2Conn) Data(id uint32, p []byte, endStream bool) {
 		c.codec.Consumed(id, len(p)) // a stream already answered: nothing waits for it
 		return
 	}
-	hs.body = append(hs.body, p...)
+	hs.req.body = append(hs.req.body, p...)
 	if endStream {
-		hs.reqEnd = true
+		hs.req.end = true
 	}
 	hs.side.FD.Ready |= evIn
 	c.w.L.Wake(&hs.side.Task, loop.Urgent)
@@ -485,10 +485,10 @@ func (c *h2Conn) Trailers(id uint32, fields []hpack.HeaderField) {
 	if hs == nil {
 		return
 	}
-	if hs.chunked {
-		hs.trailers = h2.AppendHTTP1Trailers(hs.trailers[:0], fields)
+	if hs.req.chunked {
+		hs.req.trailers = h2.AppendHTTP1Trailers(hs.req.trailers[:0], fields)
 	}
-	hs.reqEnd = true
+	hs.req.end = true
 	hs.side.FD.Ready |= evIn
 	c.w.L.Wake(&hs.side.Task, loop.Urgent)
 }
@@ -552,9 +552,9 @@ func (c *h2Conn) streamDone(s *stream, _ bool) {
 		return
 	}
 	switch {
-	case !hs.respEnd:
+	case !hs.resp.end:
 		hs.reset(http2.ErrCodeInternal)
-	case !hs.reqEnd || hs.pending() > 0:
+	case !hs.req.end || hs.req.pending() > 0:
 		// RFC 9113 §8.1: a complete response before the whole request,
 		// then RST_STREAM NO_ERROR, so that the client stops sending.
 		hs.reset(http2.ErrCodeNo)

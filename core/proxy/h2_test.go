@@ -382,10 +382,10 @@ func TestConnectionsOfARemovedBindWindDown(t *testing.T) {
 // the array behind it (a reader's slice may be shorter than its
 // capacity), and the body reads back whole, framed.
 func TestH2StreamBodyReadStaysWithinTheSliceGiven(t *testing.T) {
-	hs := &h2Stream{c: &h2Conn{}, chunked: true, body: bytes.Repeat([]byte("b"), 100), reqEnd: true}
+	hs := &h2Stream{c: &h2Conn{}, req: h2In{chunked: true, body: bytes.Repeat([]byte("b"), 100), end: true}}
 	backing := make([]byte, 64)
 	var got []byte
-	for i := 0; i < 100 && !hs.lastSent; i++ {
+	for i := 0; i < 100 && !hs.req.lastSent; i++ {
 		p := backing[:24] // capacity 64
 		for j := range backing {
 			backing[j] = '#'

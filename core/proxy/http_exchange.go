@@ -476,8 +476,17 @@ func (c *stream) readResponse() bool {
 // answering anything, and the request can be sent again as it was.
 func (c *stream) canReplay() bool {
 	sc := c.sc
-	return sc.reused && c.qout != nil && !c.srvAnswered && !c.reqAborted && !c.respSent &&
-		(sc.in == nil || sc.in.Len() == 0) && c.req.Body == http1.BodyNone && int(c.attempts) <= c.be.B.Retries
+	if c.qout == nil || c.srvAnswered || c.reqAborted || c.respSent || (sc.in != nil && sc.in.Len() > 0) ||
+		int(c.attempts) > c.be.B.Retries {
+		return false
+	}
+	if sc.refusedReplay() {
+		// An HTTP/2 server refused the stream: it processed nothing of
+		// it (RFC 9113 §8.7), any method may go again, as long as the
+		// whole request is still held.
+		return c.req.Body == http1.BodyNone || c.qWhole
+	}
+	return sc.reused && c.req.Body == http1.BodyNone
 }
 
 // abortRequest stops forwarding the request on purpose: the server gave

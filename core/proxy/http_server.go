@@ -61,7 +61,8 @@ type srvConn struct {
 	resp   *http1.Response // while attached (getResp); nil while pooled
 	timer  loop.Timer      // idle expiry while pooled
 	owner  *stream
-	reused bool  // has carried a request before the current one
+	up     *upStream // a stream on an HTTP/2 server connection (h2_server.go): the side's transport
+	reused bool      // has carried a request before the current one
 	hs     uint8 // TLS handshake state (xprt_tls_upstream.go)
 	pool   *srvPool
 }
@@ -93,6 +94,12 @@ type httpState struct {
 	live2   ilist.List[h2Conn]
 	freeH2  []*h2Stream
 	freeSrv []*srvConn
+	// up: the HTTP/2 connections to servers (h2_server.go); freeUp their
+	// streams' ends, recycled; upHead the scratch a request head is
+	// rewritten into for one.
+	up     map[*balance.Server]*upList
+	freeUp []*upStream
+	upHead []byte
 	// Parsers of the requests and responses in flight are taken from
 	// these while an exchange needs them, so that idle connections (client
 	// between requests, server in the pool) do not carry ~2 KiB of header
@@ -165,6 +172,10 @@ func (w *Worker) closeSrv(sc *srvConn) { w.endSrv(sc, false) }
 // endSrv closes a server connection, with an RST when reset is set (an
 // aborted exchange).
 func (w *Worker) endSrv(sc *srvConn, reset bool) {
+	if sc.up != nil {
+		w.endUp(sc, reset)
+		return
+	}
 	if sc.hs == hsActive {
 		// The handshake owns the fd (xprt_tls_upstream.go): its end closes
 		// it and recycles sc.
@@ -201,6 +212,14 @@ func (w *Worker) putResp(sc *srvConn) {
 	}
 }
 
+// putReqParser gives a request parser back to the loop's free list.
+func (w *Worker) putReqParser(r *http1.Request) {
+	if len(w.h.freeReq) < maxFreeParsers {
+		r.Reset()
+		w.h.freeReq = append(w.h.freeReq, r)
+	}
+}
+
 // putRespParser gives a response parser back to the loop's free list.
 func (w *Worker) putRespParser(r *http1.Response) {
 	if len(w.h.freeResp) < maxFreeParsers {
@@ -223,7 +242,8 @@ func (w *Worker) recycleSrv(sc *srvConn) {
 // returns false (and the caller closes sc) when the pool is full.
 func (w *Worker) poolSrv(sc *srvConn) bool {
 	h := &w.h
-	if sc.server.Retired() || w.stopping || sc.side.closedByPeer() || sc.server.SendProxy != 0 {
+	if sc.up != nil || sc.server.Retired() || w.stopping || sc.side.closedByPeer() || sc.server.SendProxy != 0 {
+		// a stream of an HTTP/2 connection (which stays with its server),
 		// retired, or the server closed (its FIN came with the response),
 		// or its PROXY header named one client (proxyhdr.go)
 		return false
@@ -327,6 +347,7 @@ func (w *Worker) DropIdleUnusable() {
 			w.closeSrv(sc) // the last one deletes s from the map
 		}
 	}
+	w.closeUp(true)
 }
 
 // closeHTTP closes every http connection and pooled server connection of
@@ -351,4 +372,5 @@ func (w *Worker) closeHTTP() {
 			w.closeSrv(sc)
 		}
 	}
+	w.closeUp(false)
 }

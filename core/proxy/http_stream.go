@@ -46,7 +46,7 @@ type stream struct {
 	cli  *Side
 	pin  **Buffer
 	qout *Buffer // rewritten request head: kept until sent entirely, and until a response head comes (replay), or the request is aborted
-	qlen int     // length of the rewritten head in qout
+	qlen int     // length of the rewritten head in qout, and of the body with it when qWhole
 	rout *Buffer // rewritten response head, or a proxy answer
 	// req is the parser state of the request, from the loop's free list
 	// (getReq) while the stream lives.
@@ -81,6 +81,7 @@ type stream struct {
 	upgrade           bool // 101 relayed: becomes a tunnel once flushed
 	moved             bool
 	srvCounted        bool // the request was counted for its server (a replay is not another one)
+	qWhole            bool // qout holds the whole request, body included: a refused HTTP/2 stream may send it again
 
 	bytesIn, bytesOut int64
 }
@@ -145,7 +146,11 @@ func (c *stream) process() {
 		ph := c.phase
 		switch ph {
 		case phConnect:
-			c.checkConnect(&c.sc.side, c.sc)
+			if c.sc.up != nil {
+				c.checkUp() // a stream waiting for its HTTP/2 connection
+			} else {
+				c.checkConnect(&c.sc.side, c.sc)
+			}
 		case phExchange:
 			c.exchange()
 			if c.phase == phExchange {
@@ -311,6 +316,9 @@ func (c *stream) startRequest(n int) {
 		c.fail(st)
 		return
 	}
+	if r.Body != http1.BodyNone && c.reqBody.complete() {
+		c.qlen, c.qWhole = c.qout.tail, true
+	}
 
 	c.closeAfter = r.Close || w.stopping || c.cl.gone // stop.go, Removed: the last response
 	c.bs = be.Stats.Loop(w.id)
@@ -329,6 +337,10 @@ func (c *stream) useServer() {
 		if lg.Granted == 0 {
 			lg.Granted = c.w.L.Now()
 		}
+	}
+	if s.H2 {
+		c.useH2() // a stream on a (shared) HTTP/2 connection: h2_server.go
+		return
 	}
 	if c.mayReuse() {
 		if sc := c.w.takeIdle(s); sc != nil {
@@ -406,6 +418,10 @@ func (c *stream) attach(sc *srvConn) {
 
 // connect opens a new connection to the request's server.
 func (c *stream) connect() {
+	if c.server.H2 {
+		c.useH2()
+		return
+	}
 	c.countAttempt()
 	if lg := c.lg; lg != nil && lg.ConnStart == 0 {
 		lg.ConnStart = c.w.L.Now()
@@ -666,7 +682,7 @@ func (c *stream) endExchange() {
 	c.be, c.bs, c.ss = nil, nil, nil
 	c.term = stats.Termination{}
 	c.reqHeadSent, c.reqAborted, c.srvAnswered, c.srvCounted = false, false, false, false
-	c.respHead, c.respSent, c.closeAfter, c.upgrade = false, false, false, false
+	c.respHead, c.respSent, c.closeAfter, c.upgrade, c.qWhole = false, false, false, false, false
 	c.attempts, c.qlen = 0, 0
 	c.cliSince, c.srvSince, c.cliWait, c.srvWait = 0, 0, false, false
 	c.reqAt, c.sentAt = 0, 0

@@ -1,0 +1,366 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
+
+// h2cOrigin is an HTTP/2 (h2c, prior knowledge) origin with h2Origin's
+// paths, plus /grpcish (a body without length and trailers, as gRPC) and
+// /slow (a body that never ends, whose cancellation is reported on
+// cancelled). conns counts its connections.
+type h2cOrigin struct {
+	addr      *net.TCPAddr
+	conns     atomic.Int32
+	cancelled chan struct{}
+	proto     chan string
+}
+
+func newH2cOrigin(t *testing.T) *h2cOrigin {
+	t.Helper()
+	o := &h2cOrigin{cancelled: make(chan struct{}, 16), proto: make(chan string, 64)}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case o.proto <- r.Proto + " te=" + r.Header.Get("Te"):
+		default:
+		}
+		switch r.URL.Path {
+		case "/small":
+			w.Header().Set("Content-Length", "5")
+			io.WriteString(w, "hello")
+		case "/big":
+			w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+			w.Write(big)
+		case "/echo":
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				w.WriteHeader(500)
+				return
+			}
+			w.Header().Set("X-Sum", strconv.Itoa(len(b)))
+			w.Header().Set("X-Trailer-In", r.Trailer.Get("X-Check"))
+			w.Write(b)
+		case "/grpcish":
+			w.Header().Set("Trailer", "Grpc-Status, Grpc-Message")
+			w.Header().Set("Content-Type", "application/grpc")
+			w.WriteHeader(200)
+			io.WriteString(w, "part1")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "part2")
+			w.Header().Set("Grpc-Status", "0")
+			w.Header().Set("Grpc-Message", "fine")
+		case "/slow":
+			w.WriteHeader(200)
+			io.WriteString(w, "start")
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				o.cancelled <- struct{}{}
+			case <-time.After(10 * time.Second):
+			}
+		default:
+			w.WriteHeader(404)
+		}
+	}))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			o.conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	o.addr = srv.Listener.Addr().(*net.TCPAddr)
+	return o
+}
+
+// h2ServerFrontend is an http frontend speaking HTTP/1.1 and HTTP/2 to
+// clients, whose servers at addrs speak HTTP/2.
+func h2ServerFrontend(t *testing.T, addrs ...*net.TCPAddr) *Frontend {
+	fe := httpFrontend(t, func(b *config.Backend) {
+		for i := range b.Servers {
+			b.Servers[i].Proto = config.ProtoH2
+		}
+	}, addrs...)
+	fe.HTTP.Versions = HTTPVersion1 | HTTPVersion2
+	return fe
+}
+
+func getBody(t *testing.T, cl *http.Client, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := cl.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("GET %s: body: %v", url, err)
+	}
+	return resp, string(b)
+}
+
+// TestH2ServerRequests: requests of HTTP/1.1 and HTTP/2 clients reach an
+// HTTP/2 server over shared connections: small and large bodies, request
+// bodies with and without a length (trailers included), a response
+// without length ending with trailers (gRPC's shape) reaching an HTTP/2
+// client as trailers and an HTTP/1.1 one in its chunked body, te:
+// trailers sent, and fifty concurrent streams over few connections.
+func TestH2ServerRequests(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newH2cOrigin(t)
+	fe := h2ServerFrontend(t, o.addr)
+	for _, name := range []string{"h1", "h2"} {
+		t.Run(name, func(t *testing.T) {
+			var cl *http.Client
+			if name == "h2" {
+				cl = e.h2Client(fe)
+			} else {
+				tr := &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
+					return e.dialHTTP(fe), nil
+				}}
+				t.Cleanup(tr.CloseIdleConnections)
+				cl = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+			}
+			if resp, b := getBody(t, cl, "http://a/small"); resp.StatusCode != 200 || b != "hello" {
+				t.Fatalf("small: %d %q", resp.StatusCode, b)
+			}
+			if got := <-o.proto; got != "HTTP/2.0 te=trailers" {
+				t.Errorf("the server saw %q, want HTTP/2.0 with te: trailers", got)
+			}
+			if _, b := getBody(t, cl, "http://a/big"); len(b) != 1<<20 {
+				t.Fatalf("big: %d bytes", len(b))
+			}
+			pr, pw := io.Pipe()
+			req, _ := http.NewRequest("POST", "http://a/echo", pr)
+			req.Trailer = http.Header{"X-Check": nil}
+			go func() {
+				pw.Write(bytes.Repeat([]byte("x"), 100000))
+				req.Trailer.Set("X-Check", "yes")
+				pw.Close()
+			}()
+			resp, err := cl.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			// (Go's HTTP/2 server keeps only the request trailers a
+			// Trailer field declared, and Trailer is not forwarded: the
+			// trailers are not checked here.)
+			if len(b) != 100000 || resp.Header.Get("X-Sum") != "100000" {
+				t.Fatalf("echo: %d bytes, sum %q", len(b), resp.Header.Get("X-Sum"))
+			}
+			resp, err = cl.Post("http://a/echo", "text/plain", strings.NewReader("abc"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != "abc" {
+				t.Fatalf("echo with length: %q", b)
+			}
+			resp, body := getBody(t, cl, "http://a/grpcish")
+			if body != "part1part2" || resp.Trailer.Get("Grpc-Status") != "0" || resp.Trailer.Get("Grpc-Message") != "fine" {
+				t.Fatalf("trailers: %q %v", body, resp.Trailer)
+			}
+			var wg sync.WaitGroup
+			errs := make(chan string, 50)
+			for i := 0; i < 50; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					resp, err := cl.Get("http://a/small")
+					if err != nil {
+						errs <- err.Error()
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if string(b) != "hello" {
+						errs <- "body " + string(b)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+	// One loop, 50 streams at most at once: one or two connections (a
+	// second only while the first's SETTINGS were not in), not one per
+	// request.
+	if n := o.conns.Load(); n > 3 {
+		t.Errorf("the server saw %d connections: streams were not multiplexed", n)
+	}
+}
+
+// TestH2ServerCancelPassesThrough: an HTTP/2 client that resets its
+// stream in the middle of a response cancels the server's stream.
+func TestH2ServerCancelPassesThrough(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newH2cOrigin(t)
+	fe := h2ServerFrontend(t, o.addr)
+	cl := e.h2Client(fe)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://a/slow", nil)
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 5)
+	if _, err := io.ReadFull(resp.Body, b); err != nil || string(b) != "start" {
+		t.Fatalf("start: %q %v", b, err)
+	}
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-o.cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server's stream was not cancelled")
+	}
+}
+
+// refusingOrigin is an HTTP/2 server written with the Framer: its first
+// connection answers the first request with GOAWAY (last stream 0: not
+// processed) and closes; later ones answer 200 "ok" with the request
+// body's length. It counts connections and the requests it processed.
+func refusingOrigin(t *testing.T) (addr *net.TCPAddr, conns, served *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	conns, served = new(atomic.Int32), new(atomic.Int32)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := conns.Add(1)
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				br := bufio.NewReader(c)
+				pre := make([]byte, len(http2.ClientPreface))
+				if _, err := io.ReadFull(br, pre); err != nil {
+					return
+				}
+				fr := http2.NewFramer(c, br)
+				fr.WriteSettings()
+				var hb bytes.Buffer
+				enc := hpack.NewEncoder(&hb)
+				bodies := map[uint32]int{}
+				for {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					var id uint32
+					end := false
+					switch f := f.(type) {
+					case *http2.SettingsFrame:
+						if !f.IsAck() {
+							fr.WriteSettingsAck()
+						}
+						continue
+					case *http2.HeadersFrame:
+						id, end = f.StreamID, f.StreamEnded()
+						if n == 1 {
+							fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+							return
+						}
+					case *http2.DataFrame:
+						id, end = f.StreamID, f.StreamEnded()
+						bodies[id] += len(f.Data())
+						if len(f.Data()) > 0 {
+							fr.WriteWindowUpdate(0, uint32(len(f.Data())))
+						}
+					default:
+						continue
+					}
+					if !end {
+						continue
+					}
+					served.Add(1)
+					hb.Reset()
+					enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+					enc.WriteField(hpack.HeaderField{Name: "x-body", Value: strconv.Itoa(bodies[id])})
+					fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
+					fr.WriteData(id, true, []byte("ok"))
+				}
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr), conns, served
+}
+
+// TestH2ServerGoAwayRetriesUnprocessedStreams: a stream a server's GOAWAY
+// says it did not process is sent again on a new connection — a POST
+// with its body too (the whole request was still held) — and the client
+// never sees the refusal.
+func TestH2ServerGoAwayRetriesUnprocessedStreams(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	addr, conns, served := refusingOrigin(t)
+	fe := h2ServerFrontend(t, addr)
+	c := e.dialHTTP(fe)
+	defer c.Close()
+	io.WriteString(c, "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 7\r\n\r\npayload")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 100))
+	if resp.StatusCode != 200 || string(b) != "ok" || resp.Header.Get("X-Body") != "7" {
+		t.Fatalf("got %d %q x-body=%q, want 200 \"ok\" with the 7-byte body", resp.StatusCode, b, resp.Header.Get("X-Body"))
+	}
+	if conns.Load() != 2 || served.Load() != 1 {
+		t.Fatalf("connections %d, served %d: want the refused stream sent again on a second connection", conns.Load(), served.Load())
+	}
+}
+
+// TestH2ServerThatSpeaksOnlyHTTP1: a server configured as HTTP/2 that
+// answers the preface as HTTP/1.1 gives the client a 502 at once, not a
+// hang.
+func TestH2ServerThatSpeaksOnlyHTTP1(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	fe := h2ServerFrontend(t, h2Origin(t))
+	c := e.dialHTTP(fe)
+	defer c.Close()
+	io.WriteString(c, "GET /small HTTP/1.1\r\nHost: a\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 502 && resp.StatusCode != 503 {
+		t.Fatalf("status %d, want 502 or 503", resp.StatusCode)
+	}
+	c.Close()
+	testutil.Eventually(t, 5*time.Second, func() bool { st := e.state(); return st.live == 0 && st.bufs == 0 },
+		"the connection and its buffers are released")
+}
