@@ -1,7 +1,6 @@
 package proxy
 
 import (
-
 	"golang.org/x/net/http2"
 	"golang.org/x/sys/unix"
 

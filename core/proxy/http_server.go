@@ -63,7 +63,7 @@ type srvConn struct {
 	owner  *stream
 	up     *upStream // a stream on an HTTP/2 server connection (h2_server.go): the side's transport
 	reused bool      // has carried a request before the current one
-	hs     uint8 // TLS handshake state (xprt_tls_upstream.go)
+	hs     uint8     // TLS handshake state (xprt_tls_upstream.go)
 	pool   *srvPool
 }
 
