@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -277,5 +278,44 @@ func TestClassBudgetFromWhatRan(t *testing.T) {
 	l.runClasses(l.now)
 	if ran != [nClasses]int{1, 7, 2} {
 		t.Fatalf("ran %v, want [1 7 2]", ran)
+	}
+}
+
+// TestDemoteMovesAnUrgentTaskletToBulk: a tasklet an fd event queued as
+// Urgent and whose transfer then used its cap (Demote, from a run of
+// another tasklet) runs once, in class Bulk, after the round's urgent and
+// normal work; a Bulk tasklet keeps its place, and an fd event does not
+// take a demoted one back to Urgent (Wake keeps the class).
+func TestDemoteMovesAnUrgentTaskletToBulk(t *testing.T) {
+	l := newIdleLoop(t)
+	l.SetTuning(10, 16, Sched{Urgent: 33, Normal: 50, Bulk: 17})
+	var order []string
+	mk := func(name string) *Tasklet {
+		return &Tasklet{Run: func(*Tasklet) { order = append(order, name) }}
+	}
+	xfer, other, bulk := mk("xfer"), mk("other"), mk("bulk")
+	l.Wake(bulk, Bulk)
+	l.Wake(xfer, Urgent) // its fd fired
+	l.Wake(other, Urgent)
+	l.Demote(xfer) // the other side's run spent xfer's budget
+	l.Wake(xfer, Urgent)
+	l.Demote(bulk) // already Bulk: keeps its place
+	if !xfer.QueuedIn(Bulk) || xfer.QueuedIn(Urgent) {
+		t.Fatal("a demoted tasklet is not queued in Bulk")
+	}
+	if u, n, b := l.Queued(); u != 1 || n != 0 || b != 2 {
+		t.Fatalf("queued %d/%d/%d, want 1/0/2", u, n, b)
+	}
+	l.now = monoNow()
+	l.runClasses(l.now)
+	if got := strings.Join(order, " "); got != "other bulk xfer" {
+		t.Fatalf("ran %q, want \"other bulk xfer\"", got)
+	}
+	if n := l.cTasklets; n != [nClasses]uint64{1, 0, 2} {
+		t.Fatalf("runs per class %v, want [1 0 2]", n)
+	}
+	l.Demote(xfer) // idle: queued in Bulk
+	if !xfer.QueuedIn(Bulk) {
+		t.Fatal("Demote of an idle tasklet does not queue it")
 	}
 }

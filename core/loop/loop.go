@@ -236,6 +236,26 @@ func (l *Loop) Wake(t *Tasklet, c Class) {
 	l.cWake++
 }
 
+// Demote queues t in class Bulk, moving it there (to the tail) if it
+// waits in another class: t's owner used its share of the round (a
+// transfer past its per-run byte cap, HAProxy's TASK_SELF_WAKING), and an
+// I/O event that queued it as Urgent before must not give it another full
+// run in the urgent class. Its readiness bits stay in FD.Ready for the
+// Bulk run. A Bulk tasklet keeps its place. Loop thread only; no
+// allocation.
+func (l *Loop) Demote(t *Tasklet) {
+	switch t.queued {
+	case uint8(Bulk) + 1:
+		return
+	case 0:
+	default:
+		l.rq[t.queued-1].remove(t)
+	}
+	t.queued = uint8(Bulk) + 1
+	l.rq[Bulk].push(t)
+	l.cWake++
+}
+
 // Unqueue removes t from its run queue if it is queued (e.g. its owner is
 // being freed). Loop thread only.
 func (l *Loop) Unqueue(t *Tasklet) {

@@ -48,6 +48,13 @@ var _ = [1]struct{}{}[unsafe.Offsetof(Tasklet{}.link)] // link first (ilist)
 // Queued reports whether t waits in a run queue.
 func (t *Tasklet) Queued() bool { return t.queued != 0 }
 
+// QueuedIn reports whether t waits in the run queue of class c. A
+// connection whose transfer was demoted to Bulk (Loop.Demote) asks it of
+// its source's tasklet so that a run of another tasklet (the other side's,
+// woken Urgent by its own fd) does not read that source again in the same
+// round: the Bulk run will.
+func (t *Tasklet) QueuedIn(c Class) bool { return t.queued == uint8(c)+1 }
+
 // runq is an intrusive doubly-linked FIFO of tasklets of one class.
 type runq struct {
 	l ilist.List[Tasklet]

@@ -265,13 +265,15 @@ func runHTTPTask(tk *loop.Tasklet) {
 func runHTTPTimer(tm *loop.Timer) { tm.Owner.(*h1Conn).onTimer() }
 
 // spent reports whether this run's read budget (Worker.budget) is used
-// up; then t (the tasklet of the side that would be read) runs again
-// later in class Bulk.
+// up, or t (the tasklet of the side that would be read) waits in class
+// Bulk already (its cap was used earlier in the round: its Bulk run reads
+// it, not this run of another tasklet); then t runs again later in class
+// Bulk (Loop.Demote: out of Urgent if an fd event queued it there).
 func (w *Worker) spent(t *loop.Tasklet) bool {
-	if w.budget > 0 {
+	if w.budget > 0 && !t.QueuedIn(loop.Bulk) {
 		return false
 	}
-	w.L.Wake(t, loop.Bulk)
+	w.L.Demote(t)
 	return true
 }
 

@@ -115,8 +115,12 @@ loop:
 		r := rNone
 		sent := m.bytes
 		if m.wantRecv(*in, fr) && src.canRecv() {
-			if *budget <= 0 {
-				w.L.Wake(&src.Task, loop.Bulk)
+			if *budget <= 0 || src.Task.QueuedIn(loop.Bulk) {
+				// The cap is used, in this run or in an earlier one of
+				// the round whose Bulk run is still to come (this run is
+				// then the other side's, woken by its own fd): the source
+				// is read by src's tasklet in class Bulk (Loop.Demote).
+				w.L.Demote(&src.Task)
 			} else {
 				var n int
 				n, r = m.fill(w, src, dst, in, fr)

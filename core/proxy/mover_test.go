@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spliced-proxy/spliced/core/loop"
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 // moverRig drives two movers between two sides directly, the way a mux
@@ -266,5 +268,71 @@ func waitDone(t testing.TB, wg *sync.WaitGroup, d time.Duration) {
 	case <-ch:
 	case <-time.After(d):
 		t.Fatalf("transfer did not finish within %v", d)
+	}
+}
+
+// TestDemotedSourceIsReadOnlyByItsBulkRun: a direction that used its
+// read budget demotes its source's tasklet to class Bulk (Loop.Demote),
+// even when an fd event queued it as Urgent first; and until that Bulk
+// run, a run of the other side's tasklet (woken Urgent by its own fd, as
+// a tunnel's or an http exchange's other side is) flushes what is pending
+// but does not read the source again with a fresh budget: a transfer past
+// its cap does not run as Urgent again in the same round (seed 000's
+// self-waking class, HAProxy's TASK_SELF_WAKING).
+func TestDemotedSourceIsReadOnlyByItsBulkRun(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	var a, b Side
+	noop := func(*loop.Tasklet) {} // the test runs the mover itself
+	open := func(s *Side) *net.TCPConn {
+		return e.connect(func(fd int) {
+			s.Task.Run = noop
+			s.Connected = true
+			if err := s.open(e.l, fd, rawSock{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	pa, pb := open(&a), open(&b)
+	t.Cleanup(func() { e.do(func() { e.l.Unqueue(&a.Task); a.close(e.l, true); b.close(e.l, true) }) })
+	go io.Copy(io.Discard, pb)
+	const size = 64 << 10 // four reads of the 16 KiB buffer
+	if _, err := pa.Write(make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		n := 0
+		e.do(func() {
+			if a.canRecv() {
+				n, _ = unix.IoctlGetInt(a.FD.Fd, unix.SIOCINQ)
+			}
+		})
+		return n == size
+	}, "the bytes in a's receive queue, its readiness seen")
+	var m mover
+	var buf *Buffer
+	var first, second int64
+	var demoted bool
+	e.do(func() {
+		e.l.Wake(&a.Task, loop.Urgent) // a's fd fired
+		budget := 1                    // one read uses it
+		if res := m.run(e.w, &a, &b, &buf, &budget, nil); res != 0 {
+			t.Errorf("first run: %d", res)
+		}
+		first = m.bytes
+		demoted = a.Task.QueuedIn(loop.Bulk)
+		budget = runCap // the other side's run, with its own budget
+		if res := m.run(e.w, &a, &b, &buf, &budget, nil); res != 0 {
+			t.Errorf("second run: %d", res)
+		}
+		second = m.bytes
+		if buf != nil {
+			e.w.Bufs.Put(buf)
+		}
+	})
+	if !demoted {
+		t.Error("the source's tasklet is not queued in Bulk after its budget was used")
+	}
+	if first == 0 || first >= size || second != first {
+		t.Errorf("moved %d bytes with the budget, then %d more by the other side's run; want some, then none", first, second-first)
 	}
 }
