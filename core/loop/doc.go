@@ -19,7 +19,7 @@
 //   - any goroutine: Exec, Notify, Stop, Activity (and its fields), ID,
 //     Running, Mono (the clock of Now, for readers on other threads);
 //   - the loop thread only (from a tasklet, timer, Source or Exec'd
-//     function), or before Run starts: Wake, Unqueue, Queued, Register,
+//     function), or before Run starts: Wake, Demote, Unqueue, Queued, Register,
 //     RegisterEvents, Unregister, Arm, Disarm, Now, AddSource, RemoveSource,
 //     SetTuning, Tuning;
 //   - the goroutine that owns the loop: Run (once; it locks the OS thread),
@@ -37,8 +37,12 @@
 // queued (or a Source used its whole budget, or more timers are due, or
 // Exec'd functions wait), the next epoll_wait does not sleep; otherwise it
 // sleeps until the earliest timer, or indefinitely. Readiness ORs the epoll
-// bits into FD.Ready and Wakes FD.T as Urgent. The time each class takes
-// is counted (Activity.CPUNs, the seed's TC0/TC1/TC2).
+// bits into FD.Ready and Wakes FD.T as Urgent; a tasklet already queued
+// keeps its class (HAProxy does not requeue a queued tasklet), and Demote
+// moves one to Bulk: a transfer that used its per-run cap is self-waking
+// work even when its fd fired first (HAProxy's TASK_SELF_WAKING; core/proxy
+// says how a connection's two tasklets keep to it). The time each class
+// takes is counted (Activity.CPUNs, the seed's TC0/TC1/TC2).
 //
 // TLS handshakes are not loop work: crypto/tls cannot pause one, so they
 // compute on helper goroutines of core/proxy (at most

@@ -104,10 +104,23 @@
 //   - One run of a tunnel direction, and one run of an http connection's
 //     tasklets (request heads, response heads, bodies, lingering after an
 //     error answer share it), reads at most runCap bytes; at zero the
-//     tasklet of the side being read is woken again in class Bulk, so a
-//     connection that floods (a fat transfer, 1xx responses to an HTTP/1.0
-//     client, input after a 400, many pipelined requests) cannot hold the
-//     loop.
+//     tasklet of the side being read is demoted to class Bulk
+//     (loop.Demote: moved out of Urgent if an fd event queued it there),
+//     so a connection that floods (a fat transfer, 1xx responses to an
+//     HTTP/1.0 client, input after a 400, many pipelined requests) cannot
+//     hold the loop.
+//   - Two tasklets per connection, one self-wake rule. Each side has its
+//     own tasklet, woken by its own fd: an http server connection outlives
+//     the request that uses it (it goes back to its loop's pool and serves
+//     another client's), so its readiness cannot wake the client's
+//     tasklet; a tcp tunnel's sides keep the same shape. Either tasklet
+//     may run the byte movers of the connection, so the class of a
+//     transfer is carried by its source's tasklet: while that tasklet
+//     waits in Bulk, no run of the other side's tasklet reads the source
+//     (mover.run, Worker.spent: it flushes what is pending, it does not
+//     read with a fresh budget), and an fd event leaves it in Bulk (Wake
+//     keeps the class of a queued tasklet). A transfer past its cap thus
+//     runs once per round, in Bulk, as HAProxy's TASK_SELF_WAKING tasklet.
 //   - A clean end of stream from a side is passed on as a FIN (half-close)
 //     once the bytes before it are flushed.
 //   - Aborts: an aborted tunnel or http connection (closeAbort: an I/O
