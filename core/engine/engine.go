@@ -113,6 +113,31 @@ type bindRT struct {
 	// it (e.mu held): the loops reach a listener through its acceptors.
 	ln    *listen.Listener
 	front atomic.Pointer[proxy.Frontend]
+	// onClose is the OnClose of the frontends this bind serves
+	// (bindRT.frontend): the connection's maxconn slots go back, and its
+	// end counts in spec.Conns, the bind's per-loop load that the accept
+	// distribution compares (listen.LoopConns, HAProxy's thr_conn).
+	onClose func(loop int)
+}
+
+// newBind is the runtime of a bind about to open with spec, of the
+// frontend whose state is f.
+func (e *Engine) newBind(id bindID, f *feRT, spec listen.BindSpec) *bindRT {
+	conns := listen.NewLoopConns()
+	spec.Conns = conns
+	b := &bindRT{id: id, f: f, spec: spec}
+	b.onClose = func(loop int) {
+		e.release(f)
+		conns.Done(loop)
+	}
+	return b
+}
+
+// frontend is f as bind b serves it: a copy whose OnClose is the bind's.
+func (b *bindRT) frontend(f *proxy.Frontend) *proxy.Frontend {
+	c := *f
+	c.OnClose = b.onClose
+	return &c
 }
 
 // beRT is a backend's state across snapshots: the balance lineage and
@@ -425,7 +450,6 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			TunnelTimeout: time.Duration(cf.Timeouts.TunnelMs) * time.Millisecond,
 			ClientTimeout: time.Duration(cf.Timeouts.ClientMs) * time.Millisecond,
 			Stats:         f.stats,
-			OnClose:       func() { e.release(f) },
 			AccessLog:     cf.AccessLog,
 		}
 		if be := newBE[cf.DefaultBackend]; be != nil {
@@ -513,9 +537,9 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 				replaced = append(replaced, reopen{old, old.spec})
 			}
 			spec.Limits = []*listen.Limit{&newFE[cf.Name].lim, &e.conns}
-			b := &bindRT{id: id, f: newFE[cf.Name], spec: spec}
-			b.front.Store(frontOf(id))
-			ln, err := group.Open(spec, b, e.accept)
+			b := e.newBind(id, newFE[cf.Name], spec)
+			b.front.Store(b.frontend(frontOf(id)))
+			ln, err := group.Open(b.spec, b, e.accept)
 			if err != nil {
 				return fail(bindError("/frontends/"+strconv.Itoa(i)+"/binds/"+strconv.Itoa(j), cf.Name, cb.Name, spec, err))
 			}
@@ -534,7 +558,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	// 4. Publish. From here on nothing fails.
 	for id, b := range newBinds {
 		// b.f is fixed at bind creation: the same frontend name keeps its feRT.
-		b.front.Store(frontOf(id))
+		b.front.Store(b.frontend(frontOf(id)))
 	}
 	if e.certs != nil {
 		e.certs.Retain(snap) // bundles no certificate names any more
@@ -667,6 +691,7 @@ func (e *Engine) accept(l *loop.Loop, fd int, ln *listen.Listener) {
 	if fe == nil || f == nil || fe == proxy.Removed { // queued in a ring when its bind went away
 		proxy.Refuse(fd)
 		ln.Release()
+		ln.Conns().Done(l.ID())
 		return
 	}
 	// The connection holds the slots its acceptor reserved (f.lim and

@@ -403,3 +403,41 @@ func TestBindIDIsAValueKeyThatLogsItsParts(t *testing.T) {
 		t.Fatalf("log line %s", buf.Bytes())
 	}
 }
+
+// TestEngineBindCountsItsConnectionsPerLoop: each bind counts its live
+// connections per loop (listen.LoopConns, what the accept distribution
+// compares): a connection counts from its hand-off to its end, on the
+// bind that accepted it, across an Apply that builds new frontends.
+func TestEngineBindCountsItsConnectionsPerLoop(t *testing.T) {
+	e := newTestEngine(t)
+	p1, p2 := testutil.FreePort(t), testutil.FreePort(t)
+	a, b := greeter(t, "A"), greeter(t, "B")
+	apply(t, e, tcpConfig(1, a, p1, p2))
+	total := func(name string) int64 {
+		n := int64(0)
+		c := e.binds[bindID{"fe", name}].spec.Conns
+		for id := range 2 {
+			n += c.Load(id)
+		}
+		return n
+	}
+	var conns []net.Conn
+	for range 4 {
+		conns = append(conns, hello(t, p1, "A"))
+	}
+	conns = append(conns, hello(t, p2, "A"), hello(t, p2, "A"))
+	if n1, n2 := total("b1"), total("b2"); n1 != 4 || n2 != 2 {
+		t.Fatalf("live connections counted %d on b1, %d on b2; want 4, 2", n1, n2)
+	}
+	apply(t, e, tcpConfig(2, b, p1, p2)) // new frontends, same binds
+	c := hello(t, p1, "B")
+	if n := total("b1"); n != 5 {
+		t.Fatalf("b1 counts %d, want 5", n)
+	}
+	c.Close()
+	for _, c := range conns {
+		c.Close()
+	}
+	testutil.Eventually(t, 5*time.Second, func() bool { return total("b1") == 0 && total("b2") == 0 },
+		"every connection's end counted on its bind")
+}

@@ -78,7 +78,10 @@ func (g *Group) Adopt(old *Listener, threads []int, owner any, fn AcceptFunc) (*
 	if old.moved.Load() {
 		return nil, fmt.Errorf("listen: adopt %s: listener adopted already", old.addr)
 	}
-	ln := &Listener{Owner: owner, g: g, fn: fn, addr: old.addr, targets: ts, limits: old.limits}
+	// The bind's connection counts go with it (by loop ID): its
+	// connections live on, on their loops.
+	ln := &Listener{Owner: owner, g: g, fn: fn, addr: old.addr, targets: ts, limits: old.limits, conns: old.conns}
+	ln.conns.prealloc(g)
 	ln.paused.Store(old.paused.Load())
 	for _, s := range old.socks {
 		fd, err := unix.FcntlInt(uintptr(s), unix.F_DUPFD_CLOEXEC, 0)

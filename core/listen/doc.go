@@ -18,7 +18,10 @@
 //     power of two: two random loops, for seed 001's comparison)
 //     (a Distribution from ParseDistribution, which fills no default and
 //     refuses an unknown algorithm or a maxaccept below 1). The load of a
-//     loop is its ring length plus its Activity.Conns. A different target
+//     loop is its ring length plus the live connections of this bind it
+//     owns (LoopConns, HAProxy's thr_conn: counted at the hand-off,
+//     uncounted by the connection's end), not all its connections: another
+//     bind's load does not skew this one's spread. A different target
 //     gets the fd through its ring and a Notify (a syscall only if the
 //     target sleeps: the loop asks Ring.Pending before it sleeps); a full ring makes the
 //     accepting loop keep it. AccqPushed and AccqFull count on the target.
@@ -28,9 +31,11 @@
 //
 // AcceptFunc runs on the owning loop's thread and owns the fd from then on,
 // with the connection slots reserved for it (released when the connection
-// ends; Listener.Release if it drops the fd unserved): TCP_NODELAY and
-// everything else about the connection belong to core/proxy, which also
-// keeps Activity.Conns up to date (the load seen here).
+// ends; Listener.Release if it drops the fd unserved) and its count in the
+// bind's LoopConns (Done when the connection ends, or the fd is dropped):
+// TCP_NODELAY and everything else about the connection belong to
+// core/proxy, which also keeps Activity.Conns (all the loop's
+// connections, for the activity endpoint) up to date.
 //
 // Connection limits (limit.go, HAProxy's listener_accept): before each
 // accept4 an acceptor reserves a slot on every Limit of its listener

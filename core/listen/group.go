@@ -102,10 +102,13 @@ func (g *Group) SetDistribution(d Distribution) {
 	g.maxaccept.Store(d.maxaccept)
 }
 
-// load is loop i's accept load: connections waiting in its ring plus the
-// live connections it owns (Activity.Conns, maintained by the proxy).
-func (g *Group) load(i int) int64 {
-	return int64(g.rings[i].Len()) + g.loops[i].Activity().Conns.Load()
+// load is loop i's accept load for ln (seed 001, HAProxy's listener_accept):
+// connections waiting in its ring (every bind's: the ring is the loop's)
+// plus the live connections of ln's bind it owns (ln.conns, thr_conn), not
+// every connection of the loop: a loop full of another bind's long tunnels
+// is not loaded for this bind.
+func (g *Group) load(ln *Listener, i int) int64 {
+	return int64(g.rings[i].Len()) + ln.conns.Load(g.loops[i].ID())
 }
 
 // Close removes the rings from their loops and closes the fds still queued

@@ -285,6 +285,51 @@ func TestDistributionSpreadsBursts(t *testing.T) {
 	}
 }
 
+// TestLoadIsPerBind: the distribution compares, between its candidates,
+// the connections of the bind each loop owns (LoopConns, HAProxy's
+// thr_conn) plus its ring, not all the loop's connections (seed 001): 32
+// connections of another bind held by loop 0 do not push this bind's
+// connections to loop 1, and the counts follow the hand-offs and Done.
+func TestLoadIsPerBind(t *testing.T) {
+	g := startGroup(t, 2, 0) // p2c-rr
+	busy := newSink(t, g)
+	a, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1", Threads: []int{0}}, nil, busy.accept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	dialN(t, a.Addr().String(), 32)
+	testutil.Eventually(t, 5*time.Second, func() bool { return busy.total.Load() == 32 }, "the busy bind's connections accepted")
+	if c := busy.counts(2); c[0] != 32 || a.Conns().Load(0) != 32 || a.Conns().Load(1) != 0 {
+		t.Fatalf("busy bind: %v accepted, counted %d/%d; want all on loop 0", c, a.Conns().Load(0), a.Conns().Load(1))
+	}
+	s := newSink(t, g)
+	b, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1"}, nil, s.accept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n = 16
+	dialN(t, b.Addr().String(), n)
+	testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == n }, "all accepted")
+	c := s.counts(2)
+	t.Logf("loop 0 holds %d connections of another bind; this bind's spread: %v", 32, c)
+	if lo, hi := slices.Min(c), slices.Max(c); lo == 0 || hi >= 2*lo {
+		t.Errorf("spread %v: the other bind's load skewed this one's", c)
+	}
+	for i := range 2 {
+		if got := b.Conns().Load(i); got != int64(c[i]) {
+			t.Errorf("loop %d: LoopConns %d, hand-offs %d", i, got, c[i])
+		}
+	}
+	for range c[0] {
+		b.Conns().Done(0)
+	}
+	if got := b.Conns().Load(0); got != 0 {
+		t.Errorf("after Done for each: %d", got)
+	}
+}
+
 func TestReuseportShardsKeepConnectionsOnTheirLoop(t *testing.T) {
 	g := startGroup(t, 2, 0)
 	s := newSink(t, g)

@@ -33,15 +33,20 @@ type BindSpec struct {
 	// Limits are reserved, in order, before each accept4 (limit.go): a
 	// frontend's, then the process's. Nil: unlimited.
 	Limits []*Limit
+	// Conns counts the bind's live connections per loop (conns.go): the
+	// load the distribution compares. The caller that ends connections
+	// calls Conns.Done; nil: the Listener makes its own (Listener.Conns).
+	Conns *LoopConns
 }
 
 // AcceptFunc runs on the loop thread that was picked for the connection; it
 // owns fd from then on (non-blocking, close-on-exec; TCP_NODELAY and other
 // socket options are the callee's business), and the slot the acceptor
 // reserved on each of BindSpec.Limits: the connection gives them back when
-// it ends (Limit.Release; ln.Release for a fd dropped unserved). It should
-// add 1 to l.Activity().Conns for as long as it keeps the connection, so
-// that the distribution sees the loop's load.
+// it ends (Limit.Release; ln.Release for a fd dropped unserved). The
+// connection counts in ln.Conns() for loop l from the hand-off on: when it
+// ends (or the fd is dropped unserved), ln.Conns().Done(l.ID()), so that
+// the distribution sees the bind's load on each loop (HAProxy's thr_conn).
 type AcceptFunc func(l *loop.Loop, fd int, ln *Listener)
 
 // Listener is one bind: its socket(s) and the acceptors that serve them on
@@ -57,6 +62,7 @@ type Listener struct {
 	targets []int // loop indexes the distribution may pick (shards == 0)
 	sharded bool  // BindSpec.Shards > 0: one SO_REUSEPORT socket per acceptor (Adopt keeps the layout)
 	limits  []*Limit
+	conns   *LoopConns // the bind's live connections per loop (thr_conn)
 
 	idx       atomic.Uint32 // rotating index for p2c-rr and round-robin (seed 001)
 	paused    atomic.Bool
@@ -113,7 +119,11 @@ func (g *Group) Open(spec BindSpec, owner any, fn AcceptFunc) (*Listener, error)
 	}
 	backlog := spec.Backlog
 	ln := &Listener{Owner: owner, g: g, fn: fn, targets: threads, sharded: spec.Shards > 0,
-		limits: slices.Clone(spec.Limits)}
+		limits: slices.Clone(spec.Limits), conns: spec.Conns}
+	if ln.conns == nil {
+		ln.conns = NewLoopConns()
+	}
+	ln.conns.prealloc(g)
 	nsock := max(spec.Shards, 1)
 	for i := range nsock {
 		fd, err := openSocket(sa, family, backlog, spec.Shards > 0)
@@ -201,6 +211,11 @@ func (ln *Listener) start() error {
 	return errors.Join(errs...)
 }
 
+// Conns is the bind's count of live connections per loop (BindSpec.Conns,
+// or the Listener's own): each connection its AcceptFunc took on loop l
+// counts until Conns().Done(l.ID()). Any goroutine.
+func (ln *Listener) Conns() *LoopConns { return ln.conns }
+
 // Addr is the address the listener is bound to (the kernel's port if
 // BindSpec.Port was 0). Any goroutine.
 func (ln *Listener) Addr() netip.AddrPort { return ln.addr }
@@ -272,9 +287,12 @@ func (ln *Listener) closeSockets() {
 	ln.socks = nil
 }
 
-// handOff gives fd to the AcceptFunc on loop l (l's thread).
+// handOff gives fd to the AcceptFunc on loop l (l's thread): from here
+// on the connection counts in the bind's load on l (HAProxy increments
+// thr_conn[tid] before its accept callback too).
 func (ln *Listener) handOff(l *loop.Loop, fd int) {
 	l.Activity().Accepted.Add(1)
+	ln.conns.add(l.ID(), 1)
 	ln.fn(l, fd, ln)
 }
 
@@ -412,9 +430,9 @@ func (a *acceptor) pick() int {
 	case distRoundRobin:
 		return ln.targets[ln.next(n)]
 	case distLeastConn:
-		best, bl := a.li, g.load(a.li) // ties stay local: no ring hop
+		best, bl := a.li, g.load(ln, a.li) // ties stay local: no ring hop
 		for _, t := range ln.targets {
-			if q := g.load(t); q < bl {
+			if q := g.load(ln, t); q < bl {
 				best, bl = t, q
 			}
 		}
@@ -428,7 +446,7 @@ func (a *acceptor) pick() int {
 			i2 -= n
 		}
 		t1, t2 := ln.targets[i1], ln.targets[i2]
-		if g.load(t2) < g.load(t1) {
+		if g.load(ln, t2) < g.load(ln, t1) {
 			return t2
 		}
 		return t1
@@ -443,7 +461,7 @@ func (a *acceptor) pick() int {
 			i2 -= n
 		}
 		t1, t2 := ln.targets[i1], ln.targets[i2]
-		if g.load(t2) < g.load(t1) {
+		if g.load(ln, t2) < g.load(ln, t1) {
 			return t2
 		}
 		return t1

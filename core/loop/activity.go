@@ -31,7 +31,7 @@ type Activity struct {
 	SpliceBytes atomic.Uint64 // bytes moved with splice(2)
 	PipesUsed   atomic.Int64  // pipes currently taken from the pool
 	BufsUsed    atomic.Int64  // buffers currently taken from the pool
-	Conns       atomic.Int64  // live connections owned by this loop (accept load)
+	Conns       atomic.Int64  // live connections owned by this loop, every bind (the accept load is per bind: listen.LoopConns)
 
 	_ [64]byte
 }

@@ -648,7 +648,7 @@ func (c *h2Conn) close(why uint8) {
 	w.dropCarried(c.pp)
 	c.pp = 0
 	if c.acc.OnClose != nil {
-		c.acc.OnClose()
+		c.acc.OnClose(w.id)
 	}
 }
 

@@ -681,7 +681,7 @@ func (c *h1Conn) close(why uint8) {
 	}
 	w.unlinkHTTP(c)
 	if c.acc.OnClose != nil {
-		c.acc.OnClose()
+		c.acc.OnClose(w.id)
 	}
 	c.recycle()
 }

@@ -34,9 +34,9 @@ func TestHTTPKeptAliveConnectionFollowsTheCurrentGeneration(t *testing.T) {
 
 	var closed1, closed2 atomic.Int64
 	fe1 := httpFrontend(t, nil, a.addr)
-	fe1.OnClose = func() { closed1.Add(1) }
+	fe1.OnClose = func(int) { closed1.Add(1) }
 	fe2 := httpFrontend(t, nil, b.addr)
-	fe2.OnClose = func() { closed2.Add(1) }
+	fe2.OnClose = func(int) { closed2.Add(1) }
 	fe2.Stats = fe1.Stats // as the engine carries them by name
 	routed := httpFrontend(t, nil, r.addr)
 	fe2.HTTP.Routes = []Route{NewRoute("", "/new/", "", routed.Backend)}

@@ -54,9 +54,13 @@ type Frontend struct {
 	SNI            []SNIRoute
 	InspectTimeout time.Duration
 	Stats          *Counters // carried over across snapshots (same name)
-	// OnClose, when set, runs on the loop thread each time a connection of
-	// this frontend ends (the engine's maxconn accounting).
-	OnClose func()
+	// OnClose, when set, runs each time a connection accepted with this
+	// frontend ends, with the ID of the loop that owns it (the engine's
+	// maxconn accounting, and the bind's per-loop connection count the
+	// accept distribution weighs: listen.LoopConns). It runs on that
+	// loop's thread, except for a TLS handshake a stop cut short
+	// (xprt_tls_accept.go): only atomics may be touched.
+	OnClose func(loop int)
 	// AccessLog: each connection that ends is pushed to the worker's
 	// access-log ring (one compact line, formatted off the loop).
 	AccessLog bool

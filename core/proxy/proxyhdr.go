@@ -135,7 +135,7 @@ func (w *Worker) readProxy(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) 
 		fs.ProxyRefused.Add(1)
 		plainTransport().close(fd, true)
 		if fe.OnClose != nil {
-			fe.OnClose()
+			fe.OnClose(w.id)
 		}
 		return
 	}
@@ -149,7 +149,7 @@ func (w *Worker) readProxy(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) 
 		fs.ProxyInvalid.Add(1)
 		plainTransport().close(fd, true)
 		if fe.OnClose != nil {
-			fe.OnClose()
+			fe.OnClose(w.id)
 		}
 		return
 	}
@@ -216,7 +216,7 @@ func (ph *proxyHdr) end(handedOn bool) {
 	if !handedOn {
 		ph.side.close(w.L, true)
 		if ph.fe.OnClose != nil {
-			ph.fe.OnClose()
+			ph.fe.OnClose(w.id)
 		}
 	}
 	w.L.Unqueue(&ph.side.Task)

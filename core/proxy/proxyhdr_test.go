@@ -36,7 +36,7 @@ func acceptProxy(fe *Frontend, timeout time.Duration, trusted ...string) *atomic
 	}
 	fe.AcceptProxy = ap
 	var closed atomic.Int64
-	fe.OnClose = func() { closed.Add(1) }
+	fe.OnClose = func(int) { closed.Add(1) }
 	return &closed
 }
 

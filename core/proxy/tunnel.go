@@ -551,7 +551,7 @@ func (t *Tunnel) close(why uint8) {
 	w.dropCarried(t.pp)
 	t.pp = 0
 	if t.fe.OnClose != nil {
-		t.fe.OnClose()
+		t.fe.OnClose(w.id)
 	}
 }
 

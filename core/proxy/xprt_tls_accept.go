@@ -124,7 +124,7 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend], p
 				w.dropCarried(pp) // loop thread: the stop's case leaves it to the worker's end
 			}
 			if fe.OnClose != nil {
-				fe.OnClose()
+				fe.OnClose(w.id)
 			}
 			return
 		}

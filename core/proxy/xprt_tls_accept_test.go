@@ -27,7 +27,7 @@ func tlsFront(fe *Frontend, srv *tls.Config, timeout time.Duration) *atomic.Int6
 	var closed atomic.Int64
 	fe.TLS = srv
 	fe.HandshakeTimeout = timeout
-	fe.OnClose = func() { closed.Add(1) }
+	fe.OnClose = func(int) { closed.Add(1) }
 	return &closed
 }
 
