@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,31 @@ func TestLoopActivityReportsEveryLoop(t *testing.T) {
 	for i, a := range act {
 		if a.Loop != i || a.Loops == 0 {
 			t.Errorf("loop %d: %+v", i, a)
+		}
+		// Seed 000's TC0/TC1/TC2: the time of each class, and its share
+		// of the three in percent (what the web UI's loops table shows).
+		sum := a.CPUUrgentNs + a.CPUNormalNs + a.CPUBulkNs
+		if sum == 0 {
+			t.Errorf("loop %d ran %d rounds in no class time", i, a.Loops)
+			continue
+		}
+		pct := func(v uint64) float64 { return math.Round(1000*float64(v)/float64(sum)) / 10 }
+		if a.ShareUrg != pct(a.CPUUrgentNs) || a.ShareNrm != pct(a.CPUNormalNs) || a.ShareBlk != pct(a.CPUBulkNs) {
+			t.Errorf("loop %d: shares %v/%v/%v of %d/%d/%d ns", i, a.ShareUrg, a.ShareNrm, a.ShareBlk, a.CPUUrgentNs, a.CPUNormalNs, a.CPUBulkNs)
+		}
+		if s := a.ShareUrg + a.ShareNrm + a.ShareBlk; s < 99.8 || s > 100.2 {
+			t.Errorf("loop %d: shares sum to %v", i, s)
+		}
+	}
+	// The field names of /api/v1/activity (issue 26).
+	j, err := json.Marshal(act[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"tasklets_urgent", "tasklets_normal", "tasklets_bulk", "cpu_urgent_ns", "cpu_normal_ns",
+		"cpu_bulk_ns", "cpu_handshake_ns", "share_urgent", "share_normal", "share_bulk", "avg_loop_us"} {
+		if !strings.Contains(string(j), `"`+k+`":`) {
+			t.Errorf("activity has no %s: %s", k, j)
 		}
 	}
 }

@@ -309,7 +309,7 @@ func TestLoadIsPerBind(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	const n = 16
+	const n = 32
 	dialN(t, b.Addr().String(), n)
 	testutil.Eventually(t, 5*time.Second, func() bool { return s.total.Load() == n }, "all accepted")
 	c := s.counts(2)
