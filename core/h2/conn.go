@@ -258,7 +258,9 @@ type Conn struct {
 	glitchStart time.Time
 	queuedCtrl  int
 	counts      Counts
-	ctrlMark    int // end of the last control frame in out
+	ctrlMark    int     // end of the last control frame in out
+	muted       bool    // the decoder's output is nobody's (ReleaseBuffers)
+	unpin       [1]byte // see ReleaseBuffers
 }
 
 // NewConn returns a connection that has queued its SETTINGS (and the
@@ -391,7 +393,8 @@ func (c *Conn) Idle() bool {
 
 // ReleaseBuffers gives back what an idle connection does not need: the
 // output buffer, the Framer (its read and write buffers), the header block
-// scratch and the free streams. An idle Conn then holds only itself, the
+// scratch and the free streams; nor does it keep the caller's input
+// buffer. An idle Conn then holds only itself, the
 // HPACK decoder with its dynamic table (at most 4096 bytes of fields, the
 // table size the RFC grants by default) and the encoder (no table). It is a
 // no-op on a connection that is not Idle.
@@ -399,6 +402,15 @@ func (c *Conn) ReleaseBuffers() {
 	if !c.Idle() {
 		return
 	}
+	// x/net's HPACK Decoder keeps a slice of the last block it read
+	// (Decoder.buf), which pins the caller's input buffer: a one-byte
+	// block of a static-table field, given to nobody (muted), moves it
+	// onto the Conn itself.
+	c.muted = true
+	c.unpin[0] = 0x82 // indexed :method GET
+	_, _ = c.dec.Write(c.unpin[:])
+	_ = c.dec.Close()
+	c.muted = false
 	c.out, c.outOff = nil, 0
 	c.fr = nil
 	c.hb.buf = nil

@@ -287,7 +287,7 @@ func (c *Conn) refuse431(id uint32, endStream bool) {
 // the block as it is decoded (RFC 9113 §8.2, §8.3).
 func (c *Conn) onField(f hpack.HeaderField) {
 	hb := &c.hb
-	if hb.kind < blockRequest {
+	if hb.kind < blockRequest || c.muted {
 		return
 	}
 	hb.listSize += f.Size()
