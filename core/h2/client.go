@@ -145,6 +145,8 @@ type ClientConn struct {
 	glitches    int
 	glitchStart time.Time
 	queuedCtrl  int
+	offeredCtrl int  // of queuedCtrl, those Output returned
+	feeding     bool // inside Feed: Output offers nothing
 	ctrlMark    int
 
 	pingData  [8]byte
@@ -237,13 +239,18 @@ func (c *ClientConn) framer() *http2.Framer {
 
 // Output is what the ClientConn has to send, in order; write it to the
 // socket and call Drained with what was written.
-func (c *ClientConn) Output() []byte { return c.out[c.outOff:] }
+func (c *ClientConn) Output() []byte {
+	if !c.feeding {
+		c.offeredCtrl = c.queuedCtrl
+	}
+	return c.out[c.outOff:]
+}
 
 // Drained says the first n bytes of Output were written.
 func (c *ClientConn) Drained(n int) {
 	c.outOff += n
 	if c.outOff >= c.ctrlMark {
-		c.queuedCtrl = 0
+		c.queuedCtrl, c.offeredCtrl = 0, 0
 	}
 	if c.outOff >= len(c.out) {
 		c.out = c.out[:0]
@@ -371,7 +378,7 @@ func (c *ClientConn) glitch(what string) bool {
 
 func (c *ClientConn) control() bool {
 	c.queuedCtrl++
-	if c.queuedCtrl > c.cfg.Limits.MaxQueuedControl {
+	if c.offeredCtrl > c.cfg.Limits.MaxQueuedControl || c.queuedCtrl > maxControlBurst*c.cfg.Limits.MaxQueuedControl {
 		c.connError(http2.ErrCodeEnhanceYourCalm, "too many control frames queued")
 		return false
 	}
@@ -389,6 +396,7 @@ func (c *ClientConn) Feed(p []byte) (int, error) {
 		return 0, c.err
 	}
 	n := 0
+	c.feeding = true
 	for c.err == nil {
 		rest := p[n:]
 		if len(rest) < frameHeaderLen {
@@ -406,6 +414,7 @@ func (c *ClientConn) Feed(p []byte) (int, error) {
 		n += size
 		c.frame(rest[:size])
 	}
+	c.feeding = false
 	if c.err != nil {
 		return n, c.err
 	}

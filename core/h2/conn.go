@@ -59,10 +59,14 @@ const (
 	// sends them without end.
 	DefaultMaxContinuations = 32
 	// DefaultMaxQueuedControl frames (SETTINGS and PING ACKs, RST_STREAM)
-	// queued and not yet drained: a peer that sends them faster than it
-	// reads our answers is a flood (CVE-2019-9512, -9515). Go's server
+	// offered by Output and not yet drained: a peer that sends them
+	// faster than it reads our answers is a flood (CVE-2019-9512, -9515). Go's server
 	// allows 10000; 1000 is 9-17 KiB of output.
 	DefaultMaxQueuedControl = 1000
+	// maxControlBurst times MaxQueuedControl bounds the control frames
+	// queued between two Output calls: 10000 by default, Go's server's
+	// limit (90-170 KB of ACKs).
+	maxControlBurst = 10
 	// DefaultMaxFields bounds the regular fields of a request as
 	// http1.MaxHeaders does for HTTP/1.1: the head written from it
 	// parses back.
@@ -93,8 +97,10 @@ type Limits struct {
 	// ENHANCE_YOUR_CALM. The block's encoded size is bounded too, to
 	// twice MaxHeaderListSize plus one frame.
 	MaxContinuations int
-	// MaxQueuedControl ACKs and RST_STREAMs queued and not yet drained;
-	// one more is GOAWAY ENHANCE_YOUR_CALM.
+	// MaxQueuedControl ACKs and RST_STREAMs offered by Output and not
+	// yet drained (a burst fed before the caller could write is not held
+	// against the peer, up to 10 times as many); one more is GOAWAY
+	// ENHANCE_YOUR_CALM.
 	MaxQueuedControl int
 	// MaxFields regular fields per request; more is a 431 response.
 	MaxFields int
@@ -257,6 +263,8 @@ type Conn struct {
 	glitches    int
 	glitchStart time.Time
 	queuedCtrl  int
+	offeredCtrl int  // of queuedCtrl, those Output returned
+	feeding     bool // inside Feed: Output offers nothing
 	counts      Counts
 	ctrlMark    int     // end of the last control frame in out
 	muted       bool    // the decoder's output is nobody's (ReleaseBuffers)
@@ -354,14 +362,19 @@ func (c *Conn) framer() *http2.Framer {
 
 // Output is what the Conn has to send, in order; write it to the socket
 // and call Drained with what was written.
-func (c *Conn) Output() []byte { return c.out[c.outOff:] }
+func (c *Conn) Output() []byte {
+	if !c.feeding {
+		c.offeredCtrl = c.queuedCtrl
+	}
+	return c.out[c.outOff:]
+}
 
 // Drained says the first n bytes of Output were written.
 func (c *Conn) Drained(n int) {
 	c.outOff += n
 	if c.outOff >= c.ctrlMark {
 		// every control frame queued so far is written
-		c.queuedCtrl = 0
+		c.queuedCtrl, c.offeredCtrl = 0, 0
 	}
 	if c.outOff >= len(c.out) {
 		c.out = c.out[:0]
@@ -448,6 +461,7 @@ func (c *Conn) Feed(p []byte) (int, error) {
 		}
 		c.state = stateSettings
 	}
+	c.feeding = true
 	for c.err == nil {
 		rest := p[n:]
 		if len(rest) < frameHeaderLen {
@@ -465,6 +479,7 @@ func (c *Conn) Feed(p []byte) (int, error) {
 		n += size
 		c.frame(rest[:size])
 	}
+	c.feeding = false
 	if c.err != nil {
 		return n, c.err
 	}
@@ -518,10 +533,17 @@ func (c *Conn) glitch(what string) bool {
 // control counts one queued control frame (an ACK or a RST_STREAM); the
 // count goes back to 0 once Output is drained past the last one
 // (ctrlMark), so a long download always queued behind does not add up
-// the pings of its whole life.
+// the pings of its whole life. A frame counts against MaxQueuedControl
+// once Output offered it to the caller: a loop reads its socket until
+// EAGAIN (up to its run's budget) before it writes, so a client that
+// sends a burst of PINGs and reads the ACKs promptly had no chance to
+// read any while the burst was fed. As HAProxy and nginx do, what is
+// held against a peer is what it was sent and did not read. A burst is
+// bounded too, at maxControlBurst times the limit, for a caller that
+// feeds without asking for Output.
 func (c *Conn) control() bool {
 	c.queuedCtrl++
-	if c.queuedCtrl > c.cfg.Limits.MaxQueuedControl {
+	if c.offeredCtrl > c.cfg.Limits.MaxQueuedControl || c.queuedCtrl > maxControlBurst*c.cfg.Limits.MaxQueuedControl {
 		c.connError(http2.ErrCodeEnhanceYourCalm, "too many control frames queued")
 		return false
 	}

@@ -201,26 +201,8 @@ func TestHPACKStringPastListLimit(t *testing.T) {
 	wantConnError(t, cl, http2.ErrCodeCompression)
 }
 
-func TestSettingsFlood(t *testing.T) {
-	cl := newClient(t, Config{})
-	for i := 0; i <= DefaultMaxQueuedControl; i++ {
-		cl.fr.WriteSettings()
-	}
-	cl.feed()
-	wantConnError(t, cl, http2.ErrCodeEnhanceYourCalm)
-	if n := len(cl.c.Output()); n > 0 {
-		t.Fatalf("%d bytes left", n)
-	}
-}
-
-func TestPingFlood(t *testing.T) {
-	cl := newClient(t, Config{})
-	for i := 0; i <= DefaultMaxQueuedControl; i++ {
-		cl.fr.WritePing(false, [8]byte{byte(i)})
-	}
-	cl.feed()
-	wantConnError(t, cl, http2.ErrCodeEnhanceYourCalm)
-}
+// TestSettingsFlood and TestPingFlood are TestControlFloodNotRead and
+// TestControlBurstBounded (flood_test.go): ACKs offered and not read.
 
 func TestPingsAnsweredWhenDrained(t *testing.T) {
 	// the cap is on answers not yet written, not on pings: a client that
