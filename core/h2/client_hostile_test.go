@@ -328,7 +328,7 @@ func TestClientConnErrors(t *testing.T) {
 		}},
 		{"frame too large", http2.ErrCodeFrameSize, func(s *fakeServer) { s.fr.WriteData(1, false, make([]byte, 20000)) }},
 		{"connection window", http2.ErrCodeFlowControl, func(s *fakeServer) {
-			s.c.cfg.Settings.InitialWindowSize = 1 << 20 // the stream's is not the limit
+			s.c.recvInitial = 1 << 20 // the stream's is not the limit
 			s.c.streams[0].recvWindow = 1 << 20
 			s.rec.noConsume = true
 			s.headers(1, false, ":status", "200")

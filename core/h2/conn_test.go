@@ -404,7 +404,7 @@ func TestReleaseBuffersWhenIdle(t *testing.T) {
 		t.Fatal("not idle")
 	}
 	cl.c.ReleaseBuffers()
-	if cl.c.out != nil || cl.c.fr != nil || cl.c.hb.buf != nil || cl.c.streams != nil || cl.c.free != nil {
+	if cl.c.out != nil || cl.c.fr != nil || cl.c.blk.buf != nil || cl.c.streams != nil || cl.c.free != nil {
 		t.Fatal("an idle Conn still holds buffers")
 	}
 	// and it works again afterwards, with the HPACK table it kept

@@ -129,8 +129,11 @@
 //     4096 bytes; a single string longer than the list limit is
 //     COMPRESSION_ERROR.
 //   - SETTINGS, PING and RST_STREAM floods: at most
-//     Limits.MaxQueuedControl answers queued and not yet drained, else
-//     GOAWAY ENHANCE_YOUR_CALM.
+//     Limits.MaxQueuedControl answers offered by Output and not yet
+//     drained, else GOAWAY ENHANCE_YOUR_CALM. A burst fed before the
+//     caller could write (a loop reads until EAGAIN, then writes) is
+//     not held against a peer that then reads it, up to 10 times the
+//     limit.
 //   - Zero-window stalls: SendStalledSince / ConnStalledSince for the
 //     caller's timeout.
 //   - Too many streams: RST_STREAM REFUSED_STREAM past
@@ -147,8 +150,9 @@
 // An idle Conn (Idle: no stream, no block half read, Output drained)
 // gives all of it back on ReleaseBuffers except the Conn and HPACK state:
 // 2.1 KB per idle connection after a browser-like request
-// (TestIdleConnMemory; the Conn struct is 904 bytes), at most the Conn,
-// the decoder and 4096 bytes of table entries.
+// (TestIdleConnMemory; the Conn struct is 1040 bytes), at most the Conn,
+// the decoder and 4096 bytes of table entries; nothing of the caller's
+// input buffer (the HPACK decoder's last-block slice is moved off it).
 // Per request: nothing allocated when the client's HPACK table holds its
 // fields (TestRequestAllocs; browsers and h2load index them), the
 // strings of literal fields otherwise; DATA and WINDOW_UPDATE allocate
@@ -157,7 +161,9 @@
 //
 // # The client side
 //
-// A ClientConn is the same machine turned around, for a pooled,
+// A ClientConn is the same machine turned around (both embed connCore:
+// frames, flow control, the stream table, CONTINUATION gathering and the
+// flood limits are one code), for a pooled,
 // multiplexed connection to a server: it writes the preface, its
 // SETTINGS (ENABLE_PUSH 0, our window, frame and list sizes) and the
 // connection WINDOW_UPDATE at once, and requests may follow before the
@@ -223,7 +229,7 @@
 // FuzzClientFeed checks that every response head the handler gets makes
 // an HTTP/1.1 head core/http1 parses back.
 //
-// Memory and cost: an idle pooled ClientConn holds 1.5 KB after
+// Memory and cost: an idle pooled ClientConn holds 1.7 KB after
 // ReleaseBuffers (TestIdleClientConnMemory), which also moves the HPACK
 // decoder's last-block slice off the caller's input buffer. Response DATA
 // is delivered from the caller's buffer, no copy and no allocation (69 ns

@@ -193,8 +193,8 @@ func FuzzFeed(f *testing.F) {
 			if c.Streams() > 8 {
 				t.Fatalf("%d streams", c.Streams())
 			}
-			if cap(c.hb.buf) > 2*c.maxBlock() {
-				t.Fatalf("header block buffer %d", cap(c.hb.buf))
+			if cap(c.blk.buf) > 2*c.maxBlock() {
+				t.Fatalf("header block buffer %d", cap(c.blk.buf))
 			}
 			return out, c, err
 		}

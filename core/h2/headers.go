@@ -1,9 +1,6 @@
 package h2
 
 import (
-	"encoding/binary"
-	"time"
-
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
@@ -23,16 +20,12 @@ const (
 // CONTINUATIONs (RFC 9113 §4.3). Every block is decoded, even one whose
 // stream is refused, since HPACK's table is the connection's.
 type headerBlock struct {
-	active     bool // CONTINUATION expected
 	id         uint32
 	endStream  bool
 	kind       blockKind
 	refuseCode http2.ErrCode
 	glitch     bool // count the refusal as a glitch
 	selfDep    bool
-	buf        []byte // fragments of a block split over frames
-	conts      int
-	since      time.Time // when a block split over frames began
 
 	listSize    uint32
 	tooLarge    bool // past MaxHeaderListSize or MaxFields: 431
@@ -77,51 +70,19 @@ func (r *Request) reset() {
 // IsConnect reports a CONNECT request (authority only, a tunnel).
 func (r *Request) IsConnect() bool { return r.Method == "CONNECT" }
 
-// maxBlock bounds a header block's encoded size: an honest encoder never
-// makes a block larger than the list it carries, so twice the list limit
-// and a frame is room for a list we answer 431 to, and a CONTINUATION
-// flood ends there.
-func (c *Conn) maxBlock() int {
-	return 2*int(c.cfg.Settings.MaxHeaderListSize) + int(c.cfg.Settings.MaxFrameSize)
-}
-
-// onHeaders is parsed here, not by the Framer (which allocates a frame
-// value per HEADERS: one per request): RFC 9113 §6.2, padding and the
-// deprecated priority fields skipped.
+// onHeaders: a request head, or trailers, or a refused stream's head
+// decoded for HPACK's sake.
 func (c *Conn) onHeaders(id uint32, flags http2.Flags, p []byte) {
-	if id == 0 {
-		c.connError(http2.ErrCodeProtocol, "HEADERS on stream 0")
+	frag, selfDep, ok := c.headersFragment(id, flags, p)
+	if !ok {
 		return
 	}
-	pad := 0
-	if flags.Has(http2.FlagHeadersPadded) {
-		if len(p) == 0 {
-			c.connError(http2.ErrCodeFrameSize, "HEADERS too short for its pad length")
-			return
-		}
-		pad = int(p[0])
-		p = p[1:]
-	}
-	selfDep := false
-	if flags.Has(http2.FlagHeadersPriority) {
-		if len(p) < 5 {
-			c.connError(http2.ErrCodeFrameSize, "HEADERS too short for its priority")
-			return
-		}
-		selfDep = binary.BigEndian.Uint32(p)&(1<<31-1) == id
-		p = p[5:]
-	}
-	if pad > len(p) {
-		c.connError(http2.ErrCodeProtocol, "HEADERS padding too long")
-		return
-	}
-	frag := p[:len(p)-pad]
 	if id&1 == 0 {
 		c.connError(http2.ErrCodeProtocol, "even stream id from a client")
 		return
 	}
 	hb := &c.hb
-	*hb = headerBlock{buf: hb.buf[:0], id: id, endStream: flags.Has(http2.FlagHeadersEndStream)}
+	*hb = headerBlock{id: id, endStream: flags.Has(http2.FlagHeadersEndStream)}
 	hb.selfDep = selfDep
 	st := c.stream(id)
 	switch {
@@ -160,60 +121,15 @@ func (c *Conn) onHeaders(id uint32, flags http2.Flags, p []byte) {
 			hb.kind, hb.refuseCode, hb.glitch = blockRefuse, http2.ErrCodeStreamClosed, true
 		}
 	}
-	if flags.Has(http2.FlagHeadersEndHeaders) {
-		c.decode(frag)
-		return
-	}
-	hb.active = true
-	hb.since = c.cfg.Now()
-	hb.buf = append(hb.buf, frag...)
-}
-
-// HeadersPendingSince is when the header block being read began, zero
-// when none is half read: a client that sends a CONTINUATION now and
-// then holds the whole connection (no other frame may come between),
-// so the caller bounds it as it bounds a request head's arrival.
-func (c *Conn) HeadersPendingSince() time.Time {
-	if !c.hb.active {
-		return time.Time{}
-	}
-	return c.hb.since
-}
-
-// onContinuation: RFC 9113 §6.10, a fragment and END_HEADERS; the
-// order (same stream, nothing between) is checked in frame.
-func (c *Conn) onContinuation(flags http2.Flags, frag []byte) {
-	hb := &c.hb
-	hb.conts++
-	if hb.conts > c.cfg.Limits.MaxContinuations {
-		c.connError(http2.ErrCodeEnhanceYourCalm, "too many CONTINUATION frames")
-		return
-	}
-	if len(hb.buf)+len(frag) > c.maxBlock() {
-		c.connError(http2.ErrCodeEnhanceYourCalm, "header block too large")
-		return
-	}
-	hb.buf = append(hb.buf, frag...)
-	if flags.Has(http2.FlagContinuationEndHeaders) {
-		hb.active = false
-		c.decode(hb.buf)
-	}
+	c.gather(id, flags, frag)
 }
 
 // decode runs the complete block through HPACK (onField sees each field)
 // and acts on the result.
 func (c *Conn) decode(block []byte) {
 	hb := &c.hb
-	hb.active = false
 	c.req.reset()
-	if len(block) > 0 {
-		if _, err := c.dec.Write(block); err != nil {
-			c.connError(http2.ErrCodeCompression, "HPACK: "+err.Error())
-			return
-		}
-	}
-	if err := c.dec.Close(); err != nil {
-		c.connError(http2.ErrCodeCompression, "HPACK: "+err.Error())
+	if !c.decodeBlock(block) {
 		return
 	}
 	id := hb.id
@@ -244,7 +160,7 @@ func (c *Conn) decode(block []byte) {
 		default:
 			c.counts.StreamsOpened++
 			st := c.newStream(id)
-			st.gotHeaders = true
+			st.gotHead = true
 			st.contentLength = c.req.ContentLength
 			st.remoteClosed = hb.endStream
 			c.h.Headers(id, &c.req, hb.endStream)
@@ -278,7 +194,7 @@ func (c *Conn) refuse431(id uint32, endStream bool) {
 		}
 		_ = c.framer().WriteRSTStream(id, http2.ErrCodeNo)
 		c.counts.ResetsSent++
-		c.ctrlMark = len(c.out)
+		c.ctrl.mark = len(c.out)
 	}
 	c.remember(id, closedByUs)
 }
@@ -311,11 +227,7 @@ func (c *Conn) onField(f hpack.HeaderField) {
 	}
 	switch f.Name {
 	case "content-length":
-		if hb.kind == blockTrailers || r.ContentLength >= 0 {
-			hb.malformed = true
-			return
-		}
-		n, ok := parseLength(f.Value)
+		n, ok := contentLength(f.Value, hb.kind == blockTrailers, r.ContentLength)
 		if !ok {
 			hb.malformed = true
 			return
@@ -475,6 +387,15 @@ func validPath(s string) bool {
 		}
 	}
 	return true
+}
+
+// contentLength reads a content-length field's value; false when it is
+// malformed: in trailers, a second one (have is not -1), not 1*DIGIT.
+func contentLength(v string, trailers bool, have int64) (int64, bool) {
+	if trailers || have >= 0 {
+		return 0, false
+	}
+	return parseLength(v)
 }
 
 // parseLength: 1*DIGIT without overflow (at most 18 digits: below 2^63).

@@ -123,7 +123,7 @@ func TestContinuationFloodBySize(t *testing.T) {
 	}
 	cl.feed()
 	wantConnError(t, cl, http2.ErrCodeEnhanceYourCalm)
-	if c := cap(cl.c.hb.buf); c > 2*cl.c.maxBlock() {
+	if c := cap(cl.c.blk.buf); c > 2*cl.c.maxBlock() {
 		t.Fatalf("header block buffer grew to %d bytes, bound %d", c, cl.c.maxBlock())
 	}
 }

@@ -1,7 +1,6 @@
 package h2
 
 import (
-	"time"
 	"unsafe"
 
 	"golang.org/x/net/http2"
@@ -33,23 +32,6 @@ func connectionSpecific(name []byte) bool {
 	return false
 }
 
-// encodeField lowercases name and adds the field to the block being
-// built, unless it is connection-specific or not a valid field.
-func (c *Conn) encodeField(name, value []byte) {
-	c.lname = c.lname[:0]
-	for _, b := range name {
-		if b >= 'A' && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		c.lname = append(c.lname, b)
-	}
-	if len(c.lname) == 0 || c.lname[0] == ':' || connectionSpecific(c.lname) ||
-		!http1.IsToken(c.lname) || !http1.ValidFieldValue(value) {
-		return
-	}
-	_ = c.enc.WriteField(hpack.HeaderField{Name: stringOf(c.lname), Value: stringOf(value)})
-}
-
 func (c *Conn) encodeStatus(status int) {
 	d := &c.status // in the Conn: a local array would escape through the encoder
 	d[0] = byte('0' + status/100)
@@ -58,42 +40,9 @@ func (c *Conn) encodeStatus(status int) {
 	_ = c.enc.WriteField(hpack.HeaderField{Name: ":status", Value: stringOf(d[:])})
 }
 
-// appendFrameHeader appends a frame header to the output.
-func (c *Conn) appendFrameHeader(length int, typ http2.FrameType, flags http2.Flags, id uint32) {
-	c.out = append(c.out, byte(length>>16), byte(length>>8), byte(length), byte(typ), byte(flags),
-		byte(id>>24), byte(id>>16), byte(id>>8), byte(id))
-}
-
-// writeBlock sends the block built in eblock as HEADERS and as many
-// CONTINUATION frames as the peer's SETTINGS_MAX_FRAME_SIZE requires.
-// Written here rather than by the Framer: it copies once, into Output.
-func (c *Conn) writeBlock(id uint32, endStream bool) {
-	block := c.eblock
-	maxF := int(c.peerMaxFrame)
-	typ := http2.FrameHeaders
-	for {
-		n := min(len(block), maxF)
-		var flags http2.Flags
-		if n == len(block) {
-			flags |= http2.FlagHeadersEndHeaders
-		}
-		if typ == http2.FrameHeaders && endStream {
-			flags |= http2.FlagHeadersEndStream
-		}
-		c.appendFrameHeader(n, typ, flags, id)
-		c.out = append(c.out, block[:n]...)
-		block = block[n:]
-		if len(block) == 0 {
-			break
-		}
-		typ = http2.FrameContinuation
-	}
-	c.eblock = c.eblock[:0]
-}
-
 // sendable returns the stream if a response frame may be sent on it.
 func (c *Conn) sendable(id uint32) (*stream, error) {
-	if c.state == stateFailed {
+	if c.err != nil {
 		return nil, c.err
 	}
 	st := c.stream(id)
@@ -118,7 +67,7 @@ func (c *Conn) Respond(id uint32, status int, fields []Field, endStream bool) er
 	c.eblock = c.eblock[:0]
 	c.encodeStatus(status)
 	for i := range fields {
-		c.encodeField(fields[i].Name, fields[i].Value)
+		c.encodeField(fields[i].Name, fields[i].Value, false)
 	}
 	c.endResponse(st, status, endStream)
 	return nil
@@ -142,7 +91,7 @@ func (c *Conn) RespondHTTP1(id uint32, r *http1.Response, buf []byte, endStream 
 		if r.HopByHop(buf, i, 0) {
 			continue
 		}
-		c.encodeField(r.Name(buf, i), r.Value(buf, i))
+		c.encodeField(r.Name(buf, i), r.Value(buf, i), false)
 	}
 	c.endResponse(st, r.Status, endStream)
 	return nil
@@ -150,7 +99,7 @@ func (c *Conn) RespondHTTP1(id uint32, r *http1.Response, buf []byte, endStream 
 
 func (c *Conn) responseState(st *stream, status int, endStream bool) error {
 	switch {
-	case st.respHead, status < 100, status > 999, status == 101, status < 200 && endStream:
+	case st.sentHead, status < 100, status > 999, status == 101, status < 200 && endStream:
 		return ErrResponseState
 	}
 	return nil
@@ -160,7 +109,7 @@ func (c *Conn) endResponse(st *stream, status int, endStream bool) {
 	id := st.id
 	c.writeBlock(id, endStream)
 	if status >= 200 {
-		st.respHead = true
+		st.sentHead = true
 	}
 	if endStream {
 		c.endLocal(st)
@@ -174,12 +123,12 @@ func (c *Conn) SendTrailers(id uint32, fields []Field) error {
 	if err != nil {
 		return err
 	}
-	if !st.respHead {
+	if !st.sentHead {
 		return ErrResponseState
 	}
 	c.eblock = c.eblock[:0]
 	for i := range fields {
-		c.encodeField(fields[i].Name, fields[i].Value)
+		c.encodeField(fields[i].Name, fields[i].Value, false)
 	}
 	c.writeBlock(id, true)
 	c.endLocal(st)
@@ -199,42 +148,10 @@ func (c *Conn) SendTrailers(id uint32, fields []Field) error {
 // is shorter than a buffer.
 func (c *Conn) SendData(id uint32, p []byte, endStream bool) int {
 	st, err := c.sendable(id)
-	if err != nil || !st.respHead {
+	if err != nil || !st.sentHead {
 		return 0
 	}
-	w := min(st.sendWindow, c.sendWindow)
-	n := int(min(int64(len(p)), max(w, 0)))
-	maxF := int(c.peerMaxFrame)
-	done := endStream && n == len(p)
-	if n == 0 && done {
-		c.appendFrameHeader(0, http2.FrameData, http2.FlagDataEndStream, id)
-	}
-	for off := 0; off < n; {
-		k := min(n-off, maxF)
-		var flags http2.Flags
-		if done && off+k == n {
-			flags = http2.FlagDataEndStream
-		}
-		c.appendFrameHeader(k, http2.FrameData, flags, id)
-		c.out = append(c.out, p[off:off+k]...)
-		off += k
-	}
-	st.sendWindow -= int64(n)
-	c.sendWindow -= int64(n)
-	if n < len(p) {
-		st.blocked = true
-		now := time.Time{}
-		if st.stalledSince.IsZero() {
-			now = c.cfg.Now()
-			st.stalledSince = now
-		}
-		if c.sendWindow <= 0 && c.connStalledSince.IsZero() {
-			if now.IsZero() {
-				now = c.cfg.Now()
-			}
-			c.connStalledSince = now
-		}
-	}
+	n, done := c.sendData(st, p, endStream)
 	if done {
 		c.endLocal(st)
 	}

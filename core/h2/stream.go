@@ -2,26 +2,27 @@ package h2
 
 import "time"
 
-// stream is one request/response exchange's state in the Conn (RFC 9113
-// §5.1): open, half-closed (remote) once the client sent END_STREAM,
+// stream is one request/response exchange's state (RFC 9113 §5.1), on
+// either side: open, half-closed (remote) once the peer sent END_STREAM,
 // half-closed (local) once we did, and removed from the table when
-// closed. Idle and closed streams are not in the table: idle is any id
-// above lastID, closed any id at or below it.
+// closed. Idle and closed streams are not in the table (see
+// connCore.idle).
 type stream struct {
 	id           uint32
 	remoteClosed bool // END_STREAM received
 	localClosed  bool // END_STREAM sent
-	gotHeaders   bool // request head delivered to the Handler
-	respHead     bool // final response head sent
+	gotHead      bool // the peer's head came: a request's (Conn), a final response's (ClientConn)
+	sentHead     bool // Conn: final response head sent
+	noBody       bool // ClientConn: a HEAD request, content-length says nothing of DATA
 	blocked      bool // SendData took less than offered
 	stalledSince time.Time
 
-	recvWindow int64 // what the client may still send on it
+	recvWindow int64 // what the peer may still send on it
 	recvCredit int64 // given back by Consumed, not yet by WINDOW_UPDATE
 	unconsumed int64 // delivered by Data, not yet Consumed
 	sendWindow int64 // what we may still send on it
 
-	contentLength int64 // -1 when the request has none
+	contentLength int64 // -1 when the head has none
 	received      int64
 }
 
@@ -29,7 +30,7 @@ type closedHow uint8
 
 const (
 	closedNormally    closedHow = iota + 1 // END_STREAM both ways
-	closedByPeerReset                      // the client's RST_STREAM
+	closedByPeerReset                      // the peer's RST_STREAM
 	closedByUs                             // our RST_STREAM: late frames ignored
 )
 
@@ -41,7 +42,7 @@ type closedStream struct {
 // stream finds id among the open streams. The table is at most
 // MaxConcurrentStreams long and the newest stream is the likeliest, so
 // it is searched from the end.
-func (c *Conn) stream(id uint32) *stream {
+func (c *connCore) stream(id uint32) *stream {
 	for i := len(c.streams) - 1; i >= 0; i-- {
 		if c.streams[i].id == id {
 			return c.streams[i]
@@ -50,7 +51,8 @@ func (c *Conn) stream(id uint32) *stream {
 	return nil
 }
 
-func (c *Conn) newStream(id uint32) *stream {
+// newStream puts stream id in the table, with the windows in effect.
+func (c *connCore) newStream(id uint32) *stream {
 	var st *stream
 	if n := len(c.free); n > 0 {
 		st = c.free[n-1]
@@ -68,9 +70,9 @@ func (c *Conn) newStream(id uint32) *stream {
 	return st
 }
 
-// remove takes st out of the table: what the Handler had not consumed
+// remove takes st out of the table: what the handler had not consumed
 // goes back to the connection window, and the id is remembered as closed.
-func (c *Conn) remove(st *stream, how closedHow) {
+func (c *connCore) remove(st *stream, how closedHow) {
 	c.counts.StreamsClosed++
 	if st.unconsumed > 0 {
 		c.credit(st.unconsumed)
@@ -90,12 +92,12 @@ func (c *Conn) remove(st *stream, how closedHow) {
 	c.free = append(c.free, st)
 }
 
-func (c *Conn) remember(id uint32, how closedHow) {
+func (c *connCore) remember(id uint32, how closedHow) {
 	c.closed[c.closedN%closedRingLen] = closedStream{id: id, how: how}
 	c.closedN++
 }
 
-func (c *Conn) closedHow(id uint32) (closedHow, bool) {
+func (c *connCore) closedHow(id uint32) (closedHow, bool) {
 	for i := range c.closed {
 		if c.closed[i].id == id {
 			return c.closed[i].how, true
@@ -105,31 +107,11 @@ func (c *Conn) closedHow(id uint32) (closedHow, bool) {
 }
 
 // maybeClose removes stream id once END_STREAM went both ways.
-func (c *Conn) maybeClose(id uint32) {
+func (c *connCore) maybeClose(id uint32) {
 	if st := c.stream(id); st != nil && st.remoteClosed && st.localClosed {
 		c.remove(st, closedNormally)
 	}
 }
-
-// SendStalledSince is when stream id last wanted to send (SendData took
-// less than offered) with no window, zero when it is not stalled: a
-// client that never opens its window must not hold a server connection
-// forever, so the caller times the stream out from this. A window update
-// ends the stall: a client that opens its window a byte at a time is
-// a slow reader, for a send-rate timeout of the caller's.
-func (c *Conn) SendStalledSince(id uint32) time.Time {
-	if st := c.stream(id); st != nil {
-		return st.stalledSince
-	}
-	return time.Time{}
-}
-
-// ConnStalledSince is when the connection send window reached zero with a
-// stream wanting to send, zero when it is not stalled.
-func (c *Conn) ConnStalledSince() time.Time { return c.connStalledSince }
-
-// Streams is the number of open streams.
-func (c *Conn) Streams() int { return len(c.streams) }
 
 // LastStreamID is the highest stream id the client opened.
 func (c *Conn) LastStreamID() uint32 { return c.lastID }
