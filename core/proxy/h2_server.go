@@ -831,8 +831,8 @@ func (w *Worker) closeUp(unusable bool) {
 		for uc := ul.l.Front(); uc != nil; {
 			next := uc.link.Next()
 			switch {
-			case !unusable || len(uc.streams) == 0:
-				uc.close()
+			case !unusable || len(uc.streams) == 0 || uc.state != upReady:
+				uc.close() // a connecting one's streams retry elsewhere
 			default:
 				uc.unlist()
 				uc.codec.GoAway()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -33,7 +34,11 @@ type h2cOrigin struct {
 	proto     chan string
 }
 
-func newH2cOrigin(t *testing.T) *h2cOrigin {
+func newH2cOrigin(t *testing.T) *h2cOrigin { return newH2Origin(t, nil) }
+
+// newH2Origin is newH2cOrigin, over TLS with cert (h2 by ALPN) when cert
+// is not nil.
+func newH2Origin(t *testing.T, cert *testutil.Cert) *h2cOrigin {
 	t.Helper()
 	o := &h2cOrigin{cancelled: make(chan struct{}, 16), proto: make(chan string, 64)}
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
@@ -80,15 +85,21 @@ func newH2cOrigin(t *testing.T) *h2cOrigin {
 			w.WriteHeader(404)
 		}
 	}))
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	srv.Config.Protocols = &p
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			o.conns.Add(1)
 		}
 	}
-	srv.Start()
+	if cert != nil {
+		srv.EnableHTTP2 = true
+		srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert.TLS()}}
+		srv.StartTLS()
+	} else {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		srv.Config.Protocols = &p
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	o.addr = srv.Listener.Addr().(*net.TCPAddr)
 	return o
@@ -363,4 +374,47 @@ func TestH2ServerThatSpeaksOnlyHTTP1(t *testing.T) {
 	c.Close()
 	testutil.Eventually(t, 5*time.Second, func() bool { st := e.state(); return st.live == 0 && st.bufs == 0 },
 		"the connection and its buffers are released")
+}
+
+// TestH2ServerOverTLS: a server of proto h2 with tls is reached by ALPN
+// h2, trailers and all; one that does not offer h2 by ALPN fails the
+// connect (503 after the retries), it is never sent HTTP/1.1 or the
+// preface in the clear.
+func TestH2ServerOverTLS(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	certs := newUpstreamCerts(t)
+	o := newH2Origin(t, certs.leaf)
+	h2only := func(b *config.Backend) {
+		for i := range b.Servers {
+			b.Servers[i].Proto = config.ProtoH2
+		}
+	}
+	tl := config.ServerTLS{CAPEM: certs.ca.CertPEM, SNI: "origin.test"}
+	fe := tlsHTTPFrontend(t, tlsBackend(t, tl, h2only, o.addr))
+	fe.HTTP.Versions = HTTPVersion1 | HTTPVersion2
+	cl := e.h2Client(fe)
+	resp, body := getBody(t, cl, "http://a/grpcish")
+	if resp.StatusCode != 200 || body != "part1part2" || resp.Trailer.Get("Grpc-Status") != "0" {
+		t.Fatalf("over TLS: %d %q %v", resp.StatusCode, body, resp.Trailer)
+	}
+	if got := <-o.proto; got != "HTTP/2.0 te=trailers" {
+		t.Errorf("the server saw %q", got)
+	}
+
+	// An https server that speaks HTTP/1.1 only.
+	h1 := newTLSOrigin(t, certs.leaf, func(c *tls.Conn) {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nh1")
+	})
+	fe1 := tlsHTTPFrontend(t, tlsBackend(t, tl, h2only, h1.Addr))
+	c := e.dialHTTP(fe1)
+	defer c.Close()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	r, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != 503 {
+		t.Fatalf("status %d from a server without h2, want 503 (connect failed)", r.StatusCode)
+	}
 }
