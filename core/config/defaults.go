@@ -148,6 +148,9 @@ func (f *Frontend) Normalize() {
 	if f.Splice == "" {
 		f.Splice = SpliceAuto
 	}
+	for i := range f.Limits {
+		f.Limits[i].normalize()
+	}
 	def(&f.Timeouts.ClientMs, DefaultClientMs)
 	def(&f.Timeouts.TunnelMs, DefaultTunnelMs)
 	if f.Mode == ModeTCP && len(f.Routes) > 0 || tlsBind {
@@ -336,6 +339,7 @@ func (f *Frontend) clone() Frontend {
 	if f.Routes != nil {
 		out.Routes = append([]Route{}, f.Routes...)
 	}
+	out.Limits = cloneLimits(f.Limits)
 	if f.HTTP != nil {
 		h := *f.HTTP
 		if h.XForwardedFor != nil {

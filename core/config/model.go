@@ -111,6 +111,9 @@ type Frontend struct {
 	// request (http), formatted off the loop threads; lines that cannot
 	// be queued fast enough are dropped and counted.
 	AccessLog bool `json:"access_log" validate:"boolean"`
+	// Limits are the per-client limits (stick tables) of the frontend
+	// (stick.go); none by default.
+	Limits []Limit `json:"limits,omitempty" validate:"dive"`
 }
 
 // FrontendTimeouts are client-side timeouts in milliseconds (0 = default).

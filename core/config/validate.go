@@ -428,6 +428,7 @@ func (v *validation) frontends() {
 		if f.HTTP != nil {
 			v.httpOpts(fp, f.HTTP)
 		}
+		v.limits(fp, f)
 		snis := map[string]string{}
 		for j := range f.Routes {
 			rp := fp + "/routes/" + strconv.Itoa(j)
