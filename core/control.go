@@ -45,6 +45,7 @@ type Control interface {
 	Stopping() bool
 
 	Placement
+	LimitTables
 }
 
 // Placement is the CPU placement part of Control: the loop

@@ -5,6 +5,7 @@ package coretest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -108,3 +109,13 @@ func (n *Nop) IRQs() ([]pin.IRQ, error) { return n.PinFS.IRQs() }
 
 // IRQ reads IRQ n of n.PinFS.
 func (n *Nop) IRQ(irq int) (pin.IRQ, error) { return n.PinFS.IRQ(irq) }
+
+// LimitEntries: Nop runs no limit.
+func (n *Nop) LimitEntries(frontend, limit string, _ int) (core.LimitTable, error) {
+	return core.LimitTable{}, fmt.Errorf("%w: no limit %q in frontend %q", config.ErrNotFound, limit, frontend)
+}
+
+// ClearLimitEntry: Nop runs no limit.
+func (n *Nop) ClearLimitEntry(frontend, limit, _ string) error {
+	return fmt.Errorf("%w: no limit %q in frontend %q", config.ErrNotFound, limit, frontend)
+}

@@ -74,6 +74,9 @@ type Engine struct {
 
 	gen      atomic.Int64
 	nbthread atomic.Int64
+	// liveNodes is the number of live nodes of the cluster (1 alone):
+	// limits with scope cluster divide by it (SetLiveNodes).
+	liveNodes atomic.Int32
 
 	// stopping is set as the first thing Close does, before it waits for
 	// mu: Apply refuses at once from then on (core.ErrStopping), and Stopping
@@ -100,6 +103,10 @@ type feRT struct {
 	name  string
 	stats *proxy.Counters
 	lim   listen.Limit
+	// limits: the tables and counters of its limits by name, and the
+	// running generation's compiled set (limits.go).
+	limits   map[string]*limitRT
+	limitSet *proxy.LimitSet
 }
 
 // bindRT is one open bind. front is the current generation of its
@@ -452,6 +459,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			Stats:         f.stats,
 			AccessLog:     cf.AccessLog,
 		}
+		pf.Limits = e.frontLimits(f, cf) // limits.go
 		if be := newBE[cf.DefaultBackend]; be != nil {
 			pf.Backend = be.pb
 		}

@@ -34,6 +34,7 @@ type feView struct {
 	h2         bool // an http frontend that speaks HTTP/2
 	c          *stats.Counters
 	lim        *listen.Limit // the frontend's connections: conn_max
+	limits     *limitsView   // its limits per client (limits.go), nil: none
 }
 
 type beView struct {
@@ -77,7 +78,8 @@ func (e *Engine) publishStats(snap *config.Config) {
 		cf := &snap.Frontends[i]
 		if f := e.fronts[cf.Name]; f != nil {
 			v.fronts = append(v.fronts, feView{name: cf.Name, mode: cf.Mode, maxconn: cf.Maxconn, tls: hasTLSBind(cf), proxy: hasProxyBind(cf),
-				h2: cf.Mode == config.ModeHTTP && cf.HTTP.SpeaksHTTP(config.HTTPVersion2), c: f.stats, lim: &f.lim})
+				h2: cf.Mode == config.ModeHTTP && cf.HTTP.SpeaksHTTP(config.HTTPVersion2), c: f.stats, lim: &f.lim,
+				limits: newLimitsView(f, cf)})
 		}
 	}
 	for i := range snap.Backends {

@@ -630,6 +630,7 @@ func (c *h2Conn) close(why uint8) {
 	c.phase = h2Closed
 	c.abortStreams()
 	w.L.Disarm(&c.timer)
+	w.limitConnEnd(c.cli.FD.Fd) // limits.go
 	c.cli.close(w.L, why == closeAbort)
 	c.count()
 	// Streams the codec still had open end with the connection.

@@ -669,6 +669,7 @@ func (c *h1Conn) close(why uint8) {
 	}
 	// An aborted connection is reset (see the package doc, "Aborts"): a
 	// peer must not read a cut stream as a complete one.
+	w.limitConnEnd(c.cli.FD.Fd) // limits.go
 	c.cli.close(w.L, why == closeAbort || why == closeCut)
 	if c.in != nil {
 		c.in.head, c.in.tail = 0, 0

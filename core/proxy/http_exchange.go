@@ -419,6 +419,7 @@ func (c *stream) readResponse() bool {
 					return false
 				}
 				c.fs.CountStatus(r.Status)
+				c.limitStatus(r.Status) // limits.go: err_rate
 				c.bs.CountStatus(r.Status)
 				c.ss.CountStatus(r.Status)
 				if c.reqHeadSent { // else an early answer: no request time to measure

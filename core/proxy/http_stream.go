@@ -84,6 +84,8 @@ type stream struct {
 	qWhole            bool // qout holds the whole request, body included: a refused HTTP/2 stream may send it again
 
 	bytesIn, bytesOut int64
+
+	lim *streamLimits // the limits the request was counted in (limits.go)
 }
 
 func runStreamTimer(tm *loop.Timer) { tm.Owner.(*stream).onTimer() }
@@ -205,6 +207,9 @@ func (c *stream) startRequest(n int) {
 		if c.cl.h2 && !lg.LineCut {
 			copy(lg.Line[lg.LineLen-3:], "2.0") // the head an HTTP/2 request was written as says 1.1
 		}
+	}
+	if c.limitRequest() { // limits.go: denied or tarpitted
+		return
 	}
 	if r.MethodID == http1.MethodCONNECT {
 		c.fail(501) // a reverse proxy does not open tunnels on request
@@ -452,6 +457,7 @@ func (c *stream) fail(status int) {
 		// failed). An exchange cut after the response began counts the
 		// server's status only.
 		c.fs.CountStatus(status)
+		c.limitStatus(status) // limits.go: err_rate
 		if c.bs != nil {
 			c.bs.CountStatus(status)
 		}
@@ -472,7 +478,7 @@ func (c *stream) fail(status int) {
 	if c.rout == nil {
 		c.rout = c.w.Bufs.Get()
 	}
-	ans := http1.AppendError(c.rout.b[:0:len(c.rout.b)], status)
+	ans := c.appendAnswer(c.rout.b[:0:len(c.rout.b)], status) // limits.go: a limit's 429
 	if len(ans) > len(c.rout.b) {
 		// cannot happen (bufsize >= 1024, answers are shorter)
 		c.close(closeAbort)
@@ -552,6 +558,8 @@ func (c *stream) onTimer() {
 		c.exchangeTimeout(now)
 	case phDrain:
 		c.close(closeTimeout)
+	case phTarpit:
+		c.limitTarpitEnd() // limits.go
 	}
 }
 

@@ -86,6 +86,9 @@ type Frontend struct {
 	// none): the engine sets it on the copy of the frontend it gives each
 	// bind with accept_proxy.
 	AcceptProxy *AcceptProxy
+	// Limits are the per-client limits of this generation (limits.go;
+	// nil = none).
+	Limits *LimitSet
 }
 
 // Backend pairs a balance.Backend with one Picker per loop (pickers are not

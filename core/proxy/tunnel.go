@@ -510,6 +510,7 @@ func (t *Tunnel) close(why uint8) {
 	w.dequeue(&t.wait)
 	w.L.Disarm(&t.timer)
 	// An aborted tunnel resets both sides (see "Aborts" in the package doc).
+	w.limitConnEnd(t.cli.FD.Fd) // limits.go
 	t.cli.close(w.L, why == closeAbort)
 	t.srv.close(w.L, why == closeAbort)
 	t.releaseDir(&t.c2s)

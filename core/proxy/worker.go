@@ -40,6 +40,7 @@ type Worker struct {
 	h     httpState           // http mode: client connections, server pools
 	tls   *tlsHandshakes      // TLS handshakes of this loop's clients on TLS binds (xprt_tls.go)
 	pp    proxyState          // PROXY headers read and carried (proxyhdr.go)
+	lim   limitState          // what client connections hold in their limits (limits.go)
 	// tlsOut: the TLS handshakes this loop makes as a client (servers
 	// with tls, their health checks), in a pool of their own: a client
 	// of a bind can stall its handshake until handshake_ms, so clients

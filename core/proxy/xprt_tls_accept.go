@@ -84,6 +84,9 @@ func (w *Worker) Accept(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
 // accepted is Accept after the PROXY header, if any: pp is what it
 // carried (proxyhdr.go; 0 = nothing, the peer is the client).
 func (w *Worker) accepted(fd int, fe *Frontend, cur *atomic.Pointer[Frontend], pp uint32) {
+	if fe.Limits != nil && len(fe.Limits.conn) > 0 && !w.limitConn(fd, fe, pp) {
+		return // over a per-client connection limit: closed (limits.go)
+	}
 	switch {
 	case fe.TLS != nil:
 		w.startTLS(fd, fe, cur, pp)
@@ -102,6 +105,7 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend], p
 	fs := fe.Stats.Loop(w.id)
 	act := w.act
 	act.Conns.Add(1)
+	hold, hgen := w.limitHoldOf(fd) // given back if the handshake fails (limits.go)
 	timeout := fe.HandshakeTimeout
 	if timeout <= 0 {
 		timeout = defaultHandshakeTimeout
@@ -122,6 +126,7 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend], p
 			}
 			if err != errTLSStopped {
 				w.dropCarried(pp) // loop thread: the stop's case leaves it to the worker's end
+				w.limitConnEndIf(fd, hold, hgen)
 			}
 			if fe.OnClose != nil {
 				fe.OnClose(w.id)
@@ -156,6 +161,12 @@ func (w *Worker) startTLS(fd int, fe *Frontend, cur *atomic.Pointer[Frontend], p
 			// No fields for the server, the subject for the access log.
 			cl.cert = &clientCert{subject: st.PeerCertificates[0].Subject.String()}
 		}
+		if cl != nil && fe.Limits != nil && fe.Limits.cert && len(st.PeerCertificates) > 0 {
+			if cl.cert == nil {
+				cl.cert = &clientCert{} // the key of limits by tls_client_cert only
+			}
+			cl.cert.setSum(sha256.Sum256(st.PeerCertificates[0].Raw))
+		}
 	})
 }
 
@@ -170,6 +181,10 @@ type clientCert struct {
 	// subject is the certificate's subject, for the access log ("" without
 	// a certificate).
 	subject string
+	// sum is the SHA-256 of the certificate (DER) when hasSum: the key of
+	// the limits by tls_client_cert (limits.go).
+	sum    [32]byte
+	hasSum bool
 }
 
 // clientCertFields builds the client-certificate fields of a connection.
