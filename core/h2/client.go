@@ -258,7 +258,13 @@ func (c *ClientConn) decode(block []byte) {
 		return
 	}
 	st.gotHead = true
-	if !st.noBody && status != 204 && status != 304 {
+	if st.noBody || status == 204 || status == 304 {
+		// no content (RFC 9110 §6.4.1): DATA bytes are malformed
+		// (RFC 9113 §8.1.1), and forwarded they would read as the next
+		// response on an HTTP/1.1 client; a content-length says what a
+		// GET would have got
+		st.contentLength = 0
+	} else {
 		st.contentLength = hb.cl
 	}
 	if hb.endStream && st.contentLength > 0 {
@@ -494,7 +500,7 @@ func (c *ClientConn) SendTrailers(id uint32, fields []Field) error {
 // the caller frames each DATA with AppendChunk and ends with
 // AppendHTTP1Trailers (trailers or none). When body is false and there is
 // no content-length, a final status other than 204 and 304 gets
-// "content-length: 0". A 1xx gets no framing.
+// "content-length: 0". A 1xx, a 204 and a 304 get no framing.
 func AppendHTTP1Response(dst []byte, status int, fields []hpack.HeaderField, body bool) (out []byte, chunked bool) {
 	dst = append(dst, "HTTP/1.1 "...)
 	dst = strconv.AppendInt(dst, int64(status), 10)
@@ -510,6 +516,9 @@ func AppendHTTP1Response(dst []byte, status int, fields []hpack.HeaderField, bod
 	}
 	if status >= 200 && !hasCL {
 		switch {
+		case status == 204 || status == 304:
+			// no body, whatever follows on the stream (the ClientConn
+			// lets no DATA byte through)
 		case body:
 			dst = append(dst, "transfer-encoding: chunked\r\n"...)
 			chunked = true

@@ -30,7 +30,7 @@ func (h *clientFuzzHandler) Response(id uint32, status int, f []hpack.HeaderFiel
 	h.resp.Reset()
 	h.resp.Limits.MaxHead = 1 << 20
 	n, err := h.resp.Parse(h.buf, http1.MethodGET)
-	if err != nil || n != len(h.buf) || h.resp.Status != status || h.resp.N != len(f)+btoi(status >= 200 && !(end && (status == 204 || status == 304)) && !hasName(f, "content-length")) {
+	if err != nil || n != len(h.buf) || h.resp.Status != status || h.resp.N != len(f)+btoi(status >= 200 && status != 204 && status != 304 && !hasName(f, "content-length")) {
 		h.t.Fatalf("http1 refuses (%v, %d of %d, %d fields) the head of an accepted response:\n%q", err, n, len(h.buf), h.resp.N, h.buf)
 	}
 	if chunked != (h.resp.Body == http1.BodyChunked) {

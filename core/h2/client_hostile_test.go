@@ -132,6 +132,20 @@ func TestClientMalformedResponses(t *testing.T) {
 			s.headers(id, true, ":status", "200", "content-length", "2")
 		}},
 		{"DATA before the head", func(s *fakeServer, id uint32) { s.fr.WriteData(id, true, []byte("abc")) }},
+		// §8.1.1: a response with no content has no DATA bytes; forwarded,
+		// they would read as the next response on an HTTP/1.1 client
+		{"DATA on a 304", func(s *fakeServer, id uint32) {
+			s.headers(id, false, ":status", "304")
+			s.fr.WriteData(id, true, []byte("HTTP/1.1 200 OK\r\n"))
+		}},
+		{"DATA on a 204", func(s *fakeServer, id uint32) {
+			s.headers(id, false, ":status", "204", "content-length", "0")
+			s.fr.WriteData(id, true, []byte("abc"))
+		}},
+		{"DATA on a HEAD response", func(s *fakeServer, id uint32) {
+			s.headers(id, false, ":status", "200", "content-length", "3")
+			s.fr.WriteData(id, true, []byte("abc"))
+		}},
 		{"DATA after a 1xx", func(s *fakeServer, id uint32) {
 			s.headers(id, false, ":status", "100")
 			s.fr.WriteData(id, true, []byte("abc"))
@@ -147,7 +161,12 @@ func TestClientMalformedResponses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newFakeServer(t, ClientConfig{})
-			id := s.open()
+			var id uint32
+			if strings.HasSuffix(tc.name, "HEAD response") {
+				id, _ = s.c.OpenStream("HEAD", "example.com", "/", nil, true)
+			} else {
+				id = s.open()
+			}
 			s.c.Drained(len(s.c.Output()))
 			tc.do(s, id)
 			if err := s.feed(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -310,6 +311,20 @@ func TestClientConcurrencyLimit(t *testing.T) {
 // TestAppendHTTP1Response: a response head written as HTTP/1.1 parses
 // back with core/http1, chunked when there is a body and no length, and
 // the chunks and trailers decode.
+// TestAppendHTTP1ResponseNoContent: a 204 or 304 has no body in
+// HTTP/1.1 whatever follows on the stream: no chunked framing (a parser
+// would wait for chunks that never come), no content-length.
+func TestAppendHTTP1ResponseNoContent(t *testing.T) {
+	for _, status := range []int{204, 304} {
+		for _, body := range []bool{false, true} {
+			head, chunked := AppendHTTP1Response(nil, status, nil, body)
+			if chunked || strings.Contains(string(head), "transfer-encoding") || strings.Contains(string(head), "content-length") {
+				t.Fatalf("%d body=%v: chunked %v, %q", status, body, chunked, head)
+			}
+		}
+	}
+}
+
 func TestAppendHTTP1Response(t *testing.T) {
 	fields := []hpack.HeaderField{{Name: "content-type", Value: "application/grpc"}, {Name: "x-a", Value: "1"}}
 	head, chunked := AppendHTTP1Response(nil, 200, fields, true)

@@ -215,8 +215,8 @@
 //
 // Responses are validated as requests are on the server side: :status
 // first, once, three digits, no other pseudo-header field, fields as
-// §8.2 says, one content-length that the DATA adds up to (not for HEAD,
-// 204, 304), 101 and a 1xx with END_STREAM refused, DATA only after the
+// §8.2 says, one content-length that the DATA adds up to (a HEAD, 204
+// or 304 response carries no DATA bytes, whatever it says), 101 and a 1xx with END_STREAM refused, DATA only after the
 // final head, trailers only with END_STREAM. A malformed response is
 // RST_STREAM PROTOCOL_ERROR and Reset; it never reaches Response. What a
 // hostile server can do is bounded by the same Limits: CONTINUATION
