@@ -287,9 +287,11 @@ func TestReadmeEveryShellBlock(t *testing.T) {
 	// by free ports); 8081, 8082, 8091, 8444 and 8445 are origins that
 	// need not exist.
 	bindPort, httpPort := fmt.Sprint(testutil.FreePort(t)), fmt.Sprint(testutil.FreePort(t))
-	sniPort := fmt.Sprint(testutil.FreePort(t)) // the SNI router's bind (8443; 8444 and 8445 need not exist)
-	tlsPort := fmt.Sprint(testutil.FreePort(t)) // the https frontend's bind (8453)
-	ppPort := fmt.Sprint(testutil.FreePort(t))  // the bind with accept_proxy (8480)
+	sniPort := fmt.Sprint(testutil.FreePort(t))  // the SNI router's bind (8443; 8444 and 8445 need not exist)
+	tlsPort := fmt.Sprint(testutil.FreePort(t))  // the https frontend's bind (8453)
+	ppPort := fmt.Sprint(testutil.FreePort(t))   // the bind with accept_proxy (8480)
+	grpcPort := fmt.Sprint(testutil.FreePort(t)) // the gRPC frontend's bind (8490)
+	demoPort := fmt.Sprint(testutil.FreePort(t)) // grpc-demo's server (50051)
 	command := regexp.MustCompile(`(^|\$\(|\s)spliced `)
 	blocks := readmeShellBlocks(t)
 	if len(blocks) < 5 {
@@ -309,6 +311,11 @@ func TestReadmeEveryShellBlock(t *testing.T) {
 			`"port":8453`, `"port":`+tlsPort,
 			":8453", ":"+tlsPort,
 			`"port":8480`, `"port":`+ppPort,
+			`"port":8490`, `"port":`+grpcPort,
+			"127.0.0.1:8490", "127.0.0.1:"+grpcPort,
+			`"port":50051`, `"port":`+demoPort,
+			"127.0.0.1:50051", "127.0.0.1:"+demoPort,
+			"/tmp/grpc-demo", filepath.Join(t.TempDir(), "grpc-demo"),
 			"/var/lib/spliced", in.StateDir,
 		).Replace(block)
 		script = command.ReplaceAllString(script, "${1}"+bin+" ")
