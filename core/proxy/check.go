@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http2"
 	"golang.org/x/sys/unix"
 
 	"github.com/spliced-proxy/spliced/core/balance"
@@ -42,6 +43,9 @@ import (
 //     <= status_max, all within timeout_ms. Anything else (refused, reset,
 //     closed early, not a status line, timeout) is a failure. The rest of
 //     the response is not read.
+//   - http, to a server with proto h2: the same request as HTTP/2 (h2c
+//     with prior knowledge, or h2 by ALPN over TLS), and the response's
+//     :status decides the same way (check_h2.go).
 //
 // A server with tls (balance.Server.TLS) is checked over TLS, as HAProxy
 // checks an "ssl" server with check-ssl by default: once the TCP connect
@@ -124,6 +128,9 @@ const (
 	resBadStatus       // bytes that are not an HTTP/1.x status line
 	resTLS             // the TLS handshake failed (probe.tlsMsg says why)
 	resTLSOK           // tcp check of a TLS server: handshake completed
+	resH2              // h2: not an HTTP/2 answer (val = h2Chk* kind)
+	resH2Reset         // h2: RST_STREAM on the check's stream (val = code)
+	resH2GoAway        // h2: GOAWAY leaving the stream unprocessed (val = code)
 )
 
 // Checker runs the health checks of one backend generation on the loops:
@@ -166,6 +173,10 @@ type probe struct {
 	timer loop.Timer
 	sa    balance.SockaddrBuf
 	req   []byte // the http request, prebuilt; nil for tcp checks
+	// h2 reads the answer of an http check of a server with proto h2
+	// (req is then the HTTP/2 preface, SETTINGS and HEADERS); nil
+	// otherwise.
+	h2    *h2CheckReader
 	sent  int
 	buf   [statusLineLen]byte
 	got   int
@@ -303,7 +314,11 @@ func NewChecker(b *balance.Backend, workers []*Worker, log *slog.Logger) *Checke
 			p.side.Task.Run, p.side.Task.Owner = runProbeTask, p
 			p.timer.Run, p.timer.Owner = runProbeTimer, p
 			if ck.cfg.Type == config.CheckHTTP {
-				p.req = checkRequest(&ck.cfg, c.Server)
+				if c.Server.H2 {
+					p.req, p.h2 = checkRequestH2(&ck.cfg, c.Server), &h2CheckReader{}
+				} else {
+					p.req = checkRequest(&ck.cfg, c.Server)
+				}
 			}
 			c.Owner = p
 			part.probes = append(part.probes, p)
@@ -319,8 +334,14 @@ func NewChecker(b *balance.Backend, workers []*Worker, log *slog.Logger) *Checke
 // handshake verifies (sni, else the address), as a browser would send,
 // the port left out when it is the scheme's default (80, 443 for TLS).
 func checkRequest(hc *config.HealthCheck, s *balance.Server) []byte {
+	return checkRequestTo(hc, checkHost(hc, s))
+}
+
+// checkHost is the Host (HTTP/2: :authority) of the http check hc of s:
+// see checkRequest.
+func checkHost(hc *config.HealthCheck, s *balance.Server) string {
 	if hc.Host != "" {
-		return checkRequestTo(hc, hc.Host)
+		return hc.Host
 	}
 	host, defPort := s.Host, uint16(80)
 	if s.TLS != nil {
@@ -338,7 +359,7 @@ func checkRequest(hc *config.HealthCheck, s *balance.Server) []byte {
 	if p := s.Addr.Port(); p != defPort {
 		host += ":" + strconv.Itoa(int(p))
 	}
-	return checkRequestTo(hc, host)
+	return host
 }
 
 func checkRequestTo(hc *config.HealthCheck, host string) []byte {
@@ -548,6 +569,13 @@ func (p *probe) start() {
 	p.sent, p.got = 0, 0
 	p.attempt++
 	p.startedAt = p.l.Now()
+	if p.h2 != nil {
+		p.h2.reset()
+		if p.req == nil { // a check HTTP/2 cannot express (CONNECT)
+			p.finish(false, resH2, h2ChkRequest)
+			return
+		}
+	}
 	switch stage, e := p.side.connect(p.l, s, &p.sa); stage {
 	case connOK:
 	case connRefused:
@@ -644,6 +672,10 @@ func (p *probe) process() {
 		p.state = prReading
 		fallthrough
 	case prReading:
+		if p.h2 != nil {
+			p.readH2()
+			return
+		}
 		for {
 			n, e := p.side.recv(p.buf[p.got:])
 			if e == unix.EAGAIN {
@@ -669,6 +701,30 @@ func (p *probe) process() {
 				p.finish(in, resStatus, status)
 				return
 			}
+		}
+	}
+}
+
+// readH2 reads an h2 check's answer up to its status (prReading).
+func (p *probe) readH2() {
+	for {
+		n, e := p.side.recv(p.h2.rbuf[:])
+		if e == unix.EAGAIN {
+			p.side.FD.Ready &^= evIn
+			return
+		}
+		if e != 0 {
+			p.finish(false, resIO, int(e))
+			return
+		}
+		if n == 0 {
+			p.finish(false, resClosed, int(prReading))
+			return
+		}
+		if done, res, val := p.h2.feed(p.h2.rbuf[:n]); done {
+			ok := res == resStatus && val >= p.ck.cfg.StatusMin && val <= p.ck.cfg.StatusMax
+			p.finish(ok, res, val)
+			return
 		}
 	}
 }
@@ -801,6 +857,22 @@ func reason(res uint8, val int, tlsMsg *string) string {
 		return "connection closed before a status line"
 	case resBadStatus:
 		return "not an HTTP/1.x status line"
+	case resH2:
+		switch val {
+		case h2ChkNotH2:
+			return "not an HTTP/2 server (no SETTINGS frame first)"
+		case h2ChkProtocol:
+			return "HTTP/2 protocol error"
+		case h2ChkMalformed:
+			return "malformed HTTP/2 response headers"
+		case h2ChkRequest:
+			return "the check's request cannot be sent over HTTP/2"
+		}
+		return "bad HTTP/2 answer"
+	case resH2Reset:
+		return "stream reset by the server (" + http2.ErrCode(val).String() + ")"
+	case resH2GoAway:
+		return "GOAWAY from the server (" + http2.ErrCode(val).String() + ")"
 	}
 	return ""
 }

@@ -567,6 +567,13 @@ func TestCheckerStopLeavesNoFDs(t *testing.T) {
 // counts allocations. stop shuts it down.
 func chkRawHTTPServer(t testing.TB) (port int, stop func()) {
 	t.Helper()
+	return chkRawServer(t, []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+}
+
+// chkRawServer is chkRawHTTPServer answering resp (read once, written
+// once, closed).
+func chkRawServer(t testing.TB, resp []byte) (port int, stop func()) {
+	t.Helper()
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -579,7 +586,6 @@ func chkRawHTTPServer(t testing.TB) (port int, stop func()) {
 		t.Fatal(err)
 	}
 	sa, _ := unix.Getsockname(fd)
-	resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 	var buf [512]byte
 	done := make(chan struct{})
 	go func() {
@@ -608,13 +614,24 @@ func TestCheckProbeCycleDoesNotAllocate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation count needs real probe cycles")
 	}
-	for _, typ := range []string{config.CheckTCP, config.CheckHTTP} {
+	for _, typ := range []string{config.CheckTCP, config.CheckHTTP, "http h2"} {
 		t.Run(typ, func(t *testing.T) {
 			loops := chkLoops(t, 1)
-			port, stop := chkRawHTTPServer(t)
+			var port int
+			var stop func()
+			if typ == "http h2" {
+				port, stop = chkRawServer(t, chkH2Answer(t))
+			} else {
+				port, stop = chkRawHTTPServer(t)
+			}
 			defer stop()
-			hc := config.HealthCheck{Type: typ, IntervalMs: 1, TimeoutMs: 5000, Rise: 1, Fall: 1} // a loaded machine under -race
-			b := chkBackend(t, hc, nil, port)
+			hc := config.HealthCheck{Type: strings.Fields(typ)[0], IntervalMs: 1, TimeoutMs: 5000, Rise: 1, Fall: 1} // a loaded machine under -race
+			var b *balance.Backend
+			if typ == "http h2" {
+				b = chkH2Backend(t, hc, port)
+			} else {
+				b = chkBackend(t, hc, nil, port)
+			}
 			ck := NewChecker(b, loops, nil)
 			ck.Start(nil)
 			defer ck.Stop()
