@@ -41,7 +41,9 @@ import (
 // retries are the server attempt's (attempt.go), the same as an http
 // request's: the tunnel only opens the connection (useServer, through
 // Side.connect) and decides what its end means (noServer, gaveUp: the
-// client closed; established). Each failure is counted on the backend and
+// client closed; established). The attempt starts in the tunnel's first
+// run, which the accept wakes in class Normal (stStart: connection
+// processing, seed 000), not inside the accept's urgent unit. Each failure is counted on the backend and
 // the server, the final one on the frontend; no usable server closes the
 // client at once (counted as NoServer).
 //
@@ -92,6 +94,7 @@ const (
 	stQueued    // waiting for a server slot (queue.go)
 	stInspect   // reading the ClientHello of an SNI-routed frontend (sni.go)
 	stHandshake // TLS handshake with the server after its connect (xprt_tls_upstream.go)
+	stStart     // accepted: the server attempt starts in the tunnel's first run, class Normal
 )
 
 // Reasons a tunnel closes, for the counters.
@@ -193,7 +196,13 @@ func (w *Worker) startTCP(fd int, xp transport, fe *Frontend, pp uint32) {
 		t.close(closeAbort)
 		return
 	}
-	t.acquire(nil)
+	// The server attempt (balance, queue, connect) is connection
+	// processing, class Normal (seed 000), as an http request's start:
+	// the accept (urgent: a ring's hand-off or the acceptor) only queues
+	// it. A client byte that comes first finds the tasklet queued and
+	// leaves it there (Wake keeps the class).
+	t.state = stStart
+	w.L.Wake(&t.cli.Task, loop.Normal)
 }
 
 // useBackend takes t.be's timeouts and counters (and the client's hash
@@ -328,6 +337,12 @@ func (t *Tunnel) armAt(at int64) {
 func (t *Tunnel) process() {
 	if t.state == stClosed {
 		return
+	}
+	if t.state == stStart {
+		t.state = stConnecting
+		if t.acquire(nil); t.state == stClosed {
+			return
+		}
 	}
 	if t.state == stInspect {
 		if t.inspect(); t.state != stConnecting {
@@ -581,7 +596,7 @@ func (t *Tunnel) phaseByte() byte {
 		return 'R'
 	case stQueued:
 		return 'Q'
-	case stConnecting, stHandshake:
+	case stConnecting, stHandshake, stStart:
 		return 'C'
 	}
 	return 'D'

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
@@ -117,6 +118,38 @@ func TestTunnelPassesBytesUnchanged(t *testing.T) {
 				t.Errorf("frontend bytes in/out = %d/%d", fe.Stats.Total(0).BytesIn, fe.Stats.Total(0).BytesOut)
 			}
 		})
+	}
+}
+
+// TestTunnelStartsInClassNormal: an accepted tcp connection only queues
+// its server attempt (balance, queue, connect) in class Normal, the
+// class of connection processing (seed 000: the seed's TCP conn rate is
+// 32/51/17), instead of running it inside the accept's urgent unit; the
+// tunnel then connects and carries bytes.
+func TestTunnelStartsInClassNormal(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		io.Copy(c, c)
+	}).Addr
+	fe := frontend(t, SpliceOff, addr)
+	var normal, connecting bool
+	c := e.connect(func(fd int) {
+		e.w.StartTCP(fd, fe)
+		tn := e.w.live.Front()
+		normal = tn.cli.Task.QueuedIn(loop.Normal)
+		connecting = tn.srv.FD.Fd >= 0
+	})
+	if !normal || connecting {
+		t.Errorf("after the accept: tasklet queued in Normal %v, server connect started %v; want true, false", normal, connecting)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 4)
+	if _, err := io.ReadFull(c, b); err != nil || string(b) != "ping" {
+		t.Fatalf("echo: %q, %v", b, err)
 	}
 }
 
