@@ -418,3 +418,150 @@ func TestH2ServerOverTLS(t *testing.T) {
 		t.Fatalf("status %d from a server without h2, want 503 (connect failed)", r.StatusCode)
 	}
 }
+
+// scriptedH2Origin is an HTTP/2 server written with the Framer whose
+// behaviour is onFrame's: it is called for each frame (after the
+// preface and SETTINGS exchange) with the connection's number from 1,
+// and returns false to close the connection.
+func scriptedH2Origin(t *testing.T, onFrame func(fr *http2.Framer, enc *hpack.Encoder, hb *bytes.Buffer, f http2.Frame, conn int32) bool) (addr *net.TCPAddr, conns *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	conns = new(atomic.Int32)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := conns.Add(1)
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				br := bufio.NewReader(c)
+				pre := make([]byte, len(http2.ClientPreface))
+				if _, err := io.ReadFull(br, pre); err != nil {
+					return
+				}
+				fr := http2.NewFramer(c, br)
+				fr.WriteSettings()
+				var hb bytes.Buffer
+				enc := hpack.NewEncoder(&hb)
+				for {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					if s, ok := f.(*http2.SettingsFrame); ok {
+						if !s.IsAck() {
+							fr.WriteSettingsAck()
+						}
+						continue
+					}
+					if !onFrame(fr, enc, &hb, f, n) {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr), conns
+}
+
+func askStatus(t *testing.T, e *env, fe *Frontend, req string) int {
+	t.Helper()
+	c := e.dialHTTP(fe)
+	defer c.Close()
+	io.WriteString(c, req)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%q: %v", req, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestH2ServerHostile: servers that refuse every stream, never open their
+// window, or break the protocol end the request with an answer in
+// bounded time, retries included, and leave nothing behind.
+func TestH2ServerHostile(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	t.Run("refuses every stream", func(t *testing.T) {
+		addr, conns := scriptedH2Origin(t, func(fr *http2.Framer, _ *hpack.Encoder, _ *bytes.Buffer, f http2.Frame, _ int32) bool {
+			if h, ok := f.(*http2.HeadersFrame); ok {
+				fr.WriteRSTStream(h.StreamID, http2.ErrCodeRefusedStream)
+			}
+			return true
+		})
+		fe := h2ServerFrontend(t, addr)
+		if st := askStatus(t, e, fe, "GET / HTTP/1.1\r\nHost: a\r\n\r\n"); st != 502 {
+			t.Fatalf("status %d, want 502 once the retries are spent", st)
+		}
+		if n := conns.Load(); n > int32(fe.Backend.B.Retries)+1 {
+			t.Fatalf("%d connections for one request with %d retries", n, fe.Backend.B.Retries)
+		}
+	})
+	t.Run("goes away at once", func(t *testing.T) {
+		addr, _ := scriptedH2Origin(t, func(fr *http2.Framer, _ *hpack.Encoder, _ *bytes.Buffer, f http2.Frame, _ int32) bool {
+			fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+			return false
+		})
+		fe := h2ServerFrontend(t, addr)
+		if st := askStatus(t, e, fe, "GET / HTTP/1.1\r\nHost: a\r\n\r\n"); st != 502 && st != 503 {
+			t.Fatalf("status %d, want 502 or 503", st)
+		}
+	})
+	t.Run("never opens its window", func(t *testing.T) {
+		addr, _ := scriptedH2Origin(t, func(*http2.Framer, *hpack.Encoder, *bytes.Buffer, http2.Frame, int32) bool { return true })
+		fe := h2ServerFrontend(t, addr)
+		fe.Backend.B.ServerTimeout = 300 * time.Millisecond
+		body := strings.Repeat("x", 200000) // past the 64 KiB window
+		c := e.dialHTTP(fe)
+		defer c.Close()
+		go io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 200000\r\n\r\n"+body)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 504 {
+			t.Fatalf("status %d, want 504 (server_ms)", resp.StatusCode)
+		}
+	})
+	t.Run("data past the window", func(t *testing.T) {
+		addr, _ := scriptedH2Origin(t, func(fr *http2.Framer, enc *hpack.Encoder, hb *bytes.Buffer, f http2.Frame, _ int32) bool {
+			h, ok := f.(*http2.HeadersFrame)
+			if !ok {
+				return true
+			}
+			hb.Reset()
+			enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: h.StreamID, BlockFragment: hb.Bytes(), EndHeaders: true})
+			chunk := make([]byte, 16384)
+			for i := 0; i < 8; i++ { // 128 KiB on a 64 KiB stream window
+				fr.WriteData(h.StreamID, false, chunk)
+			}
+			return true
+		})
+		fe := h2ServerFrontend(t, addr)
+		c := e.dialHTTP(fe)
+		defer c.Close()
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body) // the head came; the body is cut
+			resp.Body.Close()
+		}
+		if err == nil {
+			t.Fatal("a response whose server broke flow control was relayed whole")
+		}
+	})
+	c := e.dialHTTP(h2ServerFrontend(t, newH2cOrigin(t).addr))
+	c.Close()
+	testutil.Eventually(t, 5*time.Second, func() bool { st := e.state(); return st.live == 0 && st.bufs == 0 },
+		"connections and buffers released")
+}
