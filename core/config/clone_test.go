@@ -8,11 +8,20 @@ import (
 
 // fill sets every field reachable from v to a non-zero value, with one
 // element in every slice, so tests notice fields added to the model.
-func fill(v reflect.Value, n int) {
+// A recursive type (a rule condition's not) is filled one level deep.
+func fill(v reflect.Value, n int) { fillIn(v, n, map[reflect.Type]bool{}) }
+
+func fillIn(v reflect.Value, n int, open map[reflect.Type]bool) {
+	fill := func(v reflect.Value, n int) { fillIn(v, n, open) }
 	switch v.Kind() {
 	case reflect.Pointer:
+		if open[v.Type()] {
+			return // already being filled: stop the recursion here
+		}
+		open[v.Type()] = true
 		v.Set(reflect.New(v.Type().Elem()))
 		fill(v.Elem(), n)
+		delete(open, v.Type())
 	case reflect.Struct:
 		for i := range v.NumField() {
 			fill(v.Field(i), n)

@@ -145,6 +145,9 @@ func (f *Frontend) Normalize() {
 	if f.Routes == nil {
 		f.Routes = []Route{}
 	}
+	if f.Rules != nil {
+		f.Rules.normalize()
+	}
 	if f.Splice == "" {
 		f.Splice = SpliceAuto
 	}
@@ -340,6 +343,9 @@ func (f *Frontend) clone() Frontend {
 		out.Routes = append([]Route{}, f.Routes...)
 	}
 	out.Limits = cloneLimits(f.Limits)
+	if f.Rules != nil {
+		out.Rules = f.Rules.clone()
+	}
 	if f.HTTP != nil {
 		h := *f.HTTP
 		if h.XForwardedFor != nil {

@@ -107,6 +107,8 @@ type Frontend struct {
 	Splice         string            `json:"splice" validate:"omitempty,oneof=off auto on"`
 	Timeouts       FrontendTimeouts  `json:"timeouts"`
 	HTTP           *FrontendHTTPOpts `json:"http,omitempty"`
+	// Rules are request and response rules (rules.go); nil: none.
+	Rules *Rules `json:"rules,omitempty"`
 	// AccessLog writes one compact log line per connection (tcp) or
 	// request (http), formatted off the loop threads; lines that cannot
 	// be queued fast enough are dropped and counted.

@@ -438,6 +438,7 @@ func (v *validation) frontends() {
 			}
 			v.route(rp, f.Mode, &f.Routes[j])
 		}
+		v.rules(fp, f)
 
 		bnames := uniqueNames{}
 		for j := range f.Binds {

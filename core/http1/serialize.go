@@ -264,6 +264,18 @@ func (h *Head) AppendEndToEnd(dst, buf []byte, keep Keep) []byte {
 // '-': CGI-style servers read both as '_'): fields the proxy adds itself,
 // which a client must not forge (a TLS client's certificate fields).
 func (h *Head) AppendEndToEndStrip(dst, buf []byte, keep Keep, strip []byte) []byte {
+	return h.AppendEndToEndFilter(dst, buf, keep, strip, nil)
+}
+
+// FieldFilter drops more fields from a head being copied: the fields a
+// rule removes or replaces (core/rules).
+type FieldFilter interface {
+	DropField(name []byte) bool
+}
+
+// AppendEndToEndFilter is AppendEndToEndStrip without, too, the fields
+// drop drops (nil: none).
+func (h *Head) AppendEndToEndFilter(dst, buf []byte, keep Keep, strip []byte, drop FieldFilter) []byte {
 	for i := 0; i < h.N; i++ {
 		if h.HopByHop(buf, i, keep) {
 			continue
@@ -272,6 +284,9 @@ func (h *Head) AppendEndToEndStrip(dst, buf []byte, keep Keep, strip []byte) []b
 			continue
 		}
 		if len(strip) > 0 && hasFieldPrefix(h.Headers[i].Name.Bytes(buf), strip) {
+			continue
+		}
+		if drop != nil && drop.DropField(h.Headers[i].Name.Bytes(buf)) {
 			continue
 		}
 		dst = append(dst, h.Headers[i].Name.Bytes(buf)...)
