@@ -529,3 +529,6 @@ func (v *validation) ruleLimit(ap string, f *Frontend, name string) {
 		v.p.addf(ap, CodeFormat, "limit %q must be the name of a limit of the frontend", truncateString(name, 80))
 	}
 }
+
+// Clone returns a deep copy of r.
+func (r *Rules) Clone() *Rules { return r.clone() }

@@ -107,6 +107,7 @@ type feRT struct {
 	// running generation's compiled set (limits.go).
 	limits   map[string]*limitRT
 	limitSet *proxy.LimitSet
+	rules *ruleRT // compiled rules (rules.go), nil: none
 }
 
 // bindRT is one open bind. front is the current generation of its
@@ -443,6 +444,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	// 2. Frontends (new runtime objects; feRT carried over by name).
 	newFE := make(map[string]*feRT, len(snap.Frontends))
 	fronts := make(map[string]*proxy.Frontend, len(snap.Frontends))
+	newRules := make(map[string]*ruleRT, len(snap.Frontends))
 	for i := range snap.Frontends {
 		cf := &snap.Frontends[i]
 		f := e.fronts[cf.Name]
@@ -451,6 +453,15 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			f.lim.SetMax(int64(cf.Maxconn)) // nobody reserves on it before its binds open
 		}
 		newFE[cf.Name] = f
+		rrt, err := compileRules(f, cf, nloops)
+		if err != nil {
+			if rs != nil {
+				e.abortResize(rs)
+			}
+			e.restoreBackends(newBE)
+			return rulesError(i, cf, err)
+		}
+		newRules[cf.Name] = rrt
 		pf := &proxy.Frontend{
 			Name:          cf.Name,
 			Splice:        proxy.ParseSplice(cf.Splice),
@@ -465,9 +476,13 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		}
 		if cf.Mode == config.ModeHTTP {
 			pf.HTTP = httpFront(cf, pf.Backend, newBE)
+			pf.HTTP.Rules = frontRules(rrt, newBE)
 			pf.CertStrip = certStrip(cf)
 			pf.CertStripName = string(pf.CertStrip)
-		} else if len(cf.Routes) > 0 {
+		} else if rrt != nil {
+			pf.Rules = rrt.req
+		}
+		if cf.Mode != config.ModeHTTP && len(cf.Routes) > 0 {
 			// SNI routes, resolved to this generation's backends (a route
 			// to a missing one closes its connections, as no server).
 			pf.InspectTimeout = time.Duration(cf.Timeouts.HandshakeMs) * time.Millisecond
@@ -574,6 +589,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	for i := range snap.Frontends {
 		cf := &snap.Frontends[i]
 		newFE[cf.Name].lim.SetMax(int64(cf.Maxconn))
+		newFE[cf.Name].rules = newRules[cf.Name]
 	}
 	removed := false
 	for id, b := range e.binds {

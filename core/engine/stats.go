@@ -32,6 +32,7 @@ type feView struct {
 	tls        bool // a bind with tls
 	proxy      bool // a bind with accept_proxy
 	h2         bool // an http frontend that speaks HTTP/2
+	rules      *ruleRT
 	c          *stats.Counters
 	lim        *listen.Limit // the frontend's connections: conn_max
 	limits     *limitsView   // its limits per client (limits.go), nil: none
@@ -79,7 +80,7 @@ func (e *Engine) publishStats(snap *config.Config) {
 		if f := e.fronts[cf.Name]; f != nil {
 			v.fronts = append(v.fronts, feView{name: cf.Name, mode: cf.Mode, maxconn: cf.Maxconn, tls: hasTLSBind(cf), proxy: hasProxyBind(cf),
 				h2: cf.Mode == config.ModeHTTP && cf.HTTP.SpeaksHTTP(config.HTTPVersion2), c: f.stats, lim: &f.lim,
-				limits: newLimitsView(f, cf)})
+				limits: newLimitsView(f, cf), rules: f.rules})
 		}
 	}
 	for i := range snap.Backends {
@@ -114,6 +115,7 @@ func (e *Engine) Stats() stats.Snapshot {
 		if hc := t.H2(); f.h2 || hc != (stats.H2Counts{}) {
 			sf.H2 = &hc
 		}
+		sf.Rules = ruleStats(f.rules, t)
 		snap.Frontends = append(snap.Frontends, sf)
 	}
 	for _, b := range v.backends {

@@ -264,7 +264,12 @@ func (h *Head) AppendEndToEnd(dst, buf []byte, keep Keep) []byte {
 // '-': CGI-style servers read both as '_'): fields the proxy adds itself,
 // which a client must not forge (a TLS client's certificate fields).
 func (h *Head) AppendEndToEndStrip(dst, buf []byte, keep Keep, strip []byte) []byte {
-	return h.AppendEndToEndFilter(dst, buf, keep, strip, nil)
+	for i := 0; i < h.N; i++ {
+		if h.forwarded(buf, i, keep, strip) {
+			dst = h.appendField(dst, buf, i)
+		}
+	}
+	return dst
 }
 
 // FieldFilter drops more fields from a head being copied: the fields a
@@ -274,27 +279,34 @@ type FieldFilter interface {
 }
 
 // AppendEndToEndFilter is AppendEndToEndStrip without, too, the fields
-// drop drops (nil: none).
+// drop drops (nil: none). buf escapes through drop: the proxy's buffers
+// are on the heap already; AppendEndToEndStrip keeps a caller's on its
+// stack.
 func (h *Head) AppendEndToEndFilter(dst, buf []byte, keep Keep, strip []byte, drop FieldFilter) []byte {
 	for i := 0; i < h.N; i++ {
-		if h.HopByHop(buf, i, keep) {
-			continue
+		if h.forwarded(buf, i, keep, strip) && (drop == nil || !drop.DropField(h.Headers[i].Name.Bytes(buf))) {
+			dst = h.appendField(dst, buf, i)
 		}
-		if keep&DropXForwardedProto != 0 && h.Headers[i].Kind == KindXForwardedProto {
-			continue
-		}
-		if len(strip) > 0 && hasFieldPrefix(h.Headers[i].Name.Bytes(buf), strip) {
-			continue
-		}
-		if drop != nil && drop.DropField(h.Headers[i].Name.Bytes(buf)) {
-			continue
-		}
-		dst = append(dst, h.Headers[i].Name.Bytes(buf)...)
-		dst = append(dst, ": "...)
-		dst = append(dst, h.Headers[i].Value.Bytes(buf)...)
-		dst = append(dst, "\r\n"...)
 	}
 	return dst
+}
+
+// forwarded: field i is copied by AppendEndToEndStrip.
+func (h *Head) forwarded(buf []byte, i int, keep Keep, strip []byte) bool {
+	if h.HopByHop(buf, i, keep) {
+		return false
+	}
+	if keep&DropXForwardedProto != 0 && h.Headers[i].Kind == KindXForwardedProto {
+		return false
+	}
+	return len(strip) == 0 || !hasFieldPrefix(h.Headers[i].Name.Bytes(buf), strip)
+}
+
+func (h *Head) appendField(dst, buf []byte, i int) []byte {
+	dst = append(dst, h.Headers[i].Name.Bytes(buf)...)
+	dst = append(dst, ": "...)
+	dst = append(dst, h.Headers[i].Value.Bytes(buf)...)
+	return append(dst, "\r\n"...)
 }
 
 // hasFieldPrefix: name starts with prefix, ASCII case-insensitively and

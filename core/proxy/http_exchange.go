@@ -407,6 +407,9 @@ func (c *stream) readResponse() bool {
 				if dechunk || r.Body == http1.BodyUntilClose || !c.reqBody.complete() || c.reqBody.broken || c.reqAborted {
 					c.closeAfter = true
 				}
+				if c.responseRules(n) {
+					return false // a response rule denied it (http_rules.go)
+				}
 				if !c.buildRespHead(n, true) {
 					c.badResponse()
 					return false
@@ -525,7 +528,7 @@ func (c *stream) buildRespHead(n int, final bool) bool {
 	if c.rout == nil {
 		c.rout = c.w.Bufs.Get()
 	}
-	if n+headSlack > c.rout.Cap() {
+	if n+headSlack+c.rs.rextra > c.rout.Cap() {
 		return false
 	}
 	d := c.rout.b[:0:len(c.rout.b)]
@@ -545,7 +548,7 @@ func (c *stream) buildRespHead(n int, final bool) bool {
 	if r.Status == 101 {
 		keep |= http1.KeepUpgrade
 	}
-	d = r.AppendEndToEnd(d, buf, keep)
+	d = r.AppendEndToEndFilter(d, buf, keep, nil, c.respDrop(final))
 	if final {
 		switch {
 		case c.upgrade:
@@ -559,6 +562,7 @@ func (c *stream) buildRespHead(n int, final bool) bool {
 	if c.hf.Via {
 		d = http1.AppendVia(d, r.Minor, viaName)
 	}
+	d = c.appendRespFields(d, final)
 	d = append(d, "\r\n"...)
 	if len(d) > len(c.rout.b) {
 		return false // cannot happen (headSlack covers what is added)

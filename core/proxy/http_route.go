@@ -26,8 +26,9 @@ import (
 // HTTPFront is the http-mode part of a Frontend (nil in tcp mode). It is
 // immutable once published, like the Frontend that holds it.
 type HTTPFront struct {
-	Routes  []Route  // tried in order, first match wins
-	Default *Backend // when no route matches; nil: 503
+	Routes  []Route     // tried in order, first match wins
+	Default *Backend    // when no route matches; nil: 503
+	Rules   *FrontRules // request and response rules (http_rules.go); nil: none
 
 	XForwardedFor   bool
 	XForwardedProto bool

@@ -70,6 +70,7 @@ type stream struct {
 	// pushed and given back when the request ends (endRequest); nil
 	// otherwise.
 	lg *stats.LogEntry
+	rs ruleState // request and response rules (http_rules.go)
 
 	reqBody, respBody body
 	reqHeadSent       bool // the rewritten head left entirely
@@ -220,7 +221,10 @@ func (c *stream) startRequest(n int) {
 		c.fail(413)
 		return
 	}
-	be, ok := hf.route(buf, r, &c.w.h.path)
+	if c.requestRules(buf) {
+		return // a rule answered (deny, redirect): http_rules.go
+	}
+	be, ok := c.ruleBackend(buf) // a use_backend rule, else the routes
 	if !ok || be == nil {
 		c.blame('P', 'R') // no route: the proxy's answer
 		c.fail(503)
@@ -261,7 +265,7 @@ func (c *stream) startRequest(n int) {
 	if c.qout == nil {
 		c.qout = w.Bufs.Get()
 	}
-	if n+headSlack > c.qout.Cap() {
+	if n+headSlack+c.rs.extra > c.qout.Cap() {
 		// The head was parsed from a larger buffer than the one it is
 		// rewritten into (bufsize lowered since): too large here.
 		c.fs.Errors.Add(1)
@@ -269,7 +273,7 @@ func (c *stream) startRequest(n int) {
 		return
 	}
 	d := c.qout.b[:0:len(c.qout.b)]
-	d = append(d, buf[r.Method.Off:r.Target.Off+r.Target.Len]...)
+	d = c.appendTarget(d, buf) // method and target, or the path rules rewrote
 	if r.Minor == 0 {
 		d = append(d, " HTTP/1.0\r\n"...)
 	} else {
@@ -290,7 +294,7 @@ func (c *stream) startRequest(n int) {
 	if cert != nil && cert.fields != nil { // not a subject kept for the access log only
 		strip = cert.strip
 	}
-	d = r.AppendEndToEndStrip(d, buf, keep, strip)
+	d = r.AppendEndToEndFilter(d, buf, keep, strip, c.ruleDrop())
 	if cert != nil {
 		d = append(d, cert.fields...)
 	}
@@ -306,6 +310,7 @@ func (c *stream) startRequest(n int) {
 	if hf.Via {
 		d = http1.AppendVia(d, r.Minor, viaName)
 	}
+	d = c.appendRuleFields(d)
 	d = append(d, "\r\n"...)
 	if len(d) > len(c.qout.b) {
 		// cannot happen (headSlack covers what is added); never write
@@ -478,7 +483,7 @@ func (c *stream) fail(status int) {
 	if c.rout == nil {
 		c.rout = c.w.Bufs.Get()
 	}
-	ans := c.appendAnswer(c.rout.b[:0:len(c.rout.b)], status) // limits.go: a limit's 429
+	ans := c.appendAnswer(c.rout.b[:0:len(c.rout.b)], status) // limits.go: a limit's 429; http_rules.go: a rule's answer
 	if len(ans) > len(c.rout.b) {
 		// cannot happen (bufsize >= 1024, answers are shorter)
 		c.close(closeAbort)

@@ -492,9 +492,13 @@ func (c *stream) limitStatus(status int) {
 	}
 }
 
-// appendAnswer appends the proxy's answer of status: a limit's 429 with
-// its Retry-After, else http1's error answer.
+// appendAnswer appends the proxy's answer of status: a rule's answer
+// (http_rules.go), a limit's 429 with its Retry-After, else http1's error
+// answer.
 func (c *stream) appendAnswer(dst []byte, status int) []byte {
+	if d, ok := c.appendRuleAnswer(dst); ok { // http_rules.go: a rule's deny or redirect
+		return d
+	}
 	if status == 429 && c.lim != nil && c.lim.retry > 0 {
 		return http1.AppendTooManyRequests(dst, int(c.lim.retry))
 	}

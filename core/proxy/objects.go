@@ -6,6 +6,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/rules"
 	"github.com/spliced-proxy/spliced/core/stats"
 )
 
@@ -89,6 +90,10 @@ type Frontend struct {
 	// Limits are the per-client limits of this generation (limits.go;
 	// nil = none).
 	Limits *LimitSet
+	// Rules are a tcp frontend's request rules (tunnel_rules.go; nil =
+	// none): src and sni conditions, deny closes the connection. An http
+	// frontend's are HTTPFront.Rules.
+	Rules *rules.Set
 }
 
 // Backend pairs a balance.Backend with one Picker per loop (pickers are not

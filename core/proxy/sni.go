@@ -96,6 +96,9 @@ func (t *Tunnel) inspect() {
 		t.be = sniBackend(t.fe, h.ServerName())
 		t.w.L.Disarm(&t.timer)
 		t.deadline = 0
+		if t.rulesDeny(h.ServerName()) {
+			return // a rule denied the connection (tunnel_rules.go)
+		}
 		if t.be == nil {
 			t.close(closeNoServer)
 			return

@@ -174,7 +174,7 @@ func (w *Worker) startTCP(fd int, xp transport, fe *Frontend, pp uint32) {
 		w.logCarried(t.lg, pp)
 	}
 	setNoDelay(fd)
-	if len(fe.SNI) > 0 && !t.sniFromAuthority() {
+	if t.inspects() && !t.sniFromAuthority() {
 		t.be = nil // chosen by the ClientHello (sni.go)
 		if err := t.cli.register(w.L); err != nil {
 			t.close(closeAbort)
@@ -185,6 +185,9 @@ func (w *Worker) startTCP(fd int, xp transport, fe *Frontend, pp uint32) {
 			t.armAt(w.L.Now() + int64(fe.InspectTimeout))
 		}
 		return
+	}
+	if t.rulesDeny(nil) {
+		return // a rule denied the connection (tunnel_rules.go)
 	}
 	if t.be == nil {
 		t.close(closeNoServer)

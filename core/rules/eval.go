@@ -19,7 +19,7 @@ type Env struct {
 	Status                    int // the response's (response phase)
 	Src                       netip.Addr
 	TLS                       bool
-	SNI                       string
+	SNI                       []byte // read only
 	// Pre are the bits Precompute set from the request, for the request
 	// members of response rules (response phase).
 	Pre []uint64
@@ -140,7 +140,7 @@ func (l *leaf) match(e *Env) bool {
 	case lTLS:
 		return e.TLS == l.tls
 	case lSNI:
-		return hostMatch(stringBytes(e.SNI), l.val, l.suffix)
+		return hostMatch(e.SNI, l.val, l.suffix)
 	case lStatus:
 		return e.Status == l.status
 	}
@@ -213,12 +213,4 @@ func (l *leaf) query(q []byte) bool {
 		}
 	}
 	return false
-}
-
-// stringBytes is the bytes of s without a copy; the result is only read.
-func stringBytes(s string) []byte {
-	if s == "" {
-		return nil
-	}
-	return unsafeBytes(s)
 }

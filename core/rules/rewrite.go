@@ -1,12 +1,8 @@
 package rules
 
 import (
-	"unsafe"
-
 	"github.com/spliced-proxy/spliced/core/http1"
 )
-
-func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 func hit(hits []uint64, i int32) bool { return hits[i>>6]&(1<<(i&63)) != 0 }
 

@@ -107,6 +107,7 @@ type Set struct {
 	npre   int // request members of response rules (Precompute's bits)
 	fields []int32
 	paths  bool // a set_path or strip_prefix
+	sni    bool // a condition tests sni
 	hasLim bool
 	// Hit counters: loop i counts rule j in cnt[i*stride+j]; stride keeps
 	// every loop's counters on cache lines of their own.
@@ -312,6 +313,7 @@ func (s *Set) cond(c *config.RuleCond, depth int) (*cond, error) {
 		add(leaf{kind: lTLS, tls: *c.TLS})
 	}
 	if c.SNI != "" {
+		s.sni = true
 		l := leaf{kind: lSNI}
 		h := strings.ToLower(c.SNI)
 		if strings.HasPrefix(h, "*.") {
@@ -381,6 +383,9 @@ func (s *Set) Precomputes() bool { return s != nil && s.npre > 0 }
 
 // Rewrites: the set has header or path actions.
 func (s *Set) Rewrites() bool { return s != nil && (len(s.fields) > 0 || s.paths) }
+
+// TestsSNI: a condition tests the server name the client asked for.
+func (s *Set) TestsSNI() bool { return s != nil && s.sni }
 
 // Paths: the set has set_path or strip_prefix actions.
 func (s *Set) Paths() bool { return s != nil && s.paths }

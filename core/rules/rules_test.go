@@ -115,11 +115,11 @@ func TestConditions(t *testing.T) {
 func TestTLSAndSNI(t *testing.T) {
 	s := compile(t, "request", `[{"when":{"tls":true,"sni":"*.example.com"},"do":{"deny":{}}}]`)
 	e, _, _ := reqEnv(t, getReq)
-	e.TLS, e.SNI = true, "API.example.com"
+	e.TLS, e.SNI = true, []byte("API.example.com")
 	if eval(s, e).Stop != 0 {
 		t.Fatal("tls+sni did not match")
 	}
-	e.SNI = "example.com"
+	e.SNI = []byte("example.com")
 	if eval(s, e).Stop != -1 {
 		t.Fatal("*.example.com matched example.com")
 	}

@@ -25,8 +25,14 @@ type slotFields struct {
 	Aborts         atomic.Int64 // connections closed by a reset or I/O error
 	Requests       atomic.Int64 // HTTP requests (http mode)
 	Denied         atomic.Int64 // connections or requests refused by a rule or a limit
-	Errors         atomic.Int64 // malformed requests (http mode)
-	Queue          atomic.Int64 // connections waiting for a server slot (gauge)
+	// Rules: requests (tcp: connections) a rule denied, requests a rule
+	// redirected, requests and responses a rule's header or path action
+	// changed (once each, however many rules acted).
+	RuleDenied    atomic.Int64
+	RuleRedirects atomic.Int64
+	RuleRewrites  atomic.Int64
+	Errors        atomic.Int64 // malformed requests (http mode)
+	Queue         atomic.Int64 // connections waiting for a server slot (gauge)
 	// Status counts HTTP responses by class: [0] other, [1] 1xx .. [5] 5xx.
 	Status [StatusClasses]atomic.Int64
 	// ConnectNs / ConnectCount: time from connect(2) to the established
@@ -237,6 +243,9 @@ type Totals struct {
 	H2Refused      int64                `json:"-"`
 	H2ResetsSent   int64                `json:"-"`
 	H2ResetsRecv   int64                `json:"-"`
+	RuleDenied     int64                `json:"-"`
+	RuleRedirects  int64                `json:"-"`
+	RuleRewrites   int64                `json:"-"`
 }
 
 // Total sums the slots. nowNs is the reader's clock in the loops' time base
@@ -257,6 +266,9 @@ func (c *Counters) Total(nowNs int64) Totals {
 		t.Aborts += s.Aborts.Load()
 		t.Requests += s.Requests.Load()
 		t.Denied += s.Denied.Load()
+		t.RuleDenied += s.RuleDenied.Load()
+		t.RuleRedirects += s.RuleRedirects.Load()
+		t.RuleRewrites += s.RuleRewrites.Load()
 		t.Errors += s.Errors.Load()
 		t.Queue += s.Queue.Load()
 		for i := range s.Status {

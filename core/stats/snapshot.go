@@ -159,6 +159,34 @@ type Frontend struct {
 	// H2 is present when the frontend speaks HTTP/2 (http.versions lists
 	// "2"), or did.
 	H2 *H2Counts `json:"h2,omitempty"`
+	// Rules is present when the frontend has rules, or had some.
+	Rules *RuleCounts `json:"rules,omitempty"`
+}
+
+// RuleCounts are a frontend's rules at work: requests (tcp: connections)
+// denied by a rule, requests redirected, requests and responses whose
+// head a rule changed (each once, however many rules acted), since the
+// frontend was created; and each rule's matches since the rules were last
+// changed (a rule list changed compiles anew, its counters from 0).
+type RuleCounts struct {
+	Denied     int64      `json:"denied"`
+	Redirected int64      `json:"redirected"`
+	Rewritten  int64      `json:"rewritten"`
+	Request    []RuleHits `json:"request"`
+	Response   []RuleHits `json:"response"`
+}
+
+// RuleHits is one rule's matches; Index is its position in its list.
+type RuleHits struct {
+	Index  int    `json:"index"`
+	Action string `json:"action" example:"set_header"`
+	Hits   int64  `json:"hits"`
+}
+
+// Rules returns the frontend totals of t's rules (per-rule hits empty).
+func (t Totals) Rules() RuleCounts {
+	return RuleCounts{Denied: t.RuleDenied, Redirected: t.RuleRedirects, Rewritten: t.RuleRewrites,
+		Request: []RuleHits{}, Response: []RuleHits{}}
 }
 
 // TLS returns the TLS handshake counts of t.
