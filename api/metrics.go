@@ -449,6 +449,32 @@ var splicedFamilies = func() []mfamily {
 				e.sample("spliced_frontend_proxy_headers_total", "", float64(p.Timeouts), "frontend", o.lv[0], "result", "timeout")
 			}
 		}})
+	fams = append(fams, mfamily{"spliced_frontend_rule_actions_total",
+		"Requests (tcp: connections) a rule of the frontend denied, requests it redirected, requests and responses whose head a rule changed (each once), by action.",
+		"counter", func(e *expo, v *mview) {
+			for i := range v.fe {
+				o := &v.fe[i]
+				if r := o.fe.Rules; r != nil {
+					e.sample("spliced_frontend_rule_actions_total", "", float64(r.Denied), "action", "denied", "frontend", o.lv[0])
+					e.sample("spliced_frontend_rule_actions_total", "", float64(r.Redirected), "action", "redirected", "frontend", o.lv[0])
+					e.sample("spliced_frontend_rule_actions_total", "", float64(r.Rewritten), "action", "rewritten", "frontend", o.lv[0])
+				}
+			}
+		}}, mfamily{"spliced_frontend_rule_hits_total",
+		"Matches of each rule of the frontend (phase request or response, rule its index in the list) since the rules last changed.",
+		"counter", func(e *expo, v *mview) {
+			for i := range v.fe {
+				o := &v.fe[i]
+				if r := o.fe.Rules; r != nil {
+					for _, h := range r.Request {
+						e.sample("spliced_frontend_rule_hits_total", "", float64(h.Hits), "action", h.Action, "frontend", o.lv[0], "phase", "request", "rule", strconv.Itoa(h.Index))
+					}
+					for _, h := range r.Response {
+						e.sample("spliced_frontend_rule_hits_total", "", float64(h.Hits), "action", h.Action, "frontend", o.lv[0], "phase", "response", "rule", strconv.Itoa(h.Index))
+					}
+				}
+			}
+		}})
 	h2 := func(name, help, typ string, val func(h *stats.H2Counts, each func(v int64, kv ...string))) mfamily {
 		return mfamily{name, help, typ, func(e *expo, v *mview) {
 			for i := range v.fe {
@@ -578,6 +604,10 @@ func (f *mfamily) hasSamples(v *mview) bool {
 	switch {
 	case f.name == "spliced_frontend_proxy_headers_total":
 		return slices.ContainsFunc(v.fe, func(o mobj) bool { return o.fe.Proxy != nil })
+	case f.name == "spliced_frontend_rule_actions_total":
+		return slices.ContainsFunc(v.fe, func(o mobj) bool { return o.fe.Rules != nil })
+	case f.name == "spliced_frontend_rule_hits_total":
+		return slices.ContainsFunc(v.fe, func(o mobj) bool { return o.fe.Rules != nil && len(o.fe.Rules.Request)+len(o.fe.Rules.Response) > 0 })
 	case strings.HasPrefix(f.name, "spliced_frontend_h2_"):
 		return slices.ContainsFunc(v.fe, func(o mobj) bool { return o.fe.H2 != nil })
 	case strings.HasPrefix(f.name, "spliced_server_tls_"):

@@ -107,7 +107,7 @@ type feRT struct {
 	// running generation's compiled set (limits.go).
 	limits   map[string]*limitRT
 	limitSet *proxy.LimitSet
-	rules *ruleRT // compiled rules (rules.go), nil: none
+	rules    *ruleRT // compiled rules (rules.go), nil: none
 }
 
 // bindRT is one open bind. front is the current generation of its

@@ -528,7 +528,7 @@ func (c *stream) buildRespHead(n int, final bool) bool {
 	if c.rout == nil {
 		c.rout = c.w.Bufs.Get()
 	}
-	if n+headSlack+c.rs.rextra > c.rout.Cap() {
+	if n+headSlack+c.respRuleExtra() > c.rout.Cap() {
 		return false
 	}
 	d := c.rout.b[:0:len(c.rout.b)]

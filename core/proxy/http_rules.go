@@ -27,7 +27,10 @@ type FrontRules struct {
 	Backends []*Backend
 }
 
-// ruleState is a stream's part of the rules, reset for each request.
+// ruleState is a stream's part of the rules, reset for each request:
+// allocated once per stream object, the first time it serves a frontend
+// with rules (streams are recycled: not per request), so that a stream of
+// a frontend without rules stays in its size class.
 type ruleState struct {
 	res  rules.Result // of the request rules
 	rres rules.Result // of the response rules
@@ -68,11 +71,17 @@ func (rs *ruleState) bits(n int) (a, b, c []uint64) {
 // answered the request (deny, redirect): the stream is draining the
 // answer.
 func (c *stream) requestRules(buf []byte) bool {
-	rs := &c.rs
-	rs.rw, rs.rrw, rs.useBe, rs.be, rs.extra, rs.rextra, rs.answer = false, false, false, nil, 0, 0, false
 	fr := c.hf.Rules
+	rs := c.rs
+	if rs != nil {
+		rs.rw, rs.rrw, rs.useBe, rs.be, rs.extra, rs.rextra, rs.answer = false, false, false, nil, 0, 0, false
+	}
 	if fr == nil {
 		return false
+	}
+	if rs == nil {
+		rs = &ruleState{}
+		c.rs = rs
 	}
 	r := c.req
 	var e rules.Env
@@ -146,7 +155,7 @@ func (c *stream) ruleLimits(set *rules.Set) {}
 // ruleBackend is the backend the request rules chose (ok: one did, be
 // may then be nil: 503), else what the routes choose.
 func (c *stream) ruleBackend(buf []byte) (*Backend, bool) {
-	if c.rs.useBe {
+	if c.rs != nil && c.rs.useBe {
 		return c.rs.be, true
 	}
 	return c.hf.route(buf, c.req, &c.w.h.path)
@@ -157,8 +166,8 @@ func (c *stream) ruleBackend(buf []byte) (*Backend, bool) {
 // else the target as received.
 func (c *stream) appendTarget(d, buf []byte) []byte {
 	r := c.req
-	rs := &c.rs
-	if !rs.rw || !c.hf.Rules.Req.Paths() {
+	rs := c.rs
+	if rs == nil || !rs.rw || !c.hf.Rules.Req.Paths() {
 		return append(d, buf[r.Method.Off:r.Target.Off+r.Target.Len]...)
 	}
 	d = append(d, buf[r.Method.Off:r.Method.Off+r.Method.Len]...)
@@ -178,7 +187,7 @@ func (c *stream) appendTarget(d, buf []byte) []byte {
 // ruleDrop is the filter of the fields request rules remove or replace
 // (nil: none).
 func (c *stream) ruleDrop() http1.FieldFilter {
-	if !c.rs.rw {
+	if c.rs == nil || !c.rs.rw {
 		return nil
 	}
 	return &c.rs.filter
@@ -186,7 +195,7 @@ func (c *stream) ruleDrop() http1.FieldFilter {
 
 // appendRuleFields appends the fields request rules set or add.
 func (c *stream) appendRuleFields(d []byte) []byte {
-	if !c.rs.rw {
+	if c.rs == nil || !c.rs.rw {
 		return d
 	}
 	return c.hf.Rules.Req.AppendFields(d, c.rs.res.Hits)
@@ -197,7 +206,10 @@ func (c *stream) appendRuleFields(d []byte) []byte {
 // denied the response: the stream answers with the rule's answer instead
 // (fail), and the server connection is closed.
 func (c *stream) responseRules(n int) bool {
-	rs := &c.rs
+	rs := c.rs
+	if rs == nil {
+		return false
+	}
 	rs.rrw, rs.rextra = false, 0
 	fr := c.hf.Rules
 	if fr == nil || fr.Resp == nil || len(rs.rres.Hits) < fr.Resp.Words() {
@@ -231,7 +243,7 @@ func (c *stream) responseRules(n int) bool {
 // respDrop is the filter of the fields response rules remove or replace
 // in the final response head (nil: none).
 func (c *stream) respDrop(final bool) http1.FieldFilter {
-	if !final || !c.rs.rrw {
+	if !final || c.rs == nil || !c.rs.rrw {
 		return nil
 	}
 	return &c.rs.rfilter
@@ -240,7 +252,7 @@ func (c *stream) respDrop(final bool) http1.FieldFilter {
 // appendRespFields appends the fields response rules set or add to the
 // final response head.
 func (c *stream) appendRespFields(d []byte, final bool) []byte {
-	if !final || !c.rs.rrw {
+	if !final || c.rs == nil || !c.rs.rrw {
 		return d
 	}
 	return c.hf.Rules.Resp.AppendFields(d, c.rs.rres.Hits)
@@ -251,10 +263,26 @@ func (c *stream) appendRespFields(d []byte, final bool) []byte {
 // when no rule is answering, or when its answer does not fit the buffer
 // (then the proxy's error for its status goes).
 func (c *stream) appendRuleAnswer(dst []byte) ([]byte, bool) {
-	rs := &c.rs
-	if !rs.answer {
+	rs := c.rs
+	if rs == nil || !rs.answer {
 		return dst, false
 	}
 	rs.answer = false
 	return rs.ans.AppendAnswer(dst, rs.stop, rs.host, rs.target)
+}
+
+// ruleExtra and respRuleExtra bound what rules add to the request
+// (response) head: the head must fit its buffer with them.
+func (c *stream) ruleExtra() int {
+	if c.rs == nil {
+		return 0
+	}
+	return c.rs.extra
+}
+
+func (c *stream) respRuleExtra() int {
+	if c.rs == nil {
+		return 0
+	}
+	return c.rs.rextra
 }

@@ -70,7 +70,7 @@ type stream struct {
 	// pushed and given back when the request ends (endRequest); nil
 	// otherwise.
 	lg *stats.LogEntry
-	rs ruleState // request and response rules (http_rules.go)
+	rs *ruleState // request and response rules (http_rules.go); nil until the stream meets a frontend with rules
 
 	reqBody, respBody body
 	reqHeadSent       bool // the rewritten head left entirely
@@ -265,7 +265,7 @@ func (c *stream) startRequest(n int) {
 	if c.qout == nil {
 		c.qout = w.Bufs.Get()
 	}
-	if n+headSlack+c.rs.extra > c.qout.Cap() {
+	if n+headSlack+c.ruleExtra() > c.qout.Cap() {
 		// The head was parsed from a larger buffer than the one it is
 		// rewritten into (bufsize lowered since): too large here.
 		c.fs.Errors.Add(1)

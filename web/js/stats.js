@@ -93,10 +93,30 @@ function counters(o) {
     tlsTimeouts: n(o, 'tls.handshake_timeouts'),
     // Which of these members the document has (the page shows a line
     // for each member present).
+    // Rules (frontends with rules): totals, and each rule's hits as
+    // "rule-<phase>-<index>".
+    ruleDenied: n(o, 'rules.denied'),
+    ruleRedirected: n(o, 'rules.redirected'),
+    ruleRewritten: n(o, 'rules.rewritten'),
+    ...ruleHits(o),
     hasProxy: isObj(o.proxy),
     hasH2: isObj(o.h2),
     hasTLS: isObj(o.tls),
+    hasRules: isObj(o.rules),
   };
+}
+
+// ruleHits flattens a frontend's per-rule hits ("rules.request[i].hits")
+// into "rule-request-<i>" members.
+function ruleHits(o) {
+  const out = {};
+  if (!isObj(o.rules)) return out;
+  for (const phase of ['request', 'response']) {
+    for (const r of Array.isArray(o.rules[phase]) ? o.rules[phase] : []) {
+      if (isObj(r) && typeof r.index === 'number') out[`rule-${phase}-${r.index}`] = typeof r.hits === 'number' ? r.hits : null;
+    }
+  }
+  return out;
 }
 
 // MEMBERS are the optional members of a frontend's stats, each with the
@@ -106,6 +126,7 @@ export const MEMBERS = {
   hasProxy: ['proxyAccepted', 'proxyRefused', 'proxyInvalid', 'proxyTimeouts'],
   hasH2: ['h2ConnCur', 'h2StreamsTotal', 'h2StreamsCur', 'h2Refused', 'h2ResetsSent', 'h2ResetsRecv'],
   hasTLS: ['tlsFull', 'tlsResumed', 'tlsFailed', 'tlsTimeouts'],
+  hasRules: ['ruleDenied', 'ruleRedirected', 'ruleRewritten'],
 };
 
 // check reads a server's last health check result ("check" member of

@@ -88,7 +88,8 @@ export default async function frontends(ctx, root) {
           h('tbody', null, f.routes.map((r, i) => h('tr', null,
             h('td', null, String(i + 1)), h('td', { class: 'mono' }, r.sni || r.host || '*'), h('td', { class: 'mono' }, r.path_prefix || '*'),
             h('td', { class: 'mono' }, r.method || '*'), h('td', null, r.backend)))))) : h('p', { class: 'empty' }, 'No route: everything goes to the default backend.'),
-      ] : null));
+      ] : null,
+      rulesPanel(f)));
   }
   paint(root, ctx.live);
   // #/frontends/new (the first-visit guide) opens the form at once.
@@ -97,6 +98,58 @@ export default async function frontends(ctx, root) {
     openForm(ctx, () => frontendForm(ctx, null, bks, certNames));
   }
   return subscribe(ctx.live, { stats: () => paint(root, ctx.live) });
+}
+
+// rulesPanel shows a frontend's rules (request, then response) with each
+// rule's hits live, and the frontend's totals (denied, redirected,
+// rewritten); nothing for a frontend without rules.
+function rulesPanel(f) {
+  const r = f.rules || {};
+  const phases = ['request', 'response'].filter((ph) => (r[ph] || []).length);
+  if (!phases.length) return null;
+  const show = (v) => (v === undefined || v === null ? '' : JSON.stringify(v));
+  return h('div', { 'data-rules': f.name },
+    h('h3', null, 'Rules ', h('span', { class: 'muted' }, '(in order; the first deny or redirect ends the request)')),
+    memberLine(f.name, 'hasRules', true, `Rules of ${f.name}`, 'data-rule-counts',
+      [['denied ', 'ruleDenied', 'err'], ['redirected ', 'ruleRedirected'], ['rewritten ', 'ruleRewritten']]),
+    phases.map((ph) => h('div', { class: 'tablewrap' }, h('table', { 'aria-label': `${ph} rules of ${f.name}` },
+      h('thead', null, h('tr', null, ['#', ph === 'request' ? 'Request rule: when' : 'Response rule: when', 'Do', 'Hits'].map((t) => h('th', null, t)))),
+      h('tbody', null, r[ph].map((rule, i) => h('tr', { data: { rule: `${f.name}/${ph}/${i}` } },
+        h('td', null, String(i)),
+        h('td', { class: 'mono' }, rule.when ? show(rule.when) : 'always'),
+        h('td', { class: 'mono' }, show(rule.do)),
+        h('td', { class: 'num' }, cell('b', statKey('fe', f.name, `rule-${ph}-${i}`))))))))));
+}
+
+// rulesField edits a frontend's rules as JSON ({"request": [...],
+// "response": [...]}): text that does not parse is shown as such and
+// sent as text, which the API refuses with a problem on /rules; the
+// API's problems on /rules/... land on this field.
+function rulesField(model) {
+  const text = model.rules ? JSON.stringify(model.rules, null, 2) : '';
+  const wrap = textArea({ rules: text }, ['rules'], 'Rules (JSON)', {
+    rows: 8, hint: 'request rules run before routes (README, "Rules")',
+    placeholder: '{"request": [{"when": {"src": ["10.0.0.0/8"]}, "do": {"deny": {}}}], "response": []}',
+  });
+  const el = wrap.querySelector('textarea');
+  el.classList.add('mono');
+  const err = wrap.querySelector('.err');
+  el.addEventListener('input', () => {
+    const v = el.value.trim();
+    err.textContent = '';
+    wrap.classList.remove('invalid');
+    el.removeAttribute('aria-invalid');
+    if (v === '') { delete model.rules; return; }
+    try {
+      model.rules = JSON.parse(v);
+    } catch (e) {
+      model.rules = v; // refused by the API, with a problem on /rules
+      err.textContent = `not JSON: ${e.message}`;
+      wrap.classList.add('invalid');
+      el.setAttribute('aria-invalid', 'true');
+    }
+  });
+  return wrap;
 }
 
 // memberLine is the line of one optional member of a frontend's stats
@@ -386,7 +439,8 @@ async function frontendForm(ctx, f, backends, certNames) {
         rowFn: (p) => bindFields(model, p, certNames, model.mode, () => getAt(model, ['timeouts', 'handshake_ms'])),
       }),
       httpBox,
-      routesBox);
+      routesBox,
+      rulesField(model));
     return formShell(editing ? `Edit frontend ${f.name}` : 'New frontend', body, {
       submitLabel: editing ? 'Save' : 'Create', preview: true, onCancel: () => close(),
       onSubmit: async (form, dry) => {
