@@ -242,6 +242,9 @@ type StatsEventItem struct {
 	// present as in /api/v1/stats.
 	TLS *stats.TLSCounts `json:"tls,omitempty"`
 	H2  *stats.H2Counts  `json:"h2,omitempty"`
+	// Rules is a frontend's rule counts (totals and each rule's hits),
+	// present when it has rules, as in /api/v1/stats.
+	Rules *stats.RuleCounts `json:"rules,omitempty"`
 }
 
 func eventItem(name, state string, c *stats.Counts) StatsEventItem {
@@ -258,7 +261,7 @@ func statsEvent(s stats.Snapshot) StatsEvent {
 	for i := range s.Frontends {
 		f := &s.Frontends[i]
 		it := eventItem(f.Name, "", &f.Counts)
-		it.Proxy, it.TLS, it.H2 = f.Proxy, f.TLS, f.H2
+		it.Proxy, it.TLS, it.H2, it.Rules = f.Proxy, f.TLS, f.H2, f.Rules
 		ev.Frontends = append(ev.Frontends, it)
 	}
 	for i := range s.Backends {
