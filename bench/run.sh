@@ -16,14 +16,18 @@
 #   BENCH_CLUSTER_SERVERS  backend sizes of the cluster row (default 1000,10000)
 #   BENCH_CLUSTER_WRITES   writes per size (default 200)
 #   BENCH_CLUSTER_RELOADS  HAProxy push + reloads per size (default 20)
-#   BENCH_ROWS        workloads among "ka close 1m idle h2 h2-10k h2-idle
-#                     apply hs-ecdsa hs-rsa resume first flood cluster"
+#   BENCH_ROWS        workloads among "ka rules20 rules-set close 1m idle h2
+#                     h2-10k h2-idle apply hs-ecdsa hs-rsa resume first flood
+#                     cluster"
 #                     (default all; a row runs in the
 #                     modes it applies to: ka and 1m in all three, close
 #                     and idle in tcp and http, h2, h2-10k and h2-idle in
 #                     http (h2load, HTTP/2 clients by prior knowledge,
 #                     HTTP/1.1 to the origin), hs-ecdsa, hs-rsa, resume,
-#                     first and flood in tls; apply: server changes with 1 000
+#                     first and flood in tls; rules20 and rules-set in http,
+#                     spliced and HAProxy only: ka with 20 request rules
+#                     none of which matches, and with one that sets a
+#                     header (the same rules in both); apply: server changes with 1 000
 #                     and 10 000 servers, spliced only, bench/applybench;
 #                     cluster: the row of the cluster mode)
 #                     seed001: seed 001's accept distributions with h2load,
@@ -67,7 +71,7 @@ BENCH_MODES=${BENCH_MODES:-tcp http tls cluster}
 BENCH_CLUSTER_SERVERS=${BENCH_CLUSTER_SERVERS:-1000,10000}
 BENCH_CLUSTER_WRITES=${BENCH_CLUSTER_WRITES:-200}
 BENCH_CLUSTER_RELOADS=${BENCH_CLUSTER_RELOADS:-20}
-BENCH_ROWS=${BENCH_ROWS:-ka close 1m idle h2 h2-10k h2-idle apply hs-ecdsa hs-rsa resume first flood seed001 sched cluster}
+BENCH_ROWS=${BENCH_ROWS:-ka rules20 rules-set close 1m idle h2 h2-10k h2-idle apply hs-ecdsa hs-rsa resume first flood seed001 sched cluster}
 BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
 BENCH_1M_CONNS=${BENCH_1M_CONNS:-64}
@@ -109,6 +113,7 @@ candidates() {
 	http)
 		case $2 in
 		1m) echo "spliced spliced-auto spliced-off haproxy nginx caddy" ;;
+		rules*) echo "spliced haproxy" ;;
 		h2*) echo "$H2_PROXIES" ;;
 		*) echo "$HTTP_PROXIES" ;;
 		esac
@@ -123,6 +128,7 @@ row_applies() {
 	case $2 in
 	ka | 1m) return 0 ;;
 	close | idle) [[ $1 != tls ]] ;;
+	rules20 | rules-set) [[ $1 == http ]] ;;
 	h2 | h2-10k | h2-idle) [[ $1 == http ]] ;;
 	hs-ecdsa | hs-rsa | resume | first | flood) [[ $1 == tls ]] ;;
 	apply | cluster | seed001 | sched) return 1 ;; # their own tools, after the tables
@@ -391,6 +397,47 @@ ORIGIN_PID=$STARTED_PID
 wait_check "$ORIGIN_PORT" /64 64 || { cat "$TMP/origin.log" "$ORIGIN_DIR/error.log" >&2 || true; die "origin did not start"; }
 check "$ORIGIN_PORT" /1m $((1 << 20)) || die "origin does not serve /1m"
 
+# ------------------------------------------------------------------ rules
+# The rows rules20 and rules-set (bench/README.md): the same request rules
+# for spliced (JSON, through the API) and HAProxy (http-request lines).
+# rules20: 20 rules of five kinds none of which matches the bench's GET
+# (path prefix, host, a header present, a source prefix, method and query
+# parameter); rules-set: one rule that sets a header on every request.
+rules_json() {
+	local i out="" r
+	if [[ $1 == rules-set ]]; then
+		echo '{"request":[{"do":{"set_header":{"name":"X-Bench-Rule","value":"1"}}}]}'
+		return
+	fi
+	for ((i = 0; i < 20; i++)); do
+		case $((i % 5)) in
+		0) r="{\"when\":{\"path_prefix\":\"/admin$i/\"},\"do\":{\"deny\":{}}}" ;;
+		1) r="{\"when\":{\"host\":\"h$i.example.net\"},\"do\":{\"redirect\":{\"scheme\":\"https\"}}}" ;;
+		2) r="{\"when\":{\"header\":{\"name\":\"X-Block-$i\",\"present\":true}},\"do\":{\"deny\":{}}}" ;;
+		3) r="{\"when\":{\"src\":[\"10.$i.0.0/16\"]},\"do\":{\"deny\":{}}}" ;;
+		4) r="{\"when\":{\"method\":\"PUT\",\"query\":{\"name\":\"q$i\"}},\"do\":{\"set_header\":{\"name\":\"X-R\",\"value\":\"$i\"}}}" ;;
+		esac
+		out+="${out:+,}$r"
+	done
+	echo "{\"request\":[$out]}"
+}
+rules_haproxy() {
+	local i
+	if [[ $1 == rules-set ]]; then
+		echo "    http-request set-header X-Bench-Rule 1"
+		return
+	fi
+	for ((i = 0; i < 20; i++)); do
+		case $((i % 5)) in
+		0) echo "    http-request deny if { path_beg /admin$i/ }" ;;
+		1) echo "    http-request redirect scheme https if { req.hdr(host),field(1,:) -i h$i.example.net }" ;;
+		2) echo "    http-request deny if { req.hdr(X-Block-$i) -m found }" ;;
+		3) echo "    http-request deny if { src 10.$i.0.0/16 }" ;;
+		4) echo "    http-request set-header X-R $i if METH_PUT { url_param(q$i) -m found }" ;;
+		esac
+	done
+}
+
 # ------------------------------------------------------------------ proxies
 # start_PROXY MODE ROW PORT: start the proxy pinned to BENCH_PROXY_CPU with
 # one thread, listening on PORT, forwarding to the origin, its files in
@@ -446,6 +493,7 @@ defaults
 
 frontend fe
     bind 127.0.0.1:$port$ssl
+$([[ $row == rules* ]] && rules_haproxy "$row")
     default_backend be
 
 backend be
@@ -638,11 +686,14 @@ start_spliced() {
 	api "$admin" POST /api/v1/frontends "{\"name\":\"bench\",\"mode\":\"$mode\",\"default_backend\":\"origin\",
 		\"splice\":\"$splice\",\"maxconn\":$MAXCONN,$http_opts
 		\"binds\":[{\"name\":\"b1\",\"address\":\"127.0.0.1\",\"port\":$port$tls}]}" || return 1
+	if [[ $row == rules* ]]; then
+		api "$admin" PATCH /api/v1/frontends/bench "{\"rules\":$(rules_json "$row")}" || return 1
+	fi
 }
 
 # ------------------------------------------------------------------ runs
 # wrk arguments per row: connections, extra arguments, object.
-row_conns() { case $1 in ka | close) echo 50 ;; 1m) echo "$BENCH_1M_CONNS" ;; esac; }
+row_conns() { case $1 in ka | close | rules*) echo 50 ;; 1m) echo "$BENCH_1M_CONNS" ;; esac; }
 row_path() { case $1 in 1m) echo /1m ;; h2-10k) echo /10k ;; *) echo /64 ;; esac; }
 row_size() { case $1 in 1m) echo $((1 << 20)) ;; h2-10k) echo 10240 ;; *) echo 64 ;; esac; }
 
