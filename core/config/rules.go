@@ -521,13 +521,19 @@ func (v *validation) ruleCond(p string, tcp bool, phase string, c *RuleCond, dep
 	}
 }
 
-// ruleLimit checks a rule's limit action: the name of a limit. That it
-// names one of the frontend's limits is checked with the limits
-// themselves (frontend limits, issue 28).
+// ruleLimit checks a rule's limit action: it names a limit of the
+// frontend whose track is "rules" (one with track "always" counts every
+// request already: a rule would count them twice).
 func (v *validation) ruleLimit(ap string, f *Frontend, name string) {
-	if len(name) > MaxRuleName || !ValidMethod(name) {
-		v.p.addf(ap, CodeFormat, "limit %q must be the name of a limit of the frontend", truncateString(name, 80))
+	for i := range f.Limits {
+		if l := &f.Limits[i]; l.Name == name {
+			if l.Track != LimitTrackRules {
+				v.p.addf(ap, CodeInvalid, "limit %q counts every request (track %q): a rule's limit action needs a limit with track \"rules\"", truncateString(name, 80), l.Track)
+			}
+			return
+		}
 	}
+	v.p.addf(ap, CodeUnknownReference, "limit %q is not a limit of this frontend", truncateString(name, 80))
 }
 
 // Clone returns a deep copy of r.

@@ -476,7 +476,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		}
 		if cf.Mode == config.ModeHTTP {
 			pf.HTTP = httpFront(cf, pf.Backend, newBE)
-			pf.HTTP.Rules = frontRules(rrt, newBE)
+			pf.HTTP.Rules = frontRules(rrt, newBE, pf.Limits)
 			pf.CertStrip = certStrip(cf)
 			pf.CertStripName = string(pf.CertStrip)
 		} else if rrt != nil {

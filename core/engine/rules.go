@@ -41,16 +41,24 @@ func compileRules(f *feRT, cf *config.Frontend, nloops int) (*ruleRT, error) {
 }
 
 // frontRules resolves the use_backend rules of rt to this generation's
-// backends (a missing one answers 503).
-func frontRules(rt *ruleRT, bes map[string]*beRT) *proxy.FrontRules {
+// backends (a missing one answers 503) and its limit rules to the
+// generation's limits ls (a missing one limits nothing).
+func frontRules(rt *ruleRT, bes map[string]*beRT, ls *proxy.LimitSet) *proxy.FrontRules {
 	if rt == nil {
 		return nil
 	}
-	fr := &proxy.FrontRules{Req: rt.req, Resp: rt.resp, Backends: make([]*proxy.Backend, rt.req.Len())}
+	n := rt.req.Len()
+	fr := &proxy.FrontRules{Req: rt.req, Resp: rt.resp, Backends: make([]*proxy.Backend, n), Limits: make([]int, n)}
 	for i := range fr.Backends {
-		if act, name := rt.req.Action(i); act == rules.UseBackend {
+		fr.Limits[i] = -1
+		switch act, name := rt.req.Action(i); act {
+		case rules.UseBackend:
 			if b := bes[name]; b != nil {
 				fr.Backends[i] = b.pb
+			}
+		case rules.Limit:
+			if ls != nil {
+				fr.Limits[i] = ls.Index(name)
 			}
 		}
 	}

@@ -25,6 +25,9 @@ type FrontRules struct {
 	// Backends[i] is the backend of use_backend rule i of Req (nil: the
 	// backend is missing from this generation: 503).
 	Backends []*Backend
+	// Limits[i] is the index of the limit of limit rule i of Req in the
+	// frontend generation's LimitSet (limits.go; -1: none).
+	Limits []int
 }
 
 // ruleState is a stream's part of the rules, reset for each request:
@@ -110,6 +113,9 @@ func (c *stream) requestRules(buf []byte) bool {
 	}
 	set.Eval(&e, &rs.res, c.w.id)
 	res := &rs.res
+	if res.Limits && c.ruleLimits(fr) {
+		return true // a limit answered (or holds) the request
+	}
 	if res.Stop >= 0 {
 		act, _ := set.Action(res.Stop)
 		status := set.Status(res.Stop)
@@ -131,9 +137,6 @@ func (c *stream) requestRules(buf []byte) bool {
 	if res.Backend >= 0 {
 		rs.useBe, rs.be = true, fr.Backends[res.Backend]
 	}
-	if res.Limits {
-		c.ruleLimits(set)
-	}
 	if res.Rewrites {
 		c.fs.RuleRewrites.Add(1)
 		rs.rw = true
@@ -146,11 +149,18 @@ func (c *stream) requestRules(buf []byte) bool {
 	return false
 }
 
-// ruleLimits: limit rules matched (res.Hits of set). The limits of a
-// frontend are counted where they are kept (frontend limits, issue 28);
-// until those take requests from rules, a limit action only counts its
-// rule's hits.
-func (c *stream) ruleLimits(set *rules.Set) {}
+// ruleLimits sends the request to the limits of the limit rules that
+// matched, in rule order (limits.go, TrackLimit). It returns true when a
+// limit ended the request (429, tarpit): startRequest returns at once.
+func (c *stream) ruleLimits(fr *FrontRules) bool {
+	hits := c.rs.res.Hits
+	for i, l := range fr.Limits {
+		if l >= 0 && rules.Hit(hits, i) && c.TrackLimit(l) {
+			return true
+		}
+	}
+	return false
+}
 
 // ruleBackend is the backend the request rules chose (ok: one did, be
 // may then be nil: 503), else what the routes choose.

@@ -197,3 +197,35 @@ const twentyRules = `[
 {"when":{"src":["10.18.0.0/16"]},"do":{"deny":{}}},
 {"when":{"method":"PUT","query":{"name":"q19"}},"do":{"set_header":{"name":"X-R","value":"19"}}}
 ]`
+
+// TestHTTPRuleLimitAction: a rule's limit action sends the requests it
+// matches to a limit with track "rules" (TrackLimit): past its req_rate
+// they get the limit's 429; requests the rule does not match are not
+// counted.
+func TestHTTPRuleLimitAction(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newRawOrigin(t, okAnswer("hi"))
+	fe := httpFrontend(t, nil, o.addr)
+	fe.Limits = limitSet(t, config.ModeHTTP, config.Limit{Name: "login", ReqRate: rate(2, 10000), Track: config.LimitTrackRules})
+	withRules(t, fe, `[{"when":{"path":"/login"},"do":{"limit":"login"}}]`, `[]`)
+	fe.HTTP.Rules.Limits = []int{fe.Limits.Index("login")}
+	c := e.dialHTTP(fe)
+	br := bufio.NewReader(c)
+	for i := 0; i < 5; i++ { // not /login: never limited
+		if resp, _ := exchangeOn(t, c, br, "GET /other HTTP/1.1\r\nHost: h\r\n\r\n", "GET"); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i, resp.StatusCode)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if resp, _ := exchangeOn(t, c, br, "GET /login HTTP/1.1\r\nHost: h\r\n\r\n", "GET"); resp.StatusCode != 200 {
+			t.Fatalf("login %d: %d", i, resp.StatusCode)
+		}
+	}
+	resp, _ := exchangeOn(t, c, br, "GET /login HTTP/1.1\r\nHost: h\r\n\r\n", "GET")
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("third login: %d %v, want 429 with Retry-After", resp.StatusCode, resp.Header)
+	}
+	if st := fe.Limits.List[0].Stats.Total(); st.Denied != 1 {
+		t.Fatalf("limit counters %+v", st)
+	}
+}

@@ -6,6 +6,9 @@ import (
 
 func hit(hits []uint64, i int32) bool { return hits[i>>6]&(1<<(i&63)) != 0 }
 
+// Hit reports whether rule i matched and acted (hits from Eval).
+func Hit(hits []uint64, i int) bool { return hit(hits, int32(i)) }
+
 // Filter drops, from a head being copied (http1.FieldFilter), the fields
 // that the matched set_header and del_header rules name. The zero Filter
 // drops nothing.

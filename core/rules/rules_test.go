@@ -348,3 +348,32 @@ func TestTCPFrontendRules(t *testing.T) {
 		t.Errorf("missing errors at %v", want)
 	}
 }
+
+func TestValidationLimitReference(t *testing.T) {
+	for _, tc := range []struct {
+		limits, action, ptr string
+	}{
+		{`[{"name":"per_ip","req_rate":{"count":10,"period_ms":1000},"track":"rules"}]`, `"per_ip"`, ""},
+		{`[{"name":"per_ip","req_rate":{"count":10,"period_ms":1000}}]`, `"per_ip"`, "/frontends/0/rules/request/0/do/limit"},
+		{`[]`, `"nope"`, "/frontends/0/rules/request/0/do/limit"},
+	} {
+		doc := `{"backends":[{"name":"web","mode":"http"}],"frontends":[{"name":"f","mode":"http","default_backend":"web","binds":[],` +
+			`"limits":` + tc.limits + `,"rules":{"request":[{"do":{"limit":` + tc.action + `}}]}}]}`
+		var c config.Config
+		if err := config.DecodeBytes([]byte(doc), &c); err != nil {
+			t.Fatal(err)
+		}
+		c.Normalize()
+		err := config.Validate(&c, config.Env{})
+		if tc.ptr == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.limits, err)
+			}
+			continue
+		}
+		ve, _ := err.(*config.ValidationError)
+		if ve == nil || len(ve.Errors) != 1 || ve.Errors[0].Field != tc.ptr {
+			t.Errorf("%s %s: %v, want one error at %s", tc.limits, tc.action, err, tc.ptr)
+		}
+	}
+}
