@@ -272,3 +272,35 @@ func TestRulesTCPDenyBySrc(t *testing.T) {
 		t.Fatalf("stats: %+v", st.Frontends)
 	}
 }
+
+// TestRulesLimitAction: a rule's limit action counts the requests it
+// matches in a limit with track "rules" (over HTTP/1.1 and HTTP/2): past
+// its rate they get 429; other requests are not counted.
+func TestRulesLimitAction(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is needed (make test installs it)")
+	}
+	in := startSpliced(t, "")
+	web := newHTTPOrigin(t, "web", nil)
+	port := setupHTTP(t, in, httpSetup{
+		backends: []map[string]any{httpBackend("web", "roundrobin", web.server("s1"))},
+		frontend: map[string]any{"default_backend": "web",
+			"limits": []any{map[string]any{"name": "login", "req_rate": map[string]any{"count": 3, "period_ms": 60000}, "track": "rules"}},
+			"rules":  map[string]any{"request": []any{map[string]any{"when": map[string]any{"path": "/login", "method": "POST"}, "do": map[string]any{"limit": "login"}}}}},
+	})
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	code := func(args ...string) string {
+		return curlOut(t, append([]string{"-o", "/dev/null", "-w", "%{http_code}"}, args...)...)
+	}
+	for i := 0; i < 5; i++ {
+		if got := code(base + "/login"); got != "200" { // a GET: the rule does not match
+			t.Fatalf("GET /login %d: %s", i, got)
+		}
+	}
+	got := []string{code("-d", "a", base+"/login"), code("--http2-prior-knowledge", "-d", "a", base+"/login"), code("-d", "a", base+"/login"),
+		code("--http2-prior-knowledge", "-d", "a", base+"/login")}
+	if strings.Join(got, " ") != "200 200 200 429" {
+		t.Fatalf("POST /login: %v, want 200 200 200 429", got)
+	}
+}
