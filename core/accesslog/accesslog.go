@@ -69,6 +69,9 @@ type Record struct {
 	// spliced_), cut at 256 bytes (a cut piece that holds spliced_ is
 	// replaced whole); "" in tcp mode.
 	Request string `json:"request" example:"GET /index.html HTTP/1.1"`
+	// Proto is the HTTP version the client spoke: HTTP/1.0, HTTP/1.1 or
+	// HTTP/2 ("" in tcp mode).
+	Proto string `json:"proto,omitempty" example:"HTTP/2"`
 	// Status is the HTTP status sent to the client (0: none, tcp).
 	Status   int   `json:"status" example:"200"`
 	TqMs     int64 `json:"tq_ms" example:"0"`
@@ -296,6 +299,14 @@ func RecordOf(e *stats.LogEntry, wall time.Time, mono int64) Record {
 	}
 	if e.HTTP {
 		r.Mode = "http"
+		switch e.Proto {
+		case 10:
+			r.Proto = "HTTP/1.0"
+		case 11:
+			r.Proto = "HTTP/1.1"
+		case 20:
+			r.Proto = "HTTP/2"
+		}
 		if e.LineCut { // it may end inside a secret
 			r.Request = redact.CutRequestLine(string(e.RequestLine()))
 		} else {
@@ -342,6 +353,9 @@ func (l *Log) line(r *Record) {
 	}
 	if r.Mode == "http" {
 		rec.AddAttrs(slog.String("request", r.Request), slog.Int("status", r.Status))
+		if r.Proto != "" {
+			rec.AddAttrs(slog.String("proto", r.Proto))
+		}
 	}
 	rec.AddAttrs(
 		slog.Int64("tq_ms", r.TqMs), slog.Int64("tw_ms", r.TwMs), slog.Int64("tc_ms", r.TcMs),

@@ -54,8 +54,8 @@ func TestLogWritesLinesAndKeepsTheLast(t *testing.T) {
 	defer stop()
 	for i := range 5 {
 		e := stats.LogEntry{HTTP: true, Frontend: "fe", Backend: "be", Server: "s1", Status: 200,
-			Client: netip.MustParseAddrPort("192.0.2.1:4242"), BytesIn: int64(i), Term: stats.TermNormal}
-		e.SetLine([]byte("GET /?access_token=x HTTP/1.1"))
+			Client: netip.MustParseAddrPort("192.0.2.1:4242"), BytesIn: int64(i), Term: stats.TermNormal, Proto: 20}
+		e.SetLine([]byte("GET /?access_token=x HTTP/2.0"))
 		l.Write(&e)
 	}
 	lines := bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n"))
@@ -66,7 +66,7 @@ func TestLogWritesLinesAndKeepsTheLast(t *testing.T) {
 	if err := json.Unmarshal(lines[4], &m); err != nil {
 		t.Fatal(err)
 	}
-	if m["msg"] != "access" || m["request"] != "GET /?access_token=REDACTED HTTP/1.1" || m["status"] != 200.0 ||
+	if m["msg"] != "access" || m["request"] != "GET /?access_token=REDACTED HTTP/2.0" || m["proto"] != "HTTP/2" || m["status"] != 200.0 ||
 		m["bytes_in"] != 4.0 || m["termination"] != "--" || m["client"] != "192.0.2.1:4242" || m["tc_ms"] != -1.0 {
 		t.Errorf("line %s", lines[4])
 	}

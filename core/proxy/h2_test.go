@@ -223,8 +223,8 @@ func TestH2StatsAndAccessLog(t *testing.T) {
 	}
 	got := entries(3)
 	for i, want := range []string{"GET /small HTTP/2.0", "GET /small HTTP/2.0", "GET /trailers HTTP/2.0"} {
-		if line := string(got[i].RequestLine()); line != want || got[i].Status != 200 {
-			t.Errorf("entry %d: %q %d, want %q 200", i, line, got[i].Status, want)
+		if line := string(got[i].RequestLine()); line != want || got[i].Status != 200 || got[i].Proto != 20 {
+			t.Errorf("entry %d: %q %d proto %d, want %q 200 proto 20", i, line, got[i].Status, got[i].Proto, want)
 		}
 	}
 	tot := func() stats.Totals { return fe.Stats.Total(loop.Mono()) }

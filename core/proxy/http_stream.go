@@ -205,8 +205,12 @@ func (c *stream) startRequest(n int) {
 		// The request line: method, target, " HTTP/1.x" (the parser
 		// takes single spaces and an 8-byte version only).
 		lg.SetLine(buf[r.Method.Off : r.Target.Off+r.Target.Len+9])
-		if c.cl.h2 && !lg.LineCut {
-			copy(lg.Line[lg.LineLen-3:], "2.0") // the head an HTTP/2 request was written as says 1.1
+		lg.Proto = 10 + uint8(r.Minor)
+		if c.cl.h2 {
+			lg.Proto = 20
+			if !lg.LineCut {
+				copy(lg.Line[lg.LineLen-3:], "2.0") // the head an HTTP/2 request was written as says 1.1
+			}
 		}
 	}
 	if c.limitRequest() { // limits.go: denied or tarpitted
