@@ -60,10 +60,10 @@ type LogEntry struct {
 	HTTP                                                  bool // an http request (else a tcp connection)
 	LineCut                                               bool // Line was cut at LineMax
 	// Proto is the client\'s HTTP version: 10, 11 or 20 (HTTP/2); 0 in tcp mode.
-	Proto uint8
-	Term                                                  Termination
-	LineLen                                               uint16
-	Line                                                  [LineMax]byte // "METHOD target HTTP/1.x", raw (redacted by the writer)
+	Proto   uint8
+	Term    Termination
+	LineLen uint16
+	Line    [LineMax]byte // "METHOD target HTTP/1.x", raw (redacted by the writer)
 }
 
 // SetLine copies the request line p into e (cut at LineMax).
