@@ -86,7 +86,9 @@ func newFakeStats(nfe, nbe, spb int) *fakeStats {
 	}
 	for i := range 12 {
 		f.act = append(f.act, stats.LoopActivity{Loop: i, Loops: uint64(i) * 1000, PollIO: 7, AvgLoopUs: 12,
-			TaskletsUrg: uint64(i), TaskletsNrm: 2 * uint64(i), TaskletsBlk: 3, Conns: int64(i)})
+			TaskletsUrg: uint64(i), TaskletsNrm: 2 * uint64(i), TaskletsBlk: 3, Conns: int64(i),
+			CPUUrgentNs: 1e6 * uint64(i), CPUNormalNs: 3e6, CPUBulkNs: 5e5, CPUHandshakeNs: 7e5,
+			ShareUrg: 25.5, ShareNrm: 50, ShareBlk: 24.5})
 	}
 	return f
 }
