@@ -229,3 +229,42 @@ func TestHTTPRuleLimitAction(t *testing.T) {
 		t.Fatalf("limit counters %+v", st)
 	}
 }
+
+// BenchmarkHTTPKeepAliveRules is BenchmarkHTTPKeepAlive on a frontend with
+// rules: 20 none of which matches, one set_header (compare with
+// BenchmarkHTTPKeepAlive: the cost of rules on a request).
+func BenchmarkHTTPKeepAliveRules(b *testing.B) {
+	for _, bc := range []struct{ name, rules string }{
+		{"none", ""},
+		{"20-nomatch", twentyRules},
+		{"set_header", `[{"do":{"set_header":{"name":"X-Bench-Rule","value":"1"}}}]`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			e := newEnv(b, defaultTuning())
+			o := newRawServer(b)
+			fe := httpFrontend(b, nil, o)
+			if bc.rules != "" {
+				withRules(b, fe, bc.rules, `[]`)
+			}
+			c := e.dialHTTP(fe)
+			c.SetDeadline(time.Time{})
+			req := []byte("GET /x HTTP/1.1\r\nHost: a\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n")
+			buf := make([]byte, 4096)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := c.Write(req); err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				for n < len(rawResponse) {
+					m, err := c.Read(buf[n:])
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += m
+				}
+			}
+		})
+	}
+}
