@@ -16,7 +16,7 @@
 #   BENCH_CLUSTER_SERVERS  backend sizes of the cluster row (default 1000,10000)
 #   BENCH_CLUSTER_WRITES   writes per size (default 200)
 #   BENCH_CLUSTER_RELOADS  HAProxy push + reloads per size (default 20)
-#   BENCH_ROWS        workloads among "ka rules20 rules-set close 1m idle h2
+#   BENCH_ROWS        workloads among "ka pp2 rules20 rules-set close 1m idle h2
 #                     h2-10k h2-idle apply hs-ecdsa hs-rsa resume first flood
 #                     cluster"
 #                     (default all; a row runs in the
@@ -29,7 +29,10 @@
 #                     none of which matches, and with one that sets a
 #                     header (the same rules in both); apply: server changes with 1 000
 #                     and 10 000 servers, spliced only, bench/applybench;
-#                     cluster: the row of the cluster mode)
+#                     cluster: the row of the cluster mode; pp2: ka in tcp
+#                     and http with a PROXY v2 header in front of each
+#                     connection, sent by an HAProxy relay on the load CPU,
+#                     spliced, HAProxy and nginx accepting it)
 #                     seed001: seed 001's accept distributions with h2load,
 #                     spliced only, 2 and 4 loops (benchtool seed001);
 #                     sched: seed 000's scheduler table, spliced only
@@ -71,7 +74,7 @@ BENCH_MODES=${BENCH_MODES:-tcp http tls cluster}
 BENCH_CLUSTER_SERVERS=${BENCH_CLUSTER_SERVERS:-1000,10000}
 BENCH_CLUSTER_WRITES=${BENCH_CLUSTER_WRITES:-200}
 BENCH_CLUSTER_RELOADS=${BENCH_CLUSTER_RELOADS:-20}
-BENCH_ROWS=${BENCH_ROWS:-ka rules20 rules-set close 1m idle h2 h2-10k h2-idle apply hs-ecdsa hs-rsa resume first flood seed001 sched cluster}
+BENCH_ROWS=${BENCH_ROWS:-ka pp2 rules20 rules-set close 1m idle h2 h2-10k h2-idle apply hs-ecdsa hs-rsa resume first flood seed001 sched cluster}
 BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
 BENCH_1M_CONNS=${BENCH_1M_CONNS:-64}
@@ -109,11 +112,12 @@ H2_PROXIES="spliced haproxy nginx"
 # splice on).
 candidates() {
 	case $1 in
-	tcp) echo "$TCP_PROXIES" ;;
+	tcp) [[ $2 == pp2 ]] && echo "spliced haproxy nginx" || echo "$TCP_PROXIES" ;;
 	http)
 		case $2 in
 		1m) echo "spliced spliced-auto spliced-off haproxy nginx caddy" ;;
 		rules*) echo "spliced haproxy" ;;
+		pp2) echo "spliced haproxy nginx" ;;
 		h2*) echo "$H2_PROXIES" ;;
 		*) echo "$HTTP_PROXIES" ;;
 		esac
@@ -127,6 +131,7 @@ candidates() {
 row_applies() {
 	case $2 in
 	ka | 1m) return 0 ;;
+	pp2) [[ $1 != tls ]] ;;
 	close | idle) [[ $1 != tls ]] ;;
 	rules20 | rules-set) [[ $1 == http ]] ;;
 	h2 | h2-10k | h2-idle) [[ $1 == http ]] ;;
@@ -476,6 +481,7 @@ start_haproxy() {
 	fi
 	# h2 rows: HTTP/2 clients by prior knowledge on the clear bind.
 	[[ $row == h2* ]] && ssl+=" proto h2"
+	[[ $row == pp2 ]] && ssl+=" accept-proxy"
 	cat >"$d/haproxy.cfg" <<EOF
 global
     nbthread 1
@@ -524,6 +530,7 @@ start_nginx() {
 	# beyond 64 at once would close its server connection: connection
 	# churn the others, which pool every server connection, do not have).
 	local upka=64
+	[[ $row == pp2 ]] && listen+=" proxy_protocol"
 	if [[ $row == h2* ]]; then
 		listen+=" http2"
 		upka=$((BENCH_H2_CLIENTS * BENCH_H2_STREAMS > 64 ? BENCH_H2_CLIENTS * BENCH_H2_STREAMS : 64))
@@ -534,7 +541,7 @@ start_nginx() {
 		body="stream {
   upstream origin { server 127.0.0.1:$ORIGIN_PORT; }
   server {
-    listen 127.0.0.1:$port backlog=4096;
+    listen 127.0.0.1:$port$listen backlog=4096;
     proxy_pass origin;
     proxy_timeout 60s;
   }
@@ -671,6 +678,7 @@ start_spliced() {
 	# it adds X-Forwarded-For like the other proxies here.
 	local http_opts="" tls=""
 	[[ $mode == http || $mode == tls ]] && http_opts='"http":{"x_forwarded_for":true},'
+	[[ $row == pp2 ]] && tls=',"accept_proxy":{"trusted":["127.0.0.1"]}'
 	api "$admin" PATCH /api/v1/tuning '{"nbthread":1}' || return 1
 	if [[ $mode == tls ]]; then
 		# The certificate through the API, the bind with spliced's
@@ -691,9 +699,39 @@ start_spliced() {
 	fi
 }
 
+# start_pp2_relay PORT: an HAProxy on the load CPU that relays each
+# connection to the proxy under test on PORT with a PROXY v2 header (the
+# pp2 row); set RELAY_PORT and RELAY_PID.
+start_pp2_relay() {
+	local d=$TMP/$RUN_NAME-relay
+	mkdir -p "$d"
+	next_port
+	RELAY_PORT=$PORT
+	cat >"$d/haproxy.cfg" <<EOF
+global
+    nbthread 1
+    maxconn $MAXCONN
+
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+
+frontend relay
+    bind 127.0.0.1:$RELAY_PORT
+    default_backend proxy
+
+backend proxy
+    server p 127.0.0.1:$1 send-proxy-v2
+EOF
+	start "$RUN_NAME-relay" taskset -c "$BENCH_LOAD_CPU" haproxy -db -f "$d/haproxy.cfg"
+	RELAY_PID=$STARTED_PID
+}
+
 # ------------------------------------------------------------------ runs
 # wrk arguments per row: connections, extra arguments, object.
-row_conns() { case $1 in ka | close | rules*) echo 50 ;; 1m) echo "$BENCH_1M_CONNS" ;; esac; }
+row_conns() { case $1 in ka | pp2 | close | rules*) echo 50 ;; 1m) echo "$BENCH_1M_CONNS" ;; esac; }
 row_path() { case $1 in 1m) echo /1m ;; h2-10k) echo /10k ;; *) echo /64 ;; esac; }
 row_size() { case $1 in 1m) echo $((1 << 20)) ;; h2-10k) echo 10240 ;; *) echo 64 ;; esac; }
 
@@ -720,12 +758,19 @@ run_one() {
 		[[ -n $PROXY_PID ]] && stop_pid "$PROXY_PID"
 		return 0
 	fi
+	RELAY_PID=""
+	if [[ $row == pp2 ]]; then
+		# The load goes through the relay, which adds the PROXY header.
+		start_pp2_relay "$port"
+		port=$RELAY_PORT
+	fi
 	if ! wait_check "$port" "$(row_path "$row")" "$(row_size "$row")"; then
 		local why="no traffic passed (GET $(row_path "$row") through 127.0.0.1:$port did not return 200 with $(row_size "$row") bytes)"
 		kill -0 "$PROXY_PID" 2>/dev/null || why="proxy exited at start: $(tail -c 400 "$TMP/$RUN_NAME.log" | tr '\n' ' ')"
 		"$BT" fail "${id[@]}" -reason "$why"
 		log "    $proxy $mode/$row #$rep: n/a: $why"
 		stop_pid "$PROXY_PID"
+		if [[ -n $RELAY_PID ]]; then stop_pid "$RELAY_PID"; fi
 		return 0
 	fi
 	if [[ $mode != tcp ]] && ! curl -sk $(curl_opts) -D - -o /dev/null --max-time 3 "$SCHEME://127.0.0.1:$port/64" |
@@ -734,6 +779,7 @@ run_one() {
 		"$BT" fail "${id[@]}" -reason "$why"
 		log "    $proxy $mode/$row #$rep: n/a: $why"
 		stop_pid "$PROXY_PID"
+		if [[ -n $RELAY_PID ]]; then stop_pid "$RELAY_PID"; fi
 		return 0
 	fi
 	if [[ $row == h2-idle ]]; then
@@ -786,6 +832,7 @@ run_one() {
 			"$BT" fail "${id[@]}" -reason "benchtool measure failed"
 	fi
 	stop_pid "$PROXY_PID"
+	if [[ -n $RELAY_PID ]]; then stop_pid "$RELAY_PID"; fi
 }
 
 # ------------------------------------------------------------------ main

@@ -27,7 +27,7 @@ const reference = "haproxy"
 const sharedWarn = 15
 
 // rowOrder is the order in which workloads are printed.
-var rowOrder = []string{"ka", "rules20", "rules-set", "close", "1m", "idle", "h2", "h2-10k", "h2-idle", "hs-ecdsa", "hs-rsa", "resume", "first", "flood"}
+var rowOrder = []string{"ka", "pp2", "rules20", "rules-set", "close", "1m", "idle", "h2", "h2-10k", "h2-idle", "hs-ecdsa", "hs-rsa", "resume", "first", "flood"}
 
 // idleRow: rows that measure memory per idle connection (benchtool idle).
 func idleRow(row string) bool { return row == "idle" || row == "h2-idle" }
@@ -45,6 +45,8 @@ func rowTitle(mode, row string) string {
 	switch row {
 	case "ka":
 		return "keep-alive, 64 B objects"
+	case "pp2":
+		return "keep-alive, 64 B objects, a PROXY v2 header in front of each connection (an HAProxy relay on the load CPU sends it; compare with ka)"
 	case "rules20":
 		return "keep-alive, 64 B objects, 20 request rules none of which matches (compare with ka: the cost of rules)"
 	case "rules-set":
