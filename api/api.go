@@ -222,6 +222,8 @@ func (s *server) routes(r chi.Router) {
 	r.Get(base+"/frontends/{name}/binds/{bind}", s.handle(s.getBind))
 	r.Put(base+"/frontends/{name}/binds/{bind}", s.handle(s.putBind))
 	r.Delete(base+"/frontends/{name}/binds/{bind}", s.handle(s.deleteBind))
+	r.Get(base+"/frontends/{name}/limits/{limit}/entries", s.handle(s.getLimitEntries))           // limits.go
+	r.Delete(base+"/frontends/{name}/limits/{limit}/entries/{key}", s.handle(s.deleteLimitEntry)) // runtime state: operator
 
 	r.Get(base+"/backends", s.handle(s.listBackends))
 	r.Post(base+"/backends", s.handle(s.createBackend))

@@ -255,6 +255,9 @@ func requiredRole(method, pattern string) tokens.Role {
 	if (method == http.MethodPut || method == http.MethodPatch) && pattern == base+"/backends/{name}/servers/{server}" {
 		return tokens.Operator // admin_state and weight only: see checkRole
 	}
+	if method == http.MethodDelete && pattern == base+"/frontends/{name}/limits/{limit}/entries/{key}" {
+		return tokens.Operator // runtime state (a client's counters), not configuration
+	}
 	return tokens.Admin
 }
 

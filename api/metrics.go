@@ -478,6 +478,7 @@ var splicedFamilies = func() []mfamily {
 				}
 			}
 		}})
+	fams = append(fams, limitFamilies()...) // metrics_limits.go
 	h2 := func(name, help, typ string, val func(h *stats.H2Counts, each func(v int64, kv ...string))) mfamily {
 		return mfamily{name, help, typ, func(e *expo, v *mview) {
 			for i := range v.fe {
@@ -611,6 +612,8 @@ func (f *mfamily) hasSamples(v *mview) bool {
 		return slices.ContainsFunc(v.fe, func(o mobj) bool { return o.fe.Rules != nil })
 	case f.name == "spliced_frontend_rule_hits_total":
 		return slices.ContainsFunc(v.fe, func(o mobj) bool { return o.fe.Rules != nil && len(o.fe.Rules.Request)+len(o.fe.Rules.Response) > 0 })
+	case strings.HasPrefix(f.name, "spliced_frontend_limit"):
+		return slices.ContainsFunc(v.fe, func(o mobj) bool { return len(o.fe.Limits) > 0 })
 	case strings.HasPrefix(f.name, "spliced_frontend_h2_"):
 		return slices.ContainsFunc(v.fe, func(o mobj) bool { return o.fe.H2 != nil })
 	case strings.HasPrefix(f.name, "spliced_server_tls_"):

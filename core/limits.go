@@ -15,8 +15,9 @@ type LimitTables interface {
 	// ClearLimitEntry forgets one client of the limit (key as
 	// LimitEntry.Key shows it): its rates restart from zero; an entry
 	// that holds connections keeps counting them. config.ErrNotFound
-	// when the table does not hold the key.
-	ClearLimitEntry(frontend, limit, key string) error
+	// when the table does not hold the key. dry: only check that it
+	// does.
+	ClearLimitEntry(frontend, limit, key string, dry bool) error
 }
 
 // LimitTable is a limit's table as the entries endpoint shows it.

@@ -394,6 +394,9 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 	if member != nil {
 		member.Start(store, apply, func() int64 { return ctl.Runtime().Generation })
 		cl = member
+		nodesCtx, stopNodes := context.WithCancel(context.Background())
+		defer stopNodes()
+		go watchLiveNodes(nodesCtx, member, ctl, log) // limits_nodes.go: scope cluster
 	}
 	rt := ctl.Runtime()
 	log.Info("spliced started", "version", version.Version, "admin_addr", adminAddr, "node", node.Name,

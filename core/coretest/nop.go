@@ -116,6 +116,6 @@ func (n *Nop) LimitEntries(frontend, limit string, _ int) (core.LimitTable, erro
 }
 
 // ClearLimitEntry: Nop runs no limit.
-func (n *Nop) ClearLimitEntry(frontend, limit, _ string) error {
+func (n *Nop) ClearLimitEntry(frontend, limit, _ string, _ bool) error {
 	return fmt.Errorf("%w: no limit %q in frontend %q", config.ErrNotFound, limit, frontend)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/proxy"
+	"github.com/spliced-proxy/spliced/core/stats"
 	"github.com/spliced-proxy/spliced/core/stick"
 )
 
@@ -96,7 +97,7 @@ func (e *Engine) LimitEntries(fe, name string, n int) (core.LimitTable, error) {
 }
 
 // ClearLimitEntry implements core.LimitTables.
-func (e *Engine) ClearLimitEntry(fe, name, key string) error {
+func (e *Engine) ClearLimitEntry(fe, name, key string, dry bool) error {
 	l, _, err := e.findLimit(fe, name)
 	if err != nil {
 		return err
@@ -104,6 +105,12 @@ func (e *Engine) ClearLimitEntry(fe, name, key string) error {
 	k, err := stick.ParseKey(l.KeyKind(), key)
 	if err != nil {
 		return fmt.Errorf("%w: %q is not a key of limit %q (%s)", config.ErrInvalid, key, name, keyHint(l.KeyKind()))
+	}
+	if dry {
+		if !l.Table.Find(&k).Valid() {
+			return fmt.Errorf("%w: limit %q holds no entry %q", config.ErrNotFound, name, key)
+		}
+		return nil
 	}
 	if !l.Table.Clear(&k) {
 		return fmt.Errorf("%w: limit %q holds no entry %q", config.ErrNotFound, name, key)
@@ -137,4 +144,18 @@ func newLimitsView(f *feRT, cf *config.Frontend) *limitsView {
 		v.keys = append(v.keys, cf.Limits[i].Key)
 	}
 	return v
+}
+
+// counts are the limits' counters for Stats (nil without limits).
+func (v *limitsView) counts() []stats.LimitCounts {
+	if v == nil {
+		return nil
+	}
+	out := make([]stats.LimitCounts, 0, len(v.set.List))
+	for _, l := range v.set.List {
+		t, ts := l.Stats.Total(), l.Table.Stats()
+		out = append(out, stats.LimitCounts{Name: l.Name, Denied: t.Denied, Tarpitted: t.Tarpitted, Refused: t.Refused,
+			Entries: ts.Used, Capacity: ts.Capacity})
+	}
+	return out
 }

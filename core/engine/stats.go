@@ -116,6 +116,7 @@ func (e *Engine) Stats() stats.Snapshot {
 			sf.H2 = &hc
 		}
 		sf.Rules = ruleStats(f.rules, t)
+		sf.Limits = f.limits.counts() // limits.go
 		snap.Frontends = append(snap.Frontends, sf)
 	}
 	for _, b := range v.backends {

@@ -161,6 +161,9 @@ type Frontend struct {
 	H2 *H2Counts `json:"h2,omitempty"`
 	// Rules is present when the frontend has rules, or had some.
 	Rules *RuleCounts `json:"rules,omitempty"`
+	// Limits are its per-client limits (limits.go); absent without any.
+	// The frontend's Denied counts their refusals too.
+	Limits []LimitCounts `json:"limits,omitempty"`
 }
 
 // RuleCounts are a frontend's rules at work: requests (tcp: connections)
