@@ -302,3 +302,31 @@ func TestPercentiles(t *testing.T) {
 		t.Fatal("percentiles of nothing")
 	}
 }
+
+// TestBestPeerNotePicksTheBestPeerOfEachMeasure: under a table, spliced
+// is compared with the lowest CPU per request and the highest req/s of
+// its peers (not spliced in other modes, not the baseline), and with the
+// lowest memory on idle rows.
+func TestBestPeerNotePicksTheBestPeerOfEachMeasure(t *testing.T) {
+	mk := func(proxy string, cpu, rps, kib float64) Summary {
+		return Summary{Mode: "http", Row: "ka", Proxy: proxy, Valid: 1,
+			Metrics: Metrics{CPUusPerReq: cpu, ReqPerSec: rps, KiBPerConn: kib}}
+	}
+	ss := []Summary{mk("spliced", 18, 30000, 0), mk("spliced-off", 10, 50000, 0), mk("haproxy", 20, 31000, 0),
+		mk("nginx", 16, 29000, 0), mk("baseline", 5, 90000, 0)}
+	got := bestPeerNote(ss)
+	want := "  spliced ÷ best peer: CPU/req 1.12× (nginx 16.00 µs), req/s 0.97× (haproxy 31000)"
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	idle := []Summary{mk("spliced", 0, 0, 0.5), mk("haproxy", 0, 0, 1.0), mk("nginx", 0, 0, 0.73)}
+	for i := range idle {
+		idle[i].Row = "idle"
+	}
+	if got, want := bestPeerNote(idle), "  spliced ÷ best peer: memory 0.68× (nginx 0.73 KiB/conn)"; got != want {
+		t.Errorf("idle: got %q, want %q", got, want)
+	}
+	if got := bestPeerNote(ss[1:]); got != "" {
+		t.Errorf("without spliced: %q, want nothing", got)
+	}
+}

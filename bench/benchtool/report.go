@@ -388,8 +388,68 @@ func printTables(w io.Writer, ss []Summary, reps int) {
 		if note := spliceNote(ss[i:j]); note != "" {
 			fmt.Fprintln(w, note)
 		}
+		if note := bestPeerNote(ss[i:j]); note != "" {
+			fmt.Fprintln(w, note)
+		}
 		i = j
 	}
+}
+
+// peer: a proxy spliced is compared with (not spliced in another splice
+// mode, not the Go baseline, which is our own floor).
+func peer(proxy string) bool {
+	return !strings.HasPrefix(proxy, "spliced") && proxy != "baseline"
+}
+
+// bestPeerNote is the line under a table that puts spliced beside the
+// best peer of that row, whichever it is (issue 27): CPU per request
+// against the lowest, req/s against the highest; memory per connection
+// against the lowest on the idle rows. Ratios below 1 for CPU and memory,
+// above 1 for req/s, are leads. Empty when spliced or every peer lacks a
+// figure, and on the first and flood rows (latencies, their own tables).
+func bestPeerNote(ss []Summary) string {
+	var sp *Summary
+	for i := range ss {
+		if ss[i].Proxy == "spliced" && ss[i].Valid > 0 {
+			sp = &ss[i]
+		}
+	}
+	if sp == nil || sp.Row == "first" || sp.Row == "flood" {
+		return ""
+	}
+	var cpu, rps, kib *Summary
+	for i := range ss {
+		s := &ss[i]
+		if !peer(s.Proxy) || s.Valid == 0 {
+			continue
+		}
+		if s.CPUusPerReq > 0 && (cpu == nil || s.CPUusPerReq < cpu.CPUusPerReq) {
+			cpu = s
+		}
+		if s.ReqPerSec > 0 && (rps == nil || s.ReqPerSec > rps.ReqPerSec) {
+			rps = s
+		}
+		if s.KiBPerConn > 0 && (kib == nil || s.KiBPerConn < kib.KiBPerConn) {
+			kib = s
+		}
+	}
+	if idleRow(sp.Row) {
+		if kib == nil || sp.KiBPerConn == 0 {
+			return ""
+		}
+		return fmt.Sprintf("  spliced ÷ best peer: memory %.2f× (%s %.2f KiB/conn)", sp.KiBPerConn/kib.KiBPerConn, kib.Proxy, kib.KiBPerConn)
+	}
+	var parts []string
+	if cpu != nil && sp.CPUusPerReq > 0 {
+		parts = append(parts, fmt.Sprintf("CPU/req %.2f× (%s %.2f µs)", sp.CPUusPerReq/cpu.CPUusPerReq, cpu.Proxy, cpu.CPUusPerReq))
+	}
+	if rps != nil && sp.ReqPerSec > 0 {
+		parts = append(parts, fmt.Sprintf("req/s %.2f× (%s %.0f)", sp.ReqPerSec/rps.ReqPerSec, rps.Proxy, rps.ReqPerSec))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "  spliced ÷ best peer: " + strings.Join(parts, ", ")
 }
 
 // spliceNote compares spliced's req/s with splice on ("spliced") and auto
