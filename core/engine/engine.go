@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -155,6 +156,11 @@ type beRT struct {
 	pb    *proxy.Backend
 	chk   *proxy.Checker // health checks, nil without (check.go)
 	stats *proxy.Counters
+	// nloops is the pickers pb was made with; literal that every server
+	// address is an IP address (none to resolve again): both say whether
+	// the next Apply may update this backend in place (inPlace).
+	nloops  int
+	literal bool
 }
 
 // New returns an engine that runs nothing until the first Apply.
@@ -416,9 +422,36 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 
 	// 1. Backends.
 	newBE := make(map[string]*beRT, len(snap.Backends))
+	var curBE map[string]*config.Backend
+	if e.cur != nil {
+		curBE = make(map[string]*config.Backend, len(e.cur.Backends))
+		for i := range e.cur.Backends {
+			curBE[e.cur.Backends[i].Name] = &e.cur.Backends[i]
+		}
+	}
 	for i := range snap.Backends {
 		cb := &snap.Backends[i]
 		prev := e.backends[cb.Name]
+		if old := curBE[cb.Name]; prev != nil && prev.nloops == nloops && prev.literal && inPlace(old, cb) {
+			// The same servers in the same order, only weight, maxconn
+			// or admin_state changed (or nothing): set in place on the
+			// running servers what changed, as Build's second pass does,
+			// without rebuilding the backend.
+			for j, s := range prev.bb.Servers {
+				cs, oc := &cb.Servers[j], &old.Servers[j]
+				if *cs.Weight != *oc.Weight {
+					s.SetWeight(*cs.Weight)
+				}
+				if cs.Maxconn != oc.Maxconn {
+					s.SetMaxconn(cs.Maxconn)
+				}
+				if cs.AdminState != oc.AdminState {
+					_ = s.SetAdminState(cs.AdminState) // validated (inPlace)
+				}
+			}
+			newBE[cb.Name] = prev
+			continue
+		}
 		var prevBB *balance.Backend
 		if prev != nil {
 			prevBB = prev.bb
@@ -438,7 +471,8 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		if prev != nil {
 			stats = prev.stats
 		}
-		newBE[cb.Name] = &beRT{bb: bb, pb: proxy.NewBackend(bb, nloops, stats), stats: stats}
+		newBE[cb.Name] = &beRT{bb: bb, pb: proxy.NewBackend(bb, nloops, stats), stats: stats,
+			nloops: nloops, literal: literalAddresses(cb)}
 	}
 
 	// 2. Frontends (new runtime objects; feRT carried over by name).
@@ -616,7 +650,9 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		}
 	})
 	for name, prev := range e.backends {
-		if nb := newBE[name]; nb != nil {
+		if nb := newBE[name]; nb == prev {
+			continue // updated in place: nothing retired, nothing moved
+		} else if nb != nil {
 			prev.bb.Retire(nb.bb)
 		} else {
 			prev.bb.Retire(nil)
@@ -652,6 +688,48 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 }
 
 func (e *Engine) resolveFn() func(string) (netip.Addr, error) { return e.resolve }
+
+// inPlace reports that the running backend built from old becomes next by
+// setting its servers' weight, maxconn and admin state: everything else
+// (the backend's own fields, each server's name, address, port, tls,
+// send_proxy and proto, their order) is the same. HAProxy changes weights
+// and states at run time the same way, without rebuilding the backend.
+func inPlace(old, next *config.Backend) bool {
+	if old == nil || len(old.Servers) != len(next.Servers) {
+		return false
+	}
+	a, b := *old, *next
+	a.Servers, b.Servers = nil, nil
+	if !reflect.DeepEqual(&a, &b) {
+		return false
+	}
+	for i := range next.Servers {
+		o, n := &old.Servers[i], &next.Servers[i]
+		if o.Name != n.Name || o.Address != n.Address || o.Port != n.Port || o.SendProxy != n.SendProxy ||
+			o.Proto != n.Proto || (o.TLS == nil) != (n.TLS == nil) || o.TLS != nil && *o.TLS != *n.TLS ||
+			n.Weight == nil || o.Weight == nil {
+			return false
+		}
+		switch n.AdminState {
+		case config.AdminReady, config.AdminDrain, config.AdminMaint:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// literalAddresses reports that every server of b is given by IP address:
+// a backend with host names is built again on each Apply, which resolves
+// them again.
+func literalAddresses(b *config.Backend) bool {
+	for i := range b.Servers {
+		if _, err := netip.ParseAddr(b.Servers[i].Address); err != nil {
+			return false
+		}
+	}
+	return true
+}
 
 // restoreBackends undoes the in-place server updates of a failed Apply by
 // rebuilding the running configuration's backends over the ones built.
