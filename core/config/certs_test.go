@@ -101,8 +101,9 @@ func TestCertificateFilesLiveAsLongAsTheHistory(t *testing.T) {
 	if !exists(a) || !exists(b) {
 		t.Fatal("a replaced certificate's file is gone while revision 1 refers to it")
 	}
-	// Push revisions 1 (a) and 2 (b) out of the kept history.
-	for i := range MaxRevisions {
+	// Push revisions 1 (a) and 2 (b) out of the kept history (the
+	// deltas' chain may keep SnapshotEvery more).
+	for i := range MaxRevisions + SnapshotEvery {
 		if _, err := s.Update(t.Context(), func(c *Config) error { c.Tuning.Maxaccept = 1000 + i; return nil }, UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -177,11 +177,18 @@ func (s *Store) checkCertificateFiles(cur, next *Config, bundles map[string][]by
 // revisionCertificates is the part of a revision RevisionCertificates
 // reads: the chains it refers to.
 type revisionCertificates struct {
-	Config struct {
-		Certificates []struct {
-			ChainSHA256 string `json:"chain_sha256"`
-		} `json:"certificates"`
-	} `json:"config"`
+	Config revisionCertificateList `json:"config"`
+	// a delta revision refers to those of its base (a revision before it)
+	// and, when they changed, to those in its "rest"
+	Delta struct {
+		Rest revisionCertificateList `json:"rest"`
+	} `json:"delta"`
+}
+
+type revisionCertificateList struct {
+	Certificates []struct {
+		ChainSHA256 string `json:"chain_sha256"`
+	} `json:"certificates"`
 }
 
 // RevisionCertificates lists the chain_sha256 of the certificates a
@@ -193,8 +200,11 @@ func RevisionCertificates(r io.Reader) ([]string, error) {
 	if err := json.NewDecoder(r).Decode(&rc); err != nil {
 		return nil, err
 	}
-	sums := make([]string, 0, len(rc.Config.Certificates))
+	sums := make([]string, 0, len(rc.Config.Certificates)+len(rc.Delta.Rest.Certificates))
 	for _, c := range rc.Config.Certificates {
+		sums = append(sums, c.ChainSHA256)
+	}
+	for _, c := range rc.Delta.Rest.Certificates {
 		sums = append(sums, c.ChainSHA256)
 	}
 	return sums, nil

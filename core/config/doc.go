@@ -197,22 +197,30 @@
 // what it wrote is loaded instead. Dir is "" for a storage other than
 // DirStorage.
 //
-// The state directory holds config.json, the current config as indented
-// JSON with its generation, and revisions/, one file per accepted
+// The state directory holds config.json, a snapshot: the whole config as
+// indented JSON with its generation, and revisions/, one file per accepted
 // generation named by the zero-padded generation (00000000000000000042.json,
 // so lexical order is generation order) holding
 // {"generation", "time" (UTC), "summary" (the plan on one line), "actor"
 // (who wrote it: UpdateOptions.Actor, the API's token name), "node" (the
 // node that took the write, cluster mode), "restore_of" (the generation a
-// restore brought back), "config"}, the last three of the header absent
-// when empty (and in files older than them);
-// the newest 100 are kept. Every file is written atomically (temporary file
-// in the same directory, fsync, rename, fsync of the directory).
-// config.json is the commit point (written after the revision; the
-// committed generation is kept in memory, LockDir making the process the
-// directory's only writer): at Open, temporary files and revisions
-// newer than config.json are leftovers of an interrupted write and are
-// removed. A config.json that does not decode or validate stops the start
+// restore brought back), then either "config" (the whole document) or
+// "base" and "delta" (the change from generation base, the one before:
+// Delta)}, the last three of the header absent when empty (and in files
+// older than them); the newest 100 are kept, and the revisions back to the
+// whole one the oldest kept delta is built on. Every file is written
+// atomically (temporary file in the same directory, fsync, rename, fsync
+// of the directory). A write (CommitDelta) is one delta revision, its
+// commit point, while fewer than SnapshotEvery (32) generations were
+// deltas since config.json's; otherwise (or when the change moves an
+// object, or config.json is of an older schema) it is a snapshot: the
+// whole revision, then config.json, the commit point (the committed
+// generation is kept in memory, LockDir making the process the directory's
+// only writer). At Open, config.json is read and the delta revisions after
+// it applied in order; temporary files and a whole revision newer than
+// config.json (a snapshot whose config.json was not renamed) are leftovers
+// of an interrupted write and are removed. Revision(N) rebuilds N from the
+// whole revision before it and the deltas up to N. A config.json that does not decode or validate stops the start
 // with ErrCorrupt, naming the file and the newest readable revision; it is
 // never reset silently. config.json and revision files are read with
 // O_NOFOLLOW and revisions/ must be a real directory: a symbolic link

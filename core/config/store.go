@@ -330,6 +330,12 @@ func (s *Store) Update(ctx context.Context, mutate func(c *Config) error, o Upda
 	}
 }
 
+// deltaCommitter is a Storage that can store a generation as the change
+// from the one before (DirStorage.CommitDelta).
+type deltaCommitter interface {
+	CommitDelta(ctx context.Context, cur, next *Config, info RevisionInfo, certs map[string][]byte) error
+}
+
 // attempt builds the write on Current and commits it. cur is the config it
 // was built on when a generation was committed, nil otherwise; raced says
 // that err is the Commit's ErrRace (not an error of mutate's that wraps
@@ -367,10 +373,6 @@ func (s *Store) attempt(ctx context.Context, mutate func(c *Config) error, o Upd
 		return nil, nil, false, err
 	}
 	next.Generation = cur.Generation + 1
-	doc, err := json.Marshal(next)
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("config store: encode generation %d: %w", next.Generation, err)
-	}
 	var certs map[string][]byte
 	for i := range next.Certificates {
 		sum := next.Certificates[i].ChainSHA256
@@ -382,7 +384,17 @@ func (s *Store) attempt(ctx context.Context, mutate func(c *Config) error, o Upd
 		}
 	}
 	info := RevisionInfo{Generation: next.Generation, Time: time.Now(), Summary: plan.Summary(), Actor: o.Actor, Node: o.Node, RestoreOf: o.RestoreOf}
-	if err = s.st.Commit(ctx, cur.Generation, info, doc, certs); err != nil {
+	if ds, ok := s.st.(deltaCommitter); ok {
+		// the state directory: most writes as the change alone
+		err = ds.CommitDelta(ctx, cur, next, info, certs)
+	} else {
+		var doc []byte
+		if doc, err = json.Marshal(next); err != nil {
+			return nil, nil, false, fmt.Errorf("config store: encode generation %d: %w", next.Generation, err)
+		}
+		err = s.st.Commit(ctx, cur.Generation, info, doc, certs)
+	}
+	if err != nil {
 		return nil, nil, errors.Is(err, ErrRace), err
 	}
 	return &Result{Generation: next.Generation, Plan: plan, Config: next}, cur, false, nil

@@ -505,23 +505,29 @@ func TestStoreRecreatesMissingRevisionOfCurrent(t *testing.T) {
 }
 
 func TestStoreKeepsLast100Revisions(t *testing.T) {
+	// the newest MaxRevisions, and the deltas' chain back to a whole
+	// revision (at most SnapshotEvery-1 more): every kept one reads
 	dir := t.TempDir()
 	s := openStore(t, dir, "")
-	for i := range MaxRevisions + 5 {
+	const n = MaxRevisions + 2*SnapshotEvery + 5
+	for i := range n {
 		mustUpdate(t, s, func(c *Config) error { c.Tuning.Maxaccept = i + 1; return nil })
 	}
 	g := revisionGens(t, s)
-	if len(g) != MaxRevisions || g[0] != MaxRevisions+5 || g[len(g)-1] != 6 {
+	if len(g) < MaxRevisions || len(g) >= MaxRevisions+SnapshotEvery || g[0] != n {
 		t.Fatalf("kept %d revisions, newest %d oldest %d", len(g), g[0], g[len(g)-1])
 	}
-	if _, err := s.Revision(5); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Revision(5) = %v, want ErrNotFound", err)
+	oldest := g[len(g)-1]
+	if _, err := s.Revision(oldest - 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Revision(%d) = %v, want ErrNotFound", oldest-1, err)
 	}
-	if c, err := s.Revision(6); err != nil || c.Tuning.Maxaccept != 6 {
-		t.Fatalf("Revision(6) = %v, %v", c, err)
+	for _, gen := range g {
+		if c, err := s.Revision(gen); err != nil || c.Tuning.Maxaccept != int(gen) || c.Generation != gen {
+			t.Fatalf("Revision(%d) = %v, %v", gen, c, err)
+		}
 	}
 	names, _ := os.ReadDir(filepath.Join(dir, RevisionsDir))
-	if len(names) != MaxRevisions {
+	if len(names) != len(g) {
 		t.Fatalf("%d files in revisions/", len(names))
 	}
 }
@@ -732,6 +738,9 @@ func TestStoreRefusedWriteIsAStorageErrorAndKeepsTheRunningConfig(t *testing.T) 
 			dir := t.TempDir()
 			s := openStore(t, dir, "")
 			mustUpdate(t, s, addBackend("web"))
+			if tc.on == ConfigFile {
+				dirOf(s).snap -= SnapshotEvery // the next commit is a snapshot: config.json is written
+			}
 			cur, conf, gens := s.Current(), readFile(t, filepath.Join(dir, ConfigFile)), revisionGens(t, s)
 			dirOf(s).writeFile = func(d, name string, data []byte, prepare func(*os.File)) error {
 				if (tc.on == ConfigFile) == (name == ConfigFile) {

@@ -73,7 +73,7 @@ func validate(c *Config, env Env, prev *Config) error {
 		return p.err()
 	}
 	p.fieldRules(c, prev)
-	vc := validation{c: c, env: env, p: &p}
+	vc := validation{c: c, env: env, p: &p, prev: prev}
 	if s, ok := c.Nodes[env.NodeName]; ok && env.NodeName != "" {
 		vc.self = &s
 	}
@@ -331,6 +331,9 @@ type validation struct {
 	// (Env.NodeName), nil without one: what it replaces is checked in it
 	// against the machine, not in the document's values (nodes.go).
 	self *NodeSettings
+	// prev, when not nil, passed Validate: servers it holds unchanged,
+	// under a backend of the same mode, need no check again (backends).
+	prev *Config
 }
 
 // nbthread is the number of loop threads the document's tuning.nbthread
@@ -633,18 +636,41 @@ func (v *validation) backends() {
 		v.name(bp+"/name", "backend", b.Name)
 		names.check(v.p, bp+"/name", "backend", b.Name)
 		// Thousands of servers: pointers are built only for problems.
-		snames := make(map[string]int, len(b.Servers))
 		sp := func(j int) string { return bp + "/servers/" + strconv.Itoa(j) }
+		var pb []Server
+		sameMode := false
+		if v.prev != nil {
+			if k := v.prev.FindBackend(b.Name); k >= 0 {
+				pb, sameMode = v.prev.Backends[k].Servers, v.prev.Backends[k].Mode == b.Mode
+			}
+		}
+		kept := keptServers(b.Servers, pb)
+		var snames map[string]int
+		if kept == nil {
+			snames = make(map[string]int, len(b.Servers))
+		}
 		for j := range b.Servers {
 			s := &b.Servers[j]
+			if kept != nil && kept[j] != nil && sameMode && s.equal(kept[j]) {
+				continue // as valid as it was in prev
+			}
 			if s.Name != "" && !ValidName(s.Name) {
 				v.name(sp(j)+"/name", "server", s.Name)
 			}
-			if s.Name != "" {
+			if s.Name != "" && snames != nil {
 				if first, dup := snames[s.Name]; dup {
 					v.p.addf(sp(j)+"/name", CodeDuplicate, "%s name %q is already used by %s", "server", s.Name, sp(first))
 				} else {
 					snames[s.Name] = j
+				}
+			} else if s.Name != "" && kept[j] == nil {
+				// appended (every server after it is too): unique if none
+				// before it has its name
+				for k := range j {
+					if b.Servers[k].Name == s.Name {
+						v.p.addf(sp(j)+"/name", CodeDuplicate, "%s name %q is already used by %s", "server", s.Name, sp(k))
+						break
+					}
 				}
 			}
 			if s.Address != "" && !ValidServerAddress(s.Address) {
@@ -677,6 +703,42 @@ func (v *validation) backends() {
 			}
 		}
 	}
+}
+
+// maxAppendedScan bounds the servers keptServers lets a write append:
+// each is compared with every other name (a one-server POST), more build
+// the name index instead.
+const maxAppendedScan = 8
+
+// keptServers matches servers with prev's (a valid list, names unique)
+// when their names are, in order, a subsequence of prev's followed by at
+// most maxAppendedScan new ones: kept[j] is the server of prev with the
+// name of servers[j], nil for an appended one. nil when the names are not
+// like that (then the caller indexes them): a write that changes, deletes
+// or adds servers keeps the others where they were, and the names need no
+// index to be known unique.
+func keptServers(servers, prev []Server) []*Server {
+	if len(prev) == 0 {
+		return nil
+	}
+	kept := make([]*Server, len(servers))
+	k := 0
+	j := 0
+	for ; j < len(servers); j++ {
+		name := servers[j].Name
+		for k < len(prev) && prev[k].Name != name {
+			k++
+		}
+		if k == len(prev) {
+			break
+		}
+		kept[j] = &prev[k]
+		k++
+	}
+	if len(servers)-j > maxAppendedScan {
+		return nil
+	}
+	return kept
 }
 
 func (v *validation) tuning() {

@@ -1,0 +1,290 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+)
+
+// Delta is a generation as the change from the one before it, the way a
+// state directory's revision stores it between two snapshots: keyed by
+// name, not a JSON merge patch (RFC 7386 replaces an array whole, and one
+// server's weight would then rewrite every server of its backend).
+//
+//   - Rest: the document without its frontends and backends, whole, when
+//     any of it (tuning, cpu_map, irq, certificates, nodes...) changed;
+//   - Frontends, Backends: objects added (whole, appended in this order),
+//     changed (whole; for a backend, all but its servers) and deleted (by
+//     name);
+//   - Servers: per backend that was there before, its servers added
+//     (appended), changed and deleted.
+//
+// A delta is made only when the order of what stays is unchanged, so that
+// applying it gives back the document byte for byte (MakeDelta says when
+// it cannot; the caller then stores the whole document).
+type Delta struct {
+	Rest      json.RawMessage       `json:"rest,omitempty"`
+	Frontends *ListDelta            `json:"frontends,omitempty"`
+	Backends  *ListDelta            `json:"backends,omitempty"`
+	Servers   map[string]*ListDelta `json:"servers,omitempty"`
+}
+
+// ListDelta is the change of a list of named objects.
+type ListDelta struct {
+	Add    []json.RawMessage `json:"add,omitempty"`
+	Change []json.RawMessage `json:"change,omitempty"`
+	Delete []string          `json:"delete,omitempty"`
+}
+
+func (l *ListDelta) empty() bool {
+	return l == nil || len(l.Add) == 0 && len(l.Change) == 0 && len(l.Delete) == 0
+}
+
+// rest is c without frontends, backends and generation.
+func rest(c *Config) Config {
+	r := *c
+	r.Frontends, r.Backends, r.Generation = nil, nil, 0
+	return r
+}
+
+// MakeDelta returns the change from cur to next (both normalized), ok
+// false when it is not expressible as a Delta (an object moved). Its cost
+// is that of the changed objects' encoding plus one comparison per object
+// (Server.equal for servers), not an encoding of the document.
+func MakeDelta(cur, next *Config) (d *Delta, ok bool, err error) {
+	d = &Delta{}
+	rc, rn := rest(cur), rest(next)
+	a, err := json.Marshal(&rc)
+	if err != nil {
+		return nil, false, err
+	}
+	b, err := json.Marshal(&rn)
+	if err != nil {
+		return nil, false, err
+	}
+	if !bytes.Equal(a, b) {
+		d.Rest = b
+	}
+	var fok, bok bool
+	d.Frontends, fok, err = listDelta(cur.Frontends, next.Frontends, frontendName,
+		func(o, n *Frontend) bool { return reflect.DeepEqual(o, n) }, nil)
+	if err != nil || !fok {
+		return nil, false, err
+	}
+	d.Backends, bok, err = listDelta(cur.Backends, next.Backends, backendName, backendHeadEqual,
+		func(o, n *Backend) (bool, error) {
+			sd, ok, err := listDelta(o.Servers, n.Servers, serverName,
+				func(a, b *Server) bool { return a.equal(b) }, nil)
+			if err != nil || !ok {
+				return false, err
+			}
+			if !sd.empty() {
+				if d.Servers == nil {
+					d.Servers = map[string]*ListDelta{}
+				}
+				d.Servers[n.Name] = sd
+			}
+			return true, nil
+		})
+	if err != nil || !bok {
+		return nil, false, err
+	}
+	if d.Frontends.empty() {
+		d.Frontends = nil
+	}
+	if d.Backends.empty() {
+		d.Backends = nil
+	}
+	return d, true, nil
+}
+
+// backendHeadEqual compares two backends but for their servers.
+func backendHeadEqual(o, n *Backend) bool {
+	a, b := *o, *n
+	a.Servers, b.Servers = nil, nil
+	return reflect.DeepEqual(&a, &b)
+}
+
+// marshalHead encodes a changed object; a backend without its servers
+// (they are in Delta.Servers).
+func marshalHead(v any) ([]byte, error) {
+	if b, ok := v.(*Backend); ok {
+		h := *b
+		h.Servers = nil
+		return json.Marshal(&h)
+	}
+	return json.Marshal(v)
+}
+
+// listDelta compares the named lists old and new: objects of old in new
+// must keep their order, new ones come after them. inner, when set, runs
+// on each pair of the same name (a backend's servers).
+func listDelta[T any](old, new []T, name func(*T) string, equal func(o, n *T) bool,
+	inner func(o, n *T) (bool, error)) (*ListDelta, bool, error) {
+	l := &ListDelta{}
+	// Most writes keep every name in place (a field changed, one added
+	// at the end): compared by position, no index of names is built.
+	if len(new) >= len(old) {
+		same := true
+		for i := range old {
+			if name(&old[i]) != name(&new[i]) {
+				same = false
+				break
+			}
+		}
+		if same {
+			for i := range new {
+				n := &new[i]
+				if i >= len(old) {
+					b, err := json.Marshal(n)
+					if err != nil {
+						return nil, false, err
+					}
+					l.Add = append(l.Add, b)
+					continue
+				}
+				o := &old[i]
+				if !equal(o, n) {
+					b, err := marshalHead(n)
+					if err != nil {
+						return nil, false, err
+					}
+					l.Change = append(l.Change, b)
+				}
+				if inner != nil {
+					if ok, err := inner(o, n); err != nil || !ok {
+						return nil, false, err
+					}
+				}
+			}
+			return l, true, nil
+		}
+	}
+	at := make(map[string]int, len(old))
+	for i := range old {
+		at[name(&old[i])] = i
+	}
+	seen := make([]bool, len(old))
+	last := -1 // index in old of the last object of new found there
+	added := false
+	for i := range new {
+		n := &new[i]
+		j, ok := at[name(n)]
+		if !ok {
+			b, err := json.Marshal(n)
+			if err != nil {
+				return nil, false, err
+			}
+			l.Add = append(l.Add, b)
+			added = true
+			continue
+		}
+		if added || j < last {
+			return nil, false, nil // moved, or an old one after a new one
+		}
+		last, seen[j] = j, true
+		o := &old[j]
+		if !equal(o, n) {
+			b, err := marshalHead(n)
+			if err != nil {
+				return nil, false, err
+			}
+			l.Change = append(l.Change, b)
+		}
+		if inner != nil {
+			if ok, err := inner(o, n); err != nil || !ok {
+				return nil, false, err
+			}
+		}
+	}
+	for i := range old {
+		if !seen[i] {
+			l.Delete = append(l.Delete, name(&old[i]))
+		}
+	}
+	return l, true, nil
+}
+
+// Apply applies d to c (the generation d was made on, decoded as stored)
+// in place; c.Generation is the caller's to set. Objects are decoded with
+// the same strictness as a stored document.
+func (d *Delta) Apply(c *Config) error {
+	if len(d.Rest) > 0 {
+		var r Config
+		if err := DecodeBytes(d.Rest, &r); err != nil {
+			return fmt.Errorf("delta: rest: %w", err)
+		}
+		r.Frontends, r.Backends, r.Generation = c.Frontends, c.Backends, c.Generation
+		*c = r
+	}
+	var err error
+	if c.Frontends, err = applyList(c.Frontends, d.Frontends, frontendName, nil); err != nil {
+		return fmt.Errorf("delta: frontends: %w", err)
+	}
+	if c.Backends, err = applyList(c.Backends, d.Backends, backendName, func(o, n *Backend) { n.Servers = o.Servers }); err != nil {
+		return fmt.Errorf("delta: backends: %w", err)
+	}
+	for bname, sd := range d.Servers {
+		i := c.FindBackend(bname)
+		if i < 0 {
+			return fmt.Errorf("delta: servers of backend %q, which is not there", bname)
+		}
+		b := &c.Backends[i]
+		if b.Servers, err = applyList(b.Servers, sd, serverName, nil); err != nil {
+			return fmt.Errorf("delta: servers of backend %q: %w", bname, err)
+		}
+	}
+	return nil
+}
+
+// applyList applies l to list: deletions, changes in place (keep copies
+// what the change does not carry from the old object), additions at the
+// end. The list is copied, never changed in place: c may share it with a
+// snapshot.
+func applyList[T any](list []T, l *ListDelta, name func(*T) string, keep func(o, n *T)) ([]T, error) {
+	if l.empty() {
+		return list, nil
+	}
+	out := make([]T, 0, len(list)+len(l.Add))
+	gone := make(map[string]bool, len(l.Delete))
+	for _, n := range l.Delete {
+		gone[n] = true
+	}
+	for i := range list {
+		if !gone[name(&list[i])] {
+			out = append(out, list[i])
+		}
+	}
+	if len(out) != len(list)-len(l.Delete) {
+		return nil, fmt.Errorf("a deleted object is not there")
+	}
+	if len(l.Change) > 0 {
+		at := make(map[string]int, len(out))
+		for i := range out {
+			at[name(&out[i])] = i
+		}
+		for _, raw := range l.Change {
+			var n T
+			if err := DecodeBytes(raw, &n); err != nil {
+				return nil, err
+			}
+			i, ok := at[name(&n)]
+			if !ok {
+				return nil, fmt.Errorf("changed object %q is not there", name(&n))
+			}
+			if keep != nil {
+				keep(&out[i], &n)
+			}
+			out[i] = n
+		}
+	}
+	for _, raw := range l.Add {
+		var n T
+		if err := DecodeBytes(raw, &n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
