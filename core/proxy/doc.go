@@ -11,6 +11,7 @@
 // xprt_tls_upstream.go (TLS to servers),
 // http_exchange.go (what is forwarded, bodies, upgrades), http_timeout.go,
 // http_log.go (byte counts and access-log entries per request),
+// http_rules.go and tunnel_rules.go (request and response rules, core/rules),
 // stop.go (soft stop), check.go (health checks).
 //
 // # Layers of a connection

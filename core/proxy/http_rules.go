@@ -119,14 +119,14 @@ func (c *stream) requestRules(buf []byte) bool {
 	if res.Stop >= 0 {
 		act, _ := set.Action(res.Stop)
 		status := set.Status(res.Stop)
-		if act == rules.Deny {
+		switch {
+		case act == rules.Deny:
 			c.fs.Denied.Add(1)
 			c.fs.RuleDenied.Add(1)
-		} else {
+		case set.NeedsHost(res.Stop) && len(e.Host) == 0:
+			status = 400 // an HTTP/1.0 request without Host: nowhere to redirect to
+		default:
 			c.fs.RuleRedirects.Add(1)
-			if set.NeedsHost(res.Stop) && len(e.Host) == 0 {
-				status = 400 // an HTTP/1.0 request without Host: nowhere to redirect to
-			}
 		}
 		rs.answer, rs.ans, rs.stop, rs.host, rs.target = status != 400, set, res.Stop, e.Host, target
 		c.blame('P', 'R')

@@ -47,6 +47,7 @@ func (s *Set) Eval(e *Env, res *Result, loop int) {
 	hits := res.Hits[:s.words]
 	clear(hits)
 	e.pre = len(e.Pre) > 0
+	e.Src = e.Src.Unmap() // once, not per src condition
 	for i := range s.rules {
 		r := &s.rules[i]
 		if r.when != nil && !r.when.match(e) {
@@ -80,6 +81,7 @@ func (s *Set) Eval(e *Env, res *Result, loop int) {
 func (s *Set) Precompute(e *Env, pre []uint64) {
 	clear(pre[:(s.npre+63)/64])
 	e.pre = false
+	e.Src = e.Src.Unmap()
 	for i := range s.rules {
 		if c := s.rules[i].when; c != nil {
 			c.precompute(e, pre)
@@ -130,9 +132,8 @@ func (l *leaf) match(e *Env) bool {
 	case lQuery:
 		return l.query(e.Query)
 	case lSrc:
-		a := e.Src.Unmap()
 		for _, p := range l.prefixes {
-			if p.Contains(a) {
+			if p.Contains(e.Src) { // unmapped by Eval and Precompute
 				return true
 			}
 		}
