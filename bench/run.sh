@@ -17,13 +17,15 @@
 #   BENCH_CLUSTER_WRITES   writes per size (default 200)
 #   BENCH_CLUSTER_RELOADS  HAProxy push + reloads per size (default 20)
 #   BENCH_ROWS        workloads among "ka pp2 rules20 rules-set close 1m idle h2
-#                     h2-10k h2-idle apply hs-ecdsa hs-rsa resume first flood
-#                     cluster"
+#                     h2-10k h2-idle grpc apply hs-ecdsa hs-rsa resume first
+#                     flood cluster"
 #                     (default all; a row runs in the
 #                     modes it applies to: ka and 1m in all three, close
 #                     and idle in tcp and http, h2, h2-10k and h2-idle in
 #                     http (h2load, HTTP/2 clients by prior knowledge,
-#                     HTTP/1.1 to the origin), hs-ecdsa, hs-rsa, resume,
+#                     HTTP/1.1 to the origin), grpc in http (h2load's
+#                     unary gRPC calls, h2c, to a grpc-go origin spoken
+#                     to in HTTP/2), hs-ecdsa, hs-rsa, resume,
 #                     first and flood in tls; rules20 and rules-set in http,
 #                     spliced and HAProxy only: ka with 20 request rules
 #                     none of which matches, and with one that sets a
@@ -74,7 +76,7 @@ BENCH_MODES=${BENCH_MODES:-tcp http tls cluster}
 BENCH_CLUSTER_SERVERS=${BENCH_CLUSTER_SERVERS:-1000,10000}
 BENCH_CLUSTER_WRITES=${BENCH_CLUSTER_WRITES:-200}
 BENCH_CLUSTER_RELOADS=${BENCH_CLUSTER_RELOADS:-20}
-BENCH_ROWS=${BENCH_ROWS:-ka pp2 rules20 rules-set close 1m idle h2 h2-10k h2-idle apply hs-ecdsa hs-rsa resume first flood seed001 sched cluster}
+BENCH_ROWS=${BENCH_ROWS:-ka pp2 rules20 rules-set close 1m idle h2 h2-10k h2-idle grpc apply hs-ecdsa hs-rsa resume first flood seed001 sched cluster}
 BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
 BENCH_1M_CONNS=${BENCH_1M_CONNS:-64}
@@ -118,7 +120,7 @@ candidates() {
 		1m) echo "spliced spliced-auto spliced-off haproxy nginx caddy" ;;
 		rules*) echo "spliced haproxy" ;;
 		pp2) echo "spliced haproxy nginx" ;;
-		h2*) echo "$H2_PROXIES" ;;
+		h2* | grpc) echo "$H2_PROXIES" ;;
 		*) echo "$HTTP_PROXIES" ;;
 		esac
 		;;
@@ -134,7 +136,7 @@ row_applies() {
 	pp2) [[ $1 != tls ]] ;;
 	close | idle) [[ $1 != tls ]] ;;
 	rules20 | rules-set) [[ $1 == http ]] ;;
-	h2 | h2-10k | h2-idle) [[ $1 == http ]] ;;
+	h2 | h2-10k | h2-idle | grpc) [[ $1 == http ]] ;;
 	hs-ecdsa | hs-rsa | resume | first | flood) [[ $1 == tls ]] ;;
 	apply | cluster | seed001 | sched) return 1 ;; # their own tools, after the tables
 	*) die "unknown row $2" ;;
@@ -402,6 +404,27 @@ ORIGIN_PID=$STARTED_PID
 wait_check "$ORIGIN_PORT" /64 64 || { cat "$TMP/origin.log" "$ORIGIN_DIR/error.log" >&2 || true; die "origin did not start"; }
 check "$ORIGIN_PORT" /1m $((1 << 20)) || die "origin does not serve /1m"
 
+# The grpc row's origin: a grpc-go server (internal/grpcdemo: the standard
+# health service) on h2c, one OS thread's worth of Go (GOMAXPROCS=1), pinned
+# with the load. The calls are grpc.health.v1.Health/Check with an empty
+# request: a 5-byte gRPC message (no compression flag, length 0), answered
+# SERVING (7 bytes) with grpc-status 0 in the trailers.
+GRPC_PORT=""
+if [[ " $BENCH_MODES " == *" http "* && " $BENCH_ROWS " == *" grpc "* ]]; then
+	"$GO" build -o "$TMP/bin/grpc-demo" ./internal/grpcdemo
+	printf '\0\0\0\0\0' >"$TMP/grpc-call.bin"
+	next_port
+	GRPC_PORT=$PORT
+	log "bench: gRPC origin (grpc-go) on 127.0.0.1:$GRPC_PORT, CPU $BENCH_LOAD_CPU"
+	start grpc-origin taskset -c "$BENCH_LOAD_CPU" env GOMAXPROCS=1 "$TMP/bin/grpc-demo" serve "127.0.0.1:$GRPC_PORT"
+	GRPC_PID=$STARTED_PID
+	[[ $("$TMP/bin/grpc-demo" check "127.0.0.1:$GRPC_PORT" 2>&1) == SERVING ]] ||
+		{ cat "$TMP/grpc-origin.log" >&2 || true; die "gRPC origin did not start"; }
+fi
+# grpc_check PORT: one Health/Check call through the proxy answers SERVING
+# (grpc-demo's client: h2c, bounded by 10 s).
+grpc_check() { [[ $("$TMP/bin/grpc-demo" check "127.0.0.1:$1" 2>&1) == SERVING ]]; }
+
 # ------------------------------------------------------------------ rules
 # The rows rules20 and rules-set (bench/README.md): the same request rules
 # for spliced (JSON, through the API) and HAProxy (http-request lines).
@@ -479,8 +502,11 @@ start_haproxy() {
     timeout http-request 10s
     timeout http-keep-alive 60s"
 	fi
-	# h2 rows: HTTP/2 clients by prior knowledge on the clear bind.
-	[[ $row == h2* ]] && ssl+=" proto h2"
+	# h2 rows: HTTP/2 clients by prior knowledge on the clear bind; the
+	# grpc row too, and HTTP/2 to its gRPC origin.
+	local server="127.0.0.1:$ORIGIN_PORT"
+	[[ $row == h2* || $row == grpc ]] && ssl+=" proto h2"
+	[[ $row == grpc ]] && server="127.0.0.1:$GRPC_PORT proto h2"
 	[[ $row == pp2 ]] && ssl+=" accept-proxy"
 	cat >"$d/haproxy.cfg" <<EOF
 global
@@ -503,7 +529,7 @@ $([[ $row == rules* ]] && rules_haproxy "$row")
     default_backend be
 
 backend be
-    server o1 127.0.0.1:$ORIGIN_PORT
+    server o1 $server
 EOF
 	start "$RUN_NAME" taskset -c "$BENCH_PROXY_CPU" haproxy -db -f "$d/haproxy.cfg"
 	PROXY_PID=$STARTED_PID
@@ -531,10 +557,20 @@ start_nginx() {
 	# churn the others, which pool every server connection, do not have).
 	local upka=64
 	[[ $row == pp2 ]] && listen+=" proxy_protocol"
-	if [[ $row == h2* ]]; then
+	if [[ $row == h2* || $row == grpc ]]; then
 		listen+=" http2"
 		upka=$((BENCH_H2_CLIENTS * BENCH_H2_STREAMS > 64 ? BENCH_H2_CLIENTS * BENCH_H2_STREAMS : 64))
 	fi
+	# The grpc row: gRPC to its origin over HTTP/2 (ngx_http_grpc_module,
+	# one stream per upstream connection, kept alive as for the h2 rows).
+	local loc="proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection \"\";
+      proxy_set_header X-Forwarded-For \$remote_addr;
+      proxy_buffer_size 16k;
+      proxy_buffers 8 16k;
+      proxy_max_temp_file_size 0;"
+	[[ $row == grpc ]] && loc="grpc_pass grpc://grpc_origin;"
 	if [[ $mode == tcp ]]; then
 		[[ -n $NGINX_STREAM_MODULE ]] || nginx_static_stream ||
 			{ FAIL_REASON="nginx stream module not installed"; return 1; }
@@ -557,17 +593,16 @@ $(nginx_temp "$d")
     keepalive $upka;
     keepalive_requests 100000000;
   }
+  upstream grpc_origin {
+    server 127.0.0.1:${GRPC_PORT:-1};
+    keepalive $upka;
+    keepalive_requests 100000000;
+  }
   server {
     listen 127.0.0.1:$port$listen backlog=4096;
     $tls
     location / {
-      proxy_pass http://origin;
-      proxy_http_version 1.1;
-      proxy_set_header Connection \"\";
-      proxy_set_header X-Forwarded-For \$remote_addr;
-      proxy_buffer_size 16k;
-      proxy_buffers 8 16k;
-      proxy_max_temp_file_size 0;
+      $loc
     }
   }
 }"
@@ -689,8 +724,11 @@ start_spliced() {
 		tls=',"tls":{"certificates":["bench"]}'
 		mode=http splice=off
 	fi
+	# The grpc row: its origin is the gRPC server, spoken to in HTTP/2.
+	local server="\"port\":$ORIGIN_PORT"
+	[[ $row == grpc ]] && server="\"port\":$GRPC_PORT,\"proto\":\"h2\""
 	api "$admin" POST /api/v1/backends "{\"name\":\"origin\",\"mode\":\"$mode\",\"balance\":\"roundrobin\",
-		\"servers\":[{\"name\":\"o1\",\"address\":\"127.0.0.1\",\"port\":$ORIGIN_PORT}]}" || return 1
+		\"servers\":[{\"name\":\"o1\",\"address\":\"127.0.0.1\",$server}]}" || return 1
 	api "$admin" POST /api/v1/frontends "{\"name\":\"bench\",\"mode\":\"$mode\",\"default_backend\":\"origin\",
 		\"splice\":\"$splice\",\"maxconn\":$MAXCONN,$http_opts
 		\"binds\":[{\"name\":\"b1\",\"address\":\"127.0.0.1\",\"port\":$port$tls}]}" || return 1
@@ -763,6 +801,28 @@ run_one() {
 		# The load goes through the relay, which adds the PROXY header.
 		start_pp2_relay "$port"
 		port=$RELAY_PORT
+	fi
+	if [[ $row == grpc ]]; then
+		# One gRPC call through the proxy before the load (the others'
+		# checks are GETs of the nginx origin, which this row does not use).
+		if ! grpc_check "$port"; then
+			local why="no gRPC call passed (Health/Check through 127.0.0.1:$port did not answer SERVING)"
+			kill -0 "$PROXY_PID" 2>/dev/null || why="proxy exited at start: $(tail -c 400 "$TMP/$RUN_NAME.log" | tr '\n' ' ')"
+			"$BT" fail "${id[@]}" -reason "$why"
+			log "    $proxy $mode/$row #$rep: n/a: $why"
+			stop_pid "$PROXY_PID"
+			return 0
+		fi
+		# Unary calls: h2load POSTs the 5-byte message with gRPC's
+		# headers, BENCH_H2_CLIENTS connections with BENCH_H2_STREAMS
+		# calls in flight on each.
+		wait_fg "$BT" measure "${id[@]}" -pid "$PROXY_PID" -cpu "$BENCH_PROXY_CPU" -conns "$BENCH_H2_CLIENTS" -- \
+			taskset -c "$BENCH_LOAD_CPU" h2load -t1 -c "$BENCH_H2_CLIENTS" -m "$BENCH_H2_STREAMS" \
+			-D "$BENCH_SECONDS" -d "$TMP/grpc-call.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
+			"http://127.0.0.1:$port/grpc.health.v1.Health/Check" ||
+			"$BT" fail "${id[@]}" -reason "benchtool measure failed"
+		stop_pid "$PROXY_PID"
+		return 0
 	fi
 	if ! wait_check "$port" "$(row_path "$row")" "$(row_size "$row")"; then
 		local why="no traffic passed (GET $(row_path "$row") through 127.0.0.1:$port did not return 200 with $(row_size "$row") bytes)"
