@@ -20,8 +20,9 @@ func BenchmarkTrackExisting(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r := tb.Track(&keys[i%n], int64(i))
-		r.Hit(CtrReq, int64(i), 1e9)
+		if r := tb.Track(&keys[i%n], int64(i)); r.Valid() {
+			r.Hit(CtrReq, int64(i), 1e9)
+		}
 	}
 }
 
@@ -42,8 +43,9 @@ func BenchmarkTrackParallel(b *testing.B) {
 		i := int(seq.Add(7919))
 		for pb.Next() {
 			i++
-			r := tb.Track(&keys[i%n], int64(i))
-			r.Hit(CtrReq, int64(i), 1e9)
+			if r := tb.Track(&keys[i%n], int64(i)); r.Valid() {
+				r.Hit(CtrReq, int64(i), 1e9)
+			}
 		}
 	})
 }
