@@ -245,6 +245,8 @@ type StatsEventItem struct {
 	// Rules is a frontend's rule counts (totals and each rule's hits),
 	// present when it has rules, as in /api/v1/stats.
 	Rules *stats.RuleCounts `json:"rules,omitempty"`
+	// Limits are a frontend's limits per client, as in /api/v1/stats.
+	Limits []stats.LimitCounts `json:"limits,omitempty"`
 }
 
 func eventItem(name, state string, c *stats.Counts) StatsEventItem {
@@ -262,6 +264,7 @@ func statsEvent(s stats.Snapshot) StatsEvent {
 		f := &s.Frontends[i]
 		it := eventItem(f.Name, "", &f.Counts)
 		it.Proxy, it.TLS, it.H2, it.Rules = f.Proxy, f.TLS, f.H2, f.Rules
+		it.Limits = f.Limits
 		ev.Frontends = append(ev.Frontends, it)
 	}
 	for i := range s.Backends {

@@ -99,11 +99,26 @@ function counters(o) {
     ruleRedirected: n(o, 'rules.redirected'),
     ruleRewritten: n(o, 'rules.rewritten'),
     ...ruleHits(o),
+    ...limitCounts(o),
     hasProxy: isObj(o.proxy),
     hasH2: isObj(o.h2),
     hasTLS: isObj(o.tls),
     hasRules: isObj(o.rules),
   };
+}
+
+// limitCounts flattens a frontend's limits ("limits[i]") into
+// "limit-<name>-denied", "-tarpitted", "-refused" and "-entries" members.
+function limitCounts(o) {
+  const out = {};
+  for (const l of Array.isArray(o.limits) ? o.limits : []) {
+    if (!isObj(l) || typeof l.name !== 'string') continue;
+    out[`limit-${l.name}-denied`] = n(l, 'denied');
+    out[`limit-${l.name}-tarpitted`] = n(l, 'tarpitted');
+    out[`limit-${l.name}-refused`] = n(l, 'conns_refused');
+    out[`limit-${l.name}-entries`] = n(l, 'entries');
+  }
+  return out;
 }
 
 // ruleHits flattens a frontend's per-rule hits ("rules.request[i].hits")

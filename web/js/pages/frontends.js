@@ -6,6 +6,7 @@ import { input, group, rows, formShell, multiSelect, listInput, textArea, getAt,
 import { write, act, cell, statKey, paint, subscribe, problemText } from '../common.js';
 import { previewPlan, labelled, openForm } from './backends.js';
 import { loadForEdit, guardedWrite, confirmDelete } from '../conflict.js';
+import { limitsPanel, limitsField } from './limits.js';
 
 export default async function frontends(ctx, root) {
   const [list, bks, certs] = await Promise.all([get('/api/v1/frontends'), get('/api/v1/backends'), get('/api/v1/certificates')]);
@@ -89,7 +90,8 @@ export default async function frontends(ctx, root) {
             h('td', null, String(i + 1)), h('td', { class: 'mono' }, r.sni || r.host || '*'), h('td', { class: 'mono' }, r.path_prefix || '*'),
             h('td', { class: 'mono' }, r.method || '*'), h('td', null, r.backend)))))) : h('p', { class: 'empty' }, 'No route: everything goes to the default backend.'),
       ] : null,
-      rulesPanel(f)));
+      rulesPanel(f),
+      limitsPanel(ctx, f)));
   }
   paint(root, ctx.live);
   // #/frontends/new (the first-visit guide) opens the form at once.
@@ -440,7 +442,8 @@ async function frontendForm(ctx, f, backends, certNames) {
       }),
       httpBox,
       routesBox,
-      rulesField(model));
+      rulesField(model),
+      limitsField(model));
     return formShell(editing ? `Edit frontend ${f.name}` : 'New frontend', body, {
       submitLabel: editing ? 'Save' : 'Create', preview: true, onCancel: () => close(),
       onSubmit: async (form, dry) => {
