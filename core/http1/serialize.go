@@ -28,10 +28,18 @@ func StatusText(status int) string {
 		return "Moved Permanently"
 	case 302:
 		return "Found"
+	case 303:
+		return "See Other"
 	case 304:
 		return "Not Modified"
+	case 307:
+		return "Temporary Redirect"
+	case 308:
+		return "Permanent Redirect"
 	case 400:
 		return "Bad Request"
+	case 401:
+		return "Unauthorized"
 	case 403:
 		return "Forbidden"
 	case 404:
@@ -40,14 +48,24 @@ func StatusText(status int) string {
 		return "Method Not Allowed"
 	case 408:
 		return "Request Timeout"
+	case 409:
+		return "Conflict"
+	case 410:
+		return "Gone"
 	case 413:
 		return "Content Too Large"
 	case 414:
 		return "URI Too Long"
 	case 417:
 		return "Expectation Failed"
+	case 421:
+		return "Misdirected Request"
+	case 429:
+		return "Too Many Requests"
 	case 431:
 		return "Request Header Fields Too Large"
+	case 451:
+		return "Unavailable For Legal Reasons"
 	case 500:
 		return "Internal Server Error"
 	case 501:

@@ -202,10 +202,10 @@ func TestAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		path, want string
 	}{
-		{"/a", "HTTP/1.1 429 \r\nContent-Type: text/plain\r\nContent-Length: 9\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\nslow down"},
+		{"/a", "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain\r\nContent-Length: 9\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\nslow down"},
 		{"/b", "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 14\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n403 Forbidden\n"},
 		{"/c", "HTTP/1.1 302 Found\r\nLocation: https://www.example.com/c?q=1" + redirectEnd},
-		{"/d", "HTTP/1.1 308 \r\nLocation: https://www.example.com:8443/d?q=1" + redirectEnd},
+		{"/d", "HTTP/1.1 308 Permanent Redirect\r\nLocation: https://www.example.com:8443/d?q=1" + redirectEnd},
 		{"/e", "HTTP/1.1 301 Moved Permanently\r\nLocation: https://example.net/x" + redirectEnd},
 	} {
 		e, r, buf := reqEnv(t, "GET "+tc.path+"?q=1 HTTP/1.1\r\nHost: www.example.com:80\r\n\r\n")
