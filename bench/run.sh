@@ -43,8 +43,9 @@
 #                     splice-bytes h2-10k mixed tls-hs (default all)
 #   BENCH_SEED001_REPEAT  runs per seed001 cell, medians (default 3)
 #   BENCH_SEED001_REQS    requests per h2load client in seed001 (default 5000)
-#   BENCH_PROXIES     among "spliced haproxy nginx baseline caddy" (default all;
-#                     baseline is tcp only, caddy http only)
+#   BENCH_PROXIES     among "spliced haproxy nginx baseline caddy gotls" (default
+#                     all; baseline is tcp only, caddy http only, gotls tls
+#                     only: the Go TLS floor, benchtool tlsfloor)
 #   BENCH_IDLE_CONNS  idle connections of the idle row (default 5000)
 #   BENCH_1M_CONNS    wrk connections of the 1m row (default 64)
 #   BENCH_HS_CONNS    concurrent connections of the hs-*, resume rows and of
@@ -77,7 +78,7 @@ BENCH_CLUSTER_SERVERS=${BENCH_CLUSTER_SERVERS:-1000,10000}
 BENCH_CLUSTER_WRITES=${BENCH_CLUSTER_WRITES:-200}
 BENCH_CLUSTER_RELOADS=${BENCH_CLUSTER_RELOADS:-20}
 BENCH_ROWS=${BENCH_ROWS:-ka pp2 rules20 rules-set close 1m idle h2 h2-10k h2-idle grpc apply hs-ecdsa hs-rsa resume first flood seed001 sched cluster}
-BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy}
+BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy gotls}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
 BENCH_1M_CONNS=${BENCH_1M_CONNS:-64}
 BENCH_HS_CONNS=${BENCH_HS_CONNS:-50}
@@ -105,7 +106,7 @@ for mode in $BENCH_MODES; do [[ $mode == tcp || $mode == http || $mode == tls ||
 # Proxies that can run in each mode, in table order.
 TCP_PROXIES="spliced haproxy nginx baseline"
 HTTP_PROXIES="spliced haproxy nginx caddy"
-TLS_PROXIES="spliced haproxy nginx"
+TLS_PROXIES="spliced haproxy nginx gotls"
 # HTTP/2 rows: h2c by prior knowledge on a clear bind (Caddy is configured
 # HTTP/1.1 only here).
 H2_PROXIES="spliced haproxy nginx"
@@ -621,6 +622,16 @@ events { worker_connections $((nofile - 100)); }
 $body
 EOF
 	start "$RUN_NAME" taskset -c "$BENCH_PROXY_CPU" nginx -p "$d/" -c "$d/nginx.conf" -e "$d/error.log"
+	PROXY_PID=$STARTED_PID
+}
+
+# gotls: the Go TLS floor (benchtool tlsfloor), tls mode only: crypto/tls
+# answering from memory, no proxying; not a peer, a floor.
+start_gotls() {
+	local mode=$1 row=$2 port=$3 c
+	c=$CERTS/$(cert_for "$row")
+	start "$RUN_NAME" env GOMAXPROCS=1 taskset -c "$BENCH_PROXY_CPU" \
+		"$BT" tlsfloor -listen "127.0.0.1:$port" -cert "$c.crt" -key "$c.key"
 	PROXY_PID=$STARTED_PID
 }
 

@@ -26,6 +26,8 @@ func main() {
 		err = cmdHandshake(args)
 	case "flood":
 		err = cmdFlood(args)
+	case "tlsfloor":
+		err = cmdTLSFloor(args)
 	case "tlsaudit":
 		err = cmdTLSAudit(args)
 	case "seed001":
@@ -46,6 +48,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: benchtool ports|cpu|rss|measure|idle|handshake|flood|seed001|sched|tlsaudit|fail|report ...")
+	fmt.Fprintln(os.Stderr, "usage: benchtool ports|cpu|rss|measure|idle|handshake|flood|seed001|sched|tlsaudit|tlsfloor|fail|report ...")
 	os.Exit(2)
 }

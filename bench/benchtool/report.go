@@ -396,9 +396,10 @@ func printTables(w io.Writer, ss []Summary, reps int) {
 }
 
 // peer: a proxy spliced is compared with (not spliced in another splice
-// mode, not the Go baseline, which is our own floor).
+// mode, not the Go baseline nor the Go TLS floor, which are our own
+// floors).
 func peer(proxy string) bool {
-	return !strings.HasPrefix(proxy, "spliced") && proxy != "baseline"
+	return !strings.HasPrefix(proxy, "spliced") && proxy != "baseline" && proxy != "gotls"
 }
 
 // bestPeerNote is the line under a table that puts spliced beside the
@@ -449,7 +450,15 @@ func bestPeerNote(ss []Summary) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return "  spliced ÷ best peer: " + strings.Join(parts, ", ")
+	note := "  spliced ÷ best peer: " + strings.Join(parts, ", ")
+	for i := range ss {
+		if f := &ss[i]; f.Proxy == "gotls" && f.Valid > 0 && f.CPUusPerReq > 0 && sp.CPUusPerReq > 0 {
+			// The Go TLS floor (benchtool tlsfloor): what spliced adds
+			// to crypto/tls's own work on this row.
+			note += fmt.Sprintf("\n  spliced ÷ Go TLS floor (gotls): CPU/req %.2f× (%.2f µs)", sp.CPUusPerReq/f.CPUusPerReq, f.CPUusPerReq)
+		}
+	}
+	return note
 }
 
 // spliceNote compares spliced's req/s with splice on ("spliced") and auto
