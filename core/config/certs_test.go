@@ -102,8 +102,9 @@ func TestCertificateFilesLiveAsLongAsTheHistory(t *testing.T) {
 		t.Fatal("a replaced certificate's file is gone while revision 1 refers to it")
 	}
 	// Push revisions 1 (a) and 2 (b) out of the kept history (the
-	// deltas' chain may keep SnapshotEvery more).
-	for i := range MaxRevisions + SnapshotEvery {
+	// deltas' chain and the prune at snapshots may keep 2*SnapshotEvery
+	// more).
+	for i := range MaxRevisions + 2*SnapshotEvery {
 		if _, err := s.Update(t.Context(), func(c *Config) error { c.Tuning.Maxaccept = 1000 + i; return nil }, UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}

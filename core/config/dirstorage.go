@@ -242,7 +242,9 @@ func (d *DirStorage) CommitDelta(ctx context.Context, cur, next *Config, info Re
 			}
 			d.storageOK()
 			d.gen, d.loaded = info.Generation, next
-			d.pruneRevisions()
+			// pruned at snapshots only: listing the directory and
+			// reading the oldest revision's kind on each change cost
+			// more than the write of a small delta
 			return nil
 		}
 	}
@@ -833,7 +835,10 @@ func (d *DirStorage) removeUncommitted(committed int64) {
 	}
 }
 
-// pruneRevisions keeps the newest MaxRevisions revision files.
+// pruneRevisions keeps the newest MaxRevisions revision files and those
+// the oldest of them is built on (a delta needs its chain back to a whole
+// revision). It runs at each snapshot (a whole commit), so between two the
+// directory holds up to SnapshotEvery more.
 func (d *DirStorage) pruneRevisions() {
 	names, err := d.revisionNames()
 	if err != nil || len(names) <= MaxRevisions {

@@ -207,8 +207,8 @@
 // restore brought back), then either "config" (the whole document) or
 // "base" and "delta" (the change from generation base, the one before:
 // Delta)}, the last three of the header absent when empty (and in files
-// older than them); the newest 100 are kept, and the revisions back to the
-// whole one the oldest kept delta is built on. Every file is written
+// older than them); at each snapshot the newest 100 are kept, and the
+// revisions back to the whole one the oldest kept delta is built on. Every file is written
 // atomically (temporary file in the same directory, fsync, rename, fsync
 // of the directory). A write (CommitDelta) is one delta revision, its
 // commit point, while fewer than SnapshotEvery (32) generations were

@@ -505,8 +505,9 @@ func TestStoreRecreatesMissingRevisionOfCurrent(t *testing.T) {
 }
 
 func TestStoreKeepsLast100Revisions(t *testing.T) {
-	// the newest MaxRevisions, and the deltas' chain back to a whole
-	// revision (at most SnapshotEvery-1 more): every kept one reads
+	// the newest MaxRevisions, the deltas' chain back to a whole revision
+	// (at most SnapshotEvery-1 more) and those written since the last
+	// prune, at the last snapshot (as many): every kept one reads
 	dir := t.TempDir()
 	s := openStore(t, dir, "")
 	const n = MaxRevisions + 2*SnapshotEvery + 5
@@ -514,7 +515,7 @@ func TestStoreKeepsLast100Revisions(t *testing.T) {
 		mustUpdate(t, s, func(c *Config) error { c.Tuning.Maxaccept = i + 1; return nil })
 	}
 	g := revisionGens(t, s)
-	if len(g) < MaxRevisions || len(g) >= MaxRevisions+SnapshotEvery || g[0] != n {
+	if len(g) < MaxRevisions || len(g) >= MaxRevisions+2*SnapshotEvery || g[0] != n {
 		t.Fatalf("kept %d revisions, newest %d oldest %d", len(g), g[0], g[len(g)-1])
 	}
 	oldest := g[len(g)-1]
