@@ -45,7 +45,17 @@ type Backend struct {
 	// hole (nil) that the next added server fills. See Picker.pickSource.
 	slots  []*Server
 	byName map[string]*Server
+	// from is the backend this one was built on by buildFrom, dropped the
+	// servers of from it does not carry over (Retire's list); literal that
+	// every server's configured address is an IP address (Literal).
+	from    *Backend
+	dropped []*Server
+	literal bool
 }
+
+// Literal reports that every server is given by IP address: a Build on
+// this backend resolves nothing (no host name to look up again).
+func (b *Backend) Literal() bool { return b.literal }
 
 // Server returns the named server or nil.
 func (b *Backend) Server(name string) *Server { return b.byName[name] }
@@ -65,9 +75,15 @@ func (b *Backend) Changes() uint64 { return b.changes.Load() }
 // The queue of the lineage then takes its servers from next (none when
 // next is nil: the waiters are refused).
 func (b *Backend) Retire(next *Backend) {
-	for _, s := range b.Servers {
-		if next == nil || next.byName[s.Name] != s {
+	if next != nil && next.from == b {
+		for _, s := range next.dropped {
 			s.retire()
+		}
+	} else {
+		for _, s := range b.Servers {
+			if next == nil || next.byName[s.Name] != s {
+				s.retire()
+			}
 		}
 	}
 	if next != nil {
@@ -103,6 +119,11 @@ func (b *Backend) Retire(next *Backend) {
 // Build changes nothing when it returns an error: resolution and checks come
 // first, updates of reused servers last.
 func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.Addr, error)) (*Backend, error) {
+	return build(cfg, prev, resolve, true)
+}
+
+// build is Build; fast false skips buildFrom (tests compare the two).
+func build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.Addr, error), fast bool) (*Backend, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("build backend: nil config: %w", config.ErrInvalid)
 	}
@@ -151,6 +172,15 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		b.changes, b.queue = new(atomic.Uint64), new(Queue)
 	}
 
+	if prev != nil && fast {
+		if ok, err := b.buildFrom(cfg, prev); ok || err != nil {
+			if err != nil {
+				return nil, err
+			}
+			return b, nil
+		}
+	}
+
 	// Pass 1: resolve and decide reuse; nothing shared is touched yet. A
 	// host name shared by several servers (one host, many ports) is looked
 	// up once per Build.
@@ -169,6 +199,7 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		}
 		return a, err
 	}
+	literal := true // every address an IP address (b.literal)
 	for i := range cfg.Servers {
 		cs := &cfg.Servers[i]
 		if _, dup := b.byName[cs.Name]; dup {
@@ -180,10 +211,11 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		if cs.Weight == nil {
 			return nil, fmt.Errorf("backend %q server %q: weight unset (config.Normalize sets it): %w", cfg.Name, cs.Name, config.ErrInvalid)
 		}
-		addr, err := resolveAddr(cs.Address, cached)
+		addr, lit, err := resolveAddr(cs.Address, cached)
 		if err != nil {
 			return nil, fmt.Errorf("backend %q server %q: resolve %q: %w", cfg.Name, cs.Name, cs.Address, err)
 		}
+		literal = literal && lit
 		ap := netip.AddrPortFrom(addr, uint16(cs.Port))
 		var s *Server
 		if prev != nil {
@@ -194,27 +226,13 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 			}
 		}
 		if s == nil {
-			sa, err := sockaddrOf(ap)
-			if err != nil {
-				return nil, fmt.Errorf("backend %q server %q: address %s: %w", cfg.Name, cs.Name, ap, err)
-			}
-			s = newServer(cs.Name, cs.Address, ap, sa, b.changes, b.queue)
-			if cs.TLS != nil {
-				t := *cs.TLS
-				s.TLSSpec = &t
-			}
-			s.SendProxy = SendProxyVersion(cs.SendProxy)
-			s.H2 = cs.Proto == config.ProtoH2
-			// Not published yet: plain initialisation through the setters
-			// (which bump the counter, harmless).
-			s.SetWeight(*cs.Weight)
-			s.SetMaxconn(cs.Maxconn)
-			if err := s.SetAdminState(cs.AdminState); err != nil {
-				return nil, fmt.Errorf("backend %q: %w", cfg.Name, err)
+			if s, err = b.newServerOf(cs, ap); err != nil {
+				return nil, err
 			}
 		} else if err := validAdmin(cs.AdminState); err != nil {
 			return nil, fmt.Errorf("backend %q server %q: %w", cfg.Name, cs.Name, err)
 		}
+		s.addrCfg, s.addrLit = cs.Address, lit
 		b.Servers[i] = s
 		b.byName[cs.Name] = s
 	}
@@ -229,6 +247,7 @@ func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		s.SetMaxconn(cs.Maxconn)
 		_ = s.SetAdminState(cs.AdminState) // validated in pass 1
 	}
+	b.literal = literal
 	if b.Check == nil {
 		now := time.Now()
 		for _, s := range b.Servers {
@@ -324,21 +343,21 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 // resolveAddr parses an IP literal (with an optional zone) or resolves a
 // host name. IPv4-mapped IPv6 addresses are unmapped so that connect uses
 // AF_INET.
-func resolveAddr(host string, resolve func(string) (netip.Addr, error)) (netip.Addr, error) {
+func resolveAddr(host string, resolve func(string) (netip.Addr, error)) (a netip.Addr, literal bool, err error) {
 	if a, err := netip.ParseAddr(host); err == nil {
-		return a.Unmap(), nil
+		return a.Unmap(), true, nil
 	}
 	if host == "" {
-		return netip.Addr{}, errors.New("empty address")
+		return netip.Addr{}, false, errors.New("empty address")
 	}
-	a, err := resolve(host)
+	a, err = resolve(host)
 	if err != nil {
-		return netip.Addr{}, err
+		return netip.Addr{}, false, err
 	}
 	if !a.IsValid() {
-		return netip.Addr{}, errors.New("resolver returned no address")
+		return netip.Addr{}, false, errors.New("resolver returned no address")
 	}
-	return a.Unmap(), nil
+	return a.Unmap(), false, nil
 }
 
 // defaultResolve asks the system resolver, bounded by ResolveTimeout, and

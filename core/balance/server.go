@@ -98,6 +98,14 @@ type Server struct {
 	// pooled connection of the other version is reused.
 	H2 bool
 
+	// addrCfg is the configured address the last Build that kept this
+	// server was given, addrLit that it is an IP address (Host stays the
+	// first one: a server reused under another spelling of its address
+	// keeps it). Written and read by Build only, which the engine runs
+	// one at a time.
+	addrCfg string
+	addrLit bool
+
 	lastChange atomic.Int64 // unix ns of the last up/down transition
 	total      atomic.Uint64
 	connFails  atomic.Uint64

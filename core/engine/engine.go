@@ -472,7 +472,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			stats = prev.stats
 		}
 		newBE[cb.Name] = &beRT{bb: bb, pb: proxy.NewBackend(bb, nloops, stats), stats: stats,
-			nloops: nloops, literal: literalAddresses(cb)}
+			nloops: nloops, literal: bb.Literal()}
 	}
 
 	// 2. Frontends (new runtime objects; feRT carried over by name).
@@ -713,18 +713,6 @@ func inPlace(old, next *config.Backend) bool {
 		switch n.AdminState {
 		case config.AdminReady, config.AdminDrain, config.AdminMaint:
 		default:
-			return false
-		}
-	}
-	return true
-}
-
-// literalAddresses reports that every server of b is given by IP address:
-// a backend with host names is built again on each Apply, which resolves
-// them again.
-func literalAddresses(b *config.Backend) bool {
-	for i := range b.Servers {
-		if _, err := netip.ParseAddr(b.Servers[i].Address); err != nil {
 			return false
 		}
 	}
