@@ -8,6 +8,9 @@ package main
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
 	"io"
 	"net"
 	"net/http"
@@ -412,4 +415,74 @@ func TestLimitsHostileEndToEnd(t *testing.T) {
 	if tab.Entries != 1 {
 		t.Fatal("dry_run cleared the entry")
 	}
+}
+
+// TestLimitsClientCertEndToEnd: a limit keyed by the client certificate
+// counts each certificate apart, whatever the address; a handshake that
+// fails gives back the connection its address's conn_cur counted at
+// accept.
+func TestLimitsClientCertEndToEnd(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	srv := testutil.NewCert(t, testutil.CertSpec{Names: []string{"m.example.com"}})
+	uploadCert(in, "m", srv, false)
+	ca := testutil.NewCert(t, testutil.CertSpec{CA: true, Names: []string{"clients"}})
+	alice := testutil.NewCert(t, testutil.CertSpec{Client: true, Parent: ca, Names: []string{"alice"}})
+	bob := testutil.NewCert(t, testutil.CertSpec{Client: true, Parent: ca, Names: []string{"bob"}})
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
+		"name": "web", "mode": "http", "servers": []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": headerOrigin(t)}},
+	})
+	port := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "mtls", "mode": "http", "default_backend": "web",
+		"limits": []map[string]any{
+			{"name": "per_cert", "key": "tls_client_cert", "req_rate": map[string]any{"count": 1, "period_ms": 60000}},
+			{"name": "per_ip", "conn_cur": 10},
+		},
+		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port,
+			"tls": map[string]any{"certificates": []string{"m"}, "client_ca": ca.CertPEM}}},
+	})
+	u := "https://127.0.0.1:" + strconv.Itoa(port) + "/"
+	get := func(c *testutil.Cert, source string) int {
+		cfg := &tls.Config{ServerName: "m.example.com", RootCAs: srv.Pool()}
+		if c != nil {
+			cfg.Certificates = []tls.Certificate{c.TLS()}
+		}
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}, Timeout: 5 * time.Second}
+		cl := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, TLSClientConfig: cfg, DisableKeepAlives: true}}
+		r, err := cl.Get(u)
+		if err != nil {
+			return 0
+		}
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		return r.StatusCode
+	}
+	if s := get(alice, "127.0.0.1"); s != 200 {
+		t.Fatalf("alice: %d", s)
+	}
+	if s := get(alice, "127.0.0.2"); s != 429 {
+		t.Fatalf("alice again from another address: %d, want 429", s)
+	}
+	if s := get(bob, "127.0.0.1"); s != 200 {
+		t.Fatalf("bob: %d", s)
+	}
+	if s := get(nil, "127.0.0.3"); s != 0 {
+		t.Fatalf("no certificate: %d, want a failed handshake", s)
+	}
+	var tab limitTable
+	in.MustDo(200, "GET", "/api/v1/frontends/mtls/limits/per_cert/entries", nil).JSON(t, &tab)
+	sum := sha256.Sum256(alice.X509.Raw)
+	if tab.Entries != 2 || tab.Top[0].Key != "sha256:"+hex.EncodeToString(sum[:]) || tab.Top[0].ReqRate != 2 {
+		t.Fatalf("per_cert entries: %+v", tab)
+	}
+	// Every connection ended, the failed handshake's too: no conn_cur left.
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		in.MustDo(200, "GET", "/api/v1/frontends/mtls/limits/per_ip/entries", nil).JSON(t, &tab)
+		held := 0
+		for _, e := range tab.Top {
+			held += e.ConnCur
+		}
+		return tab.Entries == 3 && held == 0
+	}, "the three addresses tracked, no connection held")
 }
