@@ -12,7 +12,8 @@
 // http_exchange.go (what is forwarded, bodies, upgrades), http_timeout.go,
 // http_log.go (byte counts and access-log entries per request),
 // http_rules.go and tunnel_rules.go (request and response rules, core/rules),
-// stop.go (soft stop), check.go (health checks).
+// stop.go (soft stop), check.go (health checks), limits.go (limits per
+// client: where connections and requests are counted and refused).
 //
 // # Layers of a connection
 //

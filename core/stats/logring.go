@@ -12,7 +12,8 @@ import (
 // killed by the end of a stop's grace, 'c' client timeout, 's' server
 // timeout), the second in which phase ('R' waiting for the request, 'Q'
 // queue, 'C' connect, 'H' response headers, 'D' data, 'L' last data to
-// the client, '-' normal end).
+// the client, 'T' held by a tarpit, '-' normal end). A limit per client
+// that denies a request logs PR, one that tarpits it PT, as HAProxy.
 type Termination [2]byte
 
 // TermNormal is a request or connection that ended normally.
