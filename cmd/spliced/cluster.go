@@ -225,11 +225,13 @@ func seedConfig(ctx context.Context, es *cluster.EtcdStorage, stateDir, node str
 	}
 	certs := make(map[string][]byte, len(c.Certificates))
 	for _, cert := range c.Certificates {
-		b, err := d.CertificateBundle(ctx, cert.ChainSHA256)
-		if err != nil {
-			return fmt.Errorf("seed the store with the state directory's document: certificate %q: %w", cert.Name, err)
+		for _, sum := range cert.Files() {
+			b, err := d.CertificateBundle(ctx, sum)
+			if err != nil {
+				return fmt.Errorf("seed the store with the state directory's document: certificate %q: %w", cert.Name, err)
+			}
+			certs[sum] = b
 		}
-		certs[cert.ChainSHA256] = b
 	}
 	was := c.Generation
 	c.Generation = 1

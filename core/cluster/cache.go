@@ -51,17 +51,18 @@ func (s *EtcdStorage) RememberApplied(ctx context.Context, c *config.Config) err
 	}
 	keep := map[string]bool{}
 	for i := range c.Certificates {
-		sum := c.Certificates[i].ChainSHA256
-		keep[sum+".pem"] = true
-		if _, err := os.Lstat(filepath.Join(dir, sum+".pem")); err == nil {
-			continue // a bundle never changes
-		}
-		b, err := s.CertificateBundle(ctx, sum)
-		if err != nil {
-			return fmt.Errorf("cluster cache: certificate %q: %w", c.Certificates[i].Name, err)
-		}
-		if err := config.WriteFileAtomic(dir, sum+".pem", b, nil); err != nil {
-			return fmt.Errorf("cluster cache: %w", err)
+		for _, sum := range c.Certificates[i].Files() {
+			keep[sum+".pem"] = true
+			if _, err := os.Lstat(filepath.Join(dir, sum+".pem")); err == nil {
+				continue // a bundle never changes
+			}
+			b, err := s.CertificateBundle(ctx, sum)
+			if err != nil {
+				return fmt.Errorf("cluster cache: certificate %q: %w", c.Certificates[i].Name, err)
+			}
+			if err := config.WriteFileAtomic(dir, sum+".pem", b, nil); err != nil {
+				return fmt.Errorf("cluster cache: %w", err)
+			}
 		}
 	}
 	doc, err := json.Marshal(c)
@@ -200,12 +201,13 @@ func (s *EtcdStorage) SeedEmpty(ctx context.Context, node string, c *config.Conf
 	}
 	certs := make(map[string][]byte, len(c.Certificates))
 	for i := range c.Certificates {
-		sum := c.Certificates[i].ChainSHA256
-		b, err := s.CertificateBundle(ctx, sum)
-		if err != nil {
-			return 0, fmt.Errorf("cluster store: seed from the node's copy: certificate %q: %w", c.Certificates[i].Name, err)
+		for _, sum := range c.Certificates[i].Files() {
+			b, err := s.CertificateBundle(ctx, sum)
+			if err != nil {
+				return 0, fmt.Errorf("cluster store: seed from the node's copy: certificate %q: %w", c.Certificates[i].Name, err)
+			}
+			certs[sum] = b
 		}
-		certs[sum] = b
 	}
 	was := c.Generation
 	c.Generation = was + 1

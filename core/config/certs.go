@@ -46,6 +46,10 @@ type Certificate struct {
 	KeyType string `json:"key_type" example:"ecdsa-p256"`
 	// ChainLength counts the certificates of the chain, leaf included.
 	ChainLength int `json:"chain_length" example:"2"`
+	// ACME, when set, makes the certificate managed (acme.go): obtained
+	// and renewed by spliced; the fields above then describe the last
+	// certificate issued (empty before the first).
+	ACME *CertificateACME `json:"acme,omitempty"`
 }
 
 // Codes of certificate problems (FieldError.Code), besides CodeRequired
@@ -368,7 +372,10 @@ func (v *validation) certificates() {
 		cp := "/certificates/" + strconv.Itoa(i)
 		v.name(cp+"/name", "certificate", c.Name)
 		names.check(v.p, cp+"/name", "certificate", c.Name)
-		if !isHexSHA256(c.ChainSHA256) {
+		if c.ACME != nil {
+			v.acme(cp, c)
+		}
+		if !isHexSHA256(c.ChainSHA256) && (c.ACME == nil || c.ChainSHA256 != "") {
 			v.p.add(cp+"/chain_sha256", CodeFormat, "chain_sha256 must be 64 lower-case hex digits")
 		}
 	}
@@ -379,5 +386,6 @@ func (c *Certificate) clone() Certificate {
 	if c.SANs != nil {
 		out.SANs = append([]string{}, c.SANs...)
 	}
+	out.ACME = c.ACME.clone()
 	return out
 }

@@ -152,6 +152,18 @@ func (s *Store) checkCertificateFiles(cur, next *Config, bundles map[string][]by
 		if j := cur.FindCertificate(c.Name); j >= 0 && reflect.DeepEqual(cur.Certificates[j], *c) {
 			continue
 		}
+		if c.ACME != nil {
+			// The account file must exist (its content is the API's).
+			if err := s.checkAccountFile(c.ACME.AccountSHA256, bundles); err != nil {
+				if errors.Is(err, ErrUnavailable) {
+					return err
+				}
+				p.addf("/certificates/"+strconv.Itoa(i)+"/acme/account_sha256", CodeUnknownReference, "no stored ACME account has account_sha256 %s: create the certificate with POST /api/v1/certificates", truncateString(c.ACME.AccountSHA256, 64))
+			}
+			if c.ChainSHA256 == "" {
+				continue // not issued yet: no chain to check
+			}
+		}
 		ptr := "/certificates/" + strconv.Itoa(i) + "/chain_sha256"
 		b, ok := bundles[c.ChainSHA256]
 		var err error
@@ -167,11 +179,25 @@ func (s *Store) checkCertificateFiles(cur, next *Config, bundles map[string][]by
 		}
 		certPEM, keyPEM := splitBundle(b)
 		got, _, err := ParseCertificate(c.Name, certPEM, keyPEM, noValidityCheck)
+		got.ACME = c.ACME // the desired state, not derived from the file
 		if err != nil || !reflect.DeepEqual(got, *c) {
 			p.add("/certificates/"+strconv.Itoa(i), CodeInvalid, "the metadata does not match the stored certificate "+c.ChainSHA256+": it is derived from the certificate, not set")
 		}
 	}
 	return p.err()
+}
+
+// checkAccountFile reports whether the account file sum is among bundles
+// or stored.
+func (s *Store) checkAccountFile(sum string, bundles map[string][]byte) error {
+	if _, ok := bundles[sum]; ok {
+		return nil
+	}
+	if !isHexSHA256(sum) {
+		return ErrInvalid
+	}
+	_, err := s.st.CertificateBundle(context.Background(), sum)
+	return err
 }
 
 // revisionCertificates is the part of a revision RevisionCertificates
@@ -188,6 +214,9 @@ type revisionCertificates struct {
 type revisionCertificateList struct {
 	Certificates []struct {
 		ChainSHA256 string `json:"chain_sha256"`
+		ACME        *struct {
+			AccountSHA256 string `json:"account_sha256"`
+		} `json:"acme"`
 	} `json:"certificates"`
 }
 
@@ -201,11 +230,13 @@ func RevisionCertificates(r io.Reader) ([]string, error) {
 		return nil, err
 	}
 	sums := make([]string, 0, len(rc.Config.Certificates)+len(rc.Delta.Rest.Certificates))
-	for _, c := range rc.Config.Certificates {
-		sums = append(sums, c.ChainSHA256)
-	}
-	for _, c := range rc.Delta.Rest.Certificates {
-		sums = append(sums, c.ChainSHA256)
+	for _, c := range append(rc.Config.Certificates, rc.Delta.Rest.Certificates...) {
+		if c.ChainSHA256 != "" {
+			sums = append(sums, c.ChainSHA256)
+		}
+		if c.ACME != nil && c.ACME.AccountSHA256 != "" {
+			sums = append(sums, c.ACME.AccountSHA256) // a managed certificate's account file
+		}
 	}
 	return sums, nil
 }
@@ -228,7 +259,9 @@ func (d *DirStorage) pruneCertificates(cur *Config) {
 	d.removeTemps(dir, ".")
 	keep := map[string]bool{}
 	for i := range cur.Certificates {
-		keep[cur.Certificates[i].ChainSHA256] = true
+		for _, sum := range cur.Certificates[i].Files() {
+			keep[sum] = true
+		}
 	}
 	names, err := d.revisionNames()
 	if err != nil {

@@ -71,12 +71,13 @@ func (s *Store) Reseed(ctx context.Context, o UpdateOptions) (*ReseedResult, err
 	res.Summary = fmt.Sprintf("%s from its generation %d (the store held %s)", by, cur.Generation, held)
 	certs := make(map[string][]byte, len(next.Certificates))
 	for i := range next.Certificates {
-		sum := next.Certificates[i].ChainSHA256
-		b, err := s.st.CertificateBundle(ctx, sum)
-		if err != nil {
-			return nil, fmt.Errorf("config store: reseed: certificate %q: %w", next.Certificates[i].Name, err)
+		for _, sum := range next.Certificates[i].Files() {
+			b, err := s.st.CertificateBundle(ctx, sum)
+			if err != nil {
+				return nil, fmt.Errorf("config store: reseed: certificate %q: %w", next.Certificates[i].Name, err)
+			}
+			certs[sum] = b
 		}
-		certs[sum] = b
 	}
 	if o.DryRun {
 		return res, nil

@@ -375,12 +375,13 @@ func (s *Store) attempt(ctx context.Context, mutate func(c *Config) error, o Upd
 	next.Generation = cur.Generation + 1
 	var certs map[string][]byte
 	for i := range next.Certificates {
-		sum := next.Certificates[i].ChainSHA256
-		if b, ok := o.Certificates[sum]; ok {
-			if certs == nil {
-				certs = map[string][]byte{}
+		for _, sum := range next.Certificates[i].Files() {
+			if b, ok := o.Certificates[sum]; ok {
+				if certs == nil {
+					certs = map[string][]byte{}
+				}
+				certs[sum] = b
 			}
-			certs[sum] = b
 		}
 	}
 	info := RevisionInfo{Generation: next.Generation, Time: time.Now(), Summary: plan.Summary(), Actor: o.Actor, Node: o.Node, RestoreOf: o.RestoreOf}
