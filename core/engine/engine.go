@@ -46,6 +46,9 @@ type Options struct {
 	// access_log on and keeps the last ones (cmd/spliced builds it from
 	// its --access-log-* flags); nil: lines "access" through Logger.
 	AccessLog *accesslog.Log
+	// ACME answers http-01 challenges on the clear binds of http
+	// frontends (core/acme's Manager); nil: none.
+	ACME proxy.HTTPChallenges
 }
 
 // Engine is the data plane: nbthread loops, their proxy workers, the accept
@@ -58,6 +61,7 @@ type Engine struct {
 	resolve func(string) (netip.Addr, error)
 	certs   *tlsconf.Certs
 	keys    *tlsconf.TicketKeys
+	acme    proxy.HTTPChallenges
 	// h2 is proxy.HTTP2Supported, which config.OfferedALPN is given: a
 	// field so that the tests of the ALPN a bind offers force both values.
 	h2 bool
@@ -175,6 +179,7 @@ func New(o Options) (*Engine, error) {
 		resolve:  o.Resolve,
 		certs:    o.Certs,
 		keys:     o.TicketKeys,
+		acme:     o.ACME,
 		h2:       proxy.HTTP2Supported,
 		binds:    map[bindID]*bindRT{},
 		fronts:   map[string]*feRT{},
@@ -513,6 +518,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			pf.HTTP.Rules = frontRules(rrt, newBE, pf.Limits)
 			pf.CertStrip = certStrip(cf)
 			pf.CertStripName = string(pf.CertStrip)
+			pf.ACME = e.acme // http-01 on clear binds (tlsFronts clears it)
 		} else if rrt != nil {
 			pf.Rules = rrt.req
 		}
@@ -822,6 +828,7 @@ func (e *Engine) tlsFronts(snap *config.Config, fronts map[string]*proxy.Fronten
 			tc.NextProtos = config.OfferedALPN(cf, cb.TLS, e.h2)
 			f := *fronts[cf.Name]
 			f.TLS = tc
+			f.ACME = nil // http-01 is answered on clear binds only
 			f.HandshakeTimeout = time.Duration(cf.Timeouts.HandshakeMs) * time.Millisecond
 			if cf.Mode == config.ModeHTTP && cb.TLS.ClientCA != "" {
 				f.CertHeader = cb.TLS.ClientCertHeaderPrefix

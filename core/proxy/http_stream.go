@@ -27,6 +27,7 @@ const (
 // head arrives, and given back (putStream) when the exchange ends; its
 // mux, client end and client are set by the mux that takes it.
 type stream struct {
+	acmeAnswer string // acme.go: the http-01 key authorization fail(200) answers
 	// The request's server attempt (attempt.go): the worker, the backend,
 	// the server whose slot the request holds and the counter slots of
 	// both, the queue, the current phase's deadline, the termination.
@@ -212,6 +213,9 @@ func (c *stream) startRequest(n int) {
 				copy(lg.Line[lg.LineLen-3:], "2.0") // the head an HTTP/2 request was written as says 1.1
 			}
 		}
+	}
+	if c.fe.ACME != nil && c.acmeChallenge(buf, r) { // acme.go: http-01, before limits, rules, routes
+		return
 	}
 	if c.limitRequest() { // limits.go: denied or tarpitted
 		return

@@ -74,6 +74,9 @@ type Frontend struct {
 	TLS              *tls.Config
 	HandshakeTimeout time.Duration
 	CertHeader       string
+	// ACME answers http-01 challenges (acme.go): set by the engine on the
+	// clear binds of http frontends; nil on TLS binds.
+	ACME HTTPChallenges
 	// CertStrip (http mode): the fields whose name starts with it are
 	// dropped from every request of every bind, plain ones included, when
 	// some bind of the frontend verifies client certificates: the

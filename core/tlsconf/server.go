@@ -17,6 +17,8 @@ import (
 // entries a config no longer names.
 type Certs struct {
 	load func(config.Certificate) ([]byte, error)
+	// acme answers tls-alpn-01 challenges (acme.go); nil: none.
+	acme Challenges
 
 	mu    sync.Mutex
 	cache map[string]*tls.Certificate // by chain_sha256
@@ -88,6 +90,9 @@ func (cs *Certs) Server(c *config.Config, b *config.BindTLS, keys *TicketKeys) (
 		if i < 0 {
 			return nil, fmt.Errorf("tls: certificate %q: %w", name, config.ErrNotFound)
 		}
+		if !c.Certificates[i].Issued() {
+			continue // managed, not issued yet: acme-tls/1 only (acme.go)
+		}
 		cert, err := cs.certificate(c.Certificates[i])
 		if err != nil {
 			return nil, err
@@ -130,6 +135,7 @@ func (cs *Certs) Server(c *config.Config, b *config.BindTLS, keys *TicketKeys) (
 	}
 	keys.SetRotation(c.Tuning.TLS.TicketRotationMs)
 	keys.wire(tc, ctx.Sum(nil))
+	cs.wireACME(tc)
 	return tc, nil
 }
 
@@ -167,6 +173,9 @@ func appendOnce(list []*tls.Certificate, c *tls.Certificate) []*tls.Certificate 
 }
 
 func (ch *chooser) choose(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if len(ch.all) == 0 {
+		return nil, errNotIssued
+	}
 	name := strings.TrimSuffix(hello.ServerName, ".")
 	if hasUpper(name) {
 		name = strings.ToLower(name) // rare: clients send SNI in lower case
