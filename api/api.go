@@ -21,6 +21,7 @@ import (
 	"github.com/spliced-proxy/spliced/api/tokens"
 	"github.com/spliced-proxy/spliced/core"
 	"github.com/spliced-proxy/spliced/core/accesslog"
+	"github.com/spliced-proxy/spliced/core/acme"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/tlsconf"
 	"github.com/spliced-proxy/spliced/openapi"
@@ -77,6 +78,11 @@ type Options struct {
 	// applies through Cluster.Sync, every other node through its watch)
 	// and waits for the nodes (?wait_ms=, cluster.go).
 	Cluster core.Cluster
+	// ACME runs the managed certificates (core/acme): GET shows their
+	// run-time state, /readyz and /metrics their failures, and New makes
+	// it store what it obtains through the certificate write
+	// (acme.go); nil: managed certificates are accepted, never ordered.
+	ACME *acme.Manager
 	// Node names this node (--node-name, --node-address): the audit
 	// entries and revisions of the writes it takes, /api/v1/info, and the
 	// single node of /api/v1/cluster. With Cluster, Cluster.Self wins.
@@ -122,6 +128,7 @@ type server struct {
 	alog    *accesslog.Log    // GET /api/v1/logs (logs.go)
 	cluster core.Cluster      // nil on a single node (cluster.go)
 	node    core.NodeIdentity // this node
+	acme    *acme.Manager     // managed certificates (acme.go); may be nil
 }
 
 // New returns the admin HTTP handler: the REST API under /api/v1, /healthz,
@@ -132,6 +139,7 @@ func New(o Options) http.Handler {
 		dir: o.StateDir, addr: o.AdminAddr, log: o.Logger, started: o.Started,
 		spec: openapi.JSON(), c: newCollections(), ulpPath: o.TCPULPPath,
 		tickets: o.TicketKeys, alog: o.AccessLog, cluster: o.Cluster, node: o.Node,
+		acme: o.ACME,
 	}
 	s.queries = newQueryParams(s.spec)
 	if s.cluster != nil {
@@ -183,6 +191,9 @@ func New(o Options) http.Handler {
 	r.NotFound(s.handle(notFound))
 	r.MethodNotAllowed(s.handle(s.methodNotAllowed))
 	s.routes(r)
+	if s.acme != nil {
+		s.acme.SetCommit(s.commitIssued) // acme.go
+	}
 	return r
 }
 

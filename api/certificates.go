@@ -30,12 +30,18 @@ type CertificateUpload struct {
 	// KeyPEM is the leaf's private key: PKCS #8, PKCS #1 (RSA) or SEC 1
 	// (EC), unencrypted. It is stored 0600 and never answered.
 	KeyPEM string `json:"key_pem" example:"-----BEGIN PRIVATE KEY-----\n..."`
+	// ACME makes the certificate managed instead (acme.go): spliced
+	// obtains and renews it; cert_pem and key_pem are then left out.
+	ACME *ACMERequest `json:"acme,omitempty"`
 }
 
 // CertificateInfo is a certificate as GET answers it: its metadata and the
 // objects that use it.
 type CertificateInfo struct {
 	config.Certificate
+	// ACME is a managed certificate's settings and, in GET answers, its
+	// run-time state on this node (acme.go).
+	ACME *ManagedInfo `json:"acme,omitempty"`
 	// UsedBy names the binds that serve this certificate
 	// ("frontend/public/bind/b1"), from their tls.certificates.
 	UsedBy []string `json:"used_by"`
@@ -43,6 +49,9 @@ type CertificateInfo struct {
 
 func certificateInfo(c *config.Config, i int) CertificateInfo {
 	info := CertificateInfo{Certificate: c.Certificates[i], UsedBy: []string{}}
+	if a := c.Certificates[i].ACME; a != nil {
+		info.ACME = &ManagedInfo{CertificateACME: *a}
+	}
 	for _, u := range config.CertificateUsers(c, c.Certificates[i].Name) {
 		info.UsedBy = append(info.UsedBy, u.Object)
 	}
@@ -122,13 +131,13 @@ func parseUpload(up *CertificateUpload, name string) (config.Certificate, map[st
 //	@x-spliced-role	"viewer"
 //	@Router			/api/v1/certificates [get]
 func (s *server) listCertificates(w http.ResponseWriter, r *http.Request) error {
-	return s.get(w, r, certificateList)
+	return s.getCertificates(w, r, certificateList)
 }
 
 // createCertificate godoc
 //
-//	@Summary		Upload a certificate
-//	@Description	Takes a chain (leaf first, each certificate signed by the next; a self-signed leaf alone is complete; no system root is consulted) and the leaf's private key. Refused with 422 and a pointer (/name, /cert_pem, /key_pem) for bad PEM, no certificate, a key that is not the leaf's, a certificate expired or not yet valid, a chain that does not link, an unsupported key (RSA below 2048 bits, other curves than P-256/P-384, encrypted keys). The chain and key are stored 0600 in the state directory; the config document, revisions, diffs and audit trail hold only the metadata. If-Match is compared with the ETag of the certificate list.
+//	@Summary		Upload a certificate, or create a managed one
+//	@Description	With "acme" instead of cert_pem and key_pem: a managed certificate, obtained and renewed by spliced from the ACME server (http-01 answered on the clear binds of http frontends, or tls-alpn-01 on TLS binds); its settings are checked (422 with pointers under /acme), an account key is made (or the one of a managed certificate with the same directory and e-mail reused) and stored 0600 with eab.hmac_key, which is never answered; the certificate is then ordered in the background (GET shows acme.status, acme.error, acme.next_renewal_at). Otherwise: takes a chain (leaf first, each certificate signed by the next; a self-signed leaf alone is complete; no system root is consulted) and the leaf's private key. Refused with 422 and a pointer (/name, /cert_pem, /key_pem) for bad PEM, no certificate, a key that is not the leaf's, a certificate expired or not yet valid, a chain that does not link, an unsupported key (RSA below 2048 bits, other curves than P-256/P-384, encrypted keys). The chain and key are stored 0600 in the state directory; the config document, revisions, diffs and audit trail hold only the metadata. If-Match is compared with the ETag of the certificate list.
 //	@Tags			certificates
 //	@Accept			json
 //	@Produce		json
@@ -155,7 +164,7 @@ func (s *server) createCertificate(w http.ResponseWriter, r *http.Request) error
 	if err := decodeBody(r, &up); err != nil {
 		return err
 	}
-	meta, bundles, err := parseUpload(&up, up.Name)
+	meta, bundles, err := s.parseCertificate(&up, up.Name)
 	if err != nil {
 		return err
 	}
@@ -168,7 +177,8 @@ func (s *server) createCertificate(w http.ResponseWriter, r *http.Request) error
 
 // getCertificate godoc
 //
-//	@Summary	Get a certificate's metadata
+//	@Summary		Get a certificate's metadata
+//	@Description	A managed certificate's acme member adds its run-time state on this node: status (pending, valid, renewing, failed), error (the CA's problem document), renewed_at, next_renewal_at, retry_at; it is not part of the configuration (the ETag ignores it).
 //	@Tags		certificates
 //	@Produce	json
 //	@Param		name	path		string	true	"certificate name"
@@ -178,7 +188,7 @@ func (s *server) createCertificate(w http.ResponseWriter, r *http.Request) error
 //	@x-spliced-role	"viewer"
 //	@Router		/api/v1/certificates/{name} [get]
 func (s *server) getCertificate(w http.ResponseWriter, r *http.Request) error {
-	return s.get(w, r, certificateView(param(r, "name")))
+	return s.getCertificates(w, r, certificateView(param(r, "name")))
 }
 
 // putCertificate godoc
@@ -216,11 +226,20 @@ func (s *server) putCertificate(w http.ResponseWriter, r *http.Request) error {
 			Detail: fmt.Sprintf("the body names certificate %q but the path names %q; renaming is not supported", truncate(up.Name, 64), name),
 			Errors: []config.FieldError{{Field: "/name", Code: "name_mismatch", Message: "must be empty or equal the name in the path"}}}
 	}
-	meta, bundles, err := parseUpload(&up, name)
+	meta, bundles, err := s.parseCertificate(&up, name)
 	if err != nil {
 		return err
 	}
-	op := replaceOp(s.c.certificates, "", name, func(*config.Certificate) (config.Certificate, error) { return meta, nil })
+	op := replaceOp(s.c.certificates, "", name, func(cur *config.Certificate) (config.Certificate, error) {
+		if meta.ACME != nil && cur.Issued() {
+			// New settings for a certificate issued before: it keeps
+			// serving until core/acme obtains the next one.
+			kept := *cur // cur is in the clone the write changes
+			kept.ACME = meta.ACME
+			return kept, nil
+		}
+		return meta, nil
+	})
 	op.certificates = bundles
 	op.target = certificateView(name)
 	op.result = certificateResult(name)

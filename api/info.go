@@ -162,6 +162,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
 	h := Health{Status: "ready", Generation: want, Warnings: append(warnings, s.core.Runtime().Warnings...)}
 	h.Warnings = append(h.Warnings, s.core.PinWarnings()...)
 	h.Warnings = append(h.Warnings, certificateWarnings(s.store.Current(), time.Now())...)
+	h.Warnings = append(h.Warnings, s.acmeWarnings(s.store.Current(), time.Now())...) // acme.go
 	return writeValue(w, http.StatusOK, h)
 }
 

@@ -19,7 +19,7 @@ type observer struct {
 
 func newObserver(s *server) *observer {
 	audit := newAuditLog(s.dir, s.log)
-	metrics := newMetricsHandler(s.core, s.version, audit.refused.count, newCertCollector(s.store), newClusterCollector(s))
+	metrics := newMetricsHandler(s.core, s.version, audit.refused.count, newCertCollector(s.store), newClusterCollector(s), newACMECollector(s.acme))
 	metrics.log = s.log
 	events := newEventHub(s.core, s.log)
 	if s.cluster != nil {

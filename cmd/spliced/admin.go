@@ -42,7 +42,8 @@ type adminOptions struct {
 	auditKeep int       // --audit-keep
 	auditCopy io.Writer // --audit-syslog
 
-	anonIdle time.Duration // idle anonymous connections are closed after it
+	anonIdle  time.Duration // idle anonymous connections are closed after it
+	acmeRetry time.Duration // --acme-retry: core/acme Options.Backoff
 
 	accessLog *accessLogSink // --access-log-*
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/spliced-proxy/spliced/api"
 	"github.com/spliced-proxy/spliced/cmd/spliced/internal/version"
 	"github.com/spliced-proxy/spliced/core"
+	"github.com/spliced-proxy/spliced/core/acme"
 	"github.com/spliced-proxy/spliced/core/cluster"
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/tlsconf"
@@ -74,6 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	maxStreams := fs.Int("admin-max-event-streams", api.DefaultMaxEventStreams, "most /api/v1/events streams open at once (503 beyond)")
 	maxStreamsTok := fs.Int("admin-max-event-streams-per-token", api.DefaultMaxEventStreamsPerToken, "most /api/v1/events streams open at once per token (429 beyond)")
 	auditKeep := fs.Int("audit-keep", api.AuditKeepDefault, "rotated audit files kept (audit.log.1 .. audit.log.N, 16 MiB each)")
+	acmeRetry := fs.Duration("acme-retry", 10*time.Second, "first retry delay of a managed certificate's failed ACME order (doubled at each failure, up to 6h)")
 	auditSyslog := fs.Bool("audit-syslog", false, "also send every audit entry to the local syslog (journald), facility authpriv, tag spliced-audit")
 	alf := addAccessLogFlags(fs)
 	var cf clusterFlags
@@ -150,7 +152,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	adm := adminOptions{addr: *adminAddr, accessLog: alog, stateDir: *stateDir, hosts: adminHosts,
 		auditKeep: *auditKeep, auditCopy: auditCopy,
 		tlsCert: *tlsCert, tlsKey: *tlsKey, maxBody: *maxBody, maxConns: *maxConns,
-		maxStreams: *maxStreams, maxStreamsPerToken: *maxStreamsTok, anonIdle: *anonIdle}
+		maxStreams: *maxStreams, maxStreamsPerToken: *maxStreamsTok, anonIdle: *anonIdle, acmeRetry: *acmeRetry}
 	if err := serve(log, adm, *bootstrap, node, &sf); err != nil {
 		log.Error("spliced stopped", "err", err)
 		return 1
@@ -185,6 +187,7 @@ Flags:
 		fs.Duration("admin-anon-idle-timeout", 5*time.Second, "close an idle admin connection no request with a valid token came on after this")
 		fs.Int("admin-max-event-streams", api.DefaultMaxEventStreams, "most /api/v1/events streams open at once (503 beyond)")
 		fs.Int("admin-max-event-streams-per-token", api.DefaultMaxEventStreamsPerToken, "most /api/v1/events streams open at once per token (429 beyond)")
+		fs.Duration("acme-retry", 10*time.Second, "first retry delay of a managed certificate's failed ACME order (doubled at each failure, up to 6h)")
 		fs.String("log-format", "auto", "log format: text, json, or auto (text on a terminal, json otherwise)")
 		addAccessLogFlags(fs)
 		new(clusterFlags).addNodeFlags(fs)
@@ -376,7 +379,13 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 		// their cache.
 		defer cluster.ShareTicketKeys(es, tickets, log)()
 	}
-	ctl, err := newCore(log, tlsconf.NewCerts(store.CertificateBundle), tickets, adm.accessLog.log)
+	// Managed certificates (core/acme): challenges answered by the data
+	// plane, certificates stored through the API's write (api.New sets
+	// it), workers run from here to the stop.
+	issuer := acme.New(acme.Options{Logger: log, Store: store, Backoff: adm.acmeRetry})
+	certs := tlsconf.NewCerts(store.CertificateBundle)
+	certs.SetChallenges(issuer)
+	ctl, err := newCore(log, certs, tickets, adm.accessLog.log, issuer)
 	if err != nil {
 		return fmt.Errorf("starting data plane: %w", err)
 	}
@@ -429,7 +438,13 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 
 		MaxEventStreams:         adm.maxStreams,
 		MaxEventStreamsPerToken: adm.maxStreamsPerToken,
+
+		ACME: issuer,
 	})
+	issuerCtx, stopIssuer := context.WithCancel(context.Background())
+	issuerDone := make(chan struct{})
+	go func() { defer close(issuerDone); issuer.Run(issuerCtx) }()
+	defer func() { stopIssuer(); <-issuerDone }()
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
