@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/spliced-proxy/spliced/core/acme"
 	"github.com/spliced-proxy/spliced/core/config"
 )
 
@@ -50,7 +51,9 @@ type CertificateInfo struct {
 func certificateInfo(c *config.Config, i int) CertificateInfo {
 	info := CertificateInfo{Certificate: c.Certificates[i], UsedBy: []string{}}
 	if a := c.Certificates[i].ACME; a != nil {
-		info.ACME = &ManagedInfo{CertificateACME: *a}
+		// Its run-time state is added by GET (getCertificates); "pending"
+		// in write answers and ETags, so that the state never moves one.
+		info.ACME = &ManagedInfo{CertificateACME: *a, State: acme.State{Status: acme.StatusPending}}
 	}
 	for _, u := range config.CertificateUsers(c, c.Certificates[i].Name) {
 		info.UsedBy = append(info.UsedBy, u.Object)

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -334,5 +335,46 @@ func TestACMESettingsAreValidated(t *testing.T) {
 		if !strings.Contains(string(res.Body), `"field":"`+f+`"`) {
 			t.Errorf("no problem at %s: %s", f, res.Body)
 		}
+	}
+}
+
+// TestACMEReadme runs the README's "# acme:" block (the managed
+// certificate walk-through) against a pebble of its own, with its ports.
+func TestACMEReadme(t *testing.T) {
+	t.Parallel()
+	var block string
+	for _, b := range readmeAllShellBlocks(t) {
+		if strings.HasPrefix(b, "# acme:") {
+			block = b
+		}
+	}
+	if block == "" {
+		t.Fatal(`README has no "# acme:" block`)
+	}
+	httpPort, tlsPort := testutil.FreePort(t), testutil.FreePort(t)
+	ca := startPebble(t, pebbleOptions{HTTPPort: httpPort, TLSPort: testutil.FreePort(t)})
+	in := startSpliced(t, "", "--acme-retry", "1s")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pebble.crt"), []byte(ca.CAPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.NewReplacer(
+		"localhost:9900", in.Admin,
+		"https://127.0.0.1:14000/dir", ca.Directory,
+		"https://127.0.0.1:15000", ca.mgmt,
+		`"port":5002`, `"port":`+strconv.Itoa(httpPort),
+		`"port":8463`, `"port":`+strconv.Itoa(tlsPort),
+		":8463", ":"+strconv.Itoa(tlsPort),
+	).Replace(block)
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	start := time.Now()
+	out, err := runCmd(t, cmd)
+	if err != nil {
+		t.Fatalf("README acme block: %v\n%s", err, out)
+	}
+	t.Logf("README block: %s\n%s", time.Since(start).Round(time.Millisecond), out)
+	if !strings.Contains(out, `"status":"valid"`) || !strings.Contains(out, "503 verify=0") {
+		t.Fatalf("README acme block output:\n%s", out)
 	}
 }

@@ -234,13 +234,14 @@ func TestValidateCommand(t *testing.T) {
 
 // readmeShellBlocks returns every ```sh block of the README except the one
 // with the make commands and the cluster's (a block whose first line starts
-// with "# cluster:" needs etcd and three nodes: TestClusterReadme runs it),
-// in document order.
+// with "# cluster:" needs etcd and three nodes: TestClusterReadme runs it;
+// one with "# acme:" needs pebble: TestACMEReadme runs it), in document
+// order.
 func readmeShellBlocks(t *testing.T) []string {
 	t.Helper()
 	var blocks []string
 	for _, block := range readmeAllShellBlocks(t) {
-		if strings.Contains(block, "make run") || strings.Contains(block, "make test") || strings.HasPrefix(block, "# cluster:") {
+		if strings.Contains(block, "make run") || strings.Contains(block, "make test") || strings.HasPrefix(block, "# cluster:") || strings.HasPrefix(block, "# acme:") {
 			continue
 		}
 		blocks = append(blocks, block)
