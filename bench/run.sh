@@ -31,6 +31,9 @@
 #                     none of which matches, and with one that sets a
 #                     header (the same rules in both); apply: server changes with 1 000
 #                     and 10 000 servers, spliced only, bench/applybench;
+#                     s003: seed 003's scenario (http: 1 MiB objects, one
+#                     request per connection, BENCH_S003_CONNS at once,
+#                     splice on and off; softirq time per CPU printed);
 #                     cluster: the row of the cluster mode; pp2: ka in tcp
 #                     and http with a PROXY v2 header in front of each
 #                     connection, sent by an HAProxy relay on the load CPU,
@@ -48,6 +51,7 @@
 #                     only: the Go TLS floor, benchtool tlsfloor)
 #   BENCH_IDLE_CONNS  idle connections of the idle row (default 5000)
 #   BENCH_1M_CONNS    wrk connections of the 1m row (default 64)
+#   BENCH_S003_CONNS  concurrent connections of the s003 row (default 4000)
 #   BENCH_HS_CONNS    concurrent connections of the hs-*, resume rows and of
 #                     the flood (default 50)
 #   BENCH_H2_CLIENTS  h2load clients of the h2 and h2-10k rows (default 100)
@@ -77,10 +81,11 @@ BENCH_MODES=${BENCH_MODES:-tcp http tls cluster}
 BENCH_CLUSTER_SERVERS=${BENCH_CLUSTER_SERVERS:-1000,10000}
 BENCH_CLUSTER_WRITES=${BENCH_CLUSTER_WRITES:-200}
 BENCH_CLUSTER_RELOADS=${BENCH_CLUSTER_RELOADS:-20}
-BENCH_ROWS=${BENCH_ROWS:-ka pp2 rules20 rules-set close 1m idle h2 h2-10k h2-idle grpc apply hs-ecdsa hs-rsa resume first flood seed001 sched cluster}
+BENCH_ROWS=${BENCH_ROWS:-ka pp2 rules20 rules-set close 1m s003 idle h2 h2-10k h2-idle grpc apply hs-ecdsa hs-rsa resume first flood seed001 sched cluster}
 BENCH_PROXIES=${BENCH_PROXIES:-spliced haproxy nginx baseline caddy gotls}
 BENCH_IDLE_CONNS=${BENCH_IDLE_CONNS:-5000}
 BENCH_1M_CONNS=${BENCH_1M_CONNS:-64}
+BENCH_S003_CONNS=${BENCH_S003_CONNS:-4000}
 BENCH_HS_CONNS=${BENCH_HS_CONNS:-50}
 BENCH_H2_CLIENTS=${BENCH_H2_CLIENTS:-100}
 BENCH_H2_STREAMS=${BENCH_H2_STREAMS:-10}
@@ -119,6 +124,7 @@ candidates() {
 	http)
 		case $2 in
 		1m) echo "spliced spliced-auto spliced-off haproxy nginx caddy" ;;
+		s003) echo "spliced spliced-off haproxy haproxy-off nginx" ;;
 		rules*) echo "spliced haproxy" ;;
 		pp2) echo "spliced haproxy nginx" ;;
 		h2* | grpc) echo "$H2_PROXIES" ;;
@@ -134,6 +140,7 @@ candidates() {
 row_applies() {
 	case $2 in
 	ka | 1m) return 0 ;;
+	s003) [[ $1 == http ]] ;;
 	pp2) [[ $1 != tls ]] ;;
 	close | idle) [[ $1 != tls ]] ;;
 	rules20 | rules-set) [[ $1 == http ]] ;;
@@ -473,7 +480,7 @@ rules_haproxy() {
 # $TMP/$RUN_NAME; set PROXY_PID.
 # Return non-zero with FAIL_REASON set when it cannot.
 # splice_for ROW: the 1m row runs with splice, the others without.
-splice_for() { [[ $1 == 1m ]] && echo on || echo off; }
+splice_for() { [[ $1 == 1m || $1 == s003 ]] && echo on || echo off; }
 
 start_haproxy() {
 	local mode=$1 row=$2 port=$3 d=$TMP/$RUN_NAME opts="" global="" ssl=""
@@ -488,7 +495,7 @@ start_haproxy() {
     ssl-default-bind-curves X25519:P-256
     tune.ssl.default-dh-param 2048"
 		ssl=" ssl crt $CERTS/$(cert_for "$row").pem"
-	elif [[ $(splice_for "$row") == on ]]; then
+	elif [[ ${4:-$(splice_for "$row")} == on ]]; then
 		case $HAPROXY_SPLICE in
 		force) opts="option splice-request
     option splice-response" ;;
@@ -748,6 +755,23 @@ start_spliced() {
 	fi
 }
 
+# softirq_ticks: per CPU, "cpuN softirq total" from /proc/stat (seed 003's
+# question is where the interrupt work runs; on loopback there is no NIC,
+# the softirq is the network stack's receive processing).
+softirq_ticks() { awk '/^cpu[0-9]/ { t = 0; for (i = 2; i <= 9; i++) t += $i; printf "%s %s %s;", $1, $8, t }' /proc/stat; }
+
+# softirq_report BEFORE AFTER: softirq share of each CPU's time between two
+# softirq_ticks.
+softirq_report() {
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		n = split(a, x, ";"); split(b, y, ";")
+		for (i = 1; i < n; i++) {
+			split(x[i], p, " "); split(y[i], q, " ")
+			d = q[3] - p[3]; printf "%s %.0f%%  ", p[1], (d > 0 ? 100 * (q[2] - p[2]) / d : 0)
+		}
+	}'
+}
+
 # start_pp2_relay PORT: an HAProxy on the load CPU that relays each
 # connection to the proxy under test on PORT with a PROXY v2 header (the
 # pp2 row); set RELAY_PORT and RELAY_PID.
@@ -780,9 +804,9 @@ EOF
 
 # ------------------------------------------------------------------ runs
 # wrk arguments per row: connections, extra arguments, object.
-row_conns() { case $1 in ka | pp2 | close | rules*) echo 50 ;; 1m) echo "$BENCH_1M_CONNS" ;; esac; }
-row_path() { case $1 in 1m) echo /1m ;; h2-10k) echo /10k ;; *) echo /64 ;; esac; }
-row_size() { case $1 in 1m) echo $((1 << 20)) ;; h2-10k) echo 10240 ;; *) echo 64 ;; esac; }
+row_conns() { case $1 in ka | pp2 | close | rules*) echo 50 ;; 1m) echo "$BENCH_1M_CONNS" ;; s003) echo "$BENCH_S003_CONNS" ;; esac; }
+row_path() { case $1 in 1m | s003) echo /1m ;; h2-10k) echo /10k ;; *) echo /64 ;; esac; }
+row_size() { case $1 in 1m | s003) echo $((1 << 20)) ;; h2-10k) echo 10240 ;; *) echo 64 ;; esac; }
 
 # run_one MODE ROW PROXY REP: fresh proxy, check, measure, stop.
 run_one() {
@@ -895,12 +919,20 @@ run_one() {
 			"$BT" fail "${id[@]}" -reason "benchtool flood failed"
 	else
 		local extra=()
-		[[ $row == close ]] && extra=(-H "Connection: close")
+		[[ $row == close || $row == s003 ]] && extra=(-H "Connection: close")
+		# s003: each of thousands of connections moves 1 MiB at a share
+		# of the throughput: a short run completes too few of them.
+		local si0 secs=$BENCH_SECONDS
+		if [[ $row == s003 ]] && ((secs < 15)); then secs=15; fi
+		si0=$(softirq_ticks)
 		wait_fg "$BT" measure "${id[@]}" -pid "$PROXY_PID" -cpu "$BENCH_PROXY_CPU" -conns "$(row_conns "$row")" -- \
-			taskset -c "$BENCH_LOAD_CPU" wrk -t1 -c "$(row_conns "$row")" -d "${BENCH_SECONDS}s" \
-			--timeout 5s -s "$ROOT/bench/wrk-report.lua" "${extra[@]}" \
+			taskset -c "$BENCH_LOAD_CPU" wrk -t1 -c "$(row_conns "$row")" -d "${secs}s" \
+			--timeout "$( [[ $row == s003 ]] && echo 60s || echo 5s)" -s "$ROOT/bench/wrk-report.lua" "${extra[@]}" \
 			"$SCHEME://127.0.0.1:$port$(row_path "$row")" ||
 			"$BT" fail "${id[@]}" -reason "benchtool measure failed"
+		if [[ $row == s003 ]]; then
+			log "    $proxy $mode/$row #$rep: softirq time per CPU during the run: $(softirq_report "$si0" "$(softirq_ticks)")"
+		fi
 	fi
 	stop_pid "$PROXY_PID"
 	if [[ -n $RELAY_PID ]]; then stop_pid "$RELAY_PID"; fi

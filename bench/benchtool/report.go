@@ -27,7 +27,7 @@ const reference = "haproxy"
 const sharedWarn = 15
 
 // rowOrder is the order in which workloads are printed.
-var rowOrder = []string{"ka", "pp2", "rules20", "rules-set", "close", "1m", "idle", "h2", "h2-10k", "h2-idle", "hs-ecdsa", "hs-rsa", "resume", "first", "flood"}
+var rowOrder = []string{"ka", "pp2", "rules20", "rules-set", "close", "1m", "s003", "idle", "h2", "h2-10k", "h2-idle", "hs-ecdsa", "hs-rsa", "resume", "first", "flood"}
 
 // idleRow: rows that measure memory per idle connection (benchtool idle).
 func idleRow(row string) bool { return row == "idle" || row == "h2-idle" }
@@ -55,6 +55,8 @@ func rowTitle(mode, row string) string {
 		return "new connection per request (Connection: close), 64 B objects"
 	case "1m":
 		return "1 MiB objects, keep-alive, splice on where the proxy has it (spliced-auto, spliced-off: splice auto, off)"
+	case "s003":
+		return "seed 003: 1 MiB objects, one request per connection, thousands at once, splice on (and -off: off)"
 	case "idle":
 		return "memory per idle keep-alive client connection"
 	case "h2":
