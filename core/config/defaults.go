@@ -368,11 +368,17 @@ func (t *BindTLS) clone() *BindTLS {
 
 func (b *Backend) clone() Backend {
 	out := *b
-	out.Servers = cloneSlice(b.Servers, func(s *Server) Server {
+	// The weights in one array: a backend of 10 000 servers is cloned on
+	// every write, and one allocation per weight was most of its cost.
+	var weights []int
+	out.Servers = cloneSliceRoom(b.Servers, 4, func(s *Server) Server {
 		ns := *s
 		if s.Weight != nil {
-			w := *s.Weight
-			ns.Weight = &w
+			if len(weights) == cap(weights) {
+				weights = make([]int, 0, len(b.Servers))
+			}
+			weights = append(weights, *s.Weight)
+			ns.Weight = &weights[len(weights)-1]
 		}
 		if s.TLS != nil {
 			t := *s.TLS
@@ -393,10 +399,17 @@ func (b *Backend) clone() Backend {
 
 // cloneSlice deep-copies s element by element, keeping nil as nil.
 func cloneSlice[T any](s []T, clone func(*T) T) []T {
+	return cloneSliceRoom(s, 0, clone)
+}
+
+// cloneSliceRoom is cloneSlice with room for extra more elements: a
+// write that adds a server to 10 000 then appends in place instead of
+// copying them all once more.
+func cloneSliceRoom[T any](s []T, extra int, clone func(*T) T) []T {
 	if s == nil {
 		return nil
 	}
-	out := make([]T, len(s))
+	out := make([]T, len(s), len(s)+extra)
 	for i := range s {
 		out[i] = clone(&s[i])
 	}

@@ -119,57 +119,48 @@ func marshalHead(v any) ([]byte, error) {
 
 // listDelta compares the named lists old and new: objects of old in new
 // must keep their order, new ones come after them. inner, when set, runs
-// on each pair of the same name (a backend's servers).
+// on each pair of the same name (a backend's servers). Names are unique
+// in each list (both validated).
 func listDelta[T any](old, new []T, name func(*T) string, equal func(o, n *T) bool,
 	inner func(o, n *T) (bool, error)) (*ListDelta, bool, error) {
 	l := &ListDelta{}
-	// Most writes keep every name in place (a field changed, one added
-	// at the end): compared by position, no index of names is built.
-	if len(new) >= len(old) {
-		same := true
-		for i := range old {
-			if name(&old[i]) != name(&new[i]) {
-				same = false
-				break
+	pair := func(o, n *T) (bool, error) {
+		if !equal(o, n) {
+			b, err := marshalHead(n)
+			if err != nil {
+				return false, err
 			}
+			l.Change = append(l.Change, b)
 		}
-		if same {
-			for i := range new {
-				n := &new[i]
-				if i >= len(old) {
-					b, err := json.Marshal(n)
-					if err != nil {
-						return nil, false, err
-					}
-					l.Add = append(l.Add, b)
-					continue
-				}
-				o := &old[i]
-				if !equal(o, n) {
-					b, err := marshalHead(n)
-					if err != nil {
-						return nil, false, err
-					}
-					l.Change = append(l.Change, b)
-				}
-				if inner != nil {
-					if ok, err := inner(o, n); err != nil || !ok {
-						return nil, false, err
-					}
-				}
-			}
-			return l, true, nil
+		if inner != nil {
+			return inner(o, n)
 		}
+		return true, nil
 	}
-	at := make(map[string]int, len(old))
-	for i := range old {
-		at[name(&old[i])] = i
+	// A write keeps nearly every name in place (a field changed, one
+	// added at the end, one deleted): the common head and tail are
+	// compared by position, only what lies between is indexed.
+	p := 0
+	for p < len(old) && p < len(new) && name(&old[p]) == name(&new[p]) {
+		if ok, err := pair(&old[p], &new[p]); err != nil || !ok {
+			return nil, false, err
+		}
+		p++
 	}
-	seen := make([]bool, len(old))
-	last := -1 // index in old of the last object of new found there
+	t := 0
+	for t < len(old)-p && t < len(new)-p && name(&old[len(old)-1-t]) == name(&new[len(new)-1-t]) {
+		t++
+	}
+	om, nm := old[p:len(old)-t], new[p:len(new)-t]
+	at := make(map[string]int, len(om))
+	for i := range om {
+		at[name(&om[i])] = i
+	}
+	seen := make([]bool, len(om))
+	last := -1 // index in om of the last object of nm found there
 	added := false
-	for i := range new {
-		n := &new[i]
+	for i := range nm {
+		n := &nm[i]
 		j, ok := at[name(n)]
 		if !ok {
 			b, err := json.Marshal(n)
@@ -184,23 +175,21 @@ func listDelta[T any](old, new []T, name func(*T) string, equal func(o, n *T) bo
 			return nil, false, nil // moved, or an old one after a new one
 		}
 		last, seen[j] = j, true
-		o := &old[j]
-		if !equal(o, n) {
-			b, err := marshalHead(n)
-			if err != nil {
-				return nil, false, err
-			}
-			l.Change = append(l.Change, b)
-		}
-		if inner != nil {
-			if ok, err := inner(o, n); err != nil || !ok {
-				return nil, false, err
-			}
+		if ok, err := pair(&om[j], n); err != nil || !ok {
+			return nil, false, err
 		}
 	}
-	for i := range old {
+	if added && t > 0 {
+		return nil, false, nil // old ones after the new ones
+	}
+	for i := range om {
 		if !seen[i] {
-			l.Delete = append(l.Delete, name(&old[i]))
+			l.Delete = append(l.Delete, name(&om[i]))
+		}
+	}
+	for i := range t {
+		if ok, err := pair(&old[len(old)-t+i], &new[len(new)-t+i]); err != nil || !ok {
+			return nil, false, err
 		}
 	}
 	return l, true, nil

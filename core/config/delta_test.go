@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -258,5 +260,76 @@ func TestValidateWithPrevStillFindsDuplicates(t *testing.T) {
 	next.Backends[0].Servers[4].Address = "not an address!"
 	if err := validate(next, Env{}, prev); err == nil {
 		t.Error("a bad address of a changed server passed")
+	}
+}
+
+// TestDeltaRandomServerChanges: random sequences of server changes
+// (values, removals, additions at the end and in the middle, moves), each
+// either a delta that gives the next document back byte for byte or, for
+// a move or an insertion before kept servers, no delta.
+func TestDeltaRandomServerChanges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	cur := &Config{Backends: []Backend{{Name: "web"}}}
+	for i := range 30 {
+		cur.Backends[0].Servers = append(cur.Backends[0].Servers, Server{Name: fmt.Sprintf("s%03d", i), Address: "127.0.0.1", Port: 1000 + i})
+	}
+	cur.Normalize()
+	next := 100
+	deltas := 0
+	for step := range 500 {
+		n := cur.Clone()
+		sv := &n.Backends[0].Servers
+		switch op := rng.IntN(6); {
+		case op == 0 && len(*sv) > 2:
+			i := rng.IntN(len(*sv))
+			*sv = slices.Delete(*sv, i, i+1)
+		case op == 1:
+			*sv = append(*sv, Server{Name: fmt.Sprintf("n%03d", next), Address: "127.0.0.1", Port: 2000 + next})
+			next++
+		case op == 2:
+			i := rng.IntN(len(*sv) + 1)
+			*sv = slices.Insert(*sv, i, Server{Name: fmt.Sprintf("n%03d", next), Address: "127.0.0.1", Port: 2000 + next})
+			next++
+		case op == 3 && len(*sv) > 1:
+			i, j := rng.IntN(len(*sv)), rng.IntN(len(*sv))
+			(*sv)[i], (*sv)[j] = (*sv)[j], (*sv)[i]
+		default:
+			for range 1 + rng.IntN(3) {
+				i := rng.IntN(len(*sv))
+				w := rng.IntN(256)
+				(*sv)[i].Weight = &w
+				(*sv)[i].AdminState = []string{AdminReady, AdminDrain, AdminMaint}[rng.IntN(3)]
+			}
+		}
+		n.Normalize()
+		d, ok, err := MakeDelta(cur, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			deltas++
+			raw, _ := json.Marshal(d)
+			var back Delta
+			if err := DecodeBytes(raw, &back); err != nil {
+				t.Fatal(err)
+			}
+			doc, _ := json.Marshal(cur)
+			var got Config
+			if err := DecodeBytes(doc, &got); err != nil {
+				t.Fatal(err)
+			}
+			if err := back.Apply(&got); err != nil {
+				t.Fatalf("step %d: %v (delta %s)", step, err, raw)
+			}
+			a, _ := json.Marshal(&got)
+			b, _ := json.Marshal(n)
+			if !bytes.Equal(a, b) {
+				t.Fatalf("step %d: applied delta gives\n%s\nwant\n%s\n(delta %s)", step, a, b, raw)
+			}
+		}
+		cur = n
+	}
+	if deltas < 250 {
+		t.Fatalf("only %d of 500 changes were deltas", deltas)
 	}
 }
