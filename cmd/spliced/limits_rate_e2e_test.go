@@ -8,6 +8,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
@@ -485,4 +486,45 @@ func TestLimitsClientCertEndToEnd(t *testing.T) {
 		}
 		return tab.Entries == 3 && held == 0
 	}, "the three addresses tracked, no connection held")
+}
+
+// TestLimitsHTTP2TarpitEndToEnd: an HTTP/2 stream held by a tarpit that
+// its client resets goes away with its timer; the next stream on the same
+// connection is held, then answered 429; no stream is left open.
+func TestLimitsHTTP2TarpitEndToEnd(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	port := httpFrontWithLimits(t, in, 200,
+		map[string]any{"name": "slow", "req_rate": map[string]any{"count": 1, "period_ms": 60000}, "action": "tarpit", "tarpit_ms": 500})
+	u := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
+	c := h2From("127.0.0.1")
+	if r := limGet(t, c, u); r.StatusCode != 200 || r.ProtoMajor != 2 {
+		t.Fatalf("first request: %d %s", r.StatusCode, r.Proto)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+	if _, err := c.Do(req); err == nil {
+		t.Fatal("the tarpitted request was answered within 100 ms")
+	}
+	cancel()
+	start := time.Now()
+	if r := limGet(t, c, u); r.StatusCode != 429 || time.Since(start) < 500*time.Millisecond {
+		t.Fatalf("third request: %d after %v", r.StatusCode, time.Since(start))
+	}
+	var st struct {
+		Frontends []struct {
+			H2 struct {
+				StreamsCur   int64 `json:"streams_cur"`
+				StreamsTotal int64 `json:"streams_total"`
+			} `json:"h2"`
+			Limits []struct {
+				Tarpitted int64 `json:"tarpitted"`
+			} `json:"limits"`
+		} `json:"frontends"`
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		in.MustDo(200, "GET", "/api/v1/stats?frontend=pub", nil).JSON(t, &st)
+		f := st.Frontends[0]
+		return f.H2.StreamsTotal == 3 && f.H2.StreamsCur == 0 && f.Limits[0].Tarpitted == 2
+	}, "three streams, none open, two tarpitted")
 }

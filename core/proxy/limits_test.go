@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -267,4 +268,48 @@ func TestLimitedKeepAliveRequestDoesNotAllocate(t *testing.T) {
 	if a := testing.AllocsPerRun(200, one); a > 0.05 {
 		t.Fatalf("%.2f allocations per request, want 0", a)
 	}
+}
+
+// scope cluster divides each threshold by the live nodes, never below 1.
+func TestLimitThresholdScopeCluster(t *testing.T) {
+	var nodes atomic.Int32
+	cf := config.Frontend{Name: "fe", Mode: config.ModeHTTP, Limits: []config.Limit{
+		{Name: "n", ReqRate: rate(10, 1000)},
+		{Name: "c", ReqRate: rate(10, 1000), Scope: "cluster"},
+	}}
+	cf.Normalize()
+	node := CompileLimit(&cf.Limits[0], NewLimitTable(&cf.Limits[0]), NewLimitCounters(1), &nodes)
+	cl := CompileLimit(&cf.Limits[1], NewLimitTable(&cf.Limits[1]), NewLimitCounters(1), &nodes)
+	for _, tc := range []struct {
+		live        int32
+		node, clust uint64
+	}{{0, 10, 10}, {1, 10, 10}, {3, 10, 3}, {20, 10, 1}} {
+		nodes.Store(tc.live)
+		if n, c := node.Threshold(10), cl.Threshold(10); n != tc.node || c != tc.clust {
+			t.Errorf("%d live nodes: node %d cluster %d, want %d %d", tc.live, n, c, tc.node, tc.clust)
+		}
+	}
+}
+
+// A client that leaves while its request is tarpitted costs nothing
+// once the tarpit ends: the answer fails, the connection and its
+// buffers go.
+func TestLimitTarpitClientLeaves(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newRawOrigin(t, okAnswer("hi"))
+	fe := httpFrontend(t, nil, o.addr)
+	fe.Limits = limitSet(t, config.ModeHTTP, config.Limit{Name: "slow", ReqRate: rate(1, 10000), Action: "tarpit", TarpitMs: 200})
+	c := e.dialHTTP(fe)
+	br := bufio.NewReader(c)
+	if r := getOn(t, c, br, ""); r.StatusCode != 200 {
+		t.Fatalf("first request: %d", r.StatusCode)
+	}
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	c2 := e.dialHTTP(fe)
+	io.WriteString(c2, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	testutil.Eventually(t, 5*time.Second, func() bool { return fe.Limits.List[0].Stats.Total().Tarpitted == 2 }, "two requests tarpitted")
+	c.SetLinger(0)
+	c.Close()
+	c2.Close()
+	e.waitIdle()
 }
