@@ -142,7 +142,8 @@ row_applies() {
 	ka | 1m) return 0 ;;
 	s003) [[ $1 == http ]] ;;
 	pp2) [[ $1 != tls ]] ;;
-	close | idle) [[ $1 != tls ]] ;;
+	close) [[ $1 != tls ]] ;;
+	idle) return 0 ;;
 	rules20 | rules-set) [[ $1 == http ]] ;;
 	h2 | h2-10k | h2-idle | grpc) [[ $1 == http ]] ;;
 	hs-ecdsa | hs-rsa | resume | first | flood) [[ $1 == tls ]] ;;
@@ -897,7 +898,9 @@ run_one() {
 			n=$(((nofile - 200) / per))
 			log "    $proxy: $per fds per connection, fd limit $nofile: $n idle connections"
 		fi
-		wait_fg "$BT" idle "${id[@]}" -pid "$PROXY_PID" -addr "127.0.0.1:$port" -n "$n" -timeout 90s ||
+		local tlsflag=()
+		[[ $mode == tls ]] && tlsflag=(-tls)
+		wait_fg "$BT" idle "${id[@]}" "${tlsflag[@]}" -pid "$PROXY_PID" -addr "127.0.0.1:$port" -n "$n" -timeout 90s ||
 			"$BT" fail "${id[@]}" -reason "benchtool idle failed"
 	elif [[ $row == hs-* || $row == resume ]]; then
 		local resume=()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,6 +39,7 @@ func cmdIdle(args []string) error {
 	parallel := fs.Int("parallel", 64, "connections being set up at once")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound on the whole measurement")
 	h2 := fs.Bool("h2", false, "HTTP/2 with prior knowledge (h2c): the request is stream 1 of each connection")
+	useTLS := fs.Bool("tls", false, "TLS (HTTP/1.1, certificate not verified): the idle TLS connection row")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -51,6 +53,7 @@ func cmdIdle(args []string) error {
 	ctx, cancel := context.WithTimeout(sigctx, *timeout)
 	defer cancel()
 
+	idleTLS = *useTLS
 	if err := idleRun(ctx, &r, *pid, *addr, *path, *n, *parallel, *h2); err != nil {
 		r.Error = err.Error()
 		fmt.Fprintf(os.Stderr, "    %s %s/%s #%d: n/a: %s\n", r.Proxy, r.Mode, r.Row, r.Rep, r.Error)
@@ -141,9 +144,19 @@ func openIdle(ctx context.Context, addr, path string, n, parallel int, h2 bool) 
 	return out, firstErr
 }
 
+// idleTLS: the idle connections are TLS ones (-tls).
+var idleTLS bool
+
 func oneRequest(ctx context.Context, addr, req string) (net.Conn, error) {
 	d := net.Dialer{Timeout: 5 * time.Second}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	var c net.Conn
+	var err error
+	if idleTLS {
+		td := tls.Dialer{NetDialer: &d, Config: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}}
+		c, err = td.DialContext(ctx, "tcp", addr)
+	} else {
+		c, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, err
 	}

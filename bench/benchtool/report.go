@@ -39,6 +39,8 @@ func rowTitle(mode, row string) string {
 	switch {
 	case mode == "tls" && row == "ka":
 		return "keep-alive over TLS, 64 B objects"
+	case mode == "tls" && row == "idle":
+		return "memory per idle keep-alive TLS client connection (one GET done; session state, record buffers)"
 	case mode == "tls" && row == "1m":
 		return "1 MiB objects over TLS, keep-alive (no splice: the proxy deciphers and enciphers every byte)"
 	}
