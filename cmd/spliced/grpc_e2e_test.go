@@ -320,13 +320,6 @@ func TestGRPCEndToEnd(t *testing.T) {
 	}
 }
 
-// grpcFullDuplexDefect: request DATA from an HTTP/2 client that arrives
-// once the response head was relayed is not forwarded to the server (to
-// h1 and h2 servers alike: the client side of the stream), so a
-// full-duplex call stalls until its deadline. Found by these tests;
-// the data plane's to fix, then this skip goes.
-const grpcFullDuplexDefect = "known defect (issue 25): request DATA arriving after the response head is not forwarded"
-
 // grpcCalls makes every kind of call through c, served by o.
 func grpcCalls(t *testing.T, c testpb.TestServiceClient, o *grpcOrigin) {
 	t.Run("unary", func(t *testing.T) {
@@ -416,7 +409,6 @@ func grpcCalls(t *testing.T, c testpb.TestServiceClient, o *grpcOrigin) {
 	t.Run("bidirectional, full duplex", func(t *testing.T) {
 		// Both ways at once: the requests stream in while the echoes
 		// stream out, the last request sent before the first echo is read.
-		t.Skip(grpcFullDuplexDefect)
 		s, err := c.FullDuplexCall(grpcCtx(t))
 		if err != nil {
 			t.Fatal(err)
@@ -443,7 +435,6 @@ func grpcCalls(t *testing.T, c testpb.TestServiceClient, o *grpcOrigin) {
 	t.Run("bidirectional ping-pong", func(t *testing.T) {
 		// Each request waits for the previous answer: request DATA must
 		// be forwarded after the response started.
-		t.Skip(grpcFullDuplexDefect)
 		s, err := c.FullDuplexCall(grpcCtx(t))
 		if err != nil {
 			t.Fatal(err)
@@ -493,7 +484,15 @@ func grpcCalls(t *testing.T, c testpb.TestServiceClient, o *grpcOrigin) {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("hang")}})
-		if status.Code(err) != codes.DeadlineExceeded {
+		switch st := status.Convert(err); {
+		case st.Code() == codes.DeadlineExceeded:
+		case st.Code() == codes.Unavailable && strings.Contains(st.Message(), "502"):
+			// grpc-go's server resets the stream (CANCEL) when its own
+			// copy of the deadline fires, at about the client's time;
+			// when that reset reaches spliced first, the stream has no
+			// response head yet and the client gets a 502.
+			t.Logf("the server's reset came first: %v", err)
+		default:
 			t.Fatalf("a call past its deadline: %v", err)
 		}
 		grpcWaitEnded(t, o)

@@ -383,15 +383,20 @@ func (c *stream) readResponse() bool {
 					r.Reset()
 					continue
 				}
-				if !c.reqHeadSent || (!c.reqAborted && !c.reqBody.broken && !c.reqBody.complete()) {
-					// A final answer before the whole request was sent (an
-					// early 413, 431, or any answer of a server that does
-					// not read on): relay it, forward nothing more of the
+				if !c.reqHeadSent {
+					// A final answer before the request head was sent (an
+					// early 413, 431): relay it, forward nothing of the
 					// request, close both connections after the response.
 					c.bs.Aborts.Add(1)
 					c.ss.Aborts.Add(1)
 					c.abortRequest()
 				}
+				// A final answer while the request body still flows
+				// (gRPC's bidirectional calls, a server that answers
+				// early): the body goes on being forwarded for as long
+				// as the server reads it (full duplex); the connections
+				// close after the response (closeAfter below) unless the
+				// request completed by then.
 				if r.Upgrade {
 					if r.Status != 101 || !c.req.Upgrade || c.reqAborted || !c.reqBody.complete() {
 						c.blame('P', 'H')
@@ -579,6 +584,13 @@ func (c *stream) finishExchange() {
 	w := c.w
 	sc := c.sc
 	c.sc = nil
+	if c.reqHeadSent && !c.reqAborted && !c.reqBody.broken && !c.reqBody.complete() {
+		// The response ended before the request did (an early answer):
+		// the rest of the request is not forwarded, both connections
+		// close (closeAfter), and the request counts as cut.
+		c.bs.Aborts.Add(1)
+		c.ss.Aborts.Add(1)
+	}
 	keep := !sc.resp.Close && c.reqHeadSent && !c.reqAborted && !c.reqBody.broken && c.reqBody.complete() &&
 		(sc.in == nil || sc.in.Len() == 0) && c.req.Minor == 1
 	if sc.in != nil && sc.in.Len() == 0 {
