@@ -36,16 +36,18 @@ func (c *stream) acmeChallenge(buf []byte, r *http1.Request) bool {
 	if !ok {
 		return false
 	}
-	c.acmeAnswer = ka
+	// The answer is only needed during fail's call: the loop holds it
+	// (not the stream, which is at its size class's limit).
+	c.w.acmeAnswer = ka
 	c.fail(200) // the proxy's own answer: appendAnswer writes it
-	c.acmeAnswer = ""
+	c.w.acmeAnswer = ""
 	return true
 }
 
 // appendACMEAnswer is the 200 acmeChallenge answers with.
 func (c *stream) appendACMEAnswer(dst []byte) []byte {
 	dst = append(dst, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nCache-Control: no-store\r\nContent-Length: "...)
-	dst = strconv.AppendInt(dst, int64(len(c.acmeAnswer)), 10)
+	dst = strconv.AppendInt(dst, int64(len(c.w.acmeAnswer)), 10)
 	dst = append(dst, "\r\n\r\n"...)
-	return append(dst, c.acmeAnswer...)
+	return append(dst, c.w.acmeAnswer...)
 }

@@ -27,7 +27,6 @@ const (
 // head arrives, and given back (putStream) when the exchange ends; its
 // mux, client end and client are set by the mux that takes it.
 type stream struct {
-	acmeAnswer string // acme.go: the http-01 key authorization fail(200) answers
 	// The request's server attempt (attempt.go): the worker, the backend,
 	// the server whose slot the request holds and the counter slots of
 	// both, the queue, the current phase's deadline, the termination.

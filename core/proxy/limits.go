@@ -496,7 +496,7 @@ func (c *stream) limitStatus(status int) {
 // (http_rules.go), a limit's 429 with its Retry-After, else http1's error
 // answer.
 func (c *stream) appendAnswer(dst []byte, status int) []byte {
-	if c.acmeAnswer != "" {
+	if c.w.acmeAnswer != "" {
 		return c.appendACMEAnswer(dst) // acme.go: an http-01 key authorization
 	}
 	if d, ok := c.appendRuleAnswer(dst); ok { // http_rules.go: a rule's deny or redirect

@@ -41,6 +41,9 @@ type Worker struct {
 	tls   *tlsHandshakes      // TLS handshakes of this loop's clients on TLS binds (xprt_tls.go)
 	pp    proxyState          // PROXY headers read and carried (proxyhdr.go)
 	lim   limitState          // what client connections hold in their limits (limits.go)
+	// acmeAnswer is the http-01 key authorization a stream's fail(200)
+	// answers with, set only during that call (acme.go).
+	acmeAnswer string
 	// tlsOut: the TLS handshakes this loop makes as a client (servers
 	// with tls, their health checks), in a pool of their own: a client
 	// of a bind can stall its handshake until handshake_ms, so clients
