@@ -528,3 +528,44 @@ func TestLimitsHTTP2TarpitEndToEnd(t *testing.T) {
 		return f.H2.StreamsTotal == 3 && f.H2.StreamsCur == 0 && f.Limits[0].Tarpitted == 2
 	}, "three streams, none open, two tarpitted")
 }
+
+// TestLimitsErrRateOfACutRequestEndToEnd: an HTTP/2 stream reset while
+// tarpitted ends without a status; the stream object that served it
+// serves the loop's next request, here another connection's head refused
+// with 400 before any limit saw it, which must not count in the first
+// client's err_rate (one loop, so that the object is the same).
+func TestLimitsErrRateOfACutRequestEndToEnd(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	in.MustDo(200, "PATCH", "/api/v1/tuning", map[string]any{"nbthread": 1}, "Content-Type: application/merge-patch+json")
+	port := httpFrontWithLimits(t, in, 200,
+		map[string]any{"name": "k", "key": "header:X-Key", "req_rate": map[string]any{"count": 1, "period_ms": 60000},
+			"err_rate": map[string]any{"count": 100, "period_ms": 60000}, "action": "tarpit", "tarpit_ms": 5000})
+	u := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
+	c := h2From("127.0.0.1")
+	if r := limGet(t, c, u, "X-Key", "a"); r.StatusCode != 200 {
+		t.Fatalf("first request: %d", r.StatusCode)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+	req.Header.Set("X-Key", "a")
+	if _, err := c.Do(req); err == nil {
+		t.Fatal("the tarpitted request was answered")
+	}
+	cancel()
+	raw, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(raw, "GET / HTTP/1.1\r\nHost: a\r\nBad Field: x\r\n\r\n")
+	if r, err := http.ReadResponse(bufio.NewReader(raw), nil); err != nil || r.StatusCode != 400 {
+		t.Fatalf("malformed head: %v %v", r, err)
+	}
+	var tab limitTable
+	in.MustDo(200, "GET", "/api/v1/frontends/pub/limits/k/entries", nil).JSON(t, &tab)
+	if len(tab.Top) != 1 || tab.Top[0].Key != "a" || tab.Top[0].ErrRate != 0 {
+		t.Fatalf("entries %+v: client a must have no error", tab)
+	}
+}

@@ -347,6 +347,12 @@ type streamLimits struct {
 	lims  [config.MaxLimitsPerFrontend]*Limit
 	n     uint8
 	retry int32 // Retry-After of the 429 answered (seconds), 0: no limit answered
+	// at is the reqAt of the request the refs were counted for: a stream
+	// is recycled for any request of its loop, and one cut before its
+	// status (an HTTP/2 stream reset while tarpitted) must leave nothing
+	// that the next request's status (a head refused with 400 before any
+	// limit saw it) would count.
+	at int64
 }
 
 // limitRequest counts the request that starts in the frontend's limits
@@ -354,7 +360,7 @@ type streamLimits struct {
 // a tarpit): startRequest returns at once.
 func (c *stream) limitRequest() bool {
 	if c.lim != nil {
-		c.lim.n, c.lim.retry = 0, 0
+		c.lim.n, c.lim.retry, c.lim.at = 0, 0, c.reqAt
 	}
 	ls := c.fe.Limits
 	if ls == nil {
@@ -397,7 +403,7 @@ func (c *stream) trackLimit(l *Limit) bool {
 		return false
 	}
 	if c.lim == nil {
-		c.lim = new(streamLimits) // once per stream object: streams are recycled
+		c.lim = &streamLimits{at: c.reqAt} // once per stream object: streams are recycled
 	}
 	if int(c.lim.n) < len(c.lim.refs) {
 		c.lim.refs[c.lim.n], c.lim.lims[c.lim.n] = r, l
@@ -481,6 +487,9 @@ func (c *stream) limitStatus(status int) {
 		return
 	}
 	c.lim.n = 0
+	if c.lim.at != c.reqAt || c.reqAt == 0 {
+		return // the refs of another request (see streamLimits.at)
+	}
 	if status < 400 || status == 429 && c.lim.retry != 0 {
 		return
 	}
