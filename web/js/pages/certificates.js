@@ -6,7 +6,7 @@
 
 import { h, badge, modal, confirmBox, when } from '../dom.js';
 import { get, request, enc, ApiError } from '../api.js';
-import { input, textArea, formShell } from '../forms.js';
+import { input, listInput, textArea, formShell } from '../forms.js';
 import { write, act } from '../common.js';
 import { openForm } from './backends.js';
 
@@ -17,6 +17,7 @@ export default async function certificates(ctx, root) {
   const canAdmin = ctx.can('admin');
   root.append(h('div', { class: 'page-head' }, h('h1', null, 'Certificates'),
     canAdmin ? h('div', { class: 'actions' },
+      h('button', { type: 'button', class: 'btn', id: 'managed-cert', 'data-write': '', onclick: () => openForm(ctx, () => acmeForm(ctx)) }, 'Managed (ACME)…'),
       h('button', { type: 'button', class: 'btn primary', id: 'upload-cert', 'data-write': '', onclick: () => openForm(ctx, () => certForm(ctx, null)) }, 'Upload certificate'))
       : h('span', { class: 'muted' }, 'metadata only; an admin uploads them')));
   const list = await get('/api/v1/certificates');
@@ -28,10 +29,11 @@ export default async function certificates(ctx, root) {
     return undefined;
   }
   panel.append(h('div', { class: 'tablewrap' }, h('table', { id: 'cert-table' },
-    h('thead', null, h('tr', null, ['Name', 'Subject', 'SANs', 'Expires', 'Key', 'Used by', ...(canAdmin ? [''] : [])].map((t) => h('th', null, t)))),
+    h('thead', null, h('tr', null, ['Name', 'Subject', 'SANs', 'Expires', 'Key', 'ACME', 'Used by', ...(canAdmin ? [''] : [])].map((t) => h('th', null, t)))),
     h('tbody', null, list.map((c) => h('tr', { data: { name: c.name } },
-      h('td', null, c.name), h('td', null, c.subject), h('td', null, (c.sans || []).join(', ')),
-      h('td', null, expiry(c.not_after)), h('td', null, c.key_type + ' · chain ' + c.chain_length),
+      h('td', null, c.name), h('td', null, c.subject || '—'), h('td', null, (c.sans || []).join(', ') || '—'),
+      h('td', null, c.not_after ? expiry(c.not_after) : '—'), h('td', null, c.key_type ? c.key_type + ' · chain ' + c.chain_length : '—'),
+      h('td', { class: 'acme-state' }, acmeState(c.acme)),
       h('td', null, (c.used_by || []).join(', ') || '—'),
       canAdmin ? h('td', null, h('div', { class: 'inline' },
         h('button', {
@@ -42,7 +44,73 @@ export default async function certificates(ctx, root) {
           type: 'button', class: 'btn small ghost danger', 'data-write': '', 'data-action': 'delete-cert', 'data-name': c.name,
           'aria-label': `Delete certificate ${c.name}`, onclick: (e) => deleteCert(ctx, e.currentTarget, c, notice),
         }, 'Delete'))) : null))))));
+  // A managed certificate being ordered changes state within seconds:
+  // the page reads the list again every 2 s until none is (stopped when
+  // the page is left).
+  if (list.some((c) => c.acme && (c.acme.status === 'pending' || c.acme.status === 'renewing'))) {
+    const timer = setTimeout(() => ctx.refresh(), 2000);
+    return () => clearTimeout(timer);
+  }
   return undefined;
+}
+
+// acmeState shows a managed certificate's run-time state: its status,
+// the next renewal (or retry) and the CA's last problem; "uploaded" for
+// the others.
+function acmeState(a) {
+  if (!a) return h('span', { class: 'muted' }, 'uploaded');
+  const kind = { valid: 'ok', failed: 'bad', renewing: 'warn', pending: 'warn' }[a.status] || '';
+  return h('div', null,
+    badge(a.status, kind), ' ', h('span', { class: 'muted' }, `${a.challenge} · ${(a.domains || []).join(', ')}`),
+    a.next_renewal_at ? h('div', { class: 'muted' }, 'renews ', when(a.next_renewal_at)) : null,
+    a.retry_at ? h('div', { class: 'muted' }, 'retry ', when(a.retry_at)) : null,
+    a.error ? h('div', { class: 'acme-error', title: a.error.type }, a.error.detail) : null);
+}
+
+// acmeForm creates a managed certificate: spliced orders it from the ACME
+// server and renews it; the EAB HMAC key is sent once, never shown again.
+function acmeForm(ctx) {
+  const model = { name: '', acme: { domains: undefined, directory: 'https://acme-v02.api.letsencrypt.org/directory', challenge: 'http-01', key_type: 'ecdsa-p256' } };
+  const eab = { kid: '', hmac_key: '' };
+  return modal((close) => {
+    const hmac = h('input', { type: 'password', autocomplete: 'new-password', id: 'acme-eab-hmac' });
+    hmac.addEventListener('input', () => { eab.hmac_key = hmac.value; });
+    const kid = h('input', { type: 'text', autocomplete: 'off', id: 'acme-eab-kid' });
+    kid.addEventListener('input', () => { eab.kid = kid.value; });
+    const body = h('div', { data: { ptr: '/' } },
+      h('div', { class: 'fields' },
+        input(model, ['name'], 'Name', 'text', { required: true, placeholder: 'site' }),
+        listInput(model, ['acme', 'domains'], 'Domains', { placeholder: 'example.com, www.example.com', hint: 'No wildcard: dns-01 is not answered.' }),
+        input(model, ['acme', 'directory'], 'ACME directory URL', 'text', { required: true }),
+        input(model, ['acme', 'email'], 'Contact e-mail', 'text', { optional: true, placeholder: 'ops@example.com' }),
+        input(model, ['acme', 'challenge'], 'Challenge', 'select', { options: [['http-01', 'http-01 (clear binds of http frontends)'], ['tls-alpn-01', 'tls-alpn-01 (TLS binds)']] }),
+        input(model, ['acme', 'key_type'], 'Key', 'select', { options: ['ecdsa-p256', 'rsa-2048'] })),
+      textArea(model, ['acme', 'directory_ca_pem'], 'Directory CA (PEM, optional)', { rows: 3, hint: 'To trust a private ACME server\'s HTTPS.' }),
+      h('fieldset', { class: 'group', data: { ptr: '/acme/eab' } }, h('legend', null, 'External account binding (optional)'),
+        h('div', { class: 'fields' },
+          h('div', { class: 'field', data: { ptr: '/acme/eab/kid' } }, h('label', { for: 'acme-eab-kid' }, 'Key id'), kid, h('div', { class: 'err' })),
+          h('div', { class: 'field', data: { ptr: '/acme/eab/hmac_key' } }, h('label', { for: 'acme-eab-hmac' }, 'HMAC key'), hmac,
+            h('div', { class: 'hint' }, 'Write-only: stored with the account key, never shown again.'), h('div', { class: 'err' })))),
+      h('p', { class: 'hint' }, 'spliced orders the certificate at once and renews it at two thirds of its lifetime; binds may name it now and serve it once issued.'));
+    const send = () => {
+      const m = JSON.parse(JSON.stringify(model));
+      if (eab.kid || eab.hmac_key) m.acme.eab = { kid: eab.kid, hmac_key: eab.hmac_key };
+      return m;
+    };
+    return formShell('New managed certificate (ACME)', body, {
+      submitLabel: 'Create', preview: true, previewLabel: 'Check (dry run)', onCancel: () => close(),
+      onSubmit: async (f, dry) => {
+        if (dry) {
+          await request('POST', '/api/v1/certificates?dry_run=true', send());
+          f.querySelector('.plan-preview').replaceChildren(h('div', { class: 'notice' }, 'Valid: the API accepts it (nothing stored, nothing ordered yet).'));
+          return;
+        }
+        await write(ctx, 'POST', '/api/v1/certificates', send(), `Created managed certificate ${model.name}: ordering`);
+        close(true);
+        ctx.refresh();
+      },
+    });
+  }, { label: 'New managed certificate (ACME)', wide: true });
 }
 
 // expiry is an expiry date, red (with "expired") within 14 days.
