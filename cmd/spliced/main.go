@@ -382,7 +382,13 @@ func serve(log *slog.Logger, adm adminOptions, bootstrap string, node core.NodeI
 	// Managed certificates (core/acme): challenges answered by the data
 	// plane, certificates stored through the API's write (api.New sets
 	// it), workers run from here to the stop.
-	issuer := acme.New(acme.Options{Logger: log, Store: store, Backoff: adm.acmeRetry})
+	ao := acme.Options{Logger: log, Store: store, Backoff: adm.acmeRetry}
+	if sf.clustered() {
+		// One node orders each certificate; every node answers its
+		// challenges (P/acme/ in etcd).
+		ao.Coordinator = cluster.NewACMECoordinator(es, node.Name)
+	}
+	issuer := acme.New(ao)
 	certs := tlsconf.NewCerts(store.CertificateBundle)
 	certs.SetChallenges(issuer)
 	ctl, err := newCore(log, certs, tickets, adm.accessLog.log, issuer)

@@ -52,6 +52,25 @@ type State struct {
 	RenewedAt     string   `json:"renewed_at,omitempty" example:"2026-12-06T08:00:00Z"`
 	NextRenewalAt string   `json:"next_renewal_at,omitempty" example:"2027-01-05T08:00:00Z"`
 	RetryAt       string   `json:"retry_at,omitempty"`
+	// OrderedBy names the node that holds the certificate's order lock
+	// when it is another one (cluster: one node orders).
+	OrderedBy string `json:"ordered_by,omitempty"`
+}
+
+// Coordinator shares orders and challenges between the nodes of a
+// cluster (core/cluster's ACMECoordinator): one node orders a
+// certificate, every node answers its challenges.
+type Coordinator interface {
+	// Lock takes the order lock of the certificate name; ok false:
+	// holder has it. The lock outlives a node that dies by a lease.
+	Lock(ctx context.Context, name string) (release func(), holder string, ok bool, err error)
+	// Publish and Withdraw a challenge's key authorization (kind
+	// "http-01": key is the token; "tls-alpn-01": the name).
+	Publish(ctx context.Context, kind, key, value string) error
+	Withdraw(ctx context.Context, kind, key string) error
+	// Watch calls fn with every published answer, by kind then key, at
+	// start and after each change, until ctx ends.
+	Watch(ctx context.Context, fn func(map[string]map[string]string))
 }
 
 // CommitFunc stores a certificate obtained for the managed certificate
@@ -72,6 +91,9 @@ type Options struct {
 	// Poll is how often the configuration is read for managed
 	// certificates added, changed or removed (0: 1 s).
 	Poll time.Duration
+	// Coordinator, in a cluster, makes one node order each certificate
+	// and every node answer its challenges; nil: a single node.
+	Coordinator Coordinator
 }
 
 // Manager runs the managed certificates (see the package doc).
@@ -81,6 +103,7 @@ type Manager struct {
 	backoff    time.Duration
 	maxBackoff time.Duration
 	poll       time.Duration
+	coord      Coordinator
 
 	commitMu sync.Mutex
 	commit   CommitFunc
@@ -94,13 +117,21 @@ type Manager struct {
 	alpnMu sync.Mutex
 	alpn   map[string]*tls.Certificate // tls-alpn-01: lower-case name → certificate
 
+	// With a Coordinator: the answers this node published (answered at
+	// once, before the watch brings them back) and the cluster's, by kind
+	// then key; the maps above are their union.
+	shareMu     sync.Mutex
+	own, shared map[string]map[string]string
+	alpnCache   map[string]*tls.Certificate // by name + "\x00" + key authorization
+
 	renewOK, renewFail atomic.Uint64
 }
 
 // New returns a Manager; Run starts it.
 func New(o Options) *Manager {
 	m := &Manager{log: o.Logger, store: o.Store, backoff: o.Backoff, maxBackoff: o.MaxBackoff, poll: o.Poll,
-		states: map[string]State{}, alpn: map[string]*tls.Certificate{}}
+		coord: o.Coordinator, states: map[string]State{}, alpn: map[string]*tls.Certificate{},
+		own: map[string]map[string]string{}, shared: map[string]map[string]string{}, alpnCache: map[string]*tls.Certificate{}}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -178,6 +209,11 @@ func (m *Manager) Run(ctx context.Context) {
 			<-w.done
 		}
 	}()
+	if m.coord != nil {
+		watched := make(chan struct{})
+		defer func() { <-watched }()
+		go func() { defer close(watched); m.coord.Watch(ctx, m.onShared) }()
+	}
 	tick := time.NewTicker(m.poll)
 	defer tick.Stop()
 	for {
@@ -278,6 +314,14 @@ func (m *Manager) work(ctx context.Context, name string) {
 	backoff := m.backoff
 	var retryAt time.Time
 	var last State
+	// held releases the cluster's order lock: kept from the order's start
+	// through its retries, so the cluster's retries follow one backoff.
+	var held func()
+	defer func() {
+		if held != nil {
+			held()
+		}
+	}()
 	for {
 		cert, ok := m.current(name)
 		if !ok {
@@ -305,6 +349,32 @@ func (m *Manager) work(ctx context.Context, name string) {
 			}
 			continue // read the certificate again: it may have changed meanwhile
 		}
+		if m.coord != nil && held == nil {
+			rel, holder, ok, err := m.coord.Lock(ctx, name)
+			if err != nil || !ok {
+				// Another node orders it (or the store does not answer):
+				// its result reaches this node through the store.
+				if st, found := m.State(name); found && holder != "" {
+					st.OrderedBy = holder
+					m.setState(name, st)
+				}
+				if !sleep(ctx, lockRetry) {
+					return
+				}
+				continue
+			}
+			held = rel
+			// The node that held the lock before may have stored the
+			// certificate already, and this node not applied it yet.
+			if fresh, ok := m.stored(ctx, name); ok && renewalAt(&fresh, time.Now()).After(time.Now()) {
+				held()
+				held = nil
+				if !sleep(ctx, time.Second) {
+					return
+				}
+				continue
+			}
+		}
 		st := State{Status: StatusPending, RenewedAt: last.RenewedAt}
 		if cert.Issued() {
 			st.Status = StatusRenewing
@@ -319,6 +389,10 @@ func (m *Manager) work(ctx context.Context, name string) {
 			return // stopping, or the spec changed: not a failure
 		}
 		if err == nil {
+			if held != nil {
+				held()
+				held = nil
+			}
 			m.renewOK.Add(1)
 			backoff, retryAt = m.backoff, time.Time{}
 			last = State{Status: StatusValid, RenewedAt: stamp(time.Now())}
@@ -331,6 +405,36 @@ func (m *Manager) work(ctx context.Context, name string) {
 		m.log.Warn("acme: order failed", "certificate", name, "retry_in", backoff, "err", err)
 		backoff = min(2*backoff, m.maxBackoff)
 	}
+}
+
+// lockRetry is how often a node that does not hold a due certificate's
+// order lock tries it again (the holder may die: its lease then expires
+// within cluster.ACMELockTTL).
+const lockRetry = 5 * time.Second
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// stored reads the managed certificate name from the storage itself (the
+// committed generation, which this node may not run yet).
+func (m *Manager) stored(ctx context.Context, name string) (config.Certificate, bool) {
+	c, _, err := m.store.Storage().Load(ctx)
+	if err != nil || c == nil {
+		return config.Certificate{}, false
+	}
+	i := c.FindCertificate(name)
+	if i < 0 || c.Certificates[i].ACME == nil {
+		return config.Certificate{}, false
+	}
+	return c.Certificates[i], true
 }
 
 // problemOf is the CA's problem document in err, else err's text.
@@ -449,12 +553,18 @@ func httpClient(caPEM string) (*http.Client, error) {
 // httpSolver publishes http-01 key authorizations for KeyAuthorization.
 type httpSolver struct{ m *Manager }
 
-func (s httpSolver) Present(_ context.Context, ch acmeproto.Challenge) error {
+func (s httpSolver) Present(ctx context.Context, ch acmeproto.Challenge) error {
+	if s.m.coord != nil {
+		return s.m.publish(ctx, acmeproto.ChallengeTypeHTTP01, ch.Token, ch.KeyAuthorization)
+	}
 	s.m.editTokens(func(t map[string]string) { t[ch.Token] = ch.KeyAuthorization })
 	return nil
 }
 
-func (s httpSolver) CleanUp(_ context.Context, ch acmeproto.Challenge) error {
+func (s httpSolver) CleanUp(ctx context.Context, ch acmeproto.Challenge) error {
+	if s.m.coord != nil {
+		return s.m.withdraw(ctx, acmeproto.ChallengeTypeHTTP01, ch.Token)
+	}
 	s.m.editTokens(func(t map[string]string) { delete(t, ch.Token) })
 	return nil
 }
@@ -475,7 +585,10 @@ func (m *Manager) editTokens(edit func(map[string]string)) {
 // alpnSolver publishes tls-alpn-01 certificates for ChallengeCertificate.
 type alpnSolver struct{ m *Manager }
 
-func (s alpnSolver) Present(_ context.Context, ch acmeproto.Challenge) error {
+func (s alpnSolver) Present(ctx context.Context, ch acmeproto.Challenge) error {
+	if s.m.coord != nil {
+		return s.m.publish(ctx, acmeproto.ChallengeTypeTLSALPN01, strings.ToLower(ch.Identifier.Value), ch.KeyAuthorization)
+	}
 	cert, err := acmez.TLSALPN01ChallengeCert(ch)
 	if err != nil {
 		return err
@@ -486,9 +599,82 @@ func (s alpnSolver) Present(_ context.Context, ch acmeproto.Challenge) error {
 	return nil
 }
 
-func (s alpnSolver) CleanUp(_ context.Context, ch acmeproto.Challenge) error {
+func (s alpnSolver) CleanUp(ctx context.Context, ch acmeproto.Challenge) error {
+	if s.m.coord != nil {
+		return s.m.withdraw(ctx, acmeproto.ChallengeTypeTLSALPN01, strings.ToLower(ch.Identifier.Value))
+	}
 	s.m.alpnMu.Lock()
 	delete(s.m.alpn, strings.ToLower(ch.Identifier.Value))
 	s.m.alpnMu.Unlock()
 	return nil
+}
+
+// publish answers a challenge here at once and on every node through the
+// coordinator.
+func (m *Manager) publish(ctx context.Context, kind, key, value string) error {
+	m.shareMu.Lock()
+	if m.own[kind] == nil {
+		m.own[kind] = map[string]string{}
+	}
+	m.own[kind][key] = value
+	m.shareMu.Unlock()
+	m.rebuild()
+	return m.coord.Publish(ctx, kind, key, value)
+}
+
+func (m *Manager) withdraw(ctx context.Context, kind, key string) error {
+	m.shareMu.Lock()
+	delete(m.own[kind], key)
+	m.shareMu.Unlock()
+	m.rebuild()
+	return m.coord.Withdraw(ctx, kind, key)
+}
+
+// onShared takes the cluster's answers (Coordinator.Watch).
+func (m *Manager) onShared(set map[string]map[string]string) {
+	m.shareMu.Lock()
+	m.shared = set
+	m.shareMu.Unlock()
+	m.rebuild()
+}
+
+// rebuild makes the answered maps the union of own and shared; a
+// tls-alpn-01 certificate is made once per name and key authorization.
+func (m *Manager) rebuild() {
+	m.shareMu.Lock()
+	tokens := map[string]string{}
+	alpnKA := map[string]string{}
+	for _, src := range []map[string]map[string]string{m.shared, m.own} {
+		for k, v := range src[acmeproto.ChallengeTypeHTTP01] {
+			tokens[k] = v
+		}
+		for k, v := range src[acmeproto.ChallengeTypeTLSALPN01] {
+			alpnKA[k] = v
+		}
+	}
+	alpn := map[string]*tls.Certificate{}
+	cache := map[string]*tls.Certificate{}
+	for name, ka := range alpnKA {
+		ck := name + "\x00" + ka
+		c := m.alpnCache[ck]
+		if c == nil {
+			var err error
+			c, err = acmez.TLSALPN01ChallengeCert(acmeproto.Challenge{
+				Identifier: acmeproto.Identifier{Type: "dns", Value: name}, KeyAuthorization: ka})
+			if err != nil {
+				m.log.Warn("acme: a tls-alpn-01 challenge certificate", "name", name, "err", err)
+				continue
+			}
+		}
+		cache[ck] = c
+		alpn[name] = c
+	}
+	m.alpnCache = cache
+	m.shareMu.Unlock()
+	m.tokMu.Lock()
+	m.tokens.Store(&tokens)
+	m.tokMu.Unlock()
+	m.alpnMu.Lock()
+	m.alpn = alpn
+	m.alpnMu.Unlock()
 }
