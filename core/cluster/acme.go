@@ -49,7 +49,7 @@ func NewACMECoordinator(s *EtcdStorage, node string) *ACMECoordinator {
 }
 
 func (a *ACMECoordinator) lockKey(name string) string { return a.prefix + "/acme/locks/" + name }
-func (a *ACMECoordinator) challengesPrefix() string  { return a.prefix + "/acme/challenges/" }
+func (a *ACMECoordinator) challengesPrefix() string   { return a.prefix + "/acme/challenges/" }
 
 // Lock takes the order lock of the certificate name. ok false: another
 // node holds it (holder). release revokes the lease (the lock is gone at

@@ -69,7 +69,10 @@ func TestACMEChallengesReachEveryNode(t *testing.T) {
 	var mu sync.Mutex
 	var seen map[string]map[string]string
 	done := make(chan struct{})
-	go func() { defer close(done); b.Watch(ctx, func(s map[string]map[string]string) { mu.Lock(); seen = s; mu.Unlock() }) }()
+	go func() {
+		defer close(done)
+		b.Watch(ctx, func(s map[string]map[string]string) { mu.Lock(); seen = s; mu.Unlock() })
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 	get := func(kind, key string) string {
 		mu.Lock()
