@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/core/stick"
 	"github.com/spliced-proxy/spliced/internal/testutil"
@@ -312,4 +314,32 @@ func TestLimitTarpitClientLeaves(t *testing.T) {
 	c.Close()
 	c2.Close()
 	e.waitIdle()
+}
+
+// Counting a connection at accept and giving it back at its close
+// allocate nothing once the worker's holds exist.
+func TestLimitConnDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	e := newEnv(t, defaultTuning())
+	fe := frontend(t, SpliceOff)
+	fe.Limits = limitSet(t, config.ModeTCP, config.Limit{Name: "c", ConnCur: 1000, ConnRate: rate(1000000, 1000)})
+	var fd int
+	e.connect(func(f int) { fd = f })
+	defer unix.Close(fd)
+	var allocs float64
+	e.do(func() {
+		e.w.limitConn(fd, fe, 0)
+		e.w.limitConnEnd(fd)
+		allocs = testing.AllocsPerRun(200, func() {
+			if !e.w.limitConn(fd, fe, 0) {
+				t.Error("refused")
+			}
+			e.w.limitConnEnd(fd)
+		})
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per connection counted", allocs)
+	}
 }

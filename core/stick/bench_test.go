@@ -87,3 +87,24 @@ func BenchmarkMemoryPerEntry(b *testing.B) {
 		runtime.KeepAlive(tb)
 	}
 }
+
+// BenchmarkTrackSameKeyParallel: every P counts requests of one client
+// at once, the worst case of a shared table (one entry's cache line
+// bounces between the loops); per-loop shards would avoid it only to pay
+// the sum over every loop's shard on each decision.
+func BenchmarkTrackSameKeyParallel(b *testing.B) {
+	tb := New(1024, int64(time.Hour))
+	k := AddrKey(addr(1))
+	tb.Track(&k, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int64(0)
+		for pb.Next() {
+			i++
+			if r := tb.Track(&k, i); r.Valid() {
+				r.Hit(CtrReq, i, 1e9)
+			}
+		}
+	})
+}
