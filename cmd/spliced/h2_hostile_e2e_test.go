@@ -671,8 +671,18 @@ func TestH2HostileFloods(t *testing.T) {
 			}
 			g := p.drainGoAway(20 * time.Second)
 			t.Logf("%s: %d bytes sent in %v", c.name, sent, time.Since(start).Round(time.Millisecond))
-			if g != nil && g.ErrCode != http2.ErrCodeEnhanceYourCalm {
-				t.Errorf("%s: GOAWAY %v, want ENHANCE_YOUR_CALM", c.name, g.ErrCode)
+			// Two endings are right, and timing picks one: the ACKs
+			// offered and not drained pass core/h2's MaxQueuedControl
+			// (ENHANCE_YOUR_CALM), or the kernel's socket buffers took
+			// every ACK written so far (a flush that drains resets the
+			// count: c0e6c95, a client that reads is no flood) until
+			// http_keep_alive_ms ended the stream-less connection
+			// (NO_ERROR; PINGs and SETTINGS do not hold a connection
+			// open). Either way the memory held is bounded (below).
+			// (No GOAWAY at all is possible too: a close with the
+			// client's bytes unread is a reset, which may destroy it.)
+			if g != nil && g.ErrCode != http2.ErrCodeEnhanceYourCalm && g.ErrCode != http2.ErrCodeNo {
+				t.Errorf("%s: GOAWAY %v, want ENHANCE_YOUR_CALM or NO_ERROR", c.name, g.ErrCode)
 			}
 			stillServes(t, in, addr, rss0, rssMax)
 		})
