@@ -416,6 +416,20 @@ func TestLimitsHostileEndToEnd(t *testing.T) {
 	if tab.Entries != 1 {
 		t.Fatal("dry_run cleared the entry")
 	}
+	// A new threshold keeps the table; a new max_entries starts another.
+	patch := func(l map[string]any) {
+		in.MustDo(200, "PATCH", "/api/v1/frontends/pub", map[string]any{"limits": []any{l}}, "Content-Type: application/merge-patch+json")
+	}
+	patch(map[string]any{"name": "per_ip", "conn_cur": 50})
+	in.MustDo(200, "GET", p, nil).JSON(t, &tab)
+	if tab.Entries != 1 {
+		t.Fatalf("a new conn_cur lost the table: %+v", tab)
+	}
+	patch(map[string]any{"name": "per_ip", "conn_cur": 50, "max_entries": 64})
+	in.MustDo(200, "GET", p, nil).JSON(t, &tab)
+	if tab.Entries != 0 || tab.Capacity != 64 {
+		t.Fatalf("a new max_entries: %+v", tab)
+	}
 }
 
 // TestLimitsClientCertEndToEnd: a limit keyed by the client certificate
