@@ -574,7 +574,10 @@ func (c *h2Conn) streamAbort(s *stream, why uint8) {
 		return
 	}
 	code := http2.ErrCodeInternal
-	if why == closeTimeout {
+	switch {
+	case hs.rstCode != 0:
+		code = hs.rstCode // the server's (passReset)
+	case why == closeTimeout:
 		code = http2.ErrCodeCancel
 	}
 	hs.reset(code)

@@ -123,9 +123,10 @@ type upStream struct {
 	rhead   []byte
 	roff    int
 	resp    h2In
-	final   bool // the final head came
-	reset   bool // the stream ended abnormally (RST_STREAM, connection lost)
-	refused bool // ... without being processed: safe to send again
+	final   bool          // the final head came
+	reset   bool          // the stream ended abnormally (RST_STREAM, connection lost)
+	code    http2.ErrCode // the server's RST_STREAM code (reset by the server itself)
+	refused bool          // ... without being processed: safe to send again
 	wantOut bool
 }
 
@@ -587,7 +588,7 @@ func (uc *upConn) Reset(id uint32, code http2.ErrCode) {
 	if code == http2.ErrCodeNo && us.final && us.resp.end {
 		return // a complete response, then "stop sending" (RFC 9113 §8.1)
 	}
-	us.reset = true
+	us.reset, us.code = true, code
 	us.refused = code == http2.ErrCodeRefusedStream && !us.final && len(us.rhead) == 0
 	us.sc.side.FD.Ready |= evIn | evOut
 	us.wake()
@@ -670,6 +671,25 @@ func (us *upStream) wake() {
 	if sc := us.sc; sc != nil && sc.owner != nil {
 		us.c.w.L.Wake(&sc.side.Task, loop.Urgent)
 	}
+}
+
+// passReset: the HTTP/2 server reset the stream before any response
+// head, and the client is an HTTP/2 stream too: its stream is reset with
+// the server's code (a gRPC server's CANCEL at a deadline stays a
+// cancellation for the client, not a 502 it would read as UNAVAILABLE).
+// The log says SH, the server counts a response error. false when the
+// client speaks HTTP/1.1 (a 502 then) or the server gave no code.
+func (c *stream) passReset() bool {
+	us := c.sc.up
+	hs, ok := c.cli.xp.(*h2Stream)
+	if us == nil || !ok || us.code == 0 || us.refused || c.respSent {
+		return false
+	}
+	hs.rstCode = us.code
+	c.blame('S', 'H')
+	c.responseError()
+	c.close(closeAbort)
+	return true
 }
 
 // refusedReplay: the server refused the stream before processing it.

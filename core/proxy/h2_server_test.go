@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -564,4 +565,27 @@ func TestH2ServerHostile(t *testing.T) {
 	c.Close()
 	testutil.Eventually(t, 5*time.Second, func() bool { st := e.state(); return st.live == 0 && st.bufs == 0 },
 		"connections and buffers released")
+}
+
+// TestH2ServerResetPassesToHTTP2Clients: a server that resets a stream
+// before any response head (grpc-go's CANCEL when its deadline fires)
+// resets the HTTP/2 client's stream with the same code; an HTTP/1.1
+// client gets a 502.
+func TestH2ServerResetPassesToHTTP2Clients(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	addr, _ := scriptedH2Origin(t, func(fr *http2.Framer, _ *hpack.Encoder, _ *bytes.Buffer, f http2.Frame, _ int32) bool {
+		if h, ok := f.(*http2.HeadersFrame); ok {
+			fr.WriteRSTStream(h.StreamID, http2.ErrCodeCancel)
+		}
+		return true
+	})
+	fe := h2ServerFrontend(t, addr)
+	_, err := e.h2Client(fe).Get("http://a/x")
+	var se http2.StreamError
+	if !errors.As(err, &se) || se.Code != http2.ErrCodeCancel {
+		t.Fatalf("HTTP/2 client: %v, want the stream reset with CANCEL", err)
+	}
+	if st := askStatus(t, e, fe, "GET / HTTP/1.1\r\nHost: a\r\n\r\n"); st != 502 {
+		t.Fatalf("HTTP/1.1 client: %d, want 502", st)
+	}
 }

@@ -35,6 +35,9 @@ type h2Stream struct {
 	respHead    bool // the final head was sent (HEADERS)
 	wantOut     bool // waits for the connection's output to drain
 	resetByPeer bool // the codec forgot the stream: nothing more is sent on it
+	// rstCode, when set, is the code the stream is reset with when it is
+	// cut: an HTTP/2 server's own (passReset, h2_server.go).
+	rstCode http2.ErrCode
 }
 
 func runH2StreamTask(tk *loop.Tasklet) {

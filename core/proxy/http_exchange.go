@@ -475,6 +475,9 @@ func (c *stream) readResponse() bool {
 				c.replay()
 				return false
 			}
+			if c.passReset() { // h2_server.go: an HTTP/2 server's RST_STREAM to an HTTP/2 client
+				return false
+			}
 			c.badResponse()
 			return false
 		}
