@@ -71,6 +71,12 @@ import (
 // all is sent on another connection (refused, below).
 const maxUpStreams = 100
 
+// maxInterimPending bounds the interim (1xx) heads a stream holds for a
+// client that has not taken them yet: a server that sends them without
+// end would else grow the stream's memory without bound (no window
+// applies to HEADERS). One or two heads is what servers send.
+const maxInterimPending = 64 << 10
+
 // upConn states.
 const (
 	upConnecting uint8 = iota // connect(2) under way
@@ -534,6 +540,13 @@ func (uc *upConn) find(id uint32) *upStream {
 func (uc *upConn) Response(id uint32, status int, fields []hpack.HeaderField, endStream bool) {
 	us := uc.find(id)
 	if us == nil {
+		return
+	}
+	if status < 200 && len(us.rhead)-us.roff >= maxInterimPending {
+		// interim heads faster than the client takes them: no flow
+		// control bounds them, so the stream ends here
+		uc.codec.ResetStream(id, http2.ErrCodeEnhanceYourCalm)
+		uc.Reset(id, http2.ErrCodeEnhanceYourCalm)
 		return
 	}
 	var chunked bool

@@ -503,18 +503,28 @@ func (c *stream) limitStatus(status int) {
 
 // appendAnswer appends the proxy's answer of status: a rule's answer
 // (http_rules.go), a limit's 429 with its Retry-After, else http1's error
-// answer.
+// answer; to a HEAD, its head only (RFC 9110 §9.3.2: its Content-Length
+// says what a GET would get; a body would read as the next response on
+// the client's connection).
 func (c *stream) appendAnswer(dst []byte, status int) []byte {
+	n := len(dst)
 	if c.w.acmeAnswer != "" {
-		return c.appendACMEAnswer(dst) // acme.go: an http-01 key authorization
+		dst = c.appendACMEAnswer(dst) // acme.go: an http-01 key authorization
+	} else if d, ok := c.appendRuleAnswer(dst); ok { // http_rules.go: a rule's deny or redirect
+		dst = d
+	} else if status == 429 && c.lim != nil && c.lim.retry > 0 {
+		dst = http1.AppendTooManyRequests(dst, int(c.lim.retry))
+	} else {
+		dst = http1.AppendError(dst, status)
 	}
-	if d, ok := c.appendRuleAnswer(dst); ok { // http_rules.go: a rule's deny or redirect
-		return d
+	if c.req != nil && c.req.MethodID == http1.MethodHEAD {
+		for i := n; i+4 <= len(dst); i++ {
+			if dst[i] == '\r' && dst[i+1] == '\n' && dst[i+2] == '\r' && dst[i+3] == '\n' {
+				return dst[:i+4]
+			}
+		}
 	}
-	if status == 429 && c.lim != nil && c.lim.retry > 0 {
-		return http1.AppendTooManyRequests(dst, int(c.lim.retry))
-	}
-	return http1.AppendError(dst, status)
+	return dst
 }
 
 // setSum records the client certificate's SHA-256 (limits keyed by

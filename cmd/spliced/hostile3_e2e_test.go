@@ -1,0 +1,649 @@
+package main
+
+// Hostile HTTP/2 servers behind a server with proto h2, against the real
+// binary: a scripted origin (golang.org/x/net/http2's Framer) that
+// misbehaves in one way per request path, HTTP/1.1 and HTTP/2 clients in
+// front, and after each case the answer (or a clean cut) within a bound,
+// then the process up, its connections and buffers back (activity) and its
+// descriptors and RSS bounded.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
+
+// hostileH2 is an h2c origin: for each request HEADERS, the behaviour
+// named by its path's first segment runs on the connection's goroutine
+// (so a behaviour that blocks blocks that connection only).
+type hostileH2 struct {
+	port  int
+	conns atomic.Int32
+	mu    sync.Mutex
+	open  map[net.Conn]bool
+}
+
+// h2Out is what a behaviour writes with.
+type h2Out struct {
+	fr   *http2.Framer
+	conn net.Conn
+	hb   bytes.Buffer
+	enc  *hpack.Encoder
+}
+
+func (o *h2Out) block(kv ...string) []byte {
+	o.hb.Reset()
+	for i := 0; i+1 < len(kv); i += 2 {
+		o.enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+	}
+	return bytes.Clone(o.hb.Bytes())
+}
+
+func (o *h2Out) head(id uint32, end bool, kv ...string) {
+	o.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: o.block(kv...), EndStream: end, EndHeaders: true})
+}
+
+// h2Behaviour answers stream id of method; it returns false to end the
+// connection (closed after it returns).
+type h2Behaviour func(o *h2Out, id uint32, method string) bool
+
+func startHostileH2(t *testing.T, behaviours map[string]h2Behaviour) *hostileH2 {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &hostileH2{port: ln.Addr().(*net.TCPAddr).Port, open: map[net.Conn]bool{}}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		for c := range s.open {
+			c.Close()
+		}
+		s.mu.Unlock()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				s.mu.Lock()
+				for c := range s.open {
+					c.Close()
+				}
+				s.mu.Unlock()
+				return
+			}
+			s.conns.Add(1)
+			s.mu.Lock()
+			s.open[c] = true
+			s.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { s.mu.Lock(); delete(s.open, c); s.mu.Unlock(); c.Close() }()
+				s.serve(c, behaviours)
+			}()
+		}
+	}()
+	return s
+}
+
+func (s *hostileH2) serve(c net.Conn, behaviours map[string]h2Behaviour) {
+	c.SetDeadline(time.Now().Add(60 * time.Second))
+	pre := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(c, pre); err != nil || string(pre) != http2.ClientPreface {
+		return
+	}
+	o := &h2Out{fr: http2.NewFramer(c, c), conn: c}
+	o.enc = hpack.NewEncoder(&o.hb)
+	o.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	o.fr.MaxHeaderListSize = 1 << 20
+	o.fr.WriteSettings()
+	for {
+		f, err := o.fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				o.fr.WriteSettingsAck()
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				o.fr.WritePing(true, f.Data)
+			}
+		case *http2.MetaHeadersFrame:
+			path := f.PseudoValue("path")
+			name, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+			b := behaviours[name]
+			if b == nil {
+				o.head(f.StreamID, false, ":status", "200", "content-length", "2")
+				o.fr.WriteData(f.StreamID, true, []byte("ok"))
+				continue
+			}
+			if !b(o, f.StreamID, f.PseudoValue("method")) {
+				return
+			}
+		}
+	}
+}
+
+// h1Ask sends one HTTP/1.1 request on a new connection and returns the
+// response (body read whole) or the error that ended it, within d.
+func h1Ask(addr, req string, d time.Duration) (int, []byte, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(d))
+	if _, err := io.WriteString(c, req); err != nil {
+		return 0, nil, err
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	for err == nil && resp.StatusCode < 200 { // interim responses
+		resp, err = http.ReadResponse(br, nil)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+type activityView []struct {
+	Conns       int `json:"conns"`
+	BuffersUsed int `json:"buffers_used"`
+	PipesUsed   int `json:"pipes_used"`
+}
+
+// inFlight sums the loops' connections and buffers in use.
+func inFlight(t *testing.T, in *instance) (conns, bufs int) {
+	t.Helper()
+	var raw json.RawMessage
+	in.MustDo(200, "GET", "/api/v1/activity", nil).JSON(t, &raw)
+	var a activityView
+	if err := json.Unmarshal(raw, &a); err != nil {
+		var w struct {
+			Loops activityView `json:"loops"`
+		}
+		if err := json.Unmarshal(raw, &w); err != nil {
+			t.Fatalf("activity: %s", raw)
+		}
+		a = w.Loops
+	}
+	for _, l := range a {
+		conns += l.Conns
+		bufs += l.BuffersUsed
+	}
+	return conns, bufs
+}
+
+// settled waits until spliced holds no connection, buffer or descriptor
+// more than at the start (fds0), then checks the RSS growth.
+func settled(t *testing.T, in *instance, fds0, rss0, maxKiB int) {
+	t.Helper()
+	select {
+	case <-in.exited:
+		t.Fatalf("spliced exited: %v\n%s", in.exitErr, in.Logs())
+	default:
+	}
+	var conns, bufs, fds int
+	if !poll(20*time.Second, func() bool {
+		conns, bufs = inFlight(t, in)
+		fds = dataFDs(t, in)
+		return conns == 0 && bufs == 0 && fds <= fds0
+	}) {
+		t.Errorf("after the case: %d connections, %d buffers in use, %d fds (%d before)", conns, bufs, fds, fds0)
+	}
+	if rss := rssKiB(t, in.Pid()); rss-rss0 > maxKiB {
+		t.Errorf("RSS grew by %d KiB (from %d KiB), want at most %d KiB", rss-rss0, rss0, maxKiB)
+	}
+}
+
+// poll is Eventually that reports instead of failing.
+func poll(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
+}
+
+// h2ServerSetup starts spliced with an h2c server (proto h2) at port in
+// backend "h2o" (server_ms 2000, connect_ms 1000, no check) behind an http
+// frontend of both versions; it returns the instance and the bind's
+// address.
+func h2ServerSetup(t *testing.T, port int) (*instance, string) {
+	t.Helper()
+	in := startSpliced(t, "")
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
+		"name": "h2o", "mode": "http", "timeouts": map[string]any{"connect_ms": 1000, "server_ms": 2000},
+		"servers": []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": port, "proto": "h2"}},
+	})
+	fport := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "web", "mode": "http", "default_backend": "h2o",
+		"binds": []map[string]any{{"name": "clear", "address": "127.0.0.1", "port": fport}},
+	})
+	addr := "127.0.0.1:" + strconv.Itoa(fport)
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		st, _, _ := h1Ask(addr, "GET /plain HTTP/1.1\r\nHost: a\r\n\r\n", 5*time.Second)
+		return st == 200
+	}, "a first request through %s", addr)
+	return in, addr
+}
+
+var _ = errors.New
+var _ = context.Background
+var _ = fmt.Sprint
+var _ = strconv.Itoa
+
+// answered: a status, whatever it is, and a body read whole.
+func answered(st int, _ []byte, err error) string {
+	if err != nil || st == 0 {
+		return fmt.Sprintf("no complete answer: status %d, %v", st, err)
+	}
+	return ""
+}
+
+// answeredOrCut: anything but a hang (the bound catches that).
+func answeredOrCut(int, []byte, error) string { return "" }
+
+// badGateway: a 502 (the server broke the protocol before its head).
+func badGateway(st int, _ []byte, err error) string {
+	if st != 502 {
+		return fmt.Sprintf("status %d (%v), want 502", st, err)
+	}
+	return ""
+}
+
+// TestH2HostileServers: servers with proto h2 that break HTTP/2 in every
+// way a server can; each HTTP/1.1 client gets an answer or a clean cut
+// within its bound, and afterwards spliced holds no connection, buffer or
+// descriptor more than before and its RSS grew little.
+func TestH2HostileServers(t *testing.T) {
+	t.Parallel()
+	pad := strings.Repeat("p", 200)
+	cases := []struct {
+		name string
+		body int // request body bytes (a POST), 0: a GET
+		do   h2Behaviour
+		want func(st int, body []byte, err error) string
+	}{
+		{"continuation-flood", 0, func(o *h2Out, id uint32, _ string) bool {
+			// a head that never ends: 1-byte CONTINUATIONs without end
+			b := o.block(":status", "200", "x-pad", pad)
+			o.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:1]})
+			for i := 0; i < 200000; i++ {
+				if o.fr.WriteContinuation(id, false, b[1:2]) != nil {
+					return false
+				}
+			}
+			return true
+		}, answeredOrCut},
+		{"continuation-bytes", 0, func(o *h2Out, id uint32, _ string) bool {
+			// a valid head over 31 frames (h2.DefaultMaxContinuations
+			// is 32)
+			b := o.block(":status", "200", "x-pad", pad, "content-length", "2")
+			o.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:1]})
+			for i, b := 0, b[1:]; len(b) > 0; i++ {
+				n := 1
+				if i == 29 {
+					n = len(b)
+				}
+				o.fr.WriteContinuation(id, n == len(b), b[:n])
+				b = b[n:]
+			}
+			o.fr.WriteData(id, true, []byte("ok"))
+			return true
+		}, func(st int, body []byte, err error) string {
+			if st != 200 || string(body) != "ok" || err != nil {
+				return fmt.Sprintf("status %d body %q (%v), want 200 ok", st, body, err)
+			}
+			return ""
+		}},
+		{"hpack-bomb", 0, func(o *h2Out, id uint32, _ string) bool {
+			// one 4 KiB field in the dynamic table, then referenced
+			// 20000 times (80 MB of fields from 20 KB of block)
+			o.hb.Reset()
+			o.enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+			o.enc.WriteField(hpack.HeaderField{Name: "x-bomb", Value: strings.Repeat("b", 4000)})
+			first := bytes.Clone(o.hb.Bytes())
+			o.hb.Reset()
+			o.enc.WriteField(hpack.HeaderField{Name: "x-bomb", Value: strings.Repeat("b", 4000)})
+			ref := o.hb.Bytes() // the index of the table entry
+			rest := bytes.Repeat(ref, 20000)
+			o.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first})
+			for len(rest) > 0 {
+				n := min(len(rest), 16384)
+				o.fr.WriteContinuation(id, n == len(rest), rest[:n])
+				rest = rest[n:]
+			}
+			o.fr.WriteData(id, true, []byte("ok"))
+			return true
+		}, answeredOrCut},
+		{"huge-field", 0, func(o *h2Out, id uint32, _ string) bool {
+			b := o.block(":status", "200", "x-huge", strings.Repeat("h", 1<<20))
+			o.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:16000]})
+			for b = b[16000:]; len(b) > 0; {
+				n := min(len(b), 16000)
+				o.fr.WriteContinuation(id, n == len(b), b[:n])
+				b = b[n:]
+			}
+			o.fr.WriteData(id, true, []byte("ok"))
+			return true
+		}, badGateway},
+		{"many-fields", 0, func(o *h2Out, id uint32, _ string) bool {
+			kv := []string{":status", "200"}
+			for i := 0; i < 5000; i++ {
+				kv = append(kv, "x-f"+strconv.Itoa(i), "v")
+			}
+			b := o.block(kv...)
+			o.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:1000]})
+			for b = b[1000:]; len(b) > 0; {
+				n := min(len(b), 16000)
+				o.fr.WriteContinuation(id, n == len(b), b[:n])
+				b = b[n:]
+			}
+			o.fr.WriteData(id, true, []byte("ok"))
+			return true
+		}, badGateway},
+		{"ping-flood", 0, func(o *h2Out, id uint32, _ string) bool {
+			o.head(id, false, ":status", "200")
+			for i := 0; i < 100000; i++ {
+				if o.fr.WritePing(false, [8]byte{byte(i)}) != nil {
+					return false
+				}
+			}
+			o.fr.WriteData(id, true, []byte("ok"))
+			return true
+		}, answeredOrCut},
+		{"settings-flood", 0, func(o *h2Out, id uint32, _ string) bool {
+			for i := 0; i < 100000; i++ {
+				if o.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: uint32(100 + i%2)}) != nil {
+					return false
+				}
+			}
+			o.head(id, false, ":status", "200")
+			o.fr.WriteData(id, true, []byte("ok"))
+			return true
+		}, answeredOrCut},
+		{"window-overflow", 0, func(o *h2Out, id uint32, _ string) bool {
+			o.fr.WriteWindowUpdate(0, 1<<31-1)
+			o.fr.WriteWindowUpdate(0, 1<<31-1)
+			o.fr.WriteWindowUpdate(id, 1<<31-1)
+			o.fr.WriteWindowUpdate(id, 1<<31-1)
+			o.head(id, false, ":status", "200")
+			o.fr.WriteData(id, true, []byte("ok"))
+			return true
+		}, answeredOrCut},
+		{"data-after-end", 0, func(o *h2Out, id uint32, _ string) bool {
+			o.head(id, false, ":status", "200", "content-length", "2")
+			o.fr.WriteData(id, true, []byte("ok"))
+			o.fr.WriteData(id, false, []byte("smuggled"))
+			o.fr.WriteData(id+200, false, []byte("idle"))
+			return true
+		}, answeredOrCut},
+		{"rst-storm", 0, func(o *h2Out, id uint32, _ string) bool {
+			for i := uint32(0); i < 20000; i++ {
+				if o.fr.WriteRSTStream(id+2*i, http2.ErrCodeCancel) != nil {
+					return false
+				}
+			}
+			return true
+		}, answeredOrCut},
+		{"goaway-high", 0, func(o *h2Out, id uint32, _ string) bool {
+			o.fr.WriteGoAway(1<<31-1, http2.ErrCodeNo, nil)
+			return false
+		}, answeredOrCut},
+		{"goaway-high-open", 0, func(o *h2Out, id uint32, _ string) bool {
+			o.fr.WriteGoAway(1<<31-1, http2.ErrCodeNo, nil)
+			return true // and the stream never answered: server_ms
+		}, answeredOrCut},
+		{"never-reads", 1 << 20, func(o *h2Out, id uint32, _ string) bool {
+			time.Sleep(4 * time.Second) // neither reads nor answers
+			return false
+		}, answeredOrCut},
+		{"close-mid-body", 0, func(o *h2Out, id uint32, _ string) bool {
+			o.head(id, false, ":status", "200", "content-length", "1000")
+			o.fr.WriteData(id, false, make([]byte, 100))
+			return false
+		}, func(st int, body []byte, err error) string {
+			if err == nil {
+				return fmt.Sprintf("status %d with %d bytes and no error: a cut body read as whole", st, len(body))
+			}
+			return ""
+		}},
+		{"interim-trickle", 0, func(o *h2Out, id uint32, _ string) bool {
+			// 103s for 3 s, then the close: server_ms is an inactivity
+			// timeout (as HAProxy's timeout server), so they are relayed
+			// until the cut; TestH2ServerInterimHeadsBounded bounds what
+			// a client that does not read them costs
+			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+				o.head(id, false, ":status", "103", "link", "</a>")
+				time.Sleep(time.Millisecond)
+			}
+			return false
+		}, answeredOrCut},
+	}
+	behaviours := map[string]h2Behaviour{}
+	for _, c := range cases {
+		behaviours[c.name] = c.do
+	}
+	var headBody atomic.Bool
+	behaviours["head-body"] = func(o *h2Out, id uint32, method string) bool {
+		o.head(id, false, ":status", "200", "content-length", "31")
+		msg := "HTTP/1.1 200 OK\r\nX-Evil: 1\r\n\r\n"
+		if method != "HEAD" {
+			msg = strings.Repeat("g", 31)
+		} else {
+			headBody.Store(true)
+		}
+		o.fr.WriteData(id, true, []byte(msg))
+		return true
+	}
+	origin := startHostileH2(t, behaviours)
+	in, addr := h2ServerSetup(t, origin.port)
+	fds0, rss0 := dataFDs(t, in), rssKiB(t, in.Pid())
+	// the longest honest bound: server_ms (2 s) past a connect, with a
+	// retry or two
+	const bound = 10 * time.Second
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req := "GET /" + c.name + " HTTP/1.1\r\nHost: a\r\n\r\n"
+			if c.body > 0 {
+				req = "POST /" + c.name + " HTTP/1.1\r\nHost: a\r\nContent-Length: " + strconv.Itoa(c.body) + "\r\n\r\n" + strings.Repeat("x", c.body)
+			}
+			start := time.Now()
+			st, body, err := h1Ask(addr, req, 2*bound)
+			took := time.Since(start)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() || took > bound {
+				t.Fatalf("no answer nor cut within %v (took %v): status %d, %v", bound, took, st, err)
+			}
+			if msg := c.want(st, body, err); msg != "" {
+				t.Error(msg)
+			}
+			t.Logf("status %d, %d bytes, err %v, in %v", st, len(body), err, took.Round(time.Millisecond))
+			if st, _, err := h1Ask(addr, "GET /plain HTTP/1.1\r\nHost: a\r\n\r\n", bound); st != 200 {
+				t.Errorf("a plain request after the case: status %d, %v", st, err)
+			}
+		})
+	}
+	t.Run("head-body", func(t *testing.T) {
+		// a HEAD whose server sends a body: the body must not reach the
+		// client's connection, where it would read as the next response
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(bound))
+		io.WriteString(c, "HEAD /head-body HTTP/1.1\r\nHost: a\r\n\r\nGET /plain HTTP/1.1\r\nHost: a\r\n\r\n")
+		br := bufio.NewReader(c)
+		r1, err := http.ReadResponse(br, &http.Request{Method: "HEAD"})
+		if err != nil {
+			t.Fatalf("HEAD: %v", err)
+		}
+		r1.Body.Close()
+		r2, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Logf("the second response: %v (the connection cut: acceptable)", err)
+			return
+		}
+		b, _ := io.ReadAll(r2.Body)
+		if r2.Header.Get("X-Evil") != "" || string(b) != "ok" {
+			t.Fatalf("the second response is %d %v %q: the HEAD's body was read as a response", r2.StatusCode, r2.Header, b)
+		}
+		if !headBody.Load() {
+			t.Fatal("the origin was not asked the HEAD")
+		}
+	})
+	settled(t, in, fds0, rss0, 64<<10)
+}
+
+// TestProxyAnswerToHEADHasNoBody: spliced's own answers (a 503 with no
+// server, a rule's deny with its body) to a HEAD carry no body: over
+// HTTP/1.1 a body would read as the next response of the connection (a
+// client that pipelined, or one that ignores Connection: close).
+func TestProxyAnswerToHEADHasNoBody(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
+		"name": "dead", "mode": "http",
+		"servers": []map[string]any{{"name": "d", "address": "127.0.0.1", "port": testutil.RefusedAddr(t).Port}},
+	})
+	port := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "web", "mode": "http", "default_backend": "dead",
+		"rules": map[string]any{"request": []map[string]any{
+			{"when": map[string]any{"path": "/deny"}, "do": map[string]any{"deny": map[string]any{"status": 403, "body": "HTTP/1.1 200 OK\r\nX-Evil: 1\r\n\r\n"}}},
+		}},
+		"binds": []map[string]any{{"name": "clear", "address": "127.0.0.1", "port": port}},
+	})
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		st, _, _ := h1Ask(addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 5*time.Second)
+		return st == 503
+	}, "a 503 through %s", addr)
+	for _, tc := range []struct {
+		path string
+		want int
+	}{{"/", 503}, {"/deny", 403}} {
+		// everything the connection carries until spliced closes it
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "HEAD "+tc.path+" HTTP/1.1\r\nHost: a\r\n\r\n")
+		raw, err := io.ReadAll(c)
+		c.Close()
+		if err != nil {
+			t.Fatalf("HEAD %s: %v after %q", tc.path, err, raw)
+		}
+		head, rest, _ := strings.Cut(string(raw), "\r\n\r\n")
+		if !strings.HasPrefix(head, "HTTP/1.1 "+strconv.Itoa(tc.want)+" ") || rest != "" {
+			t.Errorf("HEAD %s over HTTP/1.1: %q, want a %d head and nothing after it", tc.path, raw, tc.want)
+		}
+		// over HTTP/2: the stream ends with the head (a DATA frame on a
+		// HEAD's stream is malformed, RFC 9113 §8.1.1)
+		p := dialPeer(t, addr, peerReads)
+		if err := p.headers(1, true, reqFields("HEAD", tc.path)); err != nil {
+			t.Fatal(err)
+		}
+		st, code := p.outcome(1, 10*time.Second)
+		p.smu.Lock()
+		n := p.data[1]
+		p.smu.Unlock()
+		if st != strconv.Itoa(tc.want) || code != -1 || n != 0 {
+			t.Errorf("HEAD %s over HTTP/2: status %q, reset %d, %d DATA bytes; want %d, no reset, none", tc.path, st, code, n, tc.want)
+		}
+	}
+}
+
+// TestH2ServerInterimHeadsBounded: a server with proto h2 that sends
+// 103 heads without end to a client that does not read them: spliced
+// holds a bounded backlog of them (no window bounds HEADERS), then resets
+// the server's stream; its RSS grew by 378 MiB in 2 s before.
+func TestH2ServerInterimHeadsBounded(t *testing.T) {
+	t.Parallel()
+	link := strings.Repeat("l", 8000)
+	var resets atomic.Int32
+	origin := startHostileH2(t, map[string]h2Behaviour{
+		"hoard": func(o *h2Out, id uint32, _ string) bool {
+			o.enc.SetMaxDynamicTableSizeLimit(0) // every head sent whole
+			// the stream's RST_STREAM, read by another goroutine
+			read := make(chan struct{})
+			go func() {
+				defer close(read)
+				for {
+					f, err := o.fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					if r, ok := f.(*http2.RSTStreamFrame); ok && r.StreamID == id {
+						resets.Add(1)
+					}
+				}
+			}()
+			for end := time.Now().Add(6 * time.Second); time.Now().Before(end) && resets.Load() == 0; {
+				if o.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: o.block(":status", "103", "link", link), EndHeaders: true}) != nil {
+					break
+				}
+			}
+			o.conn.Close()
+			<-read // the reader goroutine used the framer: wait for its end
+			return false
+		},
+	})
+	in, addr := h2ServerSetup(t, origin.port)
+	rss0 := rssKiB(t, in.Pid())
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(4096)
+	io.WriteString(c, "GET /hoard HTTP/1.1\r\nHost: a\r\n\r\n")
+	peak := 0
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end) && resets.Load() == 0; time.Sleep(100 * time.Millisecond) {
+		peak = max(peak, rssKiB(t, in.Pid())-rss0)
+	}
+	peak = max(peak, rssKiB(t, in.Pid())-rss0)
+	if peak > 64<<10 {
+		t.Errorf("RSS grew by %d KiB while the server sent 103 heads to a client that reads none", peak)
+	}
+	if resets.Load() == 0 {
+		t.Errorf("the server's stream was not reset within 4 s")
+	}
+	t.Logf("RSS +%d KiB at most", peak)
+}
