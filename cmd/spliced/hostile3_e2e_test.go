@@ -10,9 +10,7 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -262,18 +260,6 @@ func h2ServerSetup(t *testing.T, port int) (*instance, string) {
 	return in, addr
 }
 
-var _ = errors.New
-var _ = context.Background
-var _ = fmt.Sprint
-var _ = strconv.Itoa
-
-// answered: a status, whatever it is, and a body read whole.
-func answered(st int, _ []byte, err error) string {
-	if err != nil || st == 0 {
-		return fmt.Sprintf("no complete answer: status %d, %v", st, err)
-	}
-	return ""
-}
 
 // answeredOrCut: anything but a hang (the bound catches that).
 func answeredOrCut(int, []byte, error) string { return "" }
