@@ -260,7 +260,6 @@ func h2ServerSetup(t *testing.T, port int) (*instance, string) {
 	return in, addr
 }
 
-
 // answeredOrCut: anything but a hang (the bound catches that).
 func answeredOrCut(int, []byte, error) string { return "" }
 
