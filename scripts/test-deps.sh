@@ -2,7 +2,8 @@
 # Installs what `make test` needs when it is missing: Debian packages for the
 # browser test (chromium), the package tests (rpm, lintian), the peers the
 # integration tests may start (nginx; haproxy, in front of and behind the
-# PROXY protocol tests) and the TLS scanner of the TLS audit
+# PROXY protocol tests), h2load (nghttp2-client: the HTTP/2 load test) and
+# the TLS scanner of the TLS audit
 # (testssl.sh, whose Debian command is testssl) and the installed etcd the
 # README's cluster start block runs when there is one (etcd-server: under
 # systemd its package starts a service on 127.0.0.1:2379; the test uses
@@ -24,6 +25,7 @@ command -v lintian  >/dev/null 2>&1 || need+=(lintian)
 command -v nginx    >/dev/null 2>&1 || need+=(nginx)
 command -v haproxy  >/dev/null 2>&1 || need+=(haproxy)
 command -v curl     >/dev/null 2>&1 || need+=(curl)
+command -v h2load   >/dev/null 2>&1 || need+=(nghttp2-client)
 [ -x /usr/bin/etcd ]                || need+=(etcd-server)
 command -v testssl  >/dev/null 2>&1 || command -v testssl.sh >/dev/null 2>&1 || need+=(testssl.sh)
 

@@ -250,3 +250,47 @@ func TestH2GoAwayWhenTheFrontendIsRemoved(t *testing.T) {
 		t.Errorf("the idle HTTP/1.1 connection: %v, want EOF", err)
 	}
 }
+
+// TestH2LoadThroughSpliced: h2load (nghttp2's load generator, as the
+// bench's h2 rows use it) with 20 clients x 10 streams completes every
+// request through spliced, bounded in count: to an HTTP/1.1 server, and
+// to an HTTP/2 (h2c) server whose streams are multiplexed over the
+// loop's shared connections.
+func TestH2LoadThroughSpliced(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("h2load"); err != nil {
+		t.Fatal("h2load is needed (make test installs nghttp2-client)")
+	}
+	in, clear, _ := h2Setup(t)
+	// An h2c origin and a frontend whose server speaks HTTP/2.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	h2srv := &http.Server{Protocols: &protos, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Proto-Seen", r.Proto)
+		io.WriteString(w, strings.Repeat("h2c.", 256))
+	})}
+	go h2srv.Serve(ln)
+	t.Cleanup(func() { h2srv.Close() })
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
+		"name": "h2c", "mode": "http", "servers": []map[string]any{{"name": "g1", "address": "127.0.0.1",
+			"port": ln.Addr().(*net.TCPAddr).Port, "proto": "h2"}},
+	})
+	port := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "h2c", "mode": "http", "default_backend": "h2c",
+		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port}},
+	})
+	for _, target := range []string{"http://" + clear + "/", "http://127.0.0.1:" + strconv.Itoa(port) + "/"} {
+		out, err := e2e.RunCmd(t, 60*time.Second, exec.Command("h2load", "-n", "4000", "-c", "20", "-m", "10", target))
+		if err != nil {
+			t.Fatalf("h2load %s: %v\n%s", target, err, out)
+		}
+		if !strings.Contains(out, "4000 succeeded, 0 failed, 0 errored") {
+			t.Errorf("h2load %s: not every request succeeded:\n%s", target, out)
+		}
+	}
+}
