@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
@@ -61,6 +64,9 @@ type pebbleOptions struct {
 	Validity time.Duration
 	// Blocked names are refused at order time (rejectedIdentifier).
 	Blocked []string
+	// DNS is the resolver its validation authority asks (-dnsserver;
+	// "": the system's, where localhost is 127.0.0.1).
+	DNS string
 }
 
 // pebble is a running pebble.
@@ -74,6 +80,7 @@ type pebble struct {
 	out       *testutil.SyncBuffer
 	done      chan struct{}
 	env       []string
+	dns       string
 }
 
 // startPebble starts a pebble for t (stopped at its end).
@@ -112,7 +119,7 @@ func startPebble(t testing.TB, o pebbleOptions) *pebble {
 			"description": "the tests' profile", "validityPeriod": int(validity / time.Second)}},
 	}}
 	b, _ := json.Marshal(cfg)
-	p := &pebble{t: t, Directory: "https://127.0.0.1:" + strconv.Itoa(port) + "/dir", CAPEM: cert.CertPEM,
+	p := &pebble{t: t, dns: o.DNS, Directory: "https://127.0.0.1:" + strconv.Itoa(port) + "/dir", CAPEM: cert.CertPEM,
 		mgmt: "https://127.0.0.1:" + strconv.Itoa(mport), cfgPath: filepath.Join(dir, "pebble.json")}
 	if err := os.WriteFile(p.cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
@@ -132,7 +139,11 @@ func (p *pebble) start() {
 	t := p.t
 	t.Helper()
 	p.out = &testutil.SyncBuffer{}
-	p.cmd = exec.Command(pebbleBinary(t), "-config", p.cfgPath)
+	args := []string{"-config", p.cfgPath}
+	if p.dns != "" {
+		args = append(args, "-dnsserver", p.dns)
+	}
+	p.cmd = exec.Command(pebbleBinary(t), args...)
 	p.cmd.Env = p.env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -187,4 +198,48 @@ func (p *pebble) root() string {
 		p.t.Fatalf("pebble roots: %d %v", resp.StatusCode, err)
 	}
 	return string(b)
+}
+
+// testDNS answers A queries of every name with the address it holds now
+// (Set), AAAA with nothing: where pebble's validation authority goes.
+type testDNS struct {
+	Addr string
+	mu   sync.Mutex
+	ip   string
+}
+
+func (d *testDNS) Set(ip string) { d.mu.Lock(); d.ip = ip; d.mu.Unlock() }
+
+func startDNS(t testing.TB, ip string) *testDNS {
+	t.Helper()
+	// pebble asks over TCP; UDP on the same port for other clients.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &testDNS{Addr: ln.Addr().String(), ip: ip}
+	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		d.mu.Lock()
+		ip := d.ip
+		d.mu.Unlock()
+		for _, q := range r.Question {
+			if q.Qtype == dns.TypeA {
+				if rr, err := dns.NewRR(q.Name + " 0 IN A " + ip); err == nil {
+					m.Answer = append(m.Answer, rr)
+				}
+			}
+		}
+		_ = w.WriteMsg(m)
+	})
+	for _, srv := range []*dns.Server{{Listener: ln, Handler: h}, {PacketConn: pc, Handler: h}} {
+		go func() { _ = srv.ActivateAndServe() }()
+		t.Cleanup(func() { _ = srv.Shutdown() })
+	}
+	return d
 }

@@ -27,6 +27,17 @@
 // ClientHello offering acme-tls/1. Both read maps swapped or locked
 // briefly: safe from loop threads and handshake goroutines.
 //
+// # Several nodes
+//
+// With a Coordinator (core/cluster's ACMECoordinator, on etcd) one node
+// orders each certificate: a worker whose certificate is due takes the
+// certificate's order lock (a lease its node keeps alive) or, when another
+// node holds it, tries again every 5 s; the holder reads the stored
+// generation before ordering (the previous holder may have stored the
+// certificate already) and keeps the lock through its retries. Challenge
+// answers are published through the Coordinator and every node answers
+// those it watches.
+//
 // # Why acmez and not certmagic
 //
 // The protocol is github.com/mholt/acmez (Caddy's ACME client): accounts,
