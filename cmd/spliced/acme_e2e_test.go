@@ -214,6 +214,17 @@ func TestACMERefusedOrderShowsTheProblem(t *testing.T) {
 	if got := in.MustDo(200, "GET", "/api/v1/certificates/refused", nil).Header.Get("X-Spliced-Generation"); got != gen {
 		t.Errorf("generation %s after failed orders, %s before: run-time state made a revision", got, gen)
 	}
+	// A bind naming it before it is issued refuses ordinary handshakes
+	// with an alert (crypto/tls sends internal_error when no certificate
+	// is chosen), counted in the frontend's handshakes_failed.
+	tlsPort := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{"name": "public", "mode": "http",
+		"binds": []map[string]any{{"name": "tls", "address": "127.0.0.1", "port": tlsPort, "tls": map[string]any{"certificates": []string{"refused"}}}}})
+	if _, err := servedLeaf(t, tlsPort, "blocked-domain.example", nil); err == nil || !strings.Contains(err.Error(), "remote error: tls") {
+		t.Fatalf("a handshake on a bind whose managed certificate is not issued: %v", err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool { return tlsStats(t, in, "public")["handshakes_failed"] >= 1 },
+		"the refused handshake counted")
 	var h struct {
 		Warnings []string `json:"warnings"`
 	}
