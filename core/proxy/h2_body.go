@@ -236,7 +236,16 @@ func (b *h2In) read(p []byte) (n, payload int) {
 
 func (b *h2In) consume(n int) {
 	b.off += n
-	if b.off == len(b.body) {
+	switch {
+	case b.off == len(b.body):
 		b.body, b.off = b.body[:0], 0
+	case b.off >= len(b.body)-b.off:
+		// A reader that always lags (bytes pending at every read) never
+		// empties body: without this, the next append would keep the
+		// read bytes too, and body would grow by all the stream ever
+		// carried. Moving the pending part down when the read part is
+		// at least as long costs each byte one copy at most.
+		k := copy(b.body, b.body[b.off:])
+		b.body, b.off = b.body[:k], 0
 	}
 }
