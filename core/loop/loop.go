@@ -88,6 +88,7 @@ type Loop struct {
 	events  []unix.EpollEvent
 	fds     []*FD
 	rq      [nClasses]runq
+	cur     Class // the class the round runs now (Class)
 	timers  timerHeap
 	sources []Source
 	evbuf   [8]byte
@@ -221,6 +222,13 @@ func (l *Loop) Close() error {
 	}
 	return errors.Join(unix.Close(l.evfd), unix.Close(l.epfd))
 }
+
+// Class is the class of the work running now (loop thread): Urgent for
+// I/O tasklets and Sources, Normal for tasklets woken as Normal, Exec'd
+// functions and timers, Bulk for self-waking transfers. A tasklet that
+// finds an outcome to decide during an I/O run (a connect's result)
+// requeues itself as Normal with it (seed 000: decisions are Normal).
+func (l *Loop) Class() Class { return l.cur }
 
 // Wake queues t in class c unless it is already queued (then it keeps its
 // place and class). Loop thread only; no allocation.
@@ -427,15 +435,19 @@ func (l *Loop) round() {
 // above), from start (monoNow), and returns when it ended.
 func (l *Loop) runClasses(start int64) int64 {
 	left := l.depth
+	l.cur = Urgent
 	ran := l.runUrgent(urgentOffer(left, l.sched))
 	t1 := monoNow()
 	l.cCPU[Urgent] += uint64(t1 - start)
 	left -= ran
+	l.cur = Normal
 	ran = l.runNormal(normalOffer(left, l.sched))
 	t2 := monoNow()
 	l.cCPU[Normal] += uint64(t2 - t1)
 	left -= ran
+	l.cur = Bulk
 	l.runQueue(Bulk, left)
+	l.cur = Urgent
 	end := monoNow()
 	l.cCPU[Bulk] += uint64(end - t2)
 	return end

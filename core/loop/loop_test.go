@@ -680,3 +680,40 @@ func wakeN(l *Loop, c Class, n int, unit func()) {
 		l.Wake(&Tasklet{Run: func(*Tasklet) { unit() }}, c)
 	}
 }
+
+// TestClassSaysWhatRunsNow: Class is the class of the work running:
+// Normal for Exec'd functions, timers and tasklets woken as Normal,
+// Urgent and Bulk for tasklets of those classes.
+func TestClassSaysWhatRunsNow(t *testing.T) {
+	l := startLoop(t, Options{})
+	got := make(chan [4]Class, 1)
+	var seen [4]Class
+	var urgent, normal, bulk Tasklet
+	var tm Timer
+	urgent.Run = func(*Tasklet) { seen[0] = l.Class() }
+	normal.Run = func(*Tasklet) { seen[1] = l.Class() }
+	bulk.Run = func(*Tasklet) {
+		seen[2] = l.Class()
+		got <- seen
+	}
+	tm.Run = func(*Timer) {
+		seen[3] = l.Class()
+		l.Wake(&urgent, Urgent)
+		l.Wake(&normal, Normal)
+		l.Wake(&bulk, Bulk)
+	}
+	execWait(t, l, func(l *Loop) {
+		if c := l.Class(); c != Normal {
+			t.Errorf("an Exec'd function runs in %v, want Normal", c)
+		}
+		l.Arm(&tm, l.Now())
+	})
+	select {
+	case s := <-got:
+		if s != [4]Class{Urgent, Normal, Bulk, Normal} {
+			t.Errorf("classes seen (urgent, normal, bulk tasklets, timer): %v", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the tasklets did not run")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/spliced-proxy/spliced/core/balance"
+	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
 )
 
@@ -83,6 +84,21 @@ type attemptOwner interface {
 	// proxyAddrs: the client and the address it connected to, and the
 	// name it asked for (nil: unknown), for a server's PROXY header.
 	proxyAddrs() (src, dst netip.AddrPort, authority []byte)
+}
+
+// decideInNormal reports whether an outcome may be decided in the run
+// going on: a connect's result and all that follows from it (the PROXY
+// header, the transport's step, a retry on another server, the start of
+// the exchange), and a health check's result, are request processing,
+// class Normal (seed 000), while the fd event that brings them runs as
+// Urgent. An Urgent run requeues t as Normal — the same round's Normal
+// phase runs it — and returns false.
+func decideInNormal(l *loop.Loop, t *loop.Tasklet) bool {
+	if l.Class() != loop.Urgent {
+		return true
+	}
+	l.Wake(t, loop.Normal)
+	return false
 }
 
 func (a *srvAttempt) owner() attemptOwner { return a.wait.bw.Owner.(attemptOwner) }

@@ -630,6 +630,13 @@ func (p *probe) process() {
 	switch p.state {
 	case prIdle, prHandshake:
 		return // a wakeup left over from a closed or detached fd
+	}
+	// A probe is a health-check result in the making: all of it runs in
+	// class Normal (seed 000), its fd events requeue it there.
+	if !decideInNormal(p.l, &p.side.Task) {
+		return
+	}
+	switch p.state {
 	case prConnecting:
 		pending, e := p.side.connectResult()
 		switch {

@@ -149,9 +149,19 @@ func (c *stream) process() {
 		ph := c.phase
 		switch ph {
 		case phConnect:
-			if c.sc.up != nil {
+			// The outcome, once there, is decided in class Normal.
+			if up := c.sc.up; up != nil {
+				if up.c.state != upReady && up.c.state != upDead {
+					return
+				}
+				if !decideInNormal(c.w.L, &c.sc.side.Task) {
+					return
+				}
 				c.checkUp() // a stream waiting for its HTTP/2 connection
 			} else {
+				if c.sc.side.connectPending() || !decideInNormal(c.w.L, &c.sc.side.Task) {
+					return
+				}
 				c.checkConnect(&c.sc.side, c.sc)
 			}
 		case phExchange:

@@ -204,6 +204,12 @@ func (s *Side) connect(l *loop.Loop, srv *balance.Server, sa *balance.SockaddrBu
 	return connOK, 0
 }
 
+// connectPending: the pending connect has no outcome yet (none of
+// EPOLLOUT, EPOLLERR, EPOLLHUP came). Unlike connectResult it reads no
+// socket error, which SO_ERROR would clear: a caller may ask first, then
+// read the result in a later run.
+func (s *Side) connectPending() bool { return s.FD.Ready&(evOut|evErr|evHup) == 0 }
+
 // connectResult reads the outcome of the side's pending connect from its
 // readiness: pending while none of EPOLLOUT, EPOLLERR, EPOLLHUP came;
 // else the socket's error, 0 when connected. EPOLLOUT without EPOLLERR or

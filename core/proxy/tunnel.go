@@ -353,6 +353,10 @@ func (t *Tunnel) process() {
 		}
 	}
 	if t.state == stConnecting {
+		// The outcome, once there, is decided in class Normal.
+		if !t.srv.connectPending() && !decideInNormal(t.w.L, &t.srv.Task) {
+			return
+		}
 		t.checkConnect(&t.srv, t)
 		if t.state == stClosed {
 			return

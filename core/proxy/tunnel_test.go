@@ -576,3 +576,49 @@ func BenchmarkPingPong64(b *testing.B) {
 		}
 	}
 }
+
+// TestConnectOutcomeDecidedInNormal: the server connect's outcome — the
+// tunnel established, or a retry — is decided in class Normal (seed 000:
+// connect and retry decisions are request processing), though the fd
+// event that brings it runs as Urgent.
+func TestConnectOutcomeDecidedInNormal(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		io.Copy(c, c)
+	}).Addr
+	fe := frontend(t, SpliceOff, addr)
+	decided := make(chan loop.Class, 1)
+	c := e.connect(func(fd int) {
+		e.w.StartTCP(fd, fe)
+		tn := e.w.live.Front()
+		wrap := func(tk *loop.Tasklet) {
+			run := tk.Run
+			tk.Run = func(tk *loop.Tasklet) {
+				before := tn.state
+				run(tk)
+				if (before == stConnecting || before == stStart) && tn.state == stEstablished {
+					decided <- e.w.L.Class()
+				}
+			}
+		}
+		wrap(&tn.cli.Task)
+		wrap(&tn.srv.Task)
+	})
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 4)
+	if _, err := io.ReadFull(c, b); err != nil || string(b) != "ping" {
+		t.Fatalf("echo: %q, %v", b, err)
+	}
+	select {
+	case cl := <-decided:
+		if cl != loop.Normal {
+			t.Errorf("the connect's outcome was decided in class %v, want Normal", cl)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no run established the tunnel")
+	}
+}
