@@ -935,3 +935,134 @@ func TestRulesChangedUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d requests across 40 rule changes", n.Load())
 }
+
+// TestH2ServerSendProxy: a server with proto h2 and send_proxy v1 behind
+// a bind with accept_proxy: each server connection starts with a PROXY
+// header naming the client the balancer's header named, and carries one
+// stream; 30 concurrent HTTP/2 streams of one client connection are all
+// answered.
+func TestH2ServerSendProxy(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	headers := map[string]int{}
+	var conns, open atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(50 * time.Millisecond)
+		io.WriteString(w, "ok")
+	}), ConnState: func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			conns.Add(1)
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}}
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go srv.Serve(proxyLineListener{ln, func(line string) {
+		mu.Lock()
+		headers[strings.Join(strings.Fields(line)[:3], " ")]++
+		mu.Unlock()
+	}})
+	t.Cleanup(func() { srv.Close() })
+	in := startSpliced(t, "")
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{
+		"name": "o", "mode": "http", "servers": []map[string]any{{"name": "s1", "address": "127.0.0.1", "port": ln.Addr().(*net.TCPAddr).Port, "proto": "h2", "send_proxy": "v1"}},
+	})
+	port := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{
+		"name": "web", "mode": "http", "default_backend": "o",
+		"binds": []map[string]any{{"name": "clear", "address": "127.0.0.1", "port": port, "accept_proxy": map[string]any{"trusted": []string{"127.0.0.1/32"}}}},
+	})
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	// one client connection: PROXY v1 naming 192.0.2.7, then HTTP/2
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protos, DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, a)
+		if err == nil {
+			_, err = io.WriteString(c, "PROXY TCP4 192.0.2.7 127.0.0.1 4321 "+strconv.Itoa(port)+"\r\n")
+		}
+		return c, err
+	}}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 15 * time.Second}
+	testutil.Eventually(t, 5*time.Second, func() bool {
+		resp, err := client.Get("http://" + addr + "/first")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, "a first request")
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	for i := 0; i < 30; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := client.Get("http://" + addr + "/s" + strconv.Itoa(i))
+			if err != nil {
+				t.Errorf("stream %d: %v", i, err)
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && string(b) == "ok" {
+				ok.Add(1)
+			} else {
+				t.Errorf("stream %d: %d %q", i, resp.StatusCode, b)
+			}
+		}()
+	}
+	wg.Wait()
+	// a connection that named one client serves no other: it closes
+	// once its stream ended, instead of idling 5 s
+	if !poll(3*time.Second, func() bool { return open.Load() == 0 }) {
+		t.Errorf("%d private server connections still open 3 s after their streams ended", open.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ok.Load() != 30 || headers["PROXY TCP4 192.0.2.7"] != int(conns.Load()) || conns.Load() < 31 {
+		t.Fatalf("%d of 30 answered; %d server connections, headers %v: want one connection per stream, each with PROXY TCP4 192.0.2.7", ok.Load(), conns.Load(), headers)
+	}
+}
+
+// proxyLineListener reads each accepted connection's first line (a PROXY
+// v1 header) and gives it to seen before the server reads the rest.
+type proxyLineListener struct {
+	net.Listener
+	seen func(line string)
+}
+
+func (l proxyLineListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		line, err := br.ReadString('\n')
+		c.SetReadDeadline(time.Time{})
+		if err != nil || len(strings.Fields(line)) < 3 {
+			c.Close()
+			continue
+		}
+		l.seen(line)
+		return &bufConn{Conn: c, r: br}, nil
+	}
+}
+
+// bufConn is a net.Conn whose reads go through r (bytes already buffered).
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
