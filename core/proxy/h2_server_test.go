@@ -42,28 +42,15 @@ func newH2cOrigin(t *testing.T) *h2cOrigin { return newH2Origin(t, nil) }
 func newH2Origin(t *testing.T, cert *testutil.Cert) *h2cOrigin {
 	t.Helper()
 	o := &h2cOrigin{cancelled: make(chan struct{}, 16), proto: make(chan string, 64)}
-	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case o.proto <- r.Proto + " te=" + r.Header.Get("Te"):
 		default:
 		}
+		if originCommon(w, r) {
+			return
+		}
 		switch r.URL.Path {
-		case "/small":
-			w.Header().Set("Content-Length", "5")
-			io.WriteString(w, "hello")
-		case "/big":
-			w.Header().Set("Content-Length", strconv.Itoa(len(big)))
-			w.Write(big)
-		case "/echo":
-			b, err := io.ReadAll(r.Body)
-			if err != nil {
-				w.WriteHeader(500)
-				return
-			}
-			w.Header().Set("X-Sum", strconv.Itoa(len(b)))
-			w.Header().Set("X-Trailer-In", r.Trailer.Get("X-Check"))
-			w.Write(b)
 		case "/grpcish":
 			w.Header().Set("Trailer", "Grpc-Status, Grpc-Message")
 			w.Header().Set("Content-Type", "application/grpc")

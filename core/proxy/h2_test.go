@@ -31,24 +31,11 @@ import (
 // server).
 func h2Origin(t *testing.T) *net.TCPAddr {
 	t.Helper()
-	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if originCommon(w, r) {
+			return
+		}
 		switch r.URL.Path {
-		case "/small":
-			w.Header().Set("Content-Length", "5")
-			io.WriteString(w, "hello")
-		case "/big":
-			w.Header().Set("Content-Length", strconv.Itoa(len(big)))
-			w.Write(big)
-		case "/echo":
-			b, err := io.ReadAll(r.Body)
-			if err != nil {
-				w.WriteHeader(500)
-				return
-			}
-			w.Header().Set("X-Sum", strconv.Itoa(len(b)))
-			w.Header().Set("X-Trailer-In", r.Trailer.Get("X-Check"))
-			w.Write(b)
 		case "/trailers":
 			w.Header().Set("Trailer", "X-Result")
 			w.WriteHeader(200)
@@ -67,6 +54,35 @@ func h2Origin(t *testing.T) *net.TCPAddr {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().(*net.TCPAddr)
+}
+
+// bigBody is the 1 MiB object of the HTTP/2 tests' origins.
+var bigBody = bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+
+// originCommon answers the paths every HTTP/2 test origin serves: /small
+// (5 bytes), /big (1 MiB), /echo (the request body back, with X-Sum and
+// the X-Check trailer as X-Trailer-In); false for another path.
+func originCommon(w http.ResponseWriter, r *http.Request) bool {
+	switch r.URL.Path {
+	case "/small":
+		w.Header().Set("Content-Length", "5")
+		io.WriteString(w, "hello")
+	case "/big":
+		w.Header().Set("Content-Length", strconv.Itoa(len(bigBody)))
+		w.Write(bigBody)
+	case "/echo":
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(500)
+			return true
+		}
+		w.Header().Set("X-Sum", strconv.Itoa(len(b)))
+		w.Header().Set("X-Trailer-In", r.Trailer.Get("X-Check"))
+		w.Write(b)
+	default:
+		return false
+	}
+	return true
 }
 
 // h2Client is an HTTP/2 client with prior knowledge whose connections go
