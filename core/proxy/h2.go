@@ -22,7 +22,8 @@ import (
 // carries many requests, each a stream of the same layer as an HTTP/1.1
 // request (http_stream.go: routing, server attempt, queues, retries,
 // bodies, timeouts, counters, log entry), carried to the servers over
-// HTTP/1.1 (HAProxy's default with H2 in front). Framing, HPACK, stream
+// HTTP/1.1 (HAProxy's default with H2 in front), or over HTTP/2 to a
+// server with proto h2 (h2_server.go). Framing, HPACK, stream
 // states, flow control and the hostile-client bounds are core/h2's Conn,
 // a state machine without I/O driven here on the loop: no goroutine per
 // connection or stream.
