@@ -90,6 +90,14 @@ func backendInUse(c *config.Config, name string) error {
 					Message: fmt.Sprintf("route %d of frontend %q sends to it", j, f.Name)})
 			}
 		}
+		if f.Rules != nil {
+			for j, r := range f.Rules.Request {
+				if r.Do.UseBackend == name {
+					refs = append(refs, config.FieldError{Field: fmt.Sprintf("/frontends/%d/rules/request/%d/do/use_backend", i, j), Code: "in_use",
+						Message: fmt.Sprintf("request rule %d of frontend %q sends to it", j, f.Name)})
+				}
+			}
+		}
 	}
 	if refs == nil {
 		return nil
