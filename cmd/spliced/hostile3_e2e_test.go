@@ -418,10 +418,6 @@ func TestH2HostileServers(t *testing.T) {
 			o.fr.WriteGoAway(1<<31-1, http2.ErrCodeNo, nil)
 			return true // and the stream never answered: server_ms
 		}, answeredOrCut},
-		{"never-reads", 1 << 20, func(o *h2Out, id uint32, _ string) bool {
-			time.Sleep(4 * time.Second) // neither reads nor answers
-			return false
-		}, answeredOrCut},
 		{"close-mid-body", 0, func(o *h2Out, id uint32, _ string) bool {
 			o.head(id, false, ":status", "200", "content-length", "1000")
 			o.fr.WriteData(id, false, make([]byte, 100))
@@ -441,6 +437,14 @@ func TestH2HostileServers(t *testing.T) {
 				o.head(id, false, ":status", "103", "link", "</a>")
 				time.Sleep(time.Millisecond)
 			}
+			return false
+		}, answeredOrCut},
+		// Last: its connection's frame loop sleeps 4 s, past server_ms,
+		// and the connection stays listed meanwhile (the server said
+		// nothing): a case after it could put its stream on that
+		// connection, unread until the sleep ends, and get a 504 for it.
+		{"never-reads", 1 << 20, func(o *h2Out, id uint32, _ string) bool {
+			time.Sleep(4 * time.Second) // neither reads nor answers
 			return false
 		}, answeredOrCut},
 	}
