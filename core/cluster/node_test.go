@@ -149,12 +149,28 @@ func mustStartNode(t *testing.T, endpoints []string, name string) *testNode {
 }
 
 // commit makes generation gen current, as EtcdStorage.Commit does.
+// commit writes generation gen as P/current. A write right after a test
+// stopped a member may meet the election that follows ("request timed
+// out, possibly due to previous leader failure", returned at once, not
+// retried by the client, and slower to clear on a loaded machine): it is
+// tried again until 10 s have passed.
 func commit(t *testing.T, cli *clientv3.Client, gen int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := cli.Put(ctx, testPrefix+"/current", fmt.Sprintf(`{"generation":%d}`, gen)); err != nil {
-		t.Fatal(err)
+	for {
+		_, err := cli.Put(ctx, testPrefix+"/current", fmt.Sprintf(`{"generation":%d}`, gen))
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(err)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
