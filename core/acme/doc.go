@@ -5,7 +5,10 @@
 //
 // It owns, per managed certificate, one goroutine (a worker) that orders
 // when the certificate is not issued yet or no longer matches its
-// domains or key type, and renews it at two thirds of its lifetime; a
+// domains or key type, and renews it at two thirds of its lifetime, or
+// sooner inside the window the CA's renewal information suggests (ARI,
+// RFC 9773; read after each issuance and again per its Retry-After;
+// every node computes the time, the order-lock holder orders); a
 // failed order is retried with an exponential backoff (Options.Backoff,
 // doubling up to Options.MaxBackoff), and the certificate last issued
 // keeps serving meanwhile. What a worker did last (status, the CA's

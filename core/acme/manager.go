@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -52,9 +53,20 @@ type State struct {
 	RenewedAt     string   `json:"renewed_at,omitempty" example:"2026-12-06T08:00:00Z"`
 	NextRenewalAt string   `json:"next_renewal_at,omitempty" example:"2027-01-05T08:00:00Z"`
 	RetryAt       string   `json:"retry_at,omitempty"`
+	// ARIWindow is the renewal window the CA suggested for the current
+	// certificate (ACME Renewal Information, RFC 9773), when it offers
+	// one: the renewal happens inside it if that is before two thirds
+	// of the lifetime.
+	ARIWindow *Window `json:"ari_window,omitempty"`
 	// OrderedBy names the node that holds the certificate's order lock
 	// when it is another one (cluster: one node orders).
 	OrderedBy string `json:"ordered_by,omitempty"`
+}
+
+// Window is a time range (RFC 3339, UTC).
+type Window struct {
+	Start string `json:"start" example:"2027-01-04T08:00:00Z"`
+	End   string `json:"end" example:"2027-01-06T08:00:00Z"`
 }
 
 // Coordinator shares orders and challenges between the nodes of a
@@ -313,6 +325,7 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 func (m *Manager) work(ctx context.Context, name string) {
 	backoff := m.backoff
 	var retryAt time.Time
+	var ari renewalInfo // the CA's renewal info of the current certificate
 	var last State
 	// held releases the cluster's order lock: kept from the order's start
 	// through its retries, so the cluster's retries follow one backoff.
@@ -329,17 +342,42 @@ func (m *Manager) work(ctx context.Context, name string) {
 		}
 		now := time.Now()
 		due := renewalAt(&cert, now)
+		var ariNext time.Time
+		if due.After(now) { // issued and not due: the CA's renewal info may say sooner
+			if ari.chain != cert.ChainSHA256 {
+				ari = renewalInfo{chain: cert.ChainSHA256, backoff: m.backoff}
+			}
+			if !now.Before(ari.next) {
+				m.fetchRenewalInfo(ctx, &cert, &ari)
+				if ctx.Err() != nil {
+					return
+				}
+				now = time.Now()
+			}
+			if !ari.at.IsZero() && ari.at.Before(due) {
+				due = ari.at // a window in the past: now
+			}
+			ariNext = ari.next
+		}
 		if retryAt.IsZero() {
 			st := State{Status: StatusPending, RenewedAt: last.RenewedAt}
 			if cert.Issued() {
 				st.Status = StatusValid
 				st.NextRenewalAt = stamp(due)
+				if ari.chain == cert.ChainSHA256 {
+					st.ARIWindow = ari.window
+				}
 			}
 			m.setState(name, st)
 		} else if retryAt.After(due) {
 			due = retryAt
 		}
-		if d := due.Sub(now); d > 0 {
+		// Wake up when due, or sooner to read the renewal info again.
+		wake := due
+		if due.After(now) && ariNext.After(now) && ariNext.Before(due) {
+			wake = ariNext
+		}
+		if d := wake.Sub(now); d > 0 {
 			t := time.NewTimer(d)
 			select {
 			case <-ctx.Done():
@@ -366,7 +404,9 @@ func (m *Manager) work(ctx context.Context, name string) {
 			held = rel
 			// The node that held the lock before may have stored the
 			// certificate already, and this node not applied it yet.
-			if fresh, ok := m.stored(ctx, name); ok && renewalAt(&fresh, time.Now()).After(time.Now()) {
+			// (The same certificate stored: due here, maybe by the CA's
+			// renewal info, which renewalAt does not know.)
+			if fresh, ok := m.stored(ctx, name); ok && fresh.ChainSHA256 != cert.ChainSHA256 && renewalAt(&fresh, time.Now()).After(time.Now()) {
 				held()
 				held = nil
 				if !sleep(ctx, time.Second) {
@@ -405,6 +445,91 @@ func (m *Manager) work(ctx context.Context, name string) {
 		m.log.Warn("acme: order failed", "certificate", name, "retry_in", backoff, "err", err)
 		backoff = min(2*backoff, m.maxBackoff)
 	}
+}
+
+// renewalInfo is what the CA's renewal info (RFC 9773) said of the
+// certificate whose chain is chain.
+type renewalInfo struct {
+	chain   string
+	at      time.Time // when to renew inside the suggested window; zero: not known
+	window  *Window
+	next    time.Time     // when to ask again
+	backoff time.Duration // after a failure: the next delay
+}
+
+// Bounds of the interval between two reads of a certificate's renewal
+// info: the CA's Retry-After (ariDefault when absent), clamped as RFC 9773
+// §4.3.3 suggests; ariTimeout bounds one read (acmez tries three times).
+const (
+	ariDefault = 6 * time.Hour
+	ariMin     = time.Minute
+	ariMax     = 24 * time.Hour
+	ariTimeout = 30 * time.Second
+)
+
+// fetchRenewalInfo reads the CA's renewal info of cert into ari: its
+// renewal time inside the suggested window (acmez's SelectedTime, a
+// random time of the window as §4.2 says) and when to read it again.
+// A CA without renewal info is asked again a day later, silently; a
+// failure is retried after the order backoff, doubled at each failure.
+func (m *Manager) fetchRenewalInfo(ctx context.Context, cert *config.Certificate, ari *renewalInfo) {
+	now := time.Now()
+	fail := func(err error) {
+		ari.next = now.Add(ari.backoff)
+		m.log.Warn("acme: renewal info", "certificate", cert.Name, "retry_in", ari.backoff, "err", err)
+		ari.backoff = min(2*ari.backoff, m.maxBackoff)
+	}
+	b, err := m.store.CertificateBundle(*cert)
+	if err != nil {
+		fail(err)
+		return
+	}
+	var leaf *x509.Certificate
+	for blk, rest := pem.Decode(b); blk != nil; blk, rest = pem.Decode(rest) {
+		if blk.Type == "CERTIFICATE" {
+			leaf, err = x509.ParseCertificate(blk.Bytes)
+			break
+		}
+	}
+	if leaf == nil {
+		fail(fmt.Errorf("no leaf certificate in the stored bundle (%v)", err))
+		return
+	}
+	hc, err := httpClient(cert.ACME.DirectoryCAPEM)
+	if err != nil {
+		fail(err)
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, ariTimeout)
+	defer cancel()
+	client := &acmeproto.Client{Directory: cert.ACME.Directory, HTTPClient: hc, UserAgent: "spliced",
+		Logger: m.log.With("certificate", cert.Name)}
+	info, err := client.GetRenewalInfo(cctx, leaf)
+	if ctx.Err() != nil {
+		return
+	}
+	if errors.Is(err, acmeproto.ErrUnsupported) {
+		ari.next, ari.at, ari.window = now.Add(ariMax), time.Time{}, nil
+		return
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	ari.backoff = m.backoff
+	ari.window = &Window{Start: stamp(info.SuggestedWindow.Start), End: stamp(info.SuggestedWindow.End)}
+	ari.at = info.SelectedTime
+	if start, end := info.SuggestedWindow.Start, info.SuggestedWindow.End; ari.at.IsZero() || ari.at.Before(start) || ari.at.After(end) {
+		ari.at = start
+		if d := end.Sub(start); d > 0 {
+			ari.at = start.Add(time.Duration(mrand.Int64N(int64(d))))
+		}
+	}
+	wait := ariDefault
+	if info.RetryAfter != nil {
+		wait = info.RetryAfter.Sub(now)
+	}
+	ari.next = now.Add(min(max(wait, ariMin), ariMax))
 }
 
 // lockRetry is how often a node that does not hold a due certificate's
