@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"net/netip"
 	"time"
 
@@ -753,27 +754,28 @@ func (us *upStream) sndBuf(_ int, p []byte, _ bool) (int, unix.Errno) {
 func (us *upStream) head(p []byte) (int, unix.Errno) {
 	uc := us.c
 	w := uc.w
-	r := w.getReq()
-	defer w.putReqParser(r)
-	r.Limits.MaxHead = len(p)
-	n, err := r.Parse(p)
-	if err != nil || n == 0 {
+	// The stream wrote the head itself (CRLF line ends): it ends at the
+	// first empty line, and is parsed once, te: trailers added first.
+	i := bytes.Index(p, []byte("\r\n\r\n"))
+	if i < 0 {
 		us.reset = true
-		return 0, unix.EPROTO // the stream wrote a head it parsed itself: cannot happen
+		return 0, unix.EPROTO // the head is written whole: cannot happen
 	}
+	n := i + 4
 	buf := p[:n]
 	if s := us.sc.owner; s != nil && s.req.Minor == 1 {
 		// The head with "te: trailers" added before its empty line.
 		h := append(w.h.upHead[:0], p[:n-2]...)
 		h = append(h, "te: trailers\r\n\r\n"...)
 		w.h.upHead = h
-		r.Reset()
-		r.Limits.MaxHead = len(h)
-		if k, err := r.Parse(h); err != nil || k != len(h) {
-			us.reset = true
-			return 0, unix.EPROTO
-		}
 		buf = h
+	}
+	r := w.getReq()
+	defer w.putReqParser(r)
+	r.Limits.MaxHead = len(buf)
+	if k, err := r.Parse(buf); err != nil || k != len(buf) {
+		us.reset = true
+		return 0, unix.EPROTO // the stream wrote a head it parsed itself: cannot happen
 	}
 	end := r.Body == http1.BodyNone || (r.Body == http1.BodyLength && r.ContentLength == 0)
 	id, err := uc.codec.RequestHTTP1(r, buf, end)

@@ -242,80 +242,51 @@ func TestH2ServerCancelPassesThrough(t *testing.T) {
 	}
 }
 
-// refusingOrigin is an HTTP/2 server written with the Framer: its first
+// refusingOrigin is an HTTP/2 server (scriptedH2Origin) whose first
 // connection answers the first request with GOAWAY (last stream 0: not
 // processed) and closes; later ones answer 200 "ok" with the request
 // body's length. It counts connections and the requests it processed.
 func refusingOrigin(t *testing.T) (addr *net.TCPAddr, conns, served *atomic.Int32) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	conns, served = new(atomic.Int32), new(atomic.Int32)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+	served = new(atomic.Int32)
+	var mu sync.Mutex
+	bodies := map[uint32]int{}
+	addr, conns = scriptedH2Origin(t, func(fr *http2.Framer, enc *hpack.Encoder, hb *bytes.Buffer, f http2.Frame, n int32) bool {
+		var id uint32
+		end := false
+		switch f := f.(type) {
+		case *http2.HeadersFrame:
+			id, end = f.StreamID, f.StreamEnded()
+			if n == 1 {
+				fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+				return false
 			}
-			n := conns.Add(1)
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				br := bufio.NewReader(c)
-				pre := make([]byte, len(http2.ClientPreface))
-				if _, err := io.ReadFull(br, pre); err != nil {
-					return
-				}
-				fr := http2.NewFramer(c, br)
-				fr.WriteSettings()
-				var hb bytes.Buffer
-				enc := hpack.NewEncoder(&hb)
-				bodies := map[uint32]int{}
-				for {
-					f, err := fr.ReadFrame()
-					if err != nil {
-						return
-					}
-					var id uint32
-					end := false
-					switch f := f.(type) {
-					case *http2.SettingsFrame:
-						if !f.IsAck() {
-							fr.WriteSettingsAck()
-						}
-						continue
-					case *http2.HeadersFrame:
-						id, end = f.StreamID, f.StreamEnded()
-						if n == 1 {
-							fr.WriteGoAway(0, http2.ErrCodeNo, nil)
-							return
-						}
-					case *http2.DataFrame:
-						id, end = f.StreamID, f.StreamEnded()
-						bodies[id] += len(f.Data())
-						if len(f.Data()) > 0 {
-							fr.WriteWindowUpdate(0, uint32(len(f.Data())))
-						}
-					default:
-						continue
-					}
-					if !end {
-						continue
-					}
-					served.Add(1)
-					hb.Reset()
-					enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-					enc.WriteField(hpack.HeaderField{Name: "x-body", Value: strconv.Itoa(bodies[id])})
-					fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
-					fr.WriteData(id, true, []byte("ok"))
-				}
-			}()
+		case *http2.DataFrame:
+			id, end = f.StreamID, f.StreamEnded()
+			mu.Lock()
+			bodies[id] += len(f.Data())
+			mu.Unlock()
+			if len(f.Data()) > 0 {
+				fr.WriteWindowUpdate(0, uint32(len(f.Data())))
+			}
+		default:
+			return true
 		}
-	}()
-	return ln.Addr().(*net.TCPAddr), conns, served
+		if !end {
+			return true
+		}
+		served.Add(1)
+		mu.Lock()
+		body := bodies[id]
+		mu.Unlock()
+		hb.Reset()
+		enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+		enc.WriteField(hpack.HeaderField{Name: "x-body", Value: strconv.Itoa(body)})
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
+		fr.WriteData(id, true, []byte("ok"))
+		return true
+	})
+	return addr, conns, served
 }
 
 // TestH2ServerGoAwayRetriesUnprocessedStreams: a stream a server's GOAWAY
@@ -550,8 +521,17 @@ func TestH2ServerHostile(t *testing.T) {
 	})
 	c := e.dialHTTP(h2ServerFrontend(t, newH2cOrigin(t).addr))
 	c.Close()
-	testutil.Eventually(t, 5*time.Second, func() bool { st := e.state(); return st.live == 0 && st.bufs == 0 },
-		"connections and buffers released")
+	var st state
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if st = e.state(); st.live == 0 && st.bufs == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			var idle, up int
+			e.do(func() { idle, up = e.w.h.nidle, len(e.w.h.up) })
+			t.Fatalf("connections and buffers not released in 5 s: %+v, idle server conns %d, h2 server lists %d", st, idle, up)
+		}
+	}
 }
 
 // TestH2ServerResetPassesToHTTP2Clients: a server that resets a stream
