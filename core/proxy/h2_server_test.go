@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"golang.org/x/sys/unix"
 
 	"github.com/spliced-proxy/spliced/core/config"
 	"github.com/spliced-proxy/spliced/internal/testutil"
@@ -492,24 +494,49 @@ func TestH2ServerHostile(t *testing.T) {
 		}
 	})
 	t.Run("data past the window", func(t *testing.T) {
+		// The proxy gives window back as it relays (Consumed), so data
+		// past the first 64 KiB is legal while the client reads. Here the
+		// client reads nothing until the server has written 4 MiB, and
+		// both socket buffers between them are small and fixed (loopback's
+		// autotuning took all 4 MiB otherwise): the proxy can relay (and
+		// give back) about 100 KiB at most, so the server overruns what it
+		// was granted, whatever the timing.
+		sent := make(chan struct{})
 		addr, _ := scriptedH2Origin(t, func(fr *http2.Framer, enc *hpack.Encoder, hb *bytes.Buffer, f http2.Frame, _ int32) bool {
 			h, ok := f.(*http2.HeadersFrame)
 			if !ok {
 				return true
 			}
+			defer close(sent)
 			hb.Reset()
 			enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
 			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: h.StreamID, BlockFragment: hb.Bytes(), EndHeaders: true})
 			chunk := make([]byte, 16384)
-			for i := 0; i < 8; i++ { // 128 KiB on a 64 KiB stream window
-				fr.WriteData(h.StreamID, false, chunk)
+			for i := 0; i < 256; i++ { // 4 MiB on a 64 KiB stream window
+				if fr.WriteData(h.StreamID, false, chunk) != nil {
+					break // the proxy cut the connection
+				}
 			}
 			return true
 		})
 		fe := h2ServerFrontend(t, addr)
-		c := e.dialHTTP(fe)
+		c := e.connect(func(fd int) {
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4096); err != nil {
+				t.Error(err)
+			}
+			e.w.StartHTTP(fd, fe, nil)
+		})
 		defer c.Close()
+		if err := c.SetReadBuffer(4096); err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
 		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		select {
+		case <-sent:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server could not write its 4 MiB in 10 s")
+		}
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err == nil {
 			_, err = io.Copy(io.Discard, resp.Body) // the head came; the body is cut
@@ -517,6 +544,9 @@ func TestH2ServerHostile(t *testing.T) {
 		}
 		if err == nil {
 			t.Fatal("a response whose server broke flow control was relayed whole")
+		}
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("the response was neither cut nor ended: %v", err)
 		}
 	})
 	c := e.dialHTTP(h2ServerFrontend(t, newH2cOrigin(t).addr))
@@ -528,8 +558,18 @@ func TestH2ServerHostile(t *testing.T) {
 		}
 		if time.Now().After(end) {
 			var idle, up int
-			e.do(func() { idle, up = e.w.h.nidle, len(e.w.h.up) })
-			t.Fatalf("connections and buffers not released in 5 s: %+v, idle server conns %d, h2 server lists %d", st, idle, up)
+			var d string // what the live connections are at, for the failure's reader
+			e.do(func() {
+				idle, up = e.w.h.nidle, len(e.w.h.up)
+				for c := e.w.h.live.Front(); c != nil; c = c.link.Next() {
+					d += fmt.Sprintf(" [conn phase %d, %d requests", c.phase, c.nreq)
+					if s := c.st; s != nil {
+						d += fmt.Sprintf(", stream phase %d, response body %d bytes out", s.phase, s.respBody.bytes)
+					}
+					d += "]"
+				}
+			})
+			t.Fatalf("connections and buffers not released in 5 s: %+v, idle server conns %d, h2 server lists %d, live:%s", st, idle, up, d)
 		}
 	}
 }
