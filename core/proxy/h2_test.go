@@ -430,3 +430,86 @@ func TestH2StreamBodyReadStaysWithinTheSliceGiven(t *testing.T) {
 		t.Fatalf("body %q decodes to %q (done %v)", got, payload, d.Done())
 	}
 }
+
+// TestH2StreamsKeepTheirServerConnections: the server connections of an
+// HTTP/2 client's streams in flight at once are all pooled when the
+// streams end, so that the next burst of streams reuses them. One client
+// connection may carry max_concurrent_streams (up to 1000) requests at
+// once, each over its own HTTP/1.1 server connection: a pool that kept
+// fewer closed the rest, and the h2 bench row opened a server connection
+// for every other request.
+func TestH2StreamsKeepTheirServerConnections(t *testing.T) {
+	const streams = 100 // above the per-server bound the pool had (64)
+	var accepted atomic.Int64
+	var arrived atomic.Int64
+	release := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" && arrived.Add(1) <= streams {
+			// the first burst: every request on its own connection at once
+			select {
+			case <-release:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		w.Header().Set("Content-Length", "2")
+		io.WriteString(w, "ok")
+	}))
+	srv.EnableHTTP2 = false
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			accepted.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	e := newEnv(t, defaultTuning())
+	fe := h2Frontend(t, srv.Listener.Addr().(*net.TCPAddr))
+	fe.HTTP.H2.MaxConcurrentStreams = streams
+	cl := e.h2Client(fe)
+	burst := func() {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, streams)
+		for range streams {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := cl.Get("http://a/hold")
+				if err != nil {
+					errs <- err
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(b) != "ok" {
+					errs <- io.ErrUnexpectedEOF
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		// every stream at the server at once, then all answered (the
+		// origin's own 10 s bound covers a proxy that never gets there)
+		for end := time.Now().Add(10 * time.Second); arrived.Load() < streams && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+		close(release)
+	}()
+	burst()
+	if n := accepted.Load(); n != streams {
+		t.Fatalf("%d server connections for %d streams held at once, want %d", n, streams, streams)
+	}
+	idle := func() (n int) { e.do(func() { n = e.w.h.nidle }); return }
+	testutil.Eventually(t, 10*time.Second, func() bool { return idle() == streams },
+		"every server connection pooled when its stream ended")
+	burst() // answered at once now: the pooled connections serve it
+	if n := accepted.Load(); n != streams {
+		t.Fatalf("%d server connections after a second burst, want the %d pooled ones reused", n, streams)
+	}
+}

@@ -30,8 +30,13 @@ import (
 // until the response starts). Other requests get a new connection.
 
 // maxIdlePerServer bounds the idle connections a loop keeps to one server;
-// a connection released beyond it is closed.
-const maxIdlePerServer = 64
+// a connection released beyond it is closed. One HTTP/2 client connection
+// alone may hold max_concurrent_streams (up to 1000) server connections at
+// once, each to be opened again for the next stream when its release
+// closed it (64 here cost the h2 bench row a connect every other
+// request); the loop's share of the fd budget (Tuning.MaxIdle) is what
+// bounds them all.
+const maxIdlePerServer = 1024
 
 // serverIdleTimeout is how long an idle server connection stays pooled.
 // Servers commonly keep idle connections 5 s (Apache) to 75 s (nginx); a
