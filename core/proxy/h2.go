@@ -100,6 +100,9 @@ type h2Conn struct {
 	// counted: the codec's counts already added to the frontend's
 	// counters (count).
 	counted h2.Counts
+	// running: the connection's tasklet runs (process), which flushes
+	// when it ends: flushSoon need not wake it.
+	running bool
 }
 
 var _ = [1]struct{}{}[unsafe.Offsetof(h2Conn{}.link)] // link first (ilist)
@@ -107,7 +110,9 @@ var _ = [1]struct{}{}[unsafe.Offsetof(h2Conn{}.link)] // link first (ilist)
 func runH2Task(tk *loop.Tasklet) {
 	c := tk.Owner.(*h2Conn)
 	c.w.budget = runCap
+	c.running = true
 	c.process()
+	c.running = false
 }
 
 func runH2Timer(tm *loop.Timer) { tm.Owner.(*h2Conn).onTimer() }
@@ -288,6 +293,23 @@ func (c *h2Conn) count() {
 		fs.H2ResetsReceived.Add(int64(d))
 	}
 	*p = n
+}
+
+// flushSoon: a stream queued frames (a response, a reset, a window
+// update). The connection's tasklet writes them (process, then flush)
+// once the streams this round runs queued theirs: one write for the
+// responses of all of a round's streams rather than one per stream
+// (HAProxy's H2 mux sends from its own tasklet the same way). It is
+// woken as Normal, so it runs after the round's I/O tasklets, the server
+// reads that queue responses, and after the streams started before it.
+// Measured on the h2 bench row (h2load -c100 -m10, 64 B): 2.0 write
+// syscalls per request before (one to the server, one to the client),
+// about 1.1 after.
+func (c *h2Conn) flushSoon() {
+	if c.running || c.phase == h2Closed {
+		return
+	}
+	c.w.L.Wake(&c.cli.Task, loop.Normal)
 }
 
 // flush writes what the codec queued; when it is all out, a closing
@@ -538,7 +560,7 @@ func (c *h2Conn) of(s *stream) *h2Stream {
 // run: the stream's server side has work (streamMux).
 func (c *h2Conn) run(s *stream) {
 	s.process()
-	c.flush()
+	c.flushSoon()
 }
 
 // streamDone: the stream's response is complete, or its proxy answer sent
@@ -561,7 +583,7 @@ func (c *h2Conn) streamDone(s *stream, _ bool) {
 		hs.reset(http2.ErrCodeNo)
 	}
 	c.drop(hs)
-	c.flush()
+	c.flushSoon()
 }
 
 // streamAbort: the stream cannot go on (streamMux): it ends with
@@ -583,7 +605,7 @@ func (c *h2Conn) streamAbort(s *stream, why uint8) {
 	}
 	hs.reset(code)
 	c.drop(hs)
-	c.flush()
+	c.flushSoon()
 }
 
 // upgrade cannot happen: an HTTP/2 request carries no Upgrade (the

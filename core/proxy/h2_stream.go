@@ -49,7 +49,7 @@ func runH2StreamTask(tk *loop.Tasklet) {
 	} else {
 		s.process()
 	}
-	c.flush()
+	c.flushSoon()
 }
 
 // start routes the request whose head hs.in holds (the stream's

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"io"
 	"net"
 	"net/http"
@@ -511,5 +512,106 @@ func TestH2StreamsKeepTheirServerConnections(t *testing.T) {
 	burst() // answered at once now: the pooled connections serve it
 	if n := accepted.Load(); n != streams {
 		t.Fatalf("%d server connections after a second burst, want the %d pooled ones reused", n, streams)
+	}
+}
+
+// TestH2RequestDoesNotAllocate pins zero heap allocations per HTTP/2
+// request in steady state: a stream's HEADERS in, its start, the request
+// to a pooled HTTP/1.1 server connection, the response head encoded as
+// HEADERS and its body as DATA, the write to the client, the stream given
+// back. A first stream stays open (its server holds it), as a busy
+// connection's do: an idle one gives its buffers back (ReleaseBuffers).
+// The client frames by hand (the Framer allocates) and its header block
+// is all indexed after the first (x/net's decoder allocates the strings
+// of literal fields).
+func TestH2RequestDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	e := newEnv(t, defaultTuning())
+	resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nServer: raw\r\nX-Origin: a\r\n\r\nhello")
+	o := testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		b := make([]byte, 4096)
+		n, err := c.Read(b) // a new connection's first head, whole
+		if err != nil {
+			return
+		}
+		if bytes.Contains(b[:n], []byte(" /hold ")) {
+			io.Copy(io.Discard, c) // never answered
+			return
+		}
+		if _, err := c.Write(resp); err != nil {
+			return
+		}
+		answerHeads(c, resp)
+	}).Addr
+	fe := h2Frontend(t, o)
+	c := e.dialHTTP(fe)
+	c.SetDeadline(time.Time{})
+	fr := http2.NewFramer(c, nil)
+	io.WriteString(c, http2.ClientPreface)
+	fr.WriteSettings()
+	fr.WriteSettingsAck()
+	fr.WriteWindowUpdate(0, 1<<30) // room for every response body
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	fields := func(path string) []byte {
+		hb.Reset()
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", path}, {":authority", "a"}, {"user-agent", "t"}} {
+			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		return bytes.Clone(hb.Bytes())
+	}
+	headers := func(id uint32, block []byte) []byte {
+		f := make([]byte, 9+len(block))
+		f[2] = byte(len(block))
+		f[3] = byte(http2.FrameHeaders)
+		f[4] = byte(http2.FlagHeadersEndHeaders | http2.FlagHeadersEndStream)
+		binary.BigEndian.PutUint32(f[5:9], id)
+		copy(f[9:], block)
+		return f
+	}
+	if _, err := c.Write(headers(1, fields("/hold"))); err != nil {
+		t.Fatal(err)
+	}
+	frame := headers(0, fields("/x")) // its literals enter both tables
+	buf := make([]byte, 1<<16)
+	have := 0
+	id := uint32(3)
+	one := func() {
+		binary.BigEndian.PutUint32(frame[5:9], id)
+		if _, err := c.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			// frames until our stream's END_STREAM
+			for have >= 9 {
+				n := 9 + (int(buf[0])<<16 | int(buf[1])<<8 | int(buf[2]))
+				if have < n {
+					break
+				}
+				end := buf[4]&byte(http2.FlagDataEndStream) != 0 && binary.BigEndian.Uint32(buf[5:9]) == id
+				copy(buf, buf[n:have])
+				have -= n
+				if end {
+					id += 2
+					return
+				}
+			}
+			m, err := c.Read(buf[have:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			have += m
+		}
+	}
+	one()
+	frame = headers(0, fields("/x")) // all indexed now
+	for range 50 {
+		one()
+	}
+	if a := testing.AllocsPerRun(200, one); a > 0.05 {
+		t.Fatalf("%.2f allocations per request, want 0", a)
 	}
 }
