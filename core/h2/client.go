@@ -329,7 +329,7 @@ func validStatus(v string) bool {
 }
 
 func (c *ClientConn) pseudo(name string, value []byte) {
-	_ = c.enc.WriteField(hpack.HeaderField{Name: name, Value: stringOf(value)})
+	c.writeField(name, stringOf(value))
 }
 
 // openStream puts the next stream id in the table.

@@ -206,9 +206,8 @@ type Conn struct {
 
 	prefaceN int // bytes of the client preface read
 
-	hb     headerBlock
-	req    Request
-	status [3]byte
+	hb  headerBlock
+	req Request
 }
 
 // NewConn returns a connection that has queued its SETTINGS (and the

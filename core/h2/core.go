@@ -33,7 +33,7 @@ type connCore struct {
 	outOff int
 
 	dec    *hpack.Decoder
-	enc    *hpack.Encoder
+	henc   hpackEncoder
 	blk    blockGather
 	muted  bool // the decoder's output is nobody's (ReleaseBuffers)
 	unpin  [1]byte
@@ -126,11 +126,9 @@ func (c *connCore) init(cfg Config, s side, onField func(hpack.HeaderField)) {
 	// A string longer than the list limit can only be refused; the
 	// decoder then stops (COMPRESSION_ERROR) instead of buffering it.
 	c.dec.SetMaxStringLength(int(cfg.Settings.MaxHeaderListSize))
-	c.enc = hpack.NewEncoder(blockWriter{c})
 	// No dynamic table for what we send (HAProxy's choice too): a
 	// field's strings may alias the caller's buffer, and the first block
-	// tells the peer its table is 0.
-	c.enc.SetMaxDynamicTableSizeLimit(0)
+	// tells the peer its table is 0 (hpackenc.go).
 }
 
 // openConnWindow queues the WINDOW_UPDATE that takes the connection
@@ -161,14 +159,6 @@ type outWriter struct{ c *connCore }
 
 func (w *outWriter) Write(p []byte) (int, error) {
 	w.c.out = append(w.c.out, p...)
-	return len(p), nil
-}
-
-// blockWriter collects the encoder's output into the header block.
-type blockWriter struct{ c *connCore }
-
-func (w blockWriter) Write(p []byte) (int, error) {
-	w.c.eblock = append(w.c.eblock, p...)
 	return len(p), nil
 }
 
@@ -926,7 +916,7 @@ func (c *connCore) encodeField(name, value []byte, request bool) {
 		!http1.IsToken(c.lname) || !http1.ValidFieldValue(value) {
 		return
 	}
-	_ = c.enc.WriteField(hpack.HeaderField{Name: stringOf(c.lname), Value: stringOf(value)})
+	c.writeField(stringOf(c.lname), stringOf(value))
 }
 
 // appendFrameHeader appends a frame header to the output.

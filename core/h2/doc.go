@@ -6,8 +6,9 @@
 // (Conn.Output, Conn.Drained), requests go to a Handler, responses come
 // back through the stream methods (Respond, RespondHTTP1, SendData,
 // SendTrailers, ResetStream) and request body memory is given back by
-// Consumed. Framing and HPACK are golang.org/x/net/http2's Framer and
-// hpack, used without their I/O.
+// Consumed. Framing and HPACK decoding are golang.org/x/net/http2's
+// Framer and hpack, used without their I/O; HPACK encoding is ours
+// (hpackenc.go).
 //
 // # What it must not do
 //
@@ -106,8 +107,10 @@
 //
 // Respond / RespondHTTP1 encode :status and the fields (connection-
 // specific ones dropped, names lowercased) with HPACK without a dynamic
-// table (as HAProxy does: nothing of the caller's buffer is kept, and no
-// per-connection table to hold), split into HEADERS and CONTINUATION at
+// table and without Huffman coding (as HAProxy does: nothing of the
+// caller's buffer is kept, no per-connection table to hold, and no table
+// lookup by hash nor Huffman pass per field: hpackenc.go), split into
+// HEADERS and CONTINUATION at
 // the peer's SETTINGS_MAX_FRAME_SIZE; then SendData, then SendTrailers or
 // an END_STREAM. Our END_STREAM ends the stream for the Handler: a request
 // body still coming is stopped with RST_STREAM NO_ERROR (§8.1), so a

@@ -4,7 +4,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	"github.com/spliced-proxy/spliced/core/http1"
 )
@@ -33,11 +32,11 @@ func connectionSpecific(name []byte) bool {
 }
 
 func (c *Conn) encodeStatus(status int) {
-	d := &c.status // in the Conn: a local array would escape through the encoder
+	var d [3]byte
 	d[0] = byte('0' + status/100)
 	d[1] = byte('0' + status/10%10)
 	d[2] = byte('0' + status%10)
-	_ = c.enc.WriteField(hpack.HeaderField{Name: ":status", Value: stringOf(d[:])})
+	c.writeField(":status", stringOf(d[:]))
 }
 
 // sendable returns the stream if a response frame may be sent on it.
