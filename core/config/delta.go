@@ -53,6 +53,18 @@ func rest(c *Config) Config {
 // is that of the changed objects' encoding plus one comparison per object
 // (Server.equal for servers), not an encoding of the document.
 func MakeDelta(cur, next *Config) (d *Delta, ok bool, err error) {
+	return makeDelta(cur, next, nil)
+}
+
+// makeDelta is MakeDelta; spans, when not nil, are serverSpans(cur, next).
+func makeDelta(cur, next *Config, spans []listSpan) (d *Delta, ok bool, err error) {
+	if spans == nil {
+		spans = serverSpans(cur, next)
+	}
+	at := make(map[*Backend]int, len(next.Backends)) // next's backends by address, for their spans
+	for i := range next.Backends {
+		at[&next.Backends[i]] = i
+	}
 	d = &Delta{}
 	rc, rn := rest(cur), rest(next)
 	a, err := json.Marshal(&rc)
@@ -74,9 +86,16 @@ func MakeDelta(cur, next *Config) (d *Delta, ok bool, err error) {
 	}
 	d.Backends, bok, err = listDelta(cur.Backends, next.Backends, backendName, backendHeadEqual,
 		func(o, n *Backend) (bool, error) {
-			sd, ok, err := listDelta(o.Servers, n.Servers, serverName,
+			// Only the servers between the equal head and tail can
+			// differ; one added there must come last (appended).
+			os, ns, tail := o.Servers, n.Servers, 0
+			if i, ok := at[n]; ok && spans[i].had {
+				os, ns = spans[i].window(n.Servers)
+				tail = spans[i].tail
+			}
+			sd, ok, err := listDelta(os, ns, serverName,
 				func(a, b *Server) bool { return a.equal(b) }, nil)
-			if err != nil || !ok {
+			if err != nil || !ok || len(sd.Add) > 0 && tail > 0 {
 				return false, err
 			}
 			if !sd.empty() {

@@ -251,14 +251,14 @@ func TestValidateWithPrevStillFindsDuplicates(t *testing.T) {
 		next := prev.Clone()
 		mutate(next)
 		next.Normalize()
-		err := validate(next, Env{}, prev)
+		err := validate(next, Env{}, prev, nil)
 		if err == nil || !strings.Contains(err.Error(), "already used") {
 			t.Errorf("%s: %v, want a duplicate", name, err)
 		}
 	}
 	next := prev.Clone()
 	next.Backends[0].Servers[4].Address = "not an address!"
-	if err := validate(next, Env{}, prev); err == nil {
+	if err := validate(next, Env{}, prev, nil); err == nil {
 		t.Error("a bad address of a changed server passed")
 	}
 }

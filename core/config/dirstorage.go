@@ -218,6 +218,12 @@ func (d *DirStorage) Commit(_ context.Context, prev int64, info RevisionInfo, do
 // config.json is not of the current schema, it writes the whole
 // document (json.Marshal(next)) as Commit does.
 func (d *DirStorage) CommitDelta(ctx context.Context, cur, next *Config, info RevisionInfo, certs map[string][]byte) error {
+	return d.commitDelta(ctx, cur, next, info, certs, nil)
+}
+
+// commitDelta is CommitDelta; spans, when not nil, are serverSpans(cur,
+// next) (makeDelta).
+func (d *DirStorage) commitDelta(_ context.Context, cur, next *Config, info RevisionInfo, certs map[string][]byte, spans []listSpan) error {
 	if info.Generation != cur.Generation+1 || next.Generation != info.Generation {
 		return fmt.Errorf("config store: commit of generation %d on %d", info.Generation, cur.Generation)
 	}
@@ -227,7 +233,7 @@ func (d *DirStorage) CommitDelta(ctx context.Context, cur, next *Config, info Re
 		return fmt.Errorf("config store: generation %d was built on %d but %d is current: %w", info.Generation, cur.Generation, d.gen, ErrRace)
 	}
 	if d.has && info.Generation-d.snap < SnapshotEvery && d.snapSchema == SchemaVersion && cur.Generation > 0 {
-		delta, ok, err := MakeDelta(cur, next)
+		delta, ok, err := makeDelta(cur, next, spans)
 		if err != nil {
 			d.mu.Unlock()
 			return fmt.Errorf("config store: encode generation %d: %w", info.Generation, err)

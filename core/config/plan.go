@@ -118,13 +118,15 @@ func (p Plan) Summary() string {
 // "restart_loops" when nbthread changes, else "in_place"; cpu_map and irq
 // changes are "in_place" (the loops re-pin themselves).
 func Diff(old, new *Config) Plan {
-	return diff(old, new, false)
+	return diff(old, new, false, nil)
 }
 
 // diff is Diff; unique says that the names in every list of both configs
 // are unique (both passed Validate), which lets servers skip the common
-// prefix and suffix of a long list without building name indexes.
-func diff(old, new *Config, unique bool) Plan {
+// prefix and suffix of a long list without building name indexes; spans,
+// when not nil, are serverSpans(old, new) (then both must be valid), so
+// that only the servers between them are compared.
+func diff(old, new *Config, unique bool, spans []listSpan) Plan {
 	if old == nil {
 		old = &Config{}
 		old.Normalize()
@@ -133,7 +135,13 @@ func diff(old, new *Config, unique bool) Plan {
 		new = &Config{}
 		new.Normalize()
 	}
-	d := differ{items: []PlanItem{}, unique: unique}
+	d := differ{items: []PlanItem{}, unique: unique || spans != nil}
+	if spans != nil {
+		d.spans = make(map[*Backend]*listSpan, len(new.Backends))
+		for i := range new.Backends {
+			d.spans[&new.Backends[i]] = &spans[i]
+		}
+	}
 	d.frontends(old.Frontends, new.Frontends)
 	d.backends(old.Backends, new.Backends)
 	if f := changedFields(old.Tuning, new.Tuning); len(f) > 0 {
@@ -164,6 +172,8 @@ func diff(old, new *Config, unique bool) Plan {
 type differ struct {
 	items  []PlanItem
 	unique bool // names unique within each list (see diff)
+	// spans of the new config's backends (see diff), nil when unknown
+	spans map[*Backend]*listSpan
 }
 
 func (d *differ) add(object, op, apply string, fields []string) {
@@ -251,6 +261,12 @@ func (d *differ) backends(old, new []Backend) {
 			obj := "backend/" + b.Name
 			if fields := changedFields(*o, *b, "name", "servers"); len(fields) > 0 {
 				d.add(obj, OpUpdate, ApplyInPlace, fields)
+			}
+			if sp := d.spans[b]; sp != nil && sp.had {
+				// outside the span the servers are the same
+				os, ns := sp.window(b.Servers)
+				d.servers(obj, os, ns)
+				return
 			}
 			d.servers(obj, o.Servers, b.Servers)
 		},

@@ -221,9 +221,12 @@ func TestDiffOfUniqueNamesMatchesGeneralDiff(t *testing.T) {
 			old, next := base(), base()
 			tt.change(&next.Backends[0].Servers)
 			next.Normalize()
-			want, got := Diff(old, next), diff(old, next, true)
+			want, got := Diff(old, next), diff(old, next, true, nil)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("diff with unique names = %+v\nwant %+v", got.Items, want.Items)
+			}
+			if got := diff(old, next, true, serverSpans(old, next)); !reflect.DeepEqual(got, want) {
+				t.Fatalf("diff of the servers' span = %+v\nwant %+v", got.Items, want.Items)
 			}
 		})
 	}

@@ -57,7 +57,7 @@ func TestServerProtoChangeIsValidated(t *testing.T) {
 	prev := goodConfig()
 	c := prev.Clone()
 	c.Backends[0].Servers[0].Proto = "h3"
-	err := validate(c, fourCPUs, prev)
+	err := validate(c, fourCPUs, prev, nil)
 	if got := fieldErrors(t, err); !slices.Equal(got, []want{{"/backends/0/servers/0/proto", CodeOneOf}}) {
 		t.Fatalf("validate against the previous document: %v", err)
 	}

@@ -99,7 +99,7 @@ func TestChangedServerTLSIsCheckedAgain(t *testing.T) {
 	}
 	next := prev.Clone()
 	next.Backends[1].Servers[0].TLS.CAPEM = "garbage"
-	got := fieldErrors(t, validate(next, Env{}, prev))
+	got := fieldErrors(t, validate(next, Env{}, prev, nil))
 	if !slices.Equal(got, []want{{"/backends/1/servers/0/tls/ca_pem", CodeBadPEM}}) {
 		t.Fatalf("a changed ca_pem was not checked: %v", got)
 	}

@@ -356,13 +356,16 @@ func (s *Store) attempt(ctx context.Context, mutate func(c *Config) error, o Upd
 	next.Generation = cur.Generation // clients do not choose generations
 	// cur passed Validate when it became current: its unchanged servers
 	// need not pass the field rules again.
-	if err := validate(next, o.Env, cur); err != nil {
+	// Where the servers of each backend changed, compared once for
+	// validation, the plan and the delta.
+	spans := serverSpans(cur, next)
+	if err := validate(next, o.Env, cur, spans); err != nil {
 		return nil, nil, false, err
 	}
 	if err := s.checkCertificateFiles(cur, next, o.Certificates); err != nil {
 		return nil, nil, false, err
 	}
-	plan := diff(cur, next, true) // both validated: names are unique
+	plan := diff(cur, next, true, spans) // both validated: names are unique
 	if o.DryRun {
 		return &Result{Generation: cur.Generation, Plan: plan, Config: next}, nil, false, nil
 	}
@@ -385,8 +388,10 @@ func (s *Store) attempt(ctx context.Context, mutate func(c *Config) error, o Upd
 		}
 	}
 	info := RevisionInfo{Generation: next.Generation, Time: time.Now(), Summary: plan.Summary(), Actor: o.Actor, Node: o.Node, RestoreOf: o.RestoreOf}
-	if ds, ok := s.st.(deltaCommitter); ok {
+	if d, ok := s.st.(*DirStorage); ok {
 		// the state directory: most writes as the change alone
+		err = d.commitDelta(ctx, cur, next, info, certs, spans)
+	} else if ds, ok := s.st.(deltaCommitter); ok {
 		err = ds.CommitDelta(ctx, cur, next, info, certs)
 	} else {
 		var doc []byte

@@ -61,19 +61,23 @@ var fieldValidator = sync.OnceValue(func() *validator.Validate {
 // (CPU ids exist, thread ids below the machine's CPU count when nbthread is
 // 0).
 func Validate(c *Config, env Env) error {
-	return validate(c, env, nil)
+	return validate(c, env, nil, nil)
 }
 
 // validate is Validate; prev (may be nil) is a config known to be valid,
-// whose unchanged servers need not pass the field rules again.
-func validate(c *Config, env Env, prev *Config) error {
+// whose unchanged servers need not pass the field rules again. spans are
+// serverSpans(prev, c), computed here when nil.
+func validate(c *Config, env Env, prev *Config, spans []listSpan) error {
 	var p problems
 	if c == nil {
 		p.add("", CodeRequired, "a config document is required")
 		return p.err()
 	}
-	p.fieldRules(c, prev)
-	vc := validation{c: c, env: env, p: &p, prev: prev}
+	if prev != nil && spans == nil {
+		spans = serverSpans(prev, c)
+	}
+	p.fieldRules(c, spans)
+	vc := validation{c: c, env: env, p: &p, spans: spans}
 	if s, ok := c.Nodes[env.NodeName]; ok && env.NodeName != "" {
 		vc.self = &s
 	}
@@ -188,12 +192,13 @@ func nextSegment(p string) (seg, rest string) {
 // fieldRules runs the struct-tag rules object by object and turns each
 // failure into a FieldError with a JSON pointer and one of our codes.
 //
-// prev, when not nil, is a config that already passed Validate: a server
-// equal to the server of the same name in the backend of the same name in
-// prev is not checked again (the field rules of a server depend on nothing
-// else). This keeps a one-server change in a config of 10 000 servers from
-// re-running the reflective validator 10 000 times.
-func (p *problems) fieldRules(c *Config, prev *Config) {
+// spans, when not nil, compare c's servers with those of a config that
+// already passed Validate (serverSpans): a server equal to the server of
+// the same name in the backend of the same name there is not checked
+// again (the field rules of a server depend on nothing else). This keeps a
+// one-server change in a config of 10 000 servers from re-running the
+// reflective validator, or even comparing, 10 000 times.
+func (p *problems) fieldRules(c *Config, spans []listSpan) {
 	for i := range c.Frontends {
 		p.structRules("/frontends/"+strconv.Itoa(i), &c.Frontends[i])
 	}
@@ -203,16 +208,18 @@ func (p *problems) fieldRules(c *Config, prev *Config) {
 		shallow := *b
 		shallow.Servers = nil
 		p.structRules(bp, &shallow)
+		servers, first := b.Servers, 0
 		var pb []Server
-		if prev != nil {
-			if j := prev.FindBackend(b.Name); j >= 0 {
-				pb = prev.Backends[j].Servers
-			}
+		if spans != nil && spans[i].had {
+			// outside the span, the servers are prev's
+			pb, servers = spans[i].window(b.Servers)
+			first = spans[i].head
 		}
 		pm := prevServers{list: pb}
-		for j := range b.Servers {
+		for w := range servers {
+			j := first + w
 			s := &b.Servers[j]
-			if o := pm.find(j, s.Name); o != nil && s.equal(o) {
+			if o := pm.find(w, s.Name); o != nil && s.equal(o) {
 				continue
 			}
 			p.structRules(bp+"/servers/"+strconv.Itoa(j), s)
@@ -331,9 +338,10 @@ type validation struct {
 	// (Env.NodeName), nil without one: what it replaces is checked in it
 	// against the machine, not in the document's values (nodes.go).
 	self *NodeSettings
-	// prev, when not nil, passed Validate: servers it holds unchanged,
+	// spans, when not nil, compare the servers with those of a config
+	// that passed Validate (serverSpans): servers it holds unchanged,
 	// under a backend of the same mode, need no check again (backends).
-	prev *Config
+	spans []listSpan
 }
 
 // nbthread is the number of loop threads the document's tuning.nbthread
@@ -637,21 +645,40 @@ func (v *validation) backends() {
 		names.check(v.p, bp+"/name", "backend", b.Name)
 		// Thousands of servers: pointers are built only for problems.
 		sp := func(j int) string { return bp + "/servers/" + strconv.Itoa(j) }
+		// servers (from index first of b.Servers) are those to check, pb
+		// the previous ones they are matched with by name. With the same
+		// mode, only the span where the lists differ: outside it the
+		// servers are the previous ones, valid and of unique names.
+		servers, first := b.Servers, 0
 		var pb []Server
 		sameMode := false
-		if v.prev != nil {
-			if k := v.prev.FindBackend(b.Name); k >= 0 {
-				pb, sameMode = v.prev.Backends[k].Servers, v.prev.Backends[k].Mode == b.Mode
+		if v.spans != nil && v.spans[i].had {
+			pb, sameMode = v.spans[i].old, v.spans[i].oldMode == b.Mode
+		}
+		var kept []*Server
+		windowed := false
+		if sameMode {
+			wo, wn := v.spans[i].window(b.Servers)
+			wk := keptServers(wn, wo)
+			if wk == nil && len(wo) == 0 && len(wn) <= maxAppendedScan {
+				wk = make([]*Server, len(wn)) // all appended
+			}
+			if wk != nil {
+				servers, first, kept, windowed = wn, v.spans[i].head, wk, true
 			}
 		}
-		kept := keptServers(b.Servers, pb)
+		if !windowed {
+			kept = keptServers(servers, pb)
+		}
+		end := first + len(servers) // of the servers checked, in b.Servers
 		var snames map[string]int
 		if kept == nil {
 			snames = make(map[string]int, len(b.Servers))
 		}
-		for j := range b.Servers {
+		for w := range servers {
+			j := first + w
 			s := &b.Servers[j]
-			if kept != nil && kept[j] != nil && sameMode && s.equal(kept[j]) {
+			if kept != nil && kept[w] != nil && sameMode && s.equal(kept[w]) {
 				continue // as valid as it was in prev
 			}
 			if s.Name != "" && !ValidName(s.Name) {
@@ -663,14 +690,24 @@ func (v *validation) backends() {
 				} else {
 					snames[s.Name] = j
 				}
-			} else if s.Name != "" && kept[j] == nil {
-				// appended (every server after it is too): unique if none
-				// before it has its name
-				for k := range j {
-					if b.Servers[k].Name == s.Name {
-						v.p.addf(sp(j)+"/name", CodeDuplicate, "%s name %q is already used by %s", "server", s.Name, sp(k))
-						break
+			} else if s.Name != "" && kept[w] == nil {
+				// appended (every server after it in the span is too):
+				// unique if none before it, nor after the span, has its
+				// name
+				for k := 0; k < len(b.Servers); k++ {
+					if k == j {
+						k = end - 1
+						continue
 					}
+					if b.Servers[k].Name != s.Name {
+						continue
+					}
+					if k < j {
+						v.p.addf(sp(j)+"/name", CodeDuplicate, "%s name %q is already used by %s", "server", s.Name, sp(k))
+					} else { // the second use is the one after the span, as a whole check says
+						v.p.addf(sp(k)+"/name", CodeDuplicate, "%s name %q is already used by %s", "server", s.Name, sp(j))
+					}
+					break
 				}
 			}
 			if s.Address != "" && !ValidServerAddress(s.Address) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -487,7 +488,7 @@ func TestValidateChecksChangedServersAfterAShift(t *testing.T) {
 			Server{Name: fmt.Sprintf("s%03d", i), Address: "127.0.0.1", Port: 2000 + i})
 	}
 	prev.Normalize()
-	if err := validate(prev, Env{}, nil); err != nil {
+	if err := validate(prev, Env{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	bad := 300
@@ -513,16 +514,37 @@ func TestValidateChecksChangedServersAfterAShift(t *testing.T) {
 			*s = append(*s, Server{Name: "s005", Address: "127.0.0.1", Port: 9})
 			return fmt.Sprintf("/backends/0/servers/%d/name", len(*s)-1)
 		}},
+		// The span where the lists differ is one server: its name is
+		// still compared with those before and after it.
+		{"one renamed to a later server's name", func(s *[]Server) string {
+			(*s)[40].Name = "s090"
+			return "/backends/0/servers/92/name" // the second use, as Validate says
+		}},
+		{"one renamed to an earlier server's name", func(s *[]Server) string {
+			(*s)[40].Name = "s003"
+			return "/backends/0/servers/40/name"
+		}},
+		{"one inserted with a later server's name", func(s *[]Server) string {
+			*s = append((*s)[:10], append([]Server{{Name: "s095", Address: "127.0.0.1", Port: 9}}, (*s)[10:]...)...)
+			return "/backends/0/servers/98/name"
+		}},
+		{"a bad address in the span", func(s *[]Server) string {
+			(*s)[50].Address = "not an address!"
+			return "/backends/0/servers/50/address"
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			next := prev.Clone()
 			field := tt.change(&next.Backends[0].Servers)
 			next.Normalize()
-			err := validate(next, Env{}, prev)
+			err := validate(next, Env{}, prev, nil)
 			var ve *ValidationError
 			if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Field != field {
 				t.Fatalf("validate = %v, want one problem at %s", err, field)
+			}
+			if whole := Validate(next, Env{}); !reflect.DeepEqual(whole, err) {
+				t.Fatalf("validate on the previous generation = %v, Validate = %v", err, whole)
 			}
 		})
 	}
