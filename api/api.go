@@ -465,6 +465,9 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) error
 	opts := config.UpdateOptions{
 		DryRun: dry, Env: s.env, Apply: s.applyLocal, Certificates: op.certificates,
 		Actor: actor(r.Context()), Node: s.node.Name, RestoreOf: op.restoreOf,
+		// every op replaces a list of servers before it changes it
+		// (collection.writable); the others are shared with Current
+		ShareServers: true,
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), applyTimeout)
 	defer cancel()

@@ -18,12 +18,24 @@ type collection[T any] struct {
 	param  string // path parameter naming the object
 	// slice locates the list in c (under the parent named parentName) and
 	// returns its JSON pointer in the document.
-	slice  func(c *config.Config, parentName string) (*[]T, string, error)
-	nameOf func(v *T) *string
+	slice func(c *config.Config, parentName string) (*[]T, string, error)
+	// mutable, when set, is slice for a write: the list it returns is
+	// the config's own to change (the servers: config.OwnServers, as
+	// the write shares the others with the current config).
+	mutable func(c *config.Config, parentName string) (*[]T, string, error)
+	nameOf  func(v *T) *string
 	// inUse, when set, refuses a delete while something refers to the object.
 	inUse func(c *config.Config, name string) error
 	// url is the URL path of the collection.
 	url func(parentName string) string
+}
+
+// writable is slice for a mutate (see mutable).
+func (k *collection[T]) writable(c *config.Config, parentName string) (*[]T, string, error) {
+	if k.mutable != nil {
+		return k.mutable(c, parentName)
+	}
+	return k.slice(c, parentName)
 }
 
 func (k *collection[T]) find(items []T, name string) int {
@@ -119,6 +131,9 @@ func (k *collection[T]) createOp(parent string, v T) writeOp {
 					Detail: fmt.Sprintf("%s %q already exists", k.kind, name),
 					Errors: []config.FieldError{{Field: "/name", Code: config.CodeDuplicate, Message: "the name is already taken"}}}
 			}
+			if p, _, err = k.writable(c, parent); err != nil {
+				return "", err
+			}
 			*p = append(*p, v)
 			return fmt.Sprintf("%s/%d", ptr, len(*p)-1), nil
 		},
@@ -190,6 +205,9 @@ func replaceOp[T any](k *collection[T], parent, name string, build func(cur *T) 
 			if err != nil {
 				return "", err
 			}
+			if p, _, err = k.writable(c, parent); err != nil {
+				return "", err
+			}
 			(*p)[i] = v
 			return fmt.Sprintf("%s/%d", ptr, i), nil
 		},
@@ -216,6 +234,9 @@ func (k *collection[T]) del(s *server, w http.ResponseWriter, r *http.Request) e
 				if err := k.inUse(c, name); err != nil {
 					return "", err
 				}
+			}
+			if p, _, err = k.writable(c, parent); err != nil {
+				return "", err
 			}
 			*p = append((*p)[:i], (*p)[i+1:]...)
 			return "", nil

@@ -71,6 +71,13 @@ func newCollections() collections {
 				}
 				return &c.Backends[i].Servers, fmt.Sprintf("/backends/%d/servers", i), nil
 			},
+			mutable: func(c *config.Config, be string) (*[]config.Server, string, error) {
+				i := c.FindBackend(be)
+				if i < 0 {
+					return nil, "", fmt.Errorf("backend %q: %w", be, config.ErrNotFound)
+				}
+				return c.OwnServers(i), fmt.Sprintf("/backends/%d/servers", i), nil
+			},
 		},
 	}
 }

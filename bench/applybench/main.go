@@ -9,7 +9,8 @@
 // in admin_state maint so that no connection goes to them) and a tcp frontend,
 // opens -conns long-lived connections through the proxy that keep echoing,
 // then times -reps repetitions of: PATCH admin_state (drain/ready), PATCH
-// weight, POST a new server, DELETE a server. Time is wall clock from
+// weight, POST a new server, DELETE a server, PATCH the frontend's maxconn
+// (a frontend change). Time is wall clock from
 // request sent to answer received (the API answers after the data plane has
 // applied the change). Finally every live connection must still echo.
 //
@@ -214,6 +215,10 @@ func (r *run) do() (err error) {
 		}},
 		{"DELETE server", func(i int) (string, string, string, int) {
 			return "DELETE", fmt.Sprintf("/api/v1/backends/big/servers/new%05d", i), "", 204
+		}},
+		{"PATCH frontend", func(i int) (string, string, string, int) {
+			// the frontend the live connections came through
+			return "PATCH", "/api/v1/frontends/fe", fmt.Sprintf(`{"maxconn":%d}`, 20000+i), 200
 		}},
 	}
 	fmt.Printf("%-8d %-22s %5d %9.1f %9s %9s\n", r.servers, "create backend", 1, createMs, "", "")

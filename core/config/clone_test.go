@@ -127,3 +127,27 @@ func cloneServer(s *Server) Server {
 	b := Backend{Servers: []Server{*s}}
 	return b.clone().Servers[0]
 }
+
+// cloneSharingServers (UpdateOptions.ShareServers) is Clone but for the
+// backends' lists of servers: those are the same slices, clipped so that
+// an append copies, and OwnServers gives one back as a copy.
+func TestCloneSharingServersSharesOnlyTheServers(t *testing.T) {
+	var c Config
+	fill(reflect.ValueOf(&c).Elem(), 1)
+	cl := c.cloneSharingServers()
+	if !reflect.DeepEqual(&c, cl) {
+		t.Fatalf("clone differs:\n%+v\n%+v", c, *cl)
+	}
+	sv, csv := c.Backends[0].Servers, cl.Backends[0].Servers
+	if &sv[0] != &csv[0] || cap(csv) != len(csv) {
+		t.Fatalf("servers not shared, or not clipped (cap %d, len %d)", cap(csv), len(csv))
+	}
+	c.Backends[0].Servers, cl.Backends[0].Servers = nil, nil
+	assertNoSharing(t, "Config", reflect.ValueOf(c), reflect.ValueOf(*cl))
+	cl.Backends[0].Servers = csv
+	own := cl.OwnServers(0)
+	(*own)[0].Name = "changed"
+	if sv[0].Name == "changed" || !reflect.DeepEqual(*own, cl.Backends[0].Servers) {
+		t.Fatal("OwnServers did not copy the list into the config")
+	}
+}

@@ -294,9 +294,37 @@ func def(p *int, v int) {
 // servers. A test checks it against the model with reflection, so a field
 // added to the model without a line here fails the build's tests.
 func (c *Config) Clone() *Config {
+	return c.clone((*Backend).clone)
+}
+
+// cloneSharingServers is Clone but for the backends' lists of servers,
+// which the copy shares with c (capacity clipped, so that an append to
+// one copies it): an Update with UpdateOptions.ShareServers. A write
+// changes one server among 10 000 of one backend, or none (a frontend
+// change): the lists it does not change are not copied, and the
+// comparisons that follow (ServerSpan) see the same slice at once.
+func (c *Config) cloneSharingServers() *Config {
+	return c.clone(func(b *Backend) Backend {
+		out := b.cloneHead()
+		out.Servers = b.Servers[:len(b.Servers):len(b.Servers)]
+		return out
+	})
+}
+
+// OwnServers makes the servers of c.Backends[i] a list of c's own (a
+// copy) and returns it to be changed: under UpdateOptions.ShareServers,
+// the mutate of an Update calls it before it changes, adds or removes a
+// server. It copies on each call.
+func (c *Config) OwnServers(i int) *[]Server {
+	b := &c.Backends[i]
+	b.Servers = append(make([]Server, 0, len(b.Servers)+4), b.Servers...)
+	return &b.Servers
+}
+
+func (c *Config) clone(backend func(*Backend) Backend) *Config {
 	out := *c
 	out.Frontends = cloneSlice(c.Frontends, (*Frontend).clone)
-	out.Backends = cloneSlice(c.Backends, (*Backend).clone)
+	out.Backends = cloneSlice(c.Backends, backend)
 	out.Certificates = cloneSlice(c.Certificates, (*Certificate).clone)
 	out.CPUMap = c.CPUMap.clone()
 	out.IRQ = c.IRQ.clone()
@@ -367,7 +395,7 @@ func (t *BindTLS) clone() *BindTLS {
 }
 
 func (b *Backend) clone() Backend {
-	out := *b
+	out := b.cloneHead()
 	// The weights in one array: a backend of 10 000 servers is cloned on
 	// every write, and one allocation per weight was most of its cost.
 	var weights []int
@@ -386,6 +414,12 @@ func (b *Backend) clone() Backend {
 		}
 		return ns
 	})
+	return out
+}
+
+// cloneHead is clone but for the servers, which it leaves shared.
+func (b *Backend) cloneHead() Backend {
+	out := *b
 	if b.HealthCheck != nil {
 		hc := *b.HealthCheck
 		out.HealthCheck = &hc

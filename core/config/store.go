@@ -70,6 +70,14 @@ type UpdateOptions struct {
 	// RestoreOf is the generation a restore brings back (0: not a
 	// restore); kept as RevisionInfo.RestoreOf.
 	RestoreOf int64
+	// ShareServers gives mutate a copy of Current whose backends' lists
+	// of servers are Current's own (Current stays immutable): mutate
+	// must not write into such a list, and replaces it first
+	// (Config.OwnServers) to change, add or remove a server. Then a
+	// write copies only the list it changes, not every server of the
+	// document, and what is compared after (validation, plan, delta,
+	// the data plane) skips the lists it did not change at once.
+	ShareServers bool
 }
 
 // Result of an Update.
@@ -342,7 +350,12 @@ type deltaCommitter interface {
 // it).
 func (s *Store) attempt(ctx context.Context, mutate func(c *Config) error, o UpdateOptions) (res *Result, cur *Config, raced bool, err error) {
 	cur = s.cur.Load()
-	next := cur.Clone()
+	var next *Config
+	if o.ShareServers {
+		next = cur.cloneSharingServers()
+	} else {
+		next = cur.Clone()
+	}
 	if err := mutate(next); err != nil {
 		// mutate may write in the state directory first (api's audit
 		// record): a refusal there is the directory's fault like ours.

@@ -437,27 +437,22 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	for i := range snap.Backends {
 		cb := &snap.Backends[i]
 		prev := e.backends[cb.Name]
-		if old := curBE[cb.Name]; prev != nil && prev.nloops == nloops && prev.literal && inPlace(old, cb) {
-			// The same servers in the same order, only weight, maxconn
-			// or admin_state changed (or nothing): set in place on the
-			// running servers what changed, as Build's second pass does,
-			// without rebuilding the backend.
-			for j, s := range prev.bb.Servers {
-				cs, oc := &cb.Servers[j], &old.Servers[j]
-				if *cs.Weight != *oc.Weight {
-					s.SetWeight(*cs.Weight)
-				}
-				if cs.Maxconn != oc.Maxconn {
-					s.SetMaxconn(cs.Maxconn)
-				}
-				if cs.AdminState != oc.AdminState {
-					_ = s.SetAdminState(cs.AdminState) // validated (inPlace)
-				}
+		if old := curBE[cb.Name]; prev != nil && prev.nloops == nloops && prev.literal && old != nil &&
+			len(old.Servers) == len(cb.Servers) && len(prev.bb.Servers) == len(cb.Servers) {
+			// Only the servers between the equal head and tail may differ.
+			h, t := config.ServerSpan(old.Servers, cb.Servers)
+			if inPlace(old, cb, h, len(cb.Servers)-t) {
+				// The same servers in the same order, only weight,
+				// maxconn or admin_state changed (or nothing): set in
+				// place on the running servers what changed, as Build's
+				// second pass does, without rebuilding the backend.
+				setInPlace(prev.bb.Servers[h:len(cb.Servers)-t], cb.Servers[h:len(cb.Servers)-t], old.Servers[h:len(cb.Servers)-t])
+				newBE[cb.Name] = prev
+				continue
 			}
-			newBE[cb.Name] = prev
-			continue
 		}
 		var prevBB *balance.Backend
+
 		if prev != nil {
 			prevBB = prev.bb
 		}
@@ -700,7 +695,9 @@ func (e *Engine) resolveFn() func(string) (netip.Addr, error) { return e.resolve
 // (the backend's own fields, each server's name, address, port, tls,
 // send_proxy and proto, their order) is the same. HAProxy changes weights
 // and states at run time the same way, without rebuilding the backend.
-func inPlace(old, next *config.Backend) bool {
+// The servers of both, as many, are equal outside [from, to)
+// (config.ServerSpan): only those between are compared.
+func inPlace(old, next *config.Backend, from, to int) bool {
 	if old == nil || len(old.Servers) != len(next.Servers) {
 		return false
 	}
@@ -709,7 +706,7 @@ func inPlace(old, next *config.Backend) bool {
 	if !reflect.DeepEqual(&a, &b) {
 		return false
 	}
-	for i := range next.Servers {
+	for i := from; i < to; i++ {
 		o, n := &old.Servers[i], &next.Servers[i]
 		if o.Name != n.Name || o.Address != n.Address || o.Port != n.Port || o.SendProxy != n.SendProxy ||
 			o.Proto != n.Proto || (o.TLS == nil) != (n.TLS == nil) || o.TLS != nil && *o.TLS != *n.TLS ||
@@ -723,6 +720,23 @@ func inPlace(old, next *config.Backend) bool {
 		}
 	}
 	return true
+}
+
+// setInPlace sets on the running servers what changed from old to next
+// (inPlace said that it is their weight, maxconn or admin_state).
+func setInPlace(run []*balance.Server, next, old []config.Server) {
+	for j, s := range run {
+		cs, oc := &next[j], &old[j]
+		if *cs.Weight != *oc.Weight {
+			s.SetWeight(*cs.Weight)
+		}
+		if cs.Maxconn != oc.Maxconn {
+			s.SetMaxconn(cs.Maxconn)
+		}
+		if cs.AdminState != oc.AdminState {
+			_ = s.SetAdminState(cs.AdminState) // validated (inPlace)
+		}
+	}
 }
 
 // restoreBackends undoes the in-place server updates of a failed Apply by
