@@ -36,9 +36,12 @@ import (
 //     Temporary() is true, which crypto/tls's readRecordOrCCS returns
 //     without storing it: the partial record stays in its buffer and the
 //     next Read resumes it.
-//   - Write appends the records to tlsFd.out and never fails (crypto/tls
-//     stores ANY write error for good); the transport sends out with
-//     send(2) and keeps what the socket did not take for EPOLLOUT.
+//   - Write never fails (crypto/tls stores ANY write error for good): when
+//     no record waits it sends the record with send(2) straight from
+//     crypto/tls's buffer, and appends to tlsFd.out only what the socket
+//     did not take (or every record, while some wait); the transport sends
+//     out when the socket is writable again (EPOLLOUT) and reports a send
+//     error from there.
 //
 // Backpressure without a mover change: sndBuf encrypts p only when out is
 // empty, and when records remain queued after the send it reports all of
@@ -55,10 +58,11 @@ import (
 //
 // Every caller of sndBuf must call again with p[n:] after a short write
 // (the mover does, and so does write(2)'s every user): the held byte is
-// taken from there. out (one write's records, about a buffer) comes from
-// the loop's outPool when a write starts and goes back to it once flushed
-// empty: no allocation per record nor per write, and an idle connection
-// holds no out buffer.
+// taken from there. out (the records the socket refused, about a buffer)
+// comes from the loop's outPool when the first one is queued and goes back
+// to it once flushed empty: no allocation per record nor per write, no
+// copy while the socket keeps up, and an idle connection holds no out
+// buffer.
 //
 // A handshake goroutine waits for its peer parked in the runtime poller
 // (no OS thread, no slot, no token), never past its deadline: the
@@ -213,6 +217,19 @@ func (a *tlsFd) Read(p []byte) (int, error) {
 
 func (a *tlsFd) Write(p []byte) (int, error) {
 	if a.loop {
+		if a.off == len(a.out) && len(p) > 0 {
+			// Nothing queued: the socket takes the record from
+			// crypto/tls's buffer, without the copy into out (a MiB of
+			// memcpy per MiB sent). Only what it does not take is queued;
+			// an error is left for flush to report, as before.
+			n, e := sendMore(a.fd, p, false)
+			if e == 0 && n == len(p) {
+				return n, nil
+			}
+			if e == 0 || e == unix.EAGAIN {
+				p = p[max(n, 0):]
+			}
+		}
 		if a.out == nil && a.pool != nil {
 			a.out = a.pool.get()
 		}

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
@@ -730,27 +732,64 @@ func TestTLSHandshakeCPUTokens(t *testing.T) {
 	e.do(func() { est.close(est.a.fd, true) })
 }
 
-// TestTLSIdleHoldsNoOutBuffer: once its records left, an established TLS
-// connection gives its record buffer back to the loop's pool (an idle
-// connection holds none), and its next write takes one from there.
+// TestTLSIdleHoldsNoOutBuffer: a record the socket takes whole goes from
+// crypto/tls's buffer to the socket, without a copy into a record buffer
+// of the loop's pool; records the socket does not take wait in one, in
+// order, which goes back to the pool once they left (an idle connection
+// holds none), and the next write takes it from there.
 func TestTLSIdleHoldsNoOutBuffer(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	x, sc := tlsClientOnLoop(t, e, func(*tlsSock) error { return nil })
 	msg := bytes.Repeat([]byte("x"), 16<<10)
+	state := func() (held, free int) {
+		e.do(func() { held, free = cap(x.a.out), len(e.w.tls.out.free) })
+		return
+	}
 	for range 2 {
-		var held, free int
 		e.do(func() {
 			if n, err := x.sndBuf(x.a.fd, msg, false); n != len(msg) || err != 0 {
 				t.Errorf("sndBuf: %d, %v", n, err)
 			}
-			held, free = cap(x.a.out), len(e.w.tls.out.free)
 		})
-		if held != 0 || free != 1 {
-			t.Fatalf("after a flushed write: %d bytes of out held, %d buffers in the pool; want 0, 1", held, free)
+		if held, free := state(); held != 0 || free != 0 {
+			t.Fatalf("after a write the socket took: %d bytes of out held, %d buffers in the pool; want 0, 0 (no copy)", held, free)
 		}
 		if _, err := io.ReadFull(sc, make([]byte, len(msg))); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The peer reads nothing: write until the socket refuses (bounded).
+	sent, full := 0, false
+	for i := 0; i < 4096 && !full; i++ {
+		e.do(func() {
+			n, err := x.sndBuf(x.a.fd, msg, false)
+			sent += n
+			full = err == unix.EAGAIN || n < len(msg)
+		})
+	}
+	if !full {
+		t.Fatal("the socket took 64 MiB from a peer that reads nothing")
+	}
+	if held, _ := state(); held == 0 {
+		t.Fatal("records the socket refused are not queued")
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := io.ReadFull(sc, make([]byte, sent))
+		got <- err
+	}()
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		var n int
+		e.do(func() {
+			n, _ = x.sndBuf(x.a.fd, msg[len(msg)-1:], false) // the held byte: flushes the queue first
+		})
+		return n == 1
+	}, "the queued records leave once the peer reads")
+	if err := <-got; err != nil {
+		t.Fatalf("the peer read: %v", err)
+	}
+	if held, free := state(); held != 0 || free != 1 {
+		t.Fatalf("after the queue left: %d bytes of out held, %d buffers in the pool; want 0, 1", held, free)
 	}
 	e.do(func() { x.close(x.a.fd, false) })
 }
