@@ -777,8 +777,17 @@ func (s *EtcdStorage) Revert(ctx context.Context, prev *config.Config, gen int64
 	return err
 }
 
+// revisionsPage is how many revisions one read of Revisions brings (a
+// value is a whole document, gzipped: 16 of 10 000 servers are a few
+// MiB). A node's first listing of the MaxRevisions kept costs 7 round
+// trips, not 100: one read per revision, one after another, overran
+// ReadTimeout on a loaded machine ("read revision 35: no answer in
+// time"), which also marked etcd unreachable.
+const revisionsPage = 16
+
 // Revisions lists the kept revisions, newest first: the keys alone, then
-// the header of each revision this storage has not read yet.
+// the headers of the revisions this storage has not read yet (or that
+// were written again since), revisionsPage a read.
 func (s *EtcdStorage) Revisions(ctx context.Context) ([]config.RevisionInfo, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.readBudget())
 	defer cancel()
@@ -788,26 +797,66 @@ func (s *EtcdStorage) Revisions(ctx context.Context) ([]config.RevisionInfo, err
 		return nil, s.failed(ctx, "list revisions", err)
 	}
 	s.ok()
-	out := make([]config.RevisionInfo, 0, len(r.Kvs))
-	seen := make(map[int64]bool, len(r.Kvs))
+	gens := make([]int64, 0, len(r.Kvs))
+	var lo, hi int64 // the generations to read, from lo to hi (0: none)
+	s.cacheMu.Lock()
 	for _, kv := range r.Kvs {
 		gen, err := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), from), 10, 64)
 		if err != nil {
 			continue
 		}
-		seen[gen] = true
-		s.cacheMu.Lock()
-		h, ok := s.headers[gen]
-		s.cacheMu.Unlock()
-		if !ok || h.mod != kv.ModRevision {
-			g, err := s.cli.Get(rctx, string(kv.Key))
+		gens = append(gens, gen)
+		if h, ok := s.headers[gen]; !ok || h.mod != kv.ModRevision {
+			if hi == 0 {
+				hi = gen // newest first: the highest
+			}
+			lo = gen
+		}
+	}
+	s.cacheMu.Unlock()
+	if hi != 0 {
+		if err := s.readHeaders(rctx, ctx, lo, hi); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]config.RevisionInfo, 0, len(gens))
+	seen := make(map[int64]bool, len(gens))
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	for _, gen := range gens {
+		// Not cached: reverted since the listing, or unreadable.
+		if h, ok := s.headers[gen]; ok {
+			seen[gen] = true
+			out = append(out, h.info)
+		}
+	}
+	for g := range s.headers {
+		if !seen[g] {
+			delete(s.headers, g)
+		}
+	}
+	return out, nil
+}
+
+// readHeaders reads the revisions of generations lo to hi, revisionsPage
+// a read, and caches their headers; a generation of the range no longer
+// stored (reverted) or unreadable leaves the cache. parent is the
+// caller's context, ctx its read budget.
+func (s *EtcdStorage) readHeaders(ctx, parent context.Context, lo, hi int64) error {
+	from := s.prefix + keyRevisions
+	key, end := s.revisionKey(lo), s.revisionKey(hi)+"\x00"
+	read := make(map[int64]cachedHeader, hi-lo+1)
+	for {
+		g, err := s.cli.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(revisionsPage))
+		if err != nil {
+			return s.failed(parent, "read revisions "+strconv.FormatInt(lo, 10)+" to "+strconv.FormatInt(hi, 10), err)
+		}
+		for _, kv := range g.Kvs {
+			gen, err := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), from), 10, 64)
 			if err != nil {
-				return nil, s.failed(ctx, "read revision "+strconv.FormatInt(gen, 10), err)
+				continue
 			}
-			if len(g.Kvs) == 0 {
-				continue // reverted meanwhile
-			}
-			info, err := decodeHeader(g.Kvs[0].Value)
+			info, err := decodeHeader(kv.Value)
 			if err == nil && info.Generation != gen {
 				err = fmt.Errorf("holds generation %d", info.Generation)
 			}
@@ -815,21 +864,24 @@ func (s *EtcdStorage) Revisions(ctx context.Context) ([]config.RevisionInfo, err
 				s.log.Warn("unreadable revision skipped", "key", string(kv.Key), "err", err)
 				continue
 			}
-			h = cachedHeader{mod: g.Kvs[0].ModRevision, info: info}
-			s.cacheMu.Lock()
-			s.headers[gen] = h
-			s.cacheMu.Unlock()
+			read[gen] = cachedHeader{mod: kv.ModRevision, info: info}
 		}
-		out = append(out, h.info)
+		if !g.More || len(g.Kvs) == 0 {
+			break
+		}
+		key = string(g.Kvs[len(g.Kvs)-1].Key) + "\x00"
 	}
 	s.cacheMu.Lock()
-	for g := range s.headers {
-		if !seen[g] {
-			delete(s.headers, g)
+	defer s.cacheMu.Unlock()
+	for gen := range s.headers {
+		if gen >= lo && gen <= hi {
+			delete(s.headers, gen)
 		}
 	}
-	s.cacheMu.Unlock()
-	return out, nil
+	for gen, h := range read {
+		s.headers[gen] = h
+	}
+	return nil
 }
 
 // Revision returns the config of a kept revision.
