@@ -765,8 +765,16 @@ func TestGRPCHostileLoads(t *testing.T) {
 		for i := 0; i < 300; i++ {
 			params = append(params, &testpb.ResponseParameters{Size: 64 << 10})
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// 19 MiB through two processes under -race take from 3 s here
+		// to more than 30 under the load of other jobs: the call ends
+		// when the stream stops (no message for 10 s), not at a fixed
+		// time.
+		const stall = 10 * time.Second
+		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
+		var stalled atomic.Bool
+		watchdog := time.AfterFunc(stall, func() { stalled.Store(true); cancel() })
+		defer watchdog.Stop()
 		s, err := c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{ResponseParameters: params})
 		if err != nil {
 			t.Fatal(err)
@@ -782,8 +790,12 @@ func TestGRPCHostileLoads(t *testing.T) {
 				break
 			}
 			if err != nil {
+				if stalled.Load() {
+					t.Fatalf("after %d messages: none for %v: %v", got, stall, err)
+				}
 				t.Fatalf("after %d messages: %v", got, err)
 			}
+			watchdog.Reset(stall)
 			if len(m.GetPayload().GetBody()) != 64<<10 {
 				t.Fatalf("message %d: %d bytes", got, len(m.GetPayload().GetBody()))
 			}

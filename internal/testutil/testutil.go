@@ -40,6 +40,33 @@ func Eventually(t testing.TB, deadline time.Duration, cond func() bool, msg ...a
 	}
 }
 
+// EventuallyProgressing is Eventually for a condition that work gets to
+// at the pace the machine allows (a thousand requests served one after
+// another, a stream of messages): it fails t when progress, a count of
+// the work done, has not moved for stall, not at a fixed time. A loaded
+// machine is slow, and a fixed deadline on slow work fails there; what
+// is wrong is work that stops. limit bounds the whole wait all the same.
+func EventuallyProgressing(t testing.TB, stall, limit time.Duration, cond func() bool, progress func() int64, msg ...any) {
+	t.Helper()
+	start := time.Now()
+	last, moved := progress(), start
+	pause := time.Millisecond
+	for !cond() {
+		now := time.Now()
+		if p := progress(); p != last {
+			last, moved = p, now
+		}
+		if now.Sub(moved) > stall {
+			t.Fatalf("no progress for %v (stuck at %d after %v) waiting for %s", stall, last, now.Sub(start).Round(time.Millisecond), describe(msg))
+		}
+		if now.Sub(start) > limit {
+			t.Fatalf("timed out after %v (progress at %d) waiting for %s", limit, last, describe(msg))
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 10*time.Millisecond)
+	}
+}
+
 func describe(msg []any) string {
 	switch {
 	case len(msg) == 0:

@@ -61,6 +61,47 @@ func TestEventuallyFailsAtTheDeadline(t *testing.T) {
 	}
 }
 
+// progressing runs EventuallyProgressing as eventually runs Eventually
+// and returns its failure message ("": none).
+func progressing(stall, limit time.Duration, cond func() bool, progress func() int64) string {
+	f := &fakeT{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		EventuallyProgressing(f, stall, limit, cond, progress, "the work")
+	}()
+	<-done
+	return f.failed
+}
+
+func TestEventuallyProgressingWaitsWhileWorkMoves(t *testing.T) {
+	// Slow work: the condition holds after 150 ms, well past stall (20
+	// ms), but the count moves every 5 ms or so.
+	start := time.Now()
+	var n atomic.Int64
+	slow := func() int64 { return int64(time.Since(start) / (5 * time.Millisecond)) }
+	if msg := progressing(20*time.Millisecond, 5*time.Second, func() bool { n.Store(slow()); return n.Load() >= 30 }, n.Load); msg != "" {
+		t.Fatalf("failed slow work that kept moving: %s", msg)
+	}
+}
+
+func TestEventuallyProgressingFailsWhenWorkStops(t *testing.T) {
+	start := time.Now()
+	stuck := func() int64 { return min(int64(time.Since(start)/time.Millisecond), 10) } // moves 10 ms, then stops
+	msg := progressing(30*time.Millisecond, 5*time.Second, func() bool { return false }, stuck)
+	if msg == "" || time.Since(start) < 40*time.Millisecond || time.Since(start) > 4*time.Second {
+		t.Fatalf("failed after %v with %q, want a failure for no progress after 40 ms or more", time.Since(start), msg)
+	}
+	if want := "no progress for 30ms (stuck at 10"; len(msg) < len(want) || msg[:len(want)] != want {
+		t.Fatalf("message %q, want it to start with %q", msg, want)
+	}
+	// Moving all the time but never there: limit.
+	var n atomic.Int64
+	if msg := progressing(time.Second, 30*time.Millisecond, func() bool { return false }, func() int64 { return n.Add(1) }); msg == "" {
+		t.Fatal("did not fail at limit")
+	}
+}
+
 func TestDescribeSaysWhatWasAwaited(t *testing.T) {
 	for _, tc := range []struct {
 		msg  []any
