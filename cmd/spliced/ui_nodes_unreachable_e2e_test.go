@@ -76,7 +76,11 @@ func TestUINodesUnreachable(t *testing.T) {
 	u.fullShot("nodes-unreachable-375")
 	u.run("wide viewport", chromedp.EmulateViewport(1280, 800))
 
-	if _, err := cli.Revoke(ctx, lease.ID); err != nil {
+	// A context of its own: the browser's steps above can outlast the
+	// setup's 10 s on a loaded machine.
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if _, err := cli.Revoke(rctx, lease.ID); err != nil {
 		t.Fatal(err)
 	}
 	u.waitJS(15*time.Second, "z gone once its key went", `!document.querySelector('#nodes-table tr[data-node="z"]') && !document.querySelector('#nodes-table tr[data-node-unreachable]')`)
