@@ -172,8 +172,8 @@ func (s *server) staleReads(next http.Handler) http.Handler {
 // clusterCollector exposes the store's reachability and the nodes'
 // running generations (from Cluster.Nodes, the list the node keeps).
 type clusterCollector struct {
-	s                    *server
-	connected, nodes, rg *prometheus.Desc
+	s                               *server
+	connected, nodes, rg, adoptions *prometheus.Desc
 }
 
 func newClusterCollector(s *server) *clusterCollector {
@@ -184,6 +184,10 @@ func newClusterCollector(s *server) *clusterCollector {
 			"Live nodes sharing the configuration (1 on a single node).", nil, nil),
 		rg: prometheus.NewDesc("spliced_cluster_node_running_generation",
 			"Generation each live node's data plane runs.", []string{"node"}, nil),
+		adoptions: prometheus.NewDesc("spliced_cluster_adoptions_total",
+			"Generations other nodes wrote that this node adopted, by how: from the change carried with the write (delta), "+
+				"by loading the whole document (document), and changes it could not use (delta_refused: the document was loaded instead).",
+			[]string{"how"}, nil),
 	}
 }
 
@@ -191,6 +195,7 @@ func (cc *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cc.connected
 	ch <- cc.nodes
 	ch <- cc.rg
+	ch <- cc.adoptions
 }
 
 func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
@@ -198,7 +203,13 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	if s.store == nil || s.store.Current() == nil {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(cc.connected, prometheus.GaugeValue, boolf(s.storeState().Connected))
+	st := s.storeState()
+	ch <- prometheus.MustNewConstMetric(cc.connected, prometheus.GaugeValue, boolf(st.Connected))
+	if a := st.Adoptions; a != nil {
+		ch <- prometheus.MustNewConstMetric(cc.adoptions, prometheus.CounterValue, float64(a.Deltas), "delta")
+		ch <- prometheus.MustNewConstMetric(cc.adoptions, prometheus.CounterValue, float64(a.Documents), "document")
+		ch <- prometheus.MustNewConstMetric(cc.adoptions, prometheus.CounterValue, float64(a.RefusedDeltas), "delta_refused")
+	}
 	var nodes []core.NodeStatus
 	if s.cluster == nil {
 		nodes = []core.NodeStatus{s.localNode()}

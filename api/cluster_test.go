@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -359,8 +360,16 @@ func TestClusterMetrics(t *testing.T) {
 	f, fc := newClusterFixture(t)
 	fc.mu.Lock()
 	fc.nodes[1].RunningGeneration = 7
+	fc.state.Adoptions = &core.Adoptions{Deltas: 41, Documents: 2, RefusedDeltas: 1}
 	fc.mu.Unlock()
 	fams := scrape(t, f.h)
+	ad := map[string]float64{}
+	for _, m := range fams["spliced_cluster_adoptions_total"].GetMetric() {
+		ad[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+	}
+	if want := map[string]float64{"delta": 41, "document": 2, "delta_refused": 1}; !maps.Equal(ad, want) {
+		t.Fatalf("adoptions %v, want %v", ad, want)
+	}
 	if v := fams["spliced_store_connected"].GetMetric()[0].GetGauge().GetValue(); v != 1 {
 		t.Fatalf("store_connected %v", v)
 	}
@@ -379,6 +388,9 @@ func TestClusterMetrics(t *testing.T) {
 	}
 	if v := fams["spliced_cluster_node_running_generation"].GetMetric()[0].GetGauge().GetValue(); v != float64(s.store.Current().Generation) {
 		t.Fatalf("single node: running generation %v", v)
+	}
+	if _, ok := fams["spliced_cluster_adoptions_total"]; ok {
+		t.Fatal("single node: adoptions counted")
 	}
 }
 

@@ -108,4 +108,19 @@ type StoreState struct {
 	// node (etcd restored from an older snapshot): writes answer 409
 	// store-behind until POST /api/v1/cluster/reseed.
 	Behind bool `json:"behind,omitempty"`
+	// Adoptions counts how the generations other nodes wrote came to this
+	// node since it started (absent on a single node).
+	Adoptions *Adoptions `json:"adoptions,omitempty"`
+}
+
+// Adoptions counts how a cluster node adopted the generations other nodes
+// wrote: each write carries its change beside the whole document; a node
+// that holds the document the change was made on applies the change
+// (Deltas), any other (behind, restarted) loads the document (Documents),
+// as does a node that could not use the change (RefusedDeltas: damaged, or
+// not valid once applied; counted in Documents too when loaded).
+type Adoptions struct {
+	Deltas        int64 `json:"deltas" example:"41"`
+	Documents     int64 `json:"documents" example:"2"`
+	RefusedDeltas int64 `json:"refused_deltas" example:"0"`
 }

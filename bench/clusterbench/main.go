@@ -200,7 +200,11 @@ func (b *bench) spliced(writes, acked int, fsync bool, ref []float64) (err error
 
 	// Propagation: the answer of a ?wait_ms=0 write, then the nodes.
 	var fromAnswer, fromRequest []float64
+	var cpu0 []time.Duration
 	for i := range writes + 5 {
+		if i == 5 {
+			cpu0 = nodesCPU(nodes)
+		}
 		path := fmt.Sprintf("/api/v1/backends/big/servers/s%05d?wait_ms=0", i%b.servers)
 		t0 := time.Now()
 		_, hdr, err := a.call("PATCH", path, fmt.Sprintf(`{"weight":%d}`, 2+i%200), 200)
@@ -222,6 +226,7 @@ func (b *bench) spliced(writes, acked int, fsync bool, ref []float64) (err error
 		fromAnswer = append(fromAnswer, benchutil.Ms(last.Sub(tAnswer)))
 		fromRequest = append(fromRequest, benchutil.Ms(last.Sub(t0)))
 	}
+	cpu := nodesCPU(nodes)
 	// Acknowledged writes: the answer lists the three nodes.
 	var ack []float64
 	for i := range acked {
@@ -246,7 +251,63 @@ func (b *bench) spliced(writes, acked int, fsync bool, ref []float64) (err error
 	if len(ack) > 0 {
 		row(b.servers, fmt.Sprintf("spliced write acked by %d (wait_ms)", len(nodeNames)), ack, ref)
 	}
+	if len(fromAnswer) > 0 && cpu0 != nil {
+		var per []string
+		for i := range nodes {
+			per = append(per, fmt.Sprintf("%s %.1f", nodes[i].name, benchutil.Ms(cpu[i]-cpu0[i])/float64(len(fromAnswer))))
+		}
+		fmt.Printf("%-8d %-38s %5d %s (ms each, the polls included)\n", b.servers, "spliced CPU per write", len(fromAnswer), strings.Join(per, ", "))
+	}
+	for _, n := range nodes[1:] {
+		if ad, err := n.adoptions(); err == nil {
+			fmt.Printf("%-8d %-38s %s\n", b.servers, "spliced node "+n.name+" adopted", ad)
+		}
+	}
 	return nil
+}
+
+// nodesCPU is the CPU time (user and system) each node used so far.
+func nodesCPU(nodes []*node) []time.Duration {
+	out := make([]time.Duration, len(nodes))
+	for i, n := range nodes {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command's closing parenthesis: utime and
+		// stime are the 12th and 13th (in clock ticks, 100 a second).
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		out[i] = time.Duration(ut+st) * 10 * time.Millisecond
+	}
+	return out
+}
+
+// adoptions is how the node adopted the other nodes' writes
+// (/api/v1/cluster: store.adoptions), as printed.
+func (n *node) adoptions() (string, error) {
+	body, _, err := n.call("GET", "/api/v1/cluster", "", 200)
+	if err != nil {
+		return "", err
+	}
+	var ci struct {
+		Store struct {
+			Adoptions *struct {
+				Deltas        int64 `json:"deltas"`
+				Documents     int64 `json:"documents"`
+				RefusedDeltas int64 `json:"refused_deltas"`
+			} `json:"adoptions"`
+		} `json:"store"`
+	}
+	if err := json.Unmarshal(body, &ci); err != nil || ci.Store.Adoptions == nil {
+		return "", fmt.Errorf("no adoptions in /api/v1/cluster")
+	}
+	a := ci.Store.Adoptions
+	return fmt.Sprintf("%d changes applied, %d documents loaded, %d changes refused", a.Deltas, a.Documents, a.RefusedDeltas), nil
 }
 
 // allApplied checks that a write's answer lists a, b and c as applied.

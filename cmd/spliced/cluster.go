@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spliced-proxy/spliced/api/tokens"
@@ -77,17 +78,27 @@ func (cf *clusterFlags) nodeIdentity(clustered bool) (core.NodeIdentity, error) 
 // "nodes" and its address for "${NODE_ADDRESS}" (ForNode), validated with
 // this machine's Env (CPUs, fd limit) when it differs from the document
 // or when check is set (a cluster node: the writer validated the document
-// for any machine, not for this one).
+// for any machine, not for this one). The servers the last config that
+// passed are not checked against the field rules again
+// (config.ValidateChange): one server changed among 10 000, not 10 000.
 func applyEffective(ctl core.Control, env config.Env, node core.NodeIdentity, check bool) func(ctx context.Context, c *config.Config) error {
+	var mu sync.Mutex
+	var valid *config.Config // the last effective config that passed, with env
 	return func(ctx context.Context, c *config.Config) error {
 		eff, err := c.ForNode(node.Name, node.Address)
 		if err != nil {
 			return err
 		}
 		if check || eff != c {
-			if err := config.Validate(eff, env); err != nil {
+			mu.Lock()
+			prev := valid
+			mu.Unlock()
+			if err := config.ValidateChange(eff, env, prev); err != nil {
 				return err
 			}
+			mu.Lock()
+			valid = eff
+			mu.Unlock()
 		}
 		return ctl.Apply(ctx, eff)
 	}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,7 +22,56 @@ const (
 	// CacheCertsDir holds the bundles of the certificates it uses, one
 	// <chain_sha256>.pem each (0600 in a 0700 directory: private keys).
 	CacheCertsDir = "cluster-certs"
+	// CacheChangesFile holds the changes (config.Delta) from CacheFile's
+	// generation to the last one this node applied, in order: a
+	// generation adopted from its change is remembered by writing the
+	// changes (a few hundred bytes each), not the whole document (2 MB
+	// of JSON and its encoding at 10 000 servers: most of a node's CPU
+	// per write). Ignored unless its base is CacheFile's generation.
+	CacheChangesFile = "cluster-cache-changes.json"
+	// maxCachedChanges and maxCachedChangesBytes bound the changes file:
+	// past them the whole document is written again (and what a start
+	// from the cache replays stays small).
+	maxCachedChanges      = 64
+	maxCachedChangesBytes = 1 << 20
 )
+
+// cacheChanges is the content of CacheChangesFile.
+type cacheChanges struct {
+	Prefix  string        `json:"prefix"`
+	Base    int64         `json:"base"` // CacheFile's generation
+	Changes []cacheChange `json:"changes"`
+}
+
+// cacheChange is one generation as the change from the one before.
+type cacheChange struct {
+	Generation int64           `json:"generation"`
+	Delta      json.RawMessage `json:"delta"`
+}
+
+// cacheState is what the cache files hold (RememberApplied): the
+// generation of CacheFile, and the changes after it.
+type cacheState struct {
+	base    int64 // 0: not written by this process (written whole first)
+	changes []cacheChange
+	size    int
+}
+
+// newest is the generation the cache holds.
+func (c *cacheState) newest() int64 {
+	if n := len(c.changes); n > 0 {
+		return c.changes[n-1].Generation
+	}
+	return c.base
+}
+
+// noteChange records that generation gen is the change delta (a
+// config.Delta's JSON) from generation base, for RememberApplied.
+func (s *EtcdStorage) noteChange(gen, base int64, delta []byte) {
+	s.cacheWriteMu.Lock()
+	s.lastChange = deltaNote{gen: gen, base: base, delta: delta}
+	s.cacheWriteMu.Unlock()
+}
 
 // cacheFile is the content of CacheFile.
 type cacheFile struct {
@@ -37,11 +87,16 @@ type cacheFile struct {
 // bundles of its certificates in the node's state directory, so that the
 // node restarted while etcd is unreachable starts with it (Load). Bundles
 // of certificates c no longer uses are removed. Call it after each
-// successful apply; without a CacheDir it does nothing.
+// successful apply; without a CacheDir it does nothing. A generation made
+// by a change from the one the cache holds (noteChange: adopted as a
+// change, or written by this node) is kept as that change
+// (CacheChangesFile); any other, the whole document.
 func (s *EtcdStorage) RememberApplied(ctx context.Context, c *config.Config) error {
 	if s.cacheDir == "" || c == nil {
 		return nil
 	}
+	s.cacheWriteMu.Lock()
+	defer s.cacheWriteMu.Unlock()
 	dir := filepath.Join(s.cacheDir, CacheCertsDir)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("cluster cache: %w", err)
@@ -65,16 +120,8 @@ func (s *EtcdStorage) RememberApplied(ctx context.Context, c *config.Config) err
 			}
 		}
 	}
-	doc, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("cluster cache: encode generation %d: %w", c.Generation, err)
-	}
-	b, err := json.Marshal(cacheFile{Prefix: s.prefix, Endpoints: s.endpoints, Generation: c.Generation, Config: doc})
-	if err != nil {
-		return fmt.Errorf("cluster cache: %w", err)
-	}
-	if err := config.WriteFileAtomic(s.cacheDir, CacheFile, b, nil); err != nil {
-		return fmt.Errorf("cluster cache: %w", err)
+	if err := s.rememberDocument(c); err != nil {
+		return err
 	}
 	// Bundles of certificates c does not use are read again from etcd
 	// if ever needed (a restore): memory holds those of the running
@@ -94,6 +141,53 @@ func (s *EtcdStorage) RememberApplied(ctx context.Context, c *config.Config) err
 			}
 		}
 	}
+	return nil
+}
+
+// rememberDocument writes c in the cache: as the change from the
+// generation it holds when c is that change (lastChange), within the
+// bounds of the changes file; else whole, in CacheFile, whose generation
+// the changes file then no longer names (it is removed). cacheWriteMu held.
+func (s *EtcdStorage) rememberDocument(c *config.Config) error {
+	st := &s.cacheState
+	ch := s.lastChange
+	if st.base > 0 && ch.gen == c.Generation && ch.base == st.newest() && ch.delta != nil &&
+		len(st.changes) < maxCachedChanges && st.size+len(ch.delta) <= maxCachedChangesBytes {
+		changes := append(st.changes[:len(st.changes):len(st.changes)], cacheChange{Generation: c.Generation, Delta: ch.delta})
+		b, err := json.Marshal(cacheChanges{Prefix: s.prefix, Base: st.base, Changes: changes})
+		if err != nil {
+			return fmt.Errorf("cluster cache: %w", err)
+		}
+		if err := config.WriteFileAtomic(s.cacheDir, CacheChangesFile, b, nil); err != nil {
+			st.base = 0 // what the file holds is unknown: whole next time
+			return fmt.Errorf("cluster cache: %w", err)
+		}
+		st.changes, st.size = changes, st.size+len(ch.delta)
+		return nil
+	}
+	doc, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("cluster cache: encode generation %d: %w", c.Generation, err)
+	}
+	// cacheFile's JSON, with doc as it is: json.Marshal of a
+	// RawMessage would check and compact it again.
+	hdr, err := json.Marshal(cacheFile{Prefix: s.prefix, Endpoints: s.endpoints, Generation: c.Generation, Config: json.RawMessage("null")})
+	if err != nil {
+		return fmt.Errorf("cluster cache: %w", err)
+	}
+	hdr = bytes.TrimSuffix(hdr, []byte("null}"))
+	b := make([]byte, 0, len(hdr)+len(doc)+1)
+	b = append(append(append(b, hdr...), doc...), '}')
+	st.base, st.changes, st.size = 0, nil, 0
+	if err := config.WriteFileAtomic(s.cacheDir, CacheFile, b, nil); err != nil {
+		return fmt.Errorf("cluster cache: %w", err)
+	}
+	// The changes file names the generation before: ignored from now
+	// on, removed so that it does not linger.
+	if err := os.Remove(filepath.Join(s.cacheDir, CacheChangesFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cluster cache: %w", err)
+	}
+	st.base = c.Generation
 	return nil
 }
 
@@ -135,15 +229,40 @@ func (s *EtcdStorage) readCache() (*config.Config, string, error) {
 	if err := config.DecodeBytes(cf.Config, &c); err != nil {
 		return nil, path, fmt.Errorf("the node's copy %s is damaged: %v", path, err)
 	}
+	if c.Generation != cf.Generation {
+		return nil, path, fmt.Errorf("the node's copy %s holds generation %d as %d", path, c.Generation, cf.Generation)
+	}
+	// The changes since, when they were made on this generation (a
+	// changes file of an earlier one is what a crash between the two
+	// writes of rememberDocument leaves: the document alone is the
+	// newest).
+	cpath := filepath.Join(s.cacheDir, CacheChangesFile)
+	if data, err := os.ReadFile(cpath); err == nil {
+		var cc cacheChanges
+		if err := json.Unmarshal(data, &cc); err != nil {
+			return nil, cpath, fmt.Errorf("the node's copy %s is damaged: %v", cpath, err)
+		}
+		if cc.Prefix == s.prefix && cc.Base == c.Generation {
+			for _, ch := range cc.Changes {
+				var d config.Delta
+				if err := config.DecodeBytes(ch.Delta, &d); err != nil {
+					return nil, cpath, fmt.Errorf("the node's copy %s is damaged: generation %d: %v", cpath, ch.Generation, err)
+				}
+				if err := d.Apply(&c); err != nil || ch.Generation <= c.Generation {
+					return nil, cpath, fmt.Errorf("the node's copy %s is damaged: generation %d on %d: %v", cpath, ch.Generation, c.Generation, err)
+				}
+				c.Generation = ch.Generation
+			}
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, cpath, fmt.Errorf("the node's copy is unreadable: %w", err)
+	}
 	if err := c.Migrate(); err != nil {
 		return nil, path, fmt.Errorf("the node's copy %s: %v", path, err)
 	}
 	c.Normalize()
 	if err := config.Validate(&c, config.Env{}); err != nil {
 		return nil, path, fmt.Errorf("the node's copy %s is not valid: %v", path, err)
-	}
-	if c.Generation != cf.Generation {
-		return nil, path, fmt.Errorf("the node's copy %s holds generation %d as %d", path, c.Generation, cf.Generation)
 	}
 	return &c, path, nil
 }

@@ -10,6 +10,11 @@
 // etcd://host:2379[,host:2379…]/P):
 //
 //   - P/current: {"generation":N}. Its mod revision is the commit point.
+//     A write made as a change (CommitDelta, config.Store's writes) also
+//     carries the change from the generation before, "base", "base_rev"
+//     (the mod revision the Txn compared) and "delta" (config.Delta, at
+//     most 128 KiB): a node whose document is exactly that base builds
+//     the generation from it (delta.go); any other loads the revision.
 //   - P/revisions/%020d: revision N, the state directory's revision file
 //     (the header members, then "config"), gzip-compressed: 10 000
 //     servers are about 1 MB of JSON, under 100 KB gzipped, well under
@@ -59,7 +64,9 @@
 //
 // The node's cache: after each successful apply the node calls
 // RememberApplied, which writes its state directory's CacheFile (prefix,
-// generation, config; 0600, atomically) and the bundles of the
+// generation, config; 0600, atomically) — or, for a generation that is a
+// change from the one the cache holds, only the changes since
+// CacheFile's generation (CacheChangesFile, bounded) — and the bundles of the
 // certificates that generation uses in CacheCertsDir (0600 files in a
 // 0700 directory; the others are removed). Load while etcd is
 // unreachable returns that generation (a cache of another prefix is
@@ -109,7 +116,9 @@
 //     etcd back or history compacted, by re-reading, never replaying). The
 //     store's generation is the last value read of P/current, not the
 //     highest (one put by hand, then corrected, goes back). A
-//     generation newer than the store's → Store.Refresh; newer than the
+//     generation newer than the store's → built from the change P/current
+//     carries when the Store holds its base (Store.Advance), else
+//     Store.Refresh (counted: StoreState.Adoptions); newer than the
 //     data plane runs → Apply, one at a time (watch, probe and Sync share
 //     one step), the newest only: generations in between are skipped.
 //     Success → RememberApplied; failure → the node keeps its last good

@@ -109,6 +109,18 @@ type EtcdStorage struct {
 	// compares that mod revision without reading P/current first.
 	knownMu sync.Mutex
 	known   currentKey
+	// doc is the generation and the mod revision of P/current of the
+	// document the Store was last given (Load, a commit, AdvanceByDelta):
+	// a change in P/current applies to it only when its base is doc
+	// (delta.go). Zero: unknown.
+	doc currentKey
+
+	// cacheWriteMu orders the writes of the node's cache
+	// (RememberApplied); cacheState is what its files hold, lastChange
+	// the last change adopted or committed (noteChange).
+	cacheWriteMu sync.Mutex
+	cacheState   cacheState
+	lastChange   deltaNote
 
 	// bundles caches certificate bundles (immutable: the key is the
 	// chain's hash). headers caches revision headers by generation, valid
@@ -247,6 +259,12 @@ func (s *EtcdStorage) certKey(sum string) string { return s.prefix + keyCerts + 
 // current is the value of P/current.
 type current struct {
 	Generation int64 `json:"generation"`
+	// Base, BaseRev and Delta: the change (config.Delta) that makes this
+	// generation from generation Base, current at mod revision BaseRev
+	// (delta.go); absent when the write was not put as a change.
+	Base    int64           `json:"base,omitempty"`
+	BaseRev int64           `json:"base_rev,omitempty"`
+	Delta   json.RawMessage `json:"delta,omitempty"`
 }
 
 // failed turns the error of a call to etcd into the storage's: the
@@ -415,6 +433,7 @@ func (s *EtcdStorage) Load(ctx context.Context) (*config.Config, config.Revision
 		if err != nil {
 			return nil, config.RevisionInfo{}, fmt.Errorf("%w: %s: %w", config.ErrCorrupt, s.revisionKey(cur.gen), err)
 		}
+		s.loaded(cur)
 		return c, info, nil
 	}
 }
@@ -557,7 +576,7 @@ func (s *EtcdStorage) Commit(ctx context.Context, prev int64, info config.Revisi
 	if info.Generation != prev+1 {
 		return fmt.Errorf("cluster store: commit of generation %d on %d", info.Generation, prev)
 	}
-	return s.commit(ctx, prev, info, doc, certs)
+	return s.commit(ctx, prev, info, doc, certs, nil)
 }
 
 // Reseed is Commit of any generation above prev (config.Storage.Reseed):
@@ -567,10 +586,14 @@ func (s *EtcdStorage) Reseed(ctx context.Context, prev int64, info config.Revisi
 	if info.Generation <= prev {
 		return fmt.Errorf("cluster store: reseed of generation %d on %d", info.Generation, prev)
 	}
-	return s.commit(ctx, prev, info, doc, certs)
+	return s.commit(ctx, prev, info, doc, certs, nil)
 }
 
-func (s *EtcdStorage) commit(ctx context.Context, prev int64, info config.RevisionInfo, doc []byte, certs map[string][]byte) error {
+// commit is Commit; delta (nil: none) is the change from prev (a
+// config.Delta's JSON), put in P/current beside the generation when the
+// document this storage holds for prev is the one the Txn compares
+// (currentValue).
+func (s *EtcdStorage) commit(ctx context.Context, prev int64, info config.RevisionInfo, doc []byte, certs map[string][]byte, delta []byte) error {
 	val, err := s.enc.encode(info, doc)
 	if err != nil {
 		return fmt.Errorf("cluster store: encode revision %d: %w", info.Generation, err)
@@ -607,7 +630,12 @@ func (s *EtcdStorage) commit(ctx context.Context, prev int64, info config.Revisi
 		}
 	}
 	w := swap{op: "commit generation " + strconv.FormatInt(info.Generation, 10), prev: prev, next: info.Generation, ops: ops,
-		proof: s.revisionKey(info.Generation), proofVal: val}
+		proof: s.revisionKey(info.Generation), proofVal: val, commit: true}
+	if delta != nil {
+		w.current = func(baseMod int64) clientv3.Op {
+			return clientv3.OpPut(s.CurrentKey(), s.currentValue(info.Generation, prev, baseMod, delta))
+		}
+	}
 	if err := s.swapCurrent(ctx, wctx, w); err != nil {
 		return err
 	}
@@ -631,6 +659,12 @@ type swap struct {
 	ops        []clientv3.Op
 	proof      string
 	proofVal   []byte
+	// current, when set, makes the put of P/current (ops[1]) of each
+	// attempt from the mod revision compared (the delta's base).
+	current func(baseMod int64) clientv3.Op
+	// commit: the Txn makes a new document current (Commit, Reseed; not
+	// Revert), the one this storage then holds (doc).
+	commit bool
 }
 
 // swapCurrent runs w (an error wrapping ErrRace when prev is no longer
@@ -675,6 +709,9 @@ func (s *EtcdStorage) swapCurrent(parent, ctx context.Context, w swap) error {
 		if uncertain {
 			els = append(els, clientv3.OpGet(w.proof))
 		}
+		if w.current != nil {
+			w.ops[1] = w.current(k.mod)
+		}
 		actx, cancel := context.WithTimeout(ctx, txnAttemptTimeout)
 		r, err := s.cli.Txn(actx).If(cmp).Then(w.ops...).Else(els...).Commit()
 		cancel()
@@ -712,6 +749,14 @@ func (s *EtcdStorage) swapCurrent(parent, ctx context.Context, w swap) error {
 		}
 		s.knownMu.Lock()
 		s.known = k
+		// The document the Store holds from now on (a commit's) is
+		// P/current's at this mod revision; after a revert, or a
+		// commit applied by an earlier attempt (k may be a later
+		// write's), this storage does not know which: unknown.
+		s.doc = currentKey{}
+		if w.commit && r.Succeeded {
+			s.doc = k
+		}
 		s.knownMu.Unlock()
 		return nil
 	}

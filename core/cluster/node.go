@@ -149,6 +149,11 @@ type Node struct {
 	empty   atomic.Bool
 	seedErr string       // the last seeding failure logged (worker)
 	probes  atomic.Int64 // probes made (tests wait on it)
+	// How the generations this node did not write came to its Store
+	// (StoreState.Adoptions): from the change in P/current (deltas), by
+	// loading the document (documents), and changes that could not be
+	// used (refusedDeltas: the document was loaded instead).
+	deltas, documents, refusedDeltas atomic.Int64
 
 	mu         sync.Mutex
 	lease      clientv3.LeaseID // 0: not registered
@@ -156,6 +161,7 @@ type Node struct {
 	registered bool             // registered once: the key on another lease with this instance is a copy's
 	badCurrent string           // the damaged value of P/current last logged ("": none)
 	seenMod    int64            // mod revision of the P/current value seen is from
+	change     *deltaNote       // the change P/current carried at seenMod (nil: none)
 	leaseStop  context.CancelFunc
 	starting   bool  // no apply step done yet
 	applying   bool  // an Apply is running
@@ -611,13 +617,19 @@ func (n *Node) onTokens(doc []byte) {
 // that generation is no longer the store's. A newer generation than the
 // data plane runs wakes the worker.
 func (n *Node) noteCurrent(v []byte, mod int64, fresh bool) {
-	gen, err := generationOf(v)
+	var cur current
+	err := json.Unmarshal(v, &cur)
+	gen := cur.Generation
 	n.mu.Lock()
 	if !fresh && mod <= n.seenMod { // older than what was read already
 		n.mu.Unlock()
 		return
 	}
 	n.seenMod = mod
+	n.change = nil
+	if err == nil && cur.Delta != nil {
+		n.change = &deltaNote{gen: gen, mod: mod, base: cur.Base, baseRev: cur.BaseRev, delta: cur.Delta}
+	}
 	said := err != nil && n.badCurrent == string(v)
 	n.badCurrent = ""
 	if err != nil {
@@ -791,8 +803,12 @@ func (n *Node) step() {
 		n.mu.Lock()
 		refused := n.refusedGen
 		n.mu.Unlock()
-		if seen != refused {
-			if _, err := n.o.Store.RefreshIfBehind(n.ctx, seen); err != nil {
+		if seen != refused && !n.adoptChange(seen) {
+			changed, err := n.o.Store.RefreshIfBehind(n.ctx, seen)
+			if changed {
+				n.documents.Add(1)
+			}
+			if err != nil {
 				if errors.Is(err, config.ErrUnavailable) || n.ctx.Err() != nil {
 					n.log.Info("cluster node: cannot load the newer generation yet", "generation", seen, "err", err)
 					return
@@ -802,8 +818,8 @@ func (n *Node) step() {
 				n.refuse(seen, fmt.Errorf("load generation %d: %w", seen, err))
 				return
 			}
-			cur = n.o.Store.Current()
 		}
+		cur = n.o.Store.Current()
 	}
 	if cur == nil || cur.Generation <= n.o.Running() {
 		return
@@ -836,6 +852,31 @@ func (n *Node) step() {
 			n.log.Warn("cluster node: cannot cache the applied generation", "generation", cur.Generation, "err", err)
 		}
 	}
+}
+
+// adoptChange makes generation seen, the store's, the Store's current from
+// the change P/current carried (delta.go), when the Store holds that
+// change's base; false when it did not (no change, the node behind, a
+// change it refused: the caller loads the document).
+func (n *Node) adoptChange(seen int64) bool {
+	n.mu.Lock()
+	d := n.change
+	n.mu.Unlock()
+	es, ok := n.o.Storage.(*EtcdStorage)
+	st, ok2 := n.o.Store.(advancer)
+	if d == nil || d.gen != seen || !ok || !ok2 {
+		return false
+	}
+	done, err := es.adoptDelta(st, *d)
+	switch {
+	case err != nil:
+		n.refusedDeltas.Add(1)
+		n.log.Warn("cluster node: the change carried with the generation does not apply; loading the document", "generation", seen, "err", oneLine(err.Error()))
+		return false
+	case done:
+		n.deltas.Add(1)
+	}
+	return done
 }
 
 // seed makes the Store's current document (the newest this node knows,
@@ -1262,6 +1303,11 @@ func (n *Node) StoreState() core.StoreState {
 		// (this node's own write makes that true for the moment
 		// before its watch brings it).
 		Behind: n.connected && seen > 0 && gen > seen,
+		Adoptions: &core.Adoptions{
+			Deltas:        n.deltas.Load(),
+			Documents:     n.documents.Load(),
+			RefusedDeltas: n.refusedDeltas.Load(),
+		},
 	}
 }
 
