@@ -297,3 +297,39 @@ func TestCacheKeepsTheChanges(t *testing.T) {
 		t.Fatalf("a changes file of another base: read generation %d, want %d alone", c.Generation, first.Generation)
 	}
 }
+
+// weightChange is a config of 10 000 servers and the same with one
+// server's weight changed, the next generation.
+func weightChange(b *testing.B) (cur, next *config.Config) {
+	cur = testConfig(b, 5, 10000, "big")
+	next = cur.Clone()
+	w := 7
+	next.Backends[0].Servers[10].Weight = &w
+	next.Generation = 6
+	return cur, next
+}
+
+// The writer's part of a server change at 10 000 servers: the change to
+// carry beside the document.
+func BenchmarkEncodeDelta(b *testing.B) {
+	cur, next := weightChange(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if encodeDelta(cur, next) == nil {
+			b.Fatal("no change")
+		}
+	}
+}
+
+// A node's part: the next generation built from its document and the
+// change (what replaced decoding and validating the whole document).
+func BenchmarkApplyDelta(b *testing.B) {
+	cur, next := weightChange(b)
+	d := deltaNote{gen: 6, base: 5, delta: encodeDelta(cur, next)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := applyDelta(cur, d); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
