@@ -164,7 +164,10 @@ func applyDelta(cur *config.Config, d deltaNote) (*config.Config, error) {
 	if err := config.DecodeBytes(d.delta, &delta); err != nil {
 		return nil, fmt.Errorf("damaged change: %v", err)
 	}
-	next := cur.Clone()
+	// The servers' lists the change does not touch stay cur's (Apply
+	// replaces the lists it changes): neither copied nor, being the
+	// same lists, compared again by the validation and the plan.
+	next := cur.CloneSharingServers()
 	if err := delta.Apply(next); err != nil {
 		return nil, err
 	}

@@ -7,8 +7,13 @@ import "fmt"
 // checked against the field rules again (the write path's validation).
 // A cluster node validates what it receives this way (core/cluster).
 func ValidateChange(c *Config, env Env, prev *Config) error {
-	return validate(c, env, prev)
+	return validate(c, env, prev, nil)
 }
+
+// CloneSharingServers is Clone but for the backends' lists of servers,
+// which the copy shares with c (see UpdateOptions.ShareServers): for a
+// change (Delta.Apply replaces a list it changes, never writes into it).
+func (c *Config) CloneSharingServers() *Config { return c.cloneSharingServers() }
 
 // Advance makes the config build returns, from Current, the new Current,
 // under the store's write lock: how a cluster node adopts a generation
