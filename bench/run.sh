@@ -719,6 +719,7 @@ start_spliced() {
 	mkdir -p "$d/state"
 	next_port
 	local admin=$PORT
+	ADMIN_PORT=$admin
 	start "$RUN_NAME" taskset -c "$BENCH_PROXY_CPU" "$SPLICED_BIN" \
 		--admin-addr "127.0.0.1:$admin" --state-dir "$d/state"
 	PROXY_PID=$STARTED_PID
@@ -970,6 +971,45 @@ echo "loadavg_at_start=$load1" >>"$TMP/meta.txt"
 if awk -v l="$load1" 'BEGIN { exit !(l > 1.0) }'; then
 	log "bench: WARNING: load average $load1 before starting: other work is running;"
 	log "bench: figures are only good for checking the script (see 'others' on the proxy's CPU)"
+fi
+
+# dual_cert_check: issue 27 asks that a bind holding an ECDSA and an RSA
+# certificate serve ECDSA to every client that offers it (the cheaper
+# handshake: see hs-ecdsa and hs-rsa) and RSA only to a client that offers
+# nothing else. spliced with both certificates on one bind, three
+# handshakes by openssl s_client: TLS 1.3 with its default signature
+# algorithms, TLS 1.2 with its default ciphers, and TLS 1.3 offering RSA
+# signatures only; the key size of the certificate served names it (256
+# bits: ECDSA P-256, 2048: RSA). One line in the log and in meta.txt.
+dual_cert_check() {
+	local port out got=() args
+	RUN_NAME=spliced-dual-cert
+	next_port
+	port=$PORT
+	FAIL_REASON=""
+	if ! start_spliced tls hs-ecdsa "$port" ||
+		! api "$ADMIN_PORT" POST /api/v1/certificates "$(jq -n --rawfile cert "$CERTS/rsa.crt" --rawfile key "$CERTS/rsa.key" \
+			'{name:"bench-rsa",cert_pem:$cert,key_pem:$key}')" ||
+		! api "$ADMIN_PORT" PATCH /api/v1/frontends/bench "{\"binds\":[{\"name\":\"b1\",\"address\":\"127.0.0.1\",\"port\":$port,
+			\"tls\":{\"certificates\":[\"bench\",\"bench-rsa\"]}}]}"; then
+		log "bench: tls: dual-certificate check not run: $FAIL_REASON"
+		[[ -n $PROXY_PID ]] && stop_pid "$PROXY_PID"
+		return 0
+	fi
+	for args in "-tls1_3" "-tls1_2" "-tls1_3 -sigalgs rsa_pss_rsae_sha256:rsa_pkcs1_sha256"; do
+		# shellcheck disable=SC2086 # args are words
+		out=$(timeout 10 openssl s_client -connect "127.0.0.1:$port" $args </dev/null 2>/dev/null |
+			sed -n 's/^Server public key is \([0-9]*\) bit.*/\1/p')
+		case $out in 256) got+=(ECDSA) ;; 2048) got+=(RSA) ;; *) got+=("none(${out:-no handshake})") ;; esac
+	done
+	stop_pid "$PROXY_PID"
+	local verdict="ok"
+	[[ ${got[*]} == "ECDSA ECDSA RSA" ]] || verdict="NOT AS DESIGNED"
+	log "bench: tls: one bind with an ECDSA and an RSA certificate served TLS 1.3 default: ${got[0]}, TLS 1.2 default: ${got[1]}, TLS 1.3 RSA signatures only: ${got[2]} ($verdict)"
+	echo "dual_cert=${got[*]} $verdict" >>"$TMP/meta.txt"
+}
+if [[ " $BENCH_MODES " == *" tls "* && " $BENCH_PROXIES " == *" spliced "* ]]; then
+	dual_cert_check
 fi
 log "bench: ${BENCH_SECONDS}s per run, ${BENCH_REPEAT} repeat(s), modes: $BENCH_MODES, rows: $BENCH_ROWS"
 log "bench: proxies on CPU $BENCH_PROXY_CPU (one thread), wrk -t1 and origin on CPU $BENCH_LOAD_CPU"
