@@ -151,7 +151,7 @@ func (c *ClientConn) CanOpen() bool {
 // ReleaseBuffers gives back what an idle connection does not need (as
 // Conn.ReleaseBuffers); a no-op when not Idle.
 func (c *ClientConn) ReleaseBuffers() {
-	if c.release() {
+	if c.release(c.hb.fields) {
 		c.hb.fields = nil
 	}
 }
@@ -165,6 +165,9 @@ func (c *ClientConn) ReleaseBuffers() {
 func (c *ClientConn) Feed(p []byte) (int, error) {
 	if c.err != nil {
 		return 0, c.err
+	}
+	if len(p) > 0 {
+		c.busy(&c.hb.fields)
 	}
 	return c.feedFrames(p, 0)
 }
@@ -352,6 +355,7 @@ func (c *ClientConn) OpenStream(method, authority, path string, fields []Field, 
 	if method == "CONNECT" || authority == "" || path == "" {
 		return 0, ErrRequest
 	}
+	c.busy(&c.hb.fields)
 	c.eblock = c.eblock[:0]
 	c.pseudo(":method", bytesOf(method))
 	c.pseudo(":scheme", bytesOf(c.scheme))

@@ -102,11 +102,13 @@ type Limits struct {
 }
 
 // Config is what NewConn needs. Now, when nil, is time.Now; a loop passes
-// its cached clock.
+// its cached clock. Pool, when not nil, is the loop's: the connections of
+// one loop share it (see Pool).
 type Config struct {
 	Settings Settings
 	Limits   Limits
 	Now      func() time.Time
+	Pool     *Pool
 }
 
 func (c *Config) resolve() {
@@ -244,7 +246,7 @@ func NewConn(cfg Config, h Handler) *Conn {
 // grants by default) and the encoder (no table). It is a no-op on a
 // connection that is not Idle.
 func (c *Conn) ReleaseBuffers() {
-	if c.release() {
+	if c.release(c.req.Fields) {
 		c.req.Fields = nil
 	}
 }
@@ -273,6 +275,9 @@ func (c *Conn) Feed(p []byte) (int, error) {
 		if c.prefaceN < len(Preface) {
 			return n, nil
 		}
+	}
+	if len(p) > n {
+		c.busy(&c.req.Fields)
 	}
 	return c.feedFrames(p, n)
 }

@@ -225,7 +225,7 @@ func (c *connCore) Idle() bool {
 // is the struct, the HPACK decoder with its dynamic table (at most 4096
 // bytes of fields, the table size the RFC grants by default) and the
 // encoder (no table).
-func (c *connCore) release() bool {
+func (c *connCore) release(fields []hpack.HeaderField) bool {
 	if !c.Idle() {
 		return false
 	}
@@ -238,15 +238,39 @@ func (c *connCore) release() bool {
 	_, _ = c.dec.Write(c.unpin[:])
 	_ = c.dec.Close()
 	c.muted = false
+	if c.cfg.Pool != nil {
+		c.cfg.Pool.put(busyMem{out: c.out, eblock: c.eblock, lname: c.lname, blk: c.blk.buf,
+			streams: c.streams, free: c.free, fields: fields})
+	} else {
+		clear(c.free)
+	}
 	c.out, c.outOff = nil, 0
 	c.fr = nil
 	c.blk.buf = nil
 	c.eblock = nil
 	c.lname = nil
-	clear(c.free)
 	c.free = nil
 	c.streams = nil
 	return true
+}
+
+// busy takes a set of busy-connection memory from the loop's Pool for a
+// connection that gave its own back (release) and has work again; fields
+// is the side's field list. Without a set, or for a connection that
+// holds memory, it does nothing: appends grow what is needed.
+func (c *connCore) busy(fields *[]hpack.HeaderField) {
+	if c.out != nil || c.streams != nil || c.free != nil || c.cfg.Pool == nil {
+		return
+	}
+	m, ok := c.cfg.Pool.take()
+	if !ok {
+		return
+	}
+	c.out, c.eblock, c.lname, c.blk.buf = m.out, m.eblock, m.lname, m.blk
+	c.streams, c.free = m.streams, m.free
+	if *fields == nil {
+		*fields = m.fields
+	}
 }
 
 // HeadersPendingSince is when the header block being read began, zero

@@ -127,7 +127,8 @@ func (w *Worker) h2Config(hf *HTTPFront) h2.Config {
 			MaxFrameSize:         hf.H2.MaxFrameSize,
 			MaxHeaderListSize:    hf.H2.MaxHeaderListSize,
 		},
-		Now: func() time.Time { return time.Unix(0, l.Now()) },
+		Now:  func() time.Time { return time.Unix(0, l.Now()) },
+		Pool: &w.h.h2mem,
 	}
 }
 

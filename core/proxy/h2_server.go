@@ -150,7 +150,7 @@ func runUpTimer(tm *loop.Timer) { tm.Owner.(*upConn).onTimer() }
 // bounded as a client's request head (64 KiB of fields).
 func (w *Worker) upConfig(s *balance.Server) h2.ClientConfig {
 	l := w.L
-	cfg := h2.ClientConfig{Config: h2.Config{Now: func() time.Time { return time.Unix(0, l.Now()) }}}
+	cfg := h2.ClientConfig{Config: h2.Config{Now: func() time.Time { return time.Unix(0, l.Now()) }, Pool: &w.h.h2mem}}
 	if s.TLS != nil {
 		cfg.Scheme = "https"
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/h2"
 	"github.com/spliced-proxy/spliced/core/http1"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/internal/ilist"
@@ -98,6 +99,7 @@ type httpState struct {
 	// streams' client ends, recycled.
 	live2   ilist.List[h2Conn]
 	freeH2  []*h2Stream
+	h2mem   h2.Pool // what idle HTTP/2 connections gave back, both ways
 	freeSrv []*srvConn
 	// up: the HTTP/2 connections to servers (h2_server.go); freeUp their
 	// streams' ends, recycled; upHead the scratch a request head is
