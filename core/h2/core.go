@@ -928,20 +928,35 @@ func (c *connCore) decodeBlock(block []byte) bool {
 // built, unless it is connection-specific, not a valid field, or (in a
 // request, whose :authority carries it) host.
 func (c *connCore) encodeField(name, value []byte, request bool) {
-	c.lname = c.lname[:0]
-	for _, b := range name {
-		if b >= 'A' && b <= 'Z' {
-			b += 'a' - 'A'
+	n := append(c.lname[:0], name...)
+	c.lname = n
+	for i, b := range n {
+		// lowercased and checked in one pass: not a token (':' of a
+		// pseudo-header field included) maps to 0
+		if n[i] = lowerToken[b]; n[i] == 0 {
+			return
 		}
-		c.lname = append(c.lname, b)
 	}
-	if len(c.lname) == 0 || c.lname[0] == ':' || connectionSpecific(c.lname) ||
-		request && string(c.lname) == "host" ||
-		!http1.IsToken(c.lname) || !http1.ValidFieldValue(value) {
+	if len(n) == 0 || connectionSpecific(n) || request && string(n) == "host" ||
+		!http1.ValidFieldValue(value) {
 		return
 	}
-	c.writeField(stringOf(c.lname), stringOf(value))
+	c.writeField(stringOf(n), stringOf(value))
 }
+
+// lowerToken maps a token character (RFC 9110 tchar) to its lowercase,
+// every other byte to 0. Filled once at init, read only after.
+var lowerToken = func() (t [256]byte) {
+	for b := range 256 {
+		if http1.IsToken([]byte{byte(b)}) {
+			t[b] = byte(b)
+			if b >= 'A' && b <= 'Z' {
+				t[b] += 'a' - 'A'
+			}
+		}
+	}
+	return t
+}()
 
 // appendFrameHeader appends a frame header to the output.
 func (c *connCore) appendFrameHeader(length int, typ http2.FrameType, flags http2.Flags, id uint32) {

@@ -131,3 +131,51 @@ func BenchmarkResponseHead(b *testing.B) {
 		c.Drained(len(c.Output()))
 	}
 }
+
+// TestEncodeFieldFilters: the fields a head carries out are lowercased
+// and only valid ones pass: no pseudo-header field from the caller, no
+// name that is not a token, no value with CR, LF or NUL, no
+// connection-specific field, and no host in a request (its :authority
+// carries it).
+func TestEncodeFieldFilters(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		request     bool
+		want        string // the name sent, "" for none
+	}{
+		{"Content-Type", "text/plain", false, "content-type"},
+		{"X-MiXeD_1!", "v", false, "x-mixed_1!"},
+		{"x", "", false, "x"},
+		{":status", "200", false, ""},
+		{"", "v", false, ""},
+		{"bad name", "v", false, ""},
+		{"bad:name", "v", false, ""},
+		{"x-é", "v", false, ""},
+		{"X-Ok", "a\r\nb", false, ""},
+		{"X-Ok", "a\x00", false, ""},
+		{"Connection", "close", false, ""},
+		{"Keep-Alive", "5", false, ""},
+		{"Transfer-Encoding", "chunked", false, ""},
+		{"Upgrade", "h2c", false, ""},
+		{"TE", "trailers", false, ""},
+		{"Trailer", "x", false, ""},
+		{"Proxy-Connection", "x", false, ""},
+		{"Host", "a", false, "host"},
+		{"Host", "a", true, ""},
+	} {
+		var c connCore
+		c.henc.sizeSent = true
+		c.encodeField([]byte(tc.name), []byte(tc.value), tc.request)
+		var got []hpack.HeaderField
+		dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) { got = append(got, f) })
+		if _, err := dec.Write(c.eblock); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case tc.want == "" && len(got) != 0:
+			t.Errorf("%q: %q sent as %q, want it dropped", tc.name, tc.value, got[0].Name)
+		case tc.want != "" && (len(got) != 1 || got[0].Name != tc.want || got[0].Value != tc.value):
+			t.Errorf("%q: %q sent as %v, want %q", tc.name, tc.value, got, tc.want)
+		}
+	}
+}
