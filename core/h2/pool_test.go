@@ -65,3 +65,32 @@ func TestPoolLendsReleasedMemory(t *testing.T) {
 		t.Fatal("no allocation per busy period without a Pool: the test does not measure the pool")
 	}
 }
+
+// TestPoolBounds: a Pool keeps at most poolSets sets and poolOutBytes of
+// output buffers, none above poolMaxOut, and no empty set.
+func TestPoolBounds(t *testing.T) {
+	var p Pool
+	p.put(busyMem{})
+	p.put(busyMem{out: make([]byte, 0, poolMaxOut+1)})
+	if len(p.sets) != 0 {
+		t.Fatalf("%d sets kept, want none (empty, too large)", len(p.sets))
+	}
+	for range poolOutBytes / poolMaxOut {
+		p.put(busyMem{out: make([]byte, 10, poolMaxOut)})
+	}
+	p.put(busyMem{out: make([]byte, 0, 1)})
+	if len(p.sets) != poolOutBytes/poolMaxOut || p.outBytes != poolOutBytes {
+		t.Fatalf("%d sets, %d output bytes kept, want %d, %d", len(p.sets), p.outBytes, poolOutBytes/poolMaxOut, poolOutBytes)
+	}
+	m, ok := p.take()
+	if !ok || len(m.out) != 0 || cap(m.out) != poolMaxOut || p.outBytes != poolOutBytes-poolMaxOut {
+		t.Fatalf("take: ok %v, len %d cap %d, %d bytes left", ok, len(m.out), cap(m.out), p.outBytes)
+	}
+	p = Pool{}
+	for range poolSets + 1 {
+		p.put(busyMem{streams: make([]*stream, 0, 1)})
+	}
+	if len(p.sets) != poolSets {
+		t.Fatalf("%d sets kept, want %d", len(p.sets), poolSets)
+	}
+}
