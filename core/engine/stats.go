@@ -198,7 +198,10 @@ func (e *Engine) LoopActivity() []stats.LoopActivity {
 			AccqFull: a.AccqFull, AcceptPause: a.AcceptPauses, SpliceBytes: a.SpliceBytes,
 			PipesUsed: a.PipesUsed, BuffersUsed: a.BufsUsed, Conns: a.Conns,
 			CPUUrgentNs: a.CPUNs[loop.Urgent], CPUNormalNs: a.CPUNs[loop.Normal], CPUBulkNs: a.CPUNs[loop.Bulk],
-			CPUHandshakeNs: a.HandshakeNs,
+			CPUHandshakeNs:      a.HandshakeNs,
+			HandshakeSlotWaitNs: a.HandshakeSlotWaitNs, HandshakeCPUWaitNs: a.HandshakeCPUWaitNs,
+			HandshakeHandoffNs: a.HandshakeHandoffNs, HandshakeParks: a.HandshakeParks,
+			Sleeps: a.Sleeps, SleepNs: a.SleepNs, Notified: a.Notified,
 		}
 		if sum := a.CPUNs[0] + a.CPUNs[1] + a.CPUNs[2]; sum > 0 {
 			pct := func(v uint64) float64 { return math.Round(1000*float64(v)/float64(sum)) / 10 }

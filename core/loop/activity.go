@@ -19,6 +19,14 @@ type Activity struct {
 	CPUNs     [3]atomic.Uint64 // ns spent running each Class (the seed's TC0/TC1/TC2)
 	Timers    atomic.Uint64    // timers fired
 	AvgLoopUs atomic.Uint64    // EWMA (1/16) of a round's busy time, sleep excluded, µs
+	// Sleeps counts the polls that could block (no work left, the sleep
+	// announced), SleepNs the time spent in them, and Notified the
+	// wake-ups another thread gave (eventfd writes consumed): sleeps per
+	// request is how often the loop gives its CPU back, and each sleep
+	// is paid again by whoever wakes it (an IPI to an idle CPU).
+	Sleeps   atomic.Uint64
+	SleepNs  atomic.Uint64
+	Notified atomic.Uint64
 
 	// Written by core/listen.
 	Accepted     atomic.Uint64 // connections handed to an AcceptFunc on this loop
@@ -28,10 +36,21 @@ type Activity struct {
 
 	// Written by core/proxy.
 	HandshakeNs atomic.Uint64 // ns TLS handshakes of this loop's pools computed (helper goroutines)
-	SpliceBytes atomic.Uint64 // bytes moved with splice(2)
-	PipesUsed   atomic.Int64  // pipes currently taken from the pool
-	BufsUsed    atomic.Int64  // buffers currently taken from the pool
-	Conns       atomic.Int64  // live connections owned by this loop, every bind (the accept load is per bind: listen.LoopConns)
+	// What the handshakes of this loop's pools waited for besides their
+	// peer, ns summed over handshakes: a slot of the pool
+	// (tuning.tls.max_handshakes), a CPU token, and the hand-offs between
+	// the loop and the helper goroutine (from the accept to the goroutine
+	// running, from its end to the loop taking the connection back).
+	// HandshakeParks counts the waits for the peer (parked in the runtime
+	// poller).
+	HandshakeSlotWaitNs atomic.Uint64
+	HandshakeCPUWaitNs  atomic.Uint64
+	HandshakeHandoffNs  atomic.Uint64
+	HandshakeParks      atomic.Uint64
+	SpliceBytes         atomic.Uint64 // bytes moved with splice(2)
+	PipesUsed           atomic.Int64  // pipes currently taken from the pool
+	BufsUsed            atomic.Int64  // buffers currently taken from the pool
+	Conns               atomic.Int64  // live connections owned by this loop, every bind (the accept load is per bind: listen.LoopConns)
 
 	_ [64]byte
 }
@@ -41,7 +60,13 @@ type ActivitySnapshot struct {
 	Loops, PollIO, WakeTasks uint64
 	Tasklets, CPUNs          [3]uint64
 	HandshakeNs              uint64
+	HandshakeSlotWaitNs      uint64
+	HandshakeCPUWaitNs       uint64
+	HandshakeHandoffNs       uint64
+	HandshakeParks           uint64
 	Timers, AvgLoopUs        uint64
+	Sleeps, SleepNs          uint64
+	Notified                 uint64
 	Accepted, AccqPushed     uint64
 	AccqFull, AcceptPauses   uint64
 	SpliceBytes              uint64
@@ -53,12 +78,18 @@ type ActivitySnapshot struct {
 func (a *Activity) Snapshot() ActivitySnapshot {
 	return ActivitySnapshot{
 		Loops: a.Loops.Load(), PollIO: a.PollIO.Load(), WakeTasks: a.WakeTasks.Load(),
-		Tasklets:    [3]uint64{a.Tasklets[0].Load(), a.Tasklets[1].Load(), a.Tasklets[2].Load()},
-		CPUNs:       [3]uint64{a.CPUNs[0].Load(), a.CPUNs[1].Load(), a.CPUNs[2].Load()},
-		HandshakeNs: a.HandshakeNs.Load(),
-		Timers:      a.Timers.Load(),
-		AvgLoopUs:   a.AvgLoopUs.Load(),
-		Accepted:    a.Accepted.Load(), AccqPushed: a.AccqPushed.Load(),
+		Tasklets:            [3]uint64{a.Tasklets[0].Load(), a.Tasklets[1].Load(), a.Tasklets[2].Load()},
+		CPUNs:               [3]uint64{a.CPUNs[0].Load(), a.CPUNs[1].Load(), a.CPUNs[2].Load()},
+		HandshakeNs:         a.HandshakeNs.Load(),
+		HandshakeSlotWaitNs: a.HandshakeSlotWaitNs.Load(),
+		HandshakeCPUWaitNs:  a.HandshakeCPUWaitNs.Load(),
+		HandshakeHandoffNs:  a.HandshakeHandoffNs.Load(),
+		HandshakeParks:      a.HandshakeParks.Load(),
+		Timers:              a.Timers.Load(),
+		AvgLoopUs:           a.AvgLoopUs.Load(),
+		Sleeps:              a.Sleeps.Load(), SleepNs: a.SleepNs.Load(),
+		Notified: a.Notified.Load(),
+		Accepted: a.Accepted.Load(), AccqPushed: a.AccqPushed.Load(),
 		AccqFull: a.AccqFull.Load(), AcceptPauses: a.AcceptPauses.Load(),
 		SpliceBytes: a.SpliceBytes.Load(),
 		PipesUsed:   a.PipesUsed.Load(), Conns: a.Conns.Load(),

@@ -103,6 +103,7 @@ type Loop struct {
 
 	// Counters accumulated on the loop thread, published once per round.
 	cLoops, cPollIO, cWake, cTimers uint64
+	cSleeps, cSleepNs, cNotified    uint64
 	cTasklets                       [nClasses]uint64
 	cCPU                            [nClasses]uint64 // ns spent running each class
 }
@@ -574,6 +575,7 @@ func (l *Loop) poll(timeout int) {
 	var n int
 	var err error
 	holdP := false
+	var slept int64
 	if timeout != 0 {
 		// runtime.GOMAXPROCS takes the scheduler's lock: look again at
 		// most every spareCheck, not at every sleep.
@@ -581,6 +583,8 @@ func (l *Loop) poll(timeout int) {
 			l.spare, l.spareAt = spareP(), l.now+spareCheck
 		}
 		holdP = l.spare
+		l.cSleeps++
+		slept = monoNow()
 	}
 	for {
 		n, err = epollWait(l.epfd, l.events, timeout, holdP)
@@ -588,6 +592,9 @@ func (l *Loop) poll(timeout int) {
 			break
 		}
 		timeout = 0 // interrupted by a signal: do not sleep again, start a round
+	}
+	if slept != 0 {
+		l.cSleepNs += uint64(monoNow() - slept)
 	}
 	if err != nil || n <= 0 {
 		return
@@ -653,6 +660,7 @@ func (l *Loop) dispatch(evs []unix.EpollEvent) {
 			// wake-up.
 			_, _ = unix.Read(l.evfd, l.evbuf[:])
 			l.notified.Store(false)
+			l.cNotified++
 			continue
 		}
 		if fd >= len(l.fds) {
@@ -680,4 +688,7 @@ func (l *Loop) publish() {
 		a.CPUNs[c].Store(l.cCPU[c])
 	}
 	a.AvgLoopUs.Store(uint64(l.avgLoop / 1e3))
+	a.Sleeps.Store(l.cSleeps)
+	a.SleepNs.Store(l.cSleepNs)
+	a.Notified.Store(l.cNotified)
 }

@@ -717,3 +717,34 @@ func TestClassSaysWhatRunsNow(t *testing.T) {
 		t.Fatal("the tasklets did not run")
 	}
 }
+
+// TestSleepsAndWakeUpsAreCounted: an Exec to a sleeping loop is one
+// wake-up (Activity.Notified) after one sleep (Activity.Sleeps), and the
+// time asleep is counted (Activity.SleepNs).
+func TestSleepsAndWakeUpsAreCounted(t *testing.T) {
+	l := startLoop(t, Options{})
+	a := l.Activity()
+	asleep := func() {
+		testutil.Eventually(t, 5*time.Second, func() bool { return l.sleeping.Load() }, "the loop sleeps")
+	}
+	asleep()
+	s0, n0, ns0 := a.Sleeps.Load(), a.Notified.Load(), a.SleepNs.Load()
+	const n = 10
+	for range n {
+		asleep()
+		execWait(t, l, func(*Loop) {})
+	}
+	asleep() // the round that ran the last one published the counters
+	s, w, ns := a.Sleeps.Load()-s0, a.Notified.Load()-n0, a.SleepNs.Load()-ns0
+	if w != n {
+		t.Errorf("%d wake-ups for %d Exec to a sleeping loop, want %d", w, n, n)
+	}
+	// Each Exec found the loop asleep; a preemption signal (EINTR) may
+	// end a sleep early and add one.
+	if s < n || s > 3*n {
+		t.Errorf("%d sleeps for %d Exec to a sleeping loop", s, n)
+	}
+	if ns == 0 {
+		t.Error("no time asleep counted")
+	}
+}

@@ -120,11 +120,14 @@ type tlsFd struct {
 	hs    *tlsHandshakes
 	cpu   chan struct{}
 	since time.Time // when the CPU token was taken (Activity.HandshakeNs)
-	slot  bool
-	grant chan bool
-	f     *os.File
-	rc    syscall.RawConn
-	fi    int
+	// handed: when the handshake was handed over, to its goroutine
+	// (start) or back to the loop (run's end): Activity.HandshakeHandoffNs.
+	handed time.Time
+	slot   bool
+	grant  chan bool
+	f      *os.File
+	rc     syscall.RawConn
+	fi     int
 	// Record boundaries of the bytes received (scan), for rcvBuf's
 	// short-read proof: hdr/hdrN is the header being received, left the
 	// body bytes of the current record still to come; recs counts the
@@ -264,6 +267,7 @@ func (a *tlsFd) wait(ev int16) error {
 		}
 	}
 	h.release(a)
+	h.l.Activity().HandshakeParks.Add(1)
 	if h.parking != nil {
 		h.parking(a)
 	}
@@ -349,9 +353,10 @@ func HandshakeCPUs() int {
 	return 0
 }
 
-// takeCPU waits for a handshake token (helper goroutine). Without
-// SetHandshakeCPUs (tests), GOMAXPROCS less one loop.
-func takeCPU() chan struct{} {
+// takeCPU waits for a handshake token (helper goroutine), adding the time
+// it waited to waited. Without SetHandshakeCPUs (tests), GOMAXPROCS less
+// one loop.
+func takeCPU(waited *atomic.Uint64) chan struct{} {
 	p := hsCPU.Load()
 	if p == nil {
 		ch := make(chan struct{}, max(runtime.GOMAXPROCS(0)-1, 1))
@@ -359,7 +364,13 @@ func takeCPU() chan struct{} {
 		p = hsCPU.Load()
 	}
 	ch := *p
-	ch <- struct{}{}
+	select {
+	case ch <- struct{}{}:
+	default:
+		t0 := time.Now()
+		ch <- struct{}{}
+		waited.Add(uint64(time.Since(t0)))
+	}
 	return ch
 }
 
@@ -684,7 +695,9 @@ type hsGate struct {
 	stopped bool
 }
 
+// tlsJob is one handshake handed to its goroutine and back to the loop.
 type tlsJob struct {
+	h    *tlsHandshakes
 	x    *tlsSock
 	done func(x *tlsSock, err error)
 }
@@ -747,12 +760,15 @@ func (h *tlsHandshakes) acquire(a *tlsFd) error {
 		}
 		g.queue = append(g.queue, a.grant)
 		g.mu.Unlock()
-		if !<-a.grant {
+		t0 := time.Now()
+		ok := <-a.grant
+		h.l.Activity().HandshakeSlotWaitNs.Add(uint64(time.Since(t0)))
+		if !ok {
 			return errTLSStopped
 		}
 	}
 	a.slot = true
-	a.cpu = takeCPU()
+	a.cpu = takeCPU(&h.l.Activity().HandshakeCPUWaitNs)
 	a.since = time.Now()
 	return nil
 }
@@ -843,7 +859,8 @@ func (h *tlsHandshakes) closeFile(a *tlsFd) {
 //     errTLSStopped done may only release what is safe from any goroutine
 //     (atomics: counters, maxconn slots), never loop state.
 func (h *tlsHandshakes) start(x *tlsSock, timeout time.Duration, done func(x *tlsSock, err error)) {
-	x.a.deadline = time.Now().Add(timeout)
+	x.a.handed = time.Now()
+	x.a.deadline = x.a.handed.Add(timeout)
 	if h.stopped {
 		rawSock{}.close(x.a.fd, true)
 		done(x, errTLSStopped)
@@ -851,13 +868,14 @@ func (h *tlsHandshakes) start(x *tlsSock, timeout time.Duration, done func(x *tl
 	}
 	h.started++
 	h.inflight++
-	go h.run(tlsJob{x, done})
+	go h.run(&tlsJob{h: h, x: x, done: done})
 }
 
 // run is the helper goroutine: the handshake, then the hand-over.
-func (h *tlsHandshakes) run(j tlsJob) {
+func (h *tlsHandshakes) run(j *tlsJob) {
 	a := &j.x.a
 	a.hs = h
+	h.l.Activity().HandshakeHandoffNs.Add(uint64(time.Since(a.handed)))
 	err := h.acquire(a)
 	if err == nil && !time.Now().Before(a.deadline) {
 		err = os.ErrDeadlineExceeded // waited past it for a slot
@@ -887,6 +905,7 @@ func (h *tlsHandshakes) run(j tlsJob) {
 	h.release(a)
 	h.closeFile(a)
 	a.hs, a.grant = nil, nil
+	a.handed = time.Now()
 	if !h.l.Exec(func(*loop.Loop) { h.finish(j, err) }) {
 		// The loop has stopped: nobody owns the connection any more.
 		rawSock{}.close(a.fd, true)
@@ -915,8 +934,9 @@ func (h *tlsHandshakes) stop() {
 }
 
 // finish tells the owner (loop thread).
-func (h *tlsHandshakes) finish(j tlsJob, err error) {
+func (h *tlsHandshakes) finish(j *tlsJob, err error) {
 	h.inflight--
+	h.l.Activity().HandshakeHandoffNs.Add(uint64(time.Since(j.x.a.handed)))
 	if h.stopped {
 		rawSock{}.close(j.x.a.fd, true)
 		j.done(j.x, errTLSStopped)

@@ -315,16 +315,30 @@ type LoopActivity struct {
 	// CPUHandshakeNs is the time TLS handshakes of this loop's pools
 	// computed, on their helper goroutines (outside the classes).
 	CPUHandshakeNs uint64 `json:"cpu_handshake_ns"`
-	Timers         uint64 `json:"timers"`      // timers fired
-	AvgLoopUs      uint64 `json:"avg_loop_us"` // EWMA of a round's busy time, µs
-	Accepted       uint64 `json:"accepted"`
-	AccqPushed     uint64 `json:"accq_pushed"`
-	AccqFull       uint64 `json:"accq_full"`
-	AcceptPause    uint64 `json:"accept_pauses"`
-	SpliceBytes    uint64 `json:"splice_bytes"`
-	PipesUsed      int64  `json:"pipes_used"`
-	BuffersUsed    int64  `json:"buffers_used"`
-	Conns          int64  `json:"conns"` // live connections owned by the loop
+	// What those handshakes waited for besides their peer, ns summed
+	// over handshakes: a slot of the pool (tuning.tls.max_handshakes), a
+	// CPU token, and the hand-offs between the loop and the helper
+	// goroutine; and how many times one waited for its peer (parked).
+	HandshakeSlotWaitNs uint64 `json:"handshake_slot_wait_ns"`
+	HandshakeCPUWaitNs  uint64 `json:"handshake_cpu_wait_ns"`
+	HandshakeHandoffNs  uint64 `json:"handshake_handoff_ns"`
+	HandshakeParks      uint64 `json:"handshake_parks"`
+	Timers              uint64 `json:"timers"`      // timers fired
+	AvgLoopUs           uint64 `json:"avg_loop_us"` // EWMA of a round's busy time, µs
+	// Sleeps: polls that could block (nothing left to run), the time
+	// spent in them (ns), and the wake-ups other threads gave the loop
+	// (Exec, accept-ring pushes, handshakes handed back).
+	Sleeps      uint64 `json:"sleeps"`
+	SleepNs     uint64 `json:"sleep_ns"`
+	Notified    uint64 `json:"notified"`
+	Accepted    uint64 `json:"accepted"`
+	AccqPushed  uint64 `json:"accq_pushed"`
+	AccqFull    uint64 `json:"accq_full"`
+	AcceptPause uint64 `json:"accept_pauses"`
+	SpliceBytes uint64 `json:"splice_bytes"`
+	PipesUsed   int64  `json:"pipes_used"`
+	BuffersUsed int64  `json:"buffers_used"`
+	Conns       int64  `json:"conns"` // live connections owned by the loop
 }
 
 // ServerState is a server's State from its health (up) and its admin state
