@@ -342,6 +342,7 @@ var hsCPU atomic.Pointer[chan struct{}]
 func SetHandshakeCPUs(n int) {
 	ch := make(chan struct{}, max(n, 1))
 	hsCPU.Store(&ch)
+	handshakeStarter() // made before the first handshake (xprt_tls_start.go)
 }
 
 // HandshakeCPUs is how many TLS handshakes may compute at once (the last
@@ -646,8 +647,9 @@ func (x *tlsSock) sndEvents() uint32 { return evOut | evErr | evHup }
 // tlsHandshakes runs the TLS handshakes of one loop's connections (the
 // Worker makes two: its clients' on TLS binds, and its own with servers
 // and their checks, so that clients stalling theirs cannot delay those),
-// each on a helper goroutine started at once (start). A handshake has two
-// states, as an HAProxy handshake that is a non-blocking state machine:
+// each on a helper goroutine started at once (start, through the starter
+// goroutine: xprt_tls_start.go). A handshake has two states, as an
+// HAProxy handshake that is a non-blocking state machine:
 //
 //   - computing: crypto/tls has bytes to process or to produce (parse a
 //     ClientHello, sign, verify). It then holds one of max slots
@@ -695,11 +697,13 @@ type hsGate struct {
 	stopped bool
 }
 
-// tlsJob is one handshake handed to its goroutine and back to the loop.
+// tlsJob is one handshake handed to its goroutine (through the starter:
+// xprt_tls_start.go) and back to the loop.
 type tlsJob struct {
 	h    *tlsHandshakes
 	x    *tlsSock
 	done func(x *tlsSock, err error)
+	next *tlsJob // the starter's stack
 }
 
 // errTLSStopped is what done gets for a handshake the pool's stop ended.
@@ -868,7 +872,12 @@ func (h *tlsHandshakes) start(x *tlsSock, timeout time.Duration, done func(x *tl
 	}
 	h.started++
 	h.inflight++
-	go h.run(&tlsJob{h: h, x: x, done: done})
+	j := &tlsJob{h: h, x: x, done: done}
+	if s := handshakeStarter(); s != nil {
+		s.push(j)
+	} else {
+		go h.run(j)
+	}
 }
 
 // run is the helper goroutine: the handshake, then the hand-over.
