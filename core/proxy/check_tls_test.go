@@ -188,7 +188,6 @@ func TestCheckOverTLSLeavesNothingBehind(t *testing.T) {
 	for range 4 {
 		ports = append(ports, ok.port(), silent.port)
 	}
-	handshakeStarter() // the process's, made once: not the test's to count
 	goroutines := runtime.NumGoroutine()
 	before := testutil.OpenFDs(t)
 	poolMax := 0

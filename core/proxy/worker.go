@@ -86,6 +86,10 @@ func NewWorker(l *loop.Loop, t Tuning) *Worker {
 	w.tls = newTLSHandshakes(l, t.TLSMaxHandshakes)
 	w.tlsOut = newTLSHandshakes(l, t.TLSMaxHandshakes)
 	w.tlsOut.out = w.tls.out // one pool of record buffers per loop
+	if st, err := newHSStarter(); err == nil {
+		// Without one (no eventfd left), the loop starts them itself.
+		w.tls.st, w.tlsOut.st = st, st
+	}
 	w.grants.Notify = l.Notify
 	l.AddSource(&w.grants)
 	return w
@@ -109,6 +113,7 @@ func (w *Worker) Live() int { return w.nlive }
 func (w *Worker) CloseAll() {
 	w.tls.stop()
 	w.tlsOut.stop()
+	w.tls.st.close() // after the pools' stop: nothing is pushed any more
 	w.closeProxyHdrs()
 	for t := w.live.Front(); t != nil; t = w.live.Front() {
 		t.term = stats.Termination{'K', t.phaseByte()}

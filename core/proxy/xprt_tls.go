@@ -342,7 +342,6 @@ var hsCPU atomic.Pointer[chan struct{}]
 func SetHandshakeCPUs(n int) {
 	ch := make(chan struct{}, max(n, 1))
 	hsCPU.Store(&ch)
-	handshakeStarter() // made before the first handshake (xprt_tls_start.go)
 }
 
 // HandshakeCPUs is how many TLS handshakes may compute at once (the last
@@ -679,6 +678,9 @@ type tlsHandshakes struct {
 	started, ok, failed uint64
 	inflight            int
 	out                 *outPool // given to the established connections
+	// st starts the handshakes' goroutines off the loop's P
+	// (xprt_tls_start.go; the Worker's); nil: start does.
+	st *hsStarter
 	// parking, when set (tests), runs on the helper goroutine in each
 	// wait, after the slot is given back and before the goroutine parks:
 	// where a peer's bytes must not be lost (TestTLSReadyBeforeParkIsSeen).
@@ -873,8 +875,8 @@ func (h *tlsHandshakes) start(x *tlsSock, timeout time.Duration, done func(x *tl
 	h.started++
 	h.inflight++
 	j := &tlsJob{h: h, x: x, done: done}
-	if s := handshakeStarter(); s != nil {
-		s.push(j)
+	if h.st != nil {
+		h.st.push(j)
 	} else {
 		go h.run(j)
 	}

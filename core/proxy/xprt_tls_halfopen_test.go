@@ -99,7 +99,6 @@ func TestTLSHalfOpenHandshakesLeaveNothing(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	h := newTLSHandshakes(e.l, max)
 	srv, cli := tlsPair(t, tls.VersionTLS13)
-	handshakeStarter() // the process's, made once: not the test's to count
 	fds, goroutines, ths := countFDs(t), runtime.NumGoroutine(), threads(t)
 	failed := 0
 	conns, stop := halfOpen(t, e, h, n, 2*time.Second, srv, cli, func(_ *tlsSock, err error) {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -30,45 +29,47 @@ import (
 // write per sleep, as loop.Notify). The starter waits for that eventfd in
 // Go's runtime poller, so the P that runs it is the one whose M polled the
 // network — not the loop's — and the handshakes' goroutines it starts go
-// to that P, which runs them as soon as the starter parks. One starter
-// serves every pool of the process; it lives as long as the process.
+// to that P, which runs them as soon as the starter parks. Each Worker has
+// one, shared by its two pools, from NewWorker to CloseAll.
 type hsStarter struct {
-	head     atomic.Pointer[tlsJob] // jobs pushed by the loops, newest first
+	head     atomic.Pointer[tlsJob] // jobs pushed by the loop, newest first
 	sleeping atomic.Bool            // parked (or about to): a push writes efd
-	broken   atomic.Bool            // the runtime poller refused to wait: jobs start where pushed
+	broken   atomic.Bool            // closed, or the runtime poller refused to wait: jobs start where pushed
 	efd      int
+	f        *os.File // owns efd
 	rc       syscall.RawConn
+	closed   bool // loop thread
 }
 
-var hsStart struct {
-	once sync.Once
-	s    *hsStarter // nil: no eventfd, the loops start goroutines themselves
+// newHSStarter makes a starter and starts its goroutine.
+func newHSStarter() (*hsStarter, error) {
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("eventfd", err)
+	}
+	f := os.NewFile(uintptr(efd), "tls-start")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	s := &hsStarter{efd: efd, f: f, rc: rc}
+	go s.run()
+	return s, nil
 }
 
-// handshakeStarter returns the process's starter, made on first use (the
-// engine makes it at start, SetHandshakeCPUs), or nil if it cannot be made.
-func handshakeStarter() *hsStarter {
-	hsStart.once.Do(func() {
-		efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-		if err != nil {
-			return
-		}
-		f := os.NewFile(uintptr(efd), "tls-start")
-		rc, err := f.SyscallConn()
-		if err != nil {
-			f.Close()
-			return
-		}
-		s := &hsStarter{efd: efd, rc: rc}
-		// f stays referenced by the starter's closure: never closed,
-		// never collected (its finalizer would close efd).
-		go s.run(f)
-		hsStart.s = s
-	})
-	return hsStart.s
+// close ends the starter (loop thread, once no job will be pushed: the
+// pools stopped first): its goroutine starts what is left on the stack and
+// exits, and the eventfd closes.
+func (s *hsStarter) close() {
+	if s == nil || s.closed {
+		return
+	}
+	s.closed = true
+	s.f.Close() // wakes the starter's wait with an error
 }
 
-// push hands j to the starter (any goroutine; the loops). The job is
+// push hands j to the starter (loop thread, before close). The job is
 // pushed before the sleeping flag is read, and the starter sets the flag
 // before it looks at the stack a last time (sequentially consistent
 // atomics), so either it sees the job or this push writes the eventfd.
@@ -97,7 +98,7 @@ func (s *hsStarter) push(j *tlsJob) {
 
 // run is the starter goroutine: it starts the goroutine of every job
 // pushed, oldest first, and parks in the runtime poller when none is left.
-func (s *hsStarter) run(f *os.File) {
+func (s *hsStarter) run() {
 	var buf [8]byte
 	drain := func(fd uintptr) bool {
 		_, err := unix.Read(int(fd), buf[:])
@@ -113,12 +114,12 @@ func (s *hsStarter) run(f *os.File) {
 			// Parked until a push writes the eventfd (or wrote it
 			// already: drain reads it first).
 			if err := s.rc.Read(drain); err != nil {
-				// Not pollable after all (never for an eventfd): the
-				// pushers start their jobs from now on, and whatever
-				// is on the stack now is started here.
+				// Closed (or not pollable after all, never for an
+				// eventfd): a later push starts its job itself, and
+				// whatever is on the stack now is started here.
 				s.broken.Store(true)
 				s.startAll()
-				f.Close()
+				s.f.Close()
 				return
 			}
 			continue

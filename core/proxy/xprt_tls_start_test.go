@@ -36,6 +36,10 @@ func goroutineID(b []byte) (id, creator int) {
 func TestTLSHandshakeGoroutineNotStartedByTheLoop(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	h := newTLSHandshakes(e.l, 2)
+	h.st = e.w.tls.st
+	if h.st == nil {
+		t.Fatal("the worker has no handshake starter")
+	}
 	srv, cli := tlsPair(t, tls.VersionTLS13)
 	var loopID int
 	e.do(func() {
@@ -87,6 +91,7 @@ func TestTLSHandshakeGoroutineNotStartedByTheLoop(t *testing.T) {
 func TestTLSStarterStartsEveryJobOnce(t *testing.T) {
 	e := newEnv(t, defaultTuning())
 	h := newTLSHandshakes(e.l, 4)
+	h.st = e.w.tls.st
 	srv, cli := tlsPair(t, tls.VersionTLS13)
 	cli.ClientSessionCache = nil
 	const n = 64

@@ -229,7 +229,6 @@ func handshakeFailure(t *testing.T, timeout time.Duration, peer func(c *net.TCPC
 	e := newEnv(t, defaultTuning())
 	h := newTLSHandshakes(e.l, 2)
 	srv, _ := tlsPair(t, tls.VersionTLS13)
-	handshakeStarter() // the process's, made once: not the test's to count
 	before := runtime.NumGoroutine()
 	errc := make(chan error, 1)
 	c := tlsAccept(e, h, timeout, srv, nil, func(x *tlsSock, err error) { errc <- err })
