@@ -101,6 +101,8 @@ var loopMetrics = []loopMetric{
 	{"sleeps_total", "Polls that could block: the loop had nothing left to run.", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.Sleeps) }},
 	{"sleep_seconds_total", "Time the loop spent in polls that could block.", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.SleepNs) / 1e9 }},
 	{"notified_total", "Wake-ups other threads gave the loop (eventfd).", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.Notified) }},
+	{"busy_polls_total", "Busy polls before a sleep (tuning.busy_poll_us).", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.BusyPolls) }},
+	{"busy_poll_seconds_total", "Time spent busy polling (tuning.busy_poll_us).", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.BusyPollNs) / 1e9 }},
 	{"avg_loop_seconds", "Average busy time of a round (EWMA), sleep excluded.", prometheus.GaugeValue, func(a *stats.LoopActivity) float64 { return float64(a.AvgLoopUs) / 1e6 }},
 	{"accepted_total", "Connections accepted on this loop.", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.Accepted) }},
 	{"accept_queue_pushed_total", "Entries pushed into this loop's accept ring.", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.AccqPushed) }},

@@ -398,6 +398,11 @@ type Tuning struct {
 	Pipesize      int    `json:"pipesize" validate:"gte=0,lte=67108864"`
 	Maxpipes      int    `json:"maxpipes" validate:"gte=0,lte=1000000"`
 	Maxconn       int    `json:"maxconn" validate:"gte=0,lte=100000000"`
+	// BusyPollUs is how long, in µs, a loop with nothing left to run polls
+	// without sleeping before it sleeps (HAProxy's busy-polling, bounded):
+	// the next event is taken at once and nobody pays to wake the loop,
+	// at the price of the CPU spent polling. 0 = off (the default).
+	BusyPollUs int `json:"busy_poll_us" validate:"gte=0,lte=1000000"`
 	// GraceMs bounds a stop (SIGTERM) and the drain of loops removed by a
 	// smaller nbthread: idle keep-alive connections close at once, requests
 	// in flight finish with Connection: close, and whatever still runs

@@ -281,7 +281,8 @@ func (e *Engine) start(t *config.Tuning, dist listen.Distribution) error {
 // loopOptions is what loop id runs with under t (normalized: the loops
 // take the values as given).
 func loopOptions(id int, t *config.Tuning) loop.Options {
-	return loop.Options{ID: id, RunqueueDepth: t.RunqueueDepth, Maxpollevents: t.Maxpollevents, Sched: loop.Sched(t.Sched)}
+	return loop.Options{ID: id, RunqueueDepth: t.RunqueueDepth, Maxpollevents: t.Maxpollevents, Sched: loop.Sched(t.Sched),
+		BusyPollUs: t.BusyPollUs}
 }
 
 // proxyTuning is what the workers run with nloops loops and the global
@@ -677,6 +678,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	pt := proxyTuning(&t, len(e.loops), maxconn)
 	if err := e.onEveryLoop(ctx, func(l *loop.Loop, w *proxy.Worker) {
 		l.SetTuning(t.RunqueueDepth, t.Maxpollevents, loop.Sched(t.Sched))
+		l.SetBusyPoll(t.BusyPollUs)
 		w.SetTuning(pt)
 	}); err != nil {
 		// The snapshot is published; only the wait was cut short.

@@ -27,6 +27,10 @@ type Activity struct {
 	Sleeps   atomic.Uint64
 	SleepNs  atomic.Uint64
 	Notified atomic.Uint64
+	// BusyPolls counts the busy polls before a sleep (tuning.busy_poll_us),
+	// BusyPollNs the time spent in them: the CPU busy polling costs.
+	BusyPolls  atomic.Uint64
+	BusyPollNs atomic.Uint64
 
 	// Written by core/listen.
 	Accepted     atomic.Uint64 // connections handed to an AcceptFunc on this loop
@@ -67,6 +71,7 @@ type ActivitySnapshot struct {
 	Timers, AvgLoopUs        uint64
 	Sleeps, SleepNs          uint64
 	Notified                 uint64
+	BusyPolls, BusyPollNs    uint64
 	Accepted, AccqPushed     uint64
 	AccqFull, AcceptPauses   uint64
 	SpliceBytes              uint64
@@ -88,7 +93,8 @@ func (a *Activity) Snapshot() ActivitySnapshot {
 		Timers:              a.Timers.Load(),
 		AvgLoopUs:           a.AvgLoopUs.Load(),
 		Sleeps:              a.Sleeps.Load(), SleepNs: a.SleepNs.Load(),
-		Notified: a.Notified.Load(),
+		Notified:  a.Notified.Load(),
+		BusyPolls: a.BusyPolls.Load(), BusyPollNs: a.BusyPollNs.Load(),
 		Accepted: a.Accepted.Load(), AccqPushed: a.AccqPushed.Load(),
 		AccqFull: a.AccqFull.Load(), AcceptPauses: a.AcceptPauses.Load(),
 		SpliceBytes: a.SpliceBytes.Load(),

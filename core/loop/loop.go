@@ -34,6 +34,7 @@ type Options struct {
 	RunqueueDepth int   // most tasklets per round (tuning.runqueue_depth), > 0
 	Maxpollevents int   // most events per epoll_wait (tuning.maxpollevents), > 0
 	Sched         Sched // class shares (tuning.sched), not all zero
+	BusyPollUs    int   // µs a loop with nothing to run polls without sleeping first (tuning.busy_poll_us), 0 = off
 }
 
 // Sched is the share of a round's budget, in percent, each class of
@@ -95,6 +96,7 @@ type Loop struct {
 	avgLoop float64 // ns, EWMA
 	spare   bool    // spareP() as of spareAt-spareCheck: blocking polls keep the P
 	spareAt int64
+	busyNs  int64 // busy polling before a sleep (SetBusyPoll), 0 = off
 	// exec holds the Exec'd functions taken from the inbox and not run
 	// yet (a round runs them within the normal class's budget), oldest
 	// first; execTail is its last node.
@@ -104,6 +106,7 @@ type Loop struct {
 	// Counters accumulated on the loop thread, published once per round.
 	cLoops, cPollIO, cWake, cTimers uint64
 	cSleeps, cSleepNs, cNotified    uint64
+	cBusyPolls, cBusyNs             uint64
 	cTasklets                       [nClasses]uint64
 	cCPU                            [nClasses]uint64 // ns spent running each class
 }
@@ -140,6 +143,7 @@ func New(o Options) (*Loop, error) {
 	}
 	l := &Loop{id: o.ID, epfd: epfd, evfd: evfd, act: new(Activity), now: monoNow()}
 	l.SetTuning(o.RunqueueDepth, o.Maxpollevents, o.Sched)
+	l.SetBusyPoll(o.BusyPollUs)
 	return l, nil
 }
 
@@ -165,6 +169,22 @@ func (l *Loop) SetTuning(depth, maxpollevents int, s Sched) {
 		l.events = make([]unix.EpollEvent, maxpollevents)
 	}
 	l.events = l.events[:maxpollevents]
+}
+
+// SetBusyPoll sets how long, in µs, a loop that has nothing left to run
+// polls without sleeping before it sleeps (tuning.busy_poll_us; 0 = off,
+// negative values too). Loop thread (or before Run).
+//
+// HAProxy's busy-polling (ev_epoll.c, _do_poll: epoll_wait with a zero
+// timeout again and again until an event, a wake-up or the next timer):
+// a sleeping loop's CPU goes idle, and whoever wakes it pays for the
+// wake-up (a reschedule IPI; in a VM, an exit on both sides) and waits for
+// it; a polling one takes the next event at once, and producers on other
+// threads skip the eventfd write (Notify sees it awake). The price is the
+// CPU spent polling, charged to the proxy: off by default, bounded here so
+// that an idle loop still sleeps.
+func (l *Loop) SetBusyPoll(us int) {
+	l.busyNs = int64(max(us, 0)) * int64(time.Microsecond)
 }
 
 // Tuning returns the values in force (loop thread).
@@ -417,6 +437,9 @@ func (l *Loop) round() {
 	l.avgLoop += (float64(end-start) - l.avgLoop) / 16
 	l.publish()
 
+	if timeout != 0 && l.busyNs > 0 && l.busyPoll(timeout) {
+		return // an event or work came while polling: no sleep
+	}
 	if timeout != 0 {
 		// Announce the sleep, then look again for work queued by other
 		// threads. A producer queues, then reads sleeping: either it sees
@@ -430,6 +453,35 @@ func (l *Loop) round() {
 	}
 	l.poll(timeout)
 	l.sleeping.Store(false)
+}
+
+// busyPoll polls without sleeping, for at most busyNs and not past the
+// sleep's timeout (ms, -1 = none), until an event comes (dispatched) or
+// work is queued by another thread (the inbox, a Source, Stop: the loop is
+// not announced asleep, so their producers do not write the eventfd, and
+// it looks itself); it reports whether one did. Then the loop sleeps as
+// without it.
+func (l *Loop) busyPoll(timeout int) bool {
+	start := monoNow()
+	end := start + l.busyNs
+	if timeout > 0 {
+		end = min(end, start+int64(timeout)*int64(time.Millisecond))
+	}
+	l.cBusyPolls++
+	defer func() { l.cBusyNs += uint64(monoNow() - start) }()
+	for {
+		n, err := epollWait(l.epfd, l.events, 0, false)
+		if err == nil && n > 0 {
+			l.dispatch(l.events[:n])
+			return true
+		}
+		if !l.inbox.empty() || l.stopping.Load() || l.sourcesPending() {
+			return true
+		}
+		if monoNow() >= end {
+			return false
+		}
+	}
 }
 
 // runClasses runs the three classes within the round's depth (steps 2-4
@@ -691,4 +743,6 @@ func (l *Loop) publish() {
 	a.Sleeps.Store(l.cSleeps)
 	a.SleepNs.Store(l.cSleepNs)
 	a.Notified.Store(l.cNotified)
+	a.BusyPolls.Store(l.cBusyPolls)
+	a.BusyPollNs.Store(l.cBusyNs)
 }

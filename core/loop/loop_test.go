@@ -748,3 +748,38 @@ func TestSleepsAndWakeUpsAreCounted(t *testing.T) {
 		t.Error("no time asleep counted")
 	}
 }
+
+// TestBusyPollTakesWorkWithoutAWakeUp: a loop that busy polls
+// (tuning.busy_poll_us) takes what other threads Exec without sleeping
+// and without an eventfd write (Notified), and counts its polls; with
+// nothing to do it still sleeps once the busy poll is over.
+func TestBusyPollTakesWorkWithoutAWakeUp(t *testing.T) {
+	l := startLoop(t, Options{BusyPollUs: 1_000_000})
+	a := l.Activity()
+	execWait(t, l, func(*Loop) {})
+	n0, p0 := a.Notified.Load(), a.BusyPolls.Load()
+	const n = 20
+	for range n {
+		execWait(t, l, func(*Loop) {})
+	}
+	execWait(t, l, func(*Loop) {}) // publishes the counters of the round before
+	// A preemption of the test (not the loop) past the busy poll's second
+	// lets the loop sleep; allow two.
+	if w := a.Notified.Load() - n0; w > 2 {
+		t.Errorf("%d eventfd wake-ups for %d Exec to a busy-polling loop, want none", w, n)
+	}
+	if p := a.BusyPolls.Load() - p0; p == 0 {
+		t.Errorf("no busy poll counted in %d rounds", n)
+	}
+	s0 := a.Sleeps.Load()
+	execWait(t, l, func(l *Loop) { l.SetBusyPoll(1000) }) // 1 ms
+	asleep := func() {
+		testutil.Eventually(t, 5*time.Second, func() bool { return l.sleeping.Load() }, "the loop sleeps after its busy poll")
+	}
+	asleep()
+	execWait(t, l, func(*Loop) {})
+	asleep() // the round that ran it published the sleep before it
+	if a.Sleeps.Load() == s0 {
+		t.Error("no sleep counted after the busy poll")
+	}
+}

@@ -328,9 +328,13 @@ type LoopActivity struct {
 	// Sleeps: polls that could block (nothing left to run), the time
 	// spent in them (ns), and the wake-ups other threads gave the loop
 	// (Exec, accept-ring pushes, handshakes handed back).
-	Sleeps      uint64 `json:"sleeps"`
-	SleepNs     uint64 `json:"sleep_ns"`
-	Notified    uint64 `json:"notified"`
+	Sleeps   uint64 `json:"sleeps"`
+	SleepNs  uint64 `json:"sleep_ns"`
+	Notified uint64 `json:"notified"`
+	// BusyPolls: busy polls before a sleep (tuning.busy_poll_us), and the
+	// time spent in them (ns): what busy polling costs.
+	BusyPolls   uint64 `json:"busy_polls"`
+	BusyPollNs  uint64 `json:"busy_poll_ns"`
 	Accepted    uint64 `json:"accepted"`
 	AccqPushed  uint64 `json:"accq_pushed"`
 	AccqFull    uint64 `json:"accq_full"`
