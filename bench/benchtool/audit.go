@@ -43,7 +43,7 @@ func cmdTLSAudit(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	start := time.Now()
-	findings, console, err := testssl.Run(ctx, bin, dir, *target, *timeout)
+	findings, console, err := testssl.Run(ctx, bin, dir, *target, testssl.Stall, *timeout)
 	if err != nil {
 		return fmt.Errorf("%s: %w\n%s", *name, err, tail(console, 2000))
 	}

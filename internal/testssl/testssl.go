@@ -23,6 +23,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -144,27 +146,57 @@ func Args(jsonPath, target string) []string {
 	}
 }
 
-// Run scans target with bin within timeout. dir holds the JSON file (the
-// caller's temporary directory). It returns the findings and the scanner's
-// console output, for the failure message.
-func Run(ctx context.Context, bin, dir, target string, timeout time.Duration) ([]Finding, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// Stall is how long a scan may print nothing before Run ends it as
+// stuck. testssl.sh prints each result as it has it, and cuts a check
+// whose peer does not answer after 10 s (Args): the longest silence of a
+// one-minute scan here was 6 s. A bound on the whole scan instead failed
+// scans that were only slow: 40-60 s on an idle machine, 2m15s under the
+// load of other jobs, past 3 min at a load of 47.
+const Stall = 2 * time.Minute
+
+// Run scans target with bin. dir holds the JSON file (the caller's
+// temporary directory). The scan ends as failed when it printed nothing
+// for stall (Stall), or ran limit in all. It returns the findings and the
+// scanner's console output, for the failure message.
+func Run(ctx context.Context, bin, dir, target string, stall, limit time.Duration) ([]Finding, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	jsonPath := filepath.Join(dir, "testssl.json")
 	_ = os.Remove(jsonPath) // testssl.sh refuses to overwrite one
-	var out bytes.Buffer
+	out := &watchedBuffer{last: time.Now()}
 	cmd := exec.CommandContext(ctx, bin, Args(jsonPath, target)...)
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Dir = dir
 	// testssl.sh forks openssl per check: kill the whole group on timeout.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
+	var stalled atomic.Bool
+	watch := make(chan struct{})
+	defer close(watch)
+	go func() {
+		tick := time.NewTicker(stall / 20)
+		defer tick.Stop()
+		for {
+			select {
+			case <-watch:
+				return
+			case <-tick.C:
+			}
+			if out.silence() > stall {
+				stalled.Store(true)
+				cancel()
+				return
+			}
+		}
+	}()
 	err := cmd.Run()
-	if ctx.Err() != nil {
-		return nil, out.String(), fmt.Errorf("testssl.sh did not finish within %v", timeout)
-	}
-	if err != nil {
+	switch {
+	case stalled.Load():
+		return nil, out.String(), fmt.Errorf("testssl.sh printed nothing for %v: stuck", stall)
+	case ctx.Err() != nil:
+		return nil, out.String(), fmt.Errorf("testssl.sh did not finish within %v", limit)
+	case err != nil:
 		return nil, out.String(), fmt.Errorf("testssl.sh: %w", err)
 	}
 	b, err := os.ReadFile(jsonPath)
@@ -173,6 +205,32 @@ func Run(ctx context.Context, bin, dir, target string, timeout time.Duration) ([
 	}
 	fs, err := Parse(b)
 	return fs, out.String(), err
+}
+
+// watchedBuffer is the scan's output, and when it last grew.
+type watchedBuffer struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	last time.Time
+}
+
+func (w *watchedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = time.Now()
+	return w.b.Write(p)
+}
+
+func (w *watchedBuffer) silence() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return time.Since(w.last)
+}
+
+func (w *watchedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 // Report formats findings one per line, for a failure message.

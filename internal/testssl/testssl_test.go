@@ -104,7 +104,7 @@ func TestRunReadsTheJSONFileItAskedFor(t *testing.T) {
 	bin := fakeScanner(t, `while [ "$1" != --jsonfile ]; do shift; done
 printf '[{"id":"TLS1_3","ip":"127.0.0.1/127.0.0.1","port":"443","severity":"OK","finding":"offered"}]' > "$2"
 echo scanned`)
-	fs, out, err := Run(context.Background(), bin, t.TempDir(), "127.0.0.1:443", 10*time.Second)
+	fs, out, err := Run(context.Background(), bin, t.TempDir(), "127.0.0.1:443", 10*time.Second, 10*time.Second)
 	if err != nil || len(fs) != 1 || fs[0].ID != "TLS1_3" || !strings.Contains(out, "scanned") {
 		t.Fatalf("Run = %+v, %q, %v", fs, out, err)
 	}
@@ -113,9 +113,9 @@ echo scanned`)
 func TestRunStopsAScanThatOutlivesItsTimeout(t *testing.T) {
 	// A child of the scanner holds the output open: the whole process
 	// group must go, not only the script.
-	bin := fakeScanner(t, `sleep 60 & sleep 60`)
+	bin := fakeScanner(t, `while :; do echo checking; sleep 0.05; done & sleep 60`)
 	start := time.Now()
-	_, _, err := Run(context.Background(), bin, t.TempDir(), "127.0.0.1:443", 300*time.Millisecond)
+	_, _, err := Run(context.Background(), bin, t.TempDir(), "127.0.0.1:443", 10*time.Second, 300*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "did not finish within") {
 		t.Fatalf("Run = %v, want a timeout", err)
 	}
@@ -124,9 +124,29 @@ func TestRunStopsAScanThatOutlivesItsTimeout(t *testing.T) {
 	}
 }
 
+func TestRunStopsAScanThatStopsPrinting(t *testing.T) {
+	// Slow but printing: it runs past stall, to its end.
+	bin := fakeScanner(t, `while [ "$1" != --jsonfile ]; do shift; done
+for i in 1 2 3 4 5 6; do echo check $i; sleep 0.1; done
+printf '[{"id":"TLS1_3","ip":"127.0.0.1/127.0.0.1","port":"443","severity":"OK","finding":"offered"}]' > "$2"`)
+	if fs, out, err := Run(context.Background(), bin, t.TempDir(), "127.0.0.1:443", 400*time.Millisecond, 10*time.Second); err != nil || len(fs) != 1 {
+		t.Fatalf("a scan printing every 100 ms, stall 400 ms: %+v, %v\n%s", fs, err, out)
+	}
+	// Printing, then silent (a child holding the output open): stuck.
+	bin = fakeScanner(t, `echo first check; sleep 60 & sleep 60`)
+	start := time.Now()
+	_, out, err := Run(context.Background(), bin, t.TempDir(), "127.0.0.1:443", 300*time.Millisecond, 10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "printed nothing for 300ms") || !strings.Contains(out, "first check") {
+		t.Fatalf("Run = %v (%q), want stuck", err, out)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Run returned after %v", d)
+	}
+}
+
 func TestRunFailsWhenTheScannerFails(t *testing.T) {
 	bin := fakeScanner(t, `echo "Fatal error: cannot connect" >&2; exit 246`)
-	_, out, err := Run(context.Background(), bin, t.TempDir(), "127.0.0.1:443", 10*time.Second)
+	_, out, err := Run(context.Background(), bin, t.TempDir(), "127.0.0.1:443", 10*time.Second, 10*time.Second)
 	if err == nil || !strings.Contains(out, "cannot connect") {
 		t.Fatalf("Run = %q, %v; want the failure and its output", out, err)
 	}
