@@ -140,7 +140,7 @@ func TestUIServerResponseErrors(t *testing.T) {
 			t.Fatalf("status %d, want 502", resp.StatusCode)
 		}
 	}
-	u := newUITest(t, in, 60*time.Second)
+	u := newUITest(t, in)
 	u.run("load backends",
 		chromedp.EmulateViewport(1280, 800),
 		chromedp.Navigate(u.base+"#/backends"),

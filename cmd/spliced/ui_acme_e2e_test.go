@@ -23,7 +23,7 @@ func TestUIManagedCertificate(t *testing.T) {
 	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{"name": "public", "mode": "http",
 		"binds": []map[string]any{{"name": "clear", "address": "127.0.0.1", "port": httpPort}}})
 
-	u := newUITest(t, in, 90*time.Second)
+	u := newUITest(t, in)
 	u.run("load overview",
 		chromedp.EmulateViewport(1280, 800),
 		chromedp.Navigate(u.base),

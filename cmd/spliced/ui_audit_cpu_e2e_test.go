@@ -75,7 +75,7 @@ func TestUIOperatorPages(t *testing.T) {
 	in.MustDo(200, "PATCH", "/api/v1/backends/web/servers/s1?dry_run=true", `{"weight":42}`, auth)
 	in.MustDo(422, "PATCH", "/api/v1/backends/web/servers/s1", `{"port":0}`, auth)
 
-	u := newUITest(t, in, 150*time.Second)
+	u := newUITest(t, in)
 	u.shotsTo()
 	u.signIn(admin)
 	// The header names the token and its role.

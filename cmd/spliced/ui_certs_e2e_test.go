@@ -59,7 +59,7 @@ func TestUICertificatesList(t *testing.T) {
 		in.MustDo(201, "POST", "/api/v1/certificates", string(body))
 	}
 
-	u := newUITest(t, in, 60*time.Second)
+	u := newUITest(t, in)
 	u.run("load overview",
 		chromedp.EmulateViewport(1280, 800),
 		chromedp.Navigate(u.base),
@@ -102,7 +102,7 @@ func TestUIBindTLSFields(t *testing.T) {
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"web","servers":[]}`)
 	in.MustDo(201, "POST", "/api/v1/frontends", `{"name":"pub","default_backend":"web","binds":[]}`)
 
-	u := newUITest(t, in, 60*time.Second)
+	u := newUITest(t, in)
 	u.run("load overview",
 		chromedp.EmulateViewport(1280, 800),
 		chromedp.Navigate(u.base),

@@ -161,7 +161,7 @@ func TestUIFrontendH2TLSStats(t *testing.T) {
 		t.Fatalf("/api/v1/stats of old has members: %+v", o)
 	}
 
-	u := newUITest(t, in, 90*time.Second)
+	u := newUITest(t, in)
 	u.shotsTo()
 	u.run("load overview",
 		chromedp.EmulateViewport(1280, 800),

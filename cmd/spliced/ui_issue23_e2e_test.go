@@ -24,10 +24,10 @@ import (
 )
 
 // openUI starts chromium on in's admin page and waits for the overview.
-func openUI(t *testing.T, in *instance, timeout time.Duration) *uiTest {
+func openUI(t *testing.T, in *instance) *uiTest {
 	t.Helper()
 	chromiumPath(t)
-	u := newUITest(t, in, timeout)
+	u := newUITest(t, in)
 	u.shotsTo()
 	u.run("load overview",
 		chromedp.EmulateViewport(1280, 800),
@@ -55,7 +55,7 @@ func TestUIFrontendXFFOff(t *testing.T) {
 	in := startSpliced(t, "")
 	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":"web","mode":"http","servers":[{"name":"s1","address":"127.0.0.1","port":%d}]}`, oport))
 
-	u := openUI(t, in, 60*time.Second)
+	u := openUI(t, in)
 	u.page("frontends")
 	u.run("open new frontend",
 		chromedp.Click(chromedp.CSS(`#new-frontend`)),
@@ -163,7 +163,7 @@ func TestUIHealthAndAdminStateApart(t *testing.T) {
 		return len(s) == 3 && !s[0].Up && s[0].Check != nil && s[0].Check.Status == "L4CON" && s[1].Up && s[1].Check.Status == "L4OK"
 	}, "web/s1 down by its check, web/s2 up")
 
-	u := openUI(t, in, 90*time.Second)
+	u := openUI(t, in)
 	u.waitJS(10*time.Second, "the down list", `!!document.querySelector('#down-list tr[data-server="web/s1"]')`)
 	u.nextLiveSamples(2)
 	if s := u.text(`#health`); strings.Contains(s, "all up") {
@@ -202,7 +202,7 @@ func TestUICertificatesUpload(t *testing.T) {
 	in := startSpliced(t, "")
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"web","servers":[]}`)
 	in.MustDo(201, "POST", "/api/v1/frontends", `{"name":"pub","default_backend":"web","binds":[]}`)
-	u := openUI(t, in, 120*time.Second)
+	u := openUI(t, in)
 	certNames := func() []string {
 		var list []struct {
 			Name    string `json:"name"`
@@ -356,7 +356,7 @@ func TestUINewOperatorDetails(t *testing.T) {
 	defer taken.Close()
 	takenAddr := taken.Addr().String()
 
-	u := openUI(t, in, 180*time.Second)
+	u := openUI(t, in)
 
 	// Jargon of the loop table: explained on hover and focus.
 	u.soonJS(5*time.Second, "the loop table's Tasklets and Accq full explained",

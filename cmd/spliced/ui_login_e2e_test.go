@@ -30,7 +30,7 @@ func TestUIStaleTabSendsNothingWhileLoginShown(t *testing.T) {
 	viewer := newToken(t, dir, "viewer", "stale")
 	in := startSpliced(t, dir)
 
-	u := newUITest(t, in, 60*time.Second)
+	u := newUITest(t, in)
 	u.signIn(viewer)
 	u.waitJS(10*time.Second, "live data over the event stream", `document.getElementById('live').textContent === 'live'`)
 	// The page's own count of its API requests: sent, and answered or

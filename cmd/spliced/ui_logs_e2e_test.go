@@ -57,7 +57,7 @@ func TestUILogsPage(t *testing.T) {
 		resp.Body.Close()
 	}
 
-	u := newUITest(t, in, 170*time.Second)
+	u := newUITest(t, in)
 	u.shotsTo()
 	u.base = fmt.Sprintf("http://127.0.0.1:%d/ui/", fw.port)
 	u.signIn(admin)

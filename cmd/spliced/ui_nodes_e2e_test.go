@@ -44,7 +44,7 @@ func TestUINodesPage(t *testing.T) {
 	}
 	name := cv.Self.Name
 
-	u := newUITest(t, in, 120*time.Second)
+	u := newUITest(t, in)
 	u.shotsTo()
 	u.run("load the overview",
 		chromedp.EmulateViewport(1280, 800),
@@ -181,7 +181,7 @@ func TestUINodesCluster(t *testing.T) {
 	gen := generationOf(t, a.MustDo(201, "POST", "/api/v1/backends", `{"name":"web","servers":[{"name":"s1","address":"127.0.0.1","port":9001}]}`))
 	c.waitRunning(gen, 15*time.Second, a, b)
 
-	u := newUITest(t, a.instance, 180*time.Second)
+	u := newUITest(t, a.instance)
 	u.shotsTo()
 	u.run("open the Nodes page",
 		chromedp.EmulateViewport(1280, 800),

@@ -45,7 +45,7 @@ func TestUINodesUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	u := newUITest(t, a.instance, 120*time.Second)
+	u := newUITest(t, a.instance)
 	u.shotsTo()
 	u.run("open the Nodes page",
 		chromedp.EmulateViewport(1280, 800),

@@ -71,7 +71,7 @@ func TestUIFirstVisitAndForms(t *testing.T) {
 	t.Parallel()
 	chromiumPath(t)
 	in := startSpliced(t, "")
-	u := newUITest(t, in, 90*time.Second)
+	u := newUITest(t, in)
 	u.shotsTo()
 	u.run("load overview",
 		chromedp.EmulateViewport(1280, 800),
@@ -280,7 +280,7 @@ func TestUIErrorsHealthAndSafety(t *testing.T) {
 		return false
 	}, "backend chk down by its check")
 
-	u := newUITest(t, in, 120*time.Second)
+	u := newUITest(t, in)
 	u.shotsTo()
 	u.run("load overview",
 		chromedp.EmulateViewport(1280, 800),

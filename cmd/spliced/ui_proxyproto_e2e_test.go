@@ -25,7 +25,7 @@ func TestUIProxyProtocolFields(t *testing.T) {
 	in.MustDo(201, "POST", "/api/v1/frontends", `{"name":"edge","mode":"http","default_backend":"web","binds":[]}`)
 	port := testutil.FreePort(t)
 
-	u := newUITest(t, in, 60*time.Second)
+	u := newUITest(t, in)
 	u.run("load overview",
 		chromedp.EmulateViewport(1280, 800),
 		chromedp.Navigate(u.base),

@@ -24,7 +24,7 @@ func TestUINodesReseed(t *testing.T) {
 	gen := generationOf(t, a.MustDo(201, "POST", "/api/v1/backends", `{"name":"api","servers":[]}`))
 	c.waitRunning(gen, 15*time.Second, a, b)
 
-	u := newUITest(t, a.instance, 120*time.Second)
+	u := newUITest(t, a.instance)
 	u.run("open the Nodes page", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(u.base+"#/nodes"),
 		chromedp.WaitVisible(chromedp.CSS(`#page-nodes[data-ready="1"]`)))
 	if u.text(`#nodes-store`) == "" || evalJSAwait[bool](u, `!!document.getElementById('store-behind')`) {

@@ -28,7 +28,7 @@ func TestUIRulesEditor(t *testing.T) {
 	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{"name": "edge", "mode": "http", "default_backend": "web",
 		"binds": []map[string]any{{"name": "b1", "address": "127.0.0.1", "port": port}}})
 
-	u := newUITest(t, in, 60*time.Second)
+	u := newUITest(t, in)
 	u.run("load overview",
 		chromedp.EmulateViewport(1280, 800),
 		chromedp.Navigate(u.base),

@@ -18,7 +18,7 @@ func TestUIServerProtoField(t *testing.T) {
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"web","mode":"http","servers":[{"name":"s1","address":"127.0.0.1","port":8081}]}`)
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"db","mode":"tcp","servers":[{"name":"p1","address":"127.0.0.1","port":5432}]}`)
 
-	u := newUITest(t, in, 60*time.Second)
+	u := newUITest(t, in)
 	u.run("load overview",
 		chromedp.EmulateViewport(1280, 800),
 		chromedp.Navigate(u.base),

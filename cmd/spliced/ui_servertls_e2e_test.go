@@ -39,7 +39,7 @@ func TestUIServerTLSFields(t *testing.T) {
 	port := testutil.FreePort(t)
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"web","mode":"http","servers":[]}`)
 
-	u := newUITest(t, in, 60*time.Second)
+	u := newUITest(t, in)
 	u.run("load overview",
 		chromedp.EmulateViewport(1280, 800),
 		chromedp.Navigate(u.base),

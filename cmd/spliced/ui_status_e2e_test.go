@@ -59,7 +59,7 @@ func TestUIStatusPage(t *testing.T) {
 	// web/s2 is down and drained: two facts.
 	in.MustDo(200, "PATCH", "/api/v1/backends/web/servers/s2", map[string]any{"admin_state": "drain"})
 
-	u := newUITest(t, in, 120*time.Second)
+	u := newUITest(t, in)
 	u.shotsTo()
 	u.run("load overview",
 		chromedp.EmulateViewport(1280, 800),
