@@ -50,6 +50,7 @@ func main() {
 	reps := flag.Int("reps", 20, "repetitions of each operation")
 	nbthread := flag.Int("nbthread", 0, "PATCH tuning nbthread first (0: leave the default)")
 	keep := flag.Bool("keep", false, "keep the state directory")
+	only := flag.String("ops", "", "comma-separated operations to time among state, weight, post, delete, frontend (empty: all)")
 	flag.Parse()
 
 	failed := false
@@ -59,7 +60,7 @@ func main() {
 		if err != nil || n < *origins+2 {
 			fatalf("bad size %q (need > origins+1)", f)
 		}
-		r := &run{bin: *bin, servers: n, conns: *conns, origins: *origins, reps: *reps, nbthread: *nbthread, keep: *keep}
+		r := &run{bin: *bin, servers: n, conns: *conns, origins: *origins, reps: *reps, nbthread: *nbthread, keep: *keep, only: *only}
 		if err := r.do(); err != nil {
 			fmt.Fprintf(os.Stderr, "applybench: %d servers: %v\n", n, err)
 			failed = true
@@ -79,6 +80,7 @@ type run struct {
 	bin                                     string
 	servers, conns, origins, reps, nbthread int
 	keep                                    bool
+	only                                    string // -ops
 
 	admin  string
 	client *http.Client
@@ -197,26 +199,26 @@ func (r *run) do() (err error) {
 
 	// Operations on placeholder servers (never on one that carries traffic).
 	type op struct {
-		name string
-		do   func(i int) (string, string, string, int)
+		name, key string // key: as -ops names it
+		do        func(i int) (string, string, string, int)
 	}
 	target := func(i int) string { return fmt.Sprintf("s%05d", r.origins+1+i%(r.servers-r.origins-1)) }
 	ops := []op{
-		{"PATCH admin_state", func(i int) (string, string, string, int) {
+		{"PATCH admin_state", "state", func(i int) (string, string, string, int) {
 			// drain, then ready, the same server; then the next one.
 			return "PATCH", "/api/v1/backends/big/servers/" + target(i/2), fmt.Sprintf(`{"admin_state":%q}`, []string{"drain", "ready"}[i%2]), 200
 		}},
-		{"PATCH weight", func(i int) (string, string, string, int) {
+		{"PATCH weight", "weight", func(i int) (string, string, string, int) {
 			return "PATCH", "/api/v1/backends/big/servers/" + target(i), fmt.Sprintf(`{"weight":%d}`, 2+i%50), 200
 		}},
-		{"POST server", func(i int) (string, string, string, int) {
+		{"POST server", "post", func(i int) (string, string, string, int) {
 			return "POST", "/api/v1/backends/big/servers",
 				fmt.Sprintf(`{"name":"new%05d","address":"127.0.0.1","port":%d,"admin_state":"maint"}`, i, nextPort()), 201
 		}},
-		{"DELETE server", func(i int) (string, string, string, int) {
+		{"DELETE server", "delete", func(i int) (string, string, string, int) {
 			return "DELETE", fmt.Sprintf("/api/v1/backends/big/servers/new%05d", i), "", 204
 		}},
-		{"PATCH frontend", func(i int) (string, string, string, int) {
+		{"PATCH frontend", "frontend", func(i int) (string, string, string, int) {
 			// the frontend the live connections came through
 			return "PATCH", "/api/v1/frontends/fe", fmt.Sprintf(`{"maxconn":%d}`, 20000+i), 200
 		}},
@@ -224,6 +226,9 @@ func (r *run) do() (err error) {
 	fmt.Printf("%-8d %-22s %5d %9.1f %9s %9s\n", r.servers, "create backend", 1, createMs, "", "")
 	pid := cmd.Process.Pid
 	for _, o := range ops {
+		if r.only != "" && !slices.Contains(strings.Split(r.only, ","), o.key) {
+			continue
+		}
 		var d []float64
 		cpu0 := cpuTicks(pid)
 		for i := range r.reps {
