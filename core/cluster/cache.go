@@ -32,7 +32,7 @@ const (
 	// maxCachedChanges and maxCachedChangesBytes bound the changes file:
 	// past them the whole document is written again (and what a start
 	// from the cache replays stays small).
-	maxCachedChanges      = 64
+	maxCachedChanges      = 256
 	maxCachedChangesBytes = 1 << 20
 )
 
