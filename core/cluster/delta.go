@@ -42,7 +42,7 @@ func (s *EtcdStorage) CommitDelta(ctx context.Context, cur, next *config.Config,
 	if info.Generation != cur.Generation+1 || next.Generation != info.Generation {
 		return fmt.Errorf("cluster store: commit of generation %d on %d", info.Generation, cur.Generation)
 	}
-	doc, err := json.Marshal(next)
+	doc, err := s.docs.encode(next) // json.Marshal(next), the unchanged servers' JSON reused
 	if err != nil {
 		return fmt.Errorf("cluster store: encode generation %d: %w", info.Generation, err)
 	}

@@ -134,6 +134,7 @@ type EtcdStorage struct {
 	// them.
 	refs      map[int64]cachedRefs
 	enc       revisionEncoder
+	docs      docEncoder // the documents CommitDelta writes
 	pruneMu   sync.Mutex
 	lastPrune atomic.Int64
 
