@@ -60,6 +60,9 @@
 #   BENCH_LOAD_CPU    CPU of wrk and the origin (default 1)
 #   BENCH_OUT         directory of the JSON results (default bench/out)
 #   SPLICED_BIN       spliced binary (default bin/spliced)
+#   BENCH_SPLICED_TUNING  JSON merged into spliced's tuning PATCH (after
+#                     nbthread 1), e.g. '{"busy_poll_us":50}' to compare
+#                     busy polling (bench/README.md, where spliced waits)
 #   HAPROXY_SPLICE    HAProxy's splice for the 1m row: force (default:
 #                     option splice-request + splice-response, the match of
 #                     spliced's splice "on") or auto (option splice-auto)
@@ -77,6 +80,7 @@ die() { log "bench: $*"; exit 1; }
 
 BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_REPEAT=${BENCH_REPEAT:-1}
+BENCH_SPLICED_TUNING=${BENCH_SPLICED_TUNING:-'{}'}
 BENCH_MODES=${BENCH_MODES:-tcp http tls cluster}
 BENCH_CLUSTER_SERVERS=${BENCH_CLUSTER_SERVERS:-1000,10000}
 BENCH_CLUSTER_WRITES=${BENCH_CLUSTER_WRITES:-200}
@@ -734,7 +738,7 @@ start_spliced() {
 	local http_opts="" tls=""
 	[[ $mode == http || $mode == tls ]] && http_opts='"http":{"x_forwarded_for":true},'
 	[[ $row == pp2 ]] && tls=',"accept_proxy":{"trusted":["127.0.0.1"]}'
-	api "$admin" PATCH /api/v1/tuning '{"nbthread":1}' || return 1
+	api "$admin" PATCH /api/v1/tuning "$(jq -cn --argjson x "$BENCH_SPLICED_TUNING" '{nbthread:1} + $x')" || return 1
 	if [[ $mode == tls ]]; then
 		# The certificate through the API, the bind with spliced's
 		# default TLS settings (they are the ones given to the others).
