@@ -3,8 +3,11 @@ package proxy
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
 func TestBufPoolReusesEmptyBuffersOfCurrentSize(t *testing.T) {
@@ -99,4 +102,77 @@ func TestPipePoolAppliesPipesize(t *testing.T) {
 		t.Fatal("pipe of the old size was pooled")
 	}
 	pp.Close()
+}
+
+// TestBufPoolTrimKeepsWhatTheLoadUses pins the trim's arithmetic: what no
+// Get needed during a period, beyond trimReserve, is given back, the
+// coldest first, its pages zeroed at once (returned to the kernel); what
+// a steady load keeps taking is not.
+func TestBufPoolTrimKeepsWhatTheLoadUses(t *testing.T) {
+	p := NewBufPool(16 << 10)
+	var bs []*Buffer
+	for range 40 {
+		bs = append(bs, p.Get())
+	}
+	for _, b := range bs {
+		copy(b.Free(), "dirty")
+		p.Put(b)
+	}
+	cold := p.free[0]   // the first put back: the bottom of the free list
+	p.low = len(p.free) // as arming the timer does
+	// A load that keeps 10 buffers busy: the low-water mark is 30.
+	for range 100 {
+		var held [10]*Buffer
+		for i := range held {
+			held[i] = p.Get()
+		}
+		for _, b := range held {
+			p.Put(b)
+		}
+	}
+	p.trim()
+	if got, want := p.Idle(), 40-(30-trimReserve); got != want {
+		t.Fatalf("after a period with 10 in use: %d free, want %d", got, want)
+	}
+	if p.Trimmed() != 30-trimReserve {
+		t.Fatalf("trimmed %d, want %d", p.Trimmed(), 30-trimReserve)
+	}
+	if string(cold.b[:5]) != "\x00\x00\x00\x00\x00" {
+		t.Fatalf("a trimmed buffer's pages were not given back: %q", cold.b[:5])
+	}
+	for _, b := range p.free {
+		if b == cold {
+			t.Fatal("the coldest buffer was kept")
+		}
+	}
+	// A lull: nothing taken during the next period, all but the reserve go.
+	p.trim()
+	if p.Idle() != trimReserve {
+		t.Fatalf("after an idle period: %d free, want %d", p.Idle(), trimReserve)
+	}
+	p.trim()
+	if p.Idle() != trimReserve {
+		t.Fatalf("the reserve was trimmed: %d free", p.Idle())
+	}
+}
+
+// TestBufPoolTrimsOnItsLoop: a burst's buffers are given back by the
+// loop's timer once the burst is over, and the timer stops with them.
+func TestBufPoolTrimsOnItsLoop(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	e.do(func() {
+		var bs []*Buffer
+		for range 100 {
+			bs = append(bs, e.w.Bufs.Get())
+		}
+		for _, b := range bs {
+			e.w.Bufs.Put(b)
+		}
+	})
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		var idle int
+		var armed bool
+		e.do(func() { idle, armed = e.w.Bufs.Idle(), e.w.Bufs.tm.Armed() })
+		return idle == trimReserve && !armed
+	}, "the burst's buffers trimmed down to the reserve, the timer stopped")
 }

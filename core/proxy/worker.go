@@ -82,6 +82,7 @@ func NewWorker(l *loop.Loop, t Tuning) *Worker {
 		Pipes: NewPipePool(t.Maxpipes, t.Pipesize, &act.PipesUsed),
 	}
 	w.Bufs.used = &act.BufsUsed
+	w.Bufs.trimOn(l)
 	w.h.maxIdle = t.MaxIdle
 	w.tls = newTLSHandshakes(l, t.TLSMaxHandshakes)
 	w.tlsOut = newTLSHandshakes(l, t.TLSMaxHandshakes)
