@@ -266,6 +266,7 @@ func (s *server) routes(r chi.Router) {
 	// placement (pin.go).
 	r.Get(base+"/stats", s.handle(s.stats))
 	r.Get(base+"/activity", s.handle(s.activity))
+	r.Get(base+"/memory", s.handle(s.memory))
 	r.Get(base+"/events", s.handle(s.events))
 	r.Get(base+"/audit", s.handle(s.audit))
 	r.Get(base+"/logs", s.handle(s.logs))

@@ -67,6 +67,15 @@ func TestActivityIsAJSONArray(t *testing.T) {
 	}
 }
 
+func TestMemoryReportsTheProcess(t *testing.T) {
+	f := newFixture(t)
+	w := f.must(t, 200, "GET", "/api/v1/memory", "")
+	m := decodeJSON[stats.Memory](t, w)
+	if m.RSSBytes <= 0 || m.Go.TotalBytes == 0 || m.Go.HeapObjectsBytes == 0 || m.Loops == nil {
+		t.Fatalf("memory of a core without loops = %s: want the process's RSS, the runtime's classes and an empty loops array", w.Body)
+	}
+}
+
 // documentedMetrics are the names the README table promises (a subset of
 // every family is enough to catch a rename).
 var documentedMetrics = []string{

@@ -134,3 +134,20 @@ func backendWord(be string) string {
 func (s *server) activity(w http.ResponseWriter, r *http.Request) error {
 	return writeValue(w, http.StatusOK, s.core.LoopActivity())
 }
+
+// memory godoc
+//
+//	@Summary		Memory: the process, the Go runtime, each loop's objects
+//	@Description	The process's resident set (VmRSS), the Go runtime's memory classes (runtime/metrics: heap objects, live heap, fragmentation, free and released spans, GC goal, stacks, metadata), and per loop what its data plane holds, counted by the loop on its own thread: each kind of connection object (HTTP/1.1 and HTTP/2 client connections, streams, request and response parsers, idle server connections, tunnels) in use and kept in its free list, in its Go size class, the buffers in use and pooled, and the loop's fd table, timer heap and epoll event array. idle_http_conn is what one idle kept-alive HTTP/1.1 client connection holds, by part (the bench's idle row prints it beside its RSS delta).
+//	@Tags			observability
+//	@Produce		json
+//	@Success		200	{object}	stats.Memory
+//	@x-spliced-role	"viewer"
+//	@Router			/api/v1/memory [get]
+func (s *server) memory(w http.ResponseWriter, r *http.Request) error {
+	m, err := s.core.Memory(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeValue(w, http.StatusOK, m)
+}

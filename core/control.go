@@ -33,6 +33,11 @@ type Control interface {
 	// activity"), by loop index; empty before the first Apply.
 	LoopActivity() []stats.LoopActivity
 
+	// Memory reports the process's memory (resident set, the Go runtime's
+	// classes) and what each loop's data plane holds, counted by each loop
+	// on its own thread (GET /api/v1/memory); within ctx.
+	Memory(ctx context.Context) (stats.Memory, error)
+
 	// Close stops accepting, closes idle keep-alive connections, lets
 	// requests in flight and tcp tunnels finish until tuning.grace_ms or
 	// ctx ends, then closes what is left and releases every resource.

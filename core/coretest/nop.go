@@ -89,6 +89,11 @@ func (n *Nop) Stats() stats.Snapshot {
 // LoopActivity reports no loops.
 func (n *Nop) LoopActivity() []stats.LoopActivity { return []stats.LoopActivity{} }
 
+// Memory reports the process's memory and no loop.
+func (n *Nop) Memory(context.Context) (stats.Memory, error) {
+	return stats.Memory{Loops: []stats.LoopMemory{}, Go: stats.ReadGoMemory(), RSSBytes: stats.ReadRSS()}, nil
+}
+
 // Close only marks n stopping.
 func (n *Nop) Close(context.Context) error { n.stopping.Store(true); return nil }
 

@@ -113,6 +113,8 @@ type httpState struct {
 	// spans each. Each keeps at most maxFreeParsers.
 	freeReq  []*http1.Request
 	freeResp []*http1.Response
+	// Objects of the free lists in use, for the memory report (memory.go).
+	nstream, nreq, nresp int
 	// path is the scratch buffer routing normalises an unusual request
 	// path into (normPath).
 	path []byte
@@ -205,6 +207,7 @@ func (w *Worker) endSrv(sc *srvConn, reset bool) {
 
 // getResp returns a response parser from the loop's free list (see getReq).
 func (w *Worker) getResp() *http1.Response {
+	w.h.nresp++
 	if r := popFree(&w.h.freeResp); r != nil {
 		return r
 	}
@@ -221,6 +224,7 @@ func (w *Worker) putResp(sc *srvConn) {
 
 // putReqParser gives a request parser back to the loop's free list.
 func (w *Worker) putReqParser(r *http1.Request) {
+	w.h.nreq--
 	if len(w.h.freeReq) < maxFreeParsers {
 		r.Reset()
 		w.h.freeReq = append(w.h.freeReq, r)
@@ -229,6 +233,7 @@ func (w *Worker) putReqParser(r *http1.Request) {
 
 // putRespParser gives a response parser back to the loop's free list.
 func (w *Worker) putRespParser(r *http1.Response) {
+	w.h.nresp--
 	if len(w.h.freeResp) < maxFreeParsers {
 		r.Reset()
 		w.h.freeResp = append(w.h.freeResp, r)

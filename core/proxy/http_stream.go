@@ -96,6 +96,7 @@ func runStreamTimer(tm *loop.Timer) { tm.Owner.(*stream).onTimer() }
 // connection mux, with its request parser and, when the frontend logs,
 // its access-log entry.
 func (w *Worker) getStream(mux streamMux, cl *client, cli *Side, pin **Buffer) *stream {
+	w.h.nstream++
 	s := popFree(&w.h.freeStream)
 	if s == nil {
 		s = &stream{}
@@ -122,6 +123,7 @@ func (w *Worker) putStream(s *stream) {
 	s.deadline, s.hash = 0, 0
 	s.phase = phDone
 	s.putReq()
+	w.h.nstream--
 	if len(w.h.freeStream) < maxFreeConns {
 		w.h.freeStream = append(w.h.freeStream, s)
 	}
@@ -590,6 +592,7 @@ func (c *stream) onTimer() {
 // allocate. Its head limit is set from the buffer of each head it parses
 // (readHead), not here.
 func (w *Worker) getReq() *http1.Request {
+	w.h.nreq++
 	if r := popFree(&w.h.freeReq); r != nil {
 		return r
 	}
@@ -603,10 +606,7 @@ func (w *Worker) getReq() *http1.Request {
 func (c *stream) putReq() {
 	if r := c.req; r != nil {
 		c.req = nil
-		if len(c.w.h.freeReq) < maxFreeParsers {
-			r.Reset()
-			c.w.h.freeReq = append(c.w.h.freeReq, r)
-		}
+		c.w.putReqParser(r)
 	}
 }
 
