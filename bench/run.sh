@@ -905,6 +905,9 @@ run_one() {
 		fi
 		local tlsflag=()
 		[[ $mode == tls ]] && tlsflag=(-tls)
+		# spliced's own count of what an idle http connection holds,
+		# printed under the table (GET /api/v1/memory).
+		[[ $mode == http && $proxy == spliced ]] && tlsflag=(-admin "127.0.0.1:$ADMIN_PORT")
 		wait_fg "$BT" idle "${id[@]}" "${tlsflag[@]}" -pid "$PROXY_PID" -addr "127.0.0.1:$port" -n "$n" -timeout 90s ||
 			"$BT" fail "${id[@]}" -reason "benchtool idle failed"
 	elif [[ $row == hs-* || $row == resume ]]; then

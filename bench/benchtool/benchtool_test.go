@@ -330,3 +330,19 @@ func TestBestPeerNotePicksTheBestPeerOfEachMeasure(t *testing.T) {
 		t.Errorf("without spliced: %q, want nothing", got)
 	}
 }
+
+func TestIdleHoldsLine(t *testing.T) {
+	m0 := &spMemory{}
+	m0.Go.HeapObjectsBytes = 1000
+	m1 := &spMemory{IdleHTTPConnBytes: 304, IdleHTTPConn: []spPart{{Name: "h1_conn", Bytes: 288}, {Name: "fd_table_slot", Bytes: 8}}}
+	m1.Go.HeapObjectsBytes = 1000 + 10*500
+	m1.Go.GCCycles = 1
+	m1.Loops = []spLoop{{Bytes: 10 * 300, Objects: []spPart{{Name: "h1_conn", Live: 10, Bytes: 2880}, {Name: "stream", Free: 1, Bytes: 120}}}}
+	got := holds(m0, m1, 10, 5)
+	for _, want := range []string{"holds 304 B (h1_conn 288 + fd_table_slot 8)", "1 loops' objects +300 B (h1_conn +288, stream +12)",
+		"Go heap objects +500 B", "RSS +512 B", "GC cycles +1"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("holds line %q lacks %q", got, want)
+		}
+	}
+}

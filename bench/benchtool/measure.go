@@ -49,6 +49,9 @@ type Run struct {
 	RSSBeforeKiB int64 `json:"rss_before_kib,omitempty"`
 	RSSAfterKiB  int64 `json:"rss_after_kib,omitempty"`
 	IdleClosed   int   `json:"idle_closed,omitempty"` // conns the proxy closed while idle
+	// Holds (spliced, idle -admin): what an idle connection holds by the
+	// proxy's own count (GET /api/v1/memory), beside the RSS delta.
+	Holds string `json:"holds,omitempty"`
 
 	// TLS rows (benchtool handshake and flood).
 	Resumed int64 `json:"resumed,omitempty"` // handshakes that resumed a session

@@ -150,7 +150,8 @@ type Summary struct {
 	Proxy string `json:"proxy"`
 	Runs  int    `json:"runs"`
 	Valid int    `json:"valid"`
-	Conns int    `json:"conns"` // client connections (wrk -c, or idle connections)
+	Conns int    `json:"conns"`           // client connections (wrk -c, or idle connections)
+	Holds string `json:"holds,omitempty"` // idle row: the last valid run's Run.Holds
 	Metrics
 	// CPUSpread is (max-min)/median of CPU per request (or KiB per
 	// connection) over the valid runs; 0 with one run.
@@ -255,6 +256,9 @@ func summarizeGroup(mode, row, proxy string, rs []Run) Summary {
 		}
 		s.Valid++
 		s.Conns = max(r.Conns, r.IdleConns)
+		if r.Holds != "" {
+			s.Holds = r.Holds
+		}
 		m := derive(r)
 		rps = append(rps, m.ReqPerSec)
 		mbps = append(mbps, m.MiBPerSec)
@@ -389,6 +393,11 @@ func printTables(w io.Writer, ss []Summary, reps int) {
 			}
 		}
 		tw.Flush()
+		for _, s := range ss[i:j] {
+			if s.Holds != "" { // idle rows: what the proxy counts beside the RSS delta
+				fmt.Fprintf(w, "  %s, by its own count (GET /api/v1/memory): %s\n", s.Proxy, s.Holds)
+			}
+		}
 		if note := spliceNote(ss[i:j]); note != "" {
 			fmt.Fprintln(w, note)
 		}
