@@ -78,19 +78,23 @@ func cmdIdle(args []string) error {
 }
 
 func idleRun(ctx context.Context, r *Run, pid int, addr, path string, n, parallel int, h2 bool) error {
+	// The memory report first, before the warm-up: what answering it
+	// costs the proxy (its first answer's buffers, the runtime's metrics)
+	// settles with the warm-up's, out of the delta, and the RSS "before"
+	// is read as without -admin.
+	var m0 *spMemory
+	var err error
+	if idleAdmin != "" {
+		if m0, err = readMemory(ctx, idleAdmin); err != nil {
+			return err
+		}
+	}
 	// Warm-up: the first connections through a fresh proxy grow pools and
 	// tables once; that is not a per-connection cost.
 	warm, err := openIdle(ctx, addr, path, 16, 16, h2)
 	closeAll(warm)
 	if err != nil {
 		return fmt.Errorf("warm-up: %w", err)
-	}
-	// The memory report first: what answering it costs is not counted.
-	var m0 *spMemory
-	if idleAdmin != "" {
-		if m0, err = readMemory(ctx, idleAdmin); err != nil {
-			return err
-		}
 	}
 	if r.RSSBeforeKiB, err = stableRSS(ctx, pid); err != nil {
 		return err
