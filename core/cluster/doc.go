@@ -18,7 +18,9 @@
 //   - P/revisions/%020d: revision N, the state directory's revision file
 //     (the header members, then "config"), gzip-compressed: 10 000
 //     servers are about 1 MB of JSON, under 100 KB gzipped, well under
-//     etcd's request limit (1.5 MiB). Plain JSON is read too.
+//     etcd's request limit (1.5 MiB). Plain JSON is read too. A writer
+//     encodes the document reusing the JSON of the servers it did not
+//     change (docEncoder: json.Marshal's bytes).
 //   - P/certs/<chain_sha256>: a certificate's bundle, chain and private
 //     key (PEM).
 //   - P/tokens: the API tokens document (hashes only): GetKey, EditKey.
