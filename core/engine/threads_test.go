@@ -642,8 +642,13 @@ func TestHandshakeCPUsFollowTheLoopsThatRun(t *testing.T) {
 	c = tcpConfig(2, origin, port)
 	c.Tuning.Nbthread = 1
 	apply(t, e, c)
-	if got := proxy.HandshakeCPUs(); got != max(procs-2, 1) {
-		t.Fatalf("nbthread 1, loop 1 draining: %d handshake CPUs, want %d", got, max(procs-2, 1))
+	// Loop 1 holds no connection, so its drain may end before this
+	// check: the tokens are read first, the threads after, and a drain
+	// that ended in between shows as no draining loop.
+	got := proxy.HandshakeCPUs()
+	draining := len(e.Threads()) == 2
+	if got != max(procs-2, 1) && (draining || got != procs-1) {
+		t.Fatalf("nbthread 1, loop 1 draining %v: %d handshake CPUs, want %d (%d once it stopped)", draining, got, max(procs-2, 1), procs-1)
 	}
 	testutil.Eventually(t, 10*time.Second, func() bool { return len(e.Threads()) == 1 }, "loop 1 drains and stops")
 	if got := proxy.HandshakeCPUs(); got != procs-1 {
