@@ -106,6 +106,22 @@ func (s *EtcdStorage) loaded(k currentKey) {
 	}
 }
 
+// wentBack takes P/current as read at mod revision mod (gen 0, mod 0:
+// absent). Absent, or written after the document the Store holds (a
+// higher mod revision) with an older generation, the store went back (etcd
+// wiped, or restored from an older snapshot, or a value put by hand): its
+// history is another one from there, whose mod revisions may come again,
+// so the Store's document is no longer known by them, and the next
+// generation is loaded whole. (An older generation at an older mod
+// revision is only a read answered late.)
+func (s *EtcdStorage) wentBack(k currentKey) {
+	s.knownMu.Lock()
+	if k.gen == 0 || k.gen < s.doc.gen && k.mod > s.doc.mod {
+		s.doc = currentKey{}
+	}
+	s.knownMu.Unlock()
+}
+
 // deltaNote is the change P/current carried at mod revision mod: the
 // generation it makes and its base.
 type deltaNote struct {

@@ -333,3 +333,29 @@ func BenchmarkApplyDelta(b *testing.B) {
 		}
 	}
 }
+
+// A store that went back (P/current put with an older generation after the
+// document the Store holds, or deleted) makes that document unknown: the
+// next change is not applied on it (its history may repeat mod
+// revisions); a read answered late (an older generation at an older mod
+// revision) does not.
+func TestStoreThatWentBackForgetsTheDocument(t *testing.T) {
+	var s EtcdStorage
+	for _, tc := range []struct {
+		name   string
+		read   currentKey
+		forget bool
+	}{
+		{"a read answered late", currentKey{gen: 6, mod: 90}, false},
+		{"the same", currentKey{gen: 7, mod: 100}, false},
+		{"newer", currentKey{gen: 8, mod: 120}, false},
+		{"older, written after", currentKey{gen: 6, mod: 130}, true},
+		{"absent", currentKey{}, true},
+	} {
+		s.doc = currentKey{gen: 7, mod: 100}
+		s.wentBack(tc.read)
+		if forgot := s.doc == (currentKey{}); forgot != tc.forget {
+			t.Errorf("%s: forgot %v, want %v", tc.name, forgot, tc.forget)
+		}
+	}
+}

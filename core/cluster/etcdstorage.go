@@ -377,6 +377,7 @@ func (s *EtcdStorage) readCurrent(ctx context.Context) (currentKey, error) {
 
 func (s *EtcdStorage) parseCurrent(kvs []*mvccpb.KeyValue) (currentKey, error) {
 	if len(kvs) == 0 {
+		s.wentBack(currentKey{})
 		return currentKey{}, nil
 	}
 	var c current
@@ -384,6 +385,7 @@ func (s *EtcdStorage) parseCurrent(kvs []*mvccpb.KeyValue) (currentKey, error) {
 		return currentKey{}, fmt.Errorf("%w: %s holds %.100q, not {\"generation\":N}", config.ErrCorrupt, s.CurrentKey(), kvs[0].Value)
 	}
 	k := currentKey{gen: c.Generation, mod: kvs[0].ModRevision}
+	s.wentBack(k)
 	s.knownMu.Lock()
 	if k.mod > s.known.mod {
 		s.known = k

@@ -627,6 +627,9 @@ func (n *Node) noteCurrent(v []byte, mod int64, fresh bool) {
 	}
 	n.seenMod = mod
 	n.change = nil
+	if es, ok := n.o.Storage.(*EtcdStorage); ok && err == nil && gen > 0 {
+		es.wentBack(currentKey{gen: gen, mod: mod})
+	}
 	if err == nil && cur.Delta != nil {
 		n.change = &deltaNote{gen: gen, mod: mod, base: cur.Base, baseRev: cur.BaseRev, delta: cur.Delta}
 	}
