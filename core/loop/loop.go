@@ -423,7 +423,9 @@ func (l *Loop) round() {
 	l.now = start
 	busy := false
 	l.takeInbox()
+	ran0 := l.cTasklets[Urgent] + l.cTasklets[Normal] + l.cTasklets[Bulk]
 	end := l.runClasses(start)
+	worked := l.cTasklets[Urgent]+l.cTasklets[Normal]+l.cTasklets[Bulk] != ran0
 
 	if l.rq[Urgent].n+l.rq[Normal].n+l.rq[Bulk].n > 0 || l.exec != nil || !l.inbox.empty() ||
 		l.srcMore || l.timerDue() || l.stopping.Load() {
@@ -437,7 +439,11 @@ func (l *Loop) round() {
 	l.avgLoop += (float64(end-start) - l.avgLoop) / 16
 	l.publish()
 
-	if timeout != 0 && l.busyNs > 0 && l.busyPoll(timeout) {
+	// Busy polling follows work: a round that ran nothing (its sleep cut
+	// by the runtime's preemption signal every 10-20 ms, see epollWait)
+	// sleeps again at once, or an idle loop would poll busyNs of every
+	// such interval (from 20 ms up, all the time).
+	if timeout != 0 && l.busyNs > 0 && worked && l.busyPoll(timeout) {
 		return // an event or work came while polling: no sleep
 	}
 	if timeout != 0 {
