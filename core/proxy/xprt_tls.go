@@ -225,12 +225,11 @@ func (a *tlsFd) Write(p []byte) (int, error) {
 			// crypto/tls's buffer, without the copy into out (a MiB of
 			// memcpy per MiB sent). Only what it does not take is queued;
 			// an error is left for flush to report, as before.
-			n, e := sendMore(a.fd, p, false)
-			if e == 0 && n == len(p) {
-				return n, nil
-			}
-			if e == 0 || e == unix.EAGAIN {
-				p = p[max(n, 0):]
+			if n, e := sendMore(a.fd, p, false); e == 0 {
+				if n == len(p) {
+					return n, nil
+				}
+				p = p[n:]
 			}
 		}
 		if a.out == nil && a.pool != nil {
