@@ -58,6 +58,19 @@ func (o *h2Out) block(kv ...string) []byte {
 	return bytes.Clone(o.hb.Bytes())
 }
 
+// headersThenOK sends the header block first as HEADERS, rest as
+// CONTINUATION frames of at most 16000 bytes (the last one ends the
+// block), then DATA "ok" ending the stream.
+func (o *h2Out) headersThenOK(id uint32, first, rest []byte) {
+	o.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first})
+	for len(rest) > 0 {
+		n := min(len(rest), 16000)
+		o.fr.WriteContinuation(id, n == len(rest), rest[:n])
+		rest = rest[n:]
+	}
+	o.fr.WriteData(id, true, []byte("ok"))
+}
+
 // statelessBlock encodes a header block that leaves the dynamic table as
 // it was (every field never indexed): the same bytes fit any connection,
 // so a costly one is encoded once, before the requests. Encoded in the
@@ -352,36 +365,15 @@ func TestH2HostileServers(t *testing.T) {
 			o.hb.Reset()
 			o.enc.WriteField(hpack.HeaderField{Name: "x-bomb", Value: strings.Repeat("b", 4000)})
 			ref := o.hb.Bytes() // the index of the table entry
-			rest := bytes.Repeat(ref, 20000)
-			o.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first})
-			for len(rest) > 0 {
-				n := min(len(rest), 16384)
-				o.fr.WriteContinuation(id, n == len(rest), rest[:n])
-				rest = rest[n:]
-			}
-			o.fr.WriteData(id, true, []byte("ok"))
+			o.headersThenOK(id, first, bytes.Repeat(ref, 20000))
 			return true
 		}, answeredOrCut},
 		{"huge-field", 0, func(o *h2Out, id uint32, _ string) bool {
-			b := hugeField
-			o.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:16000]})
-			for b = b[16000:]; len(b) > 0; {
-				n := min(len(b), 16000)
-				o.fr.WriteContinuation(id, n == len(b), b[:n])
-				b = b[n:]
-			}
-			o.fr.WriteData(id, true, []byte("ok"))
+			o.headersThenOK(id, hugeField[:16000], hugeField[16000:])
 			return true
 		}, badGateway},
 		{"many-fields", 0, func(o *h2Out, id uint32, _ string) bool {
-			b := manyFields
-			o.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:1000]})
-			for b = b[1000:]; len(b) > 0; {
-				n := min(len(b), 16000)
-				o.fr.WriteContinuation(id, n == len(b), b[:n])
-				b = b[n:]
-			}
-			o.fr.WriteData(id, true, []byte("ok"))
+			o.headersThenOK(id, manyFields[:1000], manyFields[1000:])
 			return true
 		}, badGateway},
 		{"ping-flood", 0, func(o *h2Out, id uint32, _ string) bool {
