@@ -172,6 +172,15 @@ func (c *ClientConn) Feed(p []byte) (int, error) {
 	return c.feedFrames(p, 0)
 }
 
+// Heard reports that the server sent a HEADERS frame on stream id, still
+// open: it began to answer, even when the block then failed (too large,
+// malformed, undecodable: a connection error leaves the streams in the
+// table for this question). Such a request must not be sent again.
+func (c *ClientConn) Heard(id uint32) bool {
+	st := c.stream(id)
+	return st != nil && st.heard
+}
+
 func (c *ClientConn) data(id uint32, p []byte, end bool)  { c.h.Data(id, p, end) }
 func (c *ClientConn) reset(id uint32, code http2.ErrCode) { c.h.Reset(id, code) }
 func (c *ClientConn) windowOpened(id uint32)              { c.h.WindowOpened(id) }
@@ -217,6 +226,9 @@ func (c *ClientConn) onHeaders(id uint32, flags http2.Flags, p []byte) {
 	default:
 		hb.deliver = true
 		hb.trailers = st.gotHead
+	}
+	if st != nil {
+		st.heard = true
 	}
 	c.gather(id, flags, frag)
 }

@@ -15,6 +15,7 @@ type stream struct {
 	sentHead     bool // Conn: final response head sent
 	noBody       bool // ClientConn: a HEAD request, content-length says nothing of DATA
 	blocked      bool // SendData took less than offered
+	heard        bool // ClientConn: the server sent HEADERS on it (Heard)
 	stalledSince time.Time
 
 	recvWindow int64 // what the peer may still send on it

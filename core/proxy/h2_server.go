@@ -134,7 +134,11 @@ type upStream struct {
 	reset   bool          // the stream ended abnormally (RST_STREAM, connection lost)
 	code    http2.ErrCode // the server's RST_STREAM code (reset by the server itself)
 	refused bool          // ... without being processed: safe to send again
-	wantOut bool
+	// answered: the server began to answer (a HEADERS frame, even one
+	// that failed; DATA; its own RST_STREAM but REFUSED_STREAM): the
+	// request is never sent again (canReplay).
+	answered bool
+	wantOut  bool
 }
 
 func runUpTask(tk *loop.Tasklet) {
@@ -426,6 +430,9 @@ func (uc *upConn) fail() {
 	}
 	uc.rbuf, uc.rlen = nil, 0
 	for _, us := range uc.streams {
+		if us.id != 0 && uc.codec != nil && uc.codec.Heard(us.id) {
+			us.answered = true // its head broke the connection (HPACK, size)
+		}
 		us.reset = true
 		us.sc.side.FD.Ready |= evIn | evOut
 		us.wake()
@@ -550,6 +557,7 @@ func (uc *upConn) Response(id uint32, status int, fields []hpack.HeaderField, en
 		uc.Reset(id, http2.ErrCodeEnhanceYourCalm)
 		return
 	}
+	us.answered = true
 	var chunked bool
 	us.rhead, chunked = h2.AppendHTTP1Response(us.rhead, status, fields, !endStream)
 	if status >= 200 {
@@ -604,6 +612,11 @@ func (uc *upConn) Reset(id uint32, code http2.ErrCode) {
 	}
 	us.reset, us.code = true, code
 	us.refused = code == http2.ErrCodeRefusedStream && !us.final && len(us.rhead) == 0
+	if code != http2.ErrCodeRefusedStream {
+		// The server's reset, or ours of a frame it sent on the stream
+		// (a broken head, DATA out of place): it saw the request.
+		us.answered = true
+	}
 	us.sc.side.FD.Ready |= evIn | evOut
 	us.wake()
 }
@@ -708,6 +721,10 @@ func (c *stream) passReset() bool {
 
 // refusedReplay: the server refused the stream before processing it.
 func (sc *srvConn) refusedReplay() bool { return sc.up != nil && sc.up.refused }
+
+// upAnswered: the HTTP/2 server began to answer the stream (upStream's
+// answered): never replayed.
+func (sc *srvConn) upAnswered() bool { return sc.up != nil && sc.up.answered }
 
 // The transport of a request's server end.
 

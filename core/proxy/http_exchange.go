@@ -485,11 +485,16 @@ func (c *stream) readResponse() bool {
 }
 
 // canReplay: the server connection was a pooled one that failed before
-// answering anything, and the request can be sent again as it was.
+// answering anything, and the request can be sent again as it was. A
+// server that began to answer (a byte of a response head; for HTTP/2 a
+// HEADERS frame, even one the codec refused, DATA, or its own
+// RST_STREAM but REFUSED_STREAM) saw the request: sent again, a server
+// that breaks its heads on purpose would get it retries+1 times (HAProxy
+// answers 502 at once).
 func (c *stream) canReplay() bool {
 	sc := c.sc
 	if c.qout == nil || c.srvAnswered || c.reqAborted || c.respSent || (sc.in != nil && sc.in.Len() > 0) ||
-		int(c.attempts) > c.be.B.Retries {
+		sc.upAnswered() || int(c.attempts) > c.be.B.Retries {
 		return false
 	}
 	if sc.refusedReplay() {
