@@ -319,8 +319,9 @@ func (m *mover) fillBuf(w *Worker, src *Side, in **Buffer, fr *body) (int, uint8
 			if m.streak < 255 {
 				m.streak++
 			}
+		} else if m.streak = 0; fr == nil && src.drainedToEOF() {
+			m.eof = true // the FIN came behind these bytes: no read(2) for it
 		} else {
-			m.streak = 0
 			src.shortRead()
 		}
 		return n, rMoved
@@ -337,7 +338,10 @@ func (m *mover) fillBuf(w *Worker, src *Side, in **Buffer, fr *body) (int, uint8
 // flush writes pending bytes to dst until none is left or it would block;
 // false on an I/O error (ECONNRESET, EPIPE...: the caller aborts).
 func (m *mover) flush(dst *Side, in *Buffer, fr *body) bool {
-	more := fr.more()
+	// A tunnel direction whose source ended sends its last bytes with
+	// MSG_MORE: the FIN that follows (shutdown or close) leaves with them
+	// in one segment, as HAProxy's CO_SFL_MSG_MORE before a shutw.
+	more := fr.more() || (fr == nil && m.eof && isRaw(dst.xp))
 	if p := m.pipe; p != nil {
 		for p.Data > 0 {
 			n, e := dst.xp.sndPipe(dst.FD.Fd, p, p.Data, more)

@@ -153,6 +153,17 @@ func (s *Side) shortRead() {
 // closedByPeer: the fd reported the peer's end of stream or an error.
 func (s *Side) closedByPeer() bool { return s.FD.Ready&(evRdHup|evHup|evErr) != 0 }
 
+// drainedToEOF: a receive just returned less than it asked for on a raw
+// socket whose peer's FIN came (EPOLLRDHUP) with no error: the FIN comes
+// after the last byte in sequence, so the socket holds nothing more and
+// the next read would return the end of stream. The caller takes it as
+// read: one read(2) and one run less per end of stream (HAProxy's
+// raw_sock_to_buf: "if (fdtab[fd].state & FD_POLL_HUP) goto read0"). Not
+// for TLS: its records may still hold bytes (rcvPending).
+func (s *Side) drainedToEOF() bool {
+	return s.FD.Ready&(evRdHup|evErr) == evRdHup && isRaw(s.xp)
+}
+
 // Refuse closes an accepted connection fd that no frontend takes (the
 // engine's accept, when the bind has no frontend any more): a FIN, through
 // the same close as every side of the data plane. Loop thread.

@@ -142,6 +142,10 @@ func (rawSock) push(fd int) { pushFrames(fd) }
 
 func (rawSock) canSplice() bool { return true }
 
+// isRaw: xp is the plain socket: what the socket says about the stream (a
+// FIN after the last byte, MSG_MORE before a shutdown) is the stream's.
+func isRaw(xp transport) bool { _, ok := xp.(rawSock); return ok }
+
 func (rawSock) rcvPipe(fd int, p *Pipe, n int) (int, unix.Errno) {
 	return spliceMore(fd, p.w, n, false)
 }

@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
+
+// answerThenFin is an origin that reads the client's request, then sends
+// answer and its FIN in one segment (MSG_MORE, then shutdown(SHUT_WR)), as
+// a server closing after a Connection: close response does, and reads what
+// the client still sends until its FIN (passed on got).
+func answerThenFin(t *testing.T, answer string, got chan<- string) *net.TCPAddr {
+	t.Helper()
+	return testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		req := make([]byte, 64)
+		n, err := c.Read(req)
+		if err != nil {
+			got <- "read: " + err.Error()
+			return
+		}
+		rc, _ := c.SyscallConn()
+		rc.Control(func(fd uintptr) {
+			unix.Sendto(int(fd), []byte(answer), unix.MSG_MORE, nil)
+			unix.Shutdown(int(fd), unix.SHUT_WR)
+		})
+		rest, _ := io.ReadAll(c)
+		got <- string(req[:n]) + "|" + string(rest)
+	}).Addr
+}
+
+// TestServerFinLeavesWithItsLastBytes: a server's last bytes and its FIN
+// read together (EPOLLRDHUP with a short read) reach the client in one
+// segment, as HAProxy sends them (MSG_MORE, then the shutdown): the
+// tunnel takes the end of stream without a read(2) for it and corks the
+// last bytes, so the client gets no separate FIN segment (one packet and
+// one ACK less per connection). The client counts the segments it
+// received: the SYN-ACK, the ACK of its request and the answer with the
+// FIN; a fourth is the FIN sent apart. The half-close stays: the client
+// still sends after the server's FIN and the server gets it.
+func TestServerFinLeavesWithItsLastBytes(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	got := make(chan string, 1)
+	addr := answerThenFin(t, "the answer", got)
+	c := e.dial(frontend(t, SpliceOff, addr))
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("question")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := io.ReadAll(c)
+	if err != nil || string(resp) != "the answer" {
+		t.Fatalf("response %q, %v", resp, err)
+	}
+	rc, _ := c.SyscallConn()
+	var ti *unix.TCPInfo
+	rc.Control(func(fd uintptr) { ti, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ti.Data_segs_in != 1 || ti.Segs_in > 3 {
+		t.Errorf("client received %d segments, %d with data: want at most 3 (SYN-ACK, ACK, answer+FIN), 1 with data",
+			ti.Segs_in, ti.Data_segs_in)
+	}
+	c.Write([]byte(" more"))
+	c.CloseWrite()
+	select {
+	case s := <-got:
+		if s != "question| more" {
+			t.Fatalf("server got %q", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not get the client's bytes after its own FIN")
+	}
+	e.waitIdle()
+}
