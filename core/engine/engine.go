@@ -796,7 +796,7 @@ func (e *Engine) onLiveLoops(ctx context.Context, fn func(w *proxy.Worker)) {
 const liveLoopsWait = time.Second
 
 // accept runs on the loop thread that owns the new connection.
-func (e *Engine) accept(l *loop.Loop, fd int, ln *listen.Listener) {
+func (e *Engine) accept(l *loop.Loop, fd int, peer netip.AddrPort, ln *listen.Listener) {
 	b := ln.Owner.(*bindRT)
 	fe := b.front.Load()
 	f := b.f
@@ -810,7 +810,7 @@ func (e *Engine) accept(l *loop.Loop, fd int, ln *listen.Listener) {
 	// e.conns); the frontend's OnClose gives them back (release), whatever
 	// the outcome (a failed TLS handshake included). http requests
 	// resolve against b.front.
-	e.workerOf(l).Accept(fd, fe, &b.front)
+	e.workerOf(l).AcceptFrom(fd, peer, fe, &b.front)
 }
 
 // tlsFronts builds, for each bind of snap with tls, a copy of its

@@ -121,7 +121,7 @@ func (g *Group) Retire() {
 				wg.Done()
 			}) {
 				for {
-					fd, ln, ok := r.pop()
+					fd, _, ln, ok := r.pop()
 					if !ok {
 						break
 					}

@@ -3,6 +3,7 @@ package listen
 import (
 	"bytes"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
@@ -95,7 +96,7 @@ func TestAdoptRefusesAClosedListener(t *testing.T) {
 
 // greetAndClose is an AcceptFunc that writes one byte and closes: a client
 // that reads the byte knows its connection was accepted.
-func greetAndClose(_ *loop.Loop, fd int, ln *Listener) {
+func greetAndClose(_ *loop.Loop, fd int, _ netip.AddrPort, ln *Listener) {
 	_, _ = unix.Write(fd, []byte{'a'})
 	closeFd(fd)
 	ln.Release()

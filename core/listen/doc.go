@@ -33,9 +33,11 @@
 // with the connection slots reserved for it (released when the connection
 // ends; Listener.Release if it drops the fd unserved) and its count in the
 // bind's LoopConns (Done when the connection ends, or the fd is dropped):
-// TCP_NODELAY and everything else about the connection belong to
-// core/proxy, which also keeps Activity.Conns (all the loop's
-// connections, for the activity endpoint) up to date.
+// everything about the connection belongs to core/proxy, which also keeps
+// Activity.Conns (all the loop's connections, for the activity endpoint)
+// up to date, except TCP_NODELAY: it is set once on the listening socket,
+// and every accepted socket inherits it (Linux clones the listener into
+// the child), so no connection pays a setsockopt for it.
 //
 // Connection limits (limit.go, HAProxy's listener_accept): before each
 // accept4 an acceptor reserves a slot on every Limit of its listener

@@ -124,7 +124,7 @@ func (g *Group) Close() {
 			wg.Add(1)
 			drain := func() {
 				for {
-					fd, ln, ok := r.pop()
+					fd, _, ln, ok := r.pop()
 					if !ok {
 						break
 					}

@@ -2,6 +2,7 @@ package listen
 
 import (
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,7 +26,7 @@ type limitSink struct {
 	over   atomic.Int64 // accepts that saw a Limit above its Max
 }
 
-func (s *limitSink) accept(l *loop.Loop, fd int, ln *Listener) {
+func (s *limitSink) accept(l *loop.Loop, fd int, _ netip.AddrPort, ln *Listener) {
 	for _, m := range s.limits {
 		if mx := m.Max(); mx > 0 && m.Cur() > mx {
 			s.over.Add(1)

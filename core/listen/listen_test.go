@@ -3,6 +3,7 @@ package listen
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -58,7 +59,7 @@ func newSink(t testing.TB, g *Group) *sink {
 	return s
 }
 
-func (s *sink) accept(l *loop.Loop, fd int, ln *Listener) {
+func (s *sink) accept(l *loop.Loop, fd int, _ netip.AddrPort, ln *Listener) {
 	l.Activity().Conns.Add(1)
 	s.mu.Lock()
 	s.fds[l.ID()] = append(s.fds[l.ID()], fd)
@@ -371,7 +372,7 @@ func TestMaxacceptBoundsAcceptsPerWakeup(t *testing.T) {
 			unix.Close(fd)
 		}
 	})
-	fn := func(l *loop.Loop, fd int, _ *Listener) {
+	fn := func(l *loop.Loop, fd int, _ netip.AddrPort, _ *Listener) {
 		perRound[l.Activity().Loops.Load()]++ // published at each round's end: constant within a round
 		fds = append(fds, fd)
 		total.Add(1)
@@ -560,7 +561,7 @@ func TestCloseKeepsConnectionsAlreadyInRings(t *testing.T) {
 
 func TestPickAndDispatchAllocateNothing(t *testing.T) {
 	g := startGroup(t, 4, 0)
-	ln := &Listener{g: g, targets: []int{0, 1, 2, 3}, fn: func(*loop.Loop, int, *Listener) {}}
+	ln := &Listener{g: g, targets: []int{0, 1, 2, 3}, fn: func(*loop.Loop, int, netip.AddrPort, *Listener) {}}
 	ln.addAcceptor(0, -1, 0, false)
 	a := ln.acc[0]
 	for _, alg := range []string{config.DistP2CRR, config.DistRoundRobin, config.DistLeastConn, config.DistLocal} {
@@ -598,5 +599,59 @@ func TestParseDistributionFillsNoDefault(t *testing.T) {
 		if _, err := ParseDistribution(tt.alg, tt.maxaccept); !errors.Is(err, config.ErrInvalid) {
 			t.Errorf("ParseDistribution(%q, %d): %v, want ErrInvalid", tt.alg, tt.maxaccept, err)
 		}
+	}
+}
+
+// TestAcceptedConnectionsHaveNoDelayAndPeer: an accepted socket has
+// TCP_NODELAY on without a setsockopt of its own (it inherits it from the
+// listening socket, which Open sets: core/proxy no longer sets it per
+// connection), and the AcceptFunc gets the client's address from accept4
+// (core/proxy no longer calls getpeername), through a ring hand-off to
+// another loop as well as locally.
+func TestAcceptedConnectionsHaveNoDelayAndPeer(t *testing.T) {
+	for _, alg := range []string{config.DistLocal, config.DistRoundRobin} {
+		t.Run(alg, func(t *testing.T) {
+			g := startGroup(t, 2, 0)
+			g.SetDistribution(distribution(t, alg, 0))
+			type acc struct {
+				nodelay int
+				peer    netip.AddrPort
+				loop    int
+			}
+			got := make(chan acc, 4)
+			ln, err := g.Open(BindSpec{Backlog: config.DefaultBacklog, Address: "127.0.0.1", Threads: []int{0, 1}}, "fe",
+				func(l *loop.Loop, fd int, peer netip.AddrPort, ln *Listener) {
+					v, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY)
+					if err != nil {
+						v = -1
+					}
+					unix.Close(fd)
+					ln.Release()
+					ln.Conns().Done(l.ID())
+					got <- acc{v, peer, l.ID()}
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			want := map[netip.AddrPort]bool{}
+			for _, c := range dialN(t, ln.Addr().String(), 4) {
+				want[c.LocalAddr().(*net.TCPAddr).AddrPort()] = true
+			}
+			for range 4 {
+				select {
+				case a := <-got:
+					if a.nodelay != 1 {
+						t.Errorf("accepted socket TCP_NODELAY = %d, want 1", a.nodelay)
+					}
+					if !want[a.peer] {
+						t.Errorf("peer %v on loop %d, want one of %v", a.peer, a.loop, want)
+					}
+					delete(want, a.peer)
+				case <-time.After(10 * time.Second):
+					t.Fatal("no connection accepted")
+				}
+			}
+		})
 	}
 }

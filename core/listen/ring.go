@@ -1,6 +1,7 @@
 package listen
 
 import (
+	"net/netip"
 	"sync/atomic"
 
 	"github.com/spliced-proxy/spliced/core/loop"
@@ -26,9 +27,10 @@ type Ring struct {
 }
 
 type slot struct {
-	seq atomic.Uint64
-	fd  int32
-	ln  *Listener
+	seq  atomic.Uint64
+	fd   int32
+	ln   *Listener
+	peer netip.AddrPort // the client's address, as accept4 gave it
 }
 
 // newRing makes a ring of size rounded up to a power of two, at least 2: with
@@ -65,7 +67,7 @@ func (r *Ring) Len() int {
 func (r *Ring) Pending() bool { return r.tail.Load() != r.head.Load() }
 
 // push adds an entry; false when the ring is full. Any goroutine.
-func (r *Ring) push(fd int, ln *Listener) bool {
+func (r *Ring) push(fd int, peer netip.AddrPort, ln *Listener) bool {
 	pos := r.tail.Load()
 	for {
 		s := &r.slots[pos&r.mask]
@@ -73,7 +75,7 @@ func (r *Ring) push(fd int, ln *Listener) bool {
 		switch d := int64(seq - pos); {
 		case d == 0:
 			if r.tail.CompareAndSwap(pos, pos+1) {
-				s.fd, s.ln = int32(fd), ln
+				s.fd, s.ln, s.peer = int32(fd), ln, peer
 				s.seq.Store(pos + 1) // publish to the consumer
 				return true
 			}
@@ -87,17 +89,17 @@ func (r *Ring) push(fd int, ln *Listener) bool {
 }
 
 // pop takes the oldest entry. Owning loop only.
-func (r *Ring) pop() (int, *Listener, bool) {
+func (r *Ring) pop() (int, netip.AddrPort, *Listener, bool) {
 	pos := r.head.Load()
 	s := &r.slots[pos&r.mask]
 	if s.seq.Load() != pos+1 {
-		return -1, nil, false // empty, or its producer has not published yet
+		return -1, netip.AddrPort{}, nil, false // empty, or its producer has not published yet
 	}
-	fd, ln := int(s.fd), s.ln
+	fd, peer, ln := int(s.fd), s.peer, s.ln
 	s.ln = nil
 	s.seq.Store(pos + r.mask + 1) // free the slot for the next lap
 	r.head.Store(pos + 1)
-	return fd, ln, true
+	return fd, peer, ln, true
 }
 
 // Poll hands up to budget queued connections to their AcceptFunc on l; it
@@ -105,11 +107,11 @@ func (r *Ring) pop() (int, *Listener, bool) {
 func (r *Ring) Poll(l *loop.Loop, budget int) int {
 	n := 0
 	for ; n < budget; n++ {
-		fd, ln, ok := r.pop()
+		fd, peer, ln, ok := r.pop()
 		if !ok {
 			break
 		}
-		ln.handOff(l, fd)
+		ln.handOff(l, fd, peer)
 	}
 	return n
 }

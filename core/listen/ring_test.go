@@ -1,6 +1,7 @@
 package listen
 
 import (
+	"net/netip"
 	"sync"
 	"testing"
 )
@@ -14,23 +15,23 @@ func TestRingIsFIFOAndBounded(t *testing.T) {
 		ln := &Listener{}
 		for lap := range 3 {
 			for i := range r.Cap() {
-				if !r.push(lap*100+i, ln) {
+				if !r.push(lap*100+i, netip.AddrPort{}, ln) {
 					t.Fatalf("size %d lap %d: push %d refused", size, lap, i)
 				}
 			}
-			if r.push(-1, ln) {
+			if r.push(-1, netip.AddrPort{}, ln) {
 				t.Fatalf("size %d: push into a full ring accepted", size)
 			}
 			if r.Len() != r.Cap() {
 				t.Fatalf("Len %d, cap %d", r.Len(), r.Cap())
 			}
 			for i := range r.Cap() {
-				fd, l, ok := r.pop()
+				fd, _, l, ok := r.pop()
 				if !ok || fd != lap*100+i || l != ln {
 					t.Fatalf("size %d lap %d: pop %d = %d %v", size, lap, i, fd, ok)
 				}
 			}
-			if _, _, ok := r.pop(); ok || r.Len() != 0 {
+			if _, _, _, ok := r.pop(); ok || r.Len() != 0 {
 				t.Fatal("pop from an empty ring succeeded")
 			}
 		}
@@ -49,7 +50,7 @@ func TestRingConcurrentProducersLoseNothing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < each; {
-				if r.push(p*each+i, ln) {
+				if r.push(p*each+i, netip.AddrPort{}, ln) {
 					i++
 				}
 			}
@@ -58,7 +59,7 @@ func TestRingConcurrentProducersLoseNothing(t *testing.T) {
 	last := [producers]int{-1, -1, -1, -1}
 	got := 0
 	for got < producers*each {
-		fd, _, ok := r.pop()
+		fd, _, _, ok := r.pop()
 		if !ok {
 			continue
 		}
@@ -76,7 +77,7 @@ func TestRingPushPopAllocatesNothing(t *testing.T) {
 	r := newRing(8)
 	ln := &Listener{}
 	if n := testing.AllocsPerRun(1000, func() {
-		r.push(3, ln)
+		r.push(3, netip.AddrPort{}, ln)
 		r.pop()
 	}); n != 0 {
 		t.Fatalf("%v allocations per push+pop", n)
@@ -88,7 +89,7 @@ func BenchmarkRingPushPop(b *testing.B) {
 	ln := &Listener{}
 	b.ReportAllocs()
 	for b.Loop() {
-		r.push(3, ln)
+		r.push(3, netip.AddrPort{}, ln)
 		r.pop()
 	}
 }

@@ -153,7 +153,7 @@ func (w *Worker) startH2(fd int, xp transport, fe *Frontend, cur *atomic.Pointer
 		c.fs.ConnTotal.Add(1)
 		c.fs.ConnCur.Add(1)
 		c.fs.ConnStarted(stats.Sec(w.L.Now()))
-		setNoDelay(fd)
+		// TCP_NODELAY: inherited from the listening socket (core/listen).
 	}
 	c.t0 = w.L.Now()
 	ap := w.clientAddr(fd, pp)

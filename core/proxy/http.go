@@ -304,7 +304,7 @@ func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Point
 	c.fs.ConnCur.Add(1)
 	c.fs.ConnStarted(stats.Sec(w.L.Now()))
 	c.t0 = w.L.Now()
-	setNoDelay(fd)
+	// TCP_NODELAY: inherited from the listening socket (core/listen).
 	if err := c.cli.register(w.L); err != nil {
 		c.close(closeAbort)
 		return nil

@@ -328,6 +328,9 @@ func (w *Worker) clientAddr(fd int, pp uint32) netip.AddrPort {
 	if pp != 0 {
 		return w.pp.carried[pp].src
 	}
+	if fd == w.accFd {
+		return w.accPeer // from accept4 (AcceptFrom)
+	}
 	return peerAddrPort(fd)
 }
 

@@ -173,7 +173,7 @@ func (w *Worker) startTCP(fd int, xp transport, fe *Frontend, pp uint32) {
 		t.lg.Client = clientAddrPort(fd)
 		w.logCarried(t.lg, pp)
 	}
-	setNoDelay(fd)
+	// TCP_NODELAY: inherited from the listening socket (core/listen).
 	if t.inspects() && !t.sniFromAuthority() {
 		t.be = nil // chosen by the ClientHello (sni.go)
 		if err := t.cli.register(w.L); err != nil {

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"net/netip"
+
 	"github.com/spliced-proxy/spliced/core/balance"
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/core/stats"
@@ -40,7 +42,12 @@ type Worker struct {
 	h     httpState           // http mode: client connections, server pools
 	tls   *tlsHandshakes      // TLS handshakes of this loop's clients on TLS binds (xprt_tls.go)
 	pp    proxyState          // PROXY headers read and carried (proxyhdr.go)
-	lim   limitState          // what client connections hold in their limits (limits.go)
+	// accFd and accPeer: during AcceptFrom, the fd being accepted and its
+	// client's address from accept4, for clientAddr (no getpeername);
+	// accFd is -1 otherwise.
+	accFd   int
+	accPeer netip.AddrPort
+	lim     limitState // what client connections hold in their limits (limits.go)
 	// acmeAnswer is the http-01 key authorization a stream's fail(200)
 	// answers with, set only during that call (acme.go).
 	acmeAnswer string
@@ -80,6 +87,7 @@ func NewWorker(l *loop.Loop, t Tuning) *Worker {
 		act:   act,
 		Bufs:  NewBufPool(t.Bufsize),
 		Pipes: NewPipePool(t.Maxpipes, t.Pipesize, &act.PipesUsed),
+		accFd: -1,
 	}
 	w.Bufs.used = &act.BufsUsed
 	w.Bufs.trimOn(l)

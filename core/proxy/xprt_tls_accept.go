@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
+	"net/netip"
 	"os"
 	"sync/atomic"
 	"time"
@@ -79,6 +80,19 @@ func (w *Worker) Accept(fd int, fe *Frontend, cur *atomic.Pointer[Frontend]) {
 		return
 	}
 	w.accepted(fd, fe, cur, 0)
+}
+
+// AcceptFrom is Accept with the client's address as accept4 gave it
+// (peer; the zero AddrPort: unknown): what starts at once (a plain http
+// connection or tcp tunnel) takes it instead of a getpeername (clientAddr).
+// What starts later (after a TLS handshake or a PROXY header) asks the
+// socket then. Loop thread only.
+func (w *Worker) AcceptFrom(fd int, peer netip.AddrPort, fe *Frontend, cur *atomic.Pointer[Frontend]) {
+	if peer.IsValid() {
+		w.accFd, w.accPeer = fd, peer
+	}
+	w.Accept(fd, fe, cur)
+	w.accFd = -1
 }
 
 // accepted is Accept after the PROXY header, if any: pp is what it
