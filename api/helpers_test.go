@@ -34,6 +34,7 @@ func newFixtureIn(t testing.TB, dir string) *fixture {
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
+	t.Cleanup(func() { _ = st.Storage().Close() }) // a snapshot may be written after the last change
 	nop := &coretest.Nop{}
 	if err := nop.Apply(t.Context(), st.Current()); err != nil {
 		t.Fatal(err)

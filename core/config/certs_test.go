@@ -109,6 +109,7 @@ func TestCertificateFilesLiveAsLongAsTheHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	dirOf(s).WaitSnapshots() // the revisions are pruned after the snapshot's commit
 	if !exists(a) {
 		t.Fatal("pruned before a certificate write (documented: at the next one)")
 	}

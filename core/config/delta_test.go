@@ -130,6 +130,7 @@ func TestStoreDeltaRevisionsReplayAtOpen(t *testing.T) {
 		mustUpdate(t, s, st.mutate)
 	}
 	want, _ := json.Marshal(s.Current())
+	settled(s)
 	var onDisk Config
 	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, ConfigFile))), &onDisk); err != nil {
 		t.Fatal(err)
@@ -168,6 +169,7 @@ func TestStoreSnapshotEverySnapshotEveryGenerations(t *testing.T) {
 	for i := range 2 * SnapshotEvery {
 		mustUpdate(t, s, func(c *Config) error { c.Tuning.Maxaccept = i + 1; return nil })
 	}
+	settled(s)
 	var onDisk Config
 	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, ConfigFile))), &onDisk); err != nil {
 		t.Fatal(err)

@@ -62,6 +62,31 @@ type DirStorage struct {
 	snap       int64
 	snapSchema int
 
+	// The journal (journal.go): its files, oldest first, the newest one
+	// taking the appends (jname, jsize: the length of its complete lines);
+	// lastLine is the generation of the newest delta line (0: none since
+	// the journal was reset, or it was taken back); whole makes the next
+	// commits whole (an append failed and could not be cut back).
+	segs     []journalSeg
+	jname    string
+	jsize    int64
+	lastLine int64
+	whole    bool
+	// journalWrite is writeAndSync; tests swap it to inject OS errors.
+	journalWrite func(f *os.File, b []byte) error
+
+	// The snapshot goroutine (snapshotLoop): snapMu serialises the
+	// writers of config.json (it, a whole commit, Revert; taken before
+	// mu); snapReq is the document it is asked to write next (nil: none)
+	// with its revision's header; snapAsk the generation last asked for
+	// (or config.json's).
+	snapMu      sync.Mutex
+	snapReq     *Config
+	snapInfo    RevisionInfo
+	snapAsk     int64
+	snapRunning bool
+	snapWG      sync.WaitGroup
+
 	// fault is the last write the OS refused while no write has succeeded
 	// since (nil: the directory takes writes). lastProbe (unix nanos)
 	// spaces the probes Health makes while a fault lasts.
@@ -99,7 +124,7 @@ func NewDirStorage(dir string, log *slog.Logger) (*DirStorage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config store: %w", err)
 	}
-	d := &DirStorage{dir: abs, log: log.With("state_dir", abs), writeFile: WriteFileAtomic}
+	d := &DirStorage{dir: abs, log: log.With("state_dir", abs), writeFile: WriteFileAtomic, journalWrite: writeAndSync}
 	if err := os.MkdirAll(d.revDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("config store: create %s: %w", d.revDir(), err)
 	}
@@ -118,7 +143,7 @@ func NewDirStorage(dir string, log *slog.Logger) (*DirStorage, error) {
 	data, err := readFileNoFollow(path)
 	switch {
 	case err == nil:
-		c, lerr := d.loadCurrent(data)
+		c, lerr := d.loadCurrent(data, true)
 		if lerr != nil {
 			return nil, d.corrupt(path, lerr)
 		}
@@ -148,8 +173,11 @@ func (d *DirStorage) Dir() string { return d.dir }
 // Kind is "dir".
 func (d *DirStorage) Kind() string { return "dir" }
 
-// Close does nothing: the directory holds no connection.
-func (d *DirStorage) Close() error { return nil }
+// Close waits for a snapshot being written.
+func (d *DirStorage) Close() error {
+	d.snapWG.Wait()
+	return nil
+}
 
 // Load returns config.json's document and the header of its revision (only
 // the generation when config.json holds generation 0, which has none).
@@ -167,7 +195,7 @@ func (d *DirStorage) Load(context.Context) (*Config, RevisionInfo, error) {
 		if err != nil {
 			return nil, RevisionInfo{}, fmt.Errorf("config store: read %s: %w", d.configPath(), err)
 		}
-		if c, err = d.loadCurrent(data); err != nil {
+		if c, err = d.loadCurrent(data, false); err != nil {
 			return nil, RevisionInfo{}, d.corrupt(d.configPath(), err)
 		}
 		d.loaded = c
@@ -190,7 +218,7 @@ func (d *DirStorage) initEmpty(c *Config) error {
 		return err
 	}
 	d.gen, d.has, d.loaded = c.Generation, true, c
-	d.snap, d.snapSchema = c.Generation, c.Schema
+	d.snap, d.snapSchema, d.snapAsk = c.Generation, c.Schema, c.Generation
 	return nil
 }
 
@@ -211,15 +239,23 @@ func (d *DirStorage) Commit(_ context.Context, prev int64, info RevisionInfo, do
 }
 
 // CommitDelta commits next, built on cur (the current generation), as
-// Commit does, but as the change from cur when it can (Delta): its
-// revision file, written atomically, is then the commit point and
-// config.json is left at the last snapshot. Every SnapshotEvery
-// generations, when the change is not a Delta (an object moved), or when
-// config.json is not of the current schema, it writes the whole
-// document (json.Marshal(next)) as Commit does.
+// Commit does, but as the change from cur when it can (Delta): one line
+// appended to the journal and fdatasynced is then the commit point
+// (journal.go), its revision file a copy written without fsync, and
+// config.json is left at the last snapshot; every SnapshotEvery
+// generations a goroutine writes next as config.json after the commit
+// returned. When the change is not a Delta (an object moved), when
+// config.json is not of the current schema, or when the snapshots are
+// maxSnapshotLag generations behind, it writes the whole document
+// (json.Marshal(next)) as Commit does.
 func (d *DirStorage) CommitDelta(ctx context.Context, cur, next *Config, info RevisionInfo, certs map[string][]byte) error {
 	return d.commitDelta(ctx, cur, next, info, certs, nil)
 }
+
+// maxSnapshotLag: a delta commit while config.json is this many
+// generations behind (snapshots failing, or slower than the changes) is
+// written whole instead, which bounds the journal an open replays.
+const maxSnapshotLag = 4 * SnapshotEvery
 
 // commitDelta is CommitDelta; spans, when not nil, are serverSpans(cur,
 // next) (makeDelta).
@@ -232,7 +268,7 @@ func (d *DirStorage) commitDelta(_ context.Context, cur, next *Config, info Revi
 		d.mu.Unlock()
 		return fmt.Errorf("config store: generation %d was built on %d but %d is current: %w", info.Generation, cur.Generation, d.gen, ErrRace)
 	}
-	if d.has && info.Generation-d.snap < SnapshotEvery && d.snapSchema == SchemaVersion && cur.Generation > 0 {
+	if d.has && !d.whole && info.Generation-d.snap < maxSnapshotLag && d.snapSchema == SchemaVersion && cur.Generation > 0 {
 		delta, ok, err := makeDelta(cur, next, spans)
 		if err != nil {
 			d.mu.Unlock()
@@ -240,17 +276,30 @@ func (d *DirStorage) commitDelta(_ context.Context, cur, next *Config, info Revi
 		}
 		if ok {
 			defer d.mu.Unlock()
+			line, err := encodeDeltaRevision(info, cur.Generation, delta)
+			if err != nil {
+				return err
+			}
 			if err := d.saveCertificates(certs); err != nil {
 				return err
 			}
-			if err := d.writeDeltaRevision(info, cur.Generation, delta); err != nil {
+			// The journal file first: a copy above its base is never
+			// replayed from revisions/ (replayJournal).
+			if err := d.ensureJournal(); err != nil {
 				return d.storageFailed(err)
 			}
+			if err := d.writeRevisionCopy(info.Generation, line); err != nil {
+				return d.storageFailed(fmt.Errorf("config store: write %s: %w", d.revisionPath(info.Generation), err))
+			}
+			faultPoint("commit-copy")
+			if err := d.appendJournal(line, info.Generation); err != nil {
+				_ = os.Remove(d.revisionPath(info.Generation))
+				return d.storageFailed(fmt.Errorf("config store: %w", err))
+			}
+			faultPoint("commit-journal")
 			d.storageOK()
-			d.gen, d.loaded = info.Generation, next
-			// pruned at snapshots only: listing the directory and
-			// reading the oldest revision's kind on each change cost
-			// more than the write of a small delta
+			d.gen, d.loaded, d.lastLine = info.Generation, next, info.Generation
+			d.requestSnapshot(next, info)
 			return nil
 		}
 	}
@@ -270,18 +319,19 @@ func (d *DirStorage) commitDelta(_ context.Context, cur, next *Config, info Revi
 	return nil
 }
 
-// writeDeltaRevision writes revisions/NNN.json with the header members
-// and, instead of "config", "base" and "delta".
-func (d *DirStorage) writeDeltaRevision(info RevisionInfo, base int64, delta *Delta) error {
+// encodeDeltaRevision is the content of a delta revision (and its journal
+// line): the header members and, instead of "config", "base" and "delta",
+// on one line.
+func encodeDeltaRevision(info RevisionInfo, base int64, delta *Delta) ([]byte, error) {
 	gen := info.Generation
 	info.Time = info.Time.UTC()
 	hdr, err := json.Marshal(info)
 	if err != nil {
-		return fmt.Errorf("config store: encode revision %d: %w", gen, err)
+		return nil, fmt.Errorf("config store: encode revision %d: %w", gen, err)
 	}
 	body, err := json.Marshal(delta)
 	if err != nil {
-		return fmt.Errorf("config store: encode revision %d: %w", gen, err)
+		return nil, fmt.Errorf("config store: encode revision %d: %w", gen, err)
 	}
 	var buf bytes.Buffer
 	buf.Grow(len(hdr) + len(body) + 48)
@@ -291,50 +341,27 @@ func (d *DirStorage) writeDeltaRevision(info RevisionInfo, base int64, delta *De
 	buf.WriteString(`,"delta":`)
 	buf.Write(body)
 	buf.WriteString("}\n")
-	if err := d.writeFile(d.revDir(), revisionName(gen), buf.Bytes(), nil); err != nil {
-		return fmt.Errorf("config store: %w", err)
-	}
-	return nil
+	return buf.Bytes(), nil
 }
 
 // loadCurrent reads the current document: config.json (the last
-// snapshot, data) and the deltas committed after it, in order; then
-// migrated, normalized and validated as loadConfig does. A revision
+// snapshot, data) and the changes committed after it (replayJournal);
+// then migrated, normalized and validated as loadConfig does. A revision
 // newer than config.json that holds a whole document is a snapshot whose
 // commit (config.json's rename) did not happen: it ends the replay, and
-// removeUncommitted removes it and what follows.
-func (d *DirStorage) loadCurrent(data []byte) (*Config, error) {
+// removeUncommitted removes it and what follows. open: at NewDirStorage,
+// which also sets up the journal for appends and rewrites the revision
+// copies a crash lost.
+func (d *DirStorage) loadCurrent(data []byte, open bool) (*Config, error) {
 	var c Config
 	if err := DecodeBytes(data, &c); err != nil {
 		return nil, err
 	}
-	d.snap, d.snapSchema = c.Generation, c.Schema
-	names, err := d.revisionNames()
-	if err != nil {
-		return nil, err
+	if open {
+		d.snap, d.snapSchema, d.snapAsk = c.Generation, c.Schema, c.Generation
 	}
-	for _, n := range names {
-		g, _ := parseRevisionName(n)
-		if g <= c.Generation {
-			continue
-		}
-		if g != c.Generation+1 {
-			break
-		}
-		r, err := readRevisionFile(filepath.Join(d.revDir(), n))
-		if err != nil {
-			return nil, err
-		}
-		if r.Delta == nil {
-			break
-		}
-		if r.Base != c.Generation {
-			return nil, fmt.Errorf("revision %d: a delta from %d, not %d", g, r.Base, c.Generation)
-		}
-		if err := r.Delta.Apply(&c); err != nil {
-			return nil, fmt.Errorf("revision %d: %w", g, err)
-		}
-		c.Generation = g
+	if err := d.replayJournal(&c, open); err != nil {
+		return nil, err
 	}
 	if err := c.Migrate(); err != nil {
 		return nil, err
@@ -355,6 +382,8 @@ func (d *DirStorage) Reseed(_ context.Context, prev int64, info RevisionInfo, do
 }
 
 func (d *DirStorage) commit(prev int64, info RevisionInfo, doc []byte, certs map[string][]byte) error {
+	d.snapMu.Lock() // after a snapshot being written: config.json never goes back
+	defer d.snapMu.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if prev != d.gen {
@@ -387,27 +416,49 @@ func (d *DirStorage) commit(prev int64, info RevisionInfo, doc []byte, certs map
 	}
 	d.storageOK()
 	d.gen, d.has, d.loaded = info.Generation, true, nil
-	d.snap, d.snapSchema = info.Generation, SchemaVersion
+	d.snap, d.snapSchema, d.snapAsk, d.snapReq = info.Generation, SchemaVersion, info.Generation, nil
+	// config.json holds it all: the journal's lines are behind it
+	d.resetJournal()
+	d.lastLine = 0
 	d.pruneRevisions()
 	return nil
 }
 
-// Revert makes prev current again (config.json rewritten) and removes the
-// revision of gen. A failure is recorded as the directory's fault (Health)
-// and returned; config.json may then still hold gen.
+// Revert makes prev current again and removes the revision of gen: a
+// delta is taken back by a revert line in the journal, a whole commit (or
+// a delta a snapshot already wrote) by config.json rewritten. A failure is
+// recorded as the directory's fault (Health) and returned; gen may then
+// still be committed.
 func (d *DirStorage) Revert(_ context.Context, prev *Config, gen int64) error {
+	d.snapMu.Lock() // a snapshot of gen being written finishes first
+	defer d.snapMu.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if gen != d.gen {
 		return fmt.Errorf("config store: revert of generation %d but %d is current: %w", gen, d.gen, ErrRace)
 	}
-	if gen > d.snap {
-		// a delta: its revision is the commit, config.json is older
-		if err := d.removeRevision(gen); err != nil {
+	if d.snapReq != nil && d.snapReq.Generation >= gen {
+		d.snapReq = nil
+	}
+	if d.lastLine == gen {
+		// before config.json may go back: its line must not be
+		// replayed over prev
+		if err := d.appendJournal([]byte(`{"revert":`+strconv.FormatInt(gen, 10)+"}\n"), 0); err != nil {
+			err = fmt.Errorf("config store: revert generation %d: %w", gen, err)
 			d.storageFailed(err)
 			return err
 		}
+		d.lastLine = 0
+	}
+	if gen > d.snap {
+		// a delta: its journal line was the commit, config.json is older
 		d.gen, d.loaded = prev.Generation, prev
+		if d.snapAsk >= gen {
+			d.snapAsk = d.snap
+		}
+		if err := d.removeRevision(gen); err != nil {
+			d.log.Warn("removing the revision of a reverted generation failed", "generation", gen, "err", err)
+		}
 		return nil
 	}
 	d.loaded = nil
@@ -417,7 +468,7 @@ func (d *DirStorage) Revert(_ context.Context, prev *Config, gen int64) error {
 		return err
 	}
 	d.gen, d.loaded = prev.Generation, prev
-	d.snap, d.snapSchema = prev.Generation, prev.Schema
+	d.snap, d.snapSchema, d.snapAsk = prev.Generation, prev.Schema, prev.Generation
 	if err := d.removeRevision(gen); err != nil {
 		d.storageFailed(err)
 		return err

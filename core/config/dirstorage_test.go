@@ -63,5 +63,6 @@ func newDir(t *testing.T) *config.DirStorage {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = d.Close() }) // before t.TempDir's removal: a snapshot may still be written
 	return d
 }

@@ -210,14 +210,19 @@
 // older than them); at each snapshot the newest 100 are kept, and the
 // revisions back to the whole one the oldest kept delta is built on. Every file is written
 // atomically (temporary file in the same directory, fsync, rename, fsync
-// of the directory). A write (CommitDelta) is one delta revision, its
-// commit point, while fewer than SnapshotEvery (32) generations were
-// deltas since config.json's; otherwise (or when the change moves an
-// object, or config.json is of an older schema) it is a snapshot: the
-// whole revision, then config.json, the commit point (the committed
-// generation is kept in memory, LockDir making the process the directory's
-// only writer). At Open, config.json is read and the delta revisions after
-// it applied in order; temporary files and a whole revision newer than
+// of the directory), but for the journal and the copies below. A write
+// (CommitDelta) is one line appended to the journal (journal.NNNN) and
+// fdatasynced, its commit point, the line being its delta revision, also
+// written to revisions/ as a copy without fsync; every SnapshotEvery (32)
+// generations a goroutine writes that generation whole (revision, then
+// config.json) after the commit returned, then removes the journal files
+// config.json covers (journal.go). When the change moves an object, or
+// config.json is of an older schema, the write is whole: the whole
+// revision, then config.json, the commit point (the committed generation
+// is kept in memory, LockDir making the process the directory's only
+// writer). At Open, config.json is read and the journal's lines after it
+// applied in order (and the delta revision files of a spliced before the
+// journal); temporary files and a whole revision newer than
 // config.json (a snapshot whose config.json was not renamed) are leftovers
 // of an interrupted write and are removed. Revision(N) rebuilds N from the
 // whole revision before it and the deltas up to N. A config.json that does not decode or validate stops the start

@@ -23,6 +23,15 @@ func openStore(t *testing.T, dir, bootstrap string) *Store {
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
 	}
+	// before t.TempDir's removal: a snapshot may still be written
+	t.Cleanup(func() { _ = s.Storage().Close() })
+	return s
+}
+
+// settled waits for the snapshots being written (config.json and the
+// prune of revisions happen after a commit returns).
+func settled(s *Store) *Store {
+	dirOf(s).WaitSnapshots()
 	return s
 }
 
@@ -56,6 +65,7 @@ func readFile(t *testing.T, p string) string {
 
 func revisionGens(t *testing.T, s *Store) []int64 {
 	t.Helper()
+	settled(s)
 	revs, err := s.Revisions()
 	if err != nil {
 		t.Fatal(err)
@@ -740,7 +750,7 @@ func TestStoreRefusedWriteIsAStorageErrorAndKeepsTheRunningConfig(t *testing.T) 
 			s := openStore(t, dir, "")
 			mustUpdate(t, s, addBackend("web"))
 			if tc.on == ConfigFile {
-				dirOf(s).snap -= SnapshotEvery // the next commit is a snapshot: config.json is written
+				dirOf(s).whole = true // the next commit is whole: config.json is written
 			}
 			cur, conf, gens := s.Current(), readFile(t, filepath.Join(dir, ConfigFile)), revisionGens(t, s)
 			dirOf(s).writeFile = func(d, name string, data []byte, prepare func(*os.File)) error {
@@ -748,6 +758,13 @@ func TestStoreRefusedWriteIsAStorageErrorAndKeepsTheRunningConfig(t *testing.T) 
 					return fmt.Errorf("write %s: %w", name, &fs.PathError{Op: "write", Path: filepath.Join(d, name), Err: tc.errno})
 				}
 				return WriteFileAtomic(d, name, data, prepare)
+			}
+			// a delta's commit: its journal line
+			dirOf(s).journalWrite = func(f *os.File, b []byte) error {
+				if tc.on == ConfigFile {
+					return writeAndSync(f, b)
+				}
+				return &fs.PathError{Op: "write", Path: f.Name(), Err: tc.errno}
 			}
 			_, err := s.Update(context.Background(), addBackend("api"), UpdateOptions{})
 			var se *StorageError
@@ -762,7 +779,7 @@ func TestStoreRefusedWriteIsAStorageErrorAndKeepsTheRunningConfig(t *testing.T) 
 			}
 			// Still refused: the probe is not due, nor would it pass here
 			// (it writes for real; only the next due probe clears).
-			dirOf(s).writeFile = WriteFileAtomic
+			dirOf(s).writeFile, dirOf(s).journalWrite = WriteFileAtomic, writeAndSync
 			if h := s.StorageHealth(); h == nil {
 				t.Fatal("StorageHealth cleared before any write succeeded")
 			}
@@ -772,10 +789,11 @@ func TestStoreRefusedWriteIsAStorageErrorAndKeepsTheRunningConfig(t *testing.T) 
 			}
 			// A successful Update clears it too.
 			dirOf(s).writeFile = func(string, string, []byte, func(*os.File)) error { return syscall.ENOSPC }
+			dirOf(s).journalWrite = func(*os.File, []byte) error { return syscall.ENOSPC }
 			if _, err := s.Update(context.Background(), addBackend("api"), UpdateOptions{}); err == nil {
 				t.Fatal("Update succeeded on a full disk")
 			}
-			dirOf(s).writeFile = WriteFileAtomic
+			dirOf(s).writeFile, dirOf(s).journalWrite = WriteFileAtomic, writeAndSync
 			mustUpdate(t, s, addBackend("api"))
 			if h := s.StorageHealth(); h != nil {
 				t.Fatalf("StorageHealth after a successful Update: %v", h)
