@@ -44,7 +44,7 @@ type Backend struct {
 	// keeps its slot across generations (by name), a removed server leaves a
 	// hole (nil) that the next added server fills. See Picker.pickSource.
 	slots  []*Server
-	byName map[string]*Server
+	byName *nameIndex
 	// from is the backend this one was built on by buildFrom, dropped the
 	// servers of from it does not carry over (Retire's list); literal that
 	// every server's configured address is an IP address (Literal).
@@ -58,7 +58,7 @@ type Backend struct {
 func (b *Backend) Literal() bool { return b.literal }
 
 // Server returns the named server or nil.
-func (b *Backend) Server(name string) *Server { return b.byName[name] }
+func (b *Backend) Server(name string) *Server { return b.byName.get(name) }
 
 // Queue returns the wait queue of the backend lineage (shared by all its
 // generations and loops).
@@ -81,7 +81,7 @@ func (b *Backend) Retire(next *Backend) {
 		}
 	} else {
 		for _, s := range b.Servers {
-			if next == nil || next.byName[s.Name] != s {
+			if next == nil || next.byName.get(s.Name) != s {
 				s.retire()
 			}
 		}
@@ -119,11 +119,20 @@ func (b *Backend) Retire(next *Backend) {
 // Build changes nothing when it returns an error: resolution and checks come
 // first, updates of reused servers last.
 func Build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.Addr, error)) (*Backend, error) {
-	return build(cfg, prev, resolve, true)
+	return build(cfg, prev, resolve, true, 0, 0)
+}
+
+// BuildChange is Build when the caller knows where cfg's servers differ
+// from those of the config prev was built from: the first head and the
+// last tail servers of both are equal, names and values
+// (config.ServerSpan of the two lists). A change of one server among
+// 10 000 then looks at that server only, not at the 10 000.
+func BuildChange(cfg *config.Backend, prev *Backend, head, tail int, resolve func(host string) (netip.Addr, error)) (*Backend, error) {
+	return build(cfg, prev, resolve, true, head, tail)
 }
 
 // build is Build; fast false skips buildFrom (tests compare the two).
-func build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.Addr, error), fast bool) (*Backend, error) {
+func build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.Addr, error), fast bool, head, tail int) (*Backend, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("build backend: nil config: %w", config.ErrInvalid)
 	}
@@ -151,13 +160,11 @@ func build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		Name:           cfg.Name,
 		Mode:           cfg.Mode,
 		Algo:           cfg.Balance,
-		Servers:        make([]*Server, len(cfg.Servers)),
 		Retries:        *cfg.Retries,
 		ConnectTimeout: ms(cfg.Timeouts.ConnectMs),
 		ServerTimeout:  ms(cfg.Timeouts.ServerMs),
 		QueueTimeout:   ms(cfg.Timeouts.QueueMs),
 		TunnelTimeout:  ms(cfg.Timeouts.TunnelMs),
-		byName:         make(map[string]*Server, len(cfg.Servers)),
 	}
 	if cfg.HealthCheck != nil {
 		if err := runnableCheck(cfg.HealthCheck); err != nil {
@@ -173,13 +180,15 @@ func build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 	}
 
 	if prev != nil && fast {
-		if ok, err := b.buildFrom(cfg, prev); ok || err != nil {
+		if ok, err := b.buildFrom(cfg, prev, head, tail); ok || err != nil {
 			if err != nil {
 				return nil, err
 			}
 			return b, nil
 		}
 	}
+
+	b.Servers, b.byName = make([]*Server, len(cfg.Servers)), newNameIndex(len(cfg.Servers))
 
 	// Pass 1: resolve and decide reuse; nothing shared is touched yet. A
 	// host name shared by several servers (one host, many ports) is looked
@@ -202,7 +211,7 @@ func build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 	literal := true // every address an IP address (b.literal)
 	for i := range cfg.Servers {
 		cs := &cfg.Servers[i]
-		if _, dup := b.byName[cs.Name]; dup {
+		if b.byName.get(cs.Name) != nil {
 			return nil, fmt.Errorf("backend %q server %q: duplicate name: %w", cfg.Name, cs.Name, config.ErrInvalid)
 		}
 		if cs.Port < 1 || cs.Port > 65535 {
@@ -219,7 +228,7 @@ func build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		ap := netip.AddrPortFrom(addr, uint16(cs.Port))
 		var s *Server
 		if prev != nil {
-			if old := prev.byName[cs.Name]; old != nil && old.Addr == ap && !old.Retired() && sameTLS(old.TLSSpec, cs.TLS) &&
+			if old := prev.byName.get(cs.Name); old != nil && old.Addr == ap && !old.Retired() && sameTLS(old.TLSSpec, cs.TLS) &&
 				old.SendProxy == SendProxyVersion(cs.SendProxy) && old.H2 == (cs.Proto == config.ProtoH2) {
 				s = old
 				reused[i] = true
@@ -234,7 +243,7 @@ func build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		}
 		s.addrCfg, s.addrLit = cs.Address, lit
 		b.Servers[i] = s
-		b.byName[cs.Name] = s
+		b.byName.add(cs.Name, s)
 	}
 
 	// Pass 2: update the reused servers in place.
@@ -281,7 +290,7 @@ func buildSlots(b *Backend, prev *Backend) []*Server {
 		if old == nil {
 			continue
 		}
-		if s := b.byName[old.Name]; s != nil {
+		if s := b.byName.get(old.Name); s != nil {
 			slots[i] = s
 			placed[old.Name] = true
 		}

@@ -17,7 +17,7 @@ import (
 func shape(b, prev *Backend) string {
 	var s strings.Builder
 	for _, sv := range b.Servers {
-		reused := prev != nil && prev.byName[sv.Name] == sv
+		reused := prev != nil && prev.byName.get(sv.Name) == sv
 		fmt.Fprintf(&s, "%s %v %s w%d m%d %s up%v|", sv.Name, reused, sv.Addr, sv.Weight(), sv.Maxconn(), sv.AdminState(), sv.Up())
 	}
 	s.WriteString("slots:")
@@ -28,12 +28,30 @@ func shape(b, prev *Backend) string {
 			s.WriteString(sv.Name + ",")
 		}
 	}
-	for n, sv := range b.byName {
-		if !slices.Contains(b.Servers, sv) {
-			return "index holds a server not in the list: " + n
+	bad := ""
+	seen := 0
+	in := make(map[*Server]bool, len(b.Servers))
+	for _, sv := range b.Servers {
+		in[sv] = true
+	}
+	b.byName.all(func(n string, sv *Server) {
+		seen++
+		if !in[sv] || sv.Name != n {
+			bad = "index holds a server not in the list: " + n
+		}
+	})
+	if bad != "" {
+		return bad
+	}
+	if seen != b.byName.len() {
+		return fmt.Sprintf("index counts %d names, holds %d", b.byName.len(), seen)
+	}
+	for _, sv := range b.Servers {
+		if b.byName.get(sv.Name) != sv {
+			return "index misses " + sv.Name
 		}
 	}
-	fmt.Fprintf(&s, " index:%d", len(b.byName))
+	fmt.Fprintf(&s, " index:%d", b.byName.len())
 	return s.String()
 }
 
@@ -42,15 +60,34 @@ func shape(b, prev *Backend) string {
 // server changes (values, addresses, removals, additions, re-adds of a
 // removed name, moves), and Retire retires the same servers.
 func TestBuildFromAsBuild(t *testing.T) {
+	weights := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
+	t.Run("whole", func(t *testing.T) { buildFromAsBuild(t, weights, 400, false) })
+	// BuildChange: only the servers between the equal head and tail
+	// (config.ServerSpan) are looked at.
+	t.Run("span", func(t *testing.T) { buildFromAsBuild(t, weights, 400, true) })
+	// 200 servers: the name index goes through many generations derived
+	// from one base (maxOverlay) before it is folded.
+	many := make([]int, 200)
+	for i := range many {
+		many[i] = 1 + i%7
+	}
+	t.Run("span200", func(t *testing.T) { buildFromAsBuild(t, many, 250, true) })
+}
+
+func buildFromAsBuild(t *testing.T, weights []int, steps int, span bool) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	cfg := cfgBackend(config.BalanceSource, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20)
+	cfg := cfgBackend(config.BalanceSource, weights...)
 	prev := mustBuild(t, cfg, nil)
-	next := 100
+	next := 100000
 	fastSeen := 0
-	for step := range 400 {
+	for step := range steps {
 		c := *cfg
 		c.Servers = slices.Clone(cfg.Servers)
-		switch op := rng.IntN(8); {
+		switch op := rng.IntN(9); {
+		case op == 8: // insert in the middle
+			i := rng.IntN(len(c.Servers) + 1)
+			c.Servers = slices.Insert(c.Servers, i, cfgServer(next, 1+rng.IntN(5)))
+			next++
 		case op == 0 && len(c.Servers) > 2: // remove
 			i := rng.IntN(len(c.Servers))
 			c.Servers = slices.Delete(c.Servers, i, i+1)
@@ -82,7 +119,11 @@ func TestBuildFromAsBuild(t *testing.T) {
 			}
 		}
 		// fast first: the servers both reuse get their values from it
-		fast, err := build(&c, prev, noResolve, true)
+		head, tail := 0, 0
+		if span {
+			head, tail = config.ServerSpan(cfg.Servers, c.Servers)
+		}
+		fast, err := build(&c, prev, noResolve, true, head, tail)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +131,7 @@ func TestBuildFromAsBuild(t *testing.T) {
 			fastSeen++
 		}
 		got := shape(fast, prev)
-		slow, err := build(&c, prev, noResolve, false)
+		slow, err := build(&c, prev, noResolve, false, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +141,7 @@ func TestBuildFromAsBuild(t *testing.T) {
 		// Retire: the same servers of prev are dropped either way.
 		var dropSlow, dropFast []string
 		for _, s := range prev.Servers {
-			if slow.byName[s.Name] != s {
+			if slow.byName.get(s.Name) != s {
 				dropSlow = append(dropSlow, s.Name)
 			}
 		}
@@ -117,8 +158,8 @@ func TestBuildFromAsBuild(t *testing.T) {
 		prev.Retire(fast)
 		prev, cfg = fast, &c
 	}
-	if fastSeen < 100 {
-		t.Fatalf("buildFrom took only %d of 400 steps", fastSeen)
+	if fastSeen < steps/4 {
+		t.Fatalf("buildFrom took only %d of %d steps", fastSeen, steps)
 	}
 }
 

@@ -88,7 +88,8 @@ type Result struct {
 	Plan       Plan  `json:"plan"`
 	// Config is the config the update produced (for a dry run, the one it
 	// would produce). Immutable, like Current.
-	Config *Config `json:"-"`
+	Config *Config    `json:"-"`
+	spans  []listSpan // of Config against the one it was built on (ChangeSpans)
 }
 
 // RevisionInfo describes one persisted revision. Actor, Node and RestoreOf
@@ -416,7 +417,7 @@ func (s *Store) attempt(ctx context.Context, mutate func(c *Config) error, o Upd
 	if err != nil {
 		return nil, nil, errors.Is(err, ErrRace), err
 	}
-	return &Result{Generation: next.Generation, Plan: plan, Config: next}, cur, false, nil
+	return &Result{Generation: next.Generation, Plan: plan, Config: next, spans: spans}, cur, false, nil
 }
 
 // finish applies a committed generation (reverting it when Apply fails)
@@ -425,7 +426,7 @@ func (s *Store) finish(ctx context.Context, cur *Config, res *Result, o UpdateOp
 	next := res.Config
 	log := s.log.With("generation", next.Generation)
 	if o.Apply != nil {
-		if err := o.Apply(ctx, next); err != nil {
+		if err := o.Apply(withSpans(ctx, cur, next, res.spans), next); err != nil {
 			log.Warn("apply failed, rolling back", "err", err, "plan", res.Plan.Summary())
 			if rerr := s.st.Revert(context.WithoutCancel(ctx), cur, next.Generation); rerr != nil {
 				log.Error("rollback of the committed config failed: the store may disagree with the running config",

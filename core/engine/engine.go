@@ -428,6 +428,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 
 	// 1. Backends.
 	newBE := make(map[string]*beRT, len(snap.Backends))
+	spans := config.SpansOf(ctx) // where the store found the lists differ, if it did
 	var curBE map[string]*config.Backend
 	if e.cur != nil {
 		curBE = make(map[string]*config.Backend, len(e.cur.Backends))
@@ -438,10 +439,15 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	for i := range snap.Backends {
 		cb := &snap.Backends[i]
 		prev := e.backends[cb.Name]
-		if old := curBE[cb.Name]; prev != nil && prev.nloops == nloops && prev.literal && old != nil &&
+		old := curBE[cb.Name]
+		// Only the servers between the equal head and tail may differ
+		// (prev was built from old: its servers are old's, in order).
+		h, t := 0, 0
+		if prev != nil && old != nil && len(prev.bb.Servers) == len(old.Servers) {
+			h, t = spans.Servers(e.cur, old, snap, i)
+		}
+		if prev != nil && prev.nloops == nloops && prev.literal && old != nil &&
 			len(old.Servers) == len(cb.Servers) && len(prev.bb.Servers) == len(cb.Servers) {
-			// Only the servers between the equal head and tail may differ.
-			h, t := config.ServerSpan(old.Servers, cb.Servers)
 			if inPlace(old, cb, h, len(cb.Servers)-t) {
 				// The same servers in the same order, only weight,
 				// maxconn or admin_state changed (or nothing): set in
@@ -457,7 +463,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 		if prev != nil {
 			prevBB = prev.bb
 		}
-		bb, err := balance.Build(cb, prevBB, e.resolveFn())
+		bb, err := balance.BuildChange(cb, prevBB, h, t, e.resolveFn())
 		if err != nil {
 			e.restoreBackends(newBE)
 			return &config.ApplyError{Field: "/backends/" + strconv.Itoa(i), Object: "backend " + cb.Name, Err: err}
