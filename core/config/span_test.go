@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -75,5 +76,64 @@ func BenchmarkServerSpanOfACopy(b *testing.B) {
 		if h, t := ServerSpan(a, c); h != 5000 || t != 4999 {
 			b.Fatal(h, t)
 		}
+	}
+}
+
+// TestChangeSpansHandedToApply: Update hands Apply the spans it found
+// (SpansOf), which give for each backend what ServerSpan gives against the
+// config the write was built on; asked about other configs, or about a
+// backend of another list, Servers computes the span instead of answering
+// with the store's.
+func TestChangeSpansHandedToApply(t *testing.T) {
+	s := openStore(t, t.TempDir(), "")
+	mustUpdate(t, s, func(c *Config) error {
+		c.Backends = append(c.Backends, Backend{Name: "a", Servers: spanServers(300)}, Backend{Name: "b", Servers: spanServers(5)})
+		return nil
+	})
+	for round, change := range []func(c *Config){
+		func(c *Config) { (*c.OwnServers(0))[150].Port = 7 },                                                   // one server of a
+		func(c *Config) { l := c.OwnServers(0); *l = append((*l)[:10], (*l)[11:]...) },                         // one deleted
+		func(c *Config) { l := c.OwnServers(1); *l = append(*l, Server{Name: "n", Address: "::1", Port: 1}) },  // one added to b
+		func(c *Config) { c.Backends = append(c.Backends[1:], c.Backends[0]); (*c.OwnServers(0))[0].Port = 9 }, // backends moved, b changed
+	} {
+		cur := s.Current()
+		var checked bool
+		_, err := s.Update(t.Context(), func(c *Config) error { change(c); return nil }, UpdateOptions{ShareServers: true,
+			Apply: func(ctx context.Context, next *Config) error {
+				sp := SpansOf(ctx)
+				if sp == nil {
+					return fmt.Errorf("round %d: no spans in the context", round)
+				}
+				for i := range next.Backends {
+					k := cur.FindBackend(next.Backends[i].Name)
+					old := &cur.Backends[k]
+					h, tl := sp.Servers(cur, old, next, i)
+					if wh, wt := naiveSpan(old.Servers, next.Backends[i].Servers); h != wh || tl != wt {
+						return fmt.Errorf("round %d backend %d: span %d,%d, want %d,%d", round, i, h, tl, wh, wt)
+					}
+					// another config than the store's: computed
+					other := &Backend{Servers: spanServers(len(old.Servers))}
+					h, tl = sp.Servers(cur, other, next, i)
+					if wh, wt := naiveSpan(other.Servers, next.Backends[i].Servers); h != wh || tl != wt {
+						return fmt.Errorf("round %d backend %d: span against another list %d,%d, want %d,%d", round, i, h, tl, wh, wt)
+					}
+					if h, tl = sp.Servers(next, old, next, i); h != len(old.Servers) && len(next.Backends[i].Servers) == len(old.Servers) && sameList(old.Servers, next.Backends[i].Servers) {
+						return fmt.Errorf("round %d: a list against itself: %d,%d", round, h, tl)
+					}
+				}
+				checked = true
+				return nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !checked {
+			t.Fatalf("round %d: Apply not called", round)
+		}
+	}
+	var nilSpans *ChangeSpans // no spans (a cluster node's Apply): computed
+	c := s.Current()
+	if h, tl := nilSpans.Servers(c, &c.Backends[0], c, 0); h != len(c.Backends[0].Servers) || tl != 0 {
+		t.Fatalf("nil spans of a list against itself: %d,%d", h, tl)
 	}
 }
