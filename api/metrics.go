@@ -103,6 +103,8 @@ var loopMetrics = []loopMetric{
 	{"notified_total", "Wake-ups other threads gave the loop (eventfd).", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.Notified) }},
 	{"busy_polls_total", "Busy polls before a sleep (tuning.busy_poll_us).", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.BusyPolls) }},
 	{"busy_poll_seconds_total", "Time spent busy polling (tuning.busy_poll_us).", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.BusyPollNs) / 1e9 }},
+	{"naps_total", "Naps before a poll (tuning.poll_nap_us).", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.Naps) }},
+	{"nap_seconds_total", "Time from a round's end to the poll after a nap (tuning.poll_nap_us).", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.NapNs) / 1e9 }},
 	{"avg_loop_seconds", "Average busy time of a round (EWMA), sleep excluded.", prometheus.GaugeValue, func(a *stats.LoopActivity) float64 { return float64(a.AvgLoopUs) / 1e6 }},
 	{"accepted_total", "Connections accepted on this loop.", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.Accepted) }},
 	{"accept_queue_pushed_total", "Entries pushed into this loop's accept ring.", prometheus.CounterValue, func(a *stats.LoopActivity) float64 { return float64(a.AccqPushed) }},

@@ -282,7 +282,7 @@ func (e *Engine) start(t *config.Tuning, dist listen.Distribution) error {
 // take the values as given).
 func loopOptions(id int, t *config.Tuning) loop.Options {
 	return loop.Options{ID: id, RunqueueDepth: t.RunqueueDepth, Maxpollevents: t.Maxpollevents, Sched: loop.Sched(t.Sched),
-		BusyPollUs: t.BusyPollUs}
+		BusyPollUs: t.BusyPollUs, PollNapUs: t.PollNapUs}
 }
 
 // proxyTuning is what the workers run with nloops loops and the global
@@ -685,6 +685,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	if err := e.onEveryLoop(ctx, func(l *loop.Loop, w *proxy.Worker) {
 		l.SetTuning(t.RunqueueDepth, t.Maxpollevents, loop.Sched(t.Sched))
 		l.SetBusyPoll(t.BusyPollUs)
+		l.SetPollNap(t.PollNapUs)
 		w.SetTuning(pt)
 	}); err != nil {
 		// The snapshot is published; only the wait was cut short.

@@ -203,6 +203,7 @@ func (e *Engine) LoopActivity() []stats.LoopActivity {
 			HandshakeHandoffNs: a.HandshakeHandoffNs, HandshakeParks: a.HandshakeParks,
 			Sleeps: a.Sleeps, SleepNs: a.SleepNs, Notified: a.Notified,
 			BusyPolls: a.BusyPolls, BusyPollNs: a.BusyPollNs,
+			Naps: a.Naps, NapNs: a.NapNs,
 		}
 		if sum := a.CPUNs[0] + a.CPUNs[1] + a.CPUNs[2]; sum > 0 {
 			pct := func(v uint64) float64 { return math.Round(1000*float64(v)/float64(sum)) / 10 }

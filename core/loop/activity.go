@@ -31,6 +31,10 @@ type Activity struct {
 	// BusyPollNs the time spent in them: the CPU busy polling costs.
 	BusyPolls  atomic.Uint64
 	BusyPollNs atomic.Uint64
+	// Naps counts the naps before a poll (tuning.poll_nap_us), NapNs the
+	// time from the round's end to the end of the poll after the nap.
+	Naps  atomic.Uint64
+	NapNs atomic.Uint64
 
 	// Written by core/listen.
 	Accepted     atomic.Uint64 // connections handed to an AcceptFunc on this loop
@@ -72,6 +76,7 @@ type ActivitySnapshot struct {
 	Sleeps, SleepNs          uint64
 	Notified                 uint64
 	BusyPolls, BusyPollNs    uint64
+	Naps, NapNs              uint64
 	Accepted, AccqPushed     uint64
 	AccqFull, AcceptPauses   uint64
 	SpliceBytes              uint64
@@ -95,6 +100,7 @@ func (a *Activity) Snapshot() ActivitySnapshot {
 		Sleeps:              a.Sleeps.Load(), SleepNs: a.SleepNs.Load(),
 		Notified:  a.Notified.Load(),
 		BusyPolls: a.BusyPolls.Load(), BusyPollNs: a.BusyPollNs.Load(),
+		Naps: a.Naps.Load(), NapNs: a.NapNs.Load(),
 		Accepted: a.Accepted.Load(), AccqPushed: a.AccqPushed.Load(),
 		AccqFull: a.AccqFull.Load(), AcceptPauses: a.AcceptPauses.Load(),
 		SpliceBytes: a.SpliceBytes.Load(),

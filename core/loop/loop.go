@@ -35,6 +35,7 @@ type Options struct {
 	Maxpollevents int   // most events per epoll_wait (tuning.maxpollevents), > 0
 	Sched         Sched // class shares (tuning.sched), not all zero
 	BusyPollUs    int   // µs a loop with nothing to run polls without sleeping first (tuning.busy_poll_us), 0 = off
+	PollNapUs     int   // µs a loop whose events come fast naps before it polls (tuning.poll_nap_us), 0 = off
 }
 
 // Sched is the share of a round's budget, in percent, each class of
@@ -97,6 +98,14 @@ type Loop struct {
 	spare   bool    // spareP() as of spareAt-spareCheck: blocking polls keep the P
 	spareAt int64
 	busyNs  int64 // busy polling before a sleep (SetBusyPoll), 0 = off
+	napNs   int64 // nap before a poll (SetPollNap), 0 = off
+	// gap is how long the loop last waited, from the end of a round
+	// that left nothing to run to the event or work that ended the wait
+	// (ns); a loop naps only while gaps are short (napGaps naps).
+	gap      int64
+	idleFrom int64         // the end of the last round that did work
+	napTs    unix.Timespec // the nap's length, for clock_nanosleep
+	slack    bool          // the loop thread's timer slack is set (nap)
 	// exec holds the Exec'd functions taken from the inbox and not run
 	// yet (a round runs them within the normal class's budget), oldest
 	// first; execTail is its last node.
@@ -111,6 +120,7 @@ type Loop struct {
 	cLoops, cPollIO, cWake, cTimers uint64
 	cSleeps, cSleepNs, cNotified    uint64
 	cBusyPolls, cBusyNs             uint64
+	cNaps, cNapNs                   uint64
 	cTasklets                       [nClasses]uint64
 	cCPU                            [nClasses]uint64 // ns spent running each class
 }
@@ -148,6 +158,7 @@ func New(o Options) (*Loop, error) {
 	l := &Loop{id: o.ID, epfd: epfd, evfd: evfd, act: new(Activity), now: monoNow()}
 	l.SetTuning(o.RunqueueDepth, o.Maxpollevents, o.Sched)
 	l.SetBusyPoll(o.BusyPollUs)
+	l.SetPollNap(o.PollNapUs)
 	return l, nil
 }
 
@@ -190,6 +201,32 @@ func (l *Loop) SetTuning(depth, maxpollevents int, s Sched) {
 func (l *Loop) SetBusyPoll(us int) {
 	l.busyNs = int64(max(us, 0)) * int64(time.Microsecond)
 }
+
+// SetPollNap sets how long, in µs, a loop naps before it polls when it
+// has nothing left to run and its events come fast (tuning.poll_nap_us; 0
+// = off, negative values too). Loop thread (or before Run).
+//
+// A loop that sleeps in epoll_wait is woken by the first event: the CPU
+// that queued it (the softirq of a peer's write, on another CPU) pays for
+// the wake-up (an IPI to an idle CPU; in a VM, an exit), and the loop
+// takes that one event in a round. Where events come faster than the
+// loop's rounds end, that is one wake-up, one round and one epoll_wait
+// per event, and each of the loop's writes wakes a peer with one reply.
+// A nap is a sleep on the loop's own timer (clock_nanosleep, the thread's
+// timer slack set to 1 ns) with no epoll waiter, so an event that comes
+// meanwhile wakes nobody; the poll after it takes all of them in one
+// round, as a NIC coalesces interrupts. The price is up to the nap's
+// length of latency per hop: a loop naps only after a round that did
+// work and while its last wait was shorter than napGaps naps (the next
+// event is near), so an idle or lightly loaded loop sleeps as without it.
+func (l *Loop) SetPollNap(us int) {
+	l.napNs = int64(max(us, 0)) * int64(time.Microsecond)
+	l.napTs = unix.NsecToTimespec(l.napNs)
+}
+
+// napGaps: a loop naps while its last wait was shorter than this many
+// naps.
+const napGaps = 4
 
 // Tuning returns the values in force (loop thread).
 func (l *Loop) Tuning() (depth, maxpollevents int, s Sched) {
@@ -447,15 +484,26 @@ func (l *Loop) round() {
 	l.avgLoop += (float64(end-start) - l.avgLoop) / 16
 	l.publish()
 
-	// Busy polling follows work: a round that ran nothing (its sleep cut
-	// by the runtime's preemption signal every 10-20 ms, see epollWait)
-	// sleeps again at once, or an idle loop would poll busyNs of every
-	// such interval (from 20 ms up, all the time).
+	if worked {
+		l.idleFrom = end // the wait starts; rounds that run nothing (EINTR) do not restart it
+	}
+	idle := l.idleFrom
+	// Busy polling and naps follow work: a round that ran nothing (its
+	// sleep cut by the runtime's preemption signal every 10-20 ms, see
+	// epollWait) sleeps again at once, or an idle loop would poll busyNs
+	// of every such interval (from 20 ms up, all the time).
 	if timeout != 0 && l.busyNs > 0 && worked {
 		var got bool
 		if got, end = l.busyPoll(timeout); got {
-			l.woke = end // the next round starts now
-			return       // an event or work came while polling: no sleep
+			l.woke, l.gap = end, end-idle // the next round starts now
+			return                        // an event or work came while polling: no sleep
+		}
+	}
+	if timeout != 0 && l.napNs > 0 && worked && l.gap < napGaps*l.napNs {
+		var got bool
+		if got, end = l.nap(timeout, end); got {
+			l.woke, l.gap = end, end-idle
+			return // events or work came during the nap: no sleep
 		}
 	}
 	announced := timeout != 0
@@ -470,7 +518,9 @@ func (l *Loop) round() {
 			timeout = 0
 		}
 	}
-	l.poll(timeout, end)
+	if l.poll(timeout, end) && l.woke != 0 {
+		l.gap = l.woke - idle // the sleep ended with events; the nap and busy poll before it count
+	}
 	if announced {
 		l.sleeping.Store(false)
 	}
@@ -503,6 +553,39 @@ func (l *Loop) busyPoll(timeout int) (bool, int64) {
 			return got, now
 		}
 	}
+}
+
+// nap sleeps on the loop thread's own timer for napNs, not past the
+// sleep's timeout (ms, -1 = none), then polls without sleeping (see
+// SetPollNap); it reports whether an event (dispatched) or work queued by
+// another thread (unannounced, as in busyPoll) came, and when it stopped
+// (monoNow). start is when the round ended.
+func (l *Loop) nap(timeout int, start int64) (bool, int64) {
+	if !l.slack {
+		// The default slack (50 µs) would stretch every nap by that
+		// much: a thread's slack is its own, and the loop's goroutine
+		// is locked to this thread for as long as the loop runs.
+		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+		l.slack = true
+	}
+	ts := l.napTs
+	if timeout > 0 && int64(timeout)*int64(time.Millisecond) < l.napNs {
+		ts = unix.Timespec{Nsec: int64(timeout) * int64(time.Millisecond)}
+	}
+	// Raw: the nap is µs long, the P stays with the loop. EINTR (the
+	// runtime's preemption signal) ends it early, as any event would.
+	unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, 0, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	l.cNaps++
+	n, err := epollWait(l.epfd, l.events, 0, false)
+	got := err == nil && n > 0
+	if got {
+		l.dispatch(l.events[:n])
+	} else {
+		got = !l.inbox.empty() || l.stopping.Load() || l.sourcesPending()
+	}
+	now := monoNow()
+	l.cNapNs += uint64(now - start)
+	return got, now
 }
 
 // runClasses runs the three classes within the round's depth (steps 2-4
@@ -656,8 +739,9 @@ func (l *Loop) pollTimeout(now int64) int {
 }
 
 // poll waits for events for at most timeout ms (-1: no limit, 0: does not
-// sleep) and dispatches them; now is monoNow() at the end of the round.
-func (l *Loop) poll(timeout int, now int64) {
+// sleep) and dispatches them; now is monoNow() at the end of the round. It
+// reports whether it dispatched any.
+func (l *Loop) poll(timeout int, now int64) bool {
 	var n int
 	var err error
 	holdP := false
@@ -684,9 +768,10 @@ func (l *Loop) poll(timeout int, now int64) {
 		l.cSleepNs += uint64(l.woke - slept)
 	}
 	if err != nil || n <= 0 {
-		return
+		return false
 	}
 	l.dispatch(l.events[:n])
+	return true
 }
 
 // running counts the loops inside Run in this process. It is process-wide
@@ -783,6 +868,8 @@ func (l *Loop) publish() {
 	set(&a.Notified, l.cNotified)
 	set(&a.BusyPolls, l.cBusyPolls)
 	set(&a.BusyPollNs, l.cBusyNs)
+	set(&a.Naps, l.cNaps)
+	set(&a.NapNs, l.cNapNs)
 }
 
 // set stores v in c unless c holds it (only the loop writes c).

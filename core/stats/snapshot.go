@@ -333,8 +333,12 @@ type LoopActivity struct {
 	Notified uint64 `json:"notified"`
 	// BusyPolls: busy polls before a sleep (tuning.busy_poll_us), and the
 	// time spent in them (ns): what busy polling costs.
-	BusyPolls   uint64 `json:"busy_polls"`
-	BusyPollNs  uint64 `json:"busy_poll_ns"`
+	BusyPolls  uint64 `json:"busy_polls"`
+	BusyPollNs uint64 `json:"busy_poll_ns"`
+	// Naps: naps before a poll (tuning.poll_nap_us), and the time from
+	// the round's end to the poll after each (ns).
+	Naps        uint64 `json:"naps"`
+	NapNs       uint64 `json:"nap_ns"`
 	Accepted    uint64 `json:"accepted"`
 	AccqPushed  uint64 `json:"accq_pushed"`
 	AccqFull    uint64 `json:"accq_full"`
