@@ -641,8 +641,12 @@ func (c *stream) flushTo(s *Side, b *Buffer) bool {
 			next = &c.reqBody
 		}
 	}
+	// The last bytes of a response after which the connection closes go
+	// with MSG_MORE too: the close(2) or shutdown that follows puts the
+	// FIN on their segment (one packet, and one ACK, less per connection).
+	last := next == &c.respBody && c.closeAfter && c.respBody.complete() && isRaw(s.xp)
 	for b.Len() > 0 {
-		more := next.more()
+		more := next.more() || last
 		n, e := s.send(b.Data(), more)
 		if e == unix.EAGAIN || (e == 0 && n == 0) {
 			s.blocked()
@@ -651,7 +655,7 @@ func (c *stream) flushTo(s *Side, b *Buffer) bool {
 		if e != 0 {
 			return false
 		}
-		if more {
+		if more && !last {
 			next.corked = true
 		}
 		b.Consumed(n)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +78,35 @@ func TestServerFinLeavesWithItsLastBytes(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("server did not get the client's bytes after its own FIN")
+	}
+	e.waitIdle()
+}
+
+// TestHTTPLastResponseLeavesWithTheFin: the response after which an
+// http connection closes (the client asked Connection: close) reaches the
+// client in one segment with the FIN (MSG_MORE before the close): the
+// client receives the SYN-ACK, the ACK of its request and the response
+// with the FIN; a fourth segment is the FIN sent apart.
+func TestHTTPLastResponseLeavesWithTheFin(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newRawOrigin(t, okAnswer("hello"))
+	c := e.dialHTTP(httpFrontend(t, nil, o.addr))
+	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := io.ReadAll(c)
+	if err != nil || !strings.HasSuffix(string(resp), "\r\n\r\nhello") || !strings.Contains(string(resp), "Connection: close\r\n") {
+		t.Fatalf("response %q, %v", resp, err)
+	}
+	rc, _ := c.SyscallConn()
+	var ti *unix.TCPInfo
+	rc.Control(func(fd uintptr) { ti, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ti.Data_segs_in != 1 || ti.Segs_in > 3 {
+		t.Errorf("client received %d segments, %d with data: want at most 3 (SYN-ACK, ACK, response+FIN), 1 with data",
+			ti.Segs_in, ti.Data_segs_in)
 	}
 	e.waitIdle()
 }
