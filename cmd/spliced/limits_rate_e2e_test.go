@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -287,7 +288,17 @@ func TestLimitsConnCurTCPEndToEnd(t *testing.T) {
 
 // TestLimitsFloodOfSourcesEndToEnd: 100 000 connections from distinct
 // addresses of 127.0.0.0/8 keep the table within max_entries and the
-// process's memory flat, and the admin API answers within 1 s all along.
+// process's memory flat, and the admin API keeps answering all along.
+//
+// "Keeps answering" is measured against the flood's own progress, not
+// the wall clock: on a shared machine (a load average of 47 made one
+// answer take 2.6 s) every process slows down together, the flood too.
+// What the data plane must not do is starve the admin API: an answer
+// that waits while the flood goes on (a loop that spins, a lock the
+// admin API waits for) lets the flood make thousands of connections
+// meanwhile. So each answer may span at most 5 % of the flood (5 000
+// connections: an unloaded answer spans a few dozen), and answers keep
+// coming while the flood runs (at least one per tenth of it).
 func TestLimitsFloodOfSourcesEndToEnd(t *testing.T) {
 	t.Parallel()
 	in := startSpliced(t, "")
@@ -299,7 +310,9 @@ func TestLimitsFloodOfSourcesEndToEnd(t *testing.T) {
 	rssBefore := rssKiB(t, in.Pid())
 	const total = 100000
 	deadline := time.Now().Add(120 * time.Second) // bounded in time as in count
-	var next, done, failed atomic.Int64
+	var next, made atomic.Int64                   // made: dials ended, connected or not
+	var done, failed atomic.Int64
+	flood := make(chan struct{}) // closed when the flood ends
 	var wg sync.WaitGroup
 	for w := 0; w < 16; w++ {
 		wg.Add(1)
@@ -313,6 +326,7 @@ func TestLimitsFloodOfSourcesEndToEnd(t *testing.T) {
 				src := net.IPv4(127, byte(1+i>>16), byte(i>>8), byte(i))
 				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 5 * time.Second}
 				c, err := d.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+				made.Add(1)
 				if err != nil {
 					failed.Add(1)
 					continue
@@ -323,32 +337,79 @@ func TestLimitsFloodOfSourcesEndToEnd(t *testing.T) {
 			}
 		}()
 	}
-	var slowest time.Duration
-	stop := make(chan struct{})
+	go func() { wg.Wait(); close(flood) }()
+	// The probe: one admin request at a time while the flood runs, each
+	// noting how far the flood went while it waited for its answer.
+	type probe struct {
+		took  time.Duration
+		span  int64 // connections the flood made meanwhile
+		at    int64 // the flood's progress at its answer
+		err   error
+		state int
+	}
+	var probes []probe
 	probed := make(chan struct{})
 	go func() {
 		defer close(probed)
 		for {
 			select {
-			case <-stop:
+			case <-flood:
 				return
-			case <-time.After(200 * time.Millisecond): // the probe's pace
+			case <-time.After(50 * time.Millisecond): // the probe's pace
 			}
-			s := time.Now()
-			in.MustDo(200, "GET", "/api/v1/info", nil)
-			slowest = max(slowest, time.Since(s))
+			m0, s := made.Load(), time.Now()
+			r, err := sendRequest(in.Admin, "GET", "/api/v1/info", nil)
+			p := probe{took: time.Since(s), span: made.Load() - m0, at: made.Load(), err: err, state: r.Status}
+			select {
+			case <-flood:
+				if err == nil {
+					return // answered after the flood: says nothing of it
+				}
+			default:
+			}
+			probes = append(probes, p)
 		}
 	}()
-	wg.Wait()
-	close(stop)
-	<-probed
-	t.Logf("%d connections from distinct sources (%d failed to connect) in %v; slowest admin answer %v",
-		done.Load(), failed.Load(), time.Since(deadline.Add(-120*time.Second)), slowest)
+	<-flood
+	select {
+	case <-probed:
+	case <-time.After(60 * time.Second): // liveness only: a hung admin API
+		t.Fatal("an admin request still unanswered 60 s after the flood ended")
+	}
+	var slowest, widest probe
+	for _, p := range probes {
+		if p.err != nil || p.state != 200 {
+			t.Fatalf("admin answer during the flood: %d %v", p.state, p.err)
+		}
+		slowest.took = max(slowest.took, p.took)
+		if p.span > widest.span {
+			widest = p
+		}
+	}
+	if len(probes) == 0 {
+		t.Fatal("no admin answer during the flood")
+	}
+	spans := make([]int64, len(probes))
+	for i, p := range probes {
+		spans[i] = p.span
+	}
+	slices.Sort(spans)
+	t.Logf("%d connections from distinct sources (%d failed to connect) in %v; %d admin answers during it, slowest %v, widest spanned %d connections (%v); spans p50 %d p90 %d",
+		done.Load(), failed.Load(), time.Since(deadline.Add(-120*time.Second)), len(probes), slowest.took, widest.span, widest.took,
+		spans[len(spans)/2], spans[len(spans)*9/10])
 	if done.Load() < 20000 {
 		t.Fatalf("only %d connections made", done.Load())
 	}
-	if slowest > time.Second {
-		t.Errorf("the admin API took %v during the flood", slowest)
+	if widest.span > total/20 {
+		t.Errorf("the flood made %d connections while one admin request waited %v for its answer", widest.span, widest.took)
+	}
+	// Answers kept coming: no tenth of the flood without one.
+	last := int64(0)
+	for _, p := range append(probes, probe{at: made.Load()}) {
+		if p.at-last > total/10 {
+			t.Errorf("no admin answer from connection %d to %d of the flood", last, p.at)
+		}
+		last = p.at
 	}
 	var tab limitTable
 	in.MustDo(200, "GET", "/api/v1/frontends/edge/limits/per_ip/entries?limit=1000", nil).JSON(t, &tab)
