@@ -55,8 +55,8 @@ import (
 
 // spliceMin is the length of a Content-Length body left to relay from
 // which the rest moves through a pipe (when the frontend's splice policy
-// is not off): below it, the two extra splice calls per chunk cost more
-// than the copy they save.
+// is not off): below it, taking a pipe costs more than the copy it saves.
+// A body spliced once is spliced to its end (mover.wantSplice).
 const spliceMin = 64 << 10
 
 // body is one message body being relayed: the mover that moves its bytes
@@ -80,6 +80,7 @@ type body struct {
 
 func (b *body) start(kind http1.Body, cl, maxBody int64) {
 	b.kind, b.left, b.ok, b.eof, b.broken, b.bytes, b.corked = kind, 0, 0, false, false, 0, false
+	b.spliced = 0 // this body's (wantSplice)
 	b.dechunk = false
 	switch kind {
 	case http1.BodyLength:

@@ -64,7 +64,7 @@ type mover struct {
 	// TestConnectionObjectsKeepTheirSizeClass.
 	shut    bool
 	bytes   int64 // bytes written to the destination
-	spliced int64 // of which through a pipe
+	spliced int64 // of which through a pipe (an http body: of this body)
 }
 
 // run results besides 0 (progress made, or nothing to do) and an http
@@ -97,8 +97,8 @@ const (
 //
 // fr, when not nil, frames an http body (no interface, no allocation per
 // chunk): only the bytes it framed leave the buffer (fr.ok), a
-// Content-Length body bounds what is spliced (fr.left) and is spliced at
-// all only from spliceMin bytes left, the source is read only while the
+// Content-Length body bounds what is spliced (fr.left) and starts to be
+// spliced only from spliceMin bytes left (then to its end), the source is read only while the
 // body is incomplete and the buffer empty (what follows the body, a
 // pipelined request, stays unread), and end of stream completes only a
 // body delimited by the close. Without fr, every byte read is sent, a
@@ -212,7 +212,11 @@ func (m *mover) wantSplice(src, dst *Side, in *Buffer, fr *body) bool {
 		return false
 	}
 	if fr != nil {
-		return fr.kind == http1.BodyLength && fr.left >= spliceMin && m.mode != SpliceOff
+		// A body that went through the pipe stays there to its end, as
+		// HAProxy splices to the end of to_forward: two splices move its
+		// last bytes where buffers took a read and a send per bufsize
+		// and copied them twice (body.start clears spliced).
+		return fr.kind == http1.BodyLength && m.mode != SpliceOff && (fr.left >= spliceMin || m.spliced > 0)
 	}
 	switch m.mode {
 	case SpliceOn:
