@@ -13,7 +13,7 @@ const (
 	DefaultBacklog       = 1024      // connections a bind's kernel queue holds before the loops accept them (listen(2) backlog, capped by net.core.somaxconn): a burst or a maxconn pause waits there instead of being refused
 	DefaultMaxaccept     = 64        // accepts per listener wake-up (HAProxy's tune.maxaccept): a connection burst cannot starve the established connections of the accepting loop
 	DefaultBufsize       = 16 * 1024 // bytes per I/O buffer (HAProxy's tune.bufsize): a whole request head (16 KiB at most) fits in one; pooled, held only while data is pending
-	DefaultPipesize      = 0         // 0 = kernel default (64 KiB), as HAProxy's tune.pipesize: no F_SETPIPE_SZ, no pipe-buffer quota spent
+	DefaultPipesize      = 0         // 0 = automatic: 256 KiB for a process the per-user pipe quota does not bind (CAP_SYS_RESOURCE/CAP_SYS_ADMIN, root), else the kernel default (64 KiB, HAProxy's tune.pipesize default); see core/proxy's autoPipeSize
 	DefaultMaxpipes      = 1024      // splice pipes, process-wide and capped to maxconn/4: 1024 directions splice at once, the rest copy through buffers (2 fds per pipe)
 	// Class shares of a round (seed 000, HAProxy 1dfc9bbdc6, measured with
 	// 60000 connections at 100 Gbps); what a class leaves unused flows to

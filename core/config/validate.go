@@ -792,7 +792,7 @@ func (v *validation) tuning() {
 		v.p.addf("/tuning/bufsize", CodeOutOfRange, "bufsize must be at least %d bytes", MinBufsize)
 	}
 	if t.Pipesize != 0 && t.Pipesize < MinPipesize {
-		v.p.addf("/tuning/pipesize", CodeOutOfRange, "pipesize must be 0 (kernel default) or at least %d bytes", MinPipesize)
+		v.p.addf("/tuning/pipesize", CodeOutOfRange, "pipesize must be 0 (automatic) or at least %d bytes", MinPipesize)
 	}
 	// As HAProxy refuses to start with a maxconn the fd limit cannot hold:
 	// past it the process runs out of fds, and the admin API with it.

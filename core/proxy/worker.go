@@ -13,7 +13,7 @@ import (
 type Tuning struct {
 	Bufsize  int // bytes per buffer, for buffers taken from now on
 	Maxpipes int // pipes this loop may hold at once (its share of tuning.maxpipes)
-	Pipesize int // F_SETPIPE_SZ, 0 = kernel default
+	Pipesize int // F_SETPIPE_SZ, 0 = automatic (autoPipeSize)
 	// MaxIdle bounds the idle server connections this loop's http pools
 	// keep, all servers together (its share of config.IdleFor); 0 = no
 	// bound beyond maxIdlePerServer. Lowering it closes none: the excess

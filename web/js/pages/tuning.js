@@ -28,7 +28,7 @@ export default async function tuning(ctx, root) {
       input(model, ['maxconn'], 'Max connections', 'int', { min: 0, hint: '0 = from RLIMIT_NOFILE' }))),
     group([], 'Buffers and pipes', h('div', { class: 'fields' },
       input(model, ['bufsize'], 'Buffer size (bytes)', 'int', { min: 0 }),
-      input(model, ['pipesize'], 'Pipe size (bytes)', 'int', { min: 0, hint: '0 = kernel default' }),
+      input(model, ['pipesize'], 'Pipe size (bytes)', 'int', { min: 0, hint: '0 = automatic (256 KiB as root, else the kernel default)' }),
       input(model, ['maxpipes'], 'Max pipes', 'int', { min: 0 }))),
     group([], 'Stopping', h('div', { class: 'fields' },
       input(model, ['grace_ms'], 'Grace (ms)', 'int', { min: 0, max: 3600000, hint: 'SIGTERM and removed loops: requests in flight finish, the rest is closed after it' }))));
