@@ -106,6 +106,9 @@ type Loop struct {
 	idleFrom int64         // the end of the last round that did work
 	napTs    unix.Timespec // the nap's length, for clock_nanosleep
 	slack    bool          // the loop thread's timer slack is set (nap)
+	// napOK: the last nap took at least napBatch events, or a sleep
+	// since did (events come faster than one per wake-up).
+	napOK bool
 	// exec holds the Exec'd functions taken from the inbox and not run
 	// yet (a round runs them within the normal class's budget), oldest
 	// first; execTail is its last node.
@@ -219,14 +222,24 @@ func (l *Loop) SetBusyPoll(us int) {
 // length of latency per hop: a loop naps only after a round that did
 // work and while its last wait was shorter than napGaps naps (the next
 // event is near), so an idle or lightly loaded loop sleeps as without it.
+//
+// A nap pays only if it gathers: one that took fewer than napBatch events
+// (a single client's ping-pong, a lone transfer) stops the naps until a
+// sleep wakes to napBatch events or more, so a loop whose events come one
+// at a time sleeps as without it.
 func (l *Loop) SetPollNap(us int) {
 	l.napNs = int64(max(us, 0)) * int64(time.Microsecond)
 	l.napTs = unix.NsecToTimespec(l.napNs)
+	l.napOK = true
 }
 
 // napGaps: a loop naps while its last wait was shorter than this many
-// naps.
-const napGaps = 4
+// naps. napBatch: the events a nap (or a sleep, to start napping again)
+// must take for the naps to go on.
+const (
+	napGaps  = 4
+	napBatch = 2
+)
 
 // Tuning returns the values in force (loop thread).
 func (l *Loop) Tuning() (depth, maxpollevents int, s Sched) {
@@ -499,7 +512,7 @@ func (l *Loop) round() {
 			return                        // an event or work came while polling: no sleep
 		}
 	}
-	if timeout != 0 && l.napNs > 0 && worked && l.gap < napGaps*l.napNs {
+	if timeout != 0 && l.napNs > 0 && worked && l.napOK && l.gap < napGaps*l.napNs {
 		var got bool
 		if got, end = l.nap(timeout, end); got {
 			l.woke, l.gap = end, end-idle
@@ -578,6 +591,7 @@ func (l *Loop) nap(timeout int, start int64) (bool, int64) {
 	l.cNaps++
 	n, err := epollWait(l.epfd, l.events, 0, false)
 	got := err == nil && n > 0
+	l.napOK = got && n >= napBatch
 	if got {
 		l.dispatch(l.events[:n])
 	} else {
@@ -769,6 +783,9 @@ func (l *Loop) poll(timeout int, now int64) bool {
 	}
 	if err != nil || n <= 0 {
 		return false
+	}
+	if n >= napBatch {
+		l.napOK = true
 	}
 	l.dispatch(l.events[:n])
 	return true

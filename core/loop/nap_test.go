@@ -41,7 +41,10 @@ func TestPollNapTakesTheNapsEventsInOneRound(t *testing.T) {
 			}
 		})
 	}
-	execWait(t, l, func(*Loop) {})                   // the loop waits briefly between Execs: it naps
+	// The registrations' naps each took one event (an Exec's wake-up), so
+	// the loop stopped napping: as after a sleep that woke to a batch, it
+	// naps again after this round (its waits between Execs are short).
+	execWait(t, l, func(l *Loop) { l.napOK = true })
 	naps0, sleeps0 := a.Naps.Load(), a.Sleeps.Load() // the last round published before its nap
 	start := time.Now()
 	for i := range n {
@@ -95,5 +98,63 @@ func TestPollNapOnlyWhileEventsComeFast(t *testing.T) {
 	// was short), and so may the one after execWait's quick follow-up.
 	if got := a.Naps.Load() - naps0; got > 2 {
 		t.Errorf("%d naps for %d Exec spaced %v apart: a loop with long waits naps", got, n, 3*napGaps*nap)
+	}
+}
+
+// TestPollNapStopsWhenEventsComeOneAtATime: a nap that takes a single
+// event gathered nothing (one client's ping-pong): the loop stops napping
+// and sleeps until each event, as without the nap, rather than adding the
+// nap to every hop.
+func TestPollNapStopsWhenEventsComeOneAtATime(t *testing.T) {
+	const nap = time.Millisecond // gaps of the ping-pong are far shorter than napGaps naps
+	l := startLoop(t, Options{PollNapUs: int(nap / time.Microsecond)})
+	a := l.Activity()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
+	ran := make(chan struct{}, 1)
+	f := &FD{Fd: p[0]}
+	f.T = &Tasklet{Run: func(*Tasklet) {
+		var b [8]byte
+		for {
+			if _, err := unix.Read(f.Fd, b[:]); err != nil {
+				break
+			}
+		}
+		ran <- struct{}{}
+	}}
+	execWait(t, l, func(l *Loop) {
+		if err := l.Register(f); err != nil {
+			t.Error(err)
+		}
+	})
+	ping := func() {
+		if _, err := unix.Write(p[1], []byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ran:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the event was not taken")
+		}
+	}
+	for range 5 {
+		ping()
+	}
+	execWait(t, l, func(*Loop) {}) // publishes
+	naps0 := a.Naps.Load()
+	const n = 50
+	start := time.Now()
+	for range n {
+		ping()
+	}
+	execWait(t, l, func(*Loop) {})
+	naps := a.Naps.Load() - naps0
+	t.Logf("%d pings in %v, %d naps", n, time.Since(start).Round(time.Microsecond), naps)
+	// The execWait before may have let the loop nap once more.
+	if naps > 2 {
+		t.Errorf("%d naps for %d events that came one at a time: each nap took one event", naps, n)
 	}
 }
