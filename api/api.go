@@ -469,6 +469,7 @@ func (s *server) write(w http.ResponseWriter, r *http.Request, op writeOp) error
 		// every op replaces a list of servers before it changes it
 		// (collection.writable); the others are shared with Current
 		ShareServers: true,
+		AuditRecord:  s.obs.audit.recordOf(r), // the state directory: in the journal line with the change
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), applyTimeout)
 	defer cancel()

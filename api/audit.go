@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,12 +33,18 @@ import (
 // (spliced_admin_refused_total{code}) and sampled into the server log, at
 // most refusedLogPerSec lines a second.
 //
-// A change is durable in the trail no later than in the state directory:
-// before the store persists a generation, a pending record of the write is
-// appended and fsynced to audit.pending; once the answer is out, the full
-// entry goes to audit.log and the pending record is dropped. At start-up
-// (recoverPending) a pending record left by a crash becomes an entry marked
-// recovered "applied" (its generation was committed) or "not-applied".
+// A change is durable in the trail no later than in the store: a record
+// of the write is committed with it. On a single node (the state
+// directory) the record is the "audit" member of the change's revision,
+// in the journal line that commits it (UpdateOptions.AuditRecord: one
+// fdatasync for both); at start-up (recoverFromRevisions) the newest
+// revisions' records whose entry audit.log lacks become entries marked
+// recovered "applied". On a cluster node, before the store commits a
+// generation, a pending record of the write is appended and fsynced to
+// audit.pending; once the answer is out, the full entry goes to audit.log
+// and the pending record is dropped. At start-up (recoverPending) a
+// pending record left by a crash becomes an entry marked recovered
+// "applied" (its generation was committed) or "not-applied".
 // On a cluster node started while the store does not answer, the records
 // wait (kept in audit.pending) until it does: retried every retryEvery,
 // and before the node's next write begins.
@@ -116,6 +123,9 @@ type auditRec struct {
 	after  *config.Config
 	// pending is the id of this write's record in audit.pending (0: none).
 	pending int64
+	// record is this write's audit record for its revision (begin, on a
+	// single node: recordOf).
+	record []byte
 }
 
 type auditCtxKey struct{}
@@ -202,6 +212,10 @@ type auditLog struct {
 	waiting    []pendingRec
 	waitStore  *config.Store
 	retryEvery time.Duration
+	// inRevision: the store keeps each write's audit record in its
+	// revision (the state directory; set by recoverPending), so begin
+	// writes no audit.pending record.
+	inRevision atomic.Bool
 }
 
 func newAuditLog(dir string, log *slog.Logger) *auditLog {

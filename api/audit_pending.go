@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -55,6 +56,11 @@ func (l *auditLog) pendingPath() string { return filepath.Join(l.dir, pendingFil
 //
 // Records of a previous run still waiting for the store are decided first
 // (settle); while the store cannot say, the write is refused.
+//
+// On a single node (the state directory), the record is not written here:
+// begin keeps it in the request (recordOf), and the store writes it in the
+// journal line that commits the generation, so that one fdatasync makes
+// both durable; recoverPending reads it back from the revisions.
 func (l *auditLog) begin(r *http.Request, gen int64) error {
 	a := auditOf(r.Context())
 	if a == nil || l.dir == "" {
@@ -65,6 +71,14 @@ func (l *auditLog) begin(r *http.Request, gen int64) error {
 	}
 	e := l.entryOf(r, a)
 	e.Generation = gen
+	if l.inRevision.Load() {
+		b, err := json.Marshal(&e)
+		if err != nil {
+			return fmt.Errorf("encode audit record: %w", err)
+		}
+		a.record = b
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if a.pending != 0 {
@@ -184,7 +198,54 @@ func (l *auditLog) recoverPending(st *config.Store) error {
 	if err := os.Truncate(l.pendingPath(), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("audit trail: %w", err)
 	}
+	if d, ok := st.Storage().(*config.DirStorage); ok {
+		if err := l.recoverFromRevisions(st, d); err != nil {
+			return fmt.Errorf("audit trail: %w", err)
+		}
+		l.inRevision.Store(true)
+	}
 	return nil
+}
+
+// auditRecoverRevisions is how many of the newest revisions recovery
+// reads the audit records of: a write's entry is in audit.log (fsynced)
+// before its answer, so only the writes under way at a crash, between
+// their commit and their entry, can lack one.
+const auditRecoverRevisions = 16
+
+// recoverFromRevisions writes the entries of the writes whose revision
+// holds their audit record (begin, on a single node) but audit.log not
+// their entry: a crash stopped them between their commit and their entry
+// (recovered "applied").
+func (l *auditLog) recoverFromRevisions(st *config.Store, d *config.DirStorage) error {
+	ras, err := d.RevisionAudits(auditRecoverRevisions)
+	if err != nil || len(ras) == 0 {
+		return err
+	}
+	var recs []pendingRec
+	for _, ra := range slices.Backward(ras) { // oldest first
+		var e AuditEntry
+		if json.Unmarshal(ra.Record, &e) != nil {
+			continue
+		}
+		e.Generation = ra.Generation
+		recs = append(recs, pendingRec{entry: e})
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.decideLocked(st, recs, nil)
+}
+
+// recordOf is the audit record begin kept for the write r
+// (UpdateOptions.AuditRecord): nil when it wrote it to audit.pending
+// itself, or did not run (a dry run).
+func (l *auditLog) recordOf(r *http.Request) func() []byte {
+	return func() []byte {
+		if a := auditOf(r.Context()); a != nil {
+			return a.record
+		}
+		return nil
+	}
 }
 
 // readPending returns the records of audit.pending not marked done, and

@@ -170,3 +170,52 @@ func TestAuditRecoveryWaitingThenAWrite(t *testing.T) {
 		t.Fatalf("audit.pending: %d lines after the write", n)
 	}
 }
+
+// On a single node a write's audit record is committed with its change:
+// in the journal line (one fdatasync for both) and the revision file, not
+// in audit.pending (a write and an fsync more per change, then a
+// truncation). Before, the revision held no record.
+func TestAuditRecordIsCommittedWithTheChange(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t)
+	f.must(t, http.StatusOK, "PATCH", "/api/v1/backends/web/servers/s1", `{"weight":7}`, hdr{"X-Request-Id": "with-its-change"})
+	gen := f.store.Current().Generation
+	dir := f.store.Dir()
+	b, err := os.ReadFile(filepath.Join(dir, "revisions", fmt.Sprintf("%020d.json", gen)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rev struct {
+		Audit *AuditEntry `json:"audit"`
+	}
+	if err := json.Unmarshal(b, &rev); err != nil {
+		t.Fatal(err)
+	}
+	if rev.Audit == nil || rev.Audit.RequestID != "with-its-change" || rev.Audit.Method != "PATCH" || rev.Audit.Generation != gen {
+		t.Fatalf("revision %d's audit record: %+v", gen, rev.Audit)
+	}
+	journal, _ := filepath.Glob(filepath.Join(dir, "journal.*"))
+	found := false
+	for _, p := range journal {
+		j, _ := os.ReadFile(p)
+		found = found || strings.Contains(string(j), `"request_id":"with-its-change"`)
+	}
+	if !found {
+		t.Fatalf("no journal line holds the record (%v)", journal)
+	}
+	if n := auditLines(t, dir, pendingFile); n != 0 {
+		t.Fatalf("audit.pending holds %d lines", n)
+	}
+	// the entry itself is in audit.log once, not recovered again at a restart
+	g := newFixtureIn(t, dir)
+	es, _ := g.audit(t, "?limit=1000")
+	n := 0
+	for _, e := range es {
+		if e.RequestID == "with-its-change" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d entries of the write after a restart, want 1", n)
+	}
+}

@@ -192,7 +192,7 @@ func TestStoreUncommittedSnapshotAfterDeltas(t *testing.T) {
 	leftover.Generation++
 	leftover.Tuning.Maxaccept = 3
 	doc, _ := json.Marshal(leftover)
-	if err := dirOf(s).writeRevisionDoc(RevisionInfo{Generation: leftover.Generation}, doc); err != nil {
+	if err := dirOf(s).writeRevisionDoc(RevisionInfo{Generation: leftover.Generation}, doc, nil); err != nil {
 		t.Fatal(err)
 	}
 	again := openStore(t, dir, "")

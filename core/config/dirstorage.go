@@ -83,6 +83,7 @@ type DirStorage struct {
 	snapMu      sync.Mutex
 	snapReq     *Config
 	snapInfo    RevisionInfo
+	snapAudit   []byte
 	snapAsk     int64
 	snapRunning bool
 	snapWG      sync.WaitGroup
@@ -235,7 +236,7 @@ func (d *DirStorage) Commit(_ context.Context, prev int64, info RevisionInfo, do
 	if info.Generation != prev+1 {
 		return fmt.Errorf("config store: commit of generation %d on %d", info.Generation, prev)
 	}
-	return d.commit(prev, info, doc, certs)
+	return d.commit(prev, info, doc, certs, nil)
 }
 
 // CommitDelta commits next, built on cur (the current generation), as
@@ -249,7 +250,7 @@ func (d *DirStorage) Commit(_ context.Context, prev int64, info RevisionInfo, do
 // maxSnapshotLag generations behind, it writes the whole document
 // (json.Marshal(next)) as Commit does.
 func (d *DirStorage) CommitDelta(ctx context.Context, cur, next *Config, info RevisionInfo, certs map[string][]byte) error {
-	return d.commitDelta(ctx, cur, next, info, certs, nil)
+	return d.commitDelta(ctx, cur, next, info, certs, nil, nil)
 }
 
 // maxSnapshotLag: a delta commit while config.json is this many
@@ -258,8 +259,9 @@ func (d *DirStorage) CommitDelta(ctx context.Context, cur, next *Config, info Re
 const maxSnapshotLag = 4 * SnapshotEvery
 
 // commitDelta is CommitDelta; spans, when not nil, are serverSpans(cur,
-// next) (makeDelta).
-func (d *DirStorage) commitDelta(_ context.Context, cur, next *Config, info RevisionInfo, certs map[string][]byte, spans []listSpan) error {
+// next) (makeDelta); audit, when not nil, is the write's audit record
+// (UpdateOptions.AuditRecord), kept in its revision (and journal line).
+func (d *DirStorage) commitDelta(_ context.Context, cur, next *Config, info RevisionInfo, certs map[string][]byte, spans []listSpan, audit []byte) error {
 	if info.Generation != cur.Generation+1 || next.Generation != info.Generation {
 		return fmt.Errorf("config store: commit of generation %d on %d", info.Generation, cur.Generation)
 	}
@@ -276,7 +278,7 @@ func (d *DirStorage) commitDelta(_ context.Context, cur, next *Config, info Revi
 		}
 		if ok {
 			defer d.mu.Unlock()
-			line, err := encodeDeltaRevision(info, cur.Generation, delta)
+			line, err := encodeDeltaRevision(info, cur.Generation, delta, audit)
 			if err != nil {
 				return err
 			}
@@ -299,7 +301,7 @@ func (d *DirStorage) commitDelta(_ context.Context, cur, next *Config, info Revi
 			faultPoint("commit-journal")
 			d.storageOK()
 			d.gen, d.loaded, d.lastLine = info.Generation, next, info.Generation
-			d.requestSnapshot(next, info)
+			d.requestSnapshot(next, info, audit)
 			return nil
 		}
 	}
@@ -308,7 +310,7 @@ func (d *DirStorage) commitDelta(_ context.Context, cur, next *Config, info Revi
 	if err != nil {
 		return fmt.Errorf("config store: encode generation %d: %w", info.Generation, err)
 	}
-	if err := d.commit(cur.Generation, info, doc, certs); err != nil {
+	if err := d.commit(cur.Generation, info, doc, certs, audit); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -320,9 +322,9 @@ func (d *DirStorage) commitDelta(_ context.Context, cur, next *Config, info Revi
 }
 
 // encodeDeltaRevision is the content of a delta revision (and its journal
-// line): the header members and, instead of "config", "base" and "delta",
-// on one line.
-func encodeDeltaRevision(info RevisionInfo, base int64, delta *Delta) ([]byte, error) {
+// line): the header members, "audit" when not nil, and, instead of
+// "config", "base" and "delta", on one line.
+func encodeDeltaRevision(info RevisionInfo, base int64, delta *Delta, audit []byte) ([]byte, error) {
 	gen := info.Generation
 	info.Time = info.Time.UTC()
 	hdr, err := json.Marshal(info)
@@ -334,8 +336,9 @@ func encodeDeltaRevision(info RevisionInfo, base int64, delta *Delta) ([]byte, e
 		return nil, fmt.Errorf("config store: encode revision %d: %w", gen, err)
 	}
 	var buf bytes.Buffer
-	buf.Grow(len(hdr) + len(body) + 48)
+	buf.Grow(len(hdr) + len(audit) + len(body) + 64)
 	buf.Write(hdr[:len(hdr)-1])
+	writeAudit(&buf, audit)
 	buf.WriteString(`,"base":`)
 	buf.WriteString(strconv.FormatInt(base, 10))
 	buf.WriteString(`,"delta":`)
@@ -378,10 +381,10 @@ func (d *DirStorage) Reseed(_ context.Context, prev int64, info RevisionInfo, do
 	if info.Generation <= prev {
 		return fmt.Errorf("config store: reseed of generation %d on %d", info.Generation, prev)
 	}
-	return d.commit(prev, info, doc, certs)
+	return d.commit(prev, info, doc, certs, nil)
 }
 
-func (d *DirStorage) commit(prev int64, info RevisionInfo, doc []byte, certs map[string][]byte) error {
+func (d *DirStorage) commit(prev int64, info RevisionInfo, doc []byte, certs map[string][]byte, audit []byte) error {
 	d.snapMu.Lock() // after a snapshot being written: config.json never goes back
 	defer d.snapMu.Unlock()
 	d.mu.Lock()
@@ -393,7 +396,7 @@ func (d *DirStorage) commit(prev int64, info RevisionInfo, doc []byte, certs map
 		return err
 	}
 	if d.has {
-		if err := d.writeRevisionDoc(info, doc); err != nil {
+		if err := d.writeRevisionDoc(info, doc, audit); err != nil {
 			return d.storageFailed(err)
 		}
 		if err := d.writeConfigDoc(doc); err != nil {
@@ -404,7 +407,7 @@ func (d *DirStorage) commit(prev int64, info RevisionInfo, doc []byte, certs map
 		if err := d.writeConfigDoc(doc); err != nil {
 			return d.storageFailed(err)
 		}
-		if err := d.writeRevisionDoc(info, doc); err != nil {
+		if err := d.writeRevisionDoc(info, doc, audit); err != nil {
 			if rerr := os.Remove(d.configPath()); rerr == nil || errors.Is(rerr, fs.ErrNotExist) {
 				_ = syncDir(d.dir)
 			} else {
@@ -579,6 +582,9 @@ type revisionFile struct {
 	Actor      string    `json:"actor,omitempty"`
 	Node       string    `json:"node,omitempty"`
 	RestoreOf  int64     `json:"restore_of,omitempty"`
+	// Audit is the write's audit record (UpdateOptions.AuditRecord), when
+	// it had one: who asked, from where, which request.
+	Audit json.RawMessage `json:"audit,omitempty"`
 	// Config is the whole document, or (between snapshots) Delta the
 	// change from generation Base (the one before).
 	Config *Config `json:"config,omitempty"`
@@ -831,13 +837,13 @@ func (d *DirStorage) writeRevision(c *Config, t time.Time, summary string) error
 	if err != nil {
 		return fmt.Errorf("config store: encode revision %d: %w", c.Generation, err)
 	}
-	return d.writeRevisionDoc(RevisionInfo{Generation: c.Generation, Time: t, Summary: summary}, doc)
+	return d.writeRevisionDoc(RevisionInfo{Generation: c.Generation, Time: t, Summary: summary}, doc, nil)
 }
 
 // writeRevisionDoc writes revisions/NNN.json as one line of compact JSON:
 // the header members first (so the listing reads them without decoding the
 // config), then the config, reusing doc so a write encodes the config once.
-func (d *DirStorage) writeRevisionDoc(info RevisionInfo, doc []byte) error {
+func (d *DirStorage) writeRevisionDoc(info RevisionInfo, doc, audit []byte) error {
 	gen := info.Generation
 	info.Time = info.Time.UTC()
 	hdr, err := json.Marshal(info)
@@ -845,8 +851,9 @@ func (d *DirStorage) writeRevisionDoc(info RevisionInfo, doc []byte) error {
 		return fmt.Errorf("config store: encode revision %d: %w", gen, err)
 	}
 	var buf bytes.Buffer
-	buf.Grow(len(hdr) + len(doc) + 16)
+	buf.Grow(len(hdr) + len(audit) + len(doc) + 32)
 	buf.Write(hdr[:len(hdr)-1]) // without the closing brace
+	writeAudit(&buf, audit)
 	buf.WriteString(`,"config":`)
 	buf.Write(doc)
 	buf.WriteString("}\n")
@@ -1037,20 +1044,26 @@ func readRevision(path string) (*revisionFile, error) {
 // readRevisionHeader reads the header members (RevisionInfo), which precede
 // the config in the file, without decoding the config.
 func readRevisionHeader(path string) (RevisionInfo, error) {
+	info, _, err := readRevisionHead(path)
+	return info, err
+}
+
+// readRevisionHead is readRevisionHeader and the member "audit", which
+// also precedes the config.
+func readRevisionHead(path string) (info RevisionInfo, audit json.RawMessage, err error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return RevisionInfo{}, noFollowError(err)
+		return RevisionInfo{}, nil, noFollowError(err)
 	}
 	defer f.Close()
 	dec := json.NewDecoder(f)
-	var info RevisionInfo
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return info, fmt.Errorf("%s: not a revision object", path)
+		return info, nil, fmt.Errorf("%s: not a revision object", path)
 	}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return info, fmt.Errorf("%s: %w", path, err)
+			return info, nil, fmt.Errorf("%s: %w", path, err)
 		}
 		key, _ := t.(string)
 		var dst any
@@ -1067,6 +1080,8 @@ func readRevisionHeader(path string) (RevisionInfo, error) {
 			dst = &info.Node
 		case "restore_of":
 			dst = &info.RestoreOf
+		case "audit":
+			dst = &audit
 		case "config", "base", "delta":
 			// written last (writeRevisionDoc): the header is complete
 		default:
@@ -1077,13 +1092,13 @@ func readRevisionHeader(path string) (RevisionInfo, error) {
 			break
 		}
 		if err := dec.Decode(dst); err != nil {
-			return info, fmt.Errorf("%s: %s: %w", path, key, err)
+			return info, nil, fmt.Errorf("%s: %s: %w", path, key, err)
 		}
 	}
 	if g, _ := parseRevisionName(filepath.Base(path)); g != info.Generation {
-		return info, fmt.Errorf("%s: holds generation %d", path, info.Generation)
+		return info, nil, fmt.Errorf("%s: holds generation %d", path, info.Generation)
 	}
-	return info, nil
+	return info, audit, nil
 }
 
 // WriteFileAtomic replaces dir/name with data so that a crash at any point

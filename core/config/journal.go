@@ -388,12 +388,12 @@ func (d *DirStorage) restoreCopy(je journalEntry) {
 // requestSnapshot hands c (generation gen, just committed) to the
 // snapshot goroutine when SnapshotEvery generations were committed since
 // the last snapshot asked for. Under d.mu.
-func (d *DirStorage) requestSnapshot(c *Config, info RevisionInfo) {
+func (d *DirStorage) requestSnapshot(c *Config, info RevisionInfo, audit []byte) {
 	if c.Generation-d.snapAsk < SnapshotEvery {
 		return
 	}
 	d.snapAsk = c.Generation
-	d.snapReq, d.snapInfo = c, info
+	d.snapReq, d.snapInfo, d.snapAudit = c, info, audit
 	if !d.snapRunning {
 		d.snapRunning = true
 		d.snapWG.Add(1)
@@ -408,7 +408,7 @@ func (d *DirStorage) snapshotLoop() {
 	for {
 		d.snapMu.Lock()
 		d.mu.Lock()
-		c, info, prev := d.snapReq, d.snapInfo, d.snap
+		c, info, audit, prev := d.snapReq, d.snapInfo, d.snapAudit, d.snap
 		d.snapReq = nil
 		if c == nil {
 			d.snapRunning = false
@@ -417,7 +417,7 @@ func (d *DirStorage) snapshotLoop() {
 			return
 		}
 		d.mu.Unlock()
-		if err := d.snapshot(c, info, prev); err != nil {
+		if err := d.snapshot(c, info, audit, prev); err != nil {
 			d.log.Warn("snapshot failed: config.json stays at its generation, the journal keeps the changes after it",
 				"generation", c.Generation, "config_generation", prev, "err", err)
 		}
@@ -427,7 +427,7 @@ func (d *DirStorage) snapshotLoop() {
 
 // snapshot makes c config.json. Under d.snapMu: the only writer of
 // config.json meanwhile; commits of deltas go on.
-func (d *DirStorage) snapshot(c *Config, info RevisionInfo, prev int64) error {
+func (d *DirStorage) snapshot(c *Config, info RevisionInfo, audit []byte, prev int64) error {
 	faultPoint("snapshot-start")
 	doc, err := json.Marshal(c)
 	if err != nil {
@@ -461,7 +461,7 @@ func (d *DirStorage) snapshot(c *Config, info RevisionInfo, prev int64) error {
 		}
 	}
 	// the whole revision (its directory fsync covers the copies' names)
-	if err := d.writeRevisionDoc(info, doc); err != nil {
+	if err := d.writeRevisionDoc(info, doc, audit); err != nil {
 		return err
 	}
 	faultPoint("snapshot-revision")
@@ -494,3 +494,43 @@ func (d *DirStorage) snapshot(c *Config, info RevisionInfo, prev int64) error {
 
 // WaitSnapshots waits until no snapshot is being written or asked for.
 func (d *DirStorage) WaitSnapshots() { d.snapWG.Wait() }
+
+// writeAudit adds the member "audit" (a write's audit record) to a
+// revision being encoded, when there is one.
+func writeAudit(buf *bytes.Buffer, audit []byte) {
+	if len(audit) == 0 {
+		return
+	}
+	buf.WriteString(`,"audit":`)
+	buf.Write(audit)
+}
+
+// RevisionAudit is the audit record a revision holds.
+type RevisionAudit struct {
+	Generation int64
+	Record     json.RawMessage
+}
+
+// RevisionAudits returns the audit records (UpdateOptions.AuditRecord) of
+// the newest n kept revisions that hold one, newest first: how the API's
+// audit trail finds, at start, the writes a crash stopped between their
+// commit and their entry.
+func (d *DirStorage) RevisionAudits(n int) ([]RevisionAudit, error) {
+	names, err := d.revisionNames()
+	if err != nil {
+		return nil, err
+	}
+	var out []RevisionAudit
+	for i := len(names) - 1; i >= 0 && i >= len(names)-n; i-- {
+		p := filepath.Join(d.revDir(), names[i])
+		info, rec, err := readRevisionHead(p)
+		if err != nil {
+			d.log.Warn("unreadable revision skipped", "file", p, "err", err)
+			continue
+		}
+		if len(rec) > 0 {
+			out = append(out, RevisionAudit{Generation: info.Generation, Record: rec})
+		}
+	}
+	return out, nil
+}

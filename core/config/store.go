@@ -78,6 +78,14 @@ type UpdateOptions struct {
 	// document, and what is compared after (validation, plan, delta,
 	// the data plane) skips the lists it did not change at once.
 	ShareServers bool
+	// AuditRecord, when set, is called once the write is about to be
+	// committed and returns the write's audit record (JSON; nil: none),
+	// which a storage that can keeps with its revision: the state
+	// directory, in the journal line that commits it (one fdatasync for
+	// both) and the revision file, as the member "audit". The API's audit
+	// trail reads it back at start for a write a crash stopped between
+	// its commit and its entry in audit.log (DirStorage.RevisionAudits).
+	AuditRecord func() []byte
 }
 
 // Result of an Update.
@@ -404,7 +412,11 @@ func (s *Store) attempt(ctx context.Context, mutate func(c *Config) error, o Upd
 	info := RevisionInfo{Generation: next.Generation, Time: time.Now(), Summary: plan.Summary(), Actor: o.Actor, Node: o.Node, RestoreOf: o.RestoreOf}
 	if d, ok := s.st.(*DirStorage); ok {
 		// the state directory: most writes as the change alone
-		err = d.commitDelta(ctx, cur, next, info, certs, spans)
+		var rec []byte
+		if o.AuditRecord != nil {
+			rec = o.AuditRecord()
+		}
+		err = d.commitDelta(ctx, cur, next, info, certs, spans, rec)
 	} else if ds, ok := s.st.(deltaCommitter); ok {
 		err = ds.CommitDelta(ctx, cur, next, info, certs)
 	} else {
