@@ -73,6 +73,7 @@ type Engine struct {
 	loopsWG  sync.WaitGroup
 	closed   bool
 	cur      *config.Config
+	tuned    *applied // the tuning every loop ran last (nil: to send)
 	binds    map[bindID]*bindRT
 	fronts   map[string]*feRT // by frontend name
 	backends map[string]*beRT // by backend name
@@ -427,6 +428,7 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	nloops := e.liveLoops()
 
 	// 1. Backends.
+	toMaint := false // a server updated in place went into maint
 	newBE := make(map[string]*beRT, len(snap.Backends))
 	spans := config.SpansOf(ctx) // where the store found the lists differ, if it did
 	var curBE map[string]*config.Backend
@@ -453,7 +455,9 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 				// maxconn or admin_state changed (or nothing): set in
 				// place on the running servers what changed, as Build's
 				// second pass does, without rebuilding the backend.
-				setInPlace(prev.bb.Servers[h:len(cb.Servers)-t], cb.Servers[h:len(cb.Servers)-t], old.Servers[h:len(cb.Servers)-t])
+				if setInPlace(prev.bb.Servers[h:len(cb.Servers)-t], cb.Servers[h:len(cb.Servers)-t], old.Servers[h:len(cb.Servers)-t]) {
+					toMaint = true
+				}
 				newBE[cb.Name] = prev
 				continue
 			}
@@ -651,12 +655,22 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	// its loop: once every live loop ran an empty function after the new
 	// frontends were stored, none still picks from the previous generation,
 	// so its servers may be retired without a request finding them all
-	// retired (503) between its resolve and its pick.
-	e.onLiveLoops(ctx, func(w *proxy.Worker) {
-		if removed {
-			w.EndRemoved()
+	// retired (503) between its resolve and its pick. A change that
+	// retires nothing (every backend updated in place, no bind removed:
+	// a weight or admin_state change) needs no such round of the loops.
+	retiring := removed
+	for name, prev := range e.backends {
+		if newBE[name] != prev {
+			retiring = true
 		}
-	})
+	}
+	if retiring {
+		e.onLiveLoops(ctx, func(w *proxy.Worker) {
+			if removed {
+				w.EndRemoved()
+			}
+		})
+	}
 	for name, prev := range e.backends {
 		if nb := newBE[name]; nb == prev {
 			continue // updated in place: nothing retired, nothing moved
@@ -670,7 +684,9 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	e.binds, e.fronts, e.backends = newBinds, newFE, newBE
 	// Pooled idle connections to servers retired or put in maint are of no
 	// further use: every loop closes its own now, not at their idle expiry.
-	e.onLiveLoops(ctx, (*proxy.Worker).DropIdleUnusable)
+	if retiring || toMaint {
+		e.onLiveLoops(ctx, (*proxy.Worker).DropIdleUnusable)
+	}
 	maxconn, warn := globalMaxconn(snap, e.liveLoops())
 	e.conns.SetMax(maxconn)
 	if old := e.limitWarn.Swap(&warn); warn != "" && (old == nil || *old != warn) {
@@ -679,17 +695,24 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 	e.group.SetDistribution(dist)
 
 	// 5. Every loop picks the snapshot up: tuning applied on its thread;
-	// Apply returns once all of them ran it.
+	// Apply returns once all of them ran it. The same tuning on the same
+	// loops as the last Apply's (a server or frontend change) is not
+	// sent again.
 	t := snap.Tuning
 	pt := proxyTuning(&t, len(e.loops), maxconn)
-	if err := e.onEveryLoop(ctx, func(l *loop.Loop, w *proxy.Worker) {
-		l.SetTuning(t.RunqueueDepth, t.Maxpollevents, loop.Sched(t.Sched))
-		l.SetBusyPoll(t.BusyPollUs)
-		l.SetPollNap(t.PollNapUs)
-		w.SetTuning(pt)
-	}); err != nil {
-		// The snapshot is published; only the wait was cut short.
-		e.log.Warn("apply: not every loop confirmed the snapshot", "err", err)
+	if tu := (applied{t, pt, len(e.loops)}); first || rs != nil || e.tuned == nil || *e.tuned != tu {
+		if err := e.onEveryLoop(ctx, func(l *loop.Loop, w *proxy.Worker) {
+			l.SetTuning(t.RunqueueDepth, t.Maxpollevents, loop.Sched(t.Sched))
+			l.SetBusyPoll(t.BusyPollUs)
+			l.SetPollNap(t.PollNapUs)
+			w.SetTuning(pt)
+		}); err != nil {
+			// The snapshot is published; only the wait was cut short.
+			e.log.Warn("apply: not every loop confirmed the snapshot", "err", err)
+			e.tuned = nil // sent again by the next Apply
+		} else {
+			e.tuned = &tu
+		}
 	}
 	e.cur = snap
 	e.gen.Store(snap.Generation)
@@ -731,9 +754,18 @@ func inPlace(old, next *config.Backend, from, to int) bool {
 	return true
 }
 
+// applied is the tuning the loops last ran (Apply's step 5).
+type applied struct {
+	t     config.Tuning
+	pt    proxy.Tuning
+	loops int
+}
+
 // setInPlace sets on the running servers what changed from old to next
-// (inPlace said that it is their weight, maxconn or admin_state).
-func setInPlace(run []*balance.Server, next, old []config.Server) {
+// (inPlace said that it is their weight, maxconn or admin_state). It
+// reports that a server went into maint (its pooled connections are to
+// be closed: DropIdleUnusable).
+func setInPlace(run []*balance.Server, next, old []config.Server) (toMaint bool) {
 	for j, s := range run {
 		cs, oc := &next[j], &old[j]
 		if *cs.Weight != *oc.Weight {
@@ -744,8 +776,10 @@ func setInPlace(run []*balance.Server, next, old []config.Server) {
 		}
 		if cs.AdminState != oc.AdminState {
 			_ = s.SetAdminState(cs.AdminState) // validated (inPlace)
+			toMaint = toMaint || cs.AdminState == config.AdminMaint
 		}
 	}
+	return toMaint
 }
 
 // restoreBackends undoes the in-place server updates of a failed Apply by

@@ -1,10 +1,16 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/spliced-proxy/spliced/core/config"
+	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
 
@@ -82,3 +88,98 @@ func TestEngineServerFieldChangeInPlace(t *testing.T) {
 	echo(t, conn, "still served after the rebuilds")
 	hello(t, p, "A")
 }
+
+// TestEngineInPlaceChangeNeedsNoLoopRound: a change that retires nothing
+// (weight, drain) and keeps the tuning is applied without a round of the
+// loops: Apply returns while every loop is busy, without waiting for any.
+// A change that puts a server in maint still asks the loops (they close
+// its pooled connections), as does a tuning change.
+func TestEngineInPlaceChangeNeedsNoLoopRound(t *testing.T) {
+	var warned atomic.Int64 // "not every loop confirmed": a round the busy loops did not answer
+	log := slog.New(countHandler{slog.DiscardHandler, &warned})
+	e, err := New(Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		e.Close(ctx)
+	})
+	p := testutil.FreePort(t)
+	c := tcpConfig(1, greeter(t, "A"), p)
+	apply(t, e, c)
+	next := func(mutate func(n *config.Config)) *config.Config {
+		n := c.Clone()
+		n.Generation++
+		mutate(n)
+		n.Normalize()
+		c = n
+		return n
+	}
+	// waits applies n while every loop is blocked, and reports whether
+	// Apply waited for a loop: it did not return before the loops were
+	// released, or it gave up on a loop (liveLoopsWait) and said so.
+	waits := func(n *config.Config) bool {
+		ch := make(chan struct{})
+		var once sync.Once
+		release := func() { once.Do(func() { close(ch) }) }
+		defer release()
+		for _, l := range e.loops {
+			l.Exec(func(*loop.Loop) { <-ch })
+		}
+		before := warned.Load()
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			done <- e.Apply(ctx, n)
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return warned.Load() != before
+		case <-time.After(5 * time.Second):
+			release()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			return true
+		}
+	}
+	w := 7
+	if waits(next(func(n *config.Config) { n.Backends[0].Servers[0].Weight = &w })) {
+		t.Fatal("a weight change waited for the loops")
+	}
+	if waits(next(func(n *config.Config) { n.Backends[0].Servers[0].AdminState = config.AdminDrain })) {
+		t.Fatal("a drain waited for the loops")
+	}
+	if !waits(next(func(n *config.Config) { n.Backends[0].Servers[0].AdminState = config.AdminMaint })) {
+		t.Fatal("a server put in maint did not ask the loops to close its pooled connections")
+	}
+	if !waits(next(func(n *config.Config) { n.Tuning.Bufsize = 32768 })) {
+		t.Fatal("a tuning change did not wait for the loops to take it")
+	}
+	// the tuning the loops took is not sent again
+	if waits(next(func(n *config.Config) { n.Backends[0].Servers[0].AdminState = config.AdminReady })) {
+		t.Fatal("a change after a tuning change waited for the loops")
+	}
+}
+
+// countHandler counts the records of level warning and above.
+type countHandler struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (h countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countHandler) WithGroup(string) slog.Handler      { return h }
