@@ -25,17 +25,24 @@ const (
 	ConfigFile   = "config.json"
 	RevisionsDir = "revisions"
 	MaxRevisions = 100
-	// SnapshotEvery: a commit writes config.json (the whole document)
-	// once this many generations were committed as deltas since the last
-	// one, and every other commit only its revision, the change from the
-	// generation before (Delta). 32 bounds what an open replays and what
-	// reading an old revision decodes, and amortises a document of 10 000
-	// servers (about 10 ms to encode and write) to a fraction of a
-	// millisecond per change.
-	SnapshotEvery  = 32
-	tmpMarker      = ".tmp-"
-	revisionSuffix = ".json"
-	revisionDigits = 20 // %020d: every int64 ≥ 0, so lexical order = generation order
+	// SnapshotEvery: config.json (the whole document) is written again,
+	// after the commit (journal.go), once at least this many generations
+	// were committed as deltas since the last snapshot and their journal
+	// lines weigh a quarter of the document (snapshotDocShare), or
+	// MaxSnapshotEvery generations were; every commit in between writes
+	// only its revision, the change from the generation before (Delta).
+	// A small document is written every 32 changes; one of 10 000 servers
+	// (1.1 MB, about 25 ms of CPU to encode, indent and write) every few
+	// hundred changes: amortised to a few hundredths of a millisecond per
+	// change, where every 32 it was most of a millisecond. What an open
+	// replays and what reading an old revision applies stays below the
+	// cost of decoding the document itself.
+	SnapshotEvery    = 32
+	MaxSnapshotEvery = 1024
+	snapshotDocShare = 4
+	tmpMarker        = ".tmp-"
+	revisionSuffix   = ".json"
+	revisionDigits   = 20 // %020d: every int64 ≥ 0, so lexical order = generation order
 )
 
 // DirStorage is the Storage of one node: the state directory, holding
@@ -80,11 +87,15 @@ type DirStorage struct {
 	// mu); snapReq is the document it is asked to write next (nil: none)
 	// with its revision's header; snapAsk the generation last asked for
 	// (or config.json's).
-	snapMu      sync.Mutex
-	snapReq     *Config
-	snapInfo    RevisionInfo
-	snapAudit   []byte
-	snapAsk     int64
+	snapMu    sync.Mutex
+	snapReq   *Config
+	snapInfo  RevisionInfo
+	snapAudit []byte
+	snapAsk   int64
+	// jbytes is the length of the journal lines since snapAsk's, snapBytes
+	// that of the last snapshot's document (requestSnapshot).
+	jbytes      int64
+	snapBytes   int64
 	snapRunning bool
 	snapWG      sync.WaitGroup
 
@@ -256,7 +267,7 @@ func (d *DirStorage) CommitDelta(ctx context.Context, cur, next *Config, info Re
 // maxSnapshotLag: a delta commit while config.json is this many
 // generations behind (snapshots failing, or slower than the changes) is
 // written whole instead, which bounds the journal an open replays.
-const maxSnapshotLag = 4 * SnapshotEvery
+const maxSnapshotLag = 2 * MaxSnapshotEvery
 
 // commitDelta is CommitDelta; spans, when not nil, are serverSpans(cur,
 // next) (makeDelta); audit, when not nil, is the write's audit record
@@ -301,7 +312,7 @@ func (d *DirStorage) commitDelta(_ context.Context, cur, next *Config, info Revi
 			faultPoint("commit-journal")
 			d.storageOK()
 			d.gen, d.loaded, d.lastLine = info.Generation, next, info.Generation
-			d.requestSnapshot(next, info, audit)
+			d.requestSnapshot(next, info, audit, len(line))
 			return nil
 		}
 	}
@@ -361,7 +372,7 @@ func (d *DirStorage) loadCurrent(data []byte, open bool) (*Config, error) {
 		return nil, err
 	}
 	if open {
-		d.snap, d.snapSchema, d.snapAsk = c.Generation, c.Schema, c.Generation
+		d.snap, d.snapSchema, d.snapAsk, d.snapBytes = c.Generation, c.Schema, c.Generation, int64(len(data))
 	}
 	if err := d.replayJournal(&c, open); err != nil {
 		return nil, err
@@ -420,6 +431,7 @@ func (d *DirStorage) commit(prev int64, info RevisionInfo, doc []byte, certs map
 	d.storageOK()
 	d.gen, d.has, d.loaded = info.Generation, true, nil
 	d.snap, d.snapSchema, d.snapAsk, d.snapReq = info.Generation, SchemaVersion, info.Generation, nil
+	d.jbytes, d.snapBytes = 0, int64(len(doc))
 	// config.json holds it all: the journal's lines are behind it
 	d.resetJournal()
 	d.lastLine = 0

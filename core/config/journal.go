@@ -385,14 +385,16 @@ func (d *DirStorage) restoreCopy(je journalEntry) {
 	}
 }
 
-// requestSnapshot hands c (generation gen, just committed) to the
-// snapshot goroutine when SnapshotEvery generations were committed since
-// the last snapshot asked for. Under d.mu.
-func (d *DirStorage) requestSnapshot(c *Config, info RevisionInfo, audit []byte) {
-	if c.Generation-d.snapAsk < SnapshotEvery {
+// requestSnapshot hands c (just committed by a journal line of lineLen
+// bytes) to the snapshot goroutine when a snapshot is due since the last
+// one asked for (SnapshotEvery). Under d.mu.
+func (d *DirStorage) requestSnapshot(c *Config, info RevisionInfo, audit []byte, lineLen int) {
+	d.jbytes += int64(lineLen)
+	n := c.Generation - d.snapAsk
+	if n < SnapshotEvery || (n < MaxSnapshotEvery && d.jbytes*snapshotDocShare < d.snapBytes) {
 		return
 	}
-	d.snapAsk = c.Generation
+	d.snapAsk, d.jbytes = c.Generation, 0
 	d.snapReq, d.snapInfo, d.snapAudit = c, info, audit
 	if !d.snapRunning {
 		d.snapRunning = true
@@ -433,6 +435,9 @@ func (d *DirStorage) snapshot(c *Config, info RevisionInfo, audit []byte, prev i
 	if err != nil {
 		return err
 	}
+	d.mu.Lock()
+	d.snapBytes = int64(len(doc))
+	d.mu.Unlock()
 	// The next journal file: lines from now on go where the cut below
 	// does not look.
 	if name, err := d.createSegment(c.Generation); err == nil {

@@ -357,3 +357,53 @@ func TestStoreOpensDeltaRevisionsOfAnOlderVersion(t *testing.T) {
 		t.Fatal("the change after the older deltas is lost")
 	}
 }
+
+// TestStoreSnapshotsOfALargeDocumentAreFurtherApart: with a document
+// much larger than its changes, config.json is written again once the
+// journal's lines weigh a quarter of it, not every SnapshotEvery changes
+// (at 10 000 servers each snapshot cost most of a millisecond per change).
+func TestStoreSnapshotsOfALargeDocumentAreFurtherApart(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, "")
+	mustUpdate(t, s, func(c *Config) error {
+		b := Backend{Name: "big"}
+		for i := range 2000 {
+			b.Servers = append(b.Servers, Server{Name: fmt.Sprintf("s%04d", i), Address: "127.0.0.1", Port: 10000 + i, AdminState: AdminMaint})
+		}
+		c.Backends = append(c.Backends, b)
+		return nil
+	})
+	onDisk := func() int64 {
+		settled(s)
+		var c struct {
+			Generation int64 `json:"generation"`
+		}
+		if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, ConfigFile))), &c); err != nil {
+			t.Fatal(err)
+		}
+		return c.Generation
+	}
+	weight := func(i int) {
+		t.Helper()
+		if _, err := s.Update(context.Background(), func(c *Config) error {
+			sv := c.OwnServers(0)
+			w := i%200 + 2
+			(*sv)[i%2000].Weight = &w
+			return nil
+		}, UpdateOptions{ShareServers: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 * SnapshotEvery {
+		weight(i)
+	}
+	if g := onDisk(); g != 1 {
+		t.Fatalf("config.json rewritten at generation %d after %d small changes", g, 2*SnapshotEvery)
+	}
+	for i := range 400 { // a quarter of 2000 servers' document: about 150 lines
+		weight(2*SnapshotEvery + i)
+	}
+	if g := onDisk(); g == 1 {
+		t.Fatalf("config.json never rewritten in %d changes", 400+2*SnapshotEvery)
+	}
+}
