@@ -376,6 +376,17 @@ func (l *Loop) RegisterEvents(f *FD, events uint32) error {
 	return nil
 }
 
+// ModifyEvents changes the epoll events of the registered f.Fd
+// (EPOLL_CTL_MOD); the kernel polls the fd again, so a readiness already
+// there is reported at the next poll. Loop thread.
+func (l *Loop) ModifyEvents(f *FD, events uint32) error {
+	ev := unix.EpollEvent{Events: events, Fd: int32(f.Fd)}
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, f.Fd, &ev); err != nil {
+		return os.NewSyscallError("epoll_ctl", err)
+	}
+	return nil
+}
+
 // Unregister removes f.Fd from the epoll set; call it before close(fd).
 // Readiness already collected stays in f.Ready; a queued f.T stays queued
 // (use Unqueue). Loop thread.

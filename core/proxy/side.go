@@ -22,6 +22,7 @@ type Side struct {
 	Connected bool      // the fd may carry data (client: from accept; server: connect done)
 	reg       bool      // registered with the loop's epoll
 	moved     bool      // http exchange: bytes moved to or from it in this run (http_timeout.go)
+	noOut     bool      // registered without EPOLLOUT (registerNoOut) until a send blocks (wantOut)
 	xp        transport // set by adopt; kept after close (a recycled side is adopted again)
 }
 
@@ -41,7 +42,7 @@ const (
 func (s *Side) adopt(fd int, xp transport) {
 	s.FD = loop.FD{Fd: fd, T: &s.Task}
 	s.xp = xp
-	s.reg = false
+	s.reg, s.noOut = false, false
 }
 
 // register adds the side's fd to l's epoll set (edge-triggered, both
@@ -58,6 +59,43 @@ func (s *Side) register(l *loop.Loop) error {
 		s.FD.Ready |= evIn
 	}
 	return nil
+}
+
+// noOutEvents: registerNoOut's events, DefaultEvents without EPOLLOUT.
+const noOutEvents = loop.DefaultEvents &^ unix.EPOLLOUT
+
+// registerNoOut is register without EPOLLOUT, for an accepted raw socket
+// that is rarely written to faster than it drains (a tunnel's client):
+// it starts writable (evOut set, as the first edge would say), and
+// EPOLLOUT joins the set only once a send blocks (wantOut, one
+// epoll_ctl). Edge-triggered with EPOLLOUT, every state change of the
+// socket is an edge: after the tunnel's shutdown, the peer's ACK of the
+// FIN (FIN_WAIT1 -> FIN_WAIT2) woke the loop with an EPOLLOUT that nothing
+// waited for, one loop event per connection (nginx registers a client
+// without EPOLLOUT too, HAProxy only while it has something to send).
+// Other transports register as usual.
+func (s *Side) registerNoOut(l *loop.Loop) error {
+	if !isRaw(s.xp) {
+		return s.register(l)
+	}
+	if err := l.RegisterEvents(&s.FD, noOutEvents); err != nil {
+		return err
+	}
+	s.reg, s.noOut = true, true
+	s.FD.Ready |= evOut
+	return nil
+}
+
+// wantOut adds EPOLLOUT to a side registered without it once a send
+// blocked (evOut cleared): the kernel polls the socket again, so room
+// that came meanwhile is reported at the next poll. An error leaves the
+// side as it is: the send timeout ends a side that never drains.
+func (s *Side) wantOut(l *loop.Loop) {
+	if s.noOut && s.reg && s.FD.Ready&evOut == 0 {
+		if l.ModifyEvents(&s.FD, loop.DefaultEvents) == nil {
+			s.noOut = false
+		}
+	}
 }
 
 // open is adopt then register. On a registration error the fd is still

@@ -176,7 +176,7 @@ func (w *Worker) startTCP(fd int, xp transport, fe *Frontend, pp uint32) {
 	// TCP_NODELAY: inherited from the listening socket (core/listen).
 	if t.inspects() && !t.sniFromAuthority() {
 		t.be = nil // chosen by the ClientHello (sni.go)
-		if err := t.cli.register(w.L); err != nil {
+		if err := t.cli.registerNoOut(w.L); err != nil {
 			t.close(closeAbort)
 			return
 		}
@@ -194,7 +194,7 @@ func (w *Worker) startTCP(fd int, xp transport, fe *Frontend, pp uint32) {
 		return
 	}
 	t.useBackend(sec)
-	if err := t.cli.register(w.L); err != nil {
+	if err := t.cli.registerNoOut(w.L); err != nil {
 		t.term = stats.Termination{'R', 'C'}
 		t.close(closeAbort)
 		return
@@ -493,6 +493,7 @@ func (t *Tunnel) pump(d *dir) bool {
 	if moved {
 		t.moved = true
 	}
+	d.dst.wantOut(t.w.L) // a send to a side registered without EPOLLOUT blocked
 	if d.eof && !d.shut && d.dst.Connected && d.pending() == 0 {
 		// When the other direction is finished too the tunnel closes
 		// right after, and close(2) sends the FIN: no shutdown needed

@@ -110,3 +110,41 @@ func TestHTTPLastResponseLeavesWithTheFin(t *testing.T) {
 	}
 	e.waitIdle()
 }
+
+// TestTunnelClientWokenOnlyByItsBytes: a tunnel's client socket wakes the
+// loop for what it brings (its request, its FIN), not for the state
+// changes of its send side: registered edge-triggered with EPOLLOUT, the
+// client's ACK of the tunnel's FIN (FIN_WAIT1 -> FIN_WAIT2) and the
+// registration itself were EPOLLOUT edges that nothing waited for. A
+// connection whose server answers and closes first then costs the loop
+// four socket events: the client's request and FIN, the server's connect
+// and its answer with the FIN (six before: two EPOLLOUT edges of the
+// client). A client that does not read still gets everything once it
+// reads (EPOLLOUT added when a send blocks): TestSlowReaderBoundsMemory.
+func TestTunnelClientWokenOnlyByItsBytes(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	got := make(chan string, 1)
+	fe := frontend(t, SpliceOff, answerThenFin(t, "the answer", got))
+	a := e.l.Activity()
+	fdEvents := func() uint64 {
+		e.do(func() {}) // publishes the counters of the rounds before
+		return a.PollIO.Load() - a.Notified.Load()
+	}
+	for i := range 3 {
+		before := fdEvents()
+		c := e.dial(fe)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("question")); err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := io.ReadAll(c); err != nil || string(resp) != "the answer" {
+			t.Fatalf("response %q, %v", resp, err)
+		}
+		c.Close()
+		<-got
+		e.waitIdle()
+		if n := fdEvents() - before; n > 4 {
+			t.Errorf("connection %d: %d socket events on the loop, want 4 (request, FIN; connect, answer+FIN)", i, n)
+		}
+	}
+}
