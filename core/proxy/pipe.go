@@ -31,17 +31,34 @@ import (
 const autoPipesize = 256 << 10
 
 // autoPipeSize is the F_SETPIPE_SZ of a pipe when pipesize is 0:
-// autoPipesize for a process with CAP_SYS_RESOURCE or CAP_SYS_ADMIN (root
-// has both), 0 (the kernel default) otherwise. An unprivileged user's pipes
-// share fs.pipe-user-pages-soft (16 384 pages, 64 MiB: maxpipes' default
-// 1 024 pipes of 64 KiB): enlarged pipes would use it up sooner, and the
-// kernel gives every pipe made past it 2 pages (pipe(7)).
+// autoPipesize for a process the pipe quota does not bind
+// (pipeQuotaExempt), 0 (the kernel default) otherwise. An unprivileged
+// user's pipes share fs.pipe-user-pages-soft (16 384 pages, 64 MiB:
+// maxpipes' default 1 024 pipes of 64 KiB): enlarged pipes would use it up
+// sooner, and the kernel gives every pipe made past it 2 pages (pipe(7)).
 var autoPipeSize = sync.OnceValue(func() int {
-	if capEff()&(1<<unix.CAP_SYS_RESOURCE|1<<unix.CAP_SYS_ADMIN) != 0 {
+	if pipeQuotaExempt() {
 		return autoPipesize
 	}
 	return 0
 })
+
+// pipeQuotaExempt: the kernel does not apply fs.pipe-user-pages-soft to
+// this process: it has CAP_SYS_RESOURCE or CAP_SYS_ADMIN (root has both)
+// in the initial user namespace. The root of a user namespace (a rootless
+// container) has them in its own namespace only, and the kernel checks
+// the initial one: its uid_map is not the identity of every uid.
+func pipeQuotaExempt() bool {
+	if capEff()&(1<<unix.CAP_SYS_RESOURCE|1<<unix.CAP_SYS_ADMIN) == 0 {
+		return false
+	}
+	m, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(m))
+	return len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295"
+}
 
 // capEff is the process's effective capability set (/proc/self/status
 // CapEff), 0 if it cannot be read.

@@ -1,10 +1,11 @@
 package proxy
 
 import (
+	"errors"
 	"os"
-	"strconv"
-	"strings"
+	"os/exec"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,8 +182,8 @@ func TestBufPoolTrimsOnItsLoop(t *testing.T) {
 }
 
 // TestPipePoolSizesAutomatically: pipesize 0 is 256 KiB (autoPipesize)
-// for a process the per-user pipe quota does not bind (CAP_SYS_RESOURCE or
-// CAP_SYS_ADMIN: root in make test and make bench), the kernel's default
+// for a process the per-user pipe quota does not bind (pipeQuotaExempt:
+// root in make test and make bench), the kernel's default
 // otherwise. Before, 0 was always the kernel's 64 KiB: 41 splice calls per
 // MiB on the tcp 1m row, not 15.
 func TestPipePoolSizesAutomatically(t *testing.T) {
@@ -194,20 +195,41 @@ func TestPipePoolSizesAutomatically(t *testing.T) {
 	}
 	defer pp.Put(p)
 	want := 256 << 10
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var capEff uint64
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			capEff, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-		}
-	}
-	if capEff&(1<<unix.CAP_SYS_RESOURCE|1<<unix.CAP_SYS_ADMIN) == 0 {
+	if !pipeQuotaExempt() {
 		want = 16 * os.Getpagesize() // the kernel's default: 16 pages
 	}
 	if p.Size() != want {
-		t.Fatalf("pipe size %d with pipesize 0, want %d (CapEff %#x)", p.Size(), want, capEff)
+		t.Fatalf("pipe size %d with pipesize 0, want %d (CapEff %#x)", p.Size(), want, capEff())
+	}
+}
+
+// TestPipeQuotaExemptNeedsTheInitialUserNamespace: a process whose uid_map
+// is not the identity (the root of a rootless container) is bound by the
+// pipe quota whatever its CapEff says, so its pipes keep the kernel's
+// size. Run as root here, a child in a new user namespace checks it.
+func TestPipeQuotaExemptNeedsTheInitialUserNamespace(t *testing.T) {
+	if os.Getenv("SPLICED_PIPE_QUOTA_CHILD") == "1" {
+		if pipeQuotaExempt() {
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	if !pipeQuotaExempt() {
+		t.Skip("not exempt from the pipe quota to begin with")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPipeQuotaExemptNeedsTheInitialUserNamespace$")
+	cmd.Env = append(os.Environ(), "SPLICED_PIPE_QUOTA_CHILD=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 3 {
+			t.Fatal("root of a user namespace taken as exempt from the pipe quota")
+		}
+		t.Skipf("no user namespace here: %v %s", err, out)
 	}
 }
