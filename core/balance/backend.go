@@ -422,3 +422,7 @@ func sameTLS(a, b *config.ServerTLS) bool {
 	}
 	return *a == *b
 }
+
+// DerivedFrom reports that b was built on prev by the path that carries
+// prev's servers, slots and name index over (buildFrom), for tests.
+func (b *Backend) DerivedFrom(prev *Backend) bool { return b.from == prev && prev != nil }

@@ -32,10 +32,15 @@ func (m *memStorage) Commit(_ context.Context, prev int64, info config.RevisionI
 }
 func (m *memStorage) CommitDelta(_ context.Context, cur, next *config.Config, info config.RevisionInfo, _ map[string][]byte) error {
 	d, ok, err := config.MakeDelta(cur, next)
-	if err != nil || !ok {
-		return fmt.Errorf("no delta: %v", err)
+	if err != nil {
+		return err
 	}
-	b, err := json.Marshal(d)
+	var b []byte
+	if ok {
+		b, err = json.Marshal(d)
+	} else { // a server moved or inserted: the whole document
+		b, err = json.Marshal(next)
+	}
 	if err != nil {
 		return err
 	}
