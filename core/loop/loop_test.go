@@ -760,6 +760,11 @@ func TestBusyPollTakesWorkWithoutAWakeUp(t *testing.T) {
 	n0, p0 := a.Notified.Load(), a.BusyPolls.Load()
 	const n = 20
 	for range n {
+		// Spacing, not synchronisation: an Exec pushed before the round
+		// that ran the last one ended leaves the loop work, and a loop
+		// with work does not poll (seen under load: 21 rounds, no busy
+		// poll, no sleep). The busy poll lasts 1 s.
+		time.Sleep(100 * time.Microsecond)
 		execWait(t, l, func(*Loop) {})
 	}
 	execWait(t, l, func(*Loop) {}) // publishes the counters of the round before
