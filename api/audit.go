@@ -341,26 +341,56 @@ func (l *auditLog) writeLocked(e *AuditEntry) error {
 			return err
 		}
 	}
-	f, err := openNoFollow(l.path(0), os.O_WRONLY|os.O_APPEND|os.O_CREATE)
-	if err != nil {
-		return fmt.Errorf("open audit log: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("append audit log: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync audit log: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close audit log: %w", err)
+	if err := appendSyncRaw(l.path(0), b); err != nil {
+		return err
 	}
 	l.seq++
 	if l.sys != nil {
 		if _, err := l.sys.Write(b[:len(b)-1]); err != nil {
 			l.log.Warn("audit copy to syslog failed", "seq", e.Seq, "err", err)
 		}
+	}
+	return nil
+}
+
+// appendSyncRaw appends b to path (created 0600, a symbolic link refused)
+// and fsyncs it, through a raw descriptor: an os.File would try to add the
+// file to the poller first (four fcntl and an epoll_ctl that fails).
+func appendSyncRaw(path string, b []byte) error {
+	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_APPEND|syscall.O_CREAT|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	for err == syscall.EINTR {
+		fd, err = syscall.Open(path, syscall.O_WRONLY|syscall.O_APPEND|syscall.O_CREAT|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	}
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("open audit log: %s is a symbolic link; refusing to follow it (remove it): %w", path, err)
+	}
+	if err != nil {
+		return fmt.Errorf("open audit log: %w", &os.PathError{Op: "open", Path: path, Err: err})
+	}
+	for rest := b; len(rest) > 0 && err == nil; {
+		var n int
+		n, err = syscall.Write(fd, rest)
+		switch {
+		case err == syscall.EINTR:
+			err = nil
+		case err == nil && n == 0:
+			err = io.ErrShortWrite
+		case err == nil:
+			rest = rest[n:]
+		}
+	}
+	if err != nil {
+		syscall.Close(fd)
+		return fmt.Errorf("append audit log: %w", &os.PathError{Op: "write", Path: path, Err: err})
+	}
+	for err = syscall.Fsync(fd); err == syscall.EINTR; err = syscall.Fsync(fd) {
+	}
+	if err != nil {
+		syscall.Close(fd)
+		return fmt.Errorf("sync audit log: %w", &os.PathError{Op: "fsync", Path: path, Err: err})
+	}
+	if err := syscall.Close(fd); err != nil {
+		return fmt.Errorf("close audit log: %w", &os.PathError{Op: "close", Path: path, Err: err})
 	}
 	return nil
 }

@@ -80,7 +80,7 @@ type DirStorage struct {
 	lastLine int64
 	whole    bool
 	// journalWrite is writeAndSync; tests swap it to inject OS errors.
-	journalWrite func(f *os.File, b []byte) error
+	journalWrite func(fd int, b []byte) error
 
 	// The snapshot goroutine (snapshotLoop): snapMu serialises the
 	// writers of config.json (it, a whole commit, Revert; taken before

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -217,27 +218,30 @@ func (d *DirStorage) ensureJournal() error {
 // (d.whole) until one resets the journal. Under d.mu.
 //
 // The file is opened for each line: a file held open for writing would
-// keep the file system from being remounted read-only.
+// keep the file system from being remounted read-only. It is opened as a
+// raw descriptor: an os.File would try to add it to the poller (four
+// fcntl and an epoll_ctl that fails, for a regular file).
 func (d *DirStorage) appendJournal(line []byte, gen int64) error {
 	if err := d.ensureJournal(); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(d.dir, d.jname), os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	p := filepath.Join(d.dir, d.jname)
+	fd, err := openRaw(p, syscall.O_WRONLY|syscall.O_APPEND, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", d.jname, noFollowError(err))
 	}
-	err = d.journalWrite(f, line)
+	err = d.journalWrite(fd, line)
 	if err != nil {
-		if terr := f.Truncate(d.jsize); terr != nil {
+		if terr := syscall.Ftruncate(fd, d.jsize); terr != nil {
 			d.whole = true
-		} else if serr := fdatasync(f); serr != nil {
+		} else if serr := fdatasyncRaw(fd); serr != nil {
 			d.whole = true
 		}
-		f.Close()
-		return fmt.Errorf("append to %s: %w", d.jname, err)
+		syscall.Close(fd)
+		return &fs.PathError{Op: "append", Path: p, Err: err}
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", d.jname, err)
+	if err := syscall.Close(fd); err != nil {
+		return &fs.PathError{Op: "close", Path: p, Err: err}
 	}
 	d.jsize += int64(len(line))
 	if gen > 0 {
@@ -246,34 +250,49 @@ func (d *DirStorage) appendJournal(line []byte, gen int64) error {
 	return nil
 }
 
-// writeAndSync is journalWrite: one write and one fdatasync.
-func writeAndSync(f *os.File, b []byte) error {
-	if _, err := f.Write(b); err != nil {
-		return err
+// openRaw is open(2) of path with O_NOFOLLOW and O_CLOEXEC added,
+// retried on EINTR.
+func openRaw(path string, flags int, perm uint32) (int, error) {
+	for {
+		fd, err := syscall.Open(path, flags|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, perm)
+		if err != syscall.EINTR {
+			return fd, err
+		}
 	}
-	return fdatasync(f)
 }
 
-func fdatasync(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			serr = syscall.Fdatasync(int(fd))
-			if serr != syscall.EINTR {
-				return
-			}
+// writeRaw writes all of b to fd.
+func writeRaw(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := syscall.Write(fd, b)
+		if err == syscall.EINTR {
+			continue
 		}
-	}); err != nil {
-		return err
-	}
-	if serr != nil {
-		return &fs.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		b = b[n:]
 	}
 	return nil
+}
+
+func fdatasyncRaw(fd int) error {
+	for {
+		if err := syscall.Fdatasync(fd); err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// writeAndSync is journalWrite: one write and one fdatasync.
+func writeAndSync(fd int, b []byte) error {
+	if err := writeRaw(fd, b); err != nil {
+		return err
+	}
+	return fdatasyncRaw(fd)
 }
 
 // resetJournal removes every journal file: config.json now holds the
@@ -291,22 +310,26 @@ func (d *DirStorage) resetJournal() {
 
 // writeRevisionCopy writes revisions/<gen>.json (temporary file and rename,
 // no fsync): the copy of a journal line for the readers of revisions.
+// Under d.mu, so one temporary name serves (Open removes a leftover).
 func (d *DirStorage) writeRevisionCopy(gen int64, line []byte) error {
-	f, err := os.CreateTemp(d.revDir(), "."+revisionName(gen)+tmpMarker+"*")
+	tmp := filepath.Join(d.revDir(), "."+revisionName(gen)+tmpMarker+"copy")
+	fd, err := openRaw(tmp, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC, 0o600)
 	if err != nil {
-		return err
+		return noFollowError(&fs.PathError{Op: "open", Path: tmp, Err: err})
 	}
-	_, err = f.Write(line)
-	if cerr := f.Close(); err == nil {
+	err = writeRaw(fd, line)
+	if cerr := syscall.Close(fd); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(f.Name(), d.revisionPath(gen))
-	}
 	if err != nil {
-		_ = os.Remove(f.Name())
+		_ = os.Remove(tmp)
+		return &fs.PathError{Op: "write", Path: tmp, Err: err}
 	}
-	return err
+	if err := os.Rename(tmp, d.revisionPath(gen)); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // replayJournal applies to c (config.json's document, not migrated) the

@@ -421,14 +421,14 @@ func BenchmarkCommitWrite(b *testing.B) {
 			b.Fatal(err)
 		}
 		for range b.N {
-			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			fd, err := openRaw(p, syscall.O_WRONLY|syscall.O_APPEND, 0)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := writeAndSync(f, line); err != nil {
+			if err := writeAndSync(fd, line); err != nil {
 				b.Fatal(err)
 			}
-			f.Close()
+			syscall.Close(fd)
 		}
 	})
 	b.Run("atomic-file", func(b *testing.B) {

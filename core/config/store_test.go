@@ -760,11 +760,11 @@ func TestStoreRefusedWriteIsAStorageErrorAndKeepsTheRunningConfig(t *testing.T) 
 				return WriteFileAtomic(d, name, data, prepare)
 			}
 			// a delta's commit: its journal line
-			dirOf(s).journalWrite = func(f *os.File, b []byte) error {
+			dirOf(s).journalWrite = func(fd int, b []byte) error {
 				if tc.on == ConfigFile {
-					return writeAndSync(f, b)
+					return writeAndSync(fd, b)
 				}
-				return &fs.PathError{Op: "write", Path: f.Name(), Err: tc.errno}
+				return tc.errno
 			}
 			_, err := s.Update(context.Background(), addBackend("api"), UpdateOptions{})
 			var se *StorageError
@@ -789,7 +789,7 @@ func TestStoreRefusedWriteIsAStorageErrorAndKeepsTheRunningConfig(t *testing.T) 
 			}
 			// A successful Update clears it too.
 			dirOf(s).writeFile = func(string, string, []byte, func(*os.File)) error { return syscall.ENOSPC }
-			dirOf(s).journalWrite = func(*os.File, []byte) error { return syscall.ENOSPC }
+			dirOf(s).journalWrite = func(int, []byte) error { return syscall.ENOSPC }
 			if _, err := s.Update(context.Background(), addBackend("api"), UpdateOptions{}); err == nil {
 				t.Fatal("Update succeeded on a full disk")
 			}
