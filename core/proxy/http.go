@@ -264,6 +264,8 @@ func runHTTPTask(tk *loop.Tasklet) {
 
 func runHTTPTimer(tm *loop.Timer) { tm.Owner.(*h1Conn).onTimer() }
 
+func (c *h1Conn) loopOf() *loop.Loop { return c.w.L } // loopOwner (Side.registerNoOut)
+
 // spent reports whether this run's read budget (Worker.budget) is used
 // up, or t (the tasklet of the side that would be read) waits in class
 // Bulk already (its cap was used earlier in the round: its Bulk run reads
@@ -305,7 +307,7 @@ func (w *Worker) startHTTP(fd int, xp transport, fe *Frontend, cur *atomic.Point
 	c.fs.ConnStarted(stats.Sec(w.L.Now()))
 	c.t0 = w.L.Now()
 	// TCP_NODELAY: inherited from the listening socket (core/listen).
-	if err := c.cli.register(w.L); err != nil {
+	if err := c.cli.registerNoOut(w.L); err != nil {
 		c.close(closeAbort)
 		return nil
 	}

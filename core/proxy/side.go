@@ -69,11 +69,12 @@ const noOutEvents = loop.DefaultEvents &^ unix.EPOLLOUT
 // it starts writable (evOut set, as the first edge would say), and
 // EPOLLOUT joins the set only once a send blocks (wantOut, one
 // epoll_ctl). Edge-triggered with EPOLLOUT, every state change of the
-// socket is an edge: after the tunnel's shutdown, the peer's ACK of the
-// FIN (FIN_WAIT1 -> FIN_WAIT2) woke the loop with an EPOLLOUT that nothing
-// waited for, one loop event per connection (nginx registers a client
-// without EPOLLOUT too, HAProxy only while it has something to send).
-// Other transports register as usual.
+// socket is an edge: the registration of a writable socket before its
+// first bytes came, and after a shutdown the peer's ACK of the FIN
+// (FIN_WAIT1 -> FIN_WAIT2), woke the loop with an EPOLLOUT that nothing
+// waited for (nginx registers a client without EPOLLOUT too, HAProxy only
+// while it has something to send). The side's tasklet owner must be a
+// loopOwner. Other transports register as usual.
 func (s *Side) registerNoOut(l *loop.Loop) error {
 	if !isRaw(s.xp) {
 		return s.register(l)
@@ -86,15 +87,20 @@ func (s *Side) registerNoOut(l *loop.Loop) error {
 	return nil
 }
 
+// loopOwner is the owner of a side's tasklet (a tunnel, an http client
+// connection): the loop it runs on, for wantOut.
+type loopOwner interface{ loopOf() *loop.Loop }
+
 // wantOut adds EPOLLOUT to a side registered without it once a send
-// blocked (evOut cleared): the kernel polls the socket again, so room
-// that came meanwhile is reported at the next poll. An error leaves the
-// side as it is: the send timeout ends a side that never drains.
-func (s *Side) wantOut(l *loop.Loop) {
-	if s.noOut && s.reg && s.FD.Ready&evOut == 0 {
-		if l.ModifyEvents(&s.FD, loop.DefaultEvents) == nil {
-			s.noOut = false
-		}
+// blocked (blocked, evOut cleared): the kernel polls the socket again, so
+// room that came meanwhile is reported at the next poll. An error leaves
+// the side as it is: the send timeout ends a side that never drains.
+func (s *Side) wantOut() {
+	if !s.noOut || !s.reg || s.FD.Ready&evOut != 0 {
+		return
+	}
+	if o, ok := s.Task.Owner.(loopOwner); ok && o.loopOf().ModifyEvents(&s.FD, loop.DefaultEvents) == nil {
+		s.noOut = false
 	}
 }
 
@@ -175,7 +181,12 @@ func (s *Side) drained() { s.FD.Ready &^= s.xp.rcvEvents() &^ (evErr | evHup) }
 
 // blocked: a send would block (EAGAIN). The readiness it needed is gone
 // until the next edge (evOut for a raw socket), as in drained.
-func (s *Side) blocked() { s.FD.Ready &^= s.xp.sndEvents() &^ (evErr | evHup) }
+func (s *Side) blocked() {
+	s.FD.Ready &^= s.xp.sndEvents() &^ (evErr | evHup)
+	if s.noOut {
+		s.wantOut() // registered without EPOLLOUT (registerNoOut): now it is needed
+	}
+}
 
 // shortRead: a receive returned less than it asked for, so the socket is
 // empty now; with edge-triggered epoll the next arrival raises a new edge,

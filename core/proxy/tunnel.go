@@ -139,6 +139,8 @@ type Tunnel struct {
 var _ = [1]struct{}{}[unsafe.Offsetof(Tunnel{}.link)] // link first (ilist)
 
 func runTunnelTask(tk *loop.Tasklet) { tk.Owner.(*Tunnel).process() }
+
+func (t *Tunnel) loopOf() *loop.Loop { return t.w.L } // loopOwner (Side.registerNoOut)
 func runTunnelTimer(tm *loop.Timer)  { tm.Owner.(*Tunnel).onTimer() }
 
 // StartTCP takes ownership of the accepted client fd (non-blocking) and
@@ -493,7 +495,6 @@ func (t *Tunnel) pump(d *dir) bool {
 	if moved {
 		t.moved = true
 	}
-	d.dst.wantOut(t.w.L) // a send to a side registered without EPOLLOUT blocked
 	if d.eof && !d.shut && d.dst.Connected && d.pending() == 0 {
 		// When the other direction is finished too the tunnel closes
 		// right after, and close(2) sends the FIN: no shutdown needed

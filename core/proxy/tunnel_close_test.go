@@ -148,3 +148,34 @@ func TestTunnelClientWokenOnlyByItsBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPClientWokenOnlyByItsBytes: as TestTunnelClientWokenOnlyByItsBytes
+// for an http client connection: its registration before its request
+// came was an EPOLLOUT edge nothing waited for. One Connection: close
+// exchange then costs the loop three socket events: the request, the
+// server's connect and its response (four before). A client that reads
+// slowly still gets everything (EPOLLOUT added when a send blocks):
+// TestHTTPLargeBodySplicedToASlowClient.
+func TestHTTPClientWokenOnlyByItsBytes(t *testing.T) {
+	e := newEnv(t, defaultTuning())
+	o := newRawOrigin(t, okAnswer("hello"))
+	fe := httpFrontend(t, nil, o.addr)
+	a := e.l.Activity()
+	fdEvents := func() uint64 {
+		e.do(func() {}) // publishes the counters of the rounds before
+		return a.PollIO.Load() - a.Notified.Load()
+	}
+	before := fdEvents()
+	c := e.dialHTTP(fe)
+	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := io.ReadAll(c); err != nil || !strings.HasSuffix(string(resp), "hello") {
+		t.Fatalf("response %q, %v", resp, err)
+	}
+	c.Close()
+	e.waitIdle()
+	if n := fdEvents() - before; n > 3 {
+		t.Errorf("%d socket events on the loop, want 3 (request; connect, response)", n)
+	}
+}
