@@ -319,3 +319,44 @@ func TestDemoteMovesAnUrgentTaskletToBulk(t *testing.T) {
 		t.Fatal("Demote of an idle tasklet does not queue it")
 	}
 }
+
+// A round that naps (tuning.poll_nap_us) and one that busy polls, each
+// with an event to take, allocate nothing.
+func TestRoundWithNapOrBusyPollAllocatesNothing(t *testing.T) {
+	l := newIdleLoop(t)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
+	if err := l.Register(&FD{Fd: p[0], T: &Tasklet{Run: func(*Tasklet) {}}}); err != nil {
+		t.Fatal(err)
+	}
+	var b [1]byte
+	for _, opt := range []struct{ nap, busy int }{{1, 0}, {0, 1000}} {
+		l.SetPollNap(opt.nap)
+		l.SetBusyPoll(opt.busy)
+		tk := &Tasklet{}
+		tk.Run = func(*Tasklet) {}
+		if n := testing.AllocsPerRun(200, func() {
+			// Work for the round (so that it naps or busy polls after
+			// it), and an event for the nap or the busy poll to take.
+			l.Wake(tk, Urgent)
+			l.napOK, l.gap = true, 0
+			if _, err := unix.Write(p[1], b[:]); err != nil {
+				t.Fatal(err)
+			}
+			l.round()
+			for {
+				if _, err := unix.Read(p[0], b[:]); err != nil {
+					break
+				}
+			}
+		}); n != 0 {
+			t.Fatalf("nap %d µs, busy poll %d µs: %v allocations per round", opt.nap, opt.busy, n)
+		}
+	}
+	if l.cNaps == 0 || l.cBusyPolls == 0 {
+		t.Fatalf("%d naps, %d busy polls: the rounds did not take the path measured", l.cNaps, l.cBusyPolls)
+	}
+}
