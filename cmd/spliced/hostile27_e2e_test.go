@@ -1,0 +1,981 @@
+package main
+
+// Issue 27's changes (server changes off the request path and into a
+// journal, the close path, the loop's waits) attacked through the binary
+// and its REST API.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spliced-proxy/spliced/internal/testutil"
+)
+
+// h27Server is what the test expects of one server of the backend.
+type h27Server struct {
+	Port   int
+	Weight int
+	Admin  string
+}
+
+// h27Op is a server change sent, whose answer may not have come (the
+// process was killed meanwhile): after it, the server is want (gone when
+// !present).
+type h27Op struct {
+	name    string
+	present bool
+	want    h27Server
+}
+
+// h27Writer changes its own servers (w<i>-<k>) at random, one request at
+// a time, and keeps what the answers acknowledged.
+type h27Writer struct {
+	id      int
+	rnd     *rand.Rand
+	model   map[string]h27Server // acknowledged
+	pending *h27Op               // sent, no answer (the kill)
+	maxGen  int64
+	n       int
+	acked   *atomic.Int64 // every writer's acknowledged changes: the kill's pace
+	err     error
+}
+
+var h27Client = &http.Client{Timeout: 30 * time.Second}
+
+func h27Do(admin, method, path, body string) (int, http.Header, []byte, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, "http://"+admin+path, rd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+		if method == "PATCH" {
+			req.Header.Set("Content-Type", "application/merge-patch+json")
+		}
+	}
+	resp, err := h27Client.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b, err
+}
+
+// step sends one random change of the writer's servers; false once the
+// process is gone (pending holds the change without answer) or on an
+// unexpected answer (err).
+func (w *h27Writer) step(admin, backend string) bool {
+	name := fmt.Sprintf("w%d-%02d", w.id, w.rnd.Intn(24))
+	cur, present := w.model[name]
+	states := []string{"ready", "drain", "maint"}
+	var method, path, body string
+	op := h27Op{name: name, present: true, want: cur}
+	switch r := w.rnd.Intn(10); {
+	case !present:
+		op.want = h27Server{Port: 20000 + w.rnd.Intn(40000), Weight: w.rnd.Intn(257), Admin: states[w.rnd.Intn(3)]}
+		method, path = "POST", "/api/v1/backends/"+backend+"/servers"
+		body = fmt.Sprintf(`{"name":%q,"address":"127.0.0.1","port":%d,"weight":%d,"admin_state":%q}`, name, op.want.Port, op.want.Weight, op.want.Admin)
+	case r < 2:
+		op.present = false
+		method, path = "DELETE", "/api/v1/backends/"+backend+"/servers/"+name
+	case r < 5:
+		op.want.Weight = w.rnd.Intn(257)
+		method, path, body = "PATCH", "/api/v1/backends/"+backend+"/servers/"+name, fmt.Sprintf(`{"weight":%d}`, op.want.Weight)
+	case r < 8:
+		op.want.Admin = states[w.rnd.Intn(3)]
+		method, path, body = "PATCH", "/api/v1/backends/"+backend+"/servers/"+name, fmt.Sprintf(`{"admin_state":%q}`, op.want.Admin)
+	default:
+		op.want.Port = 20000 + w.rnd.Intn(40000)
+		op.want.Weight = w.rnd.Intn(257)
+		method, path = "PUT", "/api/v1/backends/"+backend+"/servers/"+name
+		body = fmt.Sprintf(`{"name":%q,"address":"127.0.0.1","port":%d,"weight":%d,"admin_state":%q}`, name, op.want.Port, op.want.Weight, op.want.Admin)
+	}
+	w.pending = &op
+	st, hdr, b, err := h27Do(admin, method, path, body)
+	if err != nil {
+		return false // the kill: pending stays
+	}
+	w.pending = nil
+	if st != 200 && st != 201 && st != 204 {
+		w.err = fmt.Errorf("%s %s %s: %d %s", method, path, body, st, b)
+		return false
+	}
+	if g, err := strconv.ParseInt(hdr.Get("X-Spliced-Generation"), 10, 64); err == nil && g > w.maxGen {
+		w.maxGen = g
+	} else if err != nil {
+		w.err = fmt.Errorf("%s %s: no X-Spliced-Generation (%q)", method, path, hdr.Get("X-Spliced-Generation"))
+		return false
+	}
+	if op.present {
+		w.model[name] = op.want
+	} else {
+		delete(w.model, name)
+	}
+	w.n++
+	w.acked.Add(1)
+	return true
+}
+
+// h27Servers reads the backend's servers as the model holds them.
+func h27Servers(t *testing.T, in *instance, backend string) map[string]h27Server {
+	t.Helper()
+	var list []struct {
+		Name       string `json:"name"`
+		Port       int    `json:"port"`
+		Weight     *int   `json:"weight"`
+		AdminState string `json:"admin_state"`
+	}
+	in.MustDo(200, "GET", "/api/v1/backends/"+backend+"/servers", nil).JSON(t, &list)
+	got := map[string]h27Server{}
+	for _, s := range list {
+		w := 1
+		if s.Weight != nil {
+			w = *s.Weight
+		}
+		a := s.AdminState
+		if a == "" {
+			a = "ready"
+		}
+		if _, dup := got[s.Name]; dup {
+			t.Errorf("server %s listed twice", s.Name)
+		}
+		got[s.Name] = h27Server{Port: s.Port, Weight: w, Admin: a}
+	}
+	return got
+}
+
+// TestHostile27ServerChangesSurviveKill9Bursts: four writers change
+// servers (add, delete, patch weight or admin_state, replace) as fast as
+// the API answers, across many snapshots, and the process is killed -9 in
+// the middle, five times over on the same state directory. After each
+// restart every acknowledged change is there, the one in flight is there
+// or not (whole), nothing else changed, and the acknowledged generation
+// and its revision read back.
+func TestHostile27ServerChangesSurviveKill9Bursts(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	dir := in.StateDir
+	var seed []string
+	for i := range 300 {
+		seed = append(seed, fmt.Sprintf(`{"name":"base%03d","address":"127.0.0.1","port":%d,"admin_state":"maint"}`, i, 10000+i))
+	}
+	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"big","mode":"tcp","servers":[`+strings.Join(seed, ",")+`]}`)
+	base := h27Servers(t, in, "big")
+	var acked atomic.Int64
+	writers := make([]*h27Writer, 4)
+	for i := range writers {
+		writers[i] = &h27Writer{id: i, rnd: rand.New(rand.NewSource(int64(i) + time.Now().UnixNano())), model: map[string]h27Server{}, acked: &acked}
+	}
+	rnd := rand.New(rand.NewSource(time.Now().UnixNano()))
+	total := 0
+	for cycle := range 5 {
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for _, w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if !w.step(in.Admin, "big") {
+						return
+					}
+				}
+			}()
+		}
+		// Kill after a random number of acknowledged changes (bounded
+		// in time too), in the middle of the writers' requests.
+		want := 40 + rnd.Intn(120)
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end) && acked.Load()-int64(total) < int64(want); {
+			time.Sleep(time.Millisecond) // a pace, not a synchronisation
+		}
+		in.ExpectDeath("killed -9 in a burst of server changes")
+		in.Kill()
+		close(stop)
+		wg.Wait()
+		var maxGen int64
+		n := 0
+		for _, w := range writers {
+			if w.err != nil {
+				t.Fatalf("cycle %d, writer %d: %v", cycle, w.id, w.err)
+			}
+			maxGen = max(maxGen, w.maxGen)
+			n += w.n
+		}
+		t.Logf("cycle %d: %d changes acknowledged (%d in all), last generation %d", cycle, n-total, n, maxGen)
+		total = n
+		in = startSpliced(t, dir)
+		got := h27Servers(t, in, "big")
+		for name, s := range base {
+			if got[name] != s {
+				t.Errorf("cycle %d: %s is %+v, want %+v (never changed)", cycle, name, got[name], s)
+			}
+			delete(got, name)
+		}
+		for _, w := range writers {
+			p := w.pending
+			for name, s := range w.model {
+				if p != nil && p.name == name {
+					continue
+				}
+				if g, ok := got[name]; !ok || g != s {
+					t.Errorf("cycle %d: acknowledged %s %+v, after the restart %+v (present %v)", cycle, name, s, g, ok)
+				}
+			}
+			if p != nil {
+				g, ok := got[p.name]
+				before, was := w.model[p.name]
+				switch {
+				case ok == was && (!ok || g == before):
+					// not applied
+				case ok == p.present && (!ok || g == p.want):
+					if p.present {
+						w.model[p.name] = p.want
+					} else {
+						delete(w.model, p.name)
+					}
+				default:
+					t.Errorf("cycle %d: %s in flight (present %v %+v, from present %v %+v) reads present %v %+v", cycle, p.name, p.present, p.want, was, before, ok, g)
+				}
+				w.pending = nil
+			}
+			for name := range got {
+				if _, ok := w.model[name]; ok {
+					delete(got, name)
+				}
+			}
+		}
+		for name, s := range got {
+			if strings.HasPrefix(name, "w") {
+				t.Errorf("cycle %d: %s %+v after the restart, never acknowledged present", cycle, name, s)
+			}
+		}
+		var cfg struct {
+			Generation int64 `json:"generation"`
+		}
+		in.MustDo(200, "GET", "/api/v1/config", nil).JSON(t, &cfg)
+		if cfg.Generation < maxGen {
+			t.Fatalf("cycle %d: generation %d after the restart, %d was acknowledged", cycle, cfg.Generation, maxGen)
+		}
+		for g := maxGen; g > maxGen-40 && g > 1; g-- {
+			if st, _, b, err := h27Do(in.Admin, "GET", fmt.Sprintf("/api/v1/config/revisions/%d", g), ""); err != nil || st != 200 {
+				t.Errorf("cycle %d: revision %d: %d %s %v", cycle, g, st, b, err)
+				break
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// h27Origin is an http origin answering its own name.
+func h27Origin(t *testing.T, name string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, name) })}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestHostile27ServerChurnRoutesAsTheModel: random adds, deletes, weight
+// and admin_state changes and replacements of the servers of a backend in
+// random order; after each batch GET lists exactly the model, and the
+// data plane sends requests to exactly the servers that are ready with a
+// weight (never to a deleted, drained, maintained or zero-weight one, and
+// to each of the others).
+func TestHostile27ServerChurnRoutesAsTheModel(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	const k = 10
+	ports := map[string]int{}
+	for i := range k {
+		n := fmt.Sprintf("o%d", i)
+		ports[n] = h27Origin(t, n)
+	}
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "web", "mode": "http", "balance": "roundrobin", "servers": []any{}})
+	fport := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{"name": "f", "mode": "http", "default_backend": "web",
+		"binds": []map[string]any{{"name": "b", "address": "127.0.0.1", "port": fport}}})
+	model := map[string]h27Server{}
+	rnd := rand.New(rand.NewSource(time.Now().UnixNano()))
+	states := []string{"ready", "ready", "drain", "maint"}
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for batch := range 12 {
+		for range 15 {
+			name := fmt.Sprintf("o%d", rnd.Intn(k))
+			cur, present := model[name]
+			var st int
+			var b []byte
+			switch r := rnd.Intn(10); {
+			case !present:
+				s := h27Server{Port: ports[name], Weight: rnd.Intn(4), Admin: states[rnd.Intn(4)]}
+				st, _, b, _ = h27Do(in.Admin, "POST", "/api/v1/backends/web/servers",
+					fmt.Sprintf(`{"name":%q,"address":"127.0.0.1","port":%d,"weight":%d,"admin_state":%q}`, name, s.Port, s.Weight, s.Admin))
+				if st == 201 {
+					model[name] = s
+				}
+			case r < 3:
+				st, _, b, _ = h27Do(in.Admin, "DELETE", "/api/v1/backends/web/servers/"+name, "")
+				if st == 204 {
+					delete(model, name)
+				}
+			case r < 6:
+				cur.Weight = rnd.Intn(4)
+				st, _, b, _ = h27Do(in.Admin, "PATCH", "/api/v1/backends/web/servers/"+name, fmt.Sprintf(`{"weight":%d}`, cur.Weight))
+				if st == 200 {
+					model[name] = cur
+				}
+			case r < 9:
+				cur.Admin = states[rnd.Intn(4)]
+				st, _, b, _ = h27Do(in.Admin, "PATCH", "/api/v1/backends/web/servers/"+name, fmt.Sprintf(`{"admin_state":%q}`, cur.Admin))
+				if st == 200 {
+					model[name] = cur
+				}
+			default:
+				cur.Weight = 1 + rnd.Intn(3)
+				cur.Admin = "ready"
+				st, _, b, _ = h27Do(in.Admin, "PUT", "/api/v1/backends/web/servers/"+name,
+					fmt.Sprintf(`{"name":%q,"address":"127.0.0.1","port":%d,"weight":%d,"admin_state":"ready"}`, name, cur.Port, cur.Weight))
+				if st == 200 {
+					model[name] = cur
+				}
+			}
+			if st/100 != 2 {
+				t.Fatalf("batch %d: change of %s: %d %s", batch, name, st, b)
+			}
+		}
+		got := h27Servers(t, in, "web")
+		if fmt.Sprint(sortedH27(got)) != fmt.Sprint(sortedH27(model)) {
+			t.Fatalf("batch %d: GET lists %v, the model is %v", batch, sortedH27(got), sortedH27(model))
+		}
+		want := map[string]bool{}
+		sum := 0
+		for n, s := range model {
+			if s.Admin == "ready" && s.Weight > 0 {
+				want[n] = true
+				sum += s.Weight
+			}
+		}
+		seen := map[string]int{}
+		for i := 0; i < 20*sum+20 && len(seen) < len(want); i++ {
+			resp, err := cl.Get(fmt.Sprintf("http://127.0.0.1:%d/", fport))
+			if err != nil {
+				t.Fatalf("batch %d: %v", batch, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if len(want) == 0 {
+				if resp.StatusCode != 503 {
+					t.Fatalf("batch %d: no usable server, got %d %q", batch, resp.StatusCode, body)
+				}
+				break
+			}
+			if resp.StatusCode != 200 || !want[string(body)] {
+				t.Fatalf("batch %d: %d from %q; the usable servers are %v (model %v)", batch, resp.StatusCode, body, want, sortedH27(model))
+			}
+			seen[string(body)]++
+		}
+		if len(seen) != len(want) {
+			t.Fatalf("batch %d: requests reached %v; the usable servers are %v (model %v)", batch, seen, want, sortedH27(model))
+		}
+	}
+}
+
+func sortedH27(m map[string]h27Server) []string {
+	var out []string
+	for n, s := range m {
+		out = append(out, fmt.Sprintf("%s:%d/%d/%s", n, s.Port, s.Weight, s.Admin))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// h27Pattern is n bytes that differ at every offset modulo 251: a byte
+// lost, doubled or moved shows.
+func h27Pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i % 251)
+	}
+	return b
+}
+
+// h27TCP serves each connection with serve on a new origin; its port.
+func h27TCP(t *testing.T, serve func(c *net.TCPConn)) int {
+	t.Helper()
+	return testutil.ServeOrigin(t, func(c *net.TCPConn) {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		serve(c)
+	}).Addr.Port
+}
+
+// h27Front makes a tcp (or http) frontend with its own backend of one
+// server at port, splice policy splice; the frontend's port.
+func h27Front(t *testing.T, in *instance, name, mode, splice string, port int) int {
+	t.Helper()
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": name, "mode": mode,
+		"servers": []map[string]any{{"name": "s", "address": "127.0.0.1", "port": port}}})
+	fport := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{"name": name, "mode": mode, "default_backend": name, "splice": splice,
+		"binds": []map[string]any{{"name": "b", "address": "127.0.0.1", "port": fport}}})
+	return fport
+}
+
+func h27Dial(t *testing.T, port int) *net.TCPConn {
+	t.Helper()
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	t.Cleanup(func() { c.Close() })
+	return c.(*net.TCPConn)
+}
+
+// h27ReadAll reads to the end of stream; an error (a reset, the deadline)
+// fails the test.
+func h27ReadAll(t *testing.T, c net.Conn, stallAt int) []byte {
+	t.Helper()
+	var out []byte
+	buf := make([]byte, 32<<10)
+	stalled := stallAt <= 0
+	for {
+		if !stalled && len(out) >= stallAt {
+			stalled = true
+			time.Sleep(time.Second) // a client that stops reading mid-transfer: the buffers between fill up
+		}
+		n, err := c.Read(buf)
+		out = append(out, buf[:n]...)
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", len(out), err)
+		}
+	}
+}
+
+// TestHostile27TCPCloseCases: the tunnel's close path against clients
+// and servers that half-close, send nothing, speak first, or stall in the
+// middle of 1 MiB, with splice off and on: every byte arrives in order,
+// each end of stream passes, and nothing is left open afterwards.
+func TestHostile27TCPCloseCases(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	const mib = 1 << 20
+	data := h27Pattern(mib)
+	uploaded := make(chan int, 4)
+	origins := map[string]int{
+		// reads to the end of stream, then sends it all back and closes
+		"echo-at-eof": h27TCP(t, func(c *net.TCPConn) {
+			b, err := io.ReadAll(c)
+			if err == nil {
+				c.Write(b)
+			}
+		}),
+		// speaks first; says what the client sent, once it ends
+		"banner": h27TCP(t, func(c *net.TCPConn) {
+			io.WriteString(c, "220 hello\r\n")
+			b, _ := io.ReadAll(c)
+			fmt.Fprintf(c, "got %d bytes\r\n", len(b))
+		}),
+		// 1 MiB, then the close
+		"download": h27TCP(t, func(c *net.TCPConn) {
+			c.Write(data)
+		}),
+		// one byte, its end of stream at once, then reads what the client
+		// still sends
+		"server-half-closes": h27TCP(t, func(c *net.TCPConn) {
+			io.WriteString(c, "x")
+			c.CloseWrite()
+			n, _ := io.Copy(io.Discard, c)
+			uploaded <- int(n)
+		}),
+	}
+	for _, splice := range []string{"off", "on"} {
+		fronts := map[string]int{}
+		for name, port := range origins {
+			fronts[name] = h27Front(t, in, name+"-"+splice, "tcp", splice, port)
+		}
+		t.Run("splice "+splice, func(t *testing.T) {
+			t.Run("client sends 1 MiB then half-closes", func(t *testing.T) {
+				c := h27Dial(t, fronts["echo-at-eof"])
+				go func() { c.Write(data); c.CloseWrite() }()
+				if got := h27ReadAll(t, c, 0); !bytes.Equal(got, data) {
+					t.Fatalf("%d bytes back, want the 1 MiB sent (first difference at %d)", len(got), h27Diff(got, data))
+				}
+			})
+			t.Run("server speaks first, client sends nothing", func(t *testing.T) {
+				c := h27Dial(t, fronts["banner"])
+				line := make([]byte, len("220 hello\r\n"))
+				if _, err := io.ReadFull(c, line); err != nil || string(line) != "220 hello\r\n" {
+					t.Fatalf("banner %q %v", line, err)
+				}
+				io.WriteString(c, "QUIT\r\n")
+				c.CloseWrite()
+				if got := h27ReadAll(t, c, 0); string(got) != "got 6 bytes\r\n" {
+					t.Fatalf("after the banner: %q", got)
+				}
+			})
+			t.Run("client half-closes at once, having sent nothing", func(t *testing.T) {
+				c := h27Dial(t, fronts["banner"])
+				c.CloseWrite()
+				if got := h27ReadAll(t, c, 0); string(got) != "220 hello\r\ngot 0 bytes\r\n" {
+					t.Fatalf("got %q", got)
+				}
+			})
+			t.Run("client stalls in the middle of 1 MiB", func(t *testing.T) {
+				c := h27Dial(t, fronts["download"])
+				c.SetReadBuffer(64 << 10) // small, but above the loopback MSS: below it the kernel itself trickles (silly-window avoidance)
+				if got := h27ReadAll(t, c, 300<<10); !bytes.Equal(got, data) {
+					t.Fatalf("%d bytes, want 1 MiB (first difference at %d)", len(got), h27Diff(got, data))
+				}
+			})
+			t.Run("server half-closes first, client uploads 1 MiB after", func(t *testing.T) {
+				c := h27Dial(t, fronts["server-half-closes"])
+				b := make([]byte, 2)
+				if n, err := io.ReadAtLeast(c, b, 1); n != 1 || b[0] != 'x' {
+					t.Fatalf("read %q %v", b[:n], err)
+				}
+				if _, err := c.Read(b); err != io.EOF {
+					t.Fatalf("after the server's end of stream: %v, want EOF", err)
+				}
+				if _, err := c.Write(data); err != nil {
+					t.Fatalf("upload after the server's half-close: %v", err)
+				}
+				c.CloseWrite()
+				select {
+				case n := <-uploaded:
+					if n != mib {
+						t.Fatalf("the server got %d bytes, want 1 MiB", n)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatal("the server never saw the client's end of stream")
+				}
+				h27ReadAll(t, c, 0)
+			})
+			t.Run("client resets in the middle of its upload", func(t *testing.T) {
+				c := h27Dial(t, fronts["echo-at-eof"])
+				c.Write(data[:256<<10])
+				c.SetLinger(0)
+				c.Close()
+			})
+		})
+	}
+	h27NoConnLeft(t, in)
+}
+
+func h27Diff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// h27NoConnLeft waits until no frontend holds a connection.
+func h27NoConnLeft(t *testing.T, in *instance) {
+	t.Helper()
+	var last string
+	testutil.Eventually(t, 20*time.Second, func() bool {
+		var st struct {
+			Frontends []struct {
+				Name    string `json:"name"`
+				ConnCur int    `json:"conn_cur"`
+			} `json:"frontends"`
+		}
+		in.MustDo(200, "GET", "/api/v1/stats", nil).JSON(t, &st)
+		last = ""
+		for _, f := range st.Frontends {
+			if f.ConnCur != 0 {
+				last += fmt.Sprintf(" %s:%d", f.Name, f.ConnCur)
+			}
+		}
+		return last == ""
+	}, func() string { return "every connection closed (left:" + last + ")" })
+}
+
+// TestHostile27HTTPCloseCases: the last response of a connection that
+// closes after it (HTTP/1.0, Connection: close, a body delimited by the
+// server's close, a client that half-closes after its request) reaches
+// the client whole before the end of stream, with a client that stalls
+// in the middle, splice off and on.
+func TestHostile27HTTPCloseCases(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	const mib = 1 << 20
+	data := h27Pattern(mib)
+	origin := h27TCP(t, func(c *net.TCPConn) {
+		br := make([]byte, 4096)
+		n, _ := c.Read(br)
+		req := string(br[:n])
+		switch {
+		case strings.Contains(req, "/until-close"):
+			io.WriteString(c, "HTTP/1.1 200 OK\r\n\r\n")
+			c.Write(data)
+		case strings.Contains(req, "/chunked"):
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+			for off := 0; off < len(data); off += 100000 {
+				end := min(off+100000, len(data))
+				fmt.Fprintf(c, "%x\r\n", end-off)
+				c.Write(data[off:end])
+				io.WriteString(c, "\r\n")
+			}
+			io.WriteString(c, "0\r\n\r\n")
+			io.Copy(io.Discard, c)
+		default:
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(data))
+			c.Write(data)
+			io.Copy(io.Discard, c)
+		}
+	})
+	for _, splice := range []string{"off", "on"} {
+		fport := h27Front(t, in, "web-"+splice, "http", splice, origin)
+		for _, tc := range []struct{ name, req string }{
+			{"HTTP/1.0, Content-Length", "GET /cl HTTP/1.0\r\n\r\n"},
+			{"Connection: close, Content-Length", "GET /cl HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"},
+			{"Connection: close, chunked", "GET /chunked HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"},
+			{"HTTP/1.0, chunked (dechunked)", "GET /chunked HTTP/1.0\r\n\r\n"},
+			{"body until the server's close", "GET /until-close HTTP/1.1\r\nHost: a\r\n\r\n"},
+			{"client half-closes after its request", "GET /cl HTTP/1.1\r\nHost: a\r\n\r\n"},
+		} {
+			t.Run("splice "+splice+"/"+tc.name, func(t *testing.T) {
+				c := h27Dial(t, fport)
+				c.SetReadBuffer(64 << 10) // small, but above the loopback MSS: below it the kernel itself trickles (silly-window avoidance)
+				io.WriteString(c, tc.req)
+				if strings.Contains(tc.name, "half-closes") {
+					c.CloseWrite()
+				}
+				got := h27ReadAll(t, c, 300<<10)
+				i := bytes.Index(got, []byte("\r\n\r\n"))
+				if i < 0 {
+					t.Fatalf("no head in %d bytes: %.200q", len(got), got)
+				}
+				head, body := string(got[:i]), got[i+4:]
+				if strings.Contains(head, "chunked") {
+					body = h27Dechunk(t, body)
+				}
+				if !strings.HasPrefix(head, "HTTP/1.1 200") || !bytes.Equal(body, data) {
+					t.Fatalf("%q: %d bytes of body, want 1 MiB (first difference at %d)", head, len(body), h27Diff(body, data))
+				}
+			})
+		}
+	}
+	h27NoConnLeft(t, in)
+}
+
+func h27Dechunk(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var out []byte
+	for {
+		i := bytes.Index(b, []byte("\r\n"))
+		if i < 0 {
+			t.Fatalf("chunked body cut: %d bytes left", len(b))
+		}
+		n, err := strconv.ParseInt(string(b[:i]), 16, 64)
+		if err != nil {
+			t.Fatalf("chunk size %q", b[:i])
+		}
+		b = b[i+2:]
+		if n == 0 {
+			return out
+		}
+		if int64(len(b)) < n+2 {
+			t.Fatalf("chunk of %d cut at %d", n, len(b))
+		}
+		out = append(out, b[:n]...)
+		b = b[n+2:]
+	}
+}
+
+// TestHostile27IdleLoopSleeps: after a burst of requests, with busy
+// polling and naps on, an idle proxy uses (almost) no CPU: the loops'
+// waits end with the traffic.
+func TestHostile27IdleLoopSleeps(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	origin := h27Origin(t, "o")
+	fport := h27Front(t, in, "web", "http", "auto", origin)
+	in.MustDo(200, "PATCH", "/api/v1/tuning", `{"busy_poll_us":200,"poll_nap_us":50}`, "Content-Type: application/merge-patch+json")
+	cl := &http.Client{Timeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 500 {
+				resp, err := cl.Get(fmt.Sprintf("http://127.0.0.1:%d/", fport))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	cl.CloseIdleConnections()
+	h27NoConnLeft(t, in)
+	// Over a second of idleness the process may wake for its timers and
+	// the stats; a loop that kept polling would use the whole second.
+	c0 := h27CPU(t, in.Pid())
+	t0 := time.Now()
+	time.Sleep(time.Second) // the idle window measured (CPU time, not wall time, is asserted)
+	used, wall := h27CPU(t, in.Pid())-c0, time.Since(t0)
+	t.Logf("idle: %v of CPU in %v", used, wall)
+	if used > wall/4 {
+		t.Fatalf("the idle proxy used %v of CPU in %v", used, wall)
+	}
+}
+
+// h27CPU is the process's user and system CPU time so far.
+func h27CPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ 100
+}
+
+// TestHostile27ClientAddressPerConnection: with accept4's address in
+// place of getpeername, each of many connections from distinct sources
+// (concurrent, 40 addresses of 127.0.0.0/8, each its own port) is named
+// by its own address: X-Forwarded-For in http mode, the PROXY header's
+// source address and port in tcp mode.
+func TestHostile27ClientAddressPerConnection(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	xff := h27TCP(t, func(c *net.TCPConn) {
+		buf := make([]byte, 4096)
+		n, _ := c.Read(buf)
+		v := ""
+		for _, l := range strings.Split(string(buf[:n]), "\r\n") {
+			if k, val, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, "X-Forwarded-For") {
+				v = strings.TrimSpace(val)
+			}
+		}
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(v), v)
+	})
+	proxied := h27TCP(t, func(c *net.TCPConn) {
+		buf := make([]byte, 256)
+		n, _ := c.Read(buf)
+		line, _, _ := strings.Cut(string(buf[:n]), "\r\n")
+		io.WriteString(c, line)
+	})
+	hport := h27Front(t, in, "xff", "http", "auto", xff)
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "pp", "mode": "tcp",
+		"servers": []map[string]any{{"name": "s", "address": "127.0.0.1", "port": proxied, "send_proxy": "v1"}}})
+	tport := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{"name": "pp", "mode": "tcp", "default_backend": "pp",
+		"binds": []map[string]any{{"name": "b", "address": "127.0.0.1", "port": tport}}})
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src := net.IPv4(127, 0, 3, byte(10+i))
+			for round := range 5 {
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 10 * time.Second}
+				c, err := d.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", hport))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+				b, _ := io.ReadAll(c)
+				c.Close()
+				if !bytes.HasSuffix(b, []byte("\r\n\r\n"+src.String())) {
+					t.Errorf("client %s, round %d: %q", src, round, b)
+				}
+				c, err = d.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", tport))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				local := c.LocalAddr().(*net.TCPAddr)
+				io.WriteString(c, "hi")
+				b, _ = io.ReadAll(c)
+				c.Close()
+				want := fmt.Sprintf("PROXY TCP4 %s 127.0.0.1 %d %d", src, local.Port, tport)
+				if string(b) != want {
+					t.Errorf("client %s:%d: PROXY line %q, want %q", src, local.Port, b, want)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestHostile27AcceptedSocketsHaveNoDelay: the accepted connections of
+// http and tcp frontends have TCP_NODELAY (now inherited from the
+// listener rather than set per connection): read from the running
+// process's own sockets (pidfd_getfd), not inferred from timings.
+func TestHostile27AcceptedSocketsHaveNoDelay(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	hold := h27TCP(t, func(c *net.TCPConn) { io.Copy(io.Discard, c) })
+	tport := h27Front(t, in, "nd-tcp", "tcp", "auto", hold)
+	hport := h27Front(t, in, "nd-http", "http", "auto", hold)
+	var conns []*net.TCPConn
+	for range 3 {
+		conns = append(conns, h27Dial(t, tport), h27Dial(t, hport))
+	}
+	for _, c := range conns {
+		io.WriteString(c, "x") // accepted and read (a tcp one connects its server)
+	}
+	pidfd, err := unix.PidfdOpen(in.Pid(), 0)
+	if err != nil {
+		t.Skipf("pidfd_open: %v", err)
+	}
+	defer unix.Close(pidfd)
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		found := map[int]int{}
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", in.Pid()))
+		for _, e := range ents {
+			fd, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", in.Pid(), fd)); !strings.HasPrefix(l, "socket:") {
+				continue
+			}
+			my, err := unix.PidfdGetfd(pidfd, fd, 0)
+			if err != nil {
+				t.Skipf("pidfd_getfd: %v", err)
+			}
+			sa, _ := unix.Getsockname(my)
+			acc, _ := unix.GetsockoptInt(my, unix.SOL_SOCKET, unix.SO_ACCEPTCONN)
+			nd, _ := unix.GetsockoptInt(my, unix.IPPROTO_TCP, unix.TCP_NODELAY)
+			unix.Close(my)
+			if a, ok := sa.(*unix.SockaddrInet4); ok && acc == 0 && (a.Port == tport || a.Port == hport) {
+				if nd == 0 {
+					t.Fatalf("an accepted connection of the frontend on port %d has no TCP_NODELAY", a.Port)
+				}
+				found[a.Port]++
+			}
+		}
+		return found[tport] == 3 && found[hport] == 3
+	}, "the six accepted connections")
+}
+
+// TestHostile27SplicedBodiesKeepTheirFraming: with splice on, a 1 MiB
+// request body with the next request pipelined right behind it, and a
+// 1 MiB response body a server follows with bytes of its own, are each
+// moved to the byte: the next request reaches the server as a request,
+// and the server's extra bytes never reach the client.
+func TestHostile27SplicedBodiesKeepTheirFraming(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	const mib = 1 << 20
+	data := h27Pattern(mib)
+	origin := h27TCP(t, func(c *net.TCPConn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			b, _ := io.ReadAll(req.Body)
+			switch req.URL.Path {
+			case "/up":
+				ok := bytes.Equal(b, data)
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%v", len(fmt.Sprint(ok)), ok)
+			case "/down-extra":
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(data))
+				c.Write(append(data[:len(data):len(data)], "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nSMUGGLED"...))
+			default:
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(req.URL.Path), req.URL.Path)
+			}
+		}
+	})
+	fport := h27Front(t, in, "sp", "http", "on", origin)
+	t.Run("request body then a pipelined request", func(t *testing.T) {
+		c := h27Dial(t, fport)
+		go func() {
+			var w bytes.Buffer
+			fmt.Fprintf(&w, "POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n", len(data))
+			w.Write(data)
+			io.WriteString(&w, "GET /second HTTP/1.1\r\nHost: a\r\n\r\n")
+			c.Write(w.Bytes())
+		}()
+		br := bufio.NewReader(c)
+		for _, want := range []string{"true", "/second"} {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("waiting for %q: %v", want, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			if string(b) != want {
+				t.Fatalf("%d %q, want %q", resp.StatusCode, b, want)
+			}
+		}
+	})
+	t.Run("response body then the server's extra bytes", func(t *testing.T) {
+		c := h27Dial(t, fport)
+		io.WriteString(c, "GET /down-extra HTTP/1.1\r\nHost: a\r\n\r\n")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || !bytes.Equal(b, data) {
+			t.Fatalf("body %d bytes, %v", len(b), err)
+		}
+		io.WriteString(c, "GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, err = http.ReadResponse(br, nil)
+		if err != nil {
+			return // the proxy closed the connection: the extra bytes went nowhere
+		}
+		b, _ = io.ReadAll(resp.Body)
+		if string(b) != "/next" {
+			t.Fatalf("the next response on the connection is %d %q", resp.StatusCode, b)
+		}
+	})
+	t.Run("Connection: close with a request pipelined behind", func(t *testing.T) {
+		c := h27Dial(t, fport)
+		io.WriteString(c, "GET /first HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /second HTTP/1.1\r\nHost: a\r\n\r\n")
+		got := h27ReadAll(t, c, 0)
+		if !bytes.HasSuffix(got, []byte("\r\n\r\n/first")) || bytes.Contains(got, []byte("/second")) {
+			t.Fatalf("%q", got)
+		}
+	})
+}
