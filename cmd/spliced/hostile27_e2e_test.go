@@ -37,9 +37,16 @@ type h27Server struct {
 // process was killed meanwhile): after it, the server is want (gone when
 // !present).
 type h27Op struct {
-	name    string
-	present bool
-	want    h27Server
+	name         string
+	present      bool
+	want         h27Server
+	method, path string
+}
+
+// h27Ack is a change the API acknowledged: its audit entry must exist.
+type h27Ack struct {
+	method, path string
+	gen          int64
 }
 
 // h27Writer changes its own servers (w<i>-<k>) at random, one request at
@@ -51,6 +58,7 @@ type h27Writer struct {
 	pending *h27Op               // sent, no answer (the kill)
 	maxGen  int64
 	n       int
+	acks    []h27Ack      // acknowledged this cycle
 	acked   *atomic.Int64 // every writer's acknowledged changes: the kill's pace
 	err     error
 }
@@ -110,6 +118,7 @@ func (w *h27Writer) step(admin, backend string) bool {
 		method, path = "PUT", "/api/v1/backends/"+backend+"/servers/"+name
 		body = fmt.Sprintf(`{"name":%q,"address":"127.0.0.1","port":%d,"weight":%d,"admin_state":%q}`, name, op.want.Port, op.want.Weight, op.want.Admin)
 	}
+	op.method, op.path = method, path
 	w.pending = &op
 	st, hdr, b, err := h27Do(admin, method, path, body)
 	if err != nil {
@@ -120,12 +129,13 @@ func (w *h27Writer) step(admin, backend string) bool {
 		w.err = fmt.Errorf("%s %s %s: %d %s", method, path, body, st, b)
 		return false
 	}
-	if g, err := strconv.ParseInt(hdr.Get("X-Spliced-Generation"), 10, 64); err == nil && g > w.maxGen {
-		w.maxGen = g
-	} else if err != nil {
+	g, err := strconv.ParseInt(hdr.Get("X-Spliced-Generation"), 10, 64)
+	if err != nil {
 		w.err = fmt.Errorf("%s %s: no X-Spliced-Generation (%q)", method, path, hdr.Get("X-Spliced-Generation"))
 		return false
 	}
+	w.maxGen = max(w.maxGen, g)
+	w.acks = append(w.acks, h27Ack{method, path, g})
 	if op.present {
 		w.model[name] = op.want
 	} else {
@@ -134,6 +144,71 @@ func (w *h27Writer) step(admin, backend string) bool {
 	w.n++
 	w.acked.Add(1)
 	return true
+}
+
+// h27AuditEntry is what the test reads of an audit entry.
+type h27AuditEntry struct {
+	Seq        int64  `json:"seq"`
+	Method     string `json:"method"`
+	Path       string `json:"path"`
+	Status     int    `json:"status"`
+	Generation int64  `json:"generation"`
+	Recovered  string `json:"recovered"`
+	Plan       *struct {
+		Items []struct {
+			Object string `json:"object"`
+		} `json:"items"`
+	} `json:"plan"`
+}
+
+// names: the entry's plan names server name (POSTs share their path).
+func (e h27AuditEntry) names(name string) bool {
+	if e.Plan == nil {
+		return false
+	}
+	for _, it := range e.Plan.Items {
+		if strings.HasSuffix(it.Object, "/"+name) {
+			return true
+		}
+	}
+	return false
+}
+
+type h27AuditLog map[string][]h27AuditEntry // by method and path
+
+func (l h27AuditLog) has(method, path string, ok func(h27AuditEntry) bool) bool {
+	for _, e := range l[method+" "+path] {
+		if ok(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// h27Audit reads the whole audit trail.
+func h27Audit(t *testing.T, in *instance) h27AuditLog {
+	t.Helper()
+	l := h27AuditLog{}
+	before := int64(0)
+	for page := 0; page < 100; page++ {
+		q := "/api/v1/audit?limit=1000"
+		if before > 0 {
+			q += "&before=" + strconv.FormatInt(before, 10)
+		}
+		var es []h27AuditEntry
+		in.MustDo(200, "GET", q, nil).JSON(t, &es)
+		if len(es) == 0 {
+			return l
+		}
+		for _, e := range es {
+			l[e.Method+" "+e.Path] = append(l[e.Method+" "+e.Path], e)
+			if before == 0 || e.Seq < before {
+				before = e.Seq
+			}
+		}
+	}
+	t.Fatal("more than 100 pages of audit")
+	return nil
 }
 
 // h27Servers reads the backend's servers as the model holds them.
@@ -187,7 +262,8 @@ func TestHostile27ServerChangesSurviveKill9Bursts(t *testing.T) {
 		writers[i] = &h27Writer{id: i, rnd: rand.New(rand.NewSource(int64(i) + time.Now().UnixNano())), model: map[string]h27Server{}, acked: &acked}
 	}
 	rnd := rand.New(rand.NewSource(time.Now().UnixNano()))
-	total := 0
+	total, inflight, applied := 0, 0, 0
+	defer func() { t.Logf("%d changes in flight at a kill, %d of them applied", inflight, applied) }()
 	for cycle := range 5 {
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
@@ -236,7 +312,14 @@ func TestHostile27ServerChangesSurviveKill9Bursts(t *testing.T) {
 			}
 			delete(got, name)
 		}
+		audit := h27Audit(t, in)
 		for _, w := range writers {
+			for _, a := range w.acks {
+				if !audit.has(a.method, a.path, func(e h27AuditEntry) bool { return e.Generation == a.gen && e.Status/100 == 2 }) {
+					t.Errorf("cycle %d: no audit entry for the acknowledged %s %s (generation %d)", cycle, a.method, a.path, a.gen)
+				}
+			}
+			w.acks = nil
 			p := w.pending
 			for name, s := range w.model {
 				if p != nil && p.name == name {
@@ -249,14 +332,25 @@ func TestHostile27ServerChangesSurviveKill9Bursts(t *testing.T) {
 			if p != nil {
 				g, ok := got[p.name]
 				before, was := w.model[p.name]
+				real := was != p.present || (was && before != p.want) // the change changes something
+				inflight++
+				recovered := audit.has(p.method, p.path, func(e h27AuditEntry) bool {
+					return e.Generation > w.maxGen && e.Recovered == "applied" && (p.method != "POST" || e.names(p.name))
+				})
 				switch {
 				case ok == was && (!ok || g == before):
-					// not applied
+					if real && recovered {
+						t.Errorf("cycle %d: %s %s in flight, not applied, has an audit entry recovered as applied", cycle, p.method, p.path)
+					}
 				case ok == p.present && (!ok || g == p.want):
 					if p.present {
 						w.model[p.name] = p.want
 					} else {
 						delete(w.model, p.name)
+					}
+					applied++
+					if !recovered {
+						t.Errorf("cycle %d: %s %s in flight, applied, has no audit entry recovered as applied", cycle, p.method, p.path)
 					}
 				default:
 					t.Errorf("cycle %d: %s in flight (present %v %+v, from present %v %+v) reads present %v %+v", cycle, p.name, p.present, p.want, was, before, ok, g)
@@ -978,4 +1072,82 @@ func TestHostile27SplicedBodiesKeepTheirFraming(t *testing.T) {
 			t.Fatalf("%q", got)
 		}
 	})
+}
+
+// TestHostile27ConcurrentIfMatch: writers that each read a server's ETag
+// and then change it with If-Match race each other; of the writes made
+// against one ETag exactly one succeeds (the others 412), and the server
+// ends with the value of the last success.
+func TestHostile27ConcurrentIfMatch(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	var seed []string
+	for i := range 200 {
+		seed = append(seed, fmt.Sprintf(`{"name":"s%03d","address":"127.0.0.1","port":%d,"admin_state":"maint"}`, i, 10000+i))
+	}
+	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"race","mode":"tcp","servers":[`+strings.Join(seed, ",")+`]}`)
+	const path = "/api/v1/backends/race/servers/s100"
+	type result struct {
+		etag   string
+		weight int
+		status int
+		err    error
+	}
+	results := make(chan result, 400)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				req, _ := http.NewRequest("GET", "http://"+in.Admin+path, nil)
+				resp, err := h27Client.Do(req)
+				if err != nil {
+					results <- result{err: err}
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				etag := resp.Header.Get("ETag")
+				weight := 1 + w*25 + i
+				req, _ = http.NewRequest("PATCH", "http://"+in.Admin+path, strings.NewReader(fmt.Sprintf(`{"weight":%d}`, weight)))
+				req.Header.Set("Content-Type", "application/merge-patch+json")
+				req.Header.Set("If-Match", etag)
+				resp, err = h27Client.Do(req)
+				if err != nil {
+					results <- result{err: err}
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				results <- result{etag: etag, weight: weight, status: resp.StatusCode}
+			}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	wins := map[string]int{}
+	tries := map[string]int{}
+	for r := range results {
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.etag == "" {
+			t.Fatal("GET gave no ETag")
+		}
+		tries[r.etag]++
+		switch r.status {
+		case 200:
+			wins[r.etag]++
+		case 412:
+		default:
+			t.Fatalf("PATCH with If-Match: %d", r.status)
+		}
+	}
+	for etag, n := range tries {
+		if wins[etag] != 1 {
+			t.Errorf("ETag %s: %d writes, %d succeeded; want exactly one", etag, n, wins[etag])
+		}
+	}
+	t.Logf("%d ETags raced for", len(tries))
 }
