@@ -7,6 +7,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -1250,4 +1251,108 @@ func TestHostile27DocumentSurvivesKill9AfterMixedWrites(t *testing.T) {
 		json.Unmarshal(before, &cfg)
 		t.Logf("cycle %d: generation %d", cycle, cfg.Generation)
 	}
+}
+
+// TestHostile27ClientsThatDoNotRead: clients that do not read while the
+// proxy has a lot to send them (64 pipelined requests whose 64 KiB
+// responses pile up; a 1 MiB download over TLS, over HTTP/1.1 and HTTP/2;
+// a response head of 12 KiB of fields), then read: they get every byte,
+// in order. A send that blocks must be resumed when the client reads,
+// whatever registered the client for EPOLLOUT.
+func TestHostile27ClientsThatDoNotRead(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	const mib = 1 << 20
+	data := h27Pattern(mib)
+	bigHead := strings.Repeat("X-Pad: "+strings.Repeat("p", 1000)+"\r\n", 12)
+	origin := h27TCP(t, func(c *net.TCPConn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			n := len(data)
+			switch req.URL.Path {
+			case "/64k":
+				n = 64 << 10
+			case "/bighead":
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\n%sContent-Length: 2\r\n\r\nok", bigHead)
+				continue
+			}
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", n)
+			c.Write(data[:n])
+		}
+	})
+	cert := testutil.NewCert(t, testutil.CertSpec{Names: []string{"a.example"}})
+	uploadCert(in, "c", cert, false)
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "o", "mode": "http",
+		"servers": []map[string]any{{"name": "s", "address": "127.0.0.1", "port": origin}}})
+	plain, secure := testutil.FreePort(t), testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{"name": "f", "mode": "http", "default_backend": "o",
+		"binds": []map[string]any{{"name": "p", "address": "127.0.0.1", "port": plain},
+			{"name": "s", "address": "127.0.0.1", "port": secure, "tls": map[string]any{"certificates": []string{"c"}}}}})
+	t.Run("64 pipelined responses, read after all were asked", func(t *testing.T) {
+		c := h27Dial(t, plain)
+		c.SetReadBuffer(64 << 10)
+		var reqs bytes.Buffer
+		for range 64 {
+			io.WriteString(&reqs, "GET /64k HTTP/1.1\r\nHost: a\r\n\r\n")
+		}
+		go c.Write(reqs.Bytes())
+		time.Sleep(300 * time.Millisecond) // not reading: the responses pile up in the proxy and the sockets
+		br := bufio.NewReader(c)
+		for i := range 64 {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("response %d: %v", i, err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			if err != nil || !bytes.Equal(b, data[:64<<10]) {
+				t.Fatalf("response %d: %d bytes, %v", i, len(b), err)
+			}
+		}
+	})
+	t.Run("a head of 12 KiB of fields", func(t *testing.T) {
+		c := h27Dial(t, plain)
+		io.WriteString(c, "GET /bighead HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+		got := h27ReadAll(t, c, 0)
+		if !bytes.Contains(got, []byte(bigHead)) || !bytes.HasSuffix(got, []byte("\r\n\r\nok")) {
+			t.Fatalf("%d bytes: %.200q", len(got), got)
+		}
+	})
+	tlsConf := &tls.Config{RootCAs: cert.Pool(), ServerName: "a.example"}
+	t.Run("1 MiB over TLS, HTTP/1.1, a stall in the middle", func(t *testing.T) {
+		raw := h27Dial(t, secure)
+		raw.SetReadBuffer(64 << 10)
+		c := tls.Client(raw, tlsConf)
+		io.WriteString(c, "GET /1m HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+		got := h27ReadAll(t, c, 300<<10)
+		i := bytes.Index(got, []byte("\r\n\r\n"))
+		if i < 0 || !bytes.Equal(got[i+4:], data) {
+			t.Fatalf("%d bytes, want a head and 1 MiB", len(got))
+		}
+	})
+	t.Run("1 MiB over TLS, HTTP/2, read slowly", func(t *testing.T) {
+		tr := &http.Transport{TLSClientConfig: tlsConf, ForceAttemptHTTP2: true}
+		defer tr.CloseIdleConnections()
+		cl := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+		resp, err := cl.Get(fmt.Sprintf("https://127.0.0.1:%d/1m", secure))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("proto %s", resp.Proto)
+		}
+		buf := make([]byte, 100<<10)
+		n, _ := io.ReadFull(resp.Body, buf)
+		time.Sleep(300 * time.Millisecond) // the stream's window fills, the proxy stops
+		rest, err := io.ReadAll(resp.Body)
+		if err != nil || !bytes.Equal(append(buf[:n], rest...), data) {
+			t.Fatalf("%d+%d bytes, %v", n, len(rest), err)
+		}
+	})
+	h27NoConnLeft(t, in)
 }
