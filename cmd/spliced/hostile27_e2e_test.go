@@ -389,14 +389,18 @@ func TestHostile27ServerChangesSurviveKill9Bursts(t *testing.T) {
 	}
 }
 
-// h27Origin is an http origin answering its own name.
+// h27Origin is an http origin answering its own name (HTTP/1.1, and
+// HTTP/2 with prior knowledge).
 func h27Origin(t *testing.T, name string) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, name) })}
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: &p, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, name) })}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().(*net.TCPAddr).Port
@@ -1175,7 +1179,7 @@ func TestHostile27DocumentSurvivesKill9AfterMixedWrites(t *testing.T) {
 		}
 		return out
 	}
-	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "big", "mode": "tcp", "servers": mk("s", 2000, 10000)})
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "big", "mode": "tcp", "servers": mk("s", 1000, 10000)})
 	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "small", "mode": "http", "servers": mk("m", 20, 30000)})
 	do := func(want int, method, path string, body any) {
 		t.Helper()
@@ -1185,11 +1189,11 @@ func TestHostile27DocumentSurvivesKill9AfterMixedWrites(t *testing.T) {
 		}
 		in.MustDo(want, method, path, body, hdr...)
 	}
-	for cycle := range 6 {
+	for cycle := range 5 {
 		for range 60 + rnd.Intn(60) {
 			switch r := rnd.Intn(20); {
 			case r < 8: // 404 when the default case below deleted it
-				st, _, b, err := h27Do(in.Admin, "PATCH", fmt.Sprintf("/api/v1/backends/big/servers/s%04d", rnd.Intn(2000)),
+				st, _, b, err := h27Do(in.Admin, "PATCH", fmt.Sprintf("/api/v1/backends/big/servers/s%04d", rnd.Intn(1000)),
 					fmt.Sprintf(`{"weight":%d,"admin_state":%q}`, rnd.Intn(257), []string{"ready", "drain", "maint"}[rnd.Intn(3)]))
 				if err != nil || (st != 200 && st != 404) {
 					t.Fatalf("PATCH: %d %s %v", st, b, err)
@@ -1225,7 +1229,7 @@ func TestHostile27DocumentSurvivesKill9AfterMixedWrites(t *testing.T) {
 			case r < 19:
 				do(200, "PATCH", "/api/v1/tuning", map[string]any{"maxaccept": 16 + rnd.Intn(100)})
 			default: // a server of big deleted and added back at the end
-				name := fmt.Sprintf("s%04d", rnd.Intn(2000))
+				name := fmt.Sprintf("s%04d", rnd.Intn(1000))
 				if st, _, _, _ := h27Do(in.Admin, "GET", "/api/v1/backends/big/servers/"+name, ""); st == 200 {
 					do(204, "DELETE", "/api/v1/backends/big/servers/"+name, nil)
 				} else {
@@ -1355,4 +1359,142 @@ func TestHostile27ClientsThatDoNotRead(t *testing.T) {
 		}
 	})
 	h27NoConnLeft(t, in)
+}
+
+// TestHostile27AnsweredChangeIsInForce: once the API answered a server's
+// change (maint, drain, weight 0, deleted), no request sent after the
+// answer goes to that server, on any loop, over kept-alive client
+// connections as over new ones; and once it answered the server's return,
+// requests reach it again.
+func TestHostile27AnsweredChangeIsInForce(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	a, b := h27Origin(t, "a"), h27Origin(t, "b")
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "ab", "mode": "http", "balance": "roundrobin",
+		"servers": []map[string]any{{"name": "a", "address": "127.0.0.1", "port": a}, {"name": "b", "address": "127.0.0.1", "port": b}}})
+	fport := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{"name": "ab", "mode": "http", "default_backend": "ab",
+		"binds": []map[string]any{{"name": "b", "address": "127.0.0.1", "port": fport}}})
+	keep := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	defer keep.CloseIdleConnections()
+	ask := func(cl *http.Client) string {
+		resp, err := cl.Get(fmt.Sprintf("http://127.0.0.1:%d/", fport))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %q", resp.StatusCode, body)
+		}
+		return string(body)
+	}
+	// warm: kept-alive connections on both loops
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() { defer wg.Done(); ask(keep) }()
+	}
+	wg.Wait()
+	patch := func(name, body string) {
+		in.MustDo(200, "PATCH", "/api/v1/backends/ab/servers/"+name, body, "Content-Type: application/merge-patch+json")
+	}
+	for round := range 20 {
+		off, on := "a", "b"
+		if round%2 == 1 {
+			off, on = "b", "a"
+		}
+		var undo func()
+		switch round % 4 {
+		case 0, 1:
+			patch(off, `{"admin_state":"maint"}`)
+			undo = func() { patch(off, `{"admin_state":"ready"}`) }
+		case 2:
+			patch(off, `{"weight":0}`)
+			undo = func() { patch(off, `{"weight":100}`) }
+		case 3:
+			in.MustDo(204, "DELETE", "/api/v1/backends/ab/servers/"+off, nil)
+			port := a
+			if off == "b" {
+				port = b
+			}
+			undo = func() {
+				in.MustDo(201, "POST", "/api/v1/backends/ab/servers", map[string]any{"name": off, "address": "127.0.0.1", "port": port})
+			}
+		}
+		for i := range 12 {
+			cl := keep
+			if i%3 == 0 {
+				cl = fresh
+			}
+			if got := ask(cl); got != on {
+				t.Fatalf("round %d: request %d after %s was taken out went to %s", round, i, off, got)
+			}
+		}
+		undo()
+		seen := false
+		for i := 0; i < 20 && !seen; i++ {
+			seen = ask(keep) == off
+		}
+		if !seen {
+			t.Fatalf("round %d: %s back, 20 requests and none reached it", round, off)
+		}
+	}
+}
+
+// TestHostile27ServerMovedIsNotReachedThroughItsPool: a server replaced
+// (PUT) with another address or port, or renamed by delete and add, gets
+// the requests sent after the answer at its new place: the connections
+// pooled to its old place are not reused for it (on either loop).
+func TestHostile27ServerMovedIsNotReachedThroughItsPool(t *testing.T) {
+	t.Parallel()
+	for _, proto := range []string{"h1", "h2"} {
+		t.Run(proto, func(t *testing.T) { h27ServerMoves(t, proto) })
+	}
+}
+
+func h27ServerMoves(t *testing.T, proto string) {
+	in := startSpliced(t, "")
+	x, y := h27Origin(t, "x"), h27Origin(t, "y")
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "mv", "mode": "http",
+		"servers": []map[string]any{{"name": "s", "address": "127.0.0.1", "port": x, "proto": proto}}})
+	fport := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{"name": "mv", "mode": "http", "default_backend": "mv",
+		"binds": []map[string]any{{"name": "b", "address": "127.0.0.1", "port": fport}}})
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	defer cl.CloseIdleConnections()
+	ask := func() string {
+		resp, err := cl.Get(fmt.Sprintf("http://127.0.0.1:%d/", fport))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return fmt.Sprintf("%d %s", resp.StatusCode, body)
+	}
+	warm := func() {
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() { defer wg.Done(); ask() }()
+		}
+		wg.Wait()
+	}
+	names := map[int]string{x: "x", y: "y"}
+	port := x
+	for round := range 10 {
+		warm() // server connections pooled to the current place, on both loops
+		next := y
+		if port == y {
+			next = x
+		}
+		in.MustDo(200, "PUT", "/api/v1/backends/mv/servers/s", map[string]any{"name": "s", "address": "127.0.0.1", "port": next, "proto": proto})
+		port = next
+		for i := range 16 {
+			if got := ask(); got != "200 "+names[port] {
+				t.Fatalf("round %d, request %d after s moved to %s: %s", round, i, names[port], got)
+			}
+		}
+	}
 }
