@@ -176,7 +176,10 @@ func (d *DirStorage) openJournal(segs []journalSeg, valid int64) error {
 			f.Close()
 		}
 		if err != nil {
-			return fmt.Errorf("config store: %s: %w", last.name, noFollowError(err))
+			// Appending after the cut line would glue the next line
+			// to it: the next commit is whole and starts a new journal.
+			d.log.Warn("the journal's cut line could not be removed: the next change is written whole", "file", last.name, "err", noFollowError(err))
+			d.whole = true
 		}
 	}
 	d.jname, d.jsize = last.name, valid

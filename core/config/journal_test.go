@@ -440,3 +440,45 @@ func BenchmarkCommitWrite(b *testing.B) {
 		}
 	})
 }
+
+// TestStoreJournalCutLineThatCannotBeRemoved: a journal whose cut last
+// line cannot be removed at open (a read-only file system) still opens,
+// and the next change, written whole, is not glued to that line.
+func TestStoreJournalCutLineThatCannotBeRemoved(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, "")
+	mustUpdate(t, s, killBase())
+	for g := int64(2); g <= 4; g++ {
+		mustUpdate(t, s, killChange(g))
+	}
+	_ = s.Storage().Close()
+	segs, _ := filepath.Glob(filepath.Join(dir, journalPrefix+"*"))
+	f, err := os.OpenFile(segs[len(segs)-1], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"generation":5,"ti`) // a line a crash cut
+	f.Close()
+	// append-only (even for root): the cut line cannot be truncated away
+	if out, err := exec.Command("chattr", "+a", segs[len(segs)-1]).CombinedOutput(); err != nil {
+		t.Skipf("chattr +a: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("chattr", "-a", segs[len(segs)-1]).Run() })
+	want := killExpected(t, 6)
+	r, err := Open(dir, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Storage().Close()
+	if b, _ := json.Marshal(r.Current()); !bytes.Equal(b, want[4]) {
+		t.Fatalf("generation %d, want 4", r.Current().Generation)
+	}
+	if !dirOf(r).whole {
+		t.Fatal("the cut line was removed from an append-only file?")
+	}
+	mustUpdate(t, r, killChange(5))
+	_ = r.Storage().Close()
+	if b, _ := json.Marshal(openStore(t, dir, "").Current()); !bytes.Equal(b, want[5]) {
+		t.Fatal("the change after the cut line is lost")
+	}
+}
