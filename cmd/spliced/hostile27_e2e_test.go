@@ -1340,6 +1340,39 @@ func TestHostile27ClientsThatDoNotRead(t *testing.T) {
 			t.Fatalf("%d bytes, want a head and 1 MiB", len(got))
 		}
 	})
+	t.Run("1 MiB over h2c (prior knowledge), read slowly, 8 streams at once", func(t *testing.T) {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		tr := &http.Transport{Protocols: &p}
+		defer tr.CloseIdleConnections()
+		cl := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := cl.Get(fmt.Sprintf("http://127.0.0.1:%d/1m", plain))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer resp.Body.Close()
+				if resp.ProtoMajor != 2 {
+					t.Errorf("proto %s", resp.Proto)
+				}
+				buf := make([]byte, 100<<10)
+				n, _ := io.ReadFull(resp.Body, buf)
+				if i%2 == 0 {
+					time.Sleep(300 * time.Millisecond) // half the streams stall; the others go on
+				}
+				rest, err := io.ReadAll(resp.Body)
+				if err != nil || !bytes.Equal(append(buf[:n], rest...), data) {
+					t.Errorf("stream %d: %d+%d bytes, %v", i, n, len(rest), err)
+				}
+			}()
+		}
+		wg.Wait()
+	})
 	t.Run("1 MiB over TLS, HTTP/2, read slowly", func(t *testing.T) {
 		tr := &http.Transport{TLSClientConfig: tlsConf, ForceAttemptHTTP2: true}
 		defer tr.CloseIdleConnections()
@@ -1565,6 +1598,137 @@ func TestHostile27UpgradedAndRefusedClientsThatDoNotRead(t *testing.T) {
 				t.Fatalf("%d %q", resp.StatusCode, b)
 			}
 		})
+	}
+	h27NoConnLeft(t, in)
+}
+
+// TestHostile27PipesRunOut: with few pipes (maxpipes 16) and 96 clients
+// that stall in the middle of 1 MiB downloads and uploads (tcp, splice
+// on), the directions that get no pipe copy through buffers: every byte
+// arrives, and afterwards no pipe is left in use.
+func TestHostile27PipesRunOut(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	in.MustDo(200, "PATCH", "/api/v1/tuning", `{"maxpipes":16}`, "Content-Type: application/merge-patch+json")
+	const mib = 1 << 20
+	data := h27Pattern(mib)
+	origin := h27TCP(t, func(c *net.TCPConn) {
+		b, err := io.ReadAll(c) // the upload, to its end
+		if err == nil && bytes.Equal(b, data) {
+			c.Write(data)
+		}
+	})
+	fport := h27Front(t, in, "pipes", "tcp", "on", origin)
+	var wg sync.WaitGroup
+	for i := range 96 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(fport))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(60 * time.Second))
+			c.(*net.TCPConn).SetReadBuffer(64 << 10)
+			for off := 0; off < mib; off += 256 << 10 {
+				if _, err := c.Write(data[off : off+256<<10]); err != nil {
+					t.Errorf("client %d: upload: %v", i, err)
+					return
+				}
+				if off == 512<<10 {
+					time.Sleep(200 * time.Millisecond) // a stall in the middle of the upload
+				}
+			}
+			c.(*net.TCPConn).CloseWrite()
+			var got []byte
+			buf := make([]byte, 32<<10)
+			for {
+				if len(got) >= 300<<10 && len(got) < 332<<10 {
+					time.Sleep(200 * time.Millisecond) // and of the download
+				}
+				n, err := c.Read(buf)
+				got = append(got, buf[:n]...)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Errorf("client %d: after %d bytes: %v", i, len(got), err)
+					return
+				}
+			}
+			if !bytes.Equal(got, data) {
+				t.Errorf("client %d: %d bytes back, want the 1 MiB sent (first difference at %d)", i, len(got), h27Diff(got, data))
+			}
+		}()
+	}
+	wg.Wait()
+	h27NoConnLeft(t, in)
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		var act []struct {
+			PipesUsed int64 `json:"pipes_used"`
+		}
+		in.MustDo(200, "GET", "/api/v1/activity", nil).JSON(t, &act)
+		n := int64(0)
+		for _, a := range act {
+			n += a.PipesUsed
+		}
+		return n == 0
+	}, "no pipe in use once every connection closed")
+}
+
+// TestHostile27TimerAnswerToAFullClient: 40 pipelined requests whose
+// 64 KiB responses the client does not read yet (its socket and the
+// proxy's fill up), then one the server never answers: once the client
+// reads, it gets the 40 responses, then the proxy's own 504 (written from
+// the server_ms timer).
+func TestHostile27TimerAnswerToAFullClient(t *testing.T) {
+	t.Parallel()
+	in := startSpliced(t, "")
+	data := h27Pattern(64 << 10)
+	origin := h27TCP(t, func(c *net.TCPConn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if req.URL.Path == "/hang" {
+				io.Copy(io.Discard, c) // never answers
+				return
+			}
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(data))
+			c.Write(data)
+		}
+	})
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "slow", "mode": "http", "timeouts": map[string]any{"server_ms": 300},
+		"servers": []map[string]any{{"name": "s", "address": "127.0.0.1", "port": origin}}})
+	fport := testutil.FreePort(t)
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{"name": "slow", "mode": "http", "default_backend": "slow",
+		"binds": []map[string]any{{"name": "b", "address": "127.0.0.1", "port": fport}}})
+	c := h27Dial(t, fport)
+	c.SetReadBuffer(64 << 10)
+	var reqs bytes.Buffer
+	for range 40 {
+		io.WriteString(&reqs, "GET /64k HTTP/1.1\r\nHost: a\r\n\r\n")
+	}
+	io.WriteString(&reqs, "GET /hang HTTP/1.1\r\nHost: a\r\n\r\n")
+	go c.Write(reqs.Bytes())
+	time.Sleep(time.Second) // not reading: server_ms passes while the socket is full
+	br := bufio.NewReader(c)
+	for i := range 41 {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		switch {
+		case i < 40 && (resp.StatusCode != 200 || !bytes.Equal(b, data) || err != nil):
+			t.Fatalf("response %d: %d, %d bytes, %v", i, resp.StatusCode, len(b), err)
+		case i == 40 && resp.StatusCode != 504:
+			t.Fatalf("the last response: %d, want 504", resp.StatusCode)
+		}
 	}
 	h27NoConnLeft(t, in)
 }
