@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -615,6 +616,14 @@ func TestHostile27TCPCloseCases(t *testing.T) {
 		"download": h27TCP(t, func(c *net.TCPConn) {
 			c.Write(data)
 		}),
+		// a line and its close at once, before the client says anything
+		"says-and-closes": h27TCP(t, func(c *net.TCPConn) {
+			io.WriteString(c, "bye\r\n")
+		}),
+		// resets the connection as soon as it is accepted
+		"resets": h27TCP(t, func(c *net.TCPConn) {
+			c.SetLinger(0)
+		}),
 		// one byte, its end of stream at once, then reads what the client
 		// still sends
 		"server-half-closes": h27TCP(t, func(c *net.TCPConn) {
@@ -685,6 +694,32 @@ func TestHostile27TCPCloseCases(t *testing.T) {
 					t.Fatal("the server never saw the client's end of stream")
 				}
 				h27ReadAll(t, c, 0)
+			})
+			t.Run("server says a line and closes before the client speaks", func(t *testing.T) {
+				c := h27Dial(t, fronts["says-and-closes"])
+				if got := h27ReadAll(t, c, 0); string(got) != "bye\r\n" {
+					t.Fatalf("got %q", got)
+				}
+			})
+			t.Run("server resets at once", func(t *testing.T) {
+				// The reset may reach the client before its own connect
+				// completed (loopback is that fast): then the dial fails.
+				nc, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(fronts["resets"]))
+				if err != nil {
+					if !errors.Is(err, unix.ECONNRESET) {
+						t.Fatal(err)
+					}
+					return
+				}
+				defer nc.Close()
+				nc.SetDeadline(time.Now().Add(20 * time.Second))
+				b, err := io.ReadAll(nc)
+				if len(b) != 0 {
+					t.Fatalf("got %q, %v", b, err)
+				}
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Fatal("the connection was left open")
+				}
 			})
 			t.Run("client resets in the middle of its upload", func(t *testing.T) {
 				c := h27Dial(t, fronts["echo-at-eof"])
