@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -259,6 +260,32 @@ func TestHostile27ServerChangesSurviveKill9Bursts(t *testing.T) {
 	}
 	in.MustDo(201, "POST", "/api/v1/backends", `{"name":"big","mode":"tcp","servers":[`+strings.Join(seed, ",")+`]}`)
 	base := h27Servers(t, in, "big")
+	// A fifth writer replaces a backend whole (PUT) with another set of
+	// servers, many at once, between the others' one-server deltas.
+	var order, orderPending []string
+	for i := range 12 {
+		order = append(order, fmt.Sprintf("o%02d", i))
+	}
+	putOrder := func(names []string) string {
+		var list []string
+		for _, n := range names {
+			list = append(list, fmt.Sprintf(`{"name":%q,"address":"127.0.0.1","port":9000,"admin_state":"maint"}`, n))
+		}
+		return `{"name":"moved","mode":"tcp","servers":[` + strings.Join(list, ",") + `]}`
+	}
+	in.MustDo(201, "POST", "/api/v1/backends", putOrder(order))
+	readOrder := func() []string {
+		var list []struct {
+			Name string `json:"name"`
+		}
+		in.MustDo(200, "GET", "/api/v1/backends/moved/servers", nil).JSON(t, &list)
+		var out []string
+		for _, s := range list {
+			out = append(out, s.Name)
+		}
+		return out
+	}
+	var moverErr error
 	var acked atomic.Int64
 	writers := make([]*h27Writer, 4)
 	for i := range writers {
@@ -286,6 +313,35 @@ func TestHostile27ServerChangesSurviveKill9Bursts(t *testing.T) {
 				}
 			}()
 		}
+		wg.Add(1)
+		seed := rnd.Int63()
+		go func() {
+			defer wg.Done()
+			mr := rand.New(rand.NewSource(seed))
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Duration(mr.Intn(20)) * time.Millisecond):
+				}
+				var next []string // a random subset, never empty, in order
+				for i := range 12 {
+					if mr.Intn(2) == 0 || i == 11 && len(next) == 0 {
+						next = append(next, fmt.Sprintf("o%02d", i))
+					}
+				}
+				orderPending = next
+				st, _, b, err := h27Do(in.Admin, "PUT", "/api/v1/backends/moved", putOrder(next))
+				if err != nil {
+					return // the kill: orderPending stays
+				}
+				if st != 200 {
+					moverErr = fmt.Errorf("PUT /api/v1/backends/moved: %d %s", st, b)
+					return
+				}
+				order, orderPending = next, nil
+			}
+		}()
 		// Kill after a random number of acknowledged changes (bounded
 		// in time too), in the middle of the writers' requests.
 		want := 40 + rnd.Intn(120)
@@ -308,6 +364,17 @@ func TestHostile27ServerChangesSurviveKill9Bursts(t *testing.T) {
 		t.Logf("cycle %d: %d changes acknowledged (%d in all), last generation %d", cycle, n-total, n, maxGen)
 		total = n
 		in = startSpliced(t, dir)
+		if moverErr != nil {
+			t.Fatalf("cycle %d: %v", cycle, moverErr)
+		}
+		switch o := readOrder(); {
+		case slices.Equal(o, order):
+		case orderPending != nil && slices.Equal(o, orderPending):
+			order = orderPending
+		default:
+			t.Errorf("cycle %d: the replaced backend's servers are %v; acknowledged %v, in flight %v", cycle, o, order, orderPending)
+		}
+		orderPending = nil
 		got := h27Servers(t, in, "big")
 		for name, s := range base {
 			if got[name] != s {
