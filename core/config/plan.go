@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -29,7 +30,8 @@ const (
 type PlanItem struct {
 	// Object names what changes: "frontend/public",
 	// "frontend/public/bind/b1", "backend/web", "backend/web/server/s1",
-	// "tuning", "cpu_map", "irq", "certificate/site", "node/edge-1".
+	// "tuning", "cpu_map", "irq", "certificate/site", "node/edge-1", and
+	// "frontends", "backends", "certificates" when only their order changed.
 	Object string   `json:"object"`
 	Op     string   `json:"op"`               // create | update | delete
 	Apply  string   `json:"apply"`            // in_place | rebind | restart_loops
@@ -111,6 +113,14 @@ func (p Plan) Summary() string {
 //     its Apply is the most disruptive action among them (a frontend with
 //     binds is created or deleted with "rebind").
 //
+// A list whose kept objects changed order is a change too (a server's
+// place is its turn in roundrobin; a document read back must be the one
+// written): "update backend/web (servers)" when the
+// servers kept moved ("binds" for a frontend's binds), "update backends
+// (order)", "update frontends (order)" or "update certificates (order)"
+// for the document's lists, in_place, before the items of the list's
+// objects.
+//
 // Objects are matched by name; a change of name is a delete and a create.
 // The generation is not compared. Route changes are a frontend update
 // (field "routes"). Every bind change is "rebind" (address, port, shards,
@@ -157,14 +167,17 @@ func diff(old, new *Config, unique bool, spans []listSpan) Plan {
 	if f := changedFields(old.IRQ, new.IRQ); len(f) > 0 {
 		d.add("irq", OpUpdate, ApplyInPlace, f)
 	}
-	diffNamed(old.Certificates, new.Certificates, func(c *Certificate) string { return c.Name },
+	at := len(d.items)
+	if diffNamed(old.Certificates, new.Certificates, func(c *Certificate) string { return c.Name },
 		func(c *Certificate) { d.add("certificate/"+c.Name, OpCreate, ApplyInPlace, nil) },
 		func(o, c *Certificate) {
 			if f := changedFields(*o, *c, "name"); len(f) > 0 {
 				d.add("certificate/"+c.Name, OpUpdate, ApplyInPlace, f)
 			}
 		},
-		func(c *Certificate) { d.add("certificate/"+c.Name, OpDelete, ApplyInPlace, nil) })
+		func(c *Certificate) { d.add("certificate/"+c.Name, OpDelete, ApplyInPlace, nil) }) {
+		d.reordered(at, "certificates", "order")
+	}
 	d.nodes(old, new)
 	return Plan{Items: d.items}
 }
@@ -201,15 +214,21 @@ func serverName(s *Server) string     { return s.Name }
 // difference in new's order, then old's: created for an item only in new,
 // matched for an item in both, deleted for an item only in old. Of
 // duplicate names (a config that did not validate) only the first counts.
-// It serves frontends, binds, backends and servers.
-func diffNamed[T any](old, new []T, name func(*T) string, created func(n *T), matched func(o, n *T), deleted func(o *T)) {
+// It serves frontends, binds, backends, servers and certificates. moved
+// reports that the items in both lists are not in the same order in new as
+// in old: the list changed although no item did (a server's place is its
+// turn in roundrobin).
+func diffNamed[T any](old, new []T, name func(*T) string, created func(n *T), matched func(o, n *T), deleted func(o *T)) (moved bool) {
 	oldIdx, newIdx := index(old, name), index(new, name)
+	last := -1 // old index of the last item of new found in old
 	for i := range new {
 		n := &new[i]
 		if newIdx[name(n)] != i {
 			continue // duplicate name in an invalid config
 		}
 		if j, ok := oldIdx[name(n)]; ok {
+			moved = moved || j < last
+			last = j
 			matched(&old[j], n)
 		} else {
 			created(n)
@@ -221,19 +240,38 @@ func diffNamed[T any](old, new []T, name func(*T) string, created func(n *T), ma
 			deleted(o)
 		}
 	}
+	return moved
+}
+
+// reordered records that the list field of object obj (an update item at
+// index at, or none) changed order only: the field joins the update item
+// there, or an update item of that field alone is inserted at at, before
+// the items of the list's own objects.
+func (d *differ) reordered(at int, obj, field string) {
+	if at < len(d.items) && d.items[at].Object == obj && d.items[at].Op == OpUpdate {
+		d.items[at].Fields = append(d.items[at].Fields, field)
+		return
+	}
+	d.items = slices.Insert(d.items, at, PlanItem{Object: obj, Op: OpUpdate, Apply: ApplyInPlace, Fields: []string{field}})
 }
 
 func (d *differ) frontends(old, new []Frontend) {
-	diffNamed(old, new, frontendName,
+	at := len(d.items)
+	if diffNamed(old, new, frontendName,
 		func(f *Frontend) { d.add("frontend/"+f.Name, OpCreate, frontendApply(f), nil) },
 		func(o, f *Frontend) {
 			obj := "frontend/" + f.Name
+			at := len(d.items)
 			if fields := changedFields(*o, *f, "name", "binds"); len(fields) > 0 {
 				d.add(obj, OpUpdate, ApplyInPlace, fields)
 			}
-			d.binds(obj, o.Binds, f.Binds)
+			if d.binds(obj, o.Binds, f.Binds) {
+				d.reordered(at, obj, "binds")
+			}
 		},
-		func(f *Frontend) { d.add("frontend/"+f.Name, OpDelete, frontendApply(f), nil) })
+		func(f *Frontend) { d.add("frontend/"+f.Name, OpDelete, frontendApply(f), nil) }) {
+		d.reordered(at, "frontends", "order")
+	}
 }
 
 func frontendApply(f *Frontend) string {
@@ -243,8 +281,9 @@ func frontendApply(f *Frontend) string {
 	return ApplyInPlace
 }
 
-func (d *differ) binds(parent string, old, new []Bind) {
-	diffNamed(old, new, bindName,
+// binds reports that the binds kept changed order.
+func (d *differ) binds(parent string, old, new []Bind) bool {
+	return diffNamed(old, new, bindName,
 		func(b *Bind) { d.add(parent+"/bind/"+b.Name, OpCreate, ApplyRebind, nil) },
 		func(o, b *Bind) {
 			if fields := changedFields(*o, *b, "name"); len(fields) > 0 {
@@ -255,25 +294,31 @@ func (d *differ) binds(parent string, old, new []Bind) {
 }
 
 func (d *differ) backends(old, new []Backend) {
-	diffNamed(old, new, backendName,
+	at := len(d.items)
+	if diffNamed(old, new, backendName,
 		func(b *Backend) { d.add("backend/"+b.Name, OpCreate, ApplyInPlace, nil) },
 		func(o, b *Backend) {
 			obj := "backend/" + b.Name
+			at := len(d.items)
 			if fields := changedFields(*o, *b, "name", "servers"); len(fields) > 0 {
 				d.add(obj, OpUpdate, ApplyInPlace, fields)
 			}
+			os, ns := o.Servers, b.Servers
 			if sp := d.spans[b]; sp != nil && sp.had {
 				// outside the span the servers are the same
-				os, ns := sp.window(b.Servers)
-				d.servers(obj, os, ns)
-				return
+				os, ns = sp.window(b.Servers)
 			}
-			d.servers(obj, o.Servers, b.Servers)
+			if d.servers(obj, os, ns) {
+				d.reordered(at, obj, "servers")
+			}
 		},
-		func(b *Backend) { d.add("backend/"+b.Name, OpDelete, ApplyInPlace, nil) })
+		func(b *Backend) { d.add("backend/"+b.Name, OpDelete, ApplyInPlace, nil) }) {
+		d.reordered(at, "backends", "order")
+	}
 }
 
-func (d *differ) servers(parent string, old, new []Server) {
+// servers reports that the servers kept changed order.
+func (d *differ) servers(parent string, old, new []Server) bool {
 	if d.unique {
 		// With unique names, a server equal to the one at the same place
 		// (from the start, or from the end) of the other list gives no
@@ -287,7 +332,7 @@ func (d *differ) servers(parent string, old, new []Server) {
 			old, new = old[:len(old)-1], new[:len(new)-1]
 		}
 	}
-	diffNamed(old, new, serverName,
+	return diffNamed(old, new, serverName,
 		func(s *Server) { d.add(parent+"/server/"+s.Name, OpCreate, ApplyInPlace, nil) },
 		func(o, s *Server) {
 			if o.equal(s) {

@@ -79,6 +79,34 @@ func TestDiff(t *testing.T) {
 			{Object: "frontend/public", Op: OpUpdate, Apply: ApplyInPlace, Fields: []string{"maxconn"}},
 			{Object: "frontend/public/bind/b1", Op: OpUpdate, Apply: ApplyRebind, Fields: []string{"port"}},
 		}},
+		{name: "servers reordered", mutate: func(c *Config) {
+			s := c.Backends[0].Servers
+			s[0], s[1] = s[1], s[0]
+		}, want: []PlanItem{{Object: "backend/web", Op: OpUpdate, Apply: ApplyInPlace, Fields: []string{"servers"}}}},
+		{name: "servers reordered with a backend field", mutate: func(c *Config) {
+			s := c.Backends[0].Servers
+			s[0], s[1] = s[1], s[0]
+			c.Backends[0].Balance = BalanceLeastConn
+		}, want: []PlanItem{{Object: "backend/web", Op: OpUpdate, Apply: ApplyInPlace, Fields: []string{"balance", "servers"}}}},
+		{name: "servers reordered precede a server's update", mutate: func(c *Config) {
+			s := c.Backends[0].Servers
+			s[0], s[1] = s[1], s[0]
+			s[1].AdminState = AdminDrain
+		}, want: []PlanItem{
+			{Object: "backend/web", Op: OpUpdate, Apply: ApplyInPlace, Fields: []string{"servers"}},
+			{Object: "backend/web/server/s1", Op: OpUpdate, Apply: ApplyInPlace, Fields: []string{"admin_state"}},
+		}},
+		{name: "binds reordered", mutate: func(c *Config) {
+			b := c.Frontends[0].Binds
+			b[0], b[1] = b[1], b[0]
+		}, want: []PlanItem{{Object: "frontend/public", Op: OpUpdate, Apply: ApplyInPlace, Fields: []string{"binds"}}}},
+		{name: "backends and frontends reordered", mutate: func(c *Config) {
+			c.Backends[0], c.Backends[2] = c.Backends[2], c.Backends[0]
+			c.Frontends[0], c.Frontends[1] = c.Frontends[1], c.Frontends[0]
+		}, want: []PlanItem{
+			{Object: "frontends", Op: OpUpdate, Apply: ApplyInPlace, Fields: []string{"order"}},
+			{Object: "backends", Op: OpUpdate, Apply: ApplyInPlace, Fields: []string{"order"}},
+		}},
 		{name: "nbthread restarts loops", mutate: func(c *Config) { c.Tuning.Nbthread = 4; c.Tuning.Maxaccept = 8 },
 			want: []PlanItem{{Object: "tuning", Op: OpUpdate, Apply: ApplyRestartLoops, Fields: []string{"nbthread", "maxaccept"}}}},
 		{name: "other tuning in place", mutate: func(c *Config) { c.Tuning.Sched = Sched{Urgent: 50, Normal: 40, Bulk: 10} },

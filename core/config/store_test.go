@@ -201,6 +201,42 @@ func TestStoreEmptyPlanCreatesNoGeneration(t *testing.T) {
 	}
 }
 
+// A write that only reorders servers is a change: it used to answer an
+// empty plan and keep the old order, so that the document read back was
+// not the one written (and roundrobin's turns stayed as they were).
+func TestStoreServerOrderIsAChange(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, "")
+	mustUpdate(t, s, func(c *Config) error {
+		c.Backends = append(c.Backends, Backend{Name: "web", Servers: []Server{
+			{Name: "a", Address: "127.0.0.1", Port: 1}, {Name: "b", Address: "127.0.0.1", Port: 2},
+			{Name: "c", Address: "127.0.0.1", Port: 3}}})
+		return nil
+	})
+	r := mustUpdate(t, s, func(c *Config) error {
+		sv := c.Backends[0].Servers
+		sv[0], sv[1], sv[2] = sv[2], sv[0], sv[1]
+		return nil
+	})
+	if r.Generation != 2 || r.Plan.Summary() != "update backend/web (servers)" {
+		t.Fatalf("reorder: generation %d, plan %q", r.Generation, r.Plan.Summary())
+	}
+	names := func(c *Config) string {
+		var n []string
+		for _, sv := range c.Backends[0].Servers {
+			n = append(n, sv.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	if got := names(s.Current()); got != "c,a,b" {
+		t.Fatalf("running order %s", got)
+	}
+	settled(s).Storage().Close()
+	if got := names(openStore(t, dir, "").Current()); got != "c,a,b" {
+		t.Fatalf("order after a restart %s", got)
+	}
+}
+
 func TestStoreFailedApplyRollsBack(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore(t, dir, "")
