@@ -721,7 +721,16 @@ func revisionName(gen int64) string {
 // parseRevisionName returns the generation of a revision file name.
 func parseRevisionName(name string) (int64, bool) {
 	digits, ok := strings.CutSuffix(name, revisionSuffix)
-	if !ok || len(digits) != revisionDigits {
+	if !ok {
+		return 0, false
+	}
+	return parseGeneration(digits)
+}
+
+// parseGeneration reads the revisionDigits decimal digits of a revision's
+// or a journal's file name.
+func parseGeneration(digits string) (int64, bool) {
+	if len(digits) != revisionDigits {
 		return 0, false
 	}
 	for i := 0; i < len(digits); i++ {

@@ -49,16 +49,10 @@ func journalName(base int64) string {
 
 func parseJournalName(name string) (int64, bool) {
 	digits, ok := strings.CutPrefix(name, journalPrefix)
-	if !ok || len(digits) != revisionDigits {
+	if !ok {
 		return 0, false
 	}
-	for i := 0; i < len(digits); i++ {
-		if digits[i] < '0' || digits[i] > '9' {
-			return 0, false
-		}
-	}
-	g, err := strconv.ParseInt(digits, 10, 64)
-	return g, err == nil
+	return parseGeneration(digits)
 }
 
 // storageFault, set only by tests, is called at the named points of a
