@@ -59,16 +59,7 @@ func TestServerFinLeavesWithItsLastBytes(t *testing.T) {
 	if err != nil || string(resp) != "the answer" {
 		t.Fatalf("response %q, %v", resp, err)
 	}
-	rc, _ := c.SyscallConn()
-	var ti *unix.TCPInfo
-	rc.Control(func(fd uintptr) { ti, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ti.Data_segs_in != 1 || ti.Segs_in > 3 {
-		t.Errorf("client received %d segments, %d with data: want at most 3 (SYN-ACK, ACK, answer+FIN), 1 with data",
-			ti.Segs_in, ti.Data_segs_in)
-	}
+	wantOneSegmentWithTheFin(t, c, "answer")
 	c.Write([]byte(" more"))
 	c.CloseWrite()
 	select {
@@ -98,16 +89,7 @@ func TestHTTPLastResponseLeavesWithTheFin(t *testing.T) {
 	if err != nil || !strings.HasSuffix(string(resp), "\r\n\r\nhello") || !strings.Contains(string(resp), "Connection: close\r\n") {
 		t.Fatalf("response %q, %v", resp, err)
 	}
-	rc, _ := c.SyscallConn()
-	var ti *unix.TCPInfo
-	rc.Control(func(fd uintptr) { ti, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ti.Data_segs_in != 1 || ti.Segs_in > 3 {
-		t.Errorf("client received %d segments, %d with data: want at most 3 (SYN-ACK, ACK, response+FIN), 1 with data",
-			ti.Segs_in, ti.Data_segs_in)
-	}
+	wantOneSegmentWithTheFin(t, c, "response")
 	e.waitIdle()
 }
 
@@ -177,5 +159,23 @@ func TestHTTPClientWokenOnlyByItsBytes(t *testing.T) {
 	e.waitIdle()
 	if n := fdEvents() - before; n > 3 {
 		t.Errorf("%d socket events on the loop, want 3 (request; connect, response)", n)
+	}
+}
+
+// wantOneSegmentWithTheFin checks that client c, which read what to its
+// end, received at most 3 segments, one of them with data: the SYN-ACK,
+// the ACK of its bytes and what with the FIN.
+func wantOneSegmentWithTheFin(t *testing.T, c *net.TCPConn, what string) {
+	t.Helper()
+	rc, _ := c.SyscallConn()
+	var ti *unix.TCPInfo
+	var err error
+	rc.Control(func(fd uintptr) { ti, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ti.Data_segs_in != 1 || ti.Segs_in > 3 {
+		t.Errorf("client received %d segments, %d with data: want at most 3 (SYN-ACK, ACK, %s+FIN), 1 with data",
+			ti.Segs_in, ti.Data_segs_in, what)
 	}
 }
