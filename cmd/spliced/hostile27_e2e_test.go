@@ -1655,8 +1655,13 @@ func TestHostile27UpgradedAndRefusedClientsThatDoNotRead(t *testing.T) {
 		switch req.URL.Path {
 		case "/ws":
 			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
-			go c.Write(data) // to the client while it uploads
+			// The 1 MiB goes to the client while it uploads; the count
+			// follows it, and c closes after both (h27TCP): a write left
+			// running could start after the count, on a closed c.
+			wrote := make(chan struct{})
+			go func() { c.Write(data); close(wrote) }()
 			got, _ := io.ReadAll(br)
+			<-wrote
 			c.Write([]byte(fmt.Sprintf("|%d", len(got))))
 		default:
 			io.WriteString(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbig!")
