@@ -172,17 +172,6 @@ func (o *Origin) Accepted() int64 {
 	return o.accepted
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // SyncBuffer is a bytes.Buffer that a process's output and the test may
 // use at once (Write from the copying goroutine, String from the test).
 type SyncBuffer struct {
