@@ -1797,7 +1797,13 @@ func TestHostile27PipesRunOut(t *testing.T) {
 // 64 KiB responses the client does not read yet (its socket and the
 // proxy's fill up), then one the server never answers: once the client
 // reads, it gets the 40 responses, then the proxy's own 504 (written from
-// the server_ms timer).
+// the server_ms timer while the client did not read).
+//
+// Only the last request's backend has server_ms (a rule sends /hang to
+// it): with server_ms on the 40 others too, an origin that took longer
+// than server_ms to answer one of them (the test process under -race,
+// beside other tests, was seen to accept the proxy's connection 575 ms
+// after its connect) rightly got a 504 in its place.
 func TestHostile27TimerAnswerToAFullClient(t *testing.T) {
 	t.Parallel()
 	in := startSpliced(t, "")
@@ -1817,10 +1823,13 @@ func TestHostile27TimerAnswerToAFullClient(t *testing.T) {
 			c.Write(data)
 		}
 	})
+	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "fast", "mode": "http",
+		"servers": []map[string]any{{"name": "s", "address": "127.0.0.1", "port": origin}}})
 	in.MustDo(201, "POST", "/api/v1/backends", map[string]any{"name": "slow", "mode": "http", "timeouts": map[string]any{"server_ms": 300},
 		"servers": []map[string]any{{"name": "s", "address": "127.0.0.1", "port": origin}}})
 	fport := testutil.FreePort(t)
-	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{"name": "slow", "mode": "http", "default_backend": "slow",
+	in.MustDo(201, "POST", "/api/v1/frontends", map[string]any{"name": "slow", "mode": "http", "default_backend": "fast",
+		"rules": map[string]any{"request": []any{map[string]any{"when": map[string]any{"path": "/hang"}, "do": map[string]any{"use_backend": "slow"}}}},
 		"binds": []map[string]any{{"name": "b", "address": "127.0.0.1", "port": fport}}})
 	c := h27Dial(t, fport)
 	c.SetReadBuffer(64 << 10)
@@ -1830,7 +1839,23 @@ func TestHostile27TimerAnswerToAFullClient(t *testing.T) {
 	}
 	io.WriteString(&reqs, "GET /hang HTTP/1.1\r\nHost: a\r\n\r\n")
 	go c.Write(reqs.Bytes())
-	time.Sleep(time.Second) // not reading: server_ms passes while the socket is full
+	// Not reading until server_ms passed and the 504 was written (or
+	// queued) towards the full socket: slow's one timeout.
+	testutil.Eventually(t, 30*time.Second, func() bool {
+		var st struct {
+			Backends []struct {
+				Name     string `json:"name"`
+				Timeouts int64  `json:"timeouts"`
+			} `json:"backends"`
+		}
+		in.MustDo(200, "GET", "/api/v1/stats", nil).JSON(t, &st)
+		for _, b := range st.Backends {
+			if b.Name == "slow" {
+				return b.Timeouts == 1
+			}
+		}
+		return false
+	}, "the /hang request's server_ms timeout")
 	br := bufio.NewReader(c)
 	for i := range 41 {
 		resp, err := http.ReadResponse(br, nil)
