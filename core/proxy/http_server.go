@@ -23,8 +23,9 @@ import (
 // reachable; spare request and response parsers are kept up to
 // maxFreeParsers each), stay registered with epoll, and are dropped as
 // soon as the server closes them (EPOLLRDHUP, end of stream, or any
-// unexpected byte), or when their server is retired or put in maint (the
-// engine runs Worker.DropIdleUnusable on every loop after an Apply). A pooled connection is reused only for an idempotent
+// unexpected byte; one already queued behind the response keeps the
+// connection out of the pool: srvConn.quiet), or when their server is
+// retired or put in maint (the engine runs Worker.DropIdleUnusable on every loop after an Apply). A pooled connection is reused only for an idempotent
 // request without body (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, HTTP/1.1,
 // no upgrade): should it turn out closed before any response byte, the
 // request is sent again on a new connection (its rewritten head is kept
@@ -263,6 +264,9 @@ func (w *Worker) poolSrv(sc *srvConn) bool {
 	if h.maxIdle > 0 && h.nidle >= h.maxIdle {
 		return false // the loop's share of the fd budget for idle connections
 	}
+	if !sc.quiet() {
+		return false // the server sent more than its response
+	}
 	if h.idle == nil {
 		h.idle = make(map[*balance.Server]*srvPool)
 	}
@@ -315,7 +319,11 @@ func (w *Worker) takeIdle(s *balance.Server) *srvConn {
 	for sc := p.l.Front(); sc != nil; sc = p.l.Front() {
 		w.unpool(sc)
 		w.L.Disarm(&sc.timer)
-		if sc.side.closedByPeer() || (sc.in != nil && sc.in.Len() > 0) {
+		if !sc.quiet() {
+			// Its server closed it or sent bytes unasked, reported by a
+			// poll whose idle check has not run yet (its tasklet waits in
+			// class Urgent past the round's offer while this request is
+			// routed in Normal).
 			w.closeSrv(sc)
 			continue
 		}
@@ -328,22 +336,36 @@ func (w *Worker) takeIdle(s *balance.Server) *srvConn {
 // sends nothing unasked, so end of stream, an error or unexpected bytes
 // all mean the connection is of no further use.
 func (sc *srvConn) idleCheck() {
-	if sc.pool == nil {
-		return
+	if sc.pool != nil && !sc.quiet() {
+		sc.w.closeSrv(sc)
 	}
-	r := sc.side.FD.Ready
-	if r&(evRdHup|evHup|evErr) == 0 {
-		if r&evIn == 0 {
-			return
-		}
-		var b [1]byte
-		_, e := sc.side.recv(b[:])
-		if e == unix.EAGAIN {
-			sc.side.FD.Ready &^= evIn
-			return
-		}
+}
+
+// quiet: the server sent nothing since its response ended, so the
+// connection may carry another request. A server sends nothing unasked:
+// end of stream, an error or a byte (HTTP response splitting: a response
+// of its own behind the one asked for) mean the connection is of no
+// further use, and its bytes must never be read as the next request's
+// answer (HAProxy closes a server connection that has data with no
+// request pending). The readiness says when a receive is needed: a read
+// that stopped at the response's end without finding the socket empty
+// (a spliced body, whose last splice takes only what is left of it; a
+// buffered read that filled the buffer exactly) leaves evIn set, and no
+// edge comes for bytes already queued behind it, so they are looked for
+// here, with one receive: EAGAIN means none. Loop thread.
+func (sc *srvConn) quiet() bool {
+	if sc.side.closedByPeer() || (sc.in != nil && sc.in.Len() > 0) {
+		return false
 	}
-	sc.w.closeSrv(sc)
+	if sc.side.FD.Ready&evIn == 0 && !sc.side.xp.rcvPending() {
+		return true // the last receive found the socket empty; no edge since
+	}
+	var b [1]byte
+	if _, e := sc.side.recv(b[:]); e == unix.EAGAIN {
+		sc.side.FD.Ready &^= evIn
+		return true
+	}
+	return false
 }
 
 // DropIdleUnusable closes the pooled idle connections to servers that
