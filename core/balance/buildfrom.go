@@ -222,7 +222,7 @@ func (b *Backend) buildFrom(cfg *config.Backend, prev *Backend, head, tail int) 
 	}
 
 	b.Servers, b.byName, b.slots = servers, prev.byName.derive(set), slots
-	b.from, b.dropped, b.literal = prev, dropped, true
+	b.from, b.dropped, b.literal = prev.serial, dropped, true
 	b.changes.Add(1)
 	return true, nil
 }

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"weak"
 
 	"github.com/spliced-proxy/spliced/core/config"
 )
@@ -127,7 +129,7 @@ func buildFromAsBuild(t *testing.T, weights []int, steps int, span bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fast.from == prev {
+		if fast.DerivedFrom(prev) {
 			fastSeen++
 		}
 		got := shape(fast, prev)
@@ -145,7 +147,7 @@ func buildFromAsBuild(t *testing.T, weights []int, steps int, span bool) {
 				dropSlow = append(dropSlow, s.Name)
 			}
 		}
-		if fast.from == prev {
+		if fast.DerivedFrom(prev) {
 			for _, s := range fast.dropped {
 				dropFast = append(dropFast, s.Name)
 			}
@@ -190,4 +192,38 @@ func TestBuildFromResolvesAHostNameAgain(t *testing.T) {
 	if err != nil || b3.Literal() || lookups != 2 {
 		t.Fatalf("%v literal %v lookups %d", err, b3.Literal(), lookups)
 	}
+}
+
+// TestBuildFromDoesNotKeepItsPredecessor: a backend derived by buildFrom
+// (a server added or removed) does not keep the generation it was built
+// on alive once that one is retired. Each generation holding the one
+// before made the whole lineage reachable: at 10 000 servers ~170 KB more
+// live heap per change, all of it scanned by every GC cycle (a create or
+// delete through the API went from 1.5 to 3.6 ms over 300 changes, and
+// kept growing).
+func TestBuildFromDoesNotKeepItsPredecessor(t *testing.T) {
+	cfg := cfgBackend(config.BalanceRoundRobin, 1, 1, 1, 1)
+	first := mustBuild(t, cfg, nil)
+	gone := weak.Make(first)
+	prev := first
+	first = nil
+	for i := range 3 {
+		c := *cfg
+		c.Servers = append(slices.Clone(cfg.Servers), cfgServer(100+i, 1))
+		head, tail := config.ServerSpan(cfg.Servers, c.Servers)
+		next, err := BuildChange(&c, prev, head, tail, noResolve)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !next.DerivedFrom(prev) {
+			t.Fatalf("step %d: not built by buildFrom: the test does not test it", i)
+		}
+		prev.Retire(next)
+		prev, cfg = next, &c
+	}
+	runtime.GC()
+	if gone.Value() != nil {
+		t.Fatal("the first generation is still reachable from the third")
+	}
+	runtime.KeepAlive(prev)
 }
