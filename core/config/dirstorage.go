@@ -106,6 +106,8 @@ type DirStorage struct {
 	lastProbe atomic.Int64
 	// writeFile is WriteFileAtomic; tests swap it to inject OS errors.
 	writeFile func(dir, name string, data []byte, prepare func(*os.File)) error
+	// spares are pruned revisions' files for the next copies (recycle.go).
+	spares spares
 }
 
 var _ Storage = (*DirStorage)(nil)
@@ -147,6 +149,7 @@ func NewDirStorage(dir string, log *slog.Logger) (*DirStorage, error) {
 	}
 	d.removeTemps(d.dir, "."+ConfigFile+tmpMarker)
 	d.removeTemps(d.revDir(), ".")
+	d.openSpares()
 	if err := d.checkCertsAccess(); err != nil {
 		return nil, err
 	}
@@ -940,6 +943,9 @@ func (d *DirStorage) pruneRevisions() {
 		cut--
 	}
 	for _, n := range names[:cut] {
+		if d.recycle(filepath.Join(d.revDir(), n)) {
+			continue
+		}
 		if err := os.Remove(filepath.Join(d.revDir(), n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			d.log.Warn("pruning revision failed", "file", n, "err", err)
 		}

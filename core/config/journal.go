@@ -310,9 +310,21 @@ func (d *DirStorage) resetJournal() {
 // Under d.mu, so one temporary name serves (Open removes a leftover).
 func (d *DirStorage) writeRevisionCopy(gen int64, line []byte) error {
 	tmp := filepath.Join(d.revDir(), "."+revisionName(gen)+tmpMarker+"copy")
-	fd, err := openRaw(tmp, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC, 0o600)
-	if err != nil {
-		return noFollowError(&fs.PathError{Op: "open", Path: tmp, Err: err})
+	fd := -1
+	if sp := d.takeSpare(); sp != "" {
+		// a pruned revision's file (recycle.go): written where it is,
+		// then renamed like the temporary file
+		if sfd, err := openRaw(sp, syscall.O_WRONLY|syscall.O_TRUNC, 0); err == nil {
+			fd, tmp = sfd, sp
+		} else {
+			_ = os.Remove(sp)
+		}
+	}
+	var err error
+	if fd < 0 {
+		if fd, err = openRaw(tmp, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC, 0o600); err != nil {
+			return noFollowError(&fs.PathError{Op: "open", Path: tmp, Err: err})
+		}
 	}
 	err = writeRaw(fd, line)
 	if cerr := syscall.Close(fd); err == nil {
