@@ -561,12 +561,14 @@ func objectJSON(c *config.Config, obj string) json.RawMessage {
 			if len(parts) == 2 {
 				v = b
 			} else if len(parts) == 4 && parts[2] == "server" {
-				for j := range b.Servers {
+				for j := range b.Servers { // names are unique: the first is it
 					if b.Servers[j].Name == parts[3] {
 						v = b.Servers[j]
+						break
 					}
 				}
 			}
+			break
 		}
 	}
 	if v == nil {
