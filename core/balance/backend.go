@@ -57,6 +57,10 @@ type Backend struct {
 	from    uint64
 	dropped []*Server
 	literal bool
+	// added are the servers buildFrom made (not prev's), lo and hi the
+	// window of Servers it looked at: outside it, Servers are prev's.
+	added  []*Server
+	lo, hi int
 }
 
 // serials numbers the backends built (Backend.serial).
@@ -88,11 +92,14 @@ func (b *Backend) Retire(next *Backend) {
 		for _, s := range next.dropped {
 			s.retire()
 		}
-	} else {
-		for _, s := range b.Servers {
-			if next == nil || next.byName.get(s.Name) != s {
-				s.retire()
-			}
+		// next's list is b's without dropped, with added: the queue
+		// changes the flags of those only (not 10 000 of each list)
+		next.queue.publishChange(b.Servers, next.Servers, next.dropped, next.added)
+		return
+	}
+	for _, s := range b.Servers {
+		if next == nil || next.byName.get(s.Name) != s {
+			s.retire()
 		}
 	}
 	if next != nil {
@@ -436,3 +443,13 @@ func sameTLS(a, b *config.ServerTLS) bool {
 // DerivedFrom reports that b was built on prev by the path that carries
 // prev's servers, slots and name index over (buildFrom), for tests.
 func (b *Backend) DerivedFrom(prev *Backend) bool { return prev != nil && b.from == prev.serial }
+
+// Window returns, for a backend built by buildFrom on prev (DerivedFrom),
+// the part of Servers that was looked at: the servers outside Servers[lo:hi]
+// are prev's, at the same places (ok false: not derived, any may be new).
+func (b *Backend) Window(prev *Backend) (lo, hi int, ok bool) {
+	if !b.DerivedFrom(prev) {
+		return 0, len(b.Servers), false
+	}
+	return b.lo, b.hi, true
+}

@@ -88,7 +88,7 @@ func (b *Backend) buildFrom(cfg *config.Backend, prev *Backend, head, tail int) 
 	// Pass 1: check, decide reuse, make the new servers; nothing shared
 	// is touched yet.
 	set := map[string]*Server{} // the names whose server changes (nil: removed)
-	var dropped []*Server
+	var dropped, added []*Server
 	fate := map[*Server]*Server{} // prev server -> what takes its slot (nil: none)
 	for i := head; i < pend; i++ {
 		if !carried[i-head] {
@@ -144,6 +144,7 @@ func (b *Backend) buildFrom(cfg *config.Backend, prev *Backend, head, tail int) 
 		}
 		servers[i] = s
 		set[cs.Name] = s
+		added = append(added, s)
 	}
 
 	// Pass 2: the reused servers' changed values, in place.
@@ -223,6 +224,7 @@ func (b *Backend) buildFrom(cfg *config.Backend, prev *Backend, head, tail int) 
 
 	b.Servers, b.byName, b.slots = servers, prev.byName.derive(set), slots
 	b.from, b.dropped, b.literal = prev.serial, dropped, true
+	b.added, b.lo, b.hi = added, head, end
 	b.changes.Add(1)
 	return true, nil
 }

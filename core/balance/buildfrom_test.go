@@ -157,7 +157,31 @@ func buildFromAsBuild(t *testing.T, weights []int, steps int, span bool) {
 				t.Fatalf("step %d: dropped %v, want %v", step, dropFast, dropSlow)
 			}
 		}
+		if lo, hi, ok := fast.Window(prev); ok {
+			for i, s := range fast.Servers {
+				if (i < lo || i >= hi) && prev.byName.get(s.Name) != s {
+					t.Fatalf("step %d: server %d (%s) outside the window [%d,%d) is not prev's", step, i, s.Name, lo, hi)
+				}
+			}
+		}
 		prev.Retire(fast)
+		// the queue's list and flags: fast's servers, as a publish of
+		// them sets (Retire of a derived backend changes only some)
+		if q := fast.queue; len(q.servers) != len(fast.Servers) || len(q.servers) > 0 && &q.servers[0] != &fast.Servers[0] {
+			t.Fatalf("step %d: the queue does not hold the new list", step)
+		}
+		in := map[*Server]bool{}
+		for _, s := range fast.Servers {
+			in[s] = true
+			if !s.listed {
+				t.Fatalf("step %d: %s not listed", step, s.Name)
+			}
+		}
+		for _, s := range prev.Servers {
+			if !in[s] && s.listed {
+				t.Fatalf("step %d: %s, dropped, still listed", step, s.Name)
+			}
+		}
 		prev, cfg = fast, &c
 	}
 	if fastSeen < steps/4 {

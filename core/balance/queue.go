@@ -342,6 +342,36 @@ func (q *Queue) publish(servers []*Server) {
 	wk.notify()
 }
 
+// publishChange is publish(servers) when servers is the list published
+// now (prev) without dropped and with added: only their flags change.
+// Otherwise (prev is not the list published) it is publish.
+func (q *Queue) publishChange(prev, servers, dropped, added []*Server) {
+	q.mu.Lock()
+	if len(q.servers) != len(prev) || len(prev) > 0 && &q.servers[0] != &prev[0] {
+		q.mu.Unlock()
+		q.publish(servers)
+		return
+	}
+	var wk wakeSet
+	for _, s := range dropped {
+		s.listed = false
+	}
+	for _, s := range added {
+		s.listed = true
+	}
+	q.servers = servers
+	if q.n.Load() > 0 {
+		for _, s := range dropped {
+			if !s.listed {
+				q.redistribute(s)
+			}
+		}
+		q.settle(&wk)
+	}
+	q.mu.Unlock()
+	wk.notify()
+}
+
 // Len is the number of waiters (any goroutine).
 func (q *Queue) Len() int { return int(q.n.Load()) }
 

@@ -472,12 +472,15 @@ func (e *Engine) Apply(ctx context.Context, snap *config.Config) error {
 			e.restoreBackends(newBE)
 			return &config.ApplyError{Field: "/backends/" + strconv.Itoa(i), Object: "backend " + cb.Name, Err: err}
 		}
-		if err := serverTLS(bb, cb, i); err != nil {
+		// Built on prev by buildFrom: the servers outside the window it
+		// looked at are prev's, which have their TLS and counters.
+		lo, hi, _ := bb.Window(prevBB)
+		if err := serverTLS(bb, cb, i, lo, hi); err != nil {
 			newBE[cb.Name] = &beRT{bb: bb} // its reused servers were updated: restore them too
 			e.restoreBackends(newBE)
 			return err
 		}
-		e.serverCounters(bb)
+		e.serverCounters(bb.Servers[lo:hi])
 		stats := e.newCounters()
 		if prev != nil {
 			stats = prev.stats

@@ -14,9 +14,11 @@ import (
 // makes a new Server when it changes) and keeps its configuration, with its
 // session cache, so reconnects keep resuming across Applies. cb is the
 // backend bb was built from (same server order); i its index, for the
-// error's pointer.
-func serverTLS(bb *balance.Backend, cb *config.Backend, i int) error {
-	for j, s := range bb.Servers {
+// error's pointer. Only bb.Servers[lo:hi] are looked at (the others are
+// known to be carried over: balance.Backend.Window).
+func serverTLS(bb *balance.Backend, cb *config.Backend, i, lo, hi int) error {
+	for j := lo; j < hi; j++ {
+		s := bb.Servers[j]
 		if s.TLSSpec == nil || s.TLS != nil {
 			continue
 		}

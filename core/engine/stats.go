@@ -61,11 +61,12 @@ const (
 // newCounters is the counters of a new object: one slot per loop.
 func (e *Engine) newCounters() *stats.Counters { return stats.New(len(e.loops)) }
 
-// serverCounters gives the servers of bb that have none (new in this
-// generation) their counters, before bb is published; carried-over servers
-// keep theirs.
-func (e *Engine) serverCounters(bb *balance.Backend) {
-	for _, s := range bb.Servers {
+// serverCounters gives the servers (of a backend, or the part of its list
+// that may hold new ones) that have none (new in this generation) their
+// counters, before the backend is published; carried-over servers keep
+// theirs.
+func (e *Engine) serverCounters(servers []*balance.Server) {
+	for _, s := range servers {
 		if s.Counters == nil {
 			s.Counters = e.newCounters()
 		}
