@@ -42,6 +42,11 @@ func (k *collection[T]) writable(c *config.Config, parentName string) (*[]T, str
 }
 
 func (k *collection[T]) find(items []T, name string) int {
+	// the last first: a create's answer looks up what it appended (names
+	// are unique in a config: the last that matches is the one)
+	if n := len(items); n > 1 && *k.nameOf(&items[n-1]) == name {
+		return n - 1
+	}
 	if k.index != nil {
 		return k.index(items, name)
 	}

@@ -42,6 +42,9 @@ func TestServerFindAsNameOf(t *testing.T) {
 	slow := *k
 	slow.index = nil
 	for _, n := range []string{"a", "b", "c", "d", ""} {
+		if i := k.find(items, n); i >= 0 && items[i].Name != n {
+			t.Fatalf("find(%q) = %d, which is %q", n, i, items[i].Name)
+		}
 		if got, want := k.find(items, n), slow.find(items, n); got != want {
 			t.Fatalf("find(%q) = %d, want %d", n, got, want)
 		}
