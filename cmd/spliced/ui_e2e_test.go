@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -207,13 +208,7 @@ func (u *uiTest) apiJSON(path string, v any, hdr ...string) {
 // its walk bounded (walkContext), its console watched.
 func newUITest(t *testing.T, in *instance) *uiTest {
 	t.Helper()
-	bctx, cancel := newBrowser(t)
-	t.Cleanup(cancel)
-	// The first action on a chromedp context starts the browser and must
-	// not carry a timeout (the timeout would end the browser).
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
+	bctx := startBrowser(t)
 	ctx, cancelT := walkContext(t, bctx)
 	t.Cleanup(cancelT)
 	errs := &pageErrors{}
@@ -235,8 +230,71 @@ func walkContext(t *testing.T, bctx context.Context) (context.Context, context.C
 	return context.WithCancel(bctx)
 }
 
-func newBrowser(t *testing.T) (context.Context, context.CancelFunc) {
+// browserProc is one test's chromium: its own profile and crash-dumps
+// directories under t.TempDir(), its output (chromium logs to stderr with
+// --enable-logging=stderr --v=1) kept in a bounded buffer, and its
+// *exec.Cmd, whose exit status is read once the allocator has reaped it.
+// A start that fails, or a test that fails, prints all of it: a chromium
+// that dies at start (as TestUINodesReseed's once did, with only dbus and
+// crashpad lines) then says how it died.
+type browserProc struct {
+	t        *testing.T
+	crashDir string
+	out      *headTail
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+}
+
+// headTail keeps the first and the last bytes written to it: the start of
+// chromium's output and its end (where a crash or a fatal error is), never
+// more than head+tail bytes however long the test runs.
+type headTail struct {
+	mu         sync.Mutex
+	head, tail []byte
+	max        int
+	dropped    int64
+}
+
+func (b *headTail) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(p)
+	if room := b.max - len(b.head); room > 0 {
+		k := min(room, len(p))
+		b.head = append(b.head, p[:k]...)
+		p = p[k:]
+	}
+	if len(p) > 0 {
+		b.tail = append(b.tail, p...)
+		if over := len(b.tail) - b.max; over > 0 {
+			b.dropped += int64(over)
+			b.tail = append(b.tail[:0], b.tail[over:]...)
+		}
+	}
+	return n, nil
+}
+
+func (b *headTail) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dropped == 0 {
+		return string(b.head) + string(b.tail)
+	}
+	return fmt.Sprintf("%s\n[... %d bytes left out ...]\n%s", b.head, b.dropped, b.tail)
+}
+
+// startBrowser starts chromium for t, stopped when t ends, and returns the
+// context of its first tab. The first action on a chromedp context starts
+// the browser and must not carry a timeout (the timeout would end the
+// browser); a start that fails fails t with chromium's exit status, its
+// output and its crash dumps.
+func startBrowser(t *testing.T) context.Context {
 	t.Helper()
+	dir := t.TempDir()
+	bp := &browserProc{t: t, crashDir: filepath.Join(dir, "crash-dumps"), out: &headTail{max: 64 << 10}}
+	if err := os.Mkdir(bp.crashDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath(t)),
 		chromedp.Flag("headless", true),
@@ -249,12 +307,113 @@ func newBrowser(t *testing.T) (context.Context, context.CancelFunc) {
 		chromedp.Flag("no-default-browser-check", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(filepath.Join(dir, "profile")),
 		chromedp.WindowSize(1280, 800),
+		// For the report of a failure: chromium's own log on its
+		// stderr, and where crashpad writes the dump of a crash.
+		chromedp.Flag("enable-logging", "stderr"),
+		chromedp.Flag("v", "1"),
+		chromedp.Flag("crash-dumps-dir", bp.crashDir),
+		chromedp.CombinedOutput(bp.out),
+		chromedp.ModifyCmdFunc(bp.modifyCmd),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
-	return ctx, func() { cancelCtx(); cancelAlloc() }
+	// stop ends the browser and waits for the allocator, which has then
+	// reaped chromium: its exit status is known.
+	var once sync.Once
+	stop := func() { once.Do(func() { cancelCtx(); cancelAlloc() }) }
+	t.Cleanup(func() {
+		stop()
+		// SPLICED_UI_BROWSER_LOG=1 shows it for a test that passed too.
+		if t.Failed() || os.Getenv("SPLICED_UI_BROWSER_LOG") != "" {
+			t.Logf("chromium, stopped at the end of the test: %s\nchromium's output:\n%s", bp.report(), bp.out)
+		}
+	})
+	if err := chromedp.Do(ctx); err != nil {
+		stop()
+		t.Fatalf("starting chromium: %v\n%s", err, bp.report())
+	}
+	return ctx
+}
+
+// modifyCmd does what chromedp does without a ModifyCmdFunc (chromium is
+// killed when the thread that started it ends, i.e. with the test
+// process) and keeps cmd for its exit status.
+func (bp *browserProc) modifyCmd(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = new(syscall.SysProcAttr)
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	bp.mu.Lock()
+	bp.cmd = cmd
+	bp.mu.Unlock()
+}
+
+// report says how chromium ended and lists its crash dumps, each with the
+// process type crashpad recorded in it. Call it after stop: the allocator
+// has then waited for the process.
+func (bp *browserProc) report() string {
+	var b strings.Builder
+	bp.mu.Lock()
+	cmd := bp.cmd
+	bp.mu.Unlock()
+	switch {
+	case cmd == nil:
+		b.WriteString("chromium was not run")
+	case cmd.ProcessState == nil:
+		b.WriteString("chromium's exit status is unknown (not reaped)")
+	default:
+		fmt.Fprintf(&b, "chromium (pid %d) ended: %s", cmd.ProcessState.Pid(), cmd.ProcessState)
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.CoreDump() {
+			b.WriteString(" (core dumped)")
+		}
+	}
+	var dumps []string
+	filepath.WalkDir(bp.crashDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		info, _ := d.Info()
+		s := fmt.Sprintf("%s (%d bytes)", strings.TrimPrefix(p, bp.crashDir+"/"), info.Size())
+		if strings.HasSuffix(p, ".dmp") {
+			if data, err := os.ReadFile(p); err == nil {
+				s += " " + dumpAnnotations(data)
+			}
+		}
+		dumps = append(dumps, s)
+		return nil
+	})
+	if len(dumps) == 0 {
+		b.WriteString("; no crash dump")
+	} else {
+		fmt.Fprintf(&b, "; crash dumps in %s:\n  %s", bp.crashDir, strings.Join(dumps, "\n  "))
+	}
+	return b.String()
+}
+
+// dumpAnnotations finds in a crashpad minidump the annotations that say
+// which process crashed (ptype: browser, renderer, gpu-process, utility…)
+// and its command line's type, stored as plain strings.
+func dumpAnnotations(data []byte) string {
+	var found []string
+	for _, key := range []string{"ptype", "switch-1", "switch-2"} {
+		i := strings.Index(string(data), key+"\x00")
+		if i < 0 {
+			continue
+		}
+		rest := data[i+len(key)+1:]
+		// the value follows the key after a few bytes of length and padding
+		for len(rest) > 0 && (rest[0] < 0x20 || rest[0] > 0x7e) {
+			rest = rest[1:]
+		}
+		end := 0
+		for end < len(rest) && end < 80 && rest[end] >= 0x20 && rest[end] <= 0x7e {
+			end++
+		}
+		found = append(found, key+"="+string(rest[:end]))
+	}
+	return strings.Join(found, " ")
 }
 
 // TestUIAdminPageInBrowser walks the admin page as an operator would.
@@ -278,13 +437,7 @@ func TestUIAdminPageInBrowser(t *testing.T) {
 		shots = d
 		os.MkdirAll(shots, 0o755)
 	}
-	bctx, cancel := newBrowser(t)
-	defer cancel()
-	// The first action on a chromedp context starts the browser and must
-	// not carry a timeout (the timeout would end the browser).
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
+	bctx := startBrowser(t)
 	ctx, cancelT := walkContext(t, bctx)
 	defer cancelT()
 	errs := &pageErrors{}
