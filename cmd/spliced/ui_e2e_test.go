@@ -7,7 +7,9 @@ package main
 // console error or uncaught exception of the page.
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +25,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -230,8 +234,8 @@ func walkContext(t *testing.T, bctx context.Context) (context.Context, context.C
 	return context.WithCancel(bctx)
 }
 
-// browserProc is one test's chromium: its own profile and crash-dumps
-// directories under t.TempDir(), its output (chromium logs to stderr with
+// browserProc is one test's chromium: its own profile and crash dumps
+// under t.TempDir(), its output (chromium logs to stderr with
 // --enable-logging=stderr --v=1) kept in a bounded buffer, and its
 // *exec.Cmd, whose exit status is read once the allocator has reaped it.
 // A start that fails, or a test that fails, prints all of it: a chromium
@@ -283,6 +287,21 @@ func (b *headTail) String() string {
 	return fmt.Sprintf("%s\n[... %d bytes left out ...]\n%s", b.head, b.dropped, b.tail)
 }
 
+// chromiumPresetEnv are the variables chromium sets itself as it starts,
+// given to it beforehand. In a multithreaded browser process glibc's
+// setenv of a variable that is not there grows the environment array:
+// realloc moves it and frees the old one while other threads may be
+// reading it in getenv. Chromium 148 does so with FC_FONTATIONS=1, from a
+// thread-pool worker (the fonts' setup), after DBUS_SESSION_BUS_ADDRESS=
+// disabled: on its main thread (headless): with some sizes of the
+// environment the array moves, and a thread in getenv at that moment
+// reads the freed array and the browser dies at start with SIGSEGV
+// (TestUINodesReseed's "chrome failed to start": its crash dump had a
+// thread in getenv("TMPDIR") walking a freed copy of environ). Set
+// beforehand, with the values chromium would set, setenv only replaces a
+// pointer in place: nothing is freed.
+var chromiumPresetEnv = []string{"DBUS_SESSION_BUS_ADDRESS=disabled:", "FC_FONTATIONS=1"}
+
 // startBrowser starts chromium for t, stopped when t ends, and returns the
 // context of its first tab. The first action on a chromedp context starts
 // the browser and must not carry a timeout (the timeout would end the
@@ -290,11 +309,20 @@ func (b *headTail) String() string {
 // output and its crash dumps.
 func startBrowser(t *testing.T) context.Context {
 	t.Helper()
+	return startBrowserEnv(t, chromiumPresetEnv)
+}
+
+// startBrowserEnv is startBrowser with env added to chromium's
+// environment (TestUIBrowserStartStress varies it).
+func startBrowserEnv(t *testing.T, env []string) context.Context {
+	t.Helper()
 	dir := t.TempDir()
-	bp := &browserProc{t: t, crashDir: filepath.Join(dir, "crash-dumps"), out: &headTail{max: 64 << 10}}
-	if err := os.Mkdir(bp.crashDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// Crashpad keeps its dumps under the default user data directory
+	// ($XDG_CONFIG_HOME/chromium, whatever --user-data-dir says; this
+	// chromium ignores --crash-dumps-dir): the test's own, so that a dump
+	// is this browser's.
+	config := filepath.Join(dir, "config")
+	bp := &browserProc{t: t, crashDir: filepath.Join(config, "chromium", "Crash Reports"), out: &headTail{max: 64 << 10}}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath(t)),
 		chromedp.Flag("headless", true),
@@ -310,10 +338,10 @@ func startBrowser(t *testing.T) context.Context {
 		chromedp.UserDataDir(filepath.Join(dir, "profile")),
 		chromedp.WindowSize(1280, 800),
 		// For the report of a failure: chromium's own log on its
-		// stderr, and where crashpad writes the dump of a crash.
+		// stderr.
 		chromedp.Flag("enable-logging", "stderr"),
 		chromedp.Flag("v", "1"),
-		chromedp.Flag("crash-dumps-dir", bp.crashDir),
+		chromedp.Env(append(slices.Clone(env), "XDG_CONFIG_HOME="+config)...),
 		chromedp.CombinedOutput(bp.out),
 		chromedp.ModifyCmdFunc(bp.modifyCmd),
 	}
@@ -323,15 +351,17 @@ func startBrowser(t *testing.T) context.Context {
 	// reaped chromium: its exit status is known.
 	var once sync.Once
 	stop := func() { once.Do(func() { cancelCtx(); cancelAlloc() }) }
+	startFailed := false
 	t.Cleanup(func() {
 		stop()
 		// SPLICED_UI_BROWSER_LOG=1 shows it for a test that passed too.
-		if t.Failed() || os.Getenv("SPLICED_UI_BROWSER_LOG") != "" {
+		if (t.Failed() && !startFailed) || os.Getenv("SPLICED_UI_BROWSER_LOG") != "" {
 			t.Logf("chromium, stopped at the end of the test: %s\nchromium's output:\n%s", bp.report(), bp.out)
 		}
 	})
 	if err := chromedp.Do(ctx); err != nil {
 		stop()
+		startFailed = true // err has chromium's output
 		t.Fatalf("starting chromium: %v\n%s", err, bp.report())
 	}
 	return ctx
@@ -371,14 +401,18 @@ func (bp *browserProc) report() string {
 	}
 	var dumps []string
 	filepath.WalkDir(bp.crashDir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".dmp") {
 			return nil
 		}
 		info, _ := d.Info()
 		s := fmt.Sprintf("%s (%d bytes)", strings.TrimPrefix(p, bp.crashDir+"/"), info.Size())
-		if strings.HasSuffix(p, ".dmp") {
-			if data, err := os.ReadFile(p); err == nil {
-				s += " " + dumpAnnotations(data)
+		if data, err := os.ReadFile(p); err == nil {
+			s += ": " + dumpAnnotations(data)
+			// t.TempDir() goes with the test: keep a copy to read
+			// further (other threads, memory).
+			keep := filepath.Join(os.TempDir(), "spliced-ui-crash-"+strings.NewReplacer("/", "_", " ", "_").Replace(bp.t.Name())+"-"+d.Name())
+			if os.WriteFile(keep, data, 0o644) == nil {
+				s += "\n    kept as " + keep
 			}
 		}
 		dumps = append(dumps, s)
@@ -392,28 +426,66 @@ func (bp *browserProc) report() string {
 	return b.String()
 }
 
-// dumpAnnotations finds in a crashpad minidump the annotations that say
-// which process crashed (ptype: browser, renderer, gpu-process, utility…)
-// and its command line's type, stored as plain strings.
+// dumpAnnotations says which process a crashpad minidump is of (its
+// "ptype" annotation: browser, renderer, gpu-process…), the signal and the
+// crashing instruction as module+offset (the exception stream, the
+// thread's context and the module list of the minidump format): enough to
+// look the crash up in the module with objdump.
 func dumpAnnotations(data []byte) string {
-	var found []string
-	for _, key := range []string{"ptype", "switch-1", "switch-2"} {
-		i := strings.Index(string(data), key+"\x00")
-		if i < 0 {
-			continue
+	var b strings.Builder
+	if i := bytes.Index(data, []byte("ptype\x00")); i >= 0 {
+		v := bytes.TrimLeftFunc(data[i+6:], func(r rune) bool { return r < 0x20 || r > 0x7e })
+		if j := bytes.IndexFunc(v, func(r rune) bool { return r < 0x20 || r > 0x7e }); j >= 0 {
+			fmt.Fprintf(&b, "ptype=%s", v[:min(j, 40)])
 		}
-		rest := data[i+len(key)+1:]
-		// the value follows the key after a few bytes of length and padding
-		for len(rest) > 0 && (rest[0] < 0x20 || rest[0] > 0x7e) {
-			rest = rest[1:]
-		}
-		end := 0
-		for end < len(rest) && end < 80 && rest[end] >= 0x20 && rest[end] <= 0x7e {
-			end++
-		}
-		found = append(found, key+"="+string(rest[:end]))
 	}
-	return strings.Join(found, " ")
+	le := binary.LittleEndian
+	u32 := func(off uint32) uint32 {
+		if int(off)+4 > len(data) {
+			return 0
+		}
+		return le.Uint32(data[off:])
+	}
+	u64 := func(off uint32) uint64 {
+		if int(off)+8 > len(data) {
+			return 0
+		}
+		return le.Uint64(data[off:])
+	}
+	if u32(0) != 0x504d444d { // "MDMP"
+		return b.String()
+	}
+	var exc, mods uint32
+	for i, n, dir := uint32(0), u32(8), u32(12); i < n && i < 64; i++ {
+		switch u32(dir + 12*i) {
+		case 6: // exception stream
+			exc = u32(dir + 12*i + 8)
+		case 4: // module list
+			mods = u32(dir + 12*i + 8)
+		}
+	}
+	if exc == 0 {
+		return b.String()
+	}
+	rip := u64(u32(exc+164) + 248) // the context's Rip (x86-64)
+	where := fmt.Sprintf("%#x", rip)
+	for i, n := uint32(0), u32(mods); mods != 0 && i < n && i < 4096; i++ {
+		m := mods + 4 + 108*i
+		base, size := u64(m), uint64(u32(m+8))
+		if rip >= base && rip < base+size {
+			name := u32(m + 20)
+			if l := u32(name); int(name+4+l) <= len(data) {
+				u := make([]uint16, l/2)
+				for k := range u {
+					u[k] = le.Uint16(data[name+4+uint32(2*k):])
+				}
+				where = fmt.Sprintf("%s+%#x", filepath.Base(string(utf16.Decode(u))), rip-base)
+			}
+			break
+		}
+	}
+	fmt.Fprintf(&b, " signal %d (code %#x) in thread %d at %s", u32(exc+8), u32(exc+12), u32(exc), where)
+	return b.String()
 }
 
 // TestUIAdminPageInBrowser walks the admin page as an operator would.
