@@ -140,8 +140,10 @@ func TestUIHealthAndAdminStateApart(t *testing.T) {
 	t.Cleanup(origin.Close)
 	oport, _ := strconv.Atoi(origin.URL[strings.LastIndex(origin.URL, ":")+1:])
 	in := startSpliced(t, "")
+	// Checks within 2 s: web/s2 must stay up for the whole walk (a 200 ms
+	// timeout is missed on a loaded machine: TestUIStatusPage's was).
 	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":"web","mode":"http",
-		"health_check":{"type":"tcp","interval_ms":200,"timeout_ms":200,"rise":1,"fall":1},
+		"health_check":{"type":"tcp","interval_ms":2000,"timeout_ms":2000,"rise":1,"fall":1},
 		"servers":[{"name":"s1","address":"127.0.0.1","port":%d,"admin_state":"drain"},
 		{"name":"s2","address":"127.0.0.1","port":%d,"admin_state":"maint"},
 		{"name":"s3","address":"127.0.0.1","port":%d}]}`, testutil.FreePort(t), oport, oport))

@@ -32,7 +32,11 @@ func TestUIStatusPage(t *testing.T) {
 	t.Cleanup(origin.Close)
 	oport, _ := strconv.Atoi(origin.URL[strings.LastIndex(origin.URL, ":")+1:])
 	dead := testutil.FreePort(t)
-	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":"web","mode":"http","health_check":{"type":"http","interval_ms":200,"timeout_ms":200,"rise":1,"fall":1},
+	// The checks answer within 2 s: web/s1 must stay up (and its last
+	// check L7OK) for the whole walk, and with 200 ms one answer of the
+	// origin that took 247 ms on a loaded machine (-race, four tests at
+	// once) was an L7TOUT that put it down. web/s2's is refused at once.
+	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":"web","mode":"http","health_check":{"type":"http","interval_ms":2000,"timeout_ms":2000,"rise":1,"fall":1},
 		"servers":[{"name":"s1","address":"127.0.0.1","port":%d,"maxconn":50},{"name":"s2","address":"127.0.0.1","port":%d}]}`, oport, dead))
 	in.MustDo(201, "POST", "/api/v1/backends", fmt.Sprintf(`{"name":"api","mode":"http","servers":[{"name":"a1","address":"127.0.0.1","port":%d}]}`, oport))
 	port := testutil.FreePort(t)
