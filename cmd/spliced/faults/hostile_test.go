@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -356,7 +357,7 @@ func TestFloodsDoNotHoldALoop(t *testing.T) {
 			}
 		}()
 	}
-	var worst time.Duration
+	var lat []time.Duration
 	for i := 0; i < 30; i++ {
 		c := dial(t, fp)
 		t0 := time.Now()
@@ -366,15 +367,21 @@ func TestFloodsDoNotHoldALoop(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 || string(b) != "ok" {
 			t.Fatalf("request during the floods: %v %q %v", resp, b, err)
 		}
-		worst = max(worst, el)
+		lat = append(lat, el)
 		c.Close()
 		time.Sleep(20 * time.Millisecond) // spread the probes over the floods
 	}
 	close(stop)
 	wg.Wait()
-	t.Logf("worst latency of 30 requests during the floods: %v", worst)
-	if worst > time.Second {
-		t.Fatalf("a request waited %v behind the floods on one loop", worst)
+	slices.Sort(lat)
+	t.Logf("latency of 30 requests during the floods: median %v, worst %v", lat[len(lat)/2], lat[len(lat)-1])
+	// The floods last as long as the probes: a loop they hold delays
+	// every probe. A stall of the test process itself (the clock is the
+	// test's) delays one or two: 2.2 s once under load, at the moment
+	// TestSIGTERMTwiceAndLateClients, in the same process, saw an exit
+	// 2.7 s after the process had logged it. So the third worst counts.
+	if third := lat[len(lat)-3]; third > time.Second {
+		t.Fatalf("3 requests of 30 waited more than a second behind the floods on one loop (%v)", lat[len(lat)-3:])
 	}
 	p.healthy(t)
 }
