@@ -320,7 +320,6 @@ func (q *Queue) grab(s *Server) {
 // the generation holding them was committed): servers left out hand their
 // own waiters to the backend FIFO, then the waiters are served again.
 func (q *Queue) publish(servers []*Server) {
-	var wk wakeSet
 	q.mu.Lock()
 	old := q.servers
 	for _, s := range old {
@@ -329,17 +328,7 @@ func (q *Queue) publish(servers []*Server) {
 	for _, s := range servers {
 		s.listed = true
 	}
-	q.servers = servers
-	if q.n.Load() > 0 {
-		for _, s := range old {
-			if !s.listed {
-				q.redistribute(s)
-			}
-		}
-		q.settle(&wk)
-	}
-	q.mu.Unlock()
-	wk.notify()
+	q.installAndUnlock(servers, old)
 }
 
 // publishChange is publish(servers) when servers is the list published
@@ -352,16 +341,24 @@ func (q *Queue) publishChange(prev, servers, dropped, added []*Server) {
 		q.publish(servers)
 		return
 	}
-	var wk wakeSet
 	for _, s := range dropped {
 		s.listed = false
 	}
 	for _, s := range added {
 		s.listed = true
 	}
+	q.installAndUnlock(servers, dropped)
+}
+
+// installAndUnlock, under q.mu (which it releases), makes servers the
+// list published, their listed flags already set: the servers of gone no
+// longer listed hand their own waiters to the backend FIFO, then the
+// waiters are served again (woken after the unlock).
+func (q *Queue) installAndUnlock(servers, gone []*Server) {
+	var wk wakeSet
 	q.servers = servers
 	if q.n.Load() > 0 {
-		for _, s := range dropped {
+		for _, s := range gone {
 			if !s.listed {
 				q.redistribute(s)
 			}
