@@ -1135,7 +1135,7 @@ func TestHostile27SplicedBodiesKeepTheirFraming(t *testing.T) {
 			case "/down-extra":
 				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(data))
 				c.Write(append(data[:len(data):len(data)], "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nSMUGGLED"...))
-				if h27Delivered(c) {
+				if testutil.Delivered(c) {
 					extraIn <- struct{}{}
 				}
 			default:
@@ -1200,37 +1200,6 @@ func TestHostile27SplicedBodiesKeepTheirFraming(t *testing.T) {
 			t.Fatalf("%q", got)
 		}
 	})
-}
-
-// h27Delivered waits, up to 10 s, until the peer's kernel acknowledged
-// every byte written to c (SIOCOUTQ is 0), or the connection ended (a peer
-// that resets with bytes unread never acknowledges them): those bytes are
-// then in the proxy's receive queue, ahead of what the test sends next.
-// Any goroutine.
-func h27Delivered(c *net.TCPConn) bool {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return false
-	}
-	end := time.Now().Add(10 * time.Second)
-	for pause := time.Millisecond; ; pause = min(2*pause, 10*time.Millisecond) {
-		var outq int
-		var info *unix.TCPInfo
-		var e1, e2 error
-		if err := rc.Control(func(fd uintptr) {
-			outq, e1 = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
-			info, e2 = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-		}); err != nil || e1 != nil || e2 != nil {
-			return false
-		}
-		if outq == 0 || info.State != unix.BPF_TCP_ESTABLISHED {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
-		}
-		time.Sleep(pause)
-	}
 }
 
 // TestHostile27ConcurrentIfMatch: writers that each read a server's ETag

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/spliced-proxy/spliced/core/loop"
 	"github.com/spliced-proxy/spliced/internal/testutil"
 )
@@ -21,38 +19,6 @@ import (
 // was not asked (HTTP response splitting: on a reused connection it would
 // answer the next request, maybe another client's).
 const smuggled = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nSMUGGLED"
-
-// delivered waits, up to 10 s, until the peer's kernel acknowledged every
-// byte written to c (SIOCOUTQ is 0), or closed the connection (a peer that
-// resets with bytes unread never acknowledges them): from then on those
-// bytes are in the proxy's receive queue (or gone with its connection),
-// ahead of anything the test sends next. Any goroutine (it reports instead
-// of failing a test).
-func delivered(c *net.TCPConn) bool {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return false
-	}
-	end := time.Now().Add(10 * time.Second)
-	for pause := time.Millisecond; ; pause = min(2*pause, 10*time.Millisecond) {
-		var outq int
-		var info *unix.TCPInfo
-		var e1, e2 error
-		if err := rc.Control(func(fd uintptr) {
-			outq, e1 = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
-			info, e2 = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-		}); err != nil || e1 != nil || e2 != nil {
-			return false
-		}
-		if outq == 0 || info.State != unix.BPF_TCP_ESTABLISHED {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
-		}
-		time.Sleep(pause)
-	}
-}
 
 // TestHTTPServerBytesAfterTheResponseNeverAnswerTheNextRequest: a server
 // follows a complete response with bytes nobody asked for (a whole
@@ -152,7 +118,7 @@ func TestHTTPServerBytesAfterTheResponseNeverAnswerTheNextRequest(t *testing.T) 
 						}
 						c.Write(append(body[tc.split:len(body):len(body)], smuggled...))
 					}
-					if !delivered(c) {
+					if !testutil.Delivered(c) {
 						return
 					}
 					close(extra)
@@ -233,7 +199,7 @@ func TestHTTPTakeIdleRefusesAConnectionWithBytesPending(t *testing.T) {
 				return
 			}
 			io.WriteString(c, smuggled)
-			if !delivered(c) {
+			if !testutil.Delivered(c) {
 				return
 			}
 			close(extra)

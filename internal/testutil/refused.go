@@ -63,3 +63,35 @@ func boundLoopback(t testing.TB) (int, *net.TCPAddr) {
 	}
 	return fd, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sa.(*unix.SockaddrInet4).Port}
 }
+
+// Delivered waits, up to 10 s, until the peer's kernel acknowledged every
+// byte written to c (SIOCOUTQ is 0), or closed the connection (a peer that
+// resets with bytes unread never acknowledges them): from then on those
+// bytes are in the proxy's receive queue (or gone with its connection),
+// ahead of anything the test sends next. Any goroutine (it reports instead
+// of failing a test).
+func Delivered(c *net.TCPConn) bool {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	end := time.Now().Add(10 * time.Second)
+	for pause := time.Millisecond; ; pause = min(2*pause, 10*time.Millisecond) {
+		var outq int
+		var info *unix.TCPInfo
+		var e1, e2 error
+		if err := rc.Control(func(fd uintptr) {
+			outq, e1 = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+			info, e2 = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		}); err != nil || e1 != nil || e2 != nil {
+			return false
+		}
+		if outq == 0 || info.State != unix.BPF_TCP_ESTABLISHED {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(pause)
+	}
+}

@@ -2,7 +2,8 @@
 // net/http/httptest does for net/http: waiting on a condition with a
 // deadline (no sleep as synchronisation), listing the process's open file
 // descriptors, a TCP origin server, a free port, addresses that refuse or
-// never answer a connect, and a buffer safe for concurrent use.
+// never answer a connect, whether bytes written reached the peer's kernel,
+// and a buffer safe for concurrent use.
 //
 // It is imported by _test.go files only; nothing in it runs in spliced.
 package testutil
