@@ -126,6 +126,20 @@ deadbeef0 0.0.0~gdeadbeef0
 $head_sha 0.0.0~git$head_count.g$head_sha
 $head_sha-dirty 0.0.0~git$head_count.g$head_sha+dirty
 EOF
+# A commit id of digits only (git describe --always, no tag: one commit in
+# 27) is a commit, not a version: a repository of empty commits until one's
+# id starts with five digits (1 in 10.5; 200 tries).
+digits_git=$(mktemp -d)
+git -C "$digits_git" init -q
+for ((i = 1; i <= 200; i++)); do
+	git -C "$digits_git" -c user.name=t -c user.email=t@example.invalid commit -q --allow-empty -m "$i"
+	digits_id=$(git -C "$digits_git" rev-parse HEAD)
+	[[ ${digits_id:0:5} =~ ^[0-9]+$ ]] && break
+done
+((i <= 200)) || fail "no commit id starting with five digits in 200 commits"
+expect_eq "version of the all-digit commit id ${digits_id:0:5}" "$(spliced_pkg_version "${digits_id:0:5}" "$digits_git")" "0.0.0~git$i.g${digits_id:0:5}"
+expect_eq "version of 202612060000 (no commit of that id)" "$(spliced_pkg_version 202612060000 "$digits_git")" "202612060000"
+rm -rf "$digits_git"
 for bad in 'v1.2.3 beta' 'release-1' 'v1.2-3-x'; do
 	if spliced_pkg_version "$bad" . >/dev/null 2>&1; then fail "'$bad' was accepted as a version"; fi
 	ok "'$bad' refused"

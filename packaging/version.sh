@@ -10,6 +10,8 @@
 #   abc1234 (no tag yet)    0.0.0~git31.gabc1234     31 = commits up to abc1234, so untagged
 #                                                    builds still upgrade in order, and any
 #                                                    real 0.0.0 or later release supersedes them
+#                                                    (an id of digits only, 1280912, too: it is
+#                                                    a commit's, not a version, when git says so)
 #   ...-dirty               ... then "+dirty" or ".dirty" (sorts after the clean build)
 #   0.0.0-dev (no git)      0.0.0~dev
 #
@@ -30,7 +32,7 @@ spliced_pkg_version() {
 		out=${BASH_REMATCH[1]}
 		[[ -n ${BASH_REMATCH[4]} ]] && out+="~${BASH_REMATCH[4]}"
 		out+="+${BASH_REMATCH[5]}.g${BASH_REMATCH[6]}"
-	elif [[ $v =~ ^[0-9a-f]{4,40}$ && ! $v =~ ^[0-9]+$ ]]; then
+	elif [[ $v =~ ^[0-9a-f]{4,40}$ ]] && { [[ ! $v =~ ^[0-9]+$ ]] || spliced_is_commit_id "$v" "$2"; }; then
 		# An abbreviated commit id: no tag is reachable.
 		if n=$(git ${2:+-C "$2"} rev-list --count "$v" 2>/dev/null) && [[ $n =~ ^[0-9]+$ ]]; then
 			out="0.0.0~git$n.g$v"
@@ -50,6 +52,16 @@ spliced_pkg_version() {
 	fi
 	spliced_check_pkg_version "$out" || return 1
 	printf '%s\n' "$out"
+}
+
+# spliced_is_commit_id ID [GIT_DIR]: ID, digits only, abbreviates a commit
+# and names no tag. `git describe --always` prints such an id for about one
+# commit in 27 (seven hex digits without a letter); read as a version,
+# 1280912 would sort above every release, and a release would never
+# upgrade that build.
+spliced_is_commit_id() {
+	! git ${2:+-C "$2"} rev-parse -q --verify "refs/tags/$1" >/dev/null 2>&1 &&
+		git ${2:+-C "$2"} rev-parse -q --verify "$1^{commit}" >/dev/null 2>&1
 }
 
 # spliced_check_pkg_version V: accepts what dpkg (native version) and rpm
