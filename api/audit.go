@@ -553,22 +553,15 @@ func objectJSON(c *config.Config, obj string) json.RawMessage {
 			}
 		}
 	case parts[0] == "backend" && len(parts) >= 2:
-		for i := range c.Backends {
+		if i := c.FindBackend(parts[1]); i >= 0 {
 			b := &c.Backends[i]
-			if b.Name != parts[1] {
-				continue
-			}
 			if len(parts) == 2 {
 				v = b
 			} else if len(parts) == 4 && parts[2] == "server" {
-				for j := range b.Servers { // names are unique: the first is it
-					if b.Servers[j].Name == parts[3] {
-						v = b.Servers[j]
-						break
-					}
+				if j := config.FindServer(b.Servers, parts[3]); j >= 0 {
+					v = b.Servers[j]
 				}
 			}
-			break
 		}
 	}
 	if v == nil {

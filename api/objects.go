@@ -64,14 +64,7 @@ func newCollections() collections {
 			kind: "server", parent: "name", param: "server",
 			url:    func(be string) string { return base + "/backends/" + url.PathEscape(be) + "/servers" },
 			nameOf: func(v *config.Server) *string { return &v.Name },
-			index: func(items []config.Server, name string) int {
-				for i := range items {
-					if items[i].Name == name {
-						return i
-					}
-				}
-				return -1
-			},
+			index:  config.FindServer,
 			slice: func(c *config.Config, be string) (*[]config.Server, string, error) {
 				i := c.FindBackend(be)
 				if i < 0 {

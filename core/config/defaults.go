@@ -487,6 +487,16 @@ func (c *Config) FindFrontend(name string) int {
 	return -1
 }
 
+// FindServer returns the index of the named server in servers or -1.
+func FindServer(servers []Server, name string) int {
+	for i := range servers {
+		if servers[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
 // FindBackend returns the index of the named backend or -1.
 func (c *Config) FindBackend(name string) int {
 	for i := range c.Backends {
