@@ -62,7 +62,8 @@
 #   SPLICED_BIN       spliced binary (default bin/spliced)
 #   BENCH_SPLICED_TUNING  JSON merged into spliced's tuning PATCH (after
 #                     nbthread 1), e.g. '{"busy_poll_us":50}' to compare
-#                     busy polling (bench/README.md, where spliced waits)
+#                     busy polling, '{"poll_nap_us":-1}' without the naps
+#                     (bench/README.md, where spliced waits)
 #   HAPROXY_SPLICE    HAProxy's splice for the 1m row: force (default:
 #                     option splice-request + splice-response, the match of
 #                     spliced's splice "on") or auto (option splice-auto)

@@ -83,3 +83,31 @@ func TestNormalizeHTTPOptsMemberDefaults(t *testing.T) {
 		t.Error("tcp frontend's http object left x_forwarded_for null")
 	}
 }
+
+// TestPollNapDefaultsOnAndOffIsMinusOne: an unset poll_nap_us is the
+// default nap (20 µs), -1 turns the naps off and stays -1 (it is not
+// "unset"), a chosen length is kept, and below -1 is refused.
+func TestPollNapDefaultsOnAndOffIsMinusOne(t *testing.T) {
+	for _, c := range []struct{ in, want int }{{0, DefaultPollNapUs}, {-1, -1}, {50, 50}} {
+		tu := Tuning{PollNapUs: c.in}
+		tu.Normalize()
+		if tu.PollNapUs != c.want {
+			t.Errorf("poll_nap_us %d normalized to %d, want %d", c.in, tu.PollNapUs, c.want)
+		}
+	}
+	for _, v := range []int{-1, 0, 20, 10000} {
+		c := Config{Tuning: Tuning{PollNapUs: v}}
+		c.Normalize()
+		if err := Validate(&c, Env{}); err != nil {
+			t.Errorf("poll_nap_us %d refused: %v", v, err)
+		}
+	}
+	for _, v := range []int{-2, 10001} {
+		c := Config{Tuning: Tuning{PollNapUs: v}}
+		c.Normalize()
+		err := Validate(&c, Env{})
+		if err == nil || !strings.Contains(err.Error(), "poll_nap_us") {
+			t.Errorf("poll_nap_us %d: got %v, want an error naming poll_nap_us", v, err)
+		}
+	}
+}

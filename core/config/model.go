@@ -407,8 +407,9 @@ type Tuning struct {
 	// its own timer before it polls, instead of sleeping until the next
 	// event wakes it: the events of the nap are taken in one round and
 	// nobody pays to wake the loop, at the price of up to that much
-	// latency per hop under load (loop.SetPollNap). 0 = off (the default).
-	PollNapUs int `json:"poll_nap_us" validate:"gte=0,lte=10000"`
+	// latency per hop under load (loop.SetPollNap). 0 = the default (20,
+	// DefaultPollNapUs), -1 = off.
+	PollNapUs int `json:"poll_nap_us" validate:"gte=-1,lte=10000"`
 	// GraceMs bounds a stop (SIGTERM) and the drain of loops removed by a
 	// smaller nbthread: idle keep-alive connections close at once, requests
 	// in flight finish with Connection: close, and whatever still runs

@@ -17,7 +17,7 @@ export default async function tuning(ctx, root) {
       input(model, ['runqueue_depth'], 'Runqueue depth', 'int', { min: 0, hint: 'tasklets per round' }),
       input(model, ['maxpollevents'], 'Max poll events', 'int', { min: 0, hint: 'events per epoll_wait' }),
       input(model, ['busy_poll_us'], 'Busy poll (µs)', 'int', { min: 0, hint: 'poll without sleeping this long first; 0 = off' }),
-      input(model, ['poll_nap_us'], 'Poll nap (µs)', 'int', { min: 0, max: 10000, hint: 'under load, nap this long on a timer before polling; 0 = off' }))),
+      input(model, ['poll_nap_us'], 'Poll nap (µs)', 'int', { min: -1, max: 10000, hint: 'under load, nap this long on a timer before polling; 0 = default (20), -1 = off' }))),
     group(['sched'], 'Scheduler budget (percent; must add up to 100)', h('div', { class: 'fields' },
       input(model, ['sched', 'urgent'], 'Urgent (I/O)', 'int', { min: 0, max: 100 }),
       input(model, ['sched', 'normal'], 'Normal (tasks, timers)', 'int', { min: 0, max: 100 }),
