@@ -429,6 +429,14 @@ func TestErrorStatuses(t *testing.T) {
 		{"top-level null", "PUT", "/api/v1/tuning", `null`, nil, 422, "", config.DecodeType},
 		{"top-level array", "POST", "/api/v1/backends", `[]`, nil, 422, "", config.DecodeType},
 		{"wrong type", "POST", "/api/v1/backends/web/servers", `{"name":"s5","address":"a","port":"80"}`, nil, 422, "/port", config.DecodeType},
+		// servers are pointers (config.Backend.Servers): a null one is a
+		// wrong type, never a nil server further on
+		{"null server", "POST", "/api/v1/backends", `{"name":"x","servers":[null]}`, nil, 422, "/servers/0", config.DecodeType},
+		{"null server in the document", "PUT", "/api/v1/config", `{"backends":[{"name":"x","servers":[{"name":"a","address":"::1","port":1},null]}]}`, nil, 422, "/backends/0/servers/1", config.DecodeType},
+		{"null server in a backend's patch", "PATCH", "/api/v1/backends/web", `{"servers":[null]}`, nil, 422, "/servers/0", config.DecodeType},
+		{"null server in a backend's put", "PUT", "/api/v1/backends/web", `{"servers":[null]}`, nil, 422, "/servers/0", config.DecodeType},
+		{"null server body", "POST", "/api/v1/backends/web/servers", `null`, nil, 422, "", config.DecodeType},
+		{"null server put", "PUT", "/api/v1/backends/web/servers/s1", ` null `, nil, 422, "", config.DecodeType},
 		{"number too big", "PATCH", "/api/v1/tuning", `{"maxconn":1e99}`, nil, 422, "/maxconn", config.DecodeType},
 		{"unknown frontend", "GET", "/api/v1/frontends/nope", "", nil, 404, "", ""},
 		{"unknown server", "PATCH", "/api/v1/backends/web/servers/nope", `{"weight":1}`, nil, 404, "", ""},

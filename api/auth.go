@@ -642,7 +642,7 @@ func onlyServerState(before, after *config.Config) bool {
 		}
 		h, t := config.ServerSpan(bs, xs)
 		for j := h; j < len(xs)-t; j++ {
-			b, x := normalServer(bs[j]), normalServer(xs[j])
+			b, x := normalServer(*bs[j]), normalServer(*xs[j])
 			x.Weight, x.AdminState = b.Weight, b.AdminState
 			if !reflect.DeepEqual(b, x) {
 				return false

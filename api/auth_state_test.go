@@ -17,7 +17,7 @@ func TestOnlyServerStateAgreesWithTheDocuments(t *testing.T) {
 		for _, be := range []string{"web", "api"} {
 			b := config.Backend{Name: be}
 			for i := range 50 {
-				b.Servers = append(b.Servers, config.Server{Name: fmt.Sprintf("s%d", i), Address: "127.0.0.1", Port: 1000 + i})
+				b.Servers = append(b.Servers, &config.Server{Name: fmt.Sprintf("s%d", i), Address: "127.0.0.1", Port: 1000 + i})
 			}
 			c.Backends = append(c.Backends, b)
 		}
@@ -31,32 +31,28 @@ func TestOnlyServerStateAgreesWithTheDocuments(t *testing.T) {
 		fast   bool // onlyServerState must say true
 	}{
 		{"nothing", func(c *config.Config) {}, true},
-		{"a weight", func(c *config.Config) { c.OwnServers(0); c.Backends[0].Servers[20].Weight = &seven }, true},
+		{"a weight", func(c *config.Config) { c.OwnServer(0, 20).Weight = &seven }, true},
 		{"a state and a weight in two backends", func(c *config.Config) {
-			c.OwnServers(0)
-			c.OwnServers(1)
-			c.Backends[0].Servers[0].AdminState = config.AdminDrain
-			c.Backends[1].Servers[49].Weight = &seven
+			c.OwnServer(0, 0).AdminState = config.AdminDrain
+			c.OwnServer(1, 49).Weight = &seven
 		}, true},
-		{"a weight given as unset", func(c *config.Config) { c.OwnServers(0); c.Backends[0].Servers[3].Weight = nil }, true},
-		{"a port", func(c *config.Config) { c.OwnServers(0); c.Backends[0].Servers[20].Port = 1 }, false},
+		{"a weight given as unset", func(c *config.Config) { c.OwnServer(0, 3).Weight = nil }, true},
+		{"a port", func(c *config.Config) { c.OwnServer(0, 20).Port = 1 }, false},
 		{"a state and a maxconn", func(c *config.Config) {
-			c.OwnServers(0)
-			c.Backends[0].Servers[20].AdminState = config.AdminMaint
-			c.Backends[0].Servers[20].Maxconn = 3
+			s := c.OwnServer(0, 20)
+			s.AdminState = config.AdminMaint
+			s.Maxconn = 3
 		}, false},
 		{"tls", func(c *config.Config) {
-			c.OwnServers(1)
-			c.Backends[1].Servers[5].TLS = &config.ServerTLS{Verify: config.VerifyNone}
+			c.OwnServer(1, 5).TLS = &config.ServerTLS{Verify: config.VerifyNone}
 		}, false},
 		{"a server added", func(c *config.Config) {
-			*c.OwnServers(0) = append(c.Backends[0].Servers, config.Server{Name: "new", Address: "127.0.0.1", Port: 9})
+			*c.OwnServers(0) = append(c.Backends[0].Servers, &config.Server{Name: "new", Address: "127.0.0.1", Port: 9})
 		}, false},
 		{"a server removed", func(c *config.Config) { s := c.OwnServers(0); *s = (*s)[1:] }, false},
 		{"a backend's balance", func(c *config.Config) { c.Backends[1].Balance = config.BalanceLeastConn }, false},
 		{"a frontend's maxconn with a weight", func(c *config.Config) {
-			c.OwnServers(0)
-			c.Backends[0].Servers[1].Weight = &seven
+			c.OwnServer(0, 1).Weight = &seven
 			c.Frontends[0].Maxconn = 5
 		}, false},
 		{"the tuning", func(c *config.Config) { c.Tuning.Bufsize = 4096 }, false},

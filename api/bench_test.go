@@ -37,7 +37,7 @@ func BenchmarkOperatorCheckWith10kServers(b *testing.B) {
 	before := &config.Config{Backends: []config.Backend{{Name: "big"}}}
 	for i := range 10000 {
 		before.Backends[0].Servers = append(before.Backends[0].Servers,
-			config.Server{Name: fmt.Sprintf("s%d", i), Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), Port: 80})
+			&config.Server{Name: fmt.Sprintf("s%d", i), Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), Port: 80})
 	}
 	before.Normalize()
 	after := before.Clone()

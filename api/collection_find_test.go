@@ -11,7 +11,7 @@ import (
 // 10 000 (a create checks the name is free, its answer and its audit
 // record find it again: each a scan of the list).
 func BenchmarkServerFind10k(b *testing.B) {
-	items := make([]config.Server, 10000)
+	items := make([]*config.Server, 10000)
 	for i := range items {
 		items[i].Name = "s" + strconv.Itoa(i)
 	}
@@ -37,7 +37,7 @@ func BenchmarkServerFind10k(b *testing.B) {
 // TestServerFindAsNameOf: the servers' index finds what the generic
 // look-up finds.
 func TestServerFindAsNameOf(t *testing.T) {
-	items := []config.Server{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	items := []*config.Server{{Name: "a"}, {Name: "b"}, {Name: "c"}}
 	k := newCollections().servers
 	slow := *k
 	slow.index = nil

@@ -57,6 +57,10 @@ func FuzzAPIWrite(f *testing.F) {
 		{3, 0, `{"name":"b3","address":"127.0.0.1","port":8444,"tls":{"certificates":["site"],"alpn":["h2"],"min_version":"1.0","ciphers":["x"],"client_ca":"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n","client_auth":"optional"}}`},
 		{8, 0, `{"name":"b1","address":"127.0.0.1","port":8080,"tls":{"certificates":[],"client_cert_header_prefix":"X Y"}}`},
 		{9, 0, `{"tls":{"max_handshakes":-1,"ticket_rotation_ms":1}}`},
+		{0, 0, `{"name":"n","servers":[null]}`},
+		{10, 1, `{"servers":[{"name":"s1","address":"127.0.0.1","port":8081},null]}`},
+		{4, 0, `{"backends":[{"name":"x","servers":[null]}]}`},
+		{2, 0, `null`},
 	} {
 		f.Add(s.route, s.ctype, []byte(s.body))
 	}

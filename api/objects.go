@@ -13,7 +13,7 @@ type collections struct {
 	frontends *collection[config.Frontend]
 	binds     *collection[config.Bind]
 	backends  *collection[config.Backend]
-	servers   *collection[config.Server]
+	servers   *collection[*config.Server]
 	// certificates: GET and writes have their own handlers
 	// (certificates.go); the collection gives them create, replace and
 	// delete.
@@ -60,19 +60,19 @@ func newCollections() collections {
 			},
 			inUse: backendInUse,
 		},
-		servers: &collection[config.Server]{
+		servers: &collection[*config.Server]{
 			kind: "server", parent: "name", param: "server",
 			url:    func(be string) string { return base + "/backends/" + url.PathEscape(be) + "/servers" },
-			nameOf: func(v *config.Server) *string { return &v.Name },
+			nameOf: func(v **config.Server) *string { return &(*v).Name },
 			index:  config.FindServer,
-			slice: func(c *config.Config, be string) (*[]config.Server, string, error) {
+			slice: func(c *config.Config, be string) (*[]*config.Server, string, error) {
 				i := c.FindBackend(be)
 				if i < 0 {
 					return nil, "", fmt.Errorf("backend %q: %w", be, config.ErrNotFound)
 				}
 				return &c.Backends[i].Servers, fmt.Sprintf("/backends/%d/servers", i), nil
 			},
-			mutable: func(c *config.Config, be string) (*[]config.Server, string, error) {
+			mutable: func(c *config.Config, be string) (*[]*config.Server, string, error) {
 				i := c.FindBackend(be)
 				if i < 0 {
 					return nil, "", fmt.Errorf("backend %q: %w", be, config.ErrNotFound)

@@ -227,7 +227,7 @@ func build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 	}
 	literal := true // every address an IP address (b.literal)
 	for i := range cfg.Servers {
-		cs := &cfg.Servers[i]
+		cs := cfg.Servers[i]
 		if b.byName.get(cs.Name) != nil {
 			return nil, fmt.Errorf("backend %q server %q: duplicate name: %w", cfg.Name, cs.Name, config.ErrInvalid)
 		}
@@ -268,7 +268,7 @@ func build(cfg *config.Backend, prev *Backend, resolve func(host string) (netip.
 		if !reused[i] {
 			continue
 		}
-		cs := &cfg.Servers[i]
+		cs := cfg.Servers[i]
 		s.SetWeight(*cs.Weight)
 		s.SetMaxconn(cs.Maxconn)
 		_ = s.SetAdminState(cs.AdminState) // validated in pass 1

@@ -101,7 +101,7 @@ func (b *Backend) buildFrom(cfg *config.Backend, prev *Backend, head, tail int) 
 	reused := make([]bool, end-head) // of the window
 	var respelled []int              // reused under another spelling of their address
 	for i := head; i < end; i++ {
-		cs := &cfg.Servers[i]
+		cs := cfg.Servers[i]
 		if cs.Port < 1 || cs.Port > 65535 {
 			return false, fmt.Errorf("backend %q server %q: port %d: %w", cfg.Name, cs.Name, cs.Port, config.ErrInvalid)
 		}
@@ -155,7 +155,7 @@ func (b *Backend) buildFrom(cfg *config.Backend, prev *Backend, head, tail int) 
 		if !reused[i-head] {
 			continue
 		}
-		s, cs := servers[i], &cfg.Servers[i]
+		s, cs := servers[i], cfg.Servers[i]
 		if s.Weight() != min(max(*cs.Weight, 0), MaxWeight) {
 			s.SetWeight(*cs.Weight)
 		}

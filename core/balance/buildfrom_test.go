@@ -100,13 +100,14 @@ func buildFromAsBuild(t *testing.T, weights []int, steps int, span bool) {
 			for range 1 + rng.IntN(3) {
 				i := rng.IntN(len(c.Servers))
 				w := rng.IntN(200)
-				c.Servers[i].Weight = &w
-				c.Servers[i].Maxconn = rng.IntN(3)
-				c.Servers[i].AdminState = []string{config.AdminReady, config.AdminDrain, config.AdminMaint}[rng.IntN(3)]
+				s := ownServer(c.Servers, i) // cfg's servers are never written
+				s.Weight = &w
+				s.Maxconn = rng.IntN(3)
+				s.AdminState = []string{config.AdminReady, config.AdminDrain, config.AdminMaint}[rng.IntN(3)]
 			}
 		case op == 3: // address change
 			i := rng.IntN(len(c.Servers))
-			c.Servers[i].Port = 9000 + rng.IntN(100)
+			ownServer(c.Servers, i).Port = 9000 + rng.IntN(100)
 		case op == 4 && len(c.Servers) > 1: // move
 			i, j := rng.IntN(len(c.Servers)), rng.IntN(len(c.Servers))
 			c.Servers[i], c.Servers[j] = c.Servers[j], c.Servers[i]

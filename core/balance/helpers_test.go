@@ -19,10 +19,19 @@ func cfgBackend(algo string, weights ...int) *config.Backend {
 	return b
 }
 
+// ownServer replaces l[i] with a copy and returns it, to be changed: a
+// config's servers are shared with the configs copied from it and never
+// written (config.Backend.Servers).
+func ownServer(l []*config.Server, i int) *config.Server {
+	s := *l[i]
+	l[i] = &s
+	return &s
+}
+
 // cfgServer is a normalized server (Build takes configs as Normalize
 // leaves them).
-func cfgServer(i, w int) config.Server {
-	s := config.Server{
+func cfgServer(i, w int) *config.Server {
+	s := &config.Server{
 		Name:    fmt.Sprintf("s%d", i),
 		Address: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}).String(),
 		Port:    8080,

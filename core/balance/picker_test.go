@@ -277,14 +277,14 @@ func TestSourceIsStableAndMovesFewKeys(t *testing.T) {
 
 	// Removed from the configuration: only its keys move.
 	cfg2 := *cfg
-	cfg2.Servers = append(append([]config.Server{}, cfg.Servers[:3]...), cfg.Servers[4:]...)
+	cfg2.Servers = append(append([]*config.Server{}, cfg.Servers[:3]...), cfg.Servers[4:]...)
 	b2 := mustBuild(t, &cfg2, b)
 	if m, strays := moved(b2.NewPicker(5), "s3"); strays != 0 || m != per["s3"] {
 		t.Errorf("s3 removed: %d keys moved (%d not from s3), want exactly the %d of s3", m, strays, per["s3"])
 	}
 	// Added back as a new server: it takes a share, nothing else moves.
 	cfg3 := *cfg
-	cfg3.Servers = append(append([]config.Server{}, cfg2.Servers...), cfgServer(50, 100))
+	cfg3.Servers = append(append([]*config.Server{}, cfg2.Servers...), cfgServer(50, 100))
 	b3 := mustBuild(t, &cfg3, b2)
 	p3 := b3.NewPicker(5)
 	newKeys := 0

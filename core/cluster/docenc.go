@@ -27,7 +27,7 @@ type docEncoder struct {
 // server i is json[at[i]:at[i+1]-1] (at has len(list)+1 entries; the byte
 // before each next start is the comma, or the closing bracket).
 type encodedServers struct {
-	list []config.Server
+	list []*config.Server
 	json []byte
 	at   []int
 }
@@ -61,7 +61,7 @@ func (e *docEncoder) encode(c *config.Config) ([]byte, error) {
 	for i := range c.Backends {
 		b := &c.Backends[i]
 		h := *b
-		h.Servers = []config.Server{}
+		h.Servers = []*config.Server{}
 		bh, err := json.Marshal(&h)
 		if err != nil {
 			return nil, err
@@ -105,7 +105,7 @@ func (e *docEncoder) size(c *config.Config) int {
 
 // servers is the encoding of list, the servers of backend name, made from
 // the one kept for that backend where they are the same servers.
-func (e *docEncoder) servers(name string, list []config.Server) (*encodedServers, error) {
+func (e *docEncoder) servers(name string, list []*config.Server) (*encodedServers, error) {
 	old := e.backends[name]
 	var head, tail int
 	if old != nil {

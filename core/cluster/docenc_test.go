@@ -54,7 +54,7 @@ func TestDocEncoderIsJSONMarshal(t *testing.T) {
 				s := config.Server{Name: "x" + strconv.Itoa(n), Address: "10.9.9.9", Port: 1 + rng.IntN(60000)}
 				s.Normalize()
 				at := rng.IntN(len(*list) + 1)
-				*list = append((*list)[:at], append([]config.Server{s}, (*list)[at:]...)...)
+				*list = append((*list)[:at], append([]*config.Server{&s}, (*list)[at:]...)...)
 				what = "server added at " + strconv.Itoa(at)
 			case j == 1:
 				at := rng.IntN(len(*list))
@@ -63,7 +63,7 @@ func TestDocEncoderIsJSONMarshal(t *testing.T) {
 			default:
 				at := rng.IntN(len(*list))
 				w := rng.IntN(257)
-				(*list)[at].Weight = &w
+				next.OwnServer(bi, at).Weight = &w
 				what = "server changed at " + strconv.Itoa(at)
 			}
 		}

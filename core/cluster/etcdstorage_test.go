@@ -52,7 +52,7 @@ func testConfig(t testing.TB, gen int64, servers int, backends ...string) *confi
 	for _, b := range backends {
 		be := config.Backend{Name: b}
 		for i := range servers {
-			be.Servers = append(be.Servers, config.Server{Name: "s" + strconv.Itoa(i), Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), Port: 8080})
+			be.Servers = append(be.Servers, &config.Server{Name: "s" + strconv.Itoa(i), Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), Port: 8080})
 		}
 		c.Backends = append(c.Backends, be)
 	}

@@ -124,8 +124,8 @@ func TestServerEqualSeesEveryField(t *testing.T) {
 }
 
 func cloneServer(s *Server) Server {
-	b := Backend{Servers: []Server{*s}}
-	return b.clone().Servers[0]
+	b := Backend{Servers: []*Server{s}}
+	return *b.clone().Servers[0]
 }
 
 // cloneSharingServers (UpdateOptions.ShareServers) is Clone but for the
@@ -146,8 +146,21 @@ func TestCloneSharingServersSharesOnlyTheServers(t *testing.T) {
 	assertNoSharing(t, "Config", reflect.ValueOf(c), reflect.ValueOf(*cl))
 	cl.Backends[0].Servers = csv
 	own := cl.OwnServers(0)
-	(*own)[0].Name = "changed"
+	(*own)[0] = &Server{Name: "changed"}
 	if sv[0].Name == "changed" || !reflect.DeepEqual(*own, cl.Backends[0].Servers) {
 		t.Fatal("OwnServers did not copy the list into the config")
+	}
+	// OwnServer: a copy of the server in a list of the config's own, the
+	// server of c untouched, nothing shared with it
+	c.Backends[0].Servers = sv
+	cl = c.cloneSharingServers()
+	s := cl.OwnServer(0, 0)
+	if s == sv[0] || &cl.Backends[0].Servers[0] == &sv[0] || cl.Backends[0].Servers[0] != s || !reflect.DeepEqual(s, sv[0]) {
+		t.Fatal("OwnServer did not put a copy of the server in a list of the config's own")
+	}
+	assertNoSharing(t, "Server", reflect.ValueOf(*s), reflect.ValueOf(*sv[0]))
+	*s.Weight, s.TLS.Verify = 77, "changed"
+	if *sv[0].Weight == 77 || sv[0].TLS.Verify == "changed" {
+		t.Fatal("OwnServer's copy shares the weight or the tls of the server")
 	}
 }

@@ -108,6 +108,12 @@ func DecodeBytes(data []byte, v any) error {
 			Message: fmt.Sprintf("unexpected data after the JSON document at byte offset %d", dec.InputOffset())}
 	}
 
+	// A null where a pointer is decoded (a server of a stored delta)
+	// would leave a nil the caller never checks for.
+	if raw == nil && rv.Elem().Kind() == reflect.Pointer {
+		return &DecodeError{Code: DecodeType, Message: "expected " + shapeName(rv.Elem().Type()) + ", got null"}
+	}
+
 	// Second pass: every member must exist in the target type, with exact
 	// case, and every value must have the field's JSON type.
 	if derr := checkShape(raw, rv.Type().Elem(), ""); derr != nil {
@@ -264,6 +270,11 @@ func checkShape(raw any, t reflect.Type, ptr string) *DecodeError {
 				Message: fmt.Sprintf("at most %d elements allowed", t.Len())}
 		}
 		for i, e := range arr {
+			if e == nil && t.Elem().Kind() == reflect.Pointer {
+				// a list of pointers (Backend.Servers) holds no nil: the
+				// code that reads it never checks for one
+				return &DecodeError{Field: ptr + "/" + strconv.Itoa(i), Code: DecodeType, Message: "expected " + shapeName(t.Elem()) + ", got null"}
+			}
 			if derr := checkShape(e, t.Elem(), ptr+"/"+strconv.Itoa(i)); derr != nil {
 				return derr
 			}
@@ -308,6 +319,24 @@ func checkShape(raw any, t reflect.Type, ptr string) *DecodeError {
 		return nil
 	}
 	return &DecodeError{Field: ptr, Code: DecodeType, Message: fmt.Sprintf("cannot decode into %s", t)}
+}
+
+// shapeName is the JSON kind a value of t is written as, for a message.
+func shapeName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	}
+	return "a number"
 }
 
 func numberError(ptr string, n json.Number, t reflect.Type) *DecodeError {

@@ -95,7 +95,7 @@ func makeDelta(cur, next *Config, spans []listSpan) (d *Delta, ok bool, err erro
 				tail = spans[i].tail
 			}
 			sd, ok, err := listDelta(os, ns, serverName,
-				func(a, b *Server) bool { return a.equal(b) }, nil)
+				func(a, b **Server) bool { return sameServer(*a, *b) }, nil)
 			if err != nil || !ok || len(sd.Add) > 0 && tail > 0 {
 				return false, err
 			}

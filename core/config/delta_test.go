@@ -24,7 +24,7 @@ var deltaSteps = []struct {
 	{"add servers", func(c *Config) error {
 		b := &c.Backends[c.FindBackend("web")]
 		for i := range 50 {
-			b.Servers = append(b.Servers, Server{Name: fmt.Sprintf("s%03d", i+2), Address: "127.0.0.1", Port: 9000 + i})
+			b.Servers = append(b.Servers, &Server{Name: fmt.Sprintf("s%03d", i+2), Address: "127.0.0.1", Port: 9000 + i})
 		}
 		return nil
 	}, false},
@@ -228,7 +228,7 @@ func TestStoreFailedApplyRevertsADelta(t *testing.T) {
 func TestValidateWithPrevStillFindsDuplicates(t *testing.T) {
 	prev := &Config{Backends: []Backend{{Name: "web"}}}
 	for i := range 20 {
-		prev.Backends[0].Servers = append(prev.Backends[0].Servers, Server{Name: fmt.Sprintf("s%02d", i), Address: "127.0.0.1", Port: 1000 + i})
+		prev.Backends[0].Servers = append(prev.Backends[0].Servers, &Server{Name: fmt.Sprintf("s%02d", i), Address: "127.0.0.1", Port: 1000 + i})
 	}
 	prev.Normalize()
 	if err := Validate(prev, Env{}); err != nil {
@@ -236,18 +236,18 @@ func TestValidateWithPrevStillFindsDuplicates(t *testing.T) {
 	}
 	for name, mutate := range map[string]func(c *Config){
 		"appended duplicate": func(c *Config) {
-			c.Backends[0].Servers = append(c.Backends[0].Servers, Server{Name: "s05", Address: "127.0.0.1", Port: 2000})
+			c.Backends[0].Servers = append(c.Backends[0].Servers, &Server{Name: "s05", Address: "127.0.0.1", Port: 2000})
 		},
 		"two appended alike": func(c *Config) {
 			c.Backends[0].Servers = append(c.Backends[0].Servers,
-				Server{Name: "n1", Address: "127.0.0.1", Port: 2000}, Server{Name: "n1", Address: "127.0.0.1", Port: 2001})
+				&Server{Name: "n1", Address: "127.0.0.1", Port: 2000}, &Server{Name: "n1", Address: "127.0.0.1", Port: 2001})
 		},
 		"renamed onto another": func(c *Config) { c.Backends[0].Servers[3].Name = "s07" },
 		"many appended, one duplicate": func(c *Config) {
 			for i := range 20 {
-				c.Backends[0].Servers = append(c.Backends[0].Servers, Server{Name: fmt.Sprintf("m%02d", i), Address: "127.0.0.1", Port: 3000 + i})
+				c.Backends[0].Servers = append(c.Backends[0].Servers, &Server{Name: fmt.Sprintf("m%02d", i), Address: "127.0.0.1", Port: 3000 + i})
 			}
-			c.Backends[0].Servers = append(c.Backends[0].Servers, Server{Name: "s00", Address: "127.0.0.1", Port: 2000})
+			c.Backends[0].Servers = append(c.Backends[0].Servers, &Server{Name: "s00", Address: "127.0.0.1", Port: 2000})
 		},
 	} {
 		next := prev.Clone()
@@ -273,7 +273,7 @@ func TestDeltaRandomServerChanges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	cur := &Config{Backends: []Backend{{Name: "web"}}}
 	for i := range 30 {
-		cur.Backends[0].Servers = append(cur.Backends[0].Servers, Server{Name: fmt.Sprintf("s%03d", i), Address: "127.0.0.1", Port: 1000 + i})
+		cur.Backends[0].Servers = append(cur.Backends[0].Servers, &Server{Name: fmt.Sprintf("s%03d", i), Address: "127.0.0.1", Port: 1000 + i})
 	}
 	cur.Normalize()
 	next := 100
@@ -297,11 +297,11 @@ func TestDeltaRandomServerChanges(t *testing.T) {
 			i := rng.IntN(len(*sv))
 			*sv = slices.Delete(*sv, i, i+1)
 		case op == 1:
-			*sv = append(*sv, Server{Name: fmt.Sprintf("n%03d", next), Address: "127.0.0.1", Port: 2000 + next})
+			*sv = append(*sv, &Server{Name: fmt.Sprintf("n%03d", next), Address: "127.0.0.1", Port: 2000 + next})
 			next++
 		case op == 2:
 			i := rng.IntN(len(*sv) + 1)
-			*sv = slices.Insert(*sv, i, Server{Name: fmt.Sprintf("n%03d", next), Address: "127.0.0.1", Port: 2000 + next})
+			*sv = slices.Insert(*sv, i, &Server{Name: fmt.Sprintf("n%03d", next), Address: "127.0.0.1", Port: 2000 + next})
 			next++
 		case op == 3 && len(*sv) > 1:
 			i, j := rng.IntN(len(*sv)), rng.IntN(len(*sv))
@@ -355,7 +355,7 @@ func BenchmarkDeltaApplyOneServer10k(b *testing.B) {
 	cur.Normalize()
 	next := cur.CloneSharingServers()
 	w := 99
-	(*next.OwnServers(0))[5000].Weight = &w
+	next.OwnServer(0, 5000).Weight = &w
 	d, ok, err := MakeDelta(cur, next)
 	if err != nil || !ok || d.Servers["big"] == nil {
 		b.Fatal(ok, err)

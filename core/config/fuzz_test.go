@@ -16,6 +16,7 @@ func FuzzDecodeConfig(f *testing.F) {
 	good, _ := json.Marshal(goodConfig())
 	f.Add(good)
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"backends":[{"name":"w","servers":[{"name":"a","address":"::1","port":1},null]}]}`))
 	f.Add([]byte(`{"frontends":[{"name":"a","binds":[{"name":"b","address":"*","port":80}],"routes":[{"backend":"x"}]}]}`))
 	f.Add([]byte(`{"cpu_map":{"mode":"manual","threads":[{"thread":0,"cpus":[0,4095]}]},"irq":{"pins":[{"irq":1,"cpus":[]}]}}`))
 	f.Add([]byte(`{"backends":[{"name":"w","health_check":{"type":"http","status_min":500,"status_max":100}}]}`))

@@ -26,7 +26,7 @@ func killBase() func(c *Config) error {
 	return func(c *Config) error {
 		b := Backend{Name: "web"}
 		for i := range killServers {
-			b.Servers = append(b.Servers, Server{Name: fmt.Sprintf("s%02d", i), Address: "127.0.0.1", Port: 9000 + i, AdminState: AdminMaint})
+			b.Servers = append(b.Servers, &Server{Name: fmt.Sprintf("s%02d", i), Address: "127.0.0.1", Port: 9000 + i, AdminState: AdminMaint})
 		}
 		c.Backends = append(c.Backends, b)
 		return nil
@@ -46,11 +46,12 @@ func killChange(gen int64) func(c *Config) error {
 				w = *p%200 + 1
 			}
 			w++
-			(*sv)[i].Weight = &w
+			c.OwnServer(0, i).Weight = &w
 		case 1:
-			(*sv)[i].AdminState = map[string]string{AdminReady: AdminDrain, AdminDrain: AdminMaint, AdminMaint: AdminReady}[(*sv)[i].AdminState]
+			s := c.OwnServer(0, i)
+			s.AdminState = map[string]string{AdminReady: AdminDrain, AdminDrain: AdminMaint, AdminMaint: AdminReady}[s.AdminState]
 		case 2:
-			*sv = append(*sv, Server{Name: fmt.Sprintf("n%04d", gen), Address: "127.0.0.1", Port: 20000 + int(gen), AdminState: AdminMaint})
+			*sv = append(*sv, &Server{Name: fmt.Sprintf("n%04d", gen), Address: "127.0.0.1", Port: 20000 + int(gen), AdminState: AdminMaint})
 		case 3:
 			*sv = append((*sv)[:i], (*sv)[i+1:]...)
 		}
@@ -368,7 +369,7 @@ func TestStoreSnapshotsOfALargeDocumentAreFurtherApart(t *testing.T) {
 	mustUpdate(t, s, func(c *Config) error {
 		b := Backend{Name: "big"}
 		for i := range 2000 {
-			b.Servers = append(b.Servers, Server{Name: fmt.Sprintf("s%04d", i), Address: "127.0.0.1", Port: 10000 + i, AdminState: AdminMaint})
+			b.Servers = append(b.Servers, &Server{Name: fmt.Sprintf("s%04d", i), Address: "127.0.0.1", Port: 10000 + i, AdminState: AdminMaint})
 		}
 		c.Backends = append(c.Backends, b)
 		return nil
@@ -386,9 +387,8 @@ func TestStoreSnapshotsOfALargeDocumentAreFurtherApart(t *testing.T) {
 	weight := func(i int) {
 		t.Helper()
 		if _, err := s.Update(context.Background(), func(c *Config) error {
-			sv := c.OwnServers(0)
 			w := i%200 + 2
-			(*sv)[i%2000].Weight = &w
+			c.OwnServer(0, i%2000).Weight = &w
 			return nil
 		}, UpdateOptions{ShareServers: true}); err != nil {
 			t.Fatal(err)

@@ -116,7 +116,7 @@ func TestForNode(t *testing.T) {
 func TestForNodeWithoutChangeDoesNotAllocate(t *testing.T) {
 	c := goodConfig()
 	for i := range 10000 {
-		c.Backends[0].Servers = append(c.Backends[0].Servers, Server{Name: fmt.Sprintf("x%d", i), Address: "127.0.0.1", Port: 1000 + i%60000})
+		c.Backends[0].Servers = append(c.Backends[0].Servers, &Server{Name: fmt.Sprintf("x%d", i), Address: "127.0.0.1", Port: 1000 + i%60000})
 	}
 	c.Nodes = map[string]NodeSettings{"other": {Nbthread: intp(1)}}
 	c.Normalize()

@@ -208,7 +208,7 @@ func index[T any](s []T, name func(*T) string) map[string]int {
 func frontendName(f *Frontend) string { return f.Name }
 func bindName(b *Bind) string         { return b.Name }
 func backendName(b *Backend) string   { return b.Name }
-func serverName(s *Server) string     { return s.Name }
+func serverName(s **Server) string    { return (*s).Name }
 
 // diffNamed matches the items of two lists by name and reports each
 // difference in new's order, then old's: created for an item only in new,
@@ -318,31 +318,31 @@ func (d *differ) backends(old, new []Backend) {
 }
 
 // servers reports that the servers kept changed order.
-func (d *differ) servers(parent string, old, new []Server) bool {
+func (d *differ) servers(parent string, old, new []*Server) bool {
 	if d.unique {
 		// With unique names, a server equal to the one at the same place
 		// (from the start, or from the end) of the other list gives no
 		// item, and no name of the rest appears among those skipped: a
 		// change of one server among 10 000 compares instead of indexing.
-		for len(old) > 0 && len(new) > 0 && old[0].Name == new[0].Name && old[0].equal(&new[0]) {
+		for len(old) > 0 && len(new) > 0 && old[0].Name == new[0].Name && sameServer(old[0], new[0]) {
 			old, new = old[1:], new[1:]
 		}
 		for len(old) > 0 && len(new) > 0 && old[len(old)-1].Name == new[len(new)-1].Name &&
-			old[len(old)-1].equal(&new[len(new)-1]) {
+			sameServer(old[len(old)-1], new[len(new)-1]) {
 			old, new = old[:len(old)-1], new[:len(new)-1]
 		}
 	}
 	return diffNamed(old, new, serverName,
-		func(s *Server) { d.add(parent+"/server/"+s.Name, OpCreate, ApplyInPlace, nil) },
-		func(o, s *Server) {
-			if o.equal(s) {
+		func(s **Server) { d.add(parent+"/server/"+(*s).Name, OpCreate, ApplyInPlace, nil) },
+		func(o, s **Server) {
+			if sameServer(*o, *s) {
 				return // the common case with many servers: skip reflection
 			}
-			if fields := changedFields(*o, *s, "name"); len(fields) > 0 {
-				d.add(parent+"/server/"+s.Name, OpUpdate, ApplyInPlace, fields)
+			if fields := changedFields(**o, **s, "name"); len(fields) > 0 {
+				d.add(parent+"/server/"+(*s).Name, OpUpdate, ApplyInPlace, fields)
 			}
 		},
-		func(s *Server) { d.add(parent+"/server/"+s.Name, OpDelete, ApplyInPlace, nil) })
+		func(s **Server) { d.add(parent+"/server/"+(*s).Name, OpDelete, ApplyInPlace, nil) })
 }
 
 // changedFields lists the JSON names of the top-level fields of two values

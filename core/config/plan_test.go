@@ -18,7 +18,7 @@ func TestDiff(t *testing.T) {
 		{name: "generation is not a change", mutate: func(c *Config) { c.Generation = 99 }, want: []PlanItem{}},
 		{name: "nil and empty threads are the same", mutate: func(c *Config) { c.Frontends[1].Binds[0].Threads = []int{} }, want: []PlanItem{}},
 		{name: "create backend", mutate: func(c *Config) {
-			c.Backends = append(c.Backends, Backend{Name: "new", Servers: []Server{{Name: "s", Address: "::1", Port: 1}}})
+			c.Backends = append(c.Backends, Backend{Name: "new", Servers: []*Server{{Name: "s", Address: "::1", Port: 1}}})
 			c.Normalize()
 		}, want: []PlanItem{{Object: "backend/new", Op: OpCreate, Apply: ApplyInPlace}}},
 		{name: "delete backend", mutate: func(c *Config) { c.Backends = c.Backends[:2] },
@@ -34,7 +34,7 @@ func TestDiff(t *testing.T) {
 			w := 5
 			c.Backends[0].Servers[0].Weight = &w
 			c.Backends[0].Servers[0].AdminState = AdminDrain
-			c.Backends[0].Servers = append(c.Backends[0].Servers[:1], Server{Name: "s3", Address: "::1", Port: 3})
+			c.Backends[0].Servers = append(c.Backends[0].Servers[:1], &Server{Name: "s3", Address: "::1", Port: 3})
 			c.Normalize()
 		}, want: []PlanItem{
 			{Object: "backend/web/server/s1", Op: OpUpdate, Apply: ApplyInPlace, Fields: []string{"weight", "admin_state"}},
@@ -222,27 +222,27 @@ func TestDiffOfUniqueNamesMatchesGeneralDiff(t *testing.T) {
 		c := &Config{Backends: []Backend{{Name: "big"}}}
 		for i := range 200 {
 			c.Backends[0].Servers = append(c.Backends[0].Servers,
-				Server{Name: fmt.Sprintf("s%03d", i), Address: "127.0.0.1", Port: 1000 + i})
+				&Server{Name: fmt.Sprintf("s%03d", i), Address: "127.0.0.1", Port: 1000 + i})
 		}
 		c.Normalize()
 		return c
 	}
 	tests := []struct {
 		name   string
-		change func(s *[]Server)
+		change func(s *[]*Server)
 	}{
-		{"state of one in the middle", func(s *[]Server) { (*s)[100].AdminState = AdminDrain }},
-		{"first and last", func(s *[]Server) { (*s)[0].Port = 1; (*s)[199].Maxconn = 5 }},
-		{"append", func(s *[]Server) { *s = append(*s, Server{Name: "new", Address: "127.0.0.1", Port: 9}) }},
-		{"insert at the front", func(s *[]Server) {
-			*s = append([]Server{{Name: "new", Address: "127.0.0.1", Port: 9}}, *s...)
+		{"state of one in the middle", func(s *[]*Server) { (*s)[100].AdminState = AdminDrain }},
+		{"first and last", func(s *[]*Server) { (*s)[0].Port = 1; (*s)[199].Maxconn = 5 }},
+		{"append", func(s *[]*Server) { *s = append(*s, &Server{Name: "new", Address: "127.0.0.1", Port: 9}) }},
+		{"insert at the front", func(s *[]*Server) {
+			*s = append([]*Server{{Name: "new", Address: "127.0.0.1", Port: 9}}, *s...)
 		}},
-		{"delete in the middle", func(s *[]Server) { *s = append((*s)[:50], (*s)[51:]...) }},
-		{"delete and change after it", func(s *[]Server) { *s = append((*s)[:50], (*s)[51:]...); (*s)[120].Port = 2 }},
-		{"swap two", func(s *[]Server) { (*s)[3], (*s)[150] = (*s)[150], (*s)[3] }},
-		{"rename one", func(s *[]Server) { (*s)[7].Name = "renamed" }},
-		{"delete all", func(s *[]Server) { *s = nil }},
-		{"no change", func(s *[]Server) {}},
+		{"delete in the middle", func(s *[]*Server) { *s = append((*s)[:50], (*s)[51:]...) }},
+		{"delete and change after it", func(s *[]*Server) { *s = append((*s)[:50], (*s)[51:]...); (*s)[120].Port = 2 }},
+		{"swap two", func(s *[]*Server) { (*s)[3], (*s)[150] = (*s)[150], (*s)[3] }},
+		{"rename one", func(s *[]*Server) { (*s)[7].Name = "renamed" }},
+		{"delete all", func(s *[]*Server) { *s = nil }},
+		{"no change", func(s *[]*Server) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,7 +22,7 @@ func TestValidateServerProto(t *testing.T) {
 			c.Backends[1].Servers[0].Proto = ProtoH2
 		}},
 		{name: "h2 with tls and send_proxy passes", mutate: func(c *Config) {
-			s := &c.Backends[0].Servers[0]
+			s := c.Backends[0].Servers[0]
 			s.Proto, s.SendProxy = ProtoH2, ProxyV2
 			s.TLS = &ServerTLS{Verify: VerifyNone}
 		}},
@@ -30,7 +30,7 @@ func TestValidateServerProto(t *testing.T) {
 		{name: "h2 refused on a tcp backend", mutate: func(c *Config) { c.Backends[2].Servers[0].Proto = ProtoH2 },
 			want: []want{{"/backends/2/servers/0/proto", CodeModeMismatch}}},
 		{name: "h2 refused on a backend without mode (tcp)", mutate: func(c *Config) {
-			c.Backends = append(c.Backends, Backend{Name: "bare", Servers: []Server{{Name: "a", Address: "10.0.0.1", Port: 80, Proto: ProtoH2}}})
+			c.Backends = append(c.Backends, Backend{Name: "bare", Servers: []*Server{{Name: "a", Address: "10.0.0.1", Port: 80, Proto: ProtoH2}}})
 		}, want: []want{{"/backends/3/servers/0/proto", CodeModeMismatch}}},
 		{name: "unknown proto refused", mutate: func(c *Config) { c.Backends[0].Servers[1].Proto = "h3" },
 			want: []want{{"/backends/0/servers/1/proto", CodeOneOf}}},

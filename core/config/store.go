@@ -73,10 +73,13 @@ type UpdateOptions struct {
 	// ShareServers gives mutate a copy of Current whose backends' lists
 	// of servers are Current's own (Current stays immutable): mutate
 	// must not write into such a list, and replaces it first
-	// (Config.OwnServers) to change, add or remove a server. Then a
-	// write copies only the list it changes, not every server of the
+	// (Config.OwnServers) to change, add or remove a server, nor into a
+	// server of it: a changed server is a changed copy put in its place
+	// (Config.OwnServer). Then a write copies only the pointers of the
+	// list it changes and the server it changes, not every server of the
 	// document, and what is compared after (validation, plan, delta,
-	// the data plane) skips the lists it did not change at once.
+	// the data plane) skips the lists and servers it did not change at
+	// once.
 	ShareServers bool
 	// AuditRecord, when set, is called once the write is about to be
 	// committed and returns the write's audit record (JSON; nil: none),

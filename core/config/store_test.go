@@ -40,7 +40,7 @@ func dirOf(s *Store) *DirStorage { return s.st.(*DirStorage) }
 
 func addBackend(name string) func(c *Config) error {
 	return func(c *Config) error {
-		c.Backends = append(c.Backends, Backend{Name: name, Servers: []Server{{Name: "s1", Address: "127.0.0.1", Port: 8081}}})
+		c.Backends = append(c.Backends, Backend{Name: name, Servers: []*Server{{Name: "s1", Address: "127.0.0.1", Port: 8081}}})
 		return nil
 	}
 }
@@ -208,7 +208,7 @@ func TestStoreServerOrderIsAChange(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore(t, dir, "")
 	mustUpdate(t, s, func(c *Config) error {
-		c.Backends = append(c.Backends, Backend{Name: "web", Servers: []Server{
+		c.Backends = append(c.Backends, Backend{Name: "web", Servers: []*Server{
 			{Name: "a", Address: "127.0.0.1", Port: 1}, {Name: "b", Address: "127.0.0.1", Port: 2},
 			{Name: "c", Address: "127.0.0.1", Port: 3}}})
 		return nil
@@ -296,7 +296,7 @@ func TestStoreUpdateReturnsMutateAndValidationErrors(t *testing.T) {
 	// (unchanged servers are skipped, having passed before).
 	mustUpdate(t, s, addBackend("web"))
 	_, err = s.Update(context.Background(), func(c *Config) error {
-		c.Backends[0].Servers = append(c.Backends[0].Servers, Server{Name: "s2", Address: "::1", Port: 2})
+		c.Backends[0].Servers = append(c.Backends[0].Servers, &Server{Name: "s2", Address: "::1", Port: 2})
 		c.Backends[0].Servers[0].Port = 0
 		return nil
 	}, UpdateOptions{})
@@ -645,7 +645,7 @@ func BenchmarkUpdate10kServers(b *testing.B) {
 	_, err = s.Update(context.Background(), func(c *Config) error {
 		be := Backend{Name: "big"}
 		for i := range 10000 {
-			be.Servers = append(be.Servers, Server{Name: fmt.Sprintf("s%d", i), Address: "10.0.0.1", Port: 1 + i})
+			be.Servers = append(be.Servers, &Server{Name: fmt.Sprintf("s%d", i), Address: "10.0.0.1", Port: 1 + i})
 		}
 		c.Backends = append(c.Backends, be)
 		return nil

@@ -209,7 +209,7 @@ func (p *problems) fieldRules(c *Config, spans []listSpan) {
 		shallow.Servers = nil
 		p.structRules(bp, &shallow)
 		servers, first := b.Servers, 0
-		var pb []Server
+		var pb []*Server
 		if spans != nil && spans[i].had {
 			// outside the span, the servers are prev's
 			pb, servers = spans[i].window(b.Servers)
@@ -218,8 +218,12 @@ func (p *problems) fieldRules(c *Config, spans []listSpan) {
 		pm := prevServers{list: pb}
 		for w := range servers {
 			j := first + w
-			s := &b.Servers[j]
-			if o := pm.find(w, s.Name); o != nil && s.equal(o) {
+			s := b.Servers[j]
+			if s == nil {
+				p.add(bp+"/servers/"+strconv.Itoa(j), CodeRequired, "a server must be an object, not null")
+				continue
+			}
+			if o := pm.find(w, s.Name); o != nil && sameServer(s, o) {
 				continue
 			}
 			p.structRules(bp+"/servers/"+strconv.Itoa(j), s)
@@ -243,7 +247,7 @@ func (p *problems) fieldRules(c *Config, spans []listSpan) {
 // created or deleted before it), so the name index is built only when none
 // of those match.
 type prevServers struct {
-	list  []Server
+	list  []*Server
 	shift int
 	index map[string]int
 }
@@ -252,7 +256,7 @@ func (p *prevServers) find(j int, name string) *Server {
 	for _, d := range [3]int{0, 1, -1} {
 		if k := j + p.shift + d; k >= 0 && k < len(p.list) && p.list[k].Name == name {
 			p.shift += d
-			return &p.list[k]
+			return p.list[k]
 		}
 	}
 	if len(p.list) == 0 {
@@ -271,7 +275,7 @@ func (p *prevServers) find(j int, name string) *Server {
 		return nil
 	}
 	p.shift = k - j
-	return &p.list[k]
+	return p.list[k]
 }
 
 // structRules validates one struct (a pointer) whose JSON pointer is prefix.
@@ -650,7 +654,7 @@ func (v *validation) backends() {
 		// mode, only the span where the lists differ: outside it the
 		// servers are the previous ones, valid and of unique names.
 		servers, first := b.Servers, 0
-		var pb []Server
+		var pb []*Server
 		sameMode := false
 		if v.spans != nil && v.spans[i].had {
 			pb, sameMode = v.spans[i].old, v.spans[i].oldMode == b.Mode
@@ -677,8 +681,11 @@ func (v *validation) backends() {
 		}
 		for w := range servers {
 			j := first + w
-			s := &b.Servers[j]
-			if kept != nil && kept[w] != nil && sameMode && s.equal(kept[w]) {
+			s := b.Servers[j]
+			if s == nil {
+				continue // fieldRules says so
+			}
+			if kept != nil && kept[w] != nil && sameMode && sameServer(s, kept[w]) {
 				continue // as valid as it was in prev
 			}
 			if s.Name != "" && !ValidName(s.Name) {
@@ -699,7 +706,7 @@ func (v *validation) backends() {
 						k = end - 1
 						continue
 					}
-					if b.Servers[k].Name != s.Name {
+					if b.Servers[k] == nil || b.Servers[k].Name != s.Name {
 						continue
 					}
 					if k < j {
@@ -754,7 +761,7 @@ const maxAppendedScan = 8
 // like that (then the caller indexes them): a write that changes, deletes
 // or adds servers keeps the others where they were, and the names need no
 // index to be known unique.
-func keptServers(servers, prev []Server) []*Server {
+func keptServers(servers, prev []*Server) []*Server {
 	if len(prev) == 0 {
 		return nil
 	}
@@ -762,6 +769,9 @@ func keptServers(servers, prev []Server) []*Server {
 	k := 0
 	j := 0
 	for ; j < len(servers); j++ {
+		if servers[j] == nil {
+			return nil // the caller indexes, fieldRules refuses it
+		}
 		name := servers[j].Name
 		for k < len(prev) && prev[k].Name != name {
 			k++
@@ -769,7 +779,7 @@ func keptServers(servers, prev []Server) []*Server {
 		if k == len(prev) {
 			break
 		}
-		kept[j] = &prev[k]
+		kept[j] = prev[k]
 		k++
 	}
 	if len(servers)-j > maxAppendedScan {

@@ -33,12 +33,12 @@ func goodConfig() *Config {
 			},
 		},
 		Backends: []Backend{
-			{Name: "web", Mode: ModeHTTP, Servers: []Server{
+			{Name: "web", Mode: ModeHTTP, Servers: []*Server{
 				{Name: "s1", Address: "127.0.0.1", Port: 8081},
 				{Name: "s2", Address: "origin.example.com", Port: 8082, Weight: &w0},
 			}, HealthCheck: &HealthCheck{Type: CheckHTTP, Path: "/healthz"}},
-			{Name: "api", Mode: ModeHTTP, Servers: []Server{{Name: "s1", Address: "::1", Port: 9000}}},
-			{Name: "db", Mode: ModeTCP, Servers: []Server{{Name: "pg-1", Address: "10.0.0.5", Port: 5432}},
+			{Name: "api", Mode: ModeHTTP, Servers: []*Server{{Name: "s1", Address: "::1", Port: 9000}}},
+			{Name: "db", Mode: ModeTCP, Servers: []*Server{{Name: "pg-1", Address: "10.0.0.5", Port: 5432}},
 				HealthCheck: &HealthCheck{Type: CheckTCP}},
 		},
 		Tuning: Tuning{Nbthread: 2},
@@ -467,7 +467,7 @@ func TestNamespaceToPointer(t *testing.T) {
 func BenchmarkValidate10kServers(b *testing.B) {
 	c := goodConfig()
 	for i := range 10000 {
-		c.Backends[0].Servers = append(c.Backends[0].Servers, Server{Name: fmt.Sprintf("x%d", i), Address: "127.0.0.1", Port: 1000 + i%60000})
+		c.Backends[0].Servers = append(c.Backends[0].Servers, &Server{Name: fmt.Sprintf("x%d", i), Address: "127.0.0.1", Port: 1000 + i%60000})
 	}
 	c.Normalize()
 	b.ReportAllocs()
@@ -485,7 +485,7 @@ func TestValidateChecksChangedServersAfterAShift(t *testing.T) {
 	prev := goodConfig()
 	for i := range 100 {
 		prev.Backends[0].Servers = append(prev.Backends[0].Servers,
-			Server{Name: fmt.Sprintf("s%03d", i), Address: "127.0.0.1", Port: 2000 + i})
+			&Server{Name: fmt.Sprintf("s%03d", i), Address: "127.0.0.1", Port: 2000 + i})
 	}
 	prev.Normalize()
 	if err := validate(prev, Env{}, nil, nil); err != nil {
@@ -494,41 +494,41 @@ func TestValidateChecksChangedServersAfterAShift(t *testing.T) {
 	bad := 300
 	tests := []struct {
 		name   string
-		change func(s *[]Server) string
+		change func(s *[]*Server) string
 	}{
-		{"after a delete", func(s *[]Server) string {
+		{"after a delete", func(s *[]*Server) string {
 			*s = append((*s)[:10], (*s)[11:]...)
 			(*s)[60].Weight = &bad
 			return "/backends/0/servers/60/weight"
 		}},
-		{"after an insert", func(s *[]Server) string {
-			*s = append((*s)[:10], append([]Server{{Name: "ins", Address: "127.0.0.1", Port: 9}}, (*s)[10:]...)...)
+		{"after an insert", func(s *[]*Server) string {
+			*s = append((*s)[:10], append([]*Server{{Name: "ins", Address: "127.0.0.1", Port: 9}}, (*s)[10:]...)...)
 			(*s)[70].Port = 70000
 			return "/backends/0/servers/70/port"
 		}},
-		{"a new server that reuses no name", func(s *[]Server) string {
-			*s = append(*s, Server{Name: "fresh", Address: "127.0.0.1", Port: 0})
+		{"a new server that reuses no name", func(s *[]*Server) string {
+			*s = append(*s, &Server{Name: "fresh", Address: "127.0.0.1", Port: 0})
 			return fmt.Sprintf("/backends/0/servers/%d/port", len(*s)-1)
 		}},
-		{"a duplicate name", func(s *[]Server) string {
-			*s = append(*s, Server{Name: "s005", Address: "127.0.0.1", Port: 9})
+		{"a duplicate name", func(s *[]*Server) string {
+			*s = append(*s, &Server{Name: "s005", Address: "127.0.0.1", Port: 9})
 			return fmt.Sprintf("/backends/0/servers/%d/name", len(*s)-1)
 		}},
 		// The span where the lists differ is one server: its name is
 		// still compared with those before and after it.
-		{"one renamed to a later server's name", func(s *[]Server) string {
+		{"one renamed to a later server's name", func(s *[]*Server) string {
 			(*s)[40].Name = "s090"
 			return "/backends/0/servers/92/name" // the second use, as Validate says
 		}},
-		{"one renamed to an earlier server's name", func(s *[]Server) string {
+		{"one renamed to an earlier server's name", func(s *[]*Server) string {
 			(*s)[40].Name = "s003"
 			return "/backends/0/servers/40/name"
 		}},
-		{"one inserted with a later server's name", func(s *[]Server) string {
-			*s = append((*s)[:10], append([]Server{{Name: "s095", Address: "127.0.0.1", Port: 9}}, (*s)[10:]...)...)
+		{"one inserted with a later server's name", func(s *[]*Server) string {
+			*s = append((*s)[:10], append([]*Server{{Name: "s095", Address: "127.0.0.1", Port: 9}}, (*s)[10:]...)...)
 			return "/backends/0/servers/98/name"
 		}},
-		{"a bad address in the span", func(s *[]Server) string {
+		{"a bad address in the span", func(s *[]*Server) string {
 			(*s)[50].Address = "not an address!"
 			return "/backends/0/servers/50/address"
 		}},

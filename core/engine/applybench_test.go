@@ -73,7 +73,7 @@ func BenchmarkApplyServerChange10k(b *testing.B) {
 		c.Tuning.Nbthread = 1
 		be := config.Backend{Name: "big"}
 		for i := range 10000 {
-			be.Servers = append(be.Servers, config.Server{Name: "s" + strconv.Itoa(i),
+			be.Servers = append(be.Servers, &config.Server{Name: "s" + strconv.Itoa(i),
 				Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), Port: 80, AdminState: config.AdminMaint})
 		}
 		c.Backends = append(c.Backends, be)
@@ -81,7 +81,7 @@ func BenchmarkApplyServerChange10k(b *testing.B) {
 	}, config.UpdateOptions{Apply: e.Apply}); err != nil {
 		b.Fatal(err)
 	}
-	change := func(b *testing.B, fn func(i int, s *[]config.Server)) {
+	change := func(b *testing.B, fn func(i int, s *[]*config.Server)) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
@@ -95,22 +95,26 @@ func BenchmarkApplyServerChange10k(b *testing.B) {
 		}
 	}
 	b.Run("weight", func(b *testing.B) {
-		change(b, func(i int, s *[]config.Server) {
+		change(b, func(i int, s *[]*config.Server) {
 			w := 1 + i%2
-			(*s)[5000].Weight = &w
+			sv := *(*s)[5000] // a copy: the server is Current's too
+			sv.Weight = &w
+			(*s)[5000] = &sv
 		})
 	})
 	b.Run("admin_state", func(b *testing.B) {
-		change(b, func(i int, s *[]config.Server) {
-			(*s)[5000].AdminState = []string{config.AdminMaint, config.AdminDrain}[i%2]
+		change(b, func(i int, s *[]*config.Server) {
+			sv := *(*s)[5000]
+			sv.AdminState = []string{config.AdminMaint, config.AdminDrain}[i%2]
+			(*s)[5000] = &sv
 		})
 	})
 	b.Run("add+delete", func(b *testing.B) {
-		change(b, func(_ int, s *[]config.Server) {
+		change(b, func(_ int, s *[]*config.Server) {
 			// by what the list holds, not by i's parity: a run of
 			// -count or a b.Loop restart begins where the last ended
 			if l := *s; l[len(l)-1].Name != "added" {
-				*s = append(*s, config.Server{Name: "added", Address: "10.9.9.9", Port: 80, AdminState: config.AdminMaint})
+				*s = append(*s, &config.Server{Name: "added", Address: "10.9.9.9", Port: 80, AdminState: config.AdminMaint})
 			} else {
 				*s = l[:len(l)-1]
 			}

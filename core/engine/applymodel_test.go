@@ -52,7 +52,7 @@ func TestApplyServerChangesAsAMap(t *testing.T) {
 		for range 300 {
 			s := newServer()
 			order = append(order, s.Name)
-			be.Servers = append(be.Servers, s)
+			be.Servers = append(be.Servers, &s)
 		}
 		c.Backends = append(c.Backends, be)
 		return nil
@@ -66,9 +66,10 @@ func TestApplyServerChangesAsAMap(t *testing.T) {
 		var desc string
 		prevBB := e.backends["big"].bb
 		if _, err := st.Update(ctx, func(c *config.Config) error {
-			l := c.OwnServers(c.FindBackend("big"))
+			bi := c.FindBackend("big")
+			l := c.OwnServers(bi)
 			i := rng.IntN(len(*l))
-			s := &(*l)[i]
+			s := c.OwnServer(bi, i) // a copy: (*l)[i] is Current's too
 			switch op := rng.IntN(6); {
 			case op == 0:
 				w := rng.IntN(257)
@@ -82,12 +83,12 @@ func TestApplyServerChangesAsAMap(t *testing.T) {
 				desc = "admin_state " + s.Name
 			case op == 2:
 				ns := newServer()
-				*l = append(*l, ns)
+				*l = append(*l, &ns)
 				order = append(order, ns.Name)
 				desc = "append " + ns.Name
 			case op == 3:
 				ns := newServer()
-				*l = slices.Insert(*l, i, ns)
+				*l = slices.Insert(*l, i, &ns)
 				order = slices.Insert(order, i, ns.Name)
 				desc = "insert " + ns.Name
 			case len(*l) > 2:

@@ -23,7 +23,7 @@ func checkConfig(gen int64, hc *config.HealthCheck, ports ...int) *config.Config
 		Frontends:  []config.Frontend{{Name: "fe", DefaultBackend: "be"}},
 	}
 	for i, p := range ports {
-		c.Backends[0].Servers = append(c.Backends[0].Servers, config.Server{Name: "s" + string(rune('1'+i)), Address: "127.0.0.1", Port: p})
+		c.Backends[0].Servers = append(c.Backends[0].Servers, &config.Server{Name: "s" + string(rune('1'+i)), Address: "127.0.0.1", Port: p})
 	}
 	c.Normalize()
 	return c
@@ -161,7 +161,7 @@ func TestEngineStatsShowEachServersCheck(t *testing.T) {
 	defer e.Close(context.Background())
 	hc := &config.HealthCheck{Type: config.CheckTCP, IntervalMs: 40, TimeoutMs: 2000, Rise: 1, Fall: 1}
 	c := checkConfig(1, hc, live, dead)
-	c.Backends = append(c.Backends, config.Backend{Name: "unchecked", Servers: []config.Server{{Name: "u1", Address: "127.0.0.1", Port: live}}})
+	c.Backends = append(c.Backends, config.Backend{Name: "unchecked", Servers: []*config.Server{{Name: "u1", Address: "127.0.0.1", Port: live}}})
 	c.Normalize()
 	apply(t, e, c)
 	check := func(be, srv string) *stats.Check {

@@ -742,7 +742,7 @@ func inPlace(old, next *config.Backend, from, to int) bool {
 		return false
 	}
 	for i := from; i < to; i++ {
-		o, n := &old.Servers[i], &next.Servers[i]
+		o, n := old.Servers[i], next.Servers[i]
 		if o.Name != n.Name || o.Address != n.Address || o.Port != n.Port || o.SendProxy != n.SendProxy ||
 			o.Proto != n.Proto || (o.TLS == nil) != (n.TLS == nil) || o.TLS != nil && *o.TLS != *n.TLS ||
 			n.Weight == nil || o.Weight == nil {
@@ -768,9 +768,9 @@ type applied struct {
 // (inPlace said that it is their weight, maxconn or admin_state). It
 // reports that a server went into maint (its pooled connections are to
 // be closed: DropIdleUnusable).
-func setInPlace(run []*balance.Server, next, old []config.Server) (toMaint bool) {
+func setInPlace(run []*balance.Server, next, old []*config.Server) (toMaint bool) {
 	for j, s := range run {
-		cs, oc := &next[j], &old[j]
+		cs, oc := next[j], old[j]
 		if *cs.Weight != *oc.Weight {
 			s.SetWeight(*cs.Weight)
 		}

@@ -50,7 +50,7 @@ func tcpConfig(gen int64, serverPort int, binds ...int) *config.Config {
 	c := &config.Config{
 		Generation: gen,
 		Tuning:     config.Tuning{Nbthread: 2},
-		Backends: []config.Backend{{Name: "be", Servers: []config.Server{
+		Backends: []config.Backend{{Name: "be", Servers: []*config.Server{
 			{Name: "s1", Address: "127.0.0.1", Port: serverPort},
 		}}},
 		Frontends: []config.Frontend{{Name: "fe", DefaultBackend: "be"}},

@@ -25,7 +25,7 @@ func TestEngineServerFieldChangeInPlace(t *testing.T) {
 	a := greeter(t, "A")
 	c := tcpConfig(1, a, p)
 	for i := range 100 {
-		c.Backends[0].Servers = append(c.Backends[0].Servers, config.Server{Name: fmt.Sprintf("x%03d", i),
+		c.Backends[0].Servers = append(c.Backends[0].Servers, &config.Server{Name: fmt.Sprintf("x%03d", i),
 			Address: "127.0.0.1", Port: 20000 + i, AdminState: config.AdminMaint})
 	}
 	c.Normalize()
@@ -69,7 +69,7 @@ func TestEngineServerFieldChangeInPlace(t *testing.T) {
 	}
 	bb = e.backends["be"].bb
 	step(4, func(n *config.Config) {
-		n.Backends[0].Servers = append(n.Backends[0].Servers, config.Server{Name: "y", Address: "127.0.0.1", Port: 30001})
+		n.Backends[0].Servers = append(n.Backends[0].Servers, &config.Server{Name: "y", Address: "127.0.0.1", Port: 30001})
 	})
 	if e.backends["be"].bb == bb {
 		t.Fatal("an added server was applied in place")

@@ -22,7 +22,7 @@ func serverTLS(bb *balance.Backend, cb *config.Backend, i, lo, hi int) error {
 		if s.TLSSpec == nil || s.TLS != nil {
 			continue
 		}
-		c, err := tlsconf.Client(&cb.Servers[j])
+		c, err := tlsconf.Client(cb.Servers[j])
 		if err != nil {
 			return &config.ApplyError{
 				Field:  "/backends/" + strconv.Itoa(i) + "/servers/" + strconv.Itoa(j) + "/tls",

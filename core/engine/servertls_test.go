@@ -15,7 +15,7 @@ func TestEngineBuildsServerTLSOncePerServer(t *testing.T) {
 	port := greeter(t, "x")
 	c := tcpConfig(1, port)
 	c.Backends[0].Servers[0].TLS = &config.ServerTLS{Verify: config.VerifyNone, SNI: "a.test"}
-	c.Backends[0].Servers = append(c.Backends[0].Servers, config.Server{Name: "plain", Address: "127.0.0.1", Port: port})
+	c.Backends[0].Servers = append(c.Backends[0].Servers, &config.Server{Name: "plain", Address: "127.0.0.1", Port: port})
 	c.Normalize()
 	apply(t, e, c)
 	srv := func(name string) (tlsSet bool, cfg any, sni string) {

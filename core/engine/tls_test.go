@@ -159,7 +159,7 @@ func TestTLSBindALPNFollowsHTTPVersions(t *testing.T) {
 			Generation:   1,
 			Tuning:       config.Tuning{Nbthread: 1},
 			Certificates: []config.Certificate{{Name: "site", ChainSHA256: hash64("5")}},
-			Backends: []config.Backend{{Name: "be", Mode: config.ModeHTTP, Servers: []config.Server{
+			Backends: []config.Backend{{Name: "be", Mode: config.ModeHTTP, Servers: []*config.Server{
 				{Name: "s1", Address: "127.0.0.1", Port: srv}}}},
 		}
 		ports := make([]int, len(binds))

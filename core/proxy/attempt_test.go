@@ -32,7 +32,7 @@ func attemptFrontend(t *testing.T, http bool, alg string, queue time.Duration, s
 	}
 	for i, s := range servers {
 		w := s.weight
-		cfg.Servers = append(cfg.Servers, config.Server{Name: "s" + strconv.Itoa(i),
+		cfg.Servers = append(cfg.Servers, &config.Server{Name: "s" + strconv.Itoa(i),
 			Address: s.addr.IP.String(), Port: s.addr.Port, Maxconn: 1, Weight: &w})
 	}
 	cfg.Normalize()

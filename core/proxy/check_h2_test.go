@@ -36,11 +36,11 @@ func chkH2Backend(t testing.TB, hc config.HealthCheck, port int) *balance.Backen
 func chkH2BackendTLS(t testing.TB, hc config.HealthCheck, tl *config.ServerTLS, port int) *balance.Backend {
 	t.Helper()
 	cb := &config.Backend{Name: "web", Mode: config.ModeHTTP, HealthCheck: &hc,
-		Servers: []config.Server{{Name: "s1", Address: "127.0.0.1", Port: port, Proto: config.ProtoH2, TLS: tl}}}
+		Servers: []*config.Server{{Name: "s1", Address: "127.0.0.1", Port: port, Proto: config.ProtoH2, TLS: tl}}}
 	b := chkBuild(t, cb, nil)
 	if tl != nil {
 		var err error
-		if b.Servers[0].TLS, err = tlsconf.Client(&cb.Servers[0]); err != nil {
+		if b.Servers[0].TLS, err = tlsconf.Client(cb.Servers[0]); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -43,7 +43,7 @@ func chkBackend(t testing.TB, hc config.HealthCheck, prev *balance.Backend, port
 	t.Helper()
 	cb := &config.Backend{Name: "web", Mode: config.ModeTCP, HealthCheck: &hc}
 	for i, p := range ports {
-		cb.Servers = append(cb.Servers, config.Server{Name: "s" + strconv.Itoa(i+1), Address: "127.0.0.1", Port: p})
+		cb.Servers = append(cb.Servers, &config.Server{Name: "s" + strconv.Itoa(i+1), Address: "127.0.0.1", Port: p})
 	}
 	return chkBuild(t, cb, prev)
 }
@@ -52,7 +52,7 @@ func chkBackend(t testing.TB, hc config.HealthCheck, prev *balance.Backend, port
 func chkBackendAt(t testing.TB, hc config.HealthCheck, host string, port int) *balance.Backend {
 	t.Helper()
 	cb := &config.Backend{Name: "web", Mode: config.ModeTCP, HealthCheck: &hc,
-		Servers: []config.Server{{Name: "s1", Address: host, Port: port}}}
+		Servers: []*config.Server{{Name: "s1", Address: host, Port: port}}}
 	return chkBuild(t, cb, nil)
 }
 

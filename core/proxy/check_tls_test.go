@@ -27,7 +27,7 @@ func chkTLSBackend(t testing.TB, hc config.HealthCheck, tl config.ServerTLS, por
 	cb := &config.Backend{Name: "web", Mode: config.ModeHTTP, HealthCheck: &hc}
 	for i, p := range ports {
 		s := tl
-		cb.Servers = append(cb.Servers, config.Server{Name: "s" + strconv.Itoa(i+1), Address: "127.0.0.1", Port: p, TLS: &s})
+		cb.Servers = append(cb.Servers, &config.Server{Name: "s" + strconv.Itoa(i+1), Address: "127.0.0.1", Port: p, TLS: &s})
 	}
 	cb.Normalize()
 	b, err := balance.Build(cb, nil, nil)
@@ -35,7 +35,7 @@ func chkTLSBackend(t testing.TB, hc config.HealthCheck, tl config.ServerTLS, por
 		t.Fatal(err)
 	}
 	for i, s := range b.Servers {
-		if s.TLS, err = tlsconf.Client(&cb.Servers[i]); err != nil {
+		if s.TLS, err = tlsconf.Client(cb.Servers[i]); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -79,7 +79,7 @@ func frontend(t testing.TB, mode SpliceMode, addrs ...*net.TCPAddr) *Frontend {
 	t.Helper()
 	cfg := config.Backend{Name: "be"}
 	for i, a := range addrs {
-		cfg.Servers = append(cfg.Servers, config.Server{Name: "s" + strconv.Itoa(i), Address: a.IP.String(), Port: a.Port})
+		cfg.Servers = append(cfg.Servers, &config.Server{Name: "s" + strconv.Itoa(i), Address: a.IP.String(), Port: a.Port})
 	}
 	cfg.Normalize()
 	b, err := balance.Build(&cfg, nil, nil)

@@ -102,7 +102,7 @@ func httpFrontend(t testing.TB, opts func(*config.Backend), addrs ...*net.TCPAdd
 	if opts != nil {
 		cfg := config.Backend{Name: "be"}
 		for i, a := range addrs {
-			cfg.Servers = append(cfg.Servers, config.Server{Name: "s" + strconv.Itoa(i), Address: a.IP.String(), Port: a.Port})
+			cfg.Servers = append(cfg.Servers, &config.Server{Name: "s" + strconv.Itoa(i), Address: a.IP.String(), Port: a.Port})
 		}
 		opts(&cfg)
 		cfg.Normalize()

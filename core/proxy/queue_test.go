@@ -28,7 +28,7 @@ func queuedFrontend(t testing.TB, nloops int, queue time.Duration, addrs ...*net
 	t.Helper()
 	cfg := config.Backend{Name: "be", Mode: config.ModeHTTP}
 	for i, a := range addrs {
-		cfg.Servers = append(cfg.Servers, config.Server{Name: "s" + strconv.Itoa(i), Address: a.IP.String(), Port: a.Port, Maxconn: 1})
+		cfg.Servers = append(cfg.Servers, &config.Server{Name: "s" + strconv.Itoa(i), Address: a.IP.String(), Port: a.Port, Maxconn: 1})
 	}
 	cfg.Normalize()
 	b, err := balance.Build(&cfg, nil, nil)

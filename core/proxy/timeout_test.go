@@ -161,7 +161,7 @@ func TestTCPServerTimeoutBoundsAServerThatStopsReading(t *testing.T) {
 	t.Cleanup(func() { close(stop) })
 	addr := testutil.ServeOrigin(t, func(c *net.TCPConn) { <-stop; c.Close() }).Addr // never reads
 	fe := frontend(t, SpliceOff, addr)
-	cfg := config.Backend{Name: "be", Servers: []config.Server{{Name: "s0", Address: addr.IP.String(), Port: addr.Port}}}
+	cfg := config.Backend{Name: "be", Servers: []*config.Server{{Name: "s0", Address: addr.IP.String(), Port: addr.Port}}}
 	cfg.Timeouts.ServerMs = 300
 	fe.Backend = backendOf(t, &cfg)
 	c := e.dial(fe)

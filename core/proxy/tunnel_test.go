@@ -536,7 +536,7 @@ func TestSourceBalanceKeepsClientOnOneServer(t *testing.T) {
 	fe := frontend(t, SpliceOff, named("A"), named("B"), named("C"))
 	cfg := config.Backend{Name: "be", Balance: config.BalanceSource}
 	for _, s := range fe.Backend.B.Servers {
-		cfg.Servers = append(cfg.Servers, config.Server{Name: s.Name, Address: "127.0.0.1", Port: int(s.Addr.Port())})
+		cfg.Servers = append(cfg.Servers, &config.Server{Name: s.Name, Address: "127.0.0.1", Port: int(s.Addr.Port())})
 	}
 	cfg.Normalize()
 	b, err := balance.Build(&cfg, nil, nil)

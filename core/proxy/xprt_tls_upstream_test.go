@@ -69,7 +69,7 @@ func tlsBackend(t testing.TB, tl config.ServerTLS, tune func(*config.Backend), a
 	cfg := config.Backend{Name: "be"}
 	for i, a := range addrs {
 		s := tl
-		cfg.Servers = append(cfg.Servers, config.Server{Name: "s" + strconv.Itoa(i), Address: a.IP.String(), Port: a.Port, TLS: &s})
+		cfg.Servers = append(cfg.Servers, &config.Server{Name: "s" + strconv.Itoa(i), Address: a.IP.String(), Port: a.Port, TLS: &s})
 	}
 	if tune != nil {
 		tune(&cfg)
@@ -80,7 +80,7 @@ func tlsBackend(t testing.TB, tl config.ServerTLS, tune func(*config.Backend), a
 		t.Fatal(err)
 	}
 	for i, s := range b.Servers {
-		if s.TLS, err = tlsconf.Client(&cfg.Servers[i]); err != nil {
+		if s.TLS, err = tlsconf.Client(cfg.Servers[i]); err != nil {
 			t.Fatal(err)
 		}
 	}

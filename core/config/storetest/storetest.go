@@ -80,7 +80,7 @@ func configWith(t *testing.T, gen int64, backends ...string) *config.Config {
 	t.Helper()
 	c := &config.Config{}
 	for _, b := range backends {
-		c.Backends = append(c.Backends, config.Backend{Name: b, Servers: []config.Server{{Name: "s1", Address: "127.0.0.1", Port: 8081}}})
+		c.Backends = append(c.Backends, config.Backend{Name: b, Servers: []*config.Server{{Name: "s1", Address: "127.0.0.1", Port: 8081}}})
 	}
 	c.Normalize()
 	if err := config.Validate(c, config.Env{}); err != nil {
@@ -402,7 +402,7 @@ func openStore(t *testing.T, st config.Storage) *config.Store {
 
 func addBackend(name string) func(c *config.Config) error {
 	return func(c *config.Config) error {
-		c.Backends = append(c.Backends, config.Backend{Name: name, Servers: []config.Server{{Name: "s1", Address: "127.0.0.1", Port: 8081}}})
+		c.Backends = append(c.Backends, config.Backend{Name: name, Servers: []*config.Server{{Name: "s1", Address: "127.0.0.1", Port: 8081}}})
 		return nil
 	}
 }
