@@ -332,8 +332,12 @@ func TestSIGTERMDuringWritesAndLoad(t *testing.T) {
 }
 
 // TestIdleUpgradedConnectionTimesOut: an upgraded connection with no
-// traffic is closed after tunnel_ms (300), like a tcp tunnel; one that
-// keeps talking is not.
+// traffic is closed after tunnel_ms (1 000), like a tcp tunnel; one that
+// keeps talking (a byte every 100 ms, for 2.5 tunnel_ms) is not. The
+// talker is upgraded last and talks at once: with 300 ms and the idle
+// one upgraded after it, a loaded machine (-race, other lanes) took
+// longer than tunnel_ms for that upgrade and the talker, silent
+// meanwhile, was closed as idle, rightly.
 func TestIdleUpgradedConnectionTimesOut(t *testing.T) {
 	t.Parallel()
 	p := start(t, startOpts{})
@@ -342,8 +346,8 @@ func TestIdleUpgradedConnectionTimesOut(t *testing.T) {
 		io.Copy(c, c)
 		return false
 	})
-	p.backend("web", "http", map[string]any{"tunnel_ms": 300}, srv{"s1", port})
-	fp := p.frontend("pub", "http", "web", map[string]any{"timeouts": map[string]any{"tunnel_ms": 300}})
+	p.backend("web", "http", map[string]any{"tunnel_ms": 1000}, srv{"s1", port})
+	fp := p.frontend("pub", "http", "web", map[string]any{"timeouts": map[string]any{"tunnel_ms": 1000}})
 	upgrade := func() (net.Conn, *bufio.Reader) {
 		c := dial(t, fp)
 		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
@@ -353,10 +357,10 @@ func TestIdleUpgradedConnectionTimesOut(t *testing.T) {
 		}
 		return c, br
 	}
-	talk, tbr := upgrade()
 	idle, ibr := upgrade()
+	talk, tbr := upgrade()
 	t0 := time.Now()
-	for time.Since(t0) < 900*time.Millisecond {
+	for time.Since(t0) < 2500*time.Millisecond {
 		talk.SetDeadline(time.Now().Add(time.Second))
 		io.WriteString(talk, "x")
 		if _, err := io.ReadFull(tbr, make([]byte, 1)); err != nil {
