@@ -45,7 +45,7 @@ const (
 	// machine the keep-alive rows went from 0.78× (tcp) and 0.94× (http)
 	// the best peer's req/s to 1.03× and 1.01×, at 1.00× and 0.81× its CPU
 	// per request (bench/README.md); one client at a time never naps, and
-	// 20 µs is a tenth of a loaded keep-alive request's latency on the
+	// 20 µs is about 3 % of a loaded keep-alive request's latency on the
 	// loopback (p50 550-620 µs at 50 clients).
 	DefaultPollNapUs = 20
 	// TLS.
